@@ -1,0 +1,43 @@
+# sloscope: `make test` bootstraps everything it needs (virtualenv, pinned packages) and runs all checks.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | sha1sum | cut -c1-12)
+
+.PHONY: all test lint typecheck unit demo bench clean
+
+all: test
+
+$(STAMP): pyproject.toml constraints.txt
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "sloscope needs Python >= 3.11 (found $$($(PYTHON) --version))"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test,dev]'
+	rm -f $(VENV)/.installed-*
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+## test: lint, type-check and run every test suite (unit, integration against real servers).
+test: lint typecheck
+	$(BIN)/pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check exporter tests bench
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+unit: $(STAMP)
+	$(BIN)/pytest tests/unit
+
+## demo: run sloscope on the built-in settings and SLO spec (Ctrl-C stops it).
+demo: $(STAMP)
+	$(BIN)/sloscope serve
+
+## bench: throughput of the ingest path; ratios are measured in one run.
+bench: $(STAMP)
+	$(BIN)/python bench/run.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

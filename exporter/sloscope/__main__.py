@@ -1,0 +1,5 @@
+"""``python -m sloscope`` runs the command line."""
+
+from sloscope.cli import main
+
+raise SystemExit(main())

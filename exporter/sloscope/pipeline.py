@@ -1,0 +1,91 @@
+"""Builds the processing stages from settings and runs the worker that drives them.
+
+receivers -> Intake -> SpanQueue -> [worker thread] TraceAssembler -> SLOEvaluator -> publishers
+
+The worker is the only thread that touches the assembler. Shutdown closes the queue (receivers
+then answer "shutting down"), drains what was accepted, flushes every waiting request with what
+it has, and only then returns: nothing accepted is lost.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from prometheus_client import CollectorRegistry
+
+from sloscope.attributes import Mapping
+from sloscope.config import Settings
+from sloscope.processors.assembler import TraceAssembler
+from sloscope.processors.evaluator import RequestPublisher, SLOEvaluator
+from sloscope.processors.queue import SpanQueue
+from sloscope.publishers.prometheus import PrometheusPublisher
+from sloscope.receivers.intake import Intake
+from sloscope.slo.spec import SLOSpec
+from sloscope.telemetry import Telemetry
+
+log = logging.getLogger(__name__)
+
+_TICK_SECONDS = 0.25  # how often join windows are checked when no spans arrive
+
+
+class Pipeline:
+    def __init__(self, settings: Settings, spec: SLOSpec, registry: CollectorRegistry,
+                 extra_publishers: tuple[RequestPublisher, ...] = ()) -> None:
+        self.settings = settings
+        self.spec = spec
+        self.registry = registry
+        self.telemetry = Telemetry(registry)
+        mapping = Mapping(settings.attributes)
+        self.queue = SpanQueue(settings.limits.queue_spans)
+        publisher = PrometheusPublisher(registry, spec, settings.limits, self.telemetry, mapping.default_pool)
+        self.evaluator = SLOEvaluator(spec, (publisher, *extra_publishers))
+        self.assembler = TraceAssembler(
+            settings.join, mapping, self.evaluator, self.telemetry.dropped, self.telemetry.outcome
+        )
+        self.intake = Intake(mapping, self.queue, self.telemetry, settings.limits.retry_after_seconds)
+        self.telemetry.watch(lambda: len(self.queue), self.queue.capacity, lambda: self.assembler.pending)
+        self._thread: threading.Thread | None = None
+        self._stopped = threading.Event()
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._run, name="sloscope-pipeline", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        queue, assembler = self.queue, self.assembler
+        while True:
+            batches = queue.take(_TICK_SECONDS)
+            for batch in batches:
+                try:
+                    assembler.consume(batch)
+                except Exception:  # keep the worker alive; the batch is lost and logged
+                    log.exception("trace assembler failed on a batch of %d spans", len(batch))
+            if not batches:
+                assembler.expire()
+                if queue.closed:
+                    break
+        assembler.flush()
+        self._stopped.set()
+
+    def shutdown(self, timeout: float = 10.0) -> bool:
+        """Stop accepting, drain, flush. Safe without start and safe twice. True when fully drained."""
+        self.queue.close()
+        if self._thread is None:
+            if not self._stopped.is_set():
+                for batch in self.queue.take(0):
+                    self.assembler.consume(batch)
+                self.assembler.flush()
+                self._stopped.set()
+            return True
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            log.error("pipeline did not drain within %.1fs; %d spans left", timeout, len(self.queue))
+            return False
+        return True

@@ -1,0 +1,70 @@
+"""The hand-off both OTLP transports share: validate mapped attributes, count, queue.
+
+Called on the event-loop thread that serves the request: it does not block and does not raise.
+It returns what the transport needs to answer: accepted, partially accepted (OTLP partial
+success with ``rejected_spans`` and a message), or refused because the queue is full (the
+transport answers 429 / RESOURCE_EXHAUSTED with a retry delay and the client keeps the batch).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from sloscope import conventions as c
+from sloscope.attributes import Mapping
+from sloscope.processors.queue import SpanQueue
+from sloscope.receivers.otlp_decode import Decoded
+from sloscope.telemetry import Telemetry
+
+
+class Status(Enum):
+    ACCEPTED = "accepted"
+    QUEUE_FULL = "queue_full"
+    SHUTTING_DOWN = "shutting_down"
+
+
+@dataclass(frozen=True)
+class Result:
+    status: Status
+    rejected: int = 0
+    message: str = ""
+
+
+class Intake:
+    def __init__(self, mapping: Mapping, queue: SpanQueue, telemetry: Telemetry, retry_after_seconds: int) -> None:
+        self._mapping = mapping
+        self._queue = queue
+        self._telemetry = telemetry
+        self.retry_after_seconds = retry_after_seconds
+        self._received = {t: telemetry.spans_received.labels(t) for t in ("grpc", "http")}
+        self._requests = {
+            (t, r): telemetry.otlp_requests.labels(t, r)
+            for t in ("grpc", "http")
+            for r in ("accepted", "partial", "queue_full", "shutting_down", "malformed", "too_large", "unsupported")
+        }
+
+    def count_request(self, transport: str, result: str) -> None:
+        self._requests[(transport, result)].inc()
+
+    def submit(self, decoded: Decoded, transport: str) -> Result:
+        check = self._mapping.check
+        spans = []
+        for span in decoded.spans:
+            problem = check(span)
+            if problem is None:
+                spans.append(span)
+            else:
+                decoded.reject(problem)
+        if self._queue.closed:
+            self._telemetry.dropped(c.DROP_SHUTDOWN, len(spans))
+            self.count_request(transport, "shutting_down")
+            return Result(Status.SHUTTING_DOWN)
+        if not self._queue.offer(spans):
+            self._telemetry.dropped(c.DROP_QUEUE_FULL, len(spans))
+            self.count_request(transport, "queue_full")
+            return Result(Status.QUEUE_FULL)
+        self._received[transport].inc(len(spans))
+        self._telemetry.dropped(c.DROP_INVALID, decoded.rejected)
+        self.count_request(transport, "partial" if decoded.rejected else "accepted")
+        return Result(Status.ACCEPTED, decoded.rejected, decoded.message)

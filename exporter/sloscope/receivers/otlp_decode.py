@@ -1,0 +1,200 @@
+"""Pure decoding of OTLP trace exports into :class:`~sloscope.records.Span`, shared by both transports.
+
+Protobuf bytes go straight through ``ExportTraceServiceRequest``. OTLP/JSON differs from the
+protobuf JSON mapping in one way that matters: trace and span ids are hex, not base64, so the
+ids are rewritten before ``ParseDict`` (which handles lowerCamelCase names, 64-bit integers as
+strings and enum numbers). Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from sloscope.records import AttributeValue, Span
+
+
+class MalformedPayload(ValueError):
+    """The whole payload is unusable: answered with HTTP 400 / gRPC INVALID_ARGUMENT."""
+
+
+class PayloadTooLarge(ValueError):
+    """The payload, or its decompressed form, exceeds the configured limit: HTTP 413."""
+
+
+@dataclass
+class Decoded:
+    """Spans that decoded, plus how many were rejected and why (for OTLP partial success)."""
+
+    spans: list[Span] = field(default_factory=list)
+    rejected: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    def reject(self, message: str) -> None:
+        self.rejected += 1
+        if len(self.errors) < 5:  # enough to say what is wrong without echoing a whole batch back
+            self.errors.append(message)
+
+    @property
+    def message(self) -> str:
+        if not self.rejected:
+            return ""
+        more = self.rejected - len(self.errors)
+        tail = f"; and {more} more" if more > 0 else ""
+        return f"rejected {self.rejected} span(s): " + "; ".join(self.errors) + tail
+
+
+_INVALID_TRACE_ID = bytes(16)
+_INVALID_SPAN_ID = bytes(8)
+
+
+def decompress(body: bytes, encoding: str, limit: int) -> bytes:
+    """Undo ``Content-Encoding`` without ever holding more than ``limit`` bytes (no zip bombs)."""
+    encoding = encoding.strip().lower()
+    if encoding in ("", "identity"):
+        if len(body) > limit:
+            raise PayloadTooLarge(f"body of {len(body)} bytes exceeds the limit of {limit}")
+        return body
+    if encoding not in ("gzip", "deflate"):
+        raise MalformedPayload(f"unsupported Content-Encoding {encoding!r}; use gzip or none")
+    wbits = 16 + zlib.MAX_WBITS if encoding == "gzip" else zlib.MAX_WBITS
+    inflater = zlib.decompressobj(wbits)
+    try:
+        out = inflater.decompress(body, limit + 1)
+    except zlib.error as exc:
+        raise MalformedPayload(f"body is not valid {encoding}: {exc}") from exc
+    if len(out) > limit:
+        raise PayloadTooLarge(f"decompressed body exceeds the limit of {limit} bytes")
+    if not inflater.eof:
+        raise MalformedPayload(f"body is truncated {encoding}")
+    return out
+
+
+def decode_protobuf(payload: bytes) -> Decoded:
+    try:
+        request = ExportTraceServiceRequest.FromString(payload)
+    except DecodeError as exc:
+        raise MalformedPayload(f"not a valid OTLP ExportTraceServiceRequest protobuf: {exc}") from exc
+    return decode_request(request)
+
+
+def decode_json(payload: bytes) -> Decoded:
+    try:
+        document = json.loads(payload)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise MalformedPayload(f"not valid JSON: {exc}") from exc
+    if not isinstance(document, dict):
+        raise MalformedPayload("OTLP/JSON body must be an object with 'resourceSpans'")
+    try:
+        _hex_ids_to_base64(document)
+        request = json_format.ParseDict(document, ExportTraceServiceRequest(), ignore_unknown_fields=True)
+    except (json_format.ParseError, ValueError, TypeError, AttributeError) as exc:
+        raise MalformedPayload(f"not a valid OTLP/JSON ExportTraceServiceRequest: {exc}") from exc
+    return decode_request(request)
+
+
+def _hex_ids_to_base64(document: dict[str, Any]) -> None:
+    for resource_spans in _list(document, "resourceSpans", "resource_spans"):
+        for scope_spans in _list(resource_spans, "scopeSpans", "scope_spans"):
+            for span in _list(scope_spans, "spans"):
+                if not isinstance(span, dict):
+                    raise MalformedPayload("each entry of 'spans' must be an object")
+                _rewrite_ids(span)
+                for link in _list(span, "links"):
+                    if isinstance(link, dict):
+                        _rewrite_ids(link)
+
+
+def _list(obj: Any, *keys: str) -> list[Any]:
+    if not isinstance(obj, dict):
+        raise MalformedPayload(f"expected an object holding {keys[0]!r}, got {type(obj).__name__}")
+    for key in keys:
+        value = obj.get(key)
+        if value is not None:
+            if not isinstance(value, list):
+                raise MalformedPayload(f"{key!r} must be an array, got {type(value).__name__}")
+            return value
+    return []
+
+
+_ID_KEYS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
+
+
+def _rewrite_ids(obj: dict[str, Any]) -> None:
+    for key in _ID_KEYS:
+        value = obj.get(key)
+        if value is None or value == "":
+            continue
+        if not isinstance(value, str):
+            raise MalformedPayload(f"{key} must be a hex string, got {type(value).__name__}")
+        try:
+            raw = bytes.fromhex(value)
+        except ValueError as exc:
+            raise MalformedPayload(f"{key} {value!r} is not hex (OTLP/JSON ids are hex, not base64)") from exc
+        obj[key] = base64.b64encode(raw).decode("ascii")
+
+
+def decode_request(request: ExportTraceServiceRequest) -> Decoded:
+    """Flatten resource → scope → span, validating ids; invalid spans are rejected one by one."""
+    result = Decoded()
+    spans = result.spans
+    for resource_spans in request.resource_spans:
+        resource = attributes(resource_spans.resource.attributes)
+        for scope_spans in resource_spans.scope_spans:
+            for span in scope_spans.spans:
+                trace_id = span.trace_id
+                span_id = span.span_id
+                parent = span.parent_span_id
+                if len(trace_id) != 16 or trace_id == _INVALID_TRACE_ID:
+                    result.reject(f"span {span.name!r}: trace_id must be 16 bytes, not all zero")
+                    continue
+                if len(span_id) != 8 or span_id == _INVALID_SPAN_ID:
+                    result.reject(f"span {span.name!r}: span_id must be 8 bytes, not all zero")
+                    continue
+                if parent and len(parent) != 8:
+                    result.reject(f"span {span.name!r}: parent_span_id must be empty or 8 bytes")
+                    continue
+                spans.append(
+                    Span(
+                        trace_id.hex(),
+                        span_id.hex(),
+                        parent.hex(),
+                        span.name,
+                        span.start_time_unix_nano,
+                        span.end_time_unix_nano,
+                        attributes(span.attributes),
+                        resource,
+                        span.trace_state,
+                    )
+                )
+    return result
+
+
+def attributes(key_values: Any) -> dict[str, AttributeValue]:
+    return {kv.key: _value(kv.value) for kv in key_values}
+
+
+def _value(value: Any) -> AttributeValue:
+    kind = value.WhichOneof("value")
+    if kind == "string_value":
+        return value.string_value
+    if kind == "double_value":
+        return value.double_value
+    if kind == "int_value":
+        return value.int_value
+    if kind == "bool_value":
+        return value.bool_value
+    if kind == "array_value":
+        return [_value(v) for v in value.array_value.values]
+    if kind == "kvlist_value":
+        return attributes(value.kvlist_value.values)
+    if kind == "bytes_value":
+        return value.bytes_value
+    return None

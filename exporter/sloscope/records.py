@@ -1,0 +1,95 @@
+"""Data that crosses a seam between pipeline stages.
+
+Spans come out of the receivers, joined requests out of the trace assembler, evaluations out
+of the SLO evaluator. All are plain slotted dataclasses: cheap to build on the hot path and
+readable when a test fails.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+AttributeValue = Any  # str | bool | int | float | bytes | list | dict | None, as OTLP AnyValue allows
+
+
+@dataclass(slots=True)
+class Span:
+    """One OTLP span reduced to what sloscope reads. Ids are lowercase hex, as in OTLP/JSON."""
+
+    trace_id: str
+    span_id: str
+    parent_span_id: str
+    name: str
+    start_ns: int
+    end_ns: int
+    attributes: dict[str, AttributeValue]
+    resource: dict[str, AttributeValue]
+    tracestate: str = ""
+
+
+@dataclass(slots=True)
+class JoinedRequest:
+    """One request: the model-server span (the anchor) joined with its gateway spans.
+
+    Times are seconds, SLO targets milliseconds (as the headers carry them). ``None`` means no
+    span said; whether a value is valid is the evaluator's business, not the assembler's.
+    """
+
+    trace_id: str
+    span_id: str
+    outcome: str
+    request_id: str | None = None
+    requested_model: str | None = None
+    target_model: str | None = None
+    pool: str | None = None
+    pod: str | None = None
+    endpoint: str | None = None
+    slo_ttft_ms: float | None = None
+    slo_tpot_ms: float | None = None
+    routing: str = "unknown"
+    predicted_ttft_ms: float | None = None
+    predicted_tpot_ms: float | None = None
+    ttft_seconds: float | None = None
+    ttft_source: str | None = None
+    e2e_seconds: float | None = None
+    queue_seconds: float | None = None
+    prefill_seconds: float | None = None
+    decode_seconds: float | None = None
+    prompt_tokens: float | None = None
+    completion_tokens: float | None = None
+    start_ns: int = 0
+    end_ns: int = 0
+
+    @property
+    def model(self) -> str | None:
+        """The model that served the request; the requested one when the server did not say."""
+        return self.target_model or self.requested_model
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """Whether a request counts for one SLO, and if it does, whether it met it."""
+
+    eligible: bool
+    met: bool = False
+    actual: float | None = None  # seconds
+    target: float | None = None  # seconds
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    """What the SLO evaluator concluded about one request."""
+
+    slo_class: str
+    ttft: Verdict
+    tpot: Verdict
+    goodput: Verdict
+    ttft_seconds: float | None
+    tpot_seconds: float | None
+    target_source: str  # "request", "class_default" or "none"
+    invalid_fields: tuple[str, ...] = field(default=())
+
+    def verdict(self, slo: str) -> Verdict:
+        result: Verdict = getattr(self, slo)
+        return result

@@ -1,0 +1,152 @@
+"""Runs sloscope: the pipeline, the OTLP/gRPC and OTLP/HTTP receivers and the metrics app, on one loop.
+
+Start order is downstream first (pipeline, metrics, then receivers); stop order is upstream first
+(receivers, then the pipeline drains and flushes, then metrics), so every stage can hand what it
+holds to the next before it goes. One process, one worker: the join state lives in memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+import uvicorn
+from prometheus_client import CollectorRegistry
+
+from sloscope.config import Settings
+from sloscope.pipeline import Pipeline
+from sloscope.receivers.otlp_grpc import create_server as create_grpc_server
+from sloscope.service.app import create_metrics_app, create_otlp_app
+from sloscope.service.http_metrics import HttpMetrics
+from sloscope.service.tracing import tracer_provider
+from sloscope.slo.spec import SLOSpec
+
+log = logging.getLogger(__name__)
+
+
+class _Server(uvicorn.Server):
+    """A uvicorn server that leaves signal handling to :class:`Service` (two servers share one loop)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+@dataclass(frozen=True)
+class BoundPorts:
+    otlp_grpc: int
+    otlp_http: int
+    metrics: int
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.set_inheritable(True)
+    return sock
+
+
+class Service:
+    def __init__(self, settings: Settings, spec: SLOSpec, registry: CollectorRegistry | None = None) -> None:
+        self.settings = settings
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.pipeline = Pipeline(settings, spec, self.registry)
+        self._tracer = tracer_provider(settings.self_tracing)
+        self._http_metrics = HttpMetrics(self.registry)
+        self._grpc: grpc.aio.Server | None = None
+        self._servers: dict[str, _Server] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._ready = False
+        self.ports: BoundPorts | None = None
+
+    async def start(self) -> BoundPorts:
+        listeners = self.settings.listeners
+        self.pipeline.start()
+        metrics_app = create_metrics_app(self.pipeline, self._http_metrics, self._tracer, lambda: self._ready)
+        metrics_port = await self._serve_http("metrics", metrics_app, listeners.host, listeners.metrics_port)
+        try:
+            self._grpc = create_grpc_server(self.pipeline.intake, self.settings.limits.max_request_bytes)
+            grpc_port = self._grpc.add_insecure_port(f"{_grpc_host(listeners.host)}:{listeners.otlp_grpc_port}")
+            await self._grpc.start()
+            otlp_app = create_otlp_app(self.pipeline, self._http_metrics, self._tracer)
+            http_port = await self._serve_http("otlp_http", otlp_app, listeners.host, listeners.otlp_http_port)
+        except BaseException:
+            await self.stop()  # a failed start cleans up what it started
+            raise
+        self.ports = BoundPorts(grpc_port, http_port, metrics_port)
+        self._ready = True
+        log.info(
+            "sloscope listening: otlp_grpc=%s:%d otlp_http=%s:%d metrics=%s:%d",
+            listeners.host, grpc_port, listeners.host, http_port, listeners.host, metrics_port,
+        )
+        return self.ports
+
+    async def _serve_http(self, name: str, app: Any, host: str, port: int) -> int:
+        sock = _bind(host, port)
+        config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="off", timeout_graceful_shutdown=5)
+        server = _Server(config)
+        self._servers[name] = server
+        task = asyncio.create_task(server.serve(sockets=[sock]), name=f"sloscope-{name}")
+        self._tasks.append(task)
+        while not server.started:
+            if task.done():
+                task.result()  # re-raise why it could not start
+                raise RuntimeError(f"{name} server stopped during start")
+            await asyncio.sleep(0.01)
+        bound: int = sock.getsockname()[1]
+        return bound
+
+    async def stop(self) -> None:
+        """Receivers first, then drain and flush the pipeline, then the metrics endpoint. Safe twice."""
+        self._ready = False
+        grace = self.settings.shutdown_grace_seconds
+        if self._grpc is not None:
+            await self._grpc.stop(grace / 2)
+            self._grpc = None
+        await self._stop_http("otlp_http")
+        drained = await asyncio.to_thread(self.pipeline.shutdown, grace)
+        if not drained:
+            log.error("shutdown: the pipeline did not drain in %.1fs", grace)
+        await self._stop_http("metrics")
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+        if self._tracer is not None:
+            self._tracer.shutdown()
+            self._tracer = None
+
+    async def _stop_http(self, name: str) -> None:
+        server = self._servers.pop(name, None)
+        if server is not None:
+            server.should_exit = True
+            while server.started and not _finished(self._tasks, name):
+                await asyncio.sleep(0.01)
+
+    async def run_until_signal(self) -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await self.start()
+        await stop.wait()
+        log.info("sloscope shutting down: draining receivers and the pipeline")
+        await self.stop()
+        log.info("sloscope stopped")
+
+
+def _finished(tasks: list[asyncio.Task[None]], name: str) -> bool:
+    return all(t.done() for t in tasks if t.get_name() == f"sloscope-{name}")
+
+
+def _grpc_host(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host

@@ -1,0 +1,123 @@
+"""The SLO maths, as pure functions of one joined request and the spec.
+
+Definitions (docs/configuration.md repeats them for users):
+
+* TTFT: the gateway's measurement when a span carries one, else the model server's
+  ``gen_ai.latency.time_to_first_token``. The assembler records which.
+* TPOT: ``(e2e - ttft) / (completion_tokens - 1)`` for requests with at least two completion
+  tokens (the ``vllm bench serve`` definition). Fewer tokens: no TPOT, not eligible for a TPOT SLO.
+* Targets: the request's own (``x-slo-*`` headers, milliseconds) when valid, else the class's
+  opt-in default, else none. An SLO is met when actual <= target.
+* Goodput: eligible when the request carries at least one SLO and every SLO it carries could be
+  evaluated; met when all of them were met.
+* A value that is missing, negative or not finite makes the request ineligible for the SLOs that
+  need it and is reported in ``invalid_fields``; nothing raises.
+"""
+
+from __future__ import annotations
+
+import math
+
+from sloscope.records import Evaluation, JoinedRequest, Verdict
+from sloscope.slo.spec import SLOSpec, is_valid_target
+
+_NOT_ELIGIBLE = Verdict(eligible=False)
+
+
+def valid_seconds(value: float | None) -> bool:
+    return value is not None and math.isfinite(value) and value >= 0
+
+
+def tpot_seconds(e2e: float | None, ttft: float | None, completion_tokens: float | None) -> float | None:
+    """Time per output token after the first; None when undefined (fewer than 2 tokens) or invalid."""
+    if not (valid_seconds(e2e) and valid_seconds(ttft) and _valid_tokens(completion_tokens)):
+        return None
+    assert e2e is not None and ttft is not None and completion_tokens is not None
+    if completion_tokens < 2 or e2e < ttft:
+        return None
+    return (e2e - ttft) / (completion_tokens - 1)
+
+
+def _valid_tokens(value: float | None) -> bool:
+    return value is not None and math.isfinite(value) and value >= 0 and value == int(value)
+
+
+def judge(actual: float | None, target_ms: float | None) -> Verdict:
+    """Verdict for one SLO: eligible only with a valid target and a valid actual value."""
+    if not is_valid_target(target_ms) or actual is None:
+        return _NOT_ELIGIBLE
+    assert target_ms is not None
+    target = target_ms / 1000.0
+    return Verdict(eligible=True, met=actual <= target, actual=actual, target=target)
+
+
+def evaluate(request: JoinedRequest, spec: SLOSpec) -> Evaluation:
+    """Classify the request, resolve its targets and judge each SLO."""
+    header_ttft = request.slo_ttft_ms if is_valid_target(request.slo_ttft_ms) else None
+    header_tpot = request.slo_tpot_ms if is_valid_target(request.slo_tpot_ms) else None
+    model = request.model or ""
+    cls = spec.classify(model, header_ttft, header_tpot)
+    slo_class = cls.name if cls is not None else spec.default_class
+    defaults = cls.defaults if cls is not None else None
+    target_ttft = header_ttft if header_ttft is not None else (defaults.ttft_ms if defaults else None)
+    target_tpot = header_tpot if header_tpot is not None else (defaults.tpot_ms if defaults else None)
+    if header_ttft is not None or header_tpot is not None:
+        target_source = "request"
+    elif target_ttft is not None or target_tpot is not None:
+        target_source = "class_default"
+    else:
+        target_source = "none"
+
+    invalid: list[str] = []
+    ttft = request.ttft_seconds if valid_seconds(request.ttft_seconds) else None
+    if ttft is None:
+        invalid.append("ttft_seconds")
+    tpot = tpot_seconds(request.e2e_seconds, ttft, request.completion_tokens)
+    tpot_needed = target_tpot is not None
+    if tpot_needed and tpot is None:
+        invalid.extend(_tpot_problems(request, ttft))
+
+    ttft_verdict = judge(ttft, target_ttft)
+    tpot_verdict = judge(tpot, target_tpot)
+    return Evaluation(
+        slo_class=slo_class,
+        ttft=ttft_verdict,
+        tpot=tpot_verdict,
+        goodput=_goodput(target_ttft, ttft_verdict, target_tpot, tpot_verdict, request.completion_tokens),
+        ttft_seconds=ttft,
+        tpot_seconds=tpot,
+        target_source=target_source,
+        invalid_fields=tuple(invalid),
+    )
+
+
+def _tpot_problems(request: JoinedRequest, ttft: float | None) -> list[str]:
+    """Which inputs made TPOT undefined, leaving out the legitimate case of fewer than two tokens."""
+    problems = []
+    if not valid_seconds(request.e2e_seconds):
+        problems.append("e2e_seconds")
+    if not _valid_tokens(request.completion_tokens):
+        problems.append("completion_tokens")
+    elif ttft is not None and request.e2e_seconds is not None and valid_seconds(request.e2e_seconds):
+        if request.e2e_seconds < ttft and (request.completion_tokens or 0) >= 2:
+            problems.append("e2e_seconds")
+    return problems
+
+
+def _goodput(
+    target_ttft: float | None,
+    ttft: Verdict,
+    target_tpot: float | None,
+    tpot: Verdict,
+    completion_tokens: float | None,
+) -> Verdict:
+    carried = []
+    if target_ttft is not None:
+        carried.append(ttft)
+    if target_tpot is not None:
+        single_token = _valid_tokens(completion_tokens) and (completion_tokens or 0) < 2
+        if not single_token:  # a TPOT SLO does not apply to a one-token answer
+            carried.append(tpot)
+    if not carried or not all(v.eligible for v in carried):
+        return _NOT_ELIGIBLE
+    return Verdict(eligible=True, met=all(v.met for v in carried))

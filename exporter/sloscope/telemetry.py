@@ -1,0 +1,63 @@
+"""sloscope's own health series: what every stage received, dropped and why.
+
+One object per pipeline, owning its instruments on the registry it is given (never the global
+one). Label sets with a fixed vocabulary are created up front so they exist at zero.
+"""
+
+from __future__ import annotations
+
+import platform
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Info
+
+from sloscope import __version__
+from sloscope import conventions as c
+
+
+class Telemetry:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.spans_received = Counter(
+            c.SPANS_RECEIVED.name, c.SPANS_RECEIVED.help, c.SPANS_RECEIVED.labels, registry=registry
+        )
+        self.spans_dropped = Counter(
+            c.SPANS_DROPPED.name, c.SPANS_DROPPED.help, c.SPANS_DROPPED.labels, registry=registry
+        )
+        self.otlp_requests = Counter(
+            c.OTLP_REQUESTS.name, c.OTLP_REQUESTS.help, c.OTLP_REQUESTS.labels, registry=registry
+        )
+        self.traces_joined = Counter(
+            c.TRACES_JOINED.name, c.TRACES_JOINED.help, c.TRACES_JOINED.labels, registry=registry
+        )
+        self.label_values_folded = Counter(
+            c.LABEL_VALUES_FOLDED.name, c.LABEL_VALUES_FOLDED.help, c.LABEL_VALUES_FOLDED.labels, registry=registry
+        )
+        self.invalid_values = Counter(
+            c.INVALID_VALUES.name, c.INVALID_VALUES.help, c.INVALID_VALUES.labels, registry=registry
+        )
+        self.queue_spans = Gauge(c.QUEUE_SPANS.name, c.QUEUE_SPANS.help, registry=registry)
+        self.queue_capacity = Gauge(c.QUEUE_CAPACITY_SPANS.name, c.QUEUE_CAPACITY_SPANS.help, registry=registry)
+        self.traces_pending = Gauge(c.TRACES_PENDING.name, c.TRACES_PENDING.help, registry=registry)
+        info = Info(c.BUILD_INFO.name, c.BUILD_INFO.help, registry=registry)
+        info.info({"version": __version__, "python": platform.python_version()})
+        for transport in ("grpc", "http"):
+            self.spans_received.labels(transport)
+        for reason in c.DROP_REASONS:
+            self.spans_dropped.labels(reason)
+        for outcome in c.OUTCOMES:
+            self.traces_joined.labels(outcome)
+        self._dropped = {reason: self.spans_dropped.labels(reason) for reason in c.DROP_REASONS}
+        self._outcomes = {outcome: self.traces_joined.labels(outcome) for outcome in c.OUTCOMES}
+
+    def dropped(self, reason: str, count: int) -> None:
+        if count:
+            self._dropped[reason].inc(count)
+
+    def outcome(self, outcome: str, count: int) -> None:
+        self._outcomes[outcome].inc(count)
+
+    def watch(self, queue_len: Callable[[], int], capacity: int, pending: Callable[[], int]) -> None:
+        """Gauges read at scrape time, so they are never stale."""
+        self.queue_spans.set_function(lambda: float(queue_len()))
+        self.queue_capacity.set(capacity)
+        self.traces_pending.set_function(lambda: float(pending()))

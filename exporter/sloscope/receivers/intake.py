@@ -21,6 +21,7 @@ from sloscope.telemetry import Telemetry
 class Status(Enum):
     ACCEPTED = "accepted"
     QUEUE_FULL = "queue_full"
+    TOO_MANY_SPANS = "too_many_spans"
     SHUTTING_DOWN = "shutting_down"
 
 
@@ -60,6 +61,11 @@ class Intake:
             self._telemetry.dropped(c.DROP_SHUTDOWN, len(spans))
             self.count_request(transport, "shutting_down")
             return Result(Status.SHUTTING_DOWN)
+        if len(spans) > self._queue.capacity:  # would never fit: retrying cannot help, so no 429
+            self._telemetry.dropped(c.DROP_INVALID, len(spans))
+            self.count_request(transport, "too_large")
+            return Result(Status.TOO_MANY_SPANS, message=f"batch of {len(spans)} spans exceeds the queue "
+                          f"capacity of {self._queue.capacity}; send smaller batches")
         if not self._queue.offer(spans):
             self._telemetry.dropped(c.DROP_QUEUE_FULL, len(spans))
             self.count_request(transport, "queue_full")

@@ -50,6 +50,8 @@ def trace_service_handler(intake: Intake) -> grpc.GenericRpcHandler:
         if result.status is Status.QUEUE_FULL:
             context.set_trailing_metadata(retry_metadata)
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, busy)
+        if result.status is Status.TOO_MANY_SPANS:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, result.message)
         if result.status is Status.SHUTTING_DOWN:
             await context.abort(grpc.StatusCode.UNAVAILABLE, "sloscope is shutting down")
         response = ExportTraceServiceResponse()

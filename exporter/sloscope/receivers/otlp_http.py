@@ -52,6 +52,8 @@ def otlp_router(intake: Intake, max_request_bytes: int) -> APIRouter:
         retry = {"Retry-After": str(intake.retry_after_seconds)}
         if result.status is Status.QUEUE_FULL:
             return _error(429, code_pb2.RESOURCE_EXHAUSTED, "sloscope is busy: queue full, retry later", is_json, retry)
+        if result.status is Status.TOO_MANY_SPANS:
+            return _error(413, code_pb2.INVALID_ARGUMENT, result.message, is_json)
         if result.status is Status.SHUTTING_DOWN:
             return _error(503, code_pb2.UNAVAILABLE, "sloscope is shutting down", is_json, retry)
         return _success(result.rejected, result.message, is_json)

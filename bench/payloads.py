@@ -1,0 +1,171 @@
+"""Realistic OTLP trace exports for the benchmark, built with the opentelemetry.proto messages directly.
+
+Every request is one trace of two spans, as the EPP and vLLM emit them:
+
+* ``gateway.request`` (the EPP, root span): the captured request headers ``x-slo-ttft-ms``,
+  ``x-slo-tpot-ms`` and ``x-request-id`` as OpenTelemetry string arrays, and ``gen_ai.request.model``;
+* ``llm_request`` (vLLM, child of the gateway span): request id, response model, token counts,
+  latencies, sampling parameters; resource ``service.name`` and ``k8s.pod.name`` (one of N pods).
+
+One export holds the spans of ``batch_spans / 2`` requests the way an OpenTelemetry Collector
+forwards them: one ``ResourceSpans`` per vLLM pod that served some of them, then one for the EPP
+(a child span ends, and is exported, before its parent). The SLO headers vary so that every class
+of the built-in SLO spec (interactive, standard, none) occurs, and latencies vary so that some
+requests meet their SLOs and some miss them.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, InstrumentationScope, KeyValue
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
+
+MODELS = ("meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen2.5-7B-Instruct")
+
+# (x-slo-ttft-ms, x-slo-tpot-ms, weight): None means the header is absent.
+SLO_HEADERS: tuple[tuple[str | None, str | None, int], ...] = (
+    ("200", "50", 3),  # interactive, tight
+    ("500", None, 2),  # interactive, TTFT only
+    ("1000", "100", 2),  # interactive, loose
+    ("2000", "150", 1),  # standard
+    (None, "80", 1),  # standard, TPOT only
+    (None, None, 1),  # no SLO: the default class
+)
+
+
+@dataclass(frozen=True)
+class PayloadSet:
+    payloads: list[bytes]
+    spans: int
+    requests: int  # traces, i.e. joined requests sloscope will count in sloscope_requests_total
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(len(p) for p in self.payloads)
+
+
+def _s(value: str) -> AnyValue:
+    return AnyValue(string_value=value)
+
+
+def _header(value: str) -> AnyValue:
+    return AnyValue(array_value=ArrayValue(values=[AnyValue(string_value=value)]))
+
+
+def _kv(key: str, value: AnyValue) -> KeyValue:
+    return KeyValue(key=key, value=value)
+
+
+def _resource(service: str, pod: str) -> Resource:
+    return Resource(attributes=[_kv("service.name", _s(service)), _kv("k8s.pod.name", _s(pod))])
+
+
+def build(
+    total_spans: int, batch_spans: int = 512, pods: int = 8, seed: int = 1, first_request: int = 0
+) -> PayloadSet:
+    """Serialized exports holding ``total_spans`` spans (rounded up to whole requests and batches).
+
+    ``first_request`` offsets every trace, span and request id, so that two sets built with
+    disjoint ranges (warm-up and measured) never share a trace.
+    """
+    if batch_spans < 2 or batch_spans % 2:
+        raise ValueError("batch_spans must be an even number >= 2 (two spans per request)")
+    rng = random.Random(seed)
+    per_batch = batch_spans // 2
+    requests = -(-total_spans // 2)
+    batches = -(-requests // per_batch)
+    requests = batches * per_batch
+    weights = [w for _, _, w in SLO_HEADERS]
+    epp_resource = _resource("epp", "epp-5d8f7b6c9-x2k4p")
+    pod_resources = [_resource("vllm", f"vllm-{i % len(MODELS)}-{i:02d}-7f9c4") for i in range(pods)]
+    epp_scope = InstrumentationScope(name="gateway-api-inference-extension")
+    vllm_scope = InstrumentationScope(name="vllm.llm_engine")
+    now_ns = time.time_ns()
+    payloads: list[bytes] = []
+    n = first_request
+    for _ in range(batches):
+        gateway_spans: list[Span] = []
+        vllm_spans: list[list[Span]] = [[] for _ in range(pods)]
+        for _ in range(per_batch):
+            n += 1
+            pod = rng.randrange(pods)
+            model = MODELS[pod % len(MODELS)]
+            trace_id = (0x5105C09E << 96 | n).to_bytes(16, "big")
+            gateway_id = (2 * n).to_bytes(8, "big")
+            vllm_id = (2 * n + 1).to_bytes(8, "big")
+            request_id = f"{n:08x}-6b1f-4c2e-9a7d-{rng.getrandbits(48):012x}"
+            ttft_ms, tpot_ms, _ = rng.choices(SLO_HEADERS, weights)[0]
+
+            prompt_tokens = rng.randint(32, 4096)
+            completion_tokens = rng.randint(1, 1024)
+            queue = rng.expovariate(1 / 0.05)
+            prefill = prompt_tokens * rng.uniform(0.00005, 0.0002)
+            ttft = queue + prefill + rng.uniform(0.005, 0.02)
+            tpot = rng.lognormvariate(-3.4, 0.45)  # median ~33 ms, some over 100 ms
+            decode = tpot * max(completion_tokens - 1, 0)
+            e2e = ttft + decode
+            start_ns = now_ns + n * 1_000_000
+            end_ns = start_ns + int(e2e * 1e9)
+
+            gateway_attrs = [
+                _kv("gen_ai.request.model", _s(model)),
+                _kv("http.request.header.x-request-id", _header(request_id)),
+            ]
+            if ttft_ms is not None:
+                gateway_attrs.append(_kv("http.request.header.x-slo-ttft-ms", _header(ttft_ms)))
+            if tpot_ms is not None:
+                gateway_attrs.append(_kv("http.request.header.x-slo-tpot-ms", _header(tpot_ms)))
+            gateway_spans.append(
+                Span(
+                    trace_id=trace_id,
+                    span_id=gateway_id,
+                    name="gateway.request",
+                    kind=Span.SPAN_KIND_SERVER,
+                    start_time_unix_nano=start_ns - 2_000_000,
+                    end_time_unix_nano=end_ns + 1_000_000,
+                    attributes=gateway_attrs,
+                )
+            )
+            vllm_spans[pod].append(
+                Span(
+                    trace_id=trace_id,
+                    span_id=vllm_id,
+                    parent_span_id=gateway_id,
+                    name="llm_request",
+                    kind=Span.SPAN_KIND_SERVER,
+                    start_time_unix_nano=start_ns,
+                    end_time_unix_nano=end_ns,
+                    attributes=[
+                        _kv("gen_ai.request.id", _s(f"chatcmpl-{request_id}")),
+                        _kv("gen_ai.response.model", _s(model)),
+                        _kv("gen_ai.usage.prompt_tokens", AnyValue(int_value=prompt_tokens)),
+                        _kv("gen_ai.usage.completion_tokens", AnyValue(int_value=completion_tokens)),
+                        _kv("gen_ai.latency.time_to_first_token", AnyValue(double_value=ttft)),
+                        _kv("gen_ai.latency.e2e", AnyValue(double_value=e2e)),
+                        _kv("gen_ai.latency.time_in_queue", AnyValue(double_value=queue)),
+                        _kv("gen_ai.latency.time_in_model_prefill", AnyValue(double_value=prefill)),
+                        _kv("gen_ai.latency.time_in_model_decode", AnyValue(double_value=decode)),
+                        _kv("gen_ai.latency.time_in_model_inference", AnyValue(double_value=prefill + decode)),
+                        _kv("gen_ai.request.max_tokens", AnyValue(int_value=1024)),
+                        _kv("gen_ai.request.temperature", AnyValue(double_value=rng.choice((0.0, 0.7, 1.0)))),
+                        _kv("gen_ai.request.top_p", AnyValue(double_value=rng.choice((0.9, 0.95, 1.0)))),
+                        _kv("gen_ai.request.n", AnyValue(int_value=1)),
+                    ],
+                )
+            )
+        export = ExportTraceServiceRequest()
+        for pod, spans in enumerate(vllm_spans):
+            if spans:
+                export.resource_spans.append(
+                    ResourceSpans(resource=pod_resources[pod], scope_spans=[ScopeSpans(scope=vllm_scope, spans=spans)])
+                )
+        export.resource_spans.append(
+            ResourceSpans(resource=epp_resource, scope_spans=[ScopeSpans(scope=epp_scope, spans=gateway_spans)])
+        )
+        payloads.append(export.SerializeToString())
+    return PayloadSet(payloads, spans=2 * requests, requests=requests)

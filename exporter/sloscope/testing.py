@@ -1,0 +1,122 @@
+"""Builders of spans shaped like the real ones, shared by tests, benchmarks and examples.
+
+``Span`` records for unit tests of the processors, and OTLP protobuf requests for anything that
+goes over the wire. Shapes follow DESIGN.md: vLLM ``llm_request`` (SERVER, ``gen_ai.*`` in seconds
+and counts, pod in resource attributes) under an EPP ``gateway.request`` (SLO headers captured as
+``http.request.header.*`` string arrays).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
+
+from sloscope.records import Span
+
+
+def vllm_attributes(
+    *, ttft: float = 0.1, e2e: float = 1.0, completion_tokens: int = 11, prompt_tokens: int = 100,
+    model: str = "llama-3-8b", request_id: str = "chatcmpl-req-1",
+) -> dict[str, Any]:
+    return {
+        "gen_ai.request.id": request_id,
+        "gen_ai.response.model": model,
+        "gen_ai.usage.prompt_tokens": prompt_tokens,
+        "gen_ai.usage.completion_tokens": completion_tokens,
+        "gen_ai.latency.time_to_first_token": ttft,
+        "gen_ai.latency.e2e": e2e,
+        "gen_ai.latency.time_in_queue": 0.01,
+        "gen_ai.latency.time_in_model_prefill": ttft * 0.8,
+        "gen_ai.latency.time_in_model_decode": max(e2e - ttft, 0.0),
+        "gen_ai.latency.time_in_model_inference": e2e * 0.95,
+        "gen_ai.request.max_tokens": 256,
+        "gen_ai.request.temperature": 0.7,
+        "gen_ai.request.top_p": 0.9,
+        "gen_ai.request.n": 1,
+    }
+
+
+def gateway_attributes(
+    *, slo_ttft_ms: str | None = None, slo_tpot_ms: str | None = None, model: str = "llama-3-8b",
+    request_id: str | None = None, extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    attrs: dict[str, Any] = {"gen_ai.request.model": model}
+    if slo_ttft_ms is not None:
+        attrs["http.request.header.x-slo-ttft-ms"] = [slo_ttft_ms]
+    if slo_tpot_ms is not None:
+        attrs["http.request.header.x-slo-tpot-ms"] = [slo_tpot_ms]
+    if request_id is not None:
+        attrs["http.request.header.x-request-id"] = [request_id]
+    attrs.update(extra or {})
+    return attrs
+
+
+def span(
+    trace: int, span_id: int, name: str, attributes: dict[str, Any], *, parent: int = 0,
+    resource: dict[str, Any] | None = None,
+) -> Span:
+    """A decoded span; ids are small integers rendered as OTLP hex ids."""
+    return Span(
+        trace_id=f"{trace:032x}",
+        span_id=f"{span_id:016x}",
+        parent_span_id=f"{parent:016x}" if parent else "",
+        name=name,
+        start_ns=1_700_000_000_000_000_000,
+        end_ns=1_700_000_001_000_000_000,
+        attributes=attributes,
+        resource=resource if resource is not None else {"service.name": "vllm", "k8s.pod.name": "vllm-0"},
+    )
+
+
+def any_value(value: Any) -> AnyValue:
+    if isinstance(value, bool):
+        return AnyValue(bool_value=value)
+    if isinstance(value, int):
+        return AnyValue(int_value=value)
+    if isinstance(value, float):
+        return AnyValue(double_value=value)
+    if isinstance(value, bytes):
+        return AnyValue(bytes_value=value)
+    if isinstance(value, list | tuple):
+        out = AnyValue()
+        out.array_value.values.extend(any_value(v) for v in value)
+        return out
+    if isinstance(value, dict):
+        out = AnyValue()
+        out.kvlist_value.values.extend(KeyValue(key=k, value=any_value(v)) for k, v in value.items())
+        return out
+    return AnyValue(string_value=str(value))
+
+
+def key_values(attributes: dict[str, Any]) -> list[KeyValue]:
+    return [KeyValue(key=k, value=any_value(v)) for k, v in attributes.items()]
+
+
+def export_request(spans: Iterable[Span]) -> ExportTraceServiceRequest:
+    """An OTLP request with one ResourceSpans per distinct resource, in first-seen order."""
+    request = ExportTraceServiceRequest()
+    by_resource: dict[tuple[tuple[str, Any], ...], Any] = {}
+    for s in spans:
+        key = tuple(sorted((k, repr(v)) for k, v in s.resource.items()))
+        scope_spans = by_resource.get(key)
+        if scope_spans is None:
+            resource_spans = request.resource_spans.add()
+            resource_spans.resource.attributes.extend(key_values(s.resource))
+            scope_spans = by_resource[key] = resource_spans.scope_spans.add()
+            scope_spans.scope.name = "sloscope.testing"
+        proto = scope_spans.spans.add()
+        proto.trace_id = bytes.fromhex(s.trace_id)
+        proto.span_id = bytes.fromhex(s.span_id)
+        if s.parent_span_id:
+            proto.parent_span_id = bytes.fromhex(s.parent_span_id)
+        proto.name = s.name
+        proto.kind = ProtoSpan.SPAN_KIND_SERVER
+        proto.start_time_unix_nano = s.start_ns
+        proto.end_time_unix_nano = s.end_ns
+        proto.trace_state = s.tracestate
+        proto.attributes.extend(key_values(s.attributes))
+    return request

@@ -1,0 +1,199 @@
+"""The trace assembler: join rules, windows in arrival time, duplicates, caps, request-id join."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from sloscope import conventions as c
+from sloscope.attributes import Mapping
+from sloscope.config import Attributes, Join
+from sloscope.processors.assembler import TraceAssembler
+from sloscope.records import JoinedRequest
+from sloscope.testing import gateway_attributes, span, vllm_attributes
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Harness:
+    def __init__(self, **join: Any) -> None:
+        self.clock = Clock()
+        self.emitted: list[JoinedRequest] = []
+        self.dropped: Counter[str] = Counter()
+        self.outcomes: Counter[str] = Counter()
+        self.assembler = TraceAssembler(
+            Join(**{"window_seconds": 5.0, **join}),
+            Mapping(Attributes()),
+            self.emitted.append,
+            lambda reason, n: self.dropped.update({reason: n}),
+            lambda outcome, n: self.outcomes.update({outcome: n}),
+            clock=self.clock,
+        )
+
+    def feed(self, *spans: Any) -> None:
+        self.assembler.consume(list(spans))
+
+    def advance(self, seconds: float) -> None:
+        self.clock.now += seconds
+        self.assembler.expire()
+
+
+def gateway(trace: int, *, span_id: int = 1, **kw: Any) -> Any:
+    return span(trace, span_id, "gateway.request", gateway_attributes(**kw), resource={"service.name": "epp"})
+
+
+def vllm(trace: int, *, span_id: int = 2, parent: int = 1, pod: str = "vllm-0", **kw: Any) -> Any:
+    return span(trace, span_id, "llm_request", vllm_attributes(**kw), parent=parent,
+                resource={"service.name": "vllm", "k8s.pod.name": pod})
+
+
+def test_anchor_then_parent_joins_at_once() -> None:
+    h = Harness()
+    h.feed(vllm(1, ttft=0.12, e2e=0.62))
+    assert h.emitted == []  # waits for its parent
+    h.feed(gateway(1, slo_ttft_ms="200", slo_tpot_ms="50"))
+    [request] = h.emitted
+    assert request.outcome == c.OUTCOME_JOINED
+    assert (request.slo_ttft_ms, request.slo_tpot_ms) == (200.0, 50.0)
+    assert (request.ttft_seconds, request.ttft_source, request.e2e_seconds) == (0.12, "model_server", 0.62)
+    assert (request.pod, request.target_model, request.completion_tokens) == ("vllm-0", "llama-3-8b", 11.0)
+    assert h.assembler.pending == 0
+
+
+def test_parent_first_then_anchor_joins_at_once() -> None:
+    h = Harness()
+    h.feed(gateway(1, slo_ttft_ms="200"))
+    h.feed(vllm(1))
+    assert [r.outcome for r in h.emitted] == [c.OUTCOME_JOINED]
+
+
+def test_anchor_without_gateway_is_emitted_when_the_window_passes_in_arrival_time() -> None:
+    h = Harness()
+    h.feed(vllm(1))
+    h.advance(4.9)
+    assert h.emitted == []
+    h.advance(0.2)
+    [request] = h.emitted
+    assert request.outcome == c.OUTCOME_ANCHOR_ONLY
+    assert request.slo_ttft_ms is None
+
+
+def test_intermediate_span_missing_keeps_waiting_then_emits_what_it_has() -> None:
+    h = Harness()
+    h.feed(gateway(1, slo_ttft_ms="300"))
+    h.feed(vllm(1, span_id=3, parent=2))  # parent 2 (a proxy span) never arrives
+    assert h.emitted == []
+    h.advance(5.0)
+    [request] = h.emitted
+    assert request.outcome == c.OUTCOME_JOINED
+    assert request.slo_ttft_ms == 300.0
+
+
+def test_root_anchor_without_request_id_join_is_emitted_at_once() -> None:
+    h = Harness(by_request_id=False)
+    h.feed(vllm(1, parent=0))
+    assert [r.outcome for r in h.emitted] == [c.OUTCOME_ANCHOR_ONLY]
+
+
+def test_duplicate_spans_count_once_before_and_after_emission() -> None:
+    h = Harness()
+    h.feed(vllm(1), vllm(1))
+    h.feed(gateway(1), gateway(1))
+    h.feed(vllm(1))
+    assert len(h.emitted) == 1
+    assert h.dropped == Counter({c.DROP_DUPLICATE: 3})
+
+
+def test_late_companion_of_an_emitted_trace_is_dropped_as_late() -> None:
+    h = Harness()
+    h.feed(vllm(1), gateway(1))
+    h.feed(span(1, 9, "gateway.request_orchestration", {"target_model": "x"}, parent=1))
+    assert h.dropped == Counter({c.DROP_LATE: 1})
+    assert len(h.emitted) == 1
+
+
+def test_trace_without_anchor_expires_as_no_anchor() -> None:
+    h = Harness(trace_ttl_seconds=30.0)
+    h.feed(gateway(1))
+    h.advance(29.0)
+    assert h.outcomes[c.OUTCOME_NO_ANCHOR] == 0
+    h.advance(1.0)
+    assert h.outcomes[c.OUTCOME_NO_ANCHOR] == 1
+    assert h.assembler.pending == 0
+
+
+def test_join_by_request_id_across_traces_when_the_gateway_comes_later() -> None:
+    h = Harness()
+    h.feed(vllm(2, parent=0, request_id="chatcmpl-abc"))  # vLLM in its own trace
+    assert h.emitted == []
+    h.feed(gateway(1, request_id="abc", slo_ttft_ms="250"))
+    [request] = h.emitted
+    assert request.outcome == c.OUTCOME_JOINED_BY_REQUEST_ID
+    assert request.slo_ttft_ms == 250.0
+    h.advance(60.0)
+    assert h.outcomes[c.OUTCOME_NO_ANCHOR] == 0  # the lent gateway trace is not a miss
+
+
+def test_join_by_request_id_when_the_gateway_came_first() -> None:
+    h = Harness()
+    h.feed(gateway(1, request_id="abc", slo_ttft_ms="250"))
+    h.feed(vllm(2, parent=0, request_id="chatcmpl-abc"))
+    assert [r.outcome for r in h.emitted] == [c.OUTCOME_JOINED_BY_REQUEST_ID]
+
+
+def test_pending_cap_emits_evicted_anchors_and_drops_companion_only_traces() -> None:
+    h = Harness(max_pending_traces=2)
+    h.feed(vllm(1))  # oldest: has an anchor
+    h.feed(gateway(2))  # companion only
+    h.feed(gateway(3))  # evicts trace 1
+    h.feed(gateway(4))  # evicts trace 2
+    assert [(r.trace_id[-1], r.outcome) for r in h.emitted] == [("1", c.OUTCOME_EVICTED)]
+    assert h.dropped == Counter({c.DROP_PENDING_CAP: 1})
+    assert h.assembler.pending == 2
+
+
+def test_spans_beyond_the_per_trace_cap_are_dropped() -> None:
+    h = Harness(max_spans_per_trace=3)
+    h.feed(*(span(1, i, f"child-{i}", {}, parent=100) for i in range(1, 6)))
+    assert h.dropped == Counter({c.DROP_TRACE_TOO_LARGE: 2})
+
+
+def test_flush_emits_every_waiting_anchor() -> None:
+    h = Harness()
+    h.feed(vllm(1), vllm(2), gateway(3))
+    h.assembler.flush()
+    assert sorted(r.trace_id[-1] for r in h.emitted) == ["1", "2"]
+    assert h.assembler.pending == 0
+
+
+@pytest.mark.parametrize(
+    ("attributes", "expected"),
+    [
+        pytest.param({"http.request.header.x-prediction-based-scheduling": ["true"]}, "predicted", id="flag true"),
+        pytest.param({"x-prediction-based-scheduling": "false"}, "default", id="plain header false"),
+        pytest.param({"http.request.header.x-prediction-based-scheduling-off": [""]}, "default", id="-off present"),
+        pytest.param({}, "unknown", id="neither header"),
+    ],
+)
+def test_routing_label_from_headers(attributes: dict[str, Any], expected: str) -> None:
+    h = Harness()
+    h.feed(vllm(1), gateway(1, extra=attributes))
+    assert h.emitted[0].routing == expected
+
+
+def test_gateway_ttft_is_preferred_and_its_source_recorded() -> None:
+    h = Harness()
+    h.assembler = TraceAssembler(
+        Join(), Mapping(Attributes(gateway_ttft_seconds=["gateway.ttft"])), h.emitted.append,
+        lambda *_: None, lambda *_: None, clock=h.clock,
+    )
+    h.feed(vllm(1, ttft=0.1), gateway(1, extra={"gateway.ttft": 0.13}))
+    assert (h.emitted[0].ttft_seconds, h.emitted[0].ttft_source) == (0.13, "gateway")

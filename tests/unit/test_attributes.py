@@ -1,0 +1,73 @@
+"""The attribute mapping: header parsing like the EPP, strict types for model-server numbers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from sloscope.attributes import Mapping
+from sloscope.config import Attributes
+from sloscope.testing import span
+
+MAPPING = Mapping(Attributes())
+
+
+@pytest.mark.parametrize(
+    ("attributes", "expected"),
+    [
+        pytest.param({"http.request.header.x-slo-ttft-ms": ["200"]}, 200.0, id="captured header: string array"),
+        pytest.param({"http.request.header.x-slo-ttft-ms": "150.5"}, 150.5, id="captured header: string"),
+        pytest.param({"x-slo-ttft-ms": "90"}, 90.0, id="plain header name"),
+        pytest.param({"x-llm-d-slo-ttft-ms": "70"}, 70.0, id="llm-d header name"),
+        pytest.param({"x-slo-ttft-ms": 120}, 120.0, id="a number is taken as is"),
+        pytest.param({"x-slo-ttft-ms": "fast"}, None, id="unparsable means no SLO"),
+        pytest.param({"x-slo-ttft-ms": "inf"}, None, id="infinite means no SLO"),
+        pytest.param({"x-slo-ttft-ms": []}, None, id="empty array means no SLO"),
+        pytest.param({}, None, id="absent"),
+    ],
+)
+def test_slo_header_parsing(attributes: dict[str, Any], expected: float | None) -> None:
+    assert MAPPING.header_number("slo_ttft_ms", [span(1, 1, "gateway.request", attributes)]) == expected
+
+
+def test_the_first_configured_attribute_wins_across_spans_in_order() -> None:
+    near = span(1, 2, "a", {"x-slo-ttft-ms": "100"})
+    far = span(1, 1, "b", {"http.request.header.x-slo-ttft-ms": ["300"]})
+    assert MAPPING.header_number("slo_ttft_ms", [near, far]) == 100.0
+    assert MAPPING.header_number("slo_ttft_ms", [far, near]) == 300.0
+
+
+def test_resource_attributes_are_read_with_the_resource_prefix() -> None:
+    s = span(1, 1, "llm_request", {}, resource={"service.instance.id": "inst-1", "host.name": "h"})
+    assert MAPPING.string("pod", [s]) == "inst-1"
+
+
+@pytest.mark.parametrize(
+    ("attributes", "problem"),
+    [
+        pytest.param(
+            {"gen_ai.usage.completion_tokens": "eleven"},
+            "attribute gen_ai.usage.completion_tokens (completion_tokens) must be a number, got str 'eleven'",
+            id="string token count",
+        ),
+        pytest.param(
+            {"gen_ai.latency.e2e": True},
+            "attribute gen_ai.latency.e2e (e2e_seconds) must be a number, got bool True",
+            id="bool latency",
+        ),
+        pytest.param(
+            {"gen_ai.response.model": 7},
+            "attribute gen_ai.response.model (target_model) must be a string, got int 7",
+            id="number for model",
+        ),
+    ],
+)
+def test_wrong_attribute_types_are_reported(attributes: dict[str, Any], problem: str) -> None:
+    message = MAPPING.check(span(1, 1, "llm_request", attributes))
+    assert message == f"span 0000000000000001 (llm_request): {problem}"
+
+
+def test_well_typed_spans_pass_the_check() -> None:
+    attributes = {"gen_ai.usage.completion_tokens": 3, "gen_ai.latency.e2e": 0.5, "x-slo-ttft-ms": "fast"}
+    assert MAPPING.check(span(1, 1, "llm_request", attributes)) is None

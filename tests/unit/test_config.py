@@ -1,0 +1,110 @@
+"""Settings and SLO spec: defaults without files, unknown keys rejected, every error reported."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sloscope.cli import main
+from sloscope.config import Settings
+from sloscope.loading import ConfigError, check_file, default_spec, load
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_everything_works_with_no_file_at_all() -> None:
+    loaded = load(None)
+    assert loaded.settings == Settings()
+    assert loaded.settings.listeners.otlp_grpc_port == 4317
+    assert loaded.settings.listeners.otlp_http_port == 4318
+    assert loaded.settings.listeners.metrics_port == 9464
+    assert [c.name for c in loaded.spec.classes] == ["interactive", "standard"]
+    assert loaded.spec.compliance_period == 28 * 86400
+    assert all(cls.defaults.ttft_ms is None and cls.defaults.tpot_ms is None for cls in loaded.spec.classes)
+
+
+def test_environment_overrides_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = write(tmp_path, "settings.yaml", "listeners: {metrics_port: 9000, otlp_http_port: 5000}\n")
+    monkeypatch.setenv("SLOSCOPE_LISTENERS__METRICS_PORT", "9100")
+    settings = load(path).settings
+    assert settings.listeners.metrics_port == 9100
+    assert settings.listeners.otlp_http_port == 5000
+
+
+def test_slo_spec_path_is_relative_to_the_settings_file(tmp_path: Path) -> None:
+    write(tmp_path, "team-slo.yaml", "version: sloscope/v1\nclasses: [{name: chat}]\ndefault_class: rest\n")
+    path = write(tmp_path, "settings.yaml", "slo_spec: team-slo.yaml\n")
+    loaded = load(path)
+    assert [c.name for c in loaded.spec.classes] == ["chat"]
+    assert loaded.spec.default_class == "rest"
+
+
+def test_check_config_reports_every_error_with_file_and_path(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "settings.yaml",
+        "listeners: {metrics_prot: 1}\nlimits: {queue_spans: -1}\njoin: {window_seconds: 60}\n",
+    )
+    assert check_file(path) == [
+        f"{path}: listeners.metrics_prot: unknown key",
+        f"{path}: limits.queue_spans: Input should be greater than 0",
+    ]
+
+
+def test_check_config_on_a_spec(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "slo.yaml",
+        "version: sloscope/v1\ncompliance_period: 4 weeks\nclasses:\n"
+        "  - {name: a, objectives: {ttft: 1.5}}\n  - {name: a, match: {ttft_ms: {min: 5, max: 1}}}\n",
+    )
+    assert check_file(path) == [
+        f"{path}: compliance_period: Value error, not a duration: '4 weeks' (use a number and one of s, m, h, d, w, "
+        "like 28d)",
+        f"{path}: classes.0.objectives.ttft: Input should be less than 1",
+        f"{path}: classes.1.match.ttft_ms: Value error, min 5.0 is greater than max 1.0",
+    ]
+
+
+def test_cross_field_rule_window_within_ttl(tmp_path: Path) -> None:
+    path = write(tmp_path, "settings.yaml", "join: {window_seconds: 60, trace_ttl_seconds: 30}\n")
+    assert check_file(path) == [
+        f"{path}: (top level): Value error, join.window_seconds must not exceed join.trace_ttl_seconds"
+    ]
+
+
+def test_unreadable_and_non_mapping_files(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.yaml"
+    assert check_file(missing)[0].startswith(f"{missing}: cannot read")
+    listing = write(tmp_path, "list.yaml", "- a\n- b\n")
+    assert check_file(listing) == [f"{listing}: the top level must be a mapping, not list"]
+    broken = write(tmp_path, "broken.yaml", "a: [\n")
+    assert check_file(broken)[0].startswith(f"{broken}: not valid YAML")
+
+
+def test_serve_refuses_a_bad_spec_before_starting(tmp_path: Path) -> None:
+    spec = write(tmp_path, "slo.yaml", "version: sloscope/v2\n")
+    with pytest.raises(ConfigError) as raised:
+        load(None, spec)
+    assert raised.value.lines == [f"{spec}: version: Input should be 'sloscope/v1'"]
+
+
+def test_check_config_command_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good = write(tmp_path, "good.yaml", "listeners: {metrics_port: 9000}\n")
+    bad = write(tmp_path, "bad.yaml", "nope: 1\n")
+    assert main(["check-config", str(good)]) == 0
+    assert main(["check-config", str(good), str(bad)]) == 1
+    out, err = capsys.readouterr()
+    assert f"{good}: ok" in out
+    assert err.strip() == f"{bad}: nope: unknown key"
+
+
+def test_shipped_spec_file_is_the_default_spec() -> None:
+    path = Path(__file__).resolve().parents[2] / "exporter" / "sloscope" / "defaults" / "slo.yaml"
+    assert check_file(path) == []
+    assert default_spec().classes[0].match.ttft_ms is not None

@@ -36,6 +36,7 @@ SLO_HEADERS: tuple[tuple[str | None, str | None, int], ...] = (
     (None, "80", 1),  # standard, TPOT only
     (None, None, 1),  # no SLO: the default class
 )
+_WEIGHTS = [w for _, _, w in SLO_HEADERS]
 
 
 @dataclass(frozen=True)
@@ -77,10 +78,7 @@ def build(
         raise ValueError("batch_spans must be an even number >= 2 (two spans per request)")
     rng = random.Random(seed)
     per_batch = batch_spans // 2
-    requests = -(-total_spans // 2)
-    batches = -(-requests // per_batch)
-    requests = batches * per_batch
-    weights = [w for _, _, w in SLO_HEADERS]
+    batches = -(-total_spans // batch_spans)
     epp_resource = _resource("epp", "epp-5d8f7b6c9-x2k4p")
     pod_resources = [_resource("vllm", f"vllm-{i % len(MODELS)}-{i:02d}-7f9c4") for i in range(pods)]
     epp_scope = InstrumentationScope(name="gateway-api-inference-extension")
@@ -94,78 +92,78 @@ def build(
         for _ in range(per_batch):
             n += 1
             pod = rng.randrange(pods)
-            model = MODELS[pod % len(MODELS)]
-            trace_id = (0x5105C09E << 96 | n).to_bytes(16, "big")
-            gateway_id = (2 * n).to_bytes(8, "big")
-            vllm_id = (2 * n + 1).to_bytes(8, "big")
-            request_id = f"{n:08x}-6b1f-4c2e-9a7d-{rng.getrandbits(48):012x}"
-            ttft_ms, tpot_ms, _ = rng.choices(SLO_HEADERS, weights)[0]
-
-            prompt_tokens = rng.randint(32, 4096)
-            completion_tokens = rng.randint(1, 1024)
-            queue = rng.expovariate(1 / 0.05)
-            prefill = prompt_tokens * rng.uniform(0.00005, 0.0002)
-            ttft = queue + prefill + rng.uniform(0.005, 0.02)
-            tpot = rng.lognormvariate(-3.4, 0.45)  # median ~33 ms, some over 100 ms
-            decode = tpot * max(completion_tokens - 1, 0)
-            e2e = ttft + decode
-            start_ns = now_ns + n * 1_000_000
-            end_ns = start_ns + int(e2e * 1e9)
-
-            gateway_attrs = [
-                _kv("gen_ai.request.model", _s(model)),
-                _kv("http.request.header.x-request-id", _header(request_id)),
-            ]
-            if ttft_ms is not None:
-                gateway_attrs.append(_kv("http.request.header.x-slo-ttft-ms", _header(ttft_ms)))
-            if tpot_ms is not None:
-                gateway_attrs.append(_kv("http.request.header.x-slo-tpot-ms", _header(tpot_ms)))
-            gateway_spans.append(
-                Span(
-                    trace_id=trace_id,
-                    span_id=gateway_id,
-                    name="gateway.request",
-                    kind=Span.SPAN_KIND_SERVER,
-                    start_time_unix_nano=start_ns - 2_000_000,
-                    end_time_unix_nano=end_ns + 1_000_000,
-                    attributes=gateway_attrs,
-                )
-            )
-            vllm_spans[pod].append(
-                Span(
-                    trace_id=trace_id,
-                    span_id=vllm_id,
-                    parent_span_id=gateway_id,
-                    name="llm_request",
-                    kind=Span.SPAN_KIND_SERVER,
-                    start_time_unix_nano=start_ns,
-                    end_time_unix_nano=end_ns,
-                    attributes=[
-                        _kv("gen_ai.request.id", _s(f"chatcmpl-{request_id}")),
-                        _kv("gen_ai.response.model", _s(model)),
-                        _kv("gen_ai.usage.prompt_tokens", AnyValue(int_value=prompt_tokens)),
-                        _kv("gen_ai.usage.completion_tokens", AnyValue(int_value=completion_tokens)),
-                        _kv("gen_ai.latency.time_to_first_token", AnyValue(double_value=ttft)),
-                        _kv("gen_ai.latency.e2e", AnyValue(double_value=e2e)),
-                        _kv("gen_ai.latency.time_in_queue", AnyValue(double_value=queue)),
-                        _kv("gen_ai.latency.time_in_model_prefill", AnyValue(double_value=prefill)),
-                        _kv("gen_ai.latency.time_in_model_decode", AnyValue(double_value=decode)),
-                        _kv("gen_ai.latency.time_in_model_inference", AnyValue(double_value=prefill + decode)),
-                        _kv("gen_ai.request.max_tokens", AnyValue(int_value=1024)),
-                        _kv("gen_ai.request.temperature", AnyValue(double_value=rng.choice((0.0, 0.7, 1.0)))),
-                        _kv("gen_ai.request.top_p", AnyValue(double_value=rng.choice((0.9, 0.95, 1.0)))),
-                        _kv("gen_ai.request.n", AnyValue(int_value=1)),
-                    ],
-                )
-            )
+            gateway, vllm = _request(rng, n, MODELS[pod % len(MODELS)], now_ns + n * 1_000_000)
+            gateway_spans.append(gateway)
+            vllm_spans[pod].append(vllm)
         export = ExportTraceServiceRequest()
-        for pod, spans in enumerate(vllm_spans):
-            if spans:
-                export.resource_spans.append(
-                    ResourceSpans(resource=pod_resources[pod], scope_spans=[ScopeSpans(scope=vllm_scope, spans=spans)])
-                )
-        export.resource_spans.append(
-            ResourceSpans(resource=epp_resource, scope_spans=[ScopeSpans(scope=epp_scope, spans=gateway_spans)])
-        )
+        for resource, scope, spans in (
+            *((pod_resources[pod], vllm_scope, spans) for pod, spans in enumerate(vllm_spans) if spans),
+            (epp_resource, epp_scope, gateway_spans),
+        ):
+            scope_spans = ScopeSpans(scope=scope, spans=spans)
+            export.resource_spans.append(ResourceSpans(resource=resource, scope_spans=[scope_spans]))
         payloads.append(export.SerializeToString())
+    requests = batches * per_batch
     return PayloadSet(payloads, spans=2 * requests, requests=requests)
+
+
+def _request(rng: random.Random, n: int, model: str, start_ns: int) -> tuple[Span, Span]:
+    """The EPP's gateway span and vLLM's child span of request number ``n``."""
+    trace_id = (0x5105C09E << 96 | n).to_bytes(16, "big")
+    gateway_id = (2 * n).to_bytes(8, "big")
+    request_id = f"{n:08x}-6b1f-4c2e-9a7d-{rng.getrandbits(48):012x}"
+    ttft_ms, tpot_ms, _ = rng.choices(SLO_HEADERS, _WEIGHTS)[0]
+
+    prompt_tokens = rng.randint(32, 4096)
+    completion_tokens = rng.randint(1, 1024)
+    queue = rng.expovariate(1 / 0.05)
+    prefill = prompt_tokens * rng.uniform(0.00005, 0.0002)
+    ttft = queue + prefill + rng.uniform(0.005, 0.02)
+    tpot = rng.lognormvariate(-3.4, 0.45)  # median ~33 ms, some over 100 ms
+    decode = tpot * max(completion_tokens - 1, 0)
+    e2e = ttft + decode
+    end_ns = start_ns + int(e2e * 1e9)
+
+    gateway_attrs = [
+        _kv("gen_ai.request.model", _s(model)),
+        _kv("http.request.header.x-request-id", _header(request_id)),
+    ]
+    if ttft_ms is not None:
+        gateway_attrs.append(_kv("http.request.header.x-slo-ttft-ms", _header(ttft_ms)))
+    if tpot_ms is not None:
+        gateway_attrs.append(_kv("http.request.header.x-slo-tpot-ms", _header(tpot_ms)))
+    gateway = Span(
+        trace_id=trace_id,
+        span_id=gateway_id,
+        name="gateway.request",
+        kind=Span.SPAN_KIND_SERVER,
+        start_time_unix_nano=start_ns - 2_000_000,
+        end_time_unix_nano=end_ns + 1_000_000,
+        attributes=gateway_attrs,
+    )
+    vllm = Span(
+        trace_id=trace_id,
+        span_id=(2 * n + 1).to_bytes(8, "big"),
+        parent_span_id=gateway_id,
+        name="llm_request",
+        kind=Span.SPAN_KIND_SERVER,
+        start_time_unix_nano=start_ns,
+        end_time_unix_nano=end_ns,
+        attributes=[
+            _kv("gen_ai.request.id", _s(f"chatcmpl-{request_id}")),
+            _kv("gen_ai.response.model", _s(model)),
+            _kv("gen_ai.usage.prompt_tokens", AnyValue(int_value=prompt_tokens)),
+            _kv("gen_ai.usage.completion_tokens", AnyValue(int_value=completion_tokens)),
+            _kv("gen_ai.latency.time_to_first_token", AnyValue(double_value=ttft)),
+            _kv("gen_ai.latency.e2e", AnyValue(double_value=e2e)),
+            _kv("gen_ai.latency.time_in_queue", AnyValue(double_value=queue)),
+            _kv("gen_ai.latency.time_in_model_prefill", AnyValue(double_value=prefill)),
+            _kv("gen_ai.latency.time_in_model_decode", AnyValue(double_value=decode)),
+            _kv("gen_ai.latency.time_in_model_inference", AnyValue(double_value=prefill + decode)),
+            _kv("gen_ai.request.max_tokens", AnyValue(int_value=1024)),
+            _kv("gen_ai.request.temperature", AnyValue(double_value=rng.choice((0.0, 0.7, 1.0)))),
+            _kv("gen_ai.request.top_p", AnyValue(double_value=rng.choice((0.9, 0.95, 1.0)))),
+            _kv("gen_ai.request.n", AnyValue(int_value=1)),
+        ],
+    )
+    return gateway, vllm

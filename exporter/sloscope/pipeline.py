@@ -71,8 +71,12 @@ class Pipeline:
                 assembler.expire()
                 if queue.closed:
                     break
-        assembler.flush()
+        self._log_flush(assembler.flush())
         self._stopped.set()
+
+    @staticmethod
+    def _log_flush(flushed: int) -> None:
+        log.info("pipeline drained: %d waiting request(s) flushed with what they had", flushed)
 
     def shutdown(self, timeout: float = 10.0) -> bool:
         """Stop accepting, drain, flush. Safe without start and safe twice. True when fully drained."""
@@ -81,7 +85,7 @@ class Pipeline:
             if not self._stopped.is_set():
                 for batch in self.queue.take(0):
                     self.assembler.consume(batch)
-                self.assembler.flush()
+                self._log_flush(self.assembler.flush())
                 self._stopped.set()
             return True
         self._thread.join(timeout)

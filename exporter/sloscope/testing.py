@@ -8,8 +8,12 @@ and counts, pod in resource attributes) under an EPP ``gateway.request`` (SLO he
 
 from __future__ import annotations
 
+import base64
+import json
 from collections.abc import Iterable
 from typing import Any
+
+from google.protobuf import json_format
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
@@ -120,3 +124,15 @@ def export_request(spans: Iterable[Span]) -> ExportTraceServiceRequest:
         proto.trace_state = s.tracestate
         proto.attributes.extend(key_values(s.attributes))
     return request
+
+
+def to_otlp_json(request: ExportTraceServiceRequest) -> bytes:
+    """OTLP/JSON: the protobuf JSON mapping with trace and span ids as hex instead of base64."""
+    document = json_format.MessageToDict(request)
+    for resource_spans in document.get("resourceSpans", []):
+        for scope_spans in resource_spans.get("scopeSpans", []):
+            for s in scope_spans.get("spans", []):
+                for key in ("traceId", "spanId", "parentSpanId"):
+                    if key in s:
+                        s[key] = base64.b64decode(s[key]).hex()
+    return json.dumps(document).encode()

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import base64
 import gzip
-import json
 import zlib
 
 import pytest
-from google.protobuf import json_format
-
 from sloscope.receivers.otlp_decode import (
     MalformedPayload,
     PayloadTooLarge,
@@ -17,7 +13,7 @@ from sloscope.receivers.otlp_decode import (
     decode_protobuf,
     decompress,
 )
-from sloscope.testing import export_request, gateway_attributes, span, vllm_attributes
+from sloscope.testing import export_request, gateway_attributes, span, to_otlp_json, vllm_attributes
 
 EXHAUSTIVE_ATTRIBUTES = {
     "str": "s",
@@ -38,18 +34,6 @@ def sample_spans() -> list:
     ]
 
 
-def otlp_json(request) -> bytes:
-    """Protobuf JSON mapping, then ids rewritten from base64 to hex as OTLP/JSON requires."""
-    document = json_format.MessageToDict(request)
-    for resource_spans in document["resourceSpans"]:
-        for scope_spans in resource_spans["scopeSpans"]:
-            for s in scope_spans["spans"]:
-                for key in ("traceId", "spanId", "parentSpanId"):
-                    if key in s:
-                        s[key] = base64.b64decode(s[key]).hex()
-    return json.dumps(document).encode()
-
-
 def test_protobuf_round_trip_keeps_every_field_and_value_kind() -> None:
     spans = sample_spans()
     decoded = decode_protobuf(export_request(spans).SerializeToString())
@@ -59,7 +43,7 @@ def test_protobuf_round_trip_keeps_every_field_and_value_kind() -> None:
 
 def test_otlp_json_decodes_to_the_same_spans_as_protobuf() -> None:
     request = export_request(sample_spans())
-    body = otlp_json(request)
+    body = to_otlp_json(request)
     assert b'"traceId": "00000000000000000000000000000007"' in body  # hex, as OTLP/JSON requires
     assert b'"intValue": "-4611686018427387904"' in body  # 64-bit integers as strings
     assert decode_json(body).spans == decode_protobuf(request.SerializeToString()).spans

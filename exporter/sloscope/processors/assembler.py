@@ -223,16 +223,19 @@ class TraceAssembler:
                 self._outcome(c.OUTCOME_NO_ANCHOR, 1)
             self._remember_done(trace_id, trace)
 
-    def flush(self) -> None:
-        """Emit every waiting anchor with what it has (shutdown): nothing accepted is lost."""
+    def flush(self) -> int:
+        """Emit every waiting anchor with what it has (shutdown): nothing accepted is lost. Returns how many."""
+        flushed = 0
         for trace_id, trace in list(self._traces.items()):
             for anchor_id in list(trace.waiting):
                 outcome = c.OUTCOME_JOINED if len(trace.spans) > len(trace.waiting) else c.OUTCOME_ANCHOR_ONLY
                 self._finish(trace_id, trace, anchor_id, outcome, extra=())
+                flushed += 1
         self._traces.clear()
         self._deadlines.clear()
         self._companions_by_request_id.clear()
         self._anchors_by_request_id.clear()
+        return flushed
 
     # ---- building the record ----------------------------------------------------------------
 

@@ -1,0 +1,127 @@
+"""A real ``sloscope serve`` process on loopback, with ports read back from its log."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+_LISTENING = re.compile(r"otlp_grpc=\S+:(\d+) otlp_http=\S+:(\d+) metrics=\S+:(\d+)")
+
+
+@dataclass
+class Server:
+    process: subprocess.Popen[str]
+    grpc_port: int
+    http_port: int
+    metrics_port: int
+    log: list[str] = field(default_factory=list)
+
+    @property
+    def otlp_http(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}/v1/traces"
+
+    @property
+    def otlp_grpc(self) -> str:
+        return f"127.0.0.1:{self.grpc_port}"
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.metrics_port}{path}"
+
+    def samples(self) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+        """Every sample of /metrics keyed by (name, labels)."""
+        text = urllib.request.urlopen(self.url("/metrics"), timeout=10).read().decode()
+        out = {}
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                out[(sample.name, frozenset(sample.labels.items()))] = sample.value
+        return out
+
+    def value(self, name: str, **labels: str) -> float:
+        """One sample's value; 0 when the series does not exist (a counter never incremented)."""
+        return self.samples().get((name, frozenset(labels.items())), 0.0)
+
+    def total(self, name: str, **labels: str) -> float:
+        """Sum of every series of ``name`` whose labels include ``labels``."""
+        wanted = set(labels.items())
+        return sum(v for (n, ls), v in self.samples().items() if n == name and wanted <= ls)
+
+    def stop(self, timeout: float = 30.0) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout)
+
+    def rss_bytes(self) -> int:
+        status = Path(f"/proc/{self.process.pid}/status").read_text()
+        match = re.search(r"VmRSS:\s+(\d+) kB", status)
+        assert match
+        return int(match.group(1)) * 1024
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 20.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def start_server(tmp_path: Path, settings: dict[str, Any]) -> Server:
+    base = {"listeners": {"host": "127.0.0.1", "otlp_grpc_port": 0, "otlp_http_port": 0, "metrics_port": 0}}
+    merged = {**base, **settings, "listeners": {**base["listeners"], **settings.get("listeners", {})}}
+    path = tmp_path / "settings.yaml"
+    path.write_text(yaml.safe_dump(merged))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLOSCOPE_", "OTEL_"))}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sloscope", "serve", "--config", str(path)],
+        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env,
+    )
+    log: list[str] = []
+    ports: list[int] = []
+    found = threading.Event()
+
+    def read() -> None:
+        assert process.stderr is not None
+        for line in process.stderr:
+            log.append(line.rstrip())
+            match = _LISTENING.search(line)
+            if match and not ports:
+                ports.extend(int(g) for g in match.groups())
+                found.set()
+        found.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    if not found.wait(30) or not ports:
+        process.kill()
+        raise AssertionError("sloscope serve did not start:\n" + "\n".join(log))
+    return Server(process, ports[0], ports[1], ports[2], log)
+
+
+@pytest.fixture
+def serve(tmp_path: Path) -> Iterator[Callable[..., Server]]:
+    started: list[Server] = []
+
+    def factory(**settings: Any) -> Server:
+        server = start_server(tmp_path, settings)
+        started.append(server)
+        return server
+
+    yield factory
+    for server in started:
+        if server.process.poll() is None:
+            server.process.kill()
+            server.process.wait(10)

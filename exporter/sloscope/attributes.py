@@ -59,7 +59,9 @@ class Mapping:
 
     def __init__(self, config: Attributes) -> None:
         self.default_pool = config.default_pool
-        self._keys = {name: _compile(getattr(config, name)) for name in (*NUMBER_FIELDS, *STRING_FIELDS, *HEADER_FIELDS)}
+        self._keys = {
+            name: _compile(getattr(config, name)) for name in (*NUMBER_FIELDS, *STRING_FIELDS, *HEADER_FIELDS)
+        }
         self._number_checks = tuple((name, self._keys[name]) for name in NUMBER_FIELDS)
         self._string_checks = tuple((name, self._keys[name]) for name in STRING_FIELDS)
 

@@ -37,7 +37,9 @@ class Limits(_Section):
     queue_spans: int = Field(
         default=200_000, gt=0, description="Spans the receiver-to-assembler queue holds before answering 429."
     )
-    retry_after_seconds: int = Field(default=2, ge=1, description="Retry-After / RetryInfo delay sent when the queue is full.")
+    retry_after_seconds: int = Field(
+        default=2, ge=1, description="Retry-After / RetryInfo delay sent when the queue is full."
+    )
     max_label_values: dict[str, int] = Field(
         default_factory=lambda: {"model": 50, "pool": 50, "slo_class": 20, "pod": 2000},
         description="Distinct values admitted per label, first come first served; later values fold into __other__.",

@@ -68,9 +68,7 @@ _REQ = (MODEL, POOL, SLO_CLASS, ROUTING)
 
 # Request series: one increment per evaluated (joined) request.
 REQUESTS = _m("requests", "counter", _REQ, "Evaluated (joined) requests.")
-SLO_REQUESTS = _m(
-    "slo_requests", "counter", (*_REQ, SLO), "Requests eligible for an SLO (ttft, tpot or goodput)."
-)
+SLO_REQUESTS = _m("slo_requests", "counter", (*_REQ, SLO), "Requests eligible for an SLO (ttft, tpot or goodput).")
 SLO_VIOLATIONS = _m("slo_violations", "counter", (*_REQ, SLO), "Eligible requests that missed the SLO.")
 TTFT_SECONDS = _m("ttft_seconds", "histogram", (MODEL, POOL, SLO_CLASS), "Actual time to first token.")
 TPOT_SECONDS = _m(
@@ -99,7 +97,10 @@ SLO_TARGET_SECONDS = _m(
     "Default target of an SLO class, used for requests that carry none (present only when the class sets one).",
 )
 SLO_COMPLIANCE_PERIOD_SECONDS = _m(
-    "slo_compliance_period_seconds", "gauge", (SLO_CLASS,), "Compliance period over which an SLO class's budget is counted."
+    "slo_compliance_period_seconds",
+    "gauge",
+    (SLO_CLASS,),
+    "Compliance period over which an SLO class's budget is counted.",
 )
 
 # Self-monitoring.
@@ -109,7 +110,9 @@ OTLP_REQUESTS = _m("otlp_requests", "counter", (TRANSPORT, RESULT), "OTLP export
 QUEUE_SPANS = _m("queue_spans", "gauge", (), "Spans waiting in the receiver-to-assembler queue.")
 QUEUE_CAPACITY_SPANS = _m("queue_capacity_spans", "gauge", (), "Capacity of the receiver-to-assembler queue.")
 TRACES_PENDING = _m("traces_pending", "gauge", (), "Traces held by the assembler waiting for their spans.")
-TRACES_JOINED = _m("traces_joined", "counter", (OUTCOME,), "Requests emitted or traces expired by the assembler, by outcome.")
+TRACES_JOINED = _m(
+    "traces_joined", "counter", (OUTCOME,), "Requests emitted or traces expired by the assembler, by outcome."
+)
 LABEL_VALUES_FOLDED = _m(
     "label_values_folded", "counter", (LABEL,), "Observations whose label value was folded into __other__ by the cap."
 )

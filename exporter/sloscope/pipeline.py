@@ -30,8 +30,13 @@ _TICK_SECONDS = 0.25  # how often join windows are checked when no spans arrive
 
 
 class Pipeline:
-    def __init__(self, settings: Settings, spec: SLOSpec, registry: CollectorRegistry,
-                 extra_publishers: tuple[RequestPublisher, ...] = ()) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        spec: SLOSpec,
+        registry: CollectorRegistry,
+        extra_publishers: tuple[RequestPublisher, ...] = (),
+    ) -> None:
         self.settings = settings
         self.spec = spec
         self.registry = registry
@@ -41,7 +46,11 @@ class Pipeline:
         publisher = PrometheusPublisher(registry, spec, settings.limits, self.telemetry, mapping.default_pool)
         self.evaluator = SLOEvaluator(spec, (publisher, *extra_publishers))
         self.assembler = TraceAssembler(
-            settings.join, mapping, self.evaluator, self.telemetry.dropped, self.telemetry.outcome
+            settings.join,
+            mapping,
+            self.evaluator,
+            count_dropped=self.telemetry.dropped,
+            count_outcome=self.telemetry.outcome,
         )
         self.intake = Intake(mapping, self.queue, self.telemetry, settings.limits.retry_after_seconds)
         self.telemetry.watch(lambda: len(self.queue), self.queue.capacity, lambda: self.assembler.pending)

@@ -14,7 +14,6 @@ from collections.abc import Iterable
 from typing import Any
 
 from google.protobuf import json_format
-
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
@@ -23,8 +22,13 @@ from sloscope.records import Span
 
 
 def vllm_attributes(
-    *, ttft: float = 0.1, e2e: float = 1.0, completion_tokens: int = 11, prompt_tokens: int = 100,
-    model: str = "llama-3-8b", request_id: str = "chatcmpl-req-1",
+    *,
+    ttft: float = 0.1,
+    e2e: float = 1.0,
+    completion_tokens: int = 11,
+    prompt_tokens: int = 100,
+    model: str = "llama-3-8b",
+    request_id: str = "chatcmpl-req-1",
 ) -> dict[str, Any]:
     return {
         "gen_ai.request.id": request_id,
@@ -45,8 +49,12 @@ def vllm_attributes(
 
 
 def gateway_attributes(
-    *, slo_ttft_ms: str | None = None, slo_tpot_ms: str | None = None, model: str = "llama-3-8b",
-    request_id: str | None = None, extra: dict[str, Any] | None = None,
+    *,
+    slo_ttft_ms: str | None = None,
+    slo_tpot_ms: str | None = None,
+    model: str = "llama-3-8b",
+    request_id: str | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     attrs: dict[str, Any] = {"gen_ai.request.model": model}
     if slo_ttft_ms is not None:
@@ -60,7 +68,12 @@ def gateway_attributes(
 
 
 def span(
-    trace: int, span_id: int, name: str, attributes: dict[str, Any], *, parent: int = 0,
+    trace: int,
+    span_id: int,
+    name: str,
+    attributes: dict[str, Any],
+    *,
+    parent: int = 0,
     resource: dict[str, Any] | None = None,
 ) -> Span:
     """A decoded span; ids are small integers rendered as OTLP hex ids."""

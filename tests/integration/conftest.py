@@ -88,7 +88,10 @@ def start_server(tmp_path: Path, settings: dict[str, Any]) -> Server:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLOSCOPE_", "OTEL_"))}
     process = subprocess.Popen(
         [sys.executable, "-m", "sloscope", "serve", "--config", str(path)],
-        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        env=env,
     )
     log: list[str] = []
     ports: list[int] = []

@@ -6,7 +6,6 @@ import gzip
 import json
 import urllib.error
 import urllib.request
-from collections.abc import Callable
 
 import grpc
 import pytest
@@ -41,24 +40,29 @@ def status_message(body: bytes) -> str:
 
 
 def good_request(trace: int) -> bytes:
-    return export_request([
-        span(trace, 1, "gateway.request", gateway_attributes(slo_ttft_ms="200"), resource={"service.name": "epp"}),
-        span(trace, 2, "llm_request", vllm_attributes(), parent=1),
-    ]).SerializeToString()
+    return export_request(
+        [
+            span(trace, 1, "gateway.request", gateway_attributes(slo_ttft_ms="200"), resource={"service.name": "epp"}),
+            span(trace, 2, "llm_request", vllm_attributes(), parent=1),
+        ]
+    ).SerializeToString()
 
 
 def wrong_types(trace: int) -> list:
     attributes = {**vllm_attributes(), "gen_ai.usage.completion_tokens": "eleven"}
-    return [span(trace, 1, "gateway.request", gateway_attributes()), span(trace, 2, "llm_request", attributes,
-                                                                           parent=1)]
+    return [
+        span(trace, 1, "gateway.request", gateway_attributes()),
+        span(trace, 2, "llm_request", attributes, parent=1),
+    ]
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Server:
     from .conftest import start_server
 
-    started = start_server(tmp_path_factory.mktemp("bad"), {"limits": {"max_request_bytes": LIMIT},
-                                                          "join": {"window_seconds": 0.5}})
+    started = start_server(
+        tmp_path_factory.mktemp("bad"), {"limits": {"max_request_bytes": LIMIT}, "join": {"window_seconds": 0.5}}
+    )
     yield started
     assert started.stop() == 0
 
@@ -66,21 +70,41 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Server:
 @pytest.mark.parametrize(
     ("body", "content_type", "encoding", "status", "message"),
     [
-        pytest.param(b"\xff\xff\xff", "application/x-protobuf", None, 400,
-                     "not a valid OTLP ExportTraceServiceRequest protobuf", id="malformed protobuf"),
+        pytest.param(
+            b"\xff\xff\xff",
+            "application/x-protobuf",
+            None,
+            400,
+            "not a valid OTLP ExportTraceServiceRequest protobuf",
+            id="malformed protobuf",
+        ),
         pytest.param(b"{oops", "application/json", None, 400, "not valid JSON", id="malformed JSON"),
-        pytest.param(b'{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"xyz"}]}]}]}', "application/json", None,
-                     400, "is not hex (OTLP/JSON ids are hex, not base64)", id="base64 where hex is due"),
-        pytest.param(b"x" * (LIMIT + 1), "application/x-protobuf", None, 413,
-                     f"exceeds the limit of {LIMIT}", id="oversize body"),
-        pytest.param(gzip.compress(bytes(LIMIT * 20)), "application/x-protobuf", "gzip", 413,
-                     f"decompressed body exceeds the limit of {LIMIT} bytes", id="gzip bomb"),
+        pytest.param(
+            b'{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"xyz"}]}]}]}',
+            "application/json",
+            None,
+            400,
+            "is not hex (OTLP/JSON ids are hex, not base64)",
+            id="base64 where hex is due",
+        ),
+        pytest.param(
+            b"x" * (LIMIT + 1), "application/x-protobuf", None, 413, f"exceeds the limit of {LIMIT}", id="oversize body"
+        ),
+        pytest.param(
+            gzip.compress(bytes(LIMIT * 20)),
+            "application/x-protobuf",
+            "gzip",
+            413,
+            f"decompressed body exceeds the limit of {LIMIT} bytes",
+            id="gzip bomb",
+        ),
         pytest.param(b"not gzip", "application/x-protobuf", "gzip", 400, "not valid gzip", id="bad gzip"),
         pytest.param(b"{}", "text/plain", None, 415, "unsupported Content-Type 'text/plain'", id="wrong content type"),
     ],
 )
-def test_http_client_errors(server: Server, body: bytes, content_type: str, encoding: str | None, status: int,
-                            message: str) -> None:
+def test_http_client_errors(
+    server: Server, body: bytes, content_type: str, encoding: str | None, status: int, message: str
+) -> None:
     code, _, response = post(server, body, content_type, encoding)
     assert code == status
     if content_type == "application/json":

@@ -39,9 +39,10 @@ def test_sigterm_flushes_waiting_requests_and_exits_zero(serve: Callable[..., Se
 
 
 def loopback_settings(**ports: int) -> Settings:
-    return Settings(listeners={"host": "127.0.0.1", "otlp_grpc_port": 0, "otlp_http_port": 0,
-                               "metrics_port": 0, **ports},
-                    join={"window_seconds": 60, "trace_ttl_seconds": 120})
+    return Settings(
+        listeners={"host": "127.0.0.1", "otlp_grpc_port": 0, "otlp_http_port": 0, "metrics_port": 0, **ports},
+        join={"window_seconds": 60, "trace_ttl_seconds": 120},
+    )
 
 
 def test_stop_flushes_into_the_series_in_process() -> None:

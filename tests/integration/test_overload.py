@@ -32,8 +32,15 @@ def flood_batch(offset: int) -> bytes:
     spans = []
     for i in range(BATCH // 2):
         trace = offset + i + 1
-        spans.append(span(trace, 1, "gateway.request", gateway_attributes(slo_ttft_ms="200", slo_tpot_ms="50"),
-                          resource={"service.name": "epp"}))
+        spans.append(
+            span(
+                trace,
+                1,
+                "gateway.request",
+                gateway_attributes(slo_ttft_ms="200", slo_tpot_ms="50"),
+                resource={"service.name": "epp"},
+            )
+        )
         spans.append(span(trace, 2, "llm_request", vllm_attributes(), parent=1))
     return export_request(spans).SerializeToString()
 
@@ -52,8 +59,9 @@ def test_flood_from_many_clients_keeps_memory_bounded(serve: Callable[..., Serve
     def producer(worker: int) -> None:
         connection = http.client.HTTPConnection("127.0.0.1", server.http_port, timeout=30)
         for i in range(25):
-            connection.request("POST", "/v1/traces", bodies[(worker + i) % len(bodies)],
-                               {"Content-Type": "application/x-protobuf"})
+            connection.request(
+                "POST", "/v1/traces", bodies[(worker + i) % len(bodies)], {"Content-Type": "application/x-protobuf"}
+            )
             response = connection.getresponse()
             response.read()
             with lock:
@@ -98,8 +106,11 @@ def test_flood_from_many_clients_keeps_memory_bounded(serve: Callable[..., Serve
     # Bodies repeat, so repeated traces are duplicates: every accepted span is in an evaluated request or
     # counted as a duplicate, none is unaccounted for.
     wait_until(
-        lambda: 2 * server.total("sloscope_requests_total")
-        + server.value("sloscope_spans_dropped_total", reason="duplicate") == accepted,
+        lambda: (
+            2 * server.total("sloscope_requests_total")
+            + server.value("sloscope_spans_dropped_total", reason="duplicate")
+            == accepted
+        ),
         what="every accepted span to be accounted for",
     )
     # 190 batches of 2000 spans (380k spans, over 100 MB as Python objects) were offered at once; the
@@ -113,8 +124,10 @@ def test_a_stalled_pipeline_makes_both_transports_refuse_with_retry_hints() -> N
     """The pipeline is held still (the extreme of a producer faster than it): the queue fills to its
     capacity, then HTTP answers 429 + Retry-After and gRPC RESOURCE_EXHAUSTED + RetryInfo; once it
     moves again everything accepted is evaluated."""
-    settings = Settings(listeners={"host": "127.0.0.1", "otlp_grpc_port": 0, "otlp_http_port": 0, "metrics_port": 0},
-                        limits={"queue_spans": QUEUE})
+    settings = Settings(
+        listeners={"host": "127.0.0.1", "otlp_grpc_port": 0, "otlp_http_port": 0, "metrics_port": 0},
+        limits={"queue_spans": QUEUE},
+    )
     registry = CollectorRegistry()
     release = threading.Event()
 

@@ -62,18 +62,24 @@ class Fleet:
         provider.add_span_processor(SimpleSpanProcessor(sink))
         return provider
 
-    def request(self, *, pod: str, gateway: dict[str, Any], vllm: dict[str, Any],
-                orchestration: bool = False) -> tuple[list[ReadableSpan], ReadableSpan]:
+    def request(
+        self, *, pod: str, gateway: dict[str, Any], vllm: dict[str, Any], orchestration: bool = False
+    ) -> tuple[list[ReadableSpan], ReadableSpan]:
         """Gateway span(s) and the vLLM child, shaped like the EPP's and vLLM's; returns (gateway spans, vLLM span)."""
         before = len(self.epp_spans.get_finished_spans())
-        root = self.epp.start_span("gateway.request", kind=trace.SpanKind.SERVER,
-                                   attributes={"inference_pool": "pool-a", **gateway})
+        root = self.epp.start_span(
+            "gateway.request", kind=trace.SpanKind.SERVER, attributes={"inference_pool": "pool-a", **gateway}
+        )
         parent = root
         if orchestration:
-            parent = self.epp.start_span("gateway.request_orchestration", context=trace.set_span_in_context(root),
-                                         attributes={"target_model": vllm["gen_ai.response.model"], "request_prio": 0})
-        llm = self.pods[pod].start_span("llm_request", context=trace.set_span_in_context(parent),
-                                        kind=trace.SpanKind.SERVER, attributes=vllm)
+            parent = self.epp.start_span(
+                "gateway.request_orchestration",
+                context=trace.set_span_in_context(root),
+                attributes={"target_model": vllm["gen_ai.response.model"], "request_prio": 0},
+            )
+        llm = self.pods[pod].start_span(
+            "llm_request", context=trace.set_span_in_context(parent), kind=trace.SpanKind.SERVER, attributes=vllm
+        )
         llm.end()
         if parent is not root:
             parent.end()
@@ -112,8 +118,11 @@ def test_joined_series_match_the_ground_truth(serve: Callable[..., Server]) -> N
         ("vllm-0", headers(tpot="30"), model_server(0.5, 2.5, 41)),  # R4
         ("vllm-0", headers(), model_server(0.2, 0.9, 8)),  # R5
         ("vllm-0", headers("500", "50"), model_server(0.3, 0.3, 1)),  # R6
-        ("vllm-1", headers("1000", **{"http.request.header.x-prediction-based-scheduling": ["true"]}),
-         model_server(0.9, 1.1, 3)),  # R12
+        (
+            "vllm-1",
+            headers("1000", **{"http.request.header.x-prediction-based-scheduling": ["true"]}),
+            model_server(0.9, 1.1, 3),
+        ),  # R12
     ]
     for pod, gw, llm in plain:
         gateway_spans, llm_span = fleet.request(pod=pod, gateway=gw, vllm=llm)
@@ -130,8 +139,9 @@ def test_joined_series_match_the_ground_truth(serve: Callable[..., Server]) -> N
     r9_gateway, r9 = fleet.request(pod="vllm-1", gateway=headers("300", "50"), vllm=model_server(0.35, 0.85, 11))
     export(http_exporter, r9_gateway)  # R9: the parent first, the model-server span later
 
-    r10_gateway, r10 = fleet.request(pod="vllm-1", gateway=headers("5000"), vllm=model_server(0.8, 1.2, 9),
-                                     orchestration=True)
+    r10_gateway, r10 = fleet.request(
+        pod="vllm-1", gateway=headers("5000"), vllm=model_server(0.8, 1.2, 9), orchestration=True
+    )
     root = [s for s in r10_gateway if s.name == "gateway.request"]
     orchestration = [s for s in r10_gateway if s.name == "gateway.request_orchestration"]
     export(grpc_exporter, [r10, *orchestration])  # R10: one trace split over two exports...
@@ -139,10 +149,21 @@ def test_joined_series_match_the_ground_truth(serve: Callable[..., Server]) -> N
     export(http_exporter, root)  # ...whose root comes last
 
     r11 = [
-        span(0xA11, 1, "gateway.request", {"inference_pool": "pool-a", **headers("100")},
-             resource={"service.name": "epp"}),
-        span(0xA11, 2, "llm_request", model_server(0.12, 0.5, 4), parent=1,
-             resource={"service.name": "vllm", "k8s.pod.name": "vllm-1"}),
+        span(
+            0xA11,
+            1,
+            "gateway.request",
+            {"inference_pool": "pool-a", **headers("100")},
+            resource={"service.name": "epp"},
+        ),
+        span(
+            0xA11,
+            2,
+            "llm_request",
+            model_server(0.12, 0.5, 4),
+            parent=1,
+            resource={"service.name": "vllm", "k8s.pod.name": "vllm-1"},
+        ),
     ]
     assert post_json(server, to_otlp_json(export_request(r11))) == 200  # R11: raw OTLP/JSON
 
@@ -158,12 +179,16 @@ def test_joined_series_match_the_ground_truth(serve: Callable[..., Server]) -> N
     assert count("sloscope_traces_joined_total", outcome="joined") == 11
     assert count("sloscope_traces_joined_total", outcome="anchor_only") == 1
     assert count("sloscope_spans_dropped_total", reason="duplicate") == 2
-    assert count("sloscope_spans_received_total", transport="grpc") + count(
-        "sloscope_spans_received_total", transport="http") == 26
+    assert (
+        count("sloscope_spans_received_total", transport="grpc")
+        + count("sloscope_spans_received_total", transport="http")
+        == 26
+    )
 
     requests = {
         (dict(labels)["model"], dict(labels)["pool"], dict(labels)["slo_class"], dict(labels)["routing"]): value
-        for (name, labels), value in samples.items() if name == "sloscope_requests_total"
+        for (name, labels), value in samples.items()
+        if name == "sloscope_requests_total"
     }
     assert requests == {
         ("llama", "pool-a", "interactive", "unknown"): 5,  # R1 R2 R6 R9 R11
@@ -189,9 +214,14 @@ def test_joined_series_match_the_ground_truth(serve: Callable[..., Server]) -> N
         ("none", "goodput", "llama", "unknown"): (0, 0),
     }
     for (slo_class, slo_name, model, routing), (eligible, violations) in expected.items():
-        assert slo("sloscope_slo_requests_total", slo_class, slo_name, model, routing) == eligible, (slo_class, slo_name)
+        assert slo("sloscope_slo_requests_total", slo_class, slo_name, model, routing) == eligible, (
+            slo_class,
+            slo_name,
+        )
         assert slo("sloscope_slo_violations_total", slo_class, slo_name, model, routing) == violations, (
-            slo_class, slo_name)
+            slo_class,
+            slo_name,
+        )
 
     hist = {"model": "llama", "pool": "pool-a", "slo_class": "interactive"}
     assert count("sloscope_ttft_seconds_count", **hist) == 6  # R1 R2 R6 R9 R11 R12
@@ -209,7 +239,8 @@ def test_joined_series_match_the_ground_truth(serve: Callable[..., Server]) -> N
     assert re.search(
         r'^sloscope_ttft_seconds_bucket\{le="0.25",model="llama",pool="pool-a",slo_class="interactive"\} 3.0 '
         r'# \{trace_id="00000000000000000000000000000a11"\} 0.12',
-        text, re.MULTILINE,
+        text,
+        re.MULTILINE,
     ), text
 
     assert server.stop() == 0

@@ -33,8 +33,8 @@ class Harness:
             Join(**{"window_seconds": 5.0, **join}),
             Mapping(Attributes()),
             self.emitted.append,
-            lambda reason, n: self.dropped.update({reason: n}),
-            lambda outcome, n: self.outcomes.update({outcome: n}),
+            count_dropped=lambda reason, n: self.dropped.update({reason: n}),
+            count_outcome=lambda outcome, n: self.outcomes.update({outcome: n}),
             clock=self.clock,
         )
 
@@ -51,8 +51,14 @@ def gateway(trace: int, *, span_id: int = 1, **kw: Any) -> Any:
 
 
 def vllm(trace: int, *, span_id: int = 2, parent: int = 1, pod: str = "vllm-0", **kw: Any) -> Any:
-    return span(trace, span_id, "llm_request", vllm_attributes(**kw), parent=parent,
-                resource={"service.name": "vllm", "k8s.pod.name": pod})
+    return span(
+        trace,
+        span_id,
+        "llm_request",
+        vllm_attributes(**kw),
+        parent=parent,
+        resource={"service.name": "vllm", "k8s.pod.name": pod},
+    )
 
 
 def test_anchor_then_parent_joins_at_once() -> None:
@@ -192,8 +198,12 @@ def test_routing_label_from_headers(attributes: dict[str, Any], expected: str) -
 def test_gateway_ttft_is_preferred_and_its_source_recorded() -> None:
     h = Harness()
     h.assembler = TraceAssembler(
-        Join(), Mapping(Attributes(gateway_ttft_seconds=["gateway.ttft"])), h.emitted.append,
-        lambda *_: None, lambda *_: None, clock=h.clock,
+        Join(),
+        Mapping(Attributes(gateway_ttft_seconds=["gateway.ttft"])),
+        h.emitted.append,
+        count_dropped=lambda *_: None,
+        count_outcome=lambda *_: None,
+        clock=h.clock,
     )
     h.feed(vllm(1, ttft=0.1), gateway(1, extra={"gateway.ttft": 0.13}))
     assert (h.emitted[0].ttft_seconds, h.emitted[0].ttft_source) == (0.13, "gateway")

@@ -14,9 +14,16 @@ from sloscope.slo.spec import SLOSpec
 
 def base_request(**changes: object) -> JoinedRequest:
     request = JoinedRequest(
-        trace_id="ab" * 16, span_id="cd" * 8, outcome="joined", target_model="llama",
-        slo_ttft_ms=200.0, slo_tpot_ms=50.0, ttft_seconds=0.15, ttft_source="model_server",
-        e2e_seconds=0.65, completion_tokens=11.0,
+        trace_id="ab" * 16,
+        span_id="cd" * 8,
+        outcome="joined",
+        target_model="llama",
+        slo_ttft_ms=200.0,
+        slo_tpot_ms=50.0,
+        ttft_seconds=0.15,
+        ttft_source="model_server",
+        e2e_seconds=0.65,
+        completion_tokens=11.0,
     )
     for key, value in changes.items():
         setattr(request, key, value)

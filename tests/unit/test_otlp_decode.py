@@ -6,9 +6,10 @@ import gzip
 import zlib
 
 import pytest
+
 from sloscope.receivers.otlp_decode import (
-    MalformedPayload,
-    PayloadTooLarge,
+    MalformedPayloadError,
+    PayloadTooLargeError,
     decode_json,
     decode_protobuf,
     decompress,
@@ -74,7 +75,7 @@ def test_invalid_ids_are_rejected_one_by_one_with_reasons() -> None:
     ],
 )
 def test_malformed_protobuf(body: bytes, reason: str) -> None:
-    with pytest.raises(MalformedPayload, match=reason):
+    with pytest.raises(MalformedPayloadError, match=reason):
         decode_protobuf(body)
 
 
@@ -96,7 +97,7 @@ def test_malformed_protobuf(body: bytes, reason: str) -> None:
     ],
 )
 def test_malformed_json(body: bytes, reason: str) -> None:
-    with pytest.raises(MalformedPayload, match=reason):
+    with pytest.raises(MalformedPayloadError, match=reason):
         decode_json(body)
 
 
@@ -113,7 +114,7 @@ def test_gzip_and_deflate_bodies() -> None:
 
 def test_decompression_stops_at_the_limit() -> None:
     bomb = gzip.compress(bytes(10_000_000))
-    with pytest.raises(PayloadTooLarge, match="decompressed body exceeds the limit of 1000 bytes"):
+    with pytest.raises(PayloadTooLargeError, match="decompressed body exceeds the limit of 1000 bytes"):
         decompress(bomb, "gzip", 1000)
 
 
@@ -126,5 +127,5 @@ def test_decompression_stops_at_the_limit() -> None:
     ],
 )
 def test_bad_encodings(body: bytes, encoding: str, reason: str) -> None:
-    with pytest.raises(MalformedPayload, match=reason):
+    with pytest.raises(MalformedPayloadError, match=reason):
         decompress(body, encoding, 1000)

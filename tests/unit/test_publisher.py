@@ -13,8 +13,17 @@ from sloscope.telemetry import Telemetry
 
 
 def publish(registry: CollectorRegistry, publisher: PrometheusPublisher, **fields: object) -> None:
-    request = JoinedRequest(trace_id="ab" * 16, span_id="cd" * 8, outcome="joined", ttft_seconds=0.3,
-                            e2e_seconds=0.8, completion_tokens=6, slo_ttft_ms=250, pool="pool-a", pod="pod-1")
+    request = JoinedRequest(
+        trace_id="ab" * 16,
+        span_id="cd" * 8,
+        outcome="joined",
+        ttft_seconds=0.3,
+        e2e_seconds=0.8,
+        completion_tokens=6,
+        slo_ttft_ms=250,
+        pool="pool-a",
+        pod="pod-1",
+    )
     for key, value in fields.items():
         setattr(request, key, value)
     publisher.publish(request, evaluate(request, default_spec()))
@@ -35,8 +44,12 @@ def test_a_violated_ttft_request() -> None:
     assert registry.get_sample_value("sloscope_slo_violations_total", {**labels, "slo": "ttft"}) == 1
     assert registry.get_sample_value("sloscope_slo_requests_total", {**labels, "slo": "tpot"}) is None
     assert registry.get_sample_value("sloscope_slo_violations_total", {**labels, "slo": "goodput"}) == 1
-    assert registry.get_sample_value("sloscope_pod_slo_violations_total",
-                                     {"pool": "pool-a", "pod": "pod-1", "slo": "ttft"}) == 1
+    assert (
+        registry.get_sample_value(
+            "sloscope_pod_slo_violations_total", {"pool": "pool-a", "pod": "pod-1", "slo": "ttft"}
+        )
+        == 1
+    )
     hist = {"model": "m", "pool": "pool-a", "slo_class": "interactive"}
     assert registry.get_sample_value("sloscope_ttft_seconds_bucket", {**hist, "le": "0.25"}) == 0
     assert registry.get_sample_value("sloscope_ttft_seconds_bucket", {**hist, "le": "0.5"}) == 1
@@ -47,18 +60,23 @@ def test_label_values_beyond_the_cap_fold_into_other_and_are_counted() -> None:
     registry, publisher = make(max_models=2)
     for model in ("a", "b", "c", "d", "a"):
         publish(registry, publisher, target_model=model)
+
     def requests(model: str) -> float | None:
         labels = {"model": model, "pool": "pool-a", "slo_class": "interactive", "routing": "unknown"}
         return registry.get_sample_value("sloscope_requests_total", labels)
+
     assert [requests(m) for m in ("a", "b", "c", "__other__")] == [2, 1, None, 2]
     assert registry.get_sample_value("sloscope_label_values_folded_total", {"label": "model"}) == 2
 
 
 def test_the_spec_is_published_as_series() -> None:
     registry, _ = make()
-    assert registry.get_sample_value(
-        "sloscope_slo_objective_ratio", {"model": "*", "slo_class": "interactive", "slo": "goodput"}
-    ) == 0.95
+    assert (
+        registry.get_sample_value(
+            "sloscope_slo_objective_ratio", {"model": "*", "slo_class": "interactive", "slo": "goodput"}
+        )
+        == 0.95
+    )
     assert registry.get_sample_value("sloscope_slo_compliance_period_seconds", {"slo_class": "standard"}) == 2419200
 
 

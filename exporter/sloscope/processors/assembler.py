@@ -48,6 +48,7 @@ class TraceAssembler:
         join: Join,
         mapping: Mapping,
         emit: Emit,
+        *,
         count_dropped: Count,
         count_outcome: Count,
         clock: Callable[[], float] = time.monotonic,

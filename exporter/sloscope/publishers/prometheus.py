@@ -19,10 +19,51 @@ from sloscope.slo.spec import SLOSpec
 from sloscope.telemetry import Telemetry
 
 # vLLM's TTFT buckets (seconds) and its inter-token-latency buckets, so the two line up in Grafana.
-TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-                20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
-TPOT_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-                20.0, 40.0, 80.0)
+TTFT_BUCKETS = (
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+    160.0,
+    640.0,
+    2560.0,
+)
+TPOT_BUCKETS = (
+    0.01,
+    0.025,
+    0.05,
+    0.075,
+    0.1,
+    0.15,
+    0.2,
+    0.3,
+    0.4,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+)
 
 
 def buckets_with_targets(base: tuple[float, ...], targets_ms: list[float]) -> tuple[float, ...]:
@@ -42,22 +83,31 @@ def _spec_targets(spec: SLOSpec, slo: str) -> list[float]:
 class PrometheusPublisher:
     """Turns (request, evaluation) pairs into counter increments and histogram observations."""
 
-    def __init__(self, registry: CollectorRegistry, spec: SLOSpec, limits: Limits, telemetry: Telemetry,
-                 default_pool: str) -> None:
+    def __init__(
+        self, registry: CollectorRegistry, spec: SLOSpec, limits: Limits, telemetry: Telemetry, default_pool: str
+    ) -> None:
         self._telemetry = telemetry
         self._default_pool = default_pool
-        self._guard = LabelGuard(limits.max_label_values, lambda label: telemetry.label_values_folded.labels(label).inc())
+        self._guard = LabelGuard(
+            limits.max_label_values, lambda label: telemetry.label_values_folded.labels(label).inc()
+        )
         self._requests = Counter(c.REQUESTS.name, c.REQUESTS.help, c.REQUESTS.labels, registry=registry)
         self._slo_requests = Counter(c.SLO_REQUESTS.name, c.SLO_REQUESTS.help, c.SLO_REQUESTS.labels, registry=registry)
         self._slo_violations = Counter(
             c.SLO_VIOLATIONS.name, c.SLO_VIOLATIONS.help, c.SLO_VIOLATIONS.labels, registry=registry
         )
         self._ttft = Histogram(
-            c.TTFT_SECONDS.name, c.TTFT_SECONDS.help, c.TTFT_SECONDS.labels, registry=registry,
+            c.TTFT_SECONDS.name,
+            c.TTFT_SECONDS.help,
+            c.TTFT_SECONDS.labels,
+            registry=registry,
             buckets=buckets_with_targets(TTFT_BUCKETS, _spec_targets(spec, c.SLO_TTFT)),
         )
         self._tpot = Histogram(
-            c.TPOT_SECONDS.name, c.TPOT_SECONDS.help, c.TPOT_SECONDS.labels, registry=registry,
+            c.TPOT_SECONDS.name,
+            c.TPOT_SECONDS.help,
+            c.TPOT_SECONDS.labels,
+            registry=registry,
             buckets=buckets_with_targets(TPOT_BUCKETS, _spec_targets(spec, c.SLO_TPOT)),
         )
         self._pod_requests = Counter(c.POD_REQUESTS.name, c.POD_REQUESTS.help, c.POD_REQUESTS.labels, registry=registry)
@@ -106,12 +156,12 @@ def _publish_spec(registry: CollectorRegistry, spec: SLOSpec) -> None:
     objective = Gauge(
         c.SLO_OBJECTIVE_RATIO.name, c.SLO_OBJECTIVE_RATIO.help, c.SLO_OBJECTIVE_RATIO.labels, registry=registry
     )
-    target = Gauge(
-        c.SLO_TARGET_SECONDS.name, c.SLO_TARGET_SECONDS.help, c.SLO_TARGET_SECONDS.labels, registry=registry
-    )
+    target = Gauge(c.SLO_TARGET_SECONDS.name, c.SLO_TARGET_SECONDS.help, c.SLO_TARGET_SECONDS.labels, registry=registry)
     period = Gauge(
-        c.SLO_COMPLIANCE_PERIOD_SECONDS.name, c.SLO_COMPLIANCE_PERIOD_SECONDS.help,
-        c.SLO_COMPLIANCE_PERIOD_SECONDS.labels, registry=registry,
+        c.SLO_COMPLIANCE_PERIOD_SECONDS.name,
+        c.SLO_COMPLIANCE_PERIOD_SECONDS.help,
+        c.SLO_COMPLIANCE_PERIOD_SECONDS.labels,
+        registry=registry,
     )
     for cls in spec.classes:
         period.labels(cls.name).set(spec.period_of(cls))

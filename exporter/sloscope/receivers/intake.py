@@ -64,8 +64,11 @@ class Intake:
         if len(spans) > self._queue.capacity:  # would never fit: retrying cannot help, so no 429
             self._telemetry.dropped(c.DROP_INVALID, len(spans))
             self.count_request(transport, "too_large")
-            return Result(Status.TOO_MANY_SPANS, message=f"batch of {len(spans)} spans exceeds the queue "
-                          f"capacity of {self._queue.capacity}; send smaller batches")
+            return Result(
+                Status.TOO_MANY_SPANS,
+                message=f"batch of {len(spans)} spans exceeds the queue "
+                f"capacity of {self._queue.capacity}; send smaller batches",
+            )
         if not self._queue.offer(spans):
             self._telemetry.dropped(c.DROP_QUEUE_FULL, len(spans))
             self.count_request(transport, "queue_full")

@@ -21,11 +21,11 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from sloscope.records import AttributeValue, Span
 
 
-class MalformedPayload(ValueError):
+class MalformedPayloadError(ValueError):
     """The whole payload is unusable: answered with HTTP 400 / gRPC INVALID_ARGUMENT."""
 
 
-class PayloadTooLarge(ValueError):
+class PayloadTooLargeError(ValueError):
     """The payload, or its decompressed form, exceeds the configured limit: HTTP 413."""
 
 
@@ -60,20 +60,20 @@ def decompress(body: bytes, encoding: str, limit: int) -> bytes:
     encoding = encoding.strip().lower()
     if encoding in ("", "identity"):
         if len(body) > limit:
-            raise PayloadTooLarge(f"body of {len(body)} bytes exceeds the limit of {limit}")
+            raise PayloadTooLargeError(f"body of {len(body)} bytes exceeds the limit of {limit}")
         return body
     if encoding not in ("gzip", "deflate"):
-        raise MalformedPayload(f"unsupported Content-Encoding {encoding!r}; use gzip or none")
+        raise MalformedPayloadError(f"unsupported Content-Encoding {encoding!r}; use gzip or none")
     wbits = 16 + zlib.MAX_WBITS if encoding == "gzip" else zlib.MAX_WBITS
     inflater = zlib.decompressobj(wbits)
     try:
         out = inflater.decompress(body, limit + 1)
     except zlib.error as exc:
-        raise MalformedPayload(f"body is not valid {encoding}: {exc}") from exc
+        raise MalformedPayloadError(f"body is not valid {encoding}: {exc}") from exc
     if len(out) > limit:
-        raise PayloadTooLarge(f"decompressed body exceeds the limit of {limit} bytes")
+        raise PayloadTooLargeError(f"decompressed body exceeds the limit of {limit} bytes")
     if not inflater.eof:
-        raise MalformedPayload(f"body is truncated {encoding}")
+        raise MalformedPayloadError(f"body is truncated {encoding}")
     return out
 
 
@@ -81,7 +81,7 @@ def decode_protobuf(payload: bytes) -> Decoded:
     try:
         request = ExportTraceServiceRequest.FromString(payload)
     except DecodeError as exc:
-        raise MalformedPayload(f"not a valid OTLP ExportTraceServiceRequest protobuf: {exc}") from exc
+        raise MalformedPayloadError(f"not a valid OTLP ExportTraceServiceRequest protobuf: {exc}") from exc
     return decode_request(request)
 
 
@@ -89,14 +89,14 @@ def decode_json(payload: bytes) -> Decoded:
     try:
         document = json.loads(payload)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise MalformedPayload(f"not valid JSON: {exc}") from exc
+        raise MalformedPayloadError(f"not valid JSON: {exc}") from exc
     if not isinstance(document, dict):
-        raise MalformedPayload("OTLP/JSON body must be an object with 'resourceSpans'")
+        raise MalformedPayloadError("OTLP/JSON body must be an object with 'resourceSpans'")
     try:
         _hex_ids_to_base64(document)
         request = json_format.ParseDict(document, ExportTraceServiceRequest(), ignore_unknown_fields=True)
     except (json_format.ParseError, ValueError, TypeError, AttributeError) as exc:
-        raise MalformedPayload(f"not a valid OTLP/JSON ExportTraceServiceRequest: {exc}") from exc
+        raise MalformedPayloadError(f"not a valid OTLP/JSON ExportTraceServiceRequest: {exc}") from exc
     return decode_request(request)
 
 
@@ -105,7 +105,7 @@ def _hex_ids_to_base64(document: dict[str, Any]) -> None:
         for scope_spans in _list(resource_spans, "scopeSpans", "scope_spans"):
             for span in _list(scope_spans, "spans"):
                 if not isinstance(span, dict):
-                    raise MalformedPayload("each entry of 'spans' must be an object")
+                    raise MalformedPayloadError("each entry of 'spans' must be an object")
                 _rewrite_ids(span)
                 for link in _list(span, "links"):
                     if isinstance(link, dict):
@@ -114,12 +114,12 @@ def _hex_ids_to_base64(document: dict[str, Any]) -> None:
 
 def _list(obj: Any, *keys: str) -> list[Any]:
     if not isinstance(obj, dict):
-        raise MalformedPayload(f"expected an object holding {keys[0]!r}, got {type(obj).__name__}")
+        raise MalformedPayloadError(f"expected an object holding {keys[0]!r}, got {type(obj).__name__}")
     for key in keys:
         value = obj.get(key)
         if value is not None:
             if not isinstance(value, list):
-                raise MalformedPayload(f"{key!r} must be an array, got {type(value).__name__}")
+                raise MalformedPayloadError(f"{key!r} must be an array, got {type(value).__name__}")
             return value
     return []
 
@@ -133,11 +133,11 @@ def _rewrite_ids(obj: dict[str, Any]) -> None:
         if value is None or value == "":
             continue
         if not isinstance(value, str):
-            raise MalformedPayload(f"{key} must be a hex string, got {type(value).__name__}")
+            raise MalformedPayloadError(f"{key} must be a hex string, got {type(value).__name__}")
         try:
             raw = bytes.fromhex(value)
         except ValueError as exc:
-            raise MalformedPayload(f"{key} {value!r} is not hex (OTLP/JSON ids are hex, not base64)") from exc
+            raise MalformedPayloadError(f"{key} {value!r} is not hex (OTLP/JSON ids are hex, not base64)") from exc
         obj[key] = base64.b64encode(raw).decode("ascii")
 
 

@@ -18,7 +18,7 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from sloscope.receivers.intake import Intake, Status
-from sloscope.receivers.otlp_decode import MalformedPayload, decode_protobuf
+from sloscope.receivers.otlp_decode import MalformedPayloadError, decode_protobuf
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ def trace_service_handler(intake: Intake) -> grpc.GenericRpcHandler:
     async def export(request: bytes, context: Any) -> bytes:
         try:
             decoded = decode_protobuf(request)
-        except MalformedPayload as exc:
+        except MalformedPayloadError as exc:
             intake.count_request("grpc", "malformed")
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         result = intake.submit(decoded, "grpc")
@@ -58,7 +58,8 @@ def trace_service_handler(intake: Intake) -> grpc.GenericRpcHandler:
         if result.rejected:
             response.partial_success.rejected_spans = result.rejected
             response.partial_success.error_message = result.message
-        return response.SerializeToString()
+        serialized: bytes = response.SerializeToString()
+        return serialized
 
     handler = grpc.unary_unary_rpc_method_handler(export)  # no (de)serializers: raw bytes both ways
     return grpc.method_handlers_generic_handler(SERVICE, {"Export": handler})

@@ -15,8 +15,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from sloscope.receivers.intake import Intake, Status
 from sloscope.receivers.otlp_decode import (
-    MalformedPayload,
-    PayloadTooLarge,
+    MalformedPayloadError,
+    PayloadTooLargeError,
     decode_json,
     decode_protobuf,
     decompress,
@@ -36,16 +36,20 @@ def otlp_router(intake: Intake, max_request_bytes: int) -> APIRouter:
         is_json = media_type == JSON
         if not is_json and media_type not in _PROTOBUF_TYPES:
             intake.count_request("http", "unsupported")
-            return _error(415, code_pb2.INVALID_ARGUMENT,
-                          f"unsupported Content-Type {media_type or '(none)'!r}; use {PROTOBUF} or {JSON}", False)
+            return _error(
+                415,
+                code_pb2.INVALID_ARGUMENT,
+                f"unsupported Content-Type {media_type or '(none)'!r}; use {PROTOBUF} or {JSON}",
+                False,
+            )
         try:
             body = await _read_body(request, max_request_bytes)
             payload = decompress(body, request.headers.get("content-encoding", ""), max_request_bytes)
             decoded = decode_json(payload) if is_json else decode_protobuf(payload)
-        except PayloadTooLarge as exc:
+        except PayloadTooLargeError as exc:
             intake.count_request("http", "too_large")
             return _error(413, code_pb2.INVALID_ARGUMENT, str(exc), is_json)
-        except MalformedPayload as exc:
+        except MalformedPayloadError as exc:
             intake.count_request("http", "malformed")
             return _error(400, code_pb2.INVALID_ARGUMENT, str(exc), is_json)
         result = intake.submit(decoded, "http")
@@ -64,13 +68,13 @@ def otlp_router(intake: Intake, max_request_bytes: int) -> APIRouter:
 async def _read_body(request: Request, limit: int) -> bytes:
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise PayloadTooLarge(f"body of {declared} bytes exceeds the limit of {limit}")
+        raise PayloadTooLargeError(f"body of {declared} bytes exceeds the limit of {limit}")
     chunks = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise PayloadTooLarge(f"body exceeds the limit of {limit} bytes")
+            raise PayloadTooLargeError(f"body exceeds the limit of {limit} bytes")
         chunks.append(chunk)
     return b"".join(chunks)
 

@@ -42,8 +42,9 @@ def create_otlp_app(pipeline: Pipeline, http_metrics: HttpMetrics, tracer: Trace
     return http_metrics.middleware(app)
 
 
-def create_metrics_app(pipeline: Pipeline, http_metrics: HttpMetrics, tracer: TracerProvider | None,
-                       is_ready: Any) -> Any:
+def create_metrics_app(
+    pipeline: Pipeline, http_metrics: HttpMetrics, tracer: TracerProvider | None, is_ready: Any
+) -> Any:
     app = FastAPI(title="sloscope", version=__version__)
     app.router.routes.append(Route("/metrics", _Asgi(make_asgi_app(pipeline.registry)), methods=["GET"]))
 

@@ -19,9 +19,7 @@ _BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5
 
 class HttpMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
-        self.requests = Counter(
-            c.HTTP_REQUESTS.name, c.HTTP_REQUESTS.help, c.HTTP_REQUESTS.labels, registry=registry
-        )
+        self.requests = Counter(c.HTTP_REQUESTS.name, c.HTTP_REQUESTS.help, c.HTTP_REQUESTS.labels, registry=registry)
         self.duration = Histogram(
             c.HTTP_REQUEST_DURATION.name,
             c.HTTP_REQUEST_DURATION.help,

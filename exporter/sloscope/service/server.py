@@ -86,7 +86,12 @@ class Service:
         self._ready = True
         log.info(
             "sloscope listening: otlp_grpc=%s:%d otlp_http=%s:%d metrics=%s:%d",
-            listeners.host, grpc_port, listeners.host, http_port, listeners.host, metrics_port,
+            listeners.host,
+            grpc_port,
+            listeners.host,
+            http_port,
+            listeners.host,
+            metrics_port,
         )
         return self.ports
 

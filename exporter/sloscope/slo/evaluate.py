@@ -93,15 +93,15 @@ def evaluate(request: JoinedRequest, spec: SLOSpec) -> Evaluation:
 
 def _tpot_problems(request: JoinedRequest, ttft: float | None) -> list[str]:
     """Which inputs made TPOT undefined, leaving out the legitimate case of fewer than two tokens."""
-    problems = []
-    if not valid_seconds(request.e2e_seconds):
-        problems.append("e2e_seconds")
-    if not _valid_tokens(request.completion_tokens):
-        problems.append("completion_tokens")
-    elif ttft is not None and request.e2e_seconds is not None and valid_seconds(request.e2e_seconds):
-        if request.e2e_seconds < ttft and (request.completion_tokens or 0) >= 2:
-            problems.append("e2e_seconds")
-    return problems
+    e2e, tokens = request.e2e_seconds, request.completion_tokens
+    if not valid_seconds(e2e):
+        return ["e2e_seconds", *([] if _valid_tokens(tokens) else ["completion_tokens"])]
+    if not _valid_tokens(tokens):
+        return ["completion_tokens"]
+    assert e2e is not None and tokens is not None
+    if ttft is not None and tokens >= 2 and e2e < ttft:
+        return ["e2e_seconds"]  # the last token cannot come before the first
+    return []
 
 
 def _goodput(

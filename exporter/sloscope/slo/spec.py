@@ -83,7 +83,10 @@ class Objectives(_Strict):
 
 
 class DefaultTargets(_Strict):
-    """Targets applied to requests of the class that carry none. Opt-in: by default a request without SLO headers has no SLO."""
+    """Targets for requests of the class that carry none.
+
+    Opt-in: as in the EPP, by default a request without SLO headers has no SLO.
+    """
 
     ttft_ms: float | None = Field(default=None, gt=0)
     tpot_ms: float | None = Field(default=None, gt=0)

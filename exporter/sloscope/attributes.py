@@ -24,6 +24,7 @@ NUMBER_FIELDS = (
     "predicted_ttft_ms",
     "predicted_tpot_ms",
     "gateway_ttft_seconds",
+    "gateway_ttft_ms",
     "ttft_seconds",
     "e2e_seconds",
     "queue_seconds",

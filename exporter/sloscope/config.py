@@ -52,8 +52,9 @@ class Join(_Section):
     window_seconds: float = Field(
         default=5.0,
         gt=0,
-        description="How long after the model-server span *arrives* to wait for the gateway span before "
-        "emitting the request with what it has. Counted in arrival time: exporters batch and clocks differ.",
+        description="How long after the model-server span *arrives* to wait for its ancestors (the gateway "
+        "spans) before emitting the request with what it has. Counted in arrival time: exporters batch and "
+        "clocks differ.",
     )
     trace_ttl_seconds: float = Field(
         default=30.0, gt=0, description="How long a trace without a model-server span is kept before it expires."
@@ -80,10 +81,6 @@ class Join(_Section):
     anchor_attribute: str = Field(
         default="gen_ai.latency.e2e",
         description="A span carrying this attribute is also an anchor, whatever its name (SGLang, TensorRT-LLM).",
-    )
-    gateway_span_names: list[str] = Field(
-        default_factory=lambda: ["gateway.request", "gateway.request_orchestration", "llm_d.router.request"],
-        description="Names of gateway/EPP/router spans; a request is complete once one of them has arrived.",
     )
 
 
@@ -139,7 +136,13 @@ class Attributes(_Section):
     predicted_tpot_ms: list[str] = Field(default_factory=lambda: ["predicted_tpot_ms", "llm_d.predicted_tpot_ms"])
     gateway_ttft_seconds: list[str] = Field(
         default_factory=list,
-        description="Client-side TTFT measured by the gateway; preferred over the model server's when present.",
+        description="Client-side TTFT in seconds measured in front of the model server; preferred over the "
+        "model server's own when present.",
+    )
+    gateway_ttft_ms: list[str] = Field(
+        default_factory=lambda: ["llm_d.pd_proxy.true_ttft_ms"],
+        description="The same in milliseconds (llm-d's P/D sidecar measures the TTFT a client sees, including "
+        "the KV-cache hand-over that neither vLLM instance reports).",
     )
     ttft_seconds: list[str] = Field(default_factory=lambda: ["gen_ai.latency.time_to_first_token"])
     e2e_seconds: list[str] = Field(default_factory=lambda: ["gen_ai.latency.e2e"])

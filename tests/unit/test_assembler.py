@@ -207,3 +207,10 @@ def test_gateway_ttft_is_preferred_and_its_source_recorded() -> None:
     )
     h.feed(vllm(1, ttft=0.1), gateway(1, extra={"gateway.ttft": 0.13}))
     assert (h.emitted[0].ttft_seconds, h.emitted[0].ttft_source) == (0.13, "gateway")
+
+
+def test_llm_d_sidecar_true_ttft_in_milliseconds_is_preferred() -> None:
+    h = Harness()
+    sidecar = span(1, 3, "llm_d.pd_proxy.request", {"llm_d.pd_proxy.true_ttft_ms": 180.0}, parent=1)
+    h.feed(gateway(1), sidecar, vllm(1, parent=3, ttft=0.05))
+    assert (h.emitted[0].ttft_seconds, h.emitted[0].ttft_source) == (0.18, "gateway")

@@ -283,6 +283,9 @@ def build_request(mapping: Mapping, anchor: Span, companions: list[Span], outcom
     server = [anchor, *companions]
     gateway = [*companions, anchor]
     gateway_ttft = mapping.number("gateway_ttft_seconds", gateway)
+    if gateway_ttft is None:
+        gateway_ttft_ms = mapping.number("gateway_ttft_ms", gateway)
+        gateway_ttft = gateway_ttft_ms / 1000.0 if gateway_ttft_ms is not None else None
     server_ttft = mapping.number("ttft_seconds", server)
     if gateway_ttft is not None:
         ttft, ttft_source = gateway_ttft, "gateway"

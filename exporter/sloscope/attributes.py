@@ -11,7 +11,7 @@ Header-derived fields follow the EPP: a missing or unparsable ``x-slo-*`` header
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sloscope.config import Attributes
@@ -83,26 +83,25 @@ class Mapping:
 
     # ---- reading (assembler) ----------------------------------------------------------------
 
-    def raw(self, name: str, spans: Iterable[Span]) -> AttributeValue:
-        """The first configured attribute present on any of ``spans`` (in order), else None."""
-        keys = self._keys[name]
-        for span in spans:
-            for is_resource, key in keys.order:
-                source = span.resource if is_resource else span.attributes
-                if key in source:
-                    return source[key]
+    def raw(self, name: str, view: View) -> AttributeValue:
+        """The value of the first configured attribute the view holds, else None."""
+        attrs, resource = view.attributes, view.resource
+        for is_resource, key in self._keys[name].order:
+            source = resource if is_resource else attrs
+            if key in source:
+                return source[key]
         return None
 
-    def number(self, name: str, spans: Iterable[Span]) -> float | None:
-        value = self.raw(name, spans)
-        return float(value) if _is_number(value) else None
+    def number(self, name: str, view: View) -> float | None:
+        value = self.raw(name, view)
+        return float(value) if type(value) in _NUMBER_TYPES else None
 
-    def string(self, name: str, spans: Iterable[Span]) -> str | None:
-        return _as_string(self.raw(name, spans))
+    def string(self, name: str, view: View) -> str | None:
+        return _as_string(self.raw(name, view))
 
-    def header_number(self, name: str, spans: Iterable[Span]) -> float | None:
+    def header_number(self, name: str, view: View) -> float | None:
         """A header such as x-slo-ttft-ms: a float in a string (or a one-element array); None if unusable."""
-        value = self.raw(name, spans)
+        value = self.raw(name, view)
         if _is_number(value):
             return float(value)
         text = _as_string(value)
@@ -114,11 +113,11 @@ class Mapping:
             return None
         return number if math.isfinite(number) else None
 
-    def present(self, name: str, spans: Iterable[Span]) -> bool:
-        return self.raw(name, spans) is not None
+    def present(self, name: str, view: View) -> bool:
+        return self.raw(name, view) is not None
 
-    def header_bool(self, name: str, spans: Iterable[Span]) -> bool | None:
-        value = self.raw(name, spans)
+    def header_bool(self, name: str, view: View) -> bool | None:
+        value = self.raw(name, view)
         if isinstance(value, bool):
             return value
         text = _as_string(value)
@@ -132,12 +131,35 @@ class Mapping:
         return None
 
 
+class View:
+    """The attributes of several spans merged, nearest first: where two spans carry the same attribute,
+    the one earlier in the list wins. Fields are then read key by key in configured order."""
+
+    __slots__ = ("attributes", "resource")
+
+    def __init__(self, spans: Sequence[Span]) -> None:
+        if len(spans) == 1:  # the common single-span case needs no copy
+            self.attributes = spans[0].attributes
+            self.resource = spans[0].resource
+            return
+        attributes: dict[str, AttributeValue] = {}
+        resource: dict[str, AttributeValue] = {}
+        for span in reversed(spans):
+            attributes.update(span.attributes)
+            resource.update(span.resource)
+        self.attributes = attributes
+        self.resource = resource
+
+
+_NUMBER_TYPES = (int, float)  # exact types: bool is an int subclass but never a number here
+
+
 def _is_number(value: AttributeValue) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    return type(value) in _NUMBER_TYPES
 
 
 def _as_string(value: AttributeValue) -> str | None:
-    if isinstance(value, str):
+    if type(value) is str:
         return value
     if isinstance(value, list) and value and isinstance(value[0], str):
         return value[0]  # a captured header: the OpenTelemetry convention is an array of values

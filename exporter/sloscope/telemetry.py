@@ -32,9 +32,6 @@ class Telemetry:
         self.label_values_folded = Counter(
             c.LABEL_VALUES_FOLDED.name, c.LABEL_VALUES_FOLDED.help, c.LABEL_VALUES_FOLDED.labels, registry=registry
         )
-        self.invalid_values = Counter(
-            c.INVALID_VALUES.name, c.INVALID_VALUES.help, c.INVALID_VALUES.labels, registry=registry
-        )
         self.queue_spans = Gauge(c.QUEUE_SPANS.name, c.QUEUE_SPANS.help, registry=registry)
         self.queue_capacity = Gauge(c.QUEUE_CAPACITY_SPANS.name, c.QUEUE_CAPACITY_SPANS.help, registry=registry)
         self.traces_pending = Gauge(c.TRACES_PENDING.name, c.TRACES_PENDING.help, registry=registry)

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from sloscope.attributes import Mapping
+from sloscope.attributes import Mapping, View
 from sloscope.config import Attributes
 from sloscope.testing import span
 
@@ -28,19 +28,22 @@ MAPPING = Mapping(Attributes())
     ],
 )
 def test_slo_header_parsing(attributes: dict[str, Any], expected: float | None) -> None:
-    assert MAPPING.header_number("slo_ttft_ms", [span(1, 1, "gateway.request", attributes)]) == expected
+    assert MAPPING.header_number("slo_ttft_ms", View([span(1, 1, "gateway.request", attributes)])) == expected
 
 
-def test_the_first_configured_attribute_wins_across_spans_in_order() -> None:
-    near = span(1, 2, "a", {"x-slo-ttft-ms": "100"})
-    far = span(1, 1, "b", {"http.request.header.x-slo-ttft-ms": ["300"]})
-    assert MAPPING.header_number("slo_ttft_ms", [near, far]) == 100.0
-    assert MAPPING.header_number("slo_ttft_ms", [far, near]) == 300.0
+def test_configured_order_first_then_the_nearest_span() -> None:
+    near = span(1, 2, "a", {"x-slo-ttft-ms": "100", "http.request.header.x-slo-tpot-ms": ["20"]})
+    far = span(1, 1, "b", {"http.request.header.x-slo-ttft-ms": ["300"], "http.request.header.x-slo-tpot-ms": ["40"]})
+    # The captured-header name comes first in the configuration, wherever it is found...
+    assert MAPPING.header_number("slo_ttft_ms", View([near, far])) == 300.0
+    # ...and of two spans carrying the same attribute, the nearer one wins.
+    assert MAPPING.header_number("slo_tpot_ms", View([near, far])) == 20.0
+    assert MAPPING.header_number("slo_tpot_ms", View([far, near])) == 40.0
 
 
 def test_resource_attributes_are_read_with_the_resource_prefix() -> None:
     s = span(1, 1, "llm_request", {}, resource={"service.instance.id": "inst-1", "host.name": "h"})
-    assert MAPPING.string("pod", [s]) == "inst-1"
+    assert MAPPING.string("pod", View([s])) == "inst-1"
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sloscope import conventions as c
-from sloscope.attributes import Mapping
+from sloscope.attributes import Mapping, View
 from sloscope.config import Join
 from sloscope.records import JoinedRequest, Span
 
@@ -37,6 +37,7 @@ class _Trace:
     waiting: list[str] = field(default_factory=list)  # anchor span ids not yet emitted
     request_ids: list[str] = field(default_factory=list)  # companion request ids indexed for this trace
     anchor_request_ids: list[str] = field(default_factory=list)  # anchors waiting for a companion by id
+    anchors: int = 0  # anchor spans held, emitted or not
     lent: bool = False  # a companion of this trace completed an anchor of another trace
 
 
@@ -104,6 +105,7 @@ class TraceAssembler:
             return
         trace.spans[span.span_id] = span
         if self._is_anchor(span):
+            trace.anchors += 1
             trace.waiting.append(span.span_id)
             self._deadlines.append((now + self._join.window_seconds, trace_id, span.span_id))
         elif self._join.by_request_id:
@@ -140,7 +142,7 @@ class TraceAssembler:
                 self._close_if_finished(waiting[0], other)
 
     def _joinable_id(self, spans: list[Span]) -> str | None:
-        raw = self._mapping.string("request_id", spans)
+        raw = self._mapping.string("request_id", View(spans))
         if not raw:
             return None
         match = self._request_id.match(raw)
@@ -176,7 +178,7 @@ class TraceAssembler:
 
     def _close_if_finished(self, trace_id: str, trace: _Trace) -> None:
         """A trace whose anchors are all emitted is closed: later spans of it are duplicates or late."""
-        if trace.waiting or not any(self._is_anchor(s) for s in trace.spans.values()):
+        if trace.waiting or not trace.anchors:
             return
         self._traces.pop(trace_id, None)
         self._forget_request_ids(trace_id, trace)
@@ -220,7 +222,7 @@ class TraceAssembler:
             if trace.waiting:  # only when the window is longer than the ttl allows; kept for safety
                 for anchor_id in trace.waiting:
                     self._emit_request(trace_id, trace, anchor_id, c.OUTCOME_ANCHOR_ONLY, extra=())
-            elif not trace.lent and not any(self._is_anchor(s) for s in trace.spans.values()):
+            elif not trace.lent and not trace.anchors:
                 self._outcome(c.OUTCOME_NO_ANCHOR, 1)
             self._remember_done(trace_id, trace)
 
@@ -280,8 +282,8 @@ def _companions(trace: _Trace, anchor: Span) -> list[Span]:
 
 def build_request(mapping: Mapping, anchor: Span, companions: list[Span], outcome: str) -> JoinedRequest:
     """Read every field: model-server facts from the anchor first, gateway facts from companions first."""
-    server = [anchor, *companions]
-    gateway = [*companions, anchor]
+    server = View([anchor, *companions])
+    gateway = View([*companions, anchor])
     gateway_ttft = mapping.number("gateway_ttft_seconds", gateway)
     if gateway_ttft is None:
         gateway_ttft_ms = mapping.number("gateway_ttft_ms", gateway)
@@ -321,11 +323,11 @@ def build_request(mapping: Mapping, anchor: Span, companions: list[Span], outcom
     )
 
 
-def _routing(mapping: Mapping, spans: list[Span]) -> str:
+def _routing(mapping: Mapping, view: View) -> str:
     """The EPP profile: x-prediction-based-scheduling (true/false), or presence of ...-off."""
-    flag = mapping.header_bool("prediction_based_scheduling", spans)
+    flag = mapping.header_bool("prediction_based_scheduling", view)
     if flag is True:
         return c.ROUTING_PREDICTED
-    if flag is False or mapping.present("prediction_based_scheduling_off", spans):
+    if flag is False or mapping.present("prediction_based_scheduling_off", view):
         return c.ROUTING_DEFAULT
     return c.ROUTING_UNKNOWN

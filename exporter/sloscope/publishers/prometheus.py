@@ -1,19 +1,18 @@
 """Per-request results as Prometheus series, on a registry the publisher is given.
 
-Counters and histograms of joined, evaluated requests (see ``docs/metrics.md``). Histograms carry
-the trace id as an exemplar; exemplars appear when the scraper asks for OpenMetrics. Labelled
-children are cached by label tuple: the hot path does a dict lookup, not a registry lookup.
+Counters and histograms of joined, evaluated requests (see ``docs/metrics.md``), kept in
+:mod:`sloscope.publishers.series` for speed. Histograms carry the trace id as an exemplar;
+exemplars appear when the scraper asks for OpenMetrics.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Gauge
 
 from sloscope import conventions as c
 from sloscope.config import Limits
 from sloscope.publishers.cardinality import LabelGuard
+from sloscope.publishers.series import SeriesCollector
 from sloscope.records import Evaluation, JoinedRequest
 from sloscope.slo.spec import SLOSpec
 from sloscope.telemetry import Telemetry
@@ -86,43 +85,24 @@ class PrometheusPublisher:
     def __init__(
         self, registry: CollectorRegistry, spec: SLOSpec, limits: Limits, telemetry: Telemetry, default_pool: str
     ) -> None:
-        self._telemetry = telemetry
         self._default_pool = default_pool
-        self._guard = LabelGuard(
-            limits.max_label_values, lambda label: telemetry.label_values_folded.labels(label).inc()
+        folded = telemetry.label_values_folded
+        self._guard = LabelGuard(limits.max_label_values, lambda label: folded.labels(label).inc())
+        series = self._series = SeriesCollector()
+        self._requests = series.counter(c.REQUESTS)
+        self._slo_requests = series.counter(c.SLO_REQUESTS)
+        self._slo_violations = series.counter(c.SLO_VIOLATIONS)
+        self._pod_requests = series.counter(c.POD_REQUESTS)
+        self._pod_violations = series.counter(c.POD_SLO_VIOLATIONS)
+        self._invalid = series.counter(c.INVALID_VALUES)
+        self._ttft = series.histogram(
+            c.TTFT_SECONDS, buckets_with_targets(TTFT_BUCKETS, _spec_targets(spec, c.SLO_TTFT))
         )
-        self._requests = Counter(c.REQUESTS.name, c.REQUESTS.help, c.REQUESTS.labels, registry=registry)
-        self._slo_requests = Counter(c.SLO_REQUESTS.name, c.SLO_REQUESTS.help, c.SLO_REQUESTS.labels, registry=registry)
-        self._slo_violations = Counter(
-            c.SLO_VIOLATIONS.name, c.SLO_VIOLATIONS.help, c.SLO_VIOLATIONS.labels, registry=registry
+        self._tpot = series.histogram(
+            c.TPOT_SECONDS, buckets_with_targets(TPOT_BUCKETS, _spec_targets(spec, c.SLO_TPOT))
         )
-        self._ttft = Histogram(
-            c.TTFT_SECONDS.name,
-            c.TTFT_SECONDS.help,
-            c.TTFT_SECONDS.labels,
-            registry=registry,
-            buckets=buckets_with_targets(TTFT_BUCKETS, _spec_targets(spec, c.SLO_TTFT)),
-        )
-        self._tpot = Histogram(
-            c.TPOT_SECONDS.name,
-            c.TPOT_SECONDS.help,
-            c.TPOT_SECONDS.labels,
-            registry=registry,
-            buckets=buckets_with_targets(TPOT_BUCKETS, _spec_targets(spec, c.SLO_TPOT)),
-        )
-        self._pod_requests = Counter(c.POD_REQUESTS.name, c.POD_REQUESTS.help, c.POD_REQUESTS.labels, registry=registry)
-        self._pod_violations = Counter(
-            c.POD_SLO_VIOLATIONS.name, c.POD_SLO_VIOLATIONS.help, c.POD_SLO_VIOLATIONS.labels, registry=registry
-        )
-        self._children: dict[tuple[Any, ...], Any] = {}
+        registry.register(series)
         _publish_spec(registry, spec)
-
-    def _child(self, metric: Any, labels: tuple[str, ...]) -> Any:
-        key = (id(metric), *labels)
-        child = self._children.get(key)
-        if child is None:
-            child = self._children[key] = metric.labels(*labels)
-        return child
 
     def publish(self, request: JoinedRequest, evaluation: Evaluation) -> None:
         admit = self._guard.admit
@@ -131,24 +111,23 @@ class PrometheusPublisher:
         slo_class = admit(c.SLO_CLASS, evaluation.slo_class)
         pod = admit(c.POD, request.pod or request.endpoint or c.UNKNOWN)
         base = (model, pool, slo_class, request.routing)
-        child = self._child
-        child(self._requests, base).inc()
-        child(self._pod_requests, (pool, pod)).inc()
-        for field in evaluation.invalid_fields:
-            child(self._telemetry.invalid_values, (field,)).inc()
-        for slo in c.SLOS:
-            verdict = evaluation.verdict(slo)
-            if not verdict.eligible:
-                continue
-            child(self._slo_requests, (*base, slo)).inc()
-            if not verdict.met:
-                child(self._slo_violations, (*base, slo)).inc()
-                child(self._pod_violations, (pool, pod, slo)).inc()
-        exemplar = {"trace_id": request.trace_id}
-        if evaluation.ttft_seconds is not None:
-            child(self._ttft, (model, pool, slo_class)).observe(evaluation.ttft_seconds, exemplar)
-        if evaluation.tpot_seconds is not None:
-            child(self._tpot, (model, pool, slo_class)).observe(evaluation.tpot_seconds, exemplar)
+        with self._series.lock:
+            self._requests.inc(base)
+            self._pod_requests.inc((pool, pod))
+            for field in evaluation.invalid_fields:
+                self._invalid.inc((field,))
+            for slo in c.SLOS:
+                verdict = evaluation.verdict(slo)
+                if not verdict.eligible:
+                    continue
+                self._slo_requests.inc((*base, slo))
+                if not verdict.met:
+                    self._slo_violations.inc((*base, slo))
+                    self._pod_violations.inc((pool, pod, slo))
+            if evaluation.ttft_seconds is not None:
+                self._ttft.observe((model, pool, slo_class), evaluation.ttft_seconds, request.trace_id)
+            if evaluation.tpot_seconds is not None:
+                self._tpot.observe((model, pool, slo_class), evaluation.tpot_seconds, request.trace_id)
 
 
 def _publish_spec(registry: CollectorRegistry, spec: SLOSpec) -> None:

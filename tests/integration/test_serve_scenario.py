@@ -17,6 +17,8 @@ SLO; none: no SLO headers). TPOT = (e2e - ttft) / (tokens - 1).
  R10  standard     llama    unknown    ttft 5000         0.80  1.20  9   ttft ok                  split over 2 exports
  R11  interactive  llama    unknown    ttft 100          0.12  0.50  4   ttft MISS                raw OTLP/JSON
  R12  interactive  llama    predicted  ttft 1000         0.90  1.10  3   ttft ok                  gRPC + HTTP
+ R13  interactive  llama    unknown    ttft 400          0.30  0.60  1   ttft ok                  two traces, joined by
+                                                                                                  x-request-id (old EPP)
 """
 
 from __future__ import annotations
@@ -167,7 +169,26 @@ def test_joined_series_match_the_ground_truth(serve: Callable[..., Server]) -> N
     ]
     assert post_json(server, to_otlp_json(export_request(r11))) == 200  # R11: raw OTLP/JSON
 
-    wait_until(lambda: server.total("sloscope_traces_joined_total") == 12, what="12 joined requests")
+    # R13: an EPP that starts its own trace; vLLM's span is the root of another one. They share the
+    # request id: the x-request-id header on the gateway span, vLLM's prefixed id on its own.
+    epp_root = fleet.epp.start_span(
+        "gateway.request",
+        context=trace.set_span_in_context(trace.INVALID_SPAN),
+        attributes={"inference_pool": "pool-a", **headers("400", **{"http.request.header.x-request-id": ["req-13"]})},
+    )
+    epp_root.end()
+    llm_root = fleet.pods["vllm-1"].start_span(
+        "llm_request",
+        context=trace.set_span_in_context(trace.INVALID_SPAN),
+        kind=trace.SpanKind.SERVER,
+        attributes={**model_server(0.3, 0.6, 1), "gen_ai.request.id": "chatcmpl-req-13"},
+    )
+    llm_root.end()
+    assert epp_root.get_span_context().trace_id != llm_root.get_span_context().trace_id
+    export(grpc_exporter, [fleet.vllm_spans.get_finished_spans()[-1]])
+    export(http_exporter, [fleet.epp_spans.get_finished_spans()[-1]])
+
+    wait_until(lambda: server.total("sloscope_traces_joined_total") == 13, what="13 joined requests")
     samples = server.samples()
 
     def count(name: str, **labels: str) -> float:
@@ -178,6 +199,7 @@ def test_joined_series_match_the_ground_truth(serve: Callable[..., Server]) -> N
 
     assert count("sloscope_traces_joined_total", outcome="joined") == 11
     assert count("sloscope_traces_joined_total", outcome="anchor_only") == 1
+    assert count("sloscope_traces_joined_total", outcome="joined_by_request_id") == 1
     assert count("sloscope_spans_dropped_total", reason="duplicate") == 2
     assert (
         count("sloscope_spans_received_total", transport="grpc")
@@ -191,7 +213,7 @@ def test_joined_series_match_the_ground_truth(serve: Callable[..., Server]) -> N
         if name == "sloscope_requests_total"
     }
     assert requests == {
-        ("llama", "pool-a", "interactive", "unknown"): 5,  # R1 R2 R6 R9 R11
+        ("llama", "pool-a", "interactive", "unknown"): 6,  # R1 R2 R6 R9 R11 R13
         ("llama", "pool-a", "interactive", "predicted"): 1,  # R12
         ("mistral", "pool-a", "standard", "unknown"): 1,  # R3
         ("llama", "pool-a", "standard", "unknown"): 3,  # R4 R8 R10
@@ -199,9 +221,9 @@ def test_joined_series_match_the_ground_truth(serve: Callable[..., Server]) -> N
         ("llama", "unknown", "none", "unknown"): 1,  # R7
     }
     expected = {  # (class, slo, model, routing): (eligible, violations)
-        ("interactive", "ttft", "llama", "unknown"): (5, 3),
+        ("interactive", "ttft", "llama", "unknown"): (6, 3),
         ("interactive", "tpot", "llama", "unknown"): (3, 0),
-        ("interactive", "goodput", "llama", "unknown"): (5, 3),
+        ("interactive", "goodput", "llama", "unknown"): (6, 3),
         ("interactive", "ttft", "llama", "predicted"): (1, 0),
         ("interactive", "tpot", "llama", "predicted"): (0, 0),
         ("interactive", "goodput", "llama", "predicted"): (1, 0),
@@ -224,7 +246,7 @@ def test_joined_series_match_the_ground_truth(serve: Callable[..., Server]) -> N
         )
 
     hist = {"model": "llama", "pool": "pool-a", "slo_class": "interactive"}
-    assert count("sloscope_ttft_seconds_count", **hist) == 6  # R1 R2 R6 R9 R11 R12
+    assert count("sloscope_ttft_seconds_count", **hist) == 7  # R1 R2 R6 R9 R11 R12 R13
     assert count("sloscope_ttft_seconds_bucket", **hist, le="0.25") == 3  # R1 0.15, R2 0.25, R11 0.12
     assert count("sloscope_tpot_seconds_count", **hist) == 5  # R1 R2 R9 R11 R12; R6 has one token
     assert count("sloscope_pod_requests_total", pool="pool-a", pod="vllm-0") == 6

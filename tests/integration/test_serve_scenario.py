@@ -204,7 +204,7 @@ def test_joined_series_match_the_ground_truth(serve: Callable[..., Server]) -> N
     assert (
         count("sloscope_spans_received_total", transport="grpc")
         + count("sloscope_spans_received_total", transport="http")
-        == 26
+        == 28
     )
 
     requests = {

@@ -22,7 +22,8 @@ def _parser() -> argparse.ArgumentParser:
     serve = commands.add_parser(
         "serve",
         help="run the exporter: OTLP receivers, trace join, SLO series on /metrics",
-        description="Run the exporter until SIGTERM or SIGINT, then drain, flush and exit 0.",
+        description="Run the exporter until SIGTERM or SIGINT, then drain, flush and exit 0 "
+        "(1 when the pipeline could not drain in time).",
     )
     serve.add_argument("--config", type=Path, help="runtime settings YAML (default: built-in settings)")
     serve.add_argument("--slo-spec", type=Path, help="SLO spec YAML (default: the settings' slo_spec, else built-in)")
@@ -72,5 +73,5 @@ def _serve(config: Path | None, spec: Path | None) -> int:
     logging.basicConfig(
         level=loaded.settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
-    asyncio.run(Service(loaded.settings, loaded.spec).run_until_signal())
-    return 0
+    drained = asyncio.run(Service(loaded.settings, loaded.spec).run_until_signal())
+    return 0 if drained else 1

@@ -8,11 +8,15 @@ separate, team-owned file (:mod:`sloscope.slo.spec`); ``slo_spec`` only says whe
 
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+_CAPPED_LABELS = {"model": 50, "pool": 50, "slo_class": 20, "pod": 2000}
 
 
 class _Section(BaseModel):
@@ -41,9 +45,21 @@ class Limits(_Section):
         default=2, ge=1, description="Retry-After / RetryInfo delay sent when the queue is full."
     )
     max_label_values: dict[str, int] = Field(
-        default_factory=lambda: {"model": 50, "pool": 50, "slo_class": 20, "pod": 2000},
-        description="Distinct values admitted per label, first come first served; later values fold into __other__.",
+        default_factory=lambda: dict(_CAPPED_LABELS),
+        description="Distinct values admitted per label, first come first served; later values fold into "
+        "__other__. Labels left out keep their default cap.",
     )
+
+    @field_validator("max_label_values")
+    @classmethod
+    def _known_labels(cls, value: dict[str, int]) -> dict[str, int]:
+        unknown = sorted(set(value) - set(_CAPPED_LABELS))
+        if unknown:
+            raise ValueError(f"unknown label(s) {', '.join(unknown)}; capped labels are {', '.join(_CAPPED_LABELS)}")
+        small = sorted(label for label, cap in value.items() if cap < 1)
+        if small:
+            raise ValueError(f"caps must be at least 1: {', '.join(small)}")
+        return {**_CAPPED_LABELS, **value}
 
 
 class Join(_Section):
@@ -69,6 +85,18 @@ class Join(_Section):
         description="Regular expression whose group 'id' extracts the joinable request id from a span's value "
         "(vLLM prefixes the x-request-id it was given).",
     )
+
+    @field_validator("request_id_pattern")
+    @classmethod
+    def _has_id_group(cls, value: str) -> str:
+        try:
+            compiled = re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"not a regular expression: {exc}") from exc
+        if "id" not in compiled.groupindex:
+            raise ValueError("must have a named group 'id', like ^(?:chatcmpl-)?(?P<id>.+)$")
+        return value
+
     max_pending_traces: int = Field(default=100_000, gt=0, description="Traces held at once; the oldest is evicted.")
     max_spans_per_trace: int = Field(default=64, gt=1, description="Spans kept per trace; the rest are dropped.")
     max_done_traces: int = Field(
@@ -178,7 +206,16 @@ class Settings(BaseSettings):
         default=None, description="Path of the SLO spec file (relative to this file); the built-in spec if unset."
     )
     log_level: str = Field(default="INFO", pattern=r"^(DEBUG|INFO|WARNING|ERROR)$")
-    shutdown_grace_seconds: float = Field(default=10.0, gt=0, description="Time SIGTERM allows for draining.")
+    shutdown_grace_seconds: float = Field(
+        default=10.0, gt=0, description="Time SIGTERM allows for stopping the receivers and draining the pipeline."
+    )
+    final_scrape_wait_seconds: float = Field(
+        default=15.0,
+        ge=0,
+        description="After draining, how long /metrics stays up waiting for one more scrape, so that what the "
+        "drain flushed reaches Prometheus. Keep shutdown_grace_seconds plus this below the pod's "
+        "terminationGracePeriodSeconds (30 s by default).",
+    )
     listeners: Listeners = Field(default_factory=Listeners)
     limits: Limits = Field(default_factory=Limits)
     join: Join = Field(default_factory=Join)
@@ -202,6 +239,16 @@ class Settings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         # The environment overrides the file (passed as init values), the way operators expect.
         return (env_settings, init_settings)
+
+
+def unknown_environment() -> list[str]:
+    """SLOSCOPE_* variables that name no setting: pydantic-settings would ignore them silently."""
+    known = {name.upper() for name in Settings.model_fields}
+    out = []
+    for name in sorted(os.environ):
+        if name.startswith("SLOSCOPE_") and name.removeprefix("SLOSCOPE_").split("__")[0] not in known:
+            out.append(name)
+    return out
 
 
 def load_settings(path: Path | None, data: dict[str, Any] | None = None) -> Settings:

@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from sloscope.config import Settings, load_settings
+from sloscope.config import Settings, load_settings, unknown_environment
 from sloscope.slo.spec import SLOSpec
 
 
@@ -78,6 +78,9 @@ def load_spec(path: Path | None) -> SLOSpec:
 def load(settings_path: Path | None, spec_path: Path | None = None) -> Loaded:
     """Settings (file, then environment) and the SLO spec they point to (or ``spec_path``)."""
     data = read_yaml(settings_path) if settings_path is not None else {}
+    unknown = unknown_environment()
+    if unknown:
+        raise ConfigError([f"environment: {name}: names no setting" for name in unknown])
     try:
         settings = load_settings(settings_path, data)
     except ValidationError as exc:

@@ -52,6 +52,7 @@ class JoinedRequest:
     predicted_tpot_ms: float | None = None
     ttft_seconds: float | None = None
     ttft_source: str | None = None
+    server_ttft_seconds: float | None = None  # the model server's own TTFT, on the same clock as its e2e
     e2e_seconds: float | None = None
     queue_seconds: float | None = None
     prefill_seconds: float | None = None

@@ -81,7 +81,10 @@ def wait_until(predicate: Callable[[], bool], timeout: float = 20.0, what: str =
 
 
 def start_server(tmp_path: Path, settings: dict[str, Any]) -> Server:
-    base = {"listeners": {"host": "127.0.0.1", "otlp_grpc_port": 0, "otlp_http_port": 0, "metrics_port": 0}}
+    base = {
+        "listeners": {"host": "127.0.0.1", "otlp_grpc_port": 0, "otlp_http_port": 0, "metrics_port": 0},
+        "final_scrape_wait_seconds": 0,
+    }
     merged = {**base, **settings, "listeners": {**base["listeners"], **settings.get("listeners", {})}}
     path = tmp_path / "settings.yaml"
     path.write_text(yaml.safe_dump(merged))

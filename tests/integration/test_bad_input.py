@@ -145,10 +145,11 @@ def test_grpc_malformed_is_invalid_argument_with_a_reason(server: Server) -> Non
     assert "not a valid OTLP ExportTraceServiceRequest protobuf" in raised.value.details()
 
 
-def test_grpc_oversize_is_refused(server: Server) -> None:
+def test_grpc_oversize_is_refused_permanently(server: Server) -> None:
     with pytest.raises(grpc.RpcError) as raised:
         grpc_export(server, b"\x0a" + b"\x00" * (LIMIT + 10))
-    assert raised.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT  # not retryable: retrying cannot help
+    assert raised.value.details() == f"message of {LIMIT + 11} bytes exceeds the limit of {LIMIT}; send smaller batches"
 
 
 def test_grpc_wrong_attribute_types_get_partial_success(server: Server) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import socket
 import urllib.request
 from collections.abc import Callable
@@ -29,17 +30,24 @@ def post(url: str, body: bytes) -> int:
         return int(response.status)
 
 
-def test_sigterm_flushes_waiting_requests_and_exits_zero(serve: Callable[..., Server]) -> None:
-    server = serve(join={"window_seconds": 60, "trace_ttl_seconds": 120})
+def test_sigterm_flushes_waiting_requests_and_keeps_metrics_up_for_a_final_scrape(
+    serve: Callable[..., Server],
+) -> None:
+    server = serve(join={"window_seconds": 60, "trace_ttl_seconds": 120}, final_scrape_wait_seconds=60)
     assert post(server.otlp_http, ORPHAN) == 200
     wait_until(lambda: server.value("sloscope_traces_pending") == 1, what="the orphan to be pending")
-    assert server.stop() == 0
+    assert server.total("sloscope_requests_total") == 0
+    server.process.send_signal(signal.SIGTERM)
+    # The request flushed by the drain is on /metrics for the final scrape; that scrape lets sloscope exit.
+    wait_until(lambda: server.total("sloscope_requests_total") == 1, what="the flushed request on /metrics")
+    assert server.process.wait(30) == 0
     assert any("pipeline drained: 1 waiting request(s) flushed" in line for line in server.log), server.log
     assert any("sloscope stopped" in line for line in server.log)
 
 
 def loopback_settings(**ports: int) -> Settings:
     return Settings(
+        final_scrape_wait_seconds=0,
         listeners={"host": "127.0.0.1", "otlp_grpc_port": 0, "otlp_http_port": 0, "metrics_port": 0, **ports},
         join={"window_seconds": 60, "trace_ttl_seconds": 120},
     )

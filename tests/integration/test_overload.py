@@ -125,6 +125,7 @@ def test_a_stalled_pipeline_makes_both_transports_refuse_with_retry_hints() -> N
     capacity, then HTTP answers 429 + Retry-After and gRPC RESOURCE_EXHAUSTED + RetryInfo; once it
     moves again everything accepted is evaluated."""
     settings = Settings(
+        final_scrape_wait_seconds=0,
         listeners={"host": "127.0.0.1", "otlp_grpc_port": 0, "otlp_http_port": 0, "metrics_port": 0},
         limits={"queue_spans": QUEUE},
     )

@@ -214,3 +214,40 @@ def test_llm_d_sidecar_true_ttft_in_milliseconds_is_preferred() -> None:
     sidecar = span(1, 3, "llm_d.pd_proxy.request", {"llm_d.pd_proxy.true_ttft_ms": 180.0}, parent=1)
     h.feed(gateway(1), sidecar, vllm(1, parent=3, ttft=0.05))
     assert (h.emitted[0].ttft_seconds, h.emitted[0].ttft_source) == (0.18, "gateway")
+
+
+def test_two_model_server_spans_without_gateway_are_not_companions_of_each_other() -> None:
+    h = Harness()
+    h.feed(vllm(1, span_id=2), vllm(1, span_id=3))  # their parent (span 1) never arrives
+    h.advance(5.0)
+    assert [r.outcome for r in h.emitted] == [c.OUTCOME_ANCHOR_ONLY, c.OUTCOME_ANCHOR_ONLY]
+
+
+def test_a_late_anchor_reopens_its_trace_and_earlier_spans_still_count_as_duplicates() -> None:
+    h = Harness()
+    h.feed(vllm(1), gateway(1))
+    h.feed(vllm(1, span_id=5, parent=0))  # a second model-server span, after the trace was emitted
+    h.feed(gateway(1), vllm(1))  # an exporter retries the first request's spans
+    assert h.dropped == Counter({c.DROP_DUPLICATE: 2})
+    assert [r.span_id[-1] for r in h.emitted] == ["2"]
+    h.advance(5.0)
+    assert [(r.span_id[-1], r.outcome) for r in h.emitted] == [("2", c.OUTCOME_JOINED), ("5", c.OUTCOME_ANCHOR_ONLY)]
+
+
+def test_an_anchor_still_waiting_when_its_trace_expires_keeps_its_companions() -> None:
+    h = Harness(window_seconds=5.0, trace_ttl_seconds=6.0)
+    h.feed(gateway(1, slo_ttft_ms="250"))
+    h.advance(4.0)
+    h.feed(vllm(1, span_id=3, parent=2))  # parent 2 never arrives; window would end at 9 s, the trace at 6 s
+    h.advance(2.0)
+    [request] = h.emitted
+    assert (request.outcome, request.slo_ttft_ms) == (c.OUTCOME_JOINED, 250.0)
+    assert h.outcomes[c.OUTCOME_NO_ANCHOR] == 0
+
+
+def test_the_pod_comes_from_the_model_server_span_only() -> None:
+    h = Harness()
+    epp = span(1, 1, "gateway.request", gateway_attributes(), resource={"k8s.pod.name": "epp-0"})
+    server = span(1, 2, "llm_request", vllm_attributes(), parent=1, resource={"service.instance.id": "vllm-a"})
+    h.feed(epp, server)
+    assert h.emitted[0].pod == "vllm-a"

@@ -108,3 +108,42 @@ def test_shipped_spec_file_is_the_default_spec() -> None:
     path = Path(__file__).resolve().parents[2] / "exporter" / "sloscope" / "defaults" / "slo.yaml"
     assert check_file(path) == []
     assert default_spec().classes[0].match.ttft_ms is not None
+
+
+def test_unknown_environment_variables_are_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLOSCOPE_LISTENER__METRICS_PORT", "1")
+    with pytest.raises(ConfigError) as raised:
+        load(None)
+    assert raised.value.lines == ["environment: SLOSCOPE_LISTENER__METRICS_PORT: names no setting"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param(
+            "join: {request_id_pattern: '(unclosed'}\n",
+            "join.request_id_pattern: Value error, not a regular expression: missing ), unterminated subpattern at "
+            "position 0",
+            id="invalid regex",
+        ),
+        pytest.param(
+            "join: {request_id_pattern: '^chatcmpl-(.+)$'}\n",
+            "join.request_id_pattern: Value error, must have a named group 'id', like ^(?:chatcmpl-)?(?P<id>.+)$",
+            id="no id group",
+        ),
+        pytest.param(
+            "limits: {max_label_values: {modle: 5}}\n",
+            "limits.max_label_values: Value error, unknown label(s) modle; capped labels are model, pool, slo_class, "
+            "pod",
+            id="misspelled label cap",
+        ),
+    ],
+)
+def test_settings_that_would_fail_at_run_time_fail_the_check(tmp_path: Path, text: str, message: str) -> None:
+    path = write(tmp_path, "settings.yaml", text)
+    assert check_file(path) == [f"{path}: {message}"]
+
+
+def test_a_partial_label_cap_keeps_the_other_defaults() -> None:
+    caps = Settings(limits={"max_label_values": {"model": 5}}).limits.max_label_values
+    assert caps == {"model": 5, "pool": 50, "slo_class": 20, "pod": 2000}

@@ -144,3 +144,10 @@ def test_unparsable_header_target_falls_back_to_class_default() -> None:
 def test_default_spec_classification(ttft_ms: float | None, tpot_ms: float | None, expected: str) -> None:
     evaluation = evaluate(base_request(slo_ttft_ms=ttft_ms, slo_tpot_ms=tpot_ms), default_spec())
     assert evaluation.slo_class == expected
+
+
+def test_tpot_uses_the_model_servers_own_ttft_when_the_gateway_measured_another() -> None:
+    request = base_request(ttft_seconds=0.13, ttft_source="gateway", server_ttft_seconds=0.1, e2e_seconds=0.6)
+    evaluation = evaluate(request, default_spec())
+    assert evaluation.ttft_seconds == 0.13  # judged against the TTFT SLO: the client-side one
+    assert evaluation.tpot_seconds == pytest.approx(0.05)  # (0.6 - 0.1) / 10, one clock

@@ -37,8 +37,12 @@ class _Trace:
     waiting: list[str] = field(default_factory=list)  # anchor span ids not yet emitted
     request_ids: list[str] = field(default_factory=list)  # companion request ids indexed for this trace
     anchor_request_ids: list[str] = field(default_factory=list)  # anchors waiting for a companion by id
-    anchors: int = 0  # anchor spans held, emitted or not
+    anchor_ids: set[str] = field(default_factory=set)  # every anchor span held, emitted or not
     lent: bool = False  # a companion of this trace completed an anchor of another trace
+
+    @property
+    def has_companions(self) -> bool:
+        return len(self.spans) > len(self.anchor_ids)
 
 
 class TraceAssembler:
@@ -86,16 +90,15 @@ class TraceAssembler:
 
     def _add(self, span: Span, now: float) -> None:
         trace_id = span.trace_id
+        done = self._done.get(trace_id)
+        if done is not None and span.span_id in done:  # also when a late anchor reopened the trace
+            self._dropped(c.DROP_DUPLICATE, 1)
+            return
         trace = self._traces.get(trace_id)
         if trace is None:
-            done = self._done.get(trace_id)
-            if done is not None:
-                if span.span_id in done:
-                    self._dropped(c.DROP_DUPLICATE, 1)
-                    return
-                if not self._is_anchor(span):
-                    self._dropped(c.DROP_LATE, 1)
-                    return
+            if done is not None and not self._is_anchor(span):
+                self._dropped(c.DROP_LATE, 1)
+                return
             trace = self._open(trace_id, now)
         elif span.span_id in trace.spans:
             self._dropped(c.DROP_DUPLICATE, 1)
@@ -105,7 +108,7 @@ class TraceAssembler:
             return
         trace.spans[span.span_id] = span
         if self._is_anchor(span):
-            trace.anchors += 1
+            trace.anchor_ids.add(span.span_id)
             trace.waiting.append(span.span_id)
             self._deadlines.append((now + self._join.window_seconds, trace_id, span.span_id))
         elif self._join.by_request_id:
@@ -155,7 +158,7 @@ class TraceAssembler:
             anchor = trace.spans[anchor_id]
             if not _chain_complete(trace, anchor):
                 continue
-            if len(trace.spans) > len(trace.waiting):  # the trace holds at least one companion
+            if trace.has_companions:
                 self._finish(trace_id, trace, anchor_id, c.OUTCOME_JOINED, extra=())
                 continue
             if not self._join.by_request_id:
@@ -178,7 +181,7 @@ class TraceAssembler:
 
     def _close_if_finished(self, trace_id: str, trace: _Trace) -> None:
         """A trace whose anchors are all emitted is closed: later spans of it are duplicates or late."""
-        if trace.waiting or not trace.anchors:
+        if trace.waiting or not trace.anchor_ids:
             return
         self._traces.pop(trace_id, None)
         self._forget_request_ids(trace_id, trace)
@@ -194,7 +197,8 @@ class TraceAssembler:
                 del self._anchors_by_request_id[request_id]
 
     def _remember_done(self, trace_id: str, trace: _Trace) -> None:
-        self._done[trace_id] = frozenset(trace.spans)
+        earlier = self._done.pop(trace_id, frozenset())  # a reopened trace keeps what it had seen
+        self._done[trace_id] = earlier | frozenset(trace.spans)
         while len(self._done) > self._join.max_done_traces:
             self._done.popitem(last=False)
 
@@ -209,8 +213,7 @@ class TraceAssembler:
             trace = self._traces.get(trace_id)
             if trace is None or anchor_id not in trace.waiting:
                 continue
-            outcome = c.OUTCOME_JOINED if len(trace.spans) > len(trace.waiting) else c.OUTCOME_ANCHOR_ONLY
-            self._finish(trace_id, trace, anchor_id, outcome, extra=())
+            self._finish(trace_id, trace, anchor_id, _outcome_with_what_it_has(trace), extra=())
             self._close_if_finished(trace_id, trace)
         ttl = self._join.trace_ttl_seconds
         while self._traces:
@@ -219,10 +222,10 @@ class TraceAssembler:
                 break
             self._traces.popitem(last=False)
             self._forget_request_ids(trace_id, trace)
-            if trace.waiting:  # only when the window is longer than the ttl allows; kept for safety
-                for anchor_id in trace.waiting:
-                    self._emit_request(trace_id, trace, anchor_id, c.OUTCOME_ANCHOR_ONLY, extra=())
-            elif not trace.lent and not trace.anchors:
+            # An anchor that arrived late in its trace's life can still be waiting when the trace expires.
+            for anchor_id in list(trace.waiting):
+                self._finish(trace_id, trace, anchor_id, _outcome_with_what_it_has(trace), extra=())
+            if not trace.lent and not trace.anchor_ids:
                 self._outcome(c.OUTCOME_NO_ANCHOR, 1)
             self._remember_done(trace_id, trace)
 
@@ -231,8 +234,7 @@ class TraceAssembler:
         flushed = 0
         for trace_id, trace in list(self._traces.items()):
             for anchor_id in list(trace.waiting):
-                outcome = c.OUTCOME_JOINED if len(trace.spans) > len(trace.waiting) else c.OUTCOME_ANCHOR_ONLY
-                self._finish(trace_id, trace, anchor_id, outcome, extra=())
+                self._finish(trace_id, trace, anchor_id, _outcome_with_what_it_has(trace), extra=())
                 flushed += 1
         self._traces.clear()
         self._deadlines.clear()
@@ -246,9 +248,15 @@ class TraceAssembler:
         self, trace_id: str, trace: _Trace, anchor_id: str, outcome: str, extra: tuple[_Trace, ...]
     ) -> None:
         anchor = trace.spans[anchor_id]
-        companions = _companions(trace, anchor) + [s for t in extra for s in t.spans.values() if not self._is_anchor(s)]
+        companions = _companions(trace, anchor) + [
+            s for t in extra for s in t.spans.values() if s.span_id not in t.anchor_ids
+        ]
         self._outcome(outcome, 1)
         self._emit(build_request(self._mapping, anchor, companions, outcome))
+
+
+def _outcome_with_what_it_has(trace: _Trace) -> str:
+    return c.OUTCOME_JOINED if trace.has_companions else c.OUTCOME_ANCHOR_ONLY
 
 
 def _chain_complete(trace: _Trace, anchor: Span) -> bool:
@@ -276,12 +284,13 @@ def _companions(trace: _Trace, anchor: Span) -> list[Span]:
         ordered.append(span)
         seen.add(parent)
         parent = span.parent_span_id
-    ordered.extend(s for s in trace.spans.values() if s.span_id not in seen and s.span_id not in trace.waiting)
+    ordered.extend(s for s in trace.spans.values() if s.span_id not in seen and s.span_id not in trace.anchor_ids)
     return ordered
 
 
 def build_request(mapping: Mapping, anchor: Span, companions: list[Span], outcome: str) -> JoinedRequest:
     """Read every field: model-server facts from the anchor first, gateway facts from companions first."""
+    own = View([anchor])
     server = View([anchor, *companions])
     gateway = View([*companions, anchor])
     gateway_ttft = mapping.number("gateway_ttft_seconds", gateway)
@@ -303,7 +312,7 @@ def build_request(mapping: Mapping, anchor: Span, companions: list[Span], outcom
         requested_model=mapping.string("requested_model", gateway),
         target_model=mapping.string("target_model", server),
         pool=mapping.string("pool", gateway),
-        pod=mapping.string("pod", server),
+        pod=mapping.string("pod", own),  # the model-server span names its pod; a gateway's pod is not it
         endpoint=mapping.string("endpoint", gateway),
         slo_ttft_ms=mapping.header_number("slo_ttft_ms", gateway),
         slo_tpot_ms=mapping.header_number("slo_tpot_ms", gateway),
@@ -312,6 +321,7 @@ def build_request(mapping: Mapping, anchor: Span, companions: list[Span], outcom
         predicted_tpot_ms=mapping.number("predicted_tpot_ms", gateway),
         ttft_seconds=ttft,
         ttft_source=ttft_source,
+        server_ttft_seconds=server_ttft,
         e2e_seconds=mapping.number("e2e_seconds", server),
         queue_seconds=mapping.number("queue_seconds", server),
         prefill_seconds=mapping.number("prefill_seconds", server),

@@ -57,20 +57,21 @@ class Intake:
                 spans.append(span)
             else:
                 decoded.reject(problem)
+        offered = len(spans) + decoded.rejected  # a refused batch is refused whole, invalid spans included
         if self._queue.closed:
-            self._telemetry.dropped(c.DROP_SHUTDOWN, len(spans))
+            self._telemetry.dropped(c.DROP_SHUTDOWN, offered)
             self.count_request(transport, "shutting_down")
             return Result(Status.SHUTTING_DOWN)
         if len(spans) > self._queue.capacity:  # would never fit: retrying cannot help, so no 429
-            self._telemetry.dropped(c.DROP_INVALID, len(spans))
+            self._telemetry.dropped(c.DROP_INVALID, offered)
             self.count_request(transport, "too_large")
             return Result(
                 Status.TOO_MANY_SPANS,
-                message=f"batch of {len(spans)} spans exceeds the queue "
-                f"capacity of {self._queue.capacity}; send smaller batches",
+                message=f"batch of {len(spans)} spans exceeds the queue capacity of {self._queue.capacity}; "
+                "send smaller batches",
             )
         if not self._queue.offer(spans):
-            self._telemetry.dropped(c.DROP_QUEUE_FULL, len(spans))
+            self._telemetry.dropped(c.DROP_QUEUE_FULL, offered)
             self.count_request(transport, "queue_full")
             return Result(Status.QUEUE_FULL)
         self._received[transport].inc(len(spans))

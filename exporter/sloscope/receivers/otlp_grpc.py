@@ -36,11 +36,17 @@ def _retry_metadata(seconds: int, message: str) -> tuple[tuple[str, bytes], ...]
     )
 
 
-def trace_service_handler(intake: Intake) -> grpc.GenericRpcHandler:
+def trace_service_handler(intake: Intake, max_request_bytes: int) -> grpc.GenericRpcHandler:
     busy = "sloscope is busy: queue full, retry later"
     retry_metadata = _retry_metadata(intake.retry_after_seconds, busy)
 
     async def export(request: bytes, context: Any) -> bytes:
+        if len(request) > max_request_bytes:  # permanent: INVALID_ARGUMENT, so exporters do not retry it
+            intake.count_request("grpc", "too_large")
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"message of {len(request)} bytes exceeds the limit of {max_request_bytes}; send smaller batches",
+            )
         try:
             decoded = decode_protobuf(request)
         except MalformedPayloadError as exc:
@@ -66,11 +72,13 @@ def trace_service_handler(intake: Intake) -> grpc.GenericRpcHandler:
 
 
 def create_server(intake: Intake, max_request_bytes: int) -> grpc.aio.Server:
+    # gRPC's own cap answers RESOURCE_EXHAUSTED, which exporters retry forever; it is set well above
+    # ours so that the handler can refuse oversize messages with a permanent, counted error.
     server = grpc.aio.server(
         options=[
-            ("grpc.max_receive_message_length", max_request_bytes),
+            ("grpc.max_receive_message_length", 4 * max_request_bytes),
             ("grpc.so_reuseport", 0),
         ]
     )
-    server.add_generic_rpc_handlers((trace_service_handler(intake),))
+    server.add_generic_rpc_handlers((trace_service_handler(intake, max_request_bytes),))
     return server

@@ -6,33 +6,21 @@ Factories only: importing this module starts nothing. The pipeline is built and 
 
 from __future__ import annotations
 
+import asyncio
+import gzip
+from collections.abc import Callable
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 from opentelemetry.sdk.trace import TracerProvider
-from prometheus_client import make_asgi_app
-from starlette.routing import Route
+from prometheus_client.exposition import choose_encoder
 
 from sloscope import __version__
 from sloscope.pipeline import Pipeline
 from sloscope.receivers.otlp_http import otlp_router
 from sloscope.service.http_metrics import HttpMetrics
 from sloscope.service.tracing import instrument
-
-
-class _Asgi:
-    """Marks an ASGI callable as an app for Starlette's Route (a plain function would be taken for an endpoint).
-
-    A Route at exactly ``/metrics`` (not a Mount) avoids the redirect to ``/metrics/`` that
-    scrapers would otherwise follow on every scrape.
-    """
-
-    def __init__(self, app: Any) -> None:
-        self._app = app
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        await self._app(scope, receive, send)
 
 
 def create_otlp_app(pipeline: Pipeline, http_metrics: HttpMetrics, tracer: TracerProvider | None) -> Any:
@@ -43,10 +31,25 @@ def create_otlp_app(pipeline: Pipeline, http_metrics: HttpMetrics, tracer: Trace
 
 
 def create_metrics_app(
-    pipeline: Pipeline, http_metrics: HttpMetrics, tracer: TracerProvider | None, is_ready: Any
+    pipeline: Pipeline,
+    http_metrics: HttpMetrics,
+    tracer: TracerProvider | None,
+    is_ready: Callable[[], bool],
+    on_scrape: Callable[[], None] = lambda: None,
 ) -> Any:
-    app = FastAPI(title="sloscope", version=__version__)
-    app.router.routes.append(Route("/metrics", _Asgi(make_asgi_app(pipeline.registry)), methods=["GET"]))
+    app = FastAPI(title="sloscope", version=__version__, docs_url=None, redoc_url=None, openapi_url=None)
+    registry = pipeline.registry
+
+    @app.get("/metrics", summary="Prometheus exposition; OpenMetrics (with exemplars) when the scraper asks")
+    async def metrics(request: Request) -> Response:
+        encoder, content_type = choose_encoder(request.headers.get("accept", ""))
+        body = await asyncio.to_thread(encoder, registry)  # rendering is CPU work: keep the loop for ingest
+        headers = {}
+        if "gzip" in request.headers.get("accept-encoding", ""):
+            body = gzip.compress(body, compresslevel=5)
+            headers["Content-Encoding"] = "gzip"
+        on_scrape()
+        return Response(body, media_type=content_type, headers=headers)
 
     @app.get("/healthz", response_class=PlainTextResponse, summary="Liveness: the process serves HTTP")
     async def healthz() -> str:

@@ -66,12 +66,17 @@ class Service:
         self._servers: dict[str, _Server] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._ready = False
+        self._drained = False
+        self._final_scrape: asyncio.Event | None = None
         self.ports: BoundPorts | None = None
 
     async def start(self) -> BoundPorts:
         listeners = self.settings.listeners
         self.pipeline.start()
-        metrics_app = create_metrics_app(self.pipeline, self._http_metrics, self._tracer, lambda: self._ready)
+        self._final_scrape = asyncio.Event()
+        metrics_app = create_metrics_app(
+            self.pipeline, self._http_metrics, self._tracer, lambda: self._ready, self._scraped
+        )
         metrics_port = await self._serve_http("metrics", metrics_app, listeners.host, listeners.metrics_port)
         try:
             self._grpc = create_grpc_server(self.pipeline.intake, self.settings.limits.max_request_bytes)
@@ -97,7 +102,7 @@ class Service:
 
     async def _serve_http(self, name: str, app: Any, host: str, port: int) -> int:
         sock = _bind(host, port)
-        config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="off", timeout_graceful_shutdown=5)
+        config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="off", timeout_graceful_shutdown=2)
         server = _Server(config)
         self._servers[name] = server
         task = asyncio.create_task(server.serve(sockets=[sock]), name=f"sloscope-{name}")
@@ -110,17 +115,27 @@ class Service:
         bound: int = sock.getsockname()[1]
         return bound
 
-    async def stop(self) -> None:
-        """Receivers first, then drain and flush the pipeline, then the metrics endpoint. Safe twice."""
-        self._ready = False
-        grace = self.settings.shutdown_grace_seconds
+    def _scraped(self) -> None:
+        if self._drained and self._final_scrape is not None:
+            self._final_scrape.set()
+
+    async def stop(self) -> bool:
+        """Receivers first, then drain and flush the pipeline, then the metrics endpoint. Safe twice.
+
+        Returns False when the pipeline could not drain within ``shutdown_grace_seconds``.
+        """
+        self._ready = False  # /readyz turns 503 at once, so load balancers stop sending
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.settings.shutdown_grace_seconds
         if self._grpc is not None:
-            await self._grpc.stop(grace / 2)
+            await self._grpc.stop(min(2.0, self.settings.shutdown_grace_seconds / 4))
             self._grpc = None
         await self._stop_http("otlp_http")
-        drained = await asyncio.to_thread(self.pipeline.shutdown, grace)
+        remaining = max(deadline - loop.time(), 0.1)
+        drained = await asyncio.to_thread(self.pipeline.shutdown, remaining)
         if not drained:
-            log.error("shutdown: the pipeline did not drain in %.1fs", grace)
+            log.error("shutdown: the pipeline did not drain within shutdown_grace_seconds")
+        await self._await_final_scrape()
         await self._stop_http("metrics")
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
@@ -129,6 +144,17 @@ class Service:
         if self._tracer is not None:
             self._tracer.shutdown()
             self._tracer = None
+        return drained
+
+    async def _await_final_scrape(self) -> None:
+        """Keep /metrics up until one scrape has read what the drain flushed, or the wait runs out."""
+        wait = self.settings.final_scrape_wait_seconds
+        if "metrics" not in self._servers or self._final_scrape is None or wait <= 0:
+            return
+        self._drained = True
+        log.info("drained; waiting up to %.0fs for a final scrape of /metrics", wait)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._final_scrape.wait(), wait)
 
     async def _stop_http(self, name: str) -> None:
         server = self._servers.pop(name, None)
@@ -137,7 +163,8 @@ class Service:
             while server.started and not _finished(self._tasks, name):
                 await asyncio.sleep(0.01)
 
-    async def run_until_signal(self) -> None:
+    async def run_until_signal(self) -> bool:
+        """Serve until SIGTERM or SIGINT, then stop; True when everything accepted was flushed."""
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -145,8 +172,9 @@ class Service:
         await self.start()
         await stop.wait()
         log.info("sloscope shutting down: draining receivers and the pipeline")
-        await self.stop()
+        drained = await self.stop()
         log.info("sloscope stopped")
+        return drained
 
 
 def _finished(tasks: list[asyncio.Task[None]], name: str) -> bool:

@@ -5,7 +5,8 @@ Definitions (docs/configuration.md repeats them for users):
 * TTFT: the gateway's measurement when a span carries one, else the model server's
   ``gen_ai.latency.time_to_first_token``. The assembler records which.
 * TPOT: ``(e2e - ttft) / (completion_tokens - 1)`` for requests with at least two completion
-  tokens (the ``vllm bench serve`` definition). Fewer tokens: no TPOT, not eligible for a TPOT SLO.
+  tokens (the ``vllm bench serve`` definition), with the model server's own TTFT and e2e so both
+  come from one clock. Fewer tokens: no TPOT, not eligible for a TPOT SLO.
 * Targets: the request's own (``x-slo-*`` headers, milliseconds) when valid, else the class's
   opt-in default, else none. An SLO is met when actual <= target.
 * Goodput: eligible when the request carries at least one SLO and every SLO it carries could be
@@ -72,10 +73,13 @@ def evaluate(request: JoinedRequest, spec: SLOSpec) -> Evaluation:
     ttft = request.ttft_seconds if valid_seconds(request.ttft_seconds) else None
     if ttft is None:
         invalid.append("ttft_seconds")
-    tpot = tpot_seconds(request.e2e_seconds, ttft, request.completion_tokens)
+    # TPOT subtracts TTFT from e2e: both must come from the same clock, the model server's.
+    server_ttft = request.server_ttft_seconds if request.server_ttft_seconds is not None else request.ttft_seconds
+    server_ttft = server_ttft if valid_seconds(server_ttft) else None
+    tpot = tpot_seconds(request.e2e_seconds, server_ttft, request.completion_tokens)
     tpot_needed = target_tpot is not None
     if tpot_needed and tpot is None:
-        invalid.extend(_tpot_problems(request, ttft))
+        invalid.extend(_tpot_problems(request, server_ttft))
 
     ttft_verdict = judge(ttft, target_ttft)
     tpot_verdict = judge(tpot, target_tpot)

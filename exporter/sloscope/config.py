@@ -242,11 +242,15 @@ class Settings(BaseSettings):
 
 
 def unknown_environment() -> list[str]:
-    """SLOSCOPE_* variables that name no setting: pydantic-settings would ignore them silently."""
+    """SLOSCOPE_* variables that name no setting: pydantic-settings would ignore them silently.
+
+    Matching is case-insensitive, as pydantic-settings reads the environment.
+    """
     known = {name.upper() for name in Settings.model_fields}
     out = []
     for name in sorted(os.environ):
-        if name.startswith("SLOSCOPE_") and name.removeprefix("SLOSCOPE_").split("__")[0] not in known:
+        upper = name.upper()
+        if upper.startswith("SLOSCOPE_") and upper.removeprefix("SLOSCOPE_").split("__")[0] not in known:
             out.append(name)
     return out
 

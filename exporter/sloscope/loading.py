@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 from pydantic import ValidationError
+from pydantic_settings import SettingsError
 
 from sloscope.config import Settings, load_settings, unknown_environment
 from sloscope.slo.spec import SLOSpec
@@ -85,6 +86,8 @@ def load(settings_path: Path | None, spec_path: Path | None = None) -> Loaded:
         settings = load_settings(settings_path, data)
     except ValidationError as exc:
         raise ConfigError(_lines(settings_path or "environment", exc)) from exc
+    except SettingsError as exc:  # an environment value that is not the JSON a list or mapping needs
+        raise ConfigError([f"environment: {exc}"]) from exc
     return Loaded(settings, load_spec(spec_path or settings.slo_spec))
 
 
@@ -95,9 +98,7 @@ def check_file(path: Path) -> list[str]:
         if "version" in data:
             SLOSpec.model_validate(data)
         else:
-            settings = load_settings(path, data)
-            if settings.slo_spec is not None:
-                load_spec(settings.slo_spec)
+            load(path)  # the same path serve takes: file, environment, and the spec it names
     except ConfigError as exc:
         return exc.lines
     except ValidationError as exc:

@@ -251,3 +251,11 @@ def test_the_pod_comes_from_the_model_server_span_only() -> None:
     server = span(1, 2, "llm_request", vllm_attributes(), parent=1, resource={"service.instance.id": "vllm-a"})
     h.feed(epp, server)
     assert h.emitted[0].pod == "vllm-a"
+
+
+def test_a_prefill_server_span_above_the_decode_server_span_is_not_its_gateway() -> None:
+    h = Harness()
+    prefill = span(1, 2, "llm_request", vllm_attributes(request_id="chatcmpl-prefill"), parent=1)
+    decode = span(1, 3, "llm_request", vllm_attributes(request_id="chatcmpl-decode"), parent=2)
+    h.feed(gateway(1, request_id="req-1"), decode, prefill)
+    assert [r.request_id for r in h.emitted] == ["req-1", "req-1"]

@@ -147,3 +147,25 @@ def test_settings_that_would_fail_at_run_time_fail_the_check(tmp_path: Path, tex
 def test_a_partial_label_cap_keeps_the_other_defaults() -> None:
     caps = Settings(limits={"max_label_values": {"model": 5}}).limits.max_label_values
     assert caps == {"model": 5, "pool": 50, "slo_class": 20, "pod": 2000}
+
+
+def test_environment_names_are_matched_without_regard_to_case(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("sloscope_log_level", "DEBUG")
+    assert load(None).settings.log_level == "DEBUG"
+    monkeypatch.setenv("Sloscope_Nope", "1")
+    with pytest.raises(ConfigError) as raised:
+        load(None)
+    assert raised.value.lines == ["environment: Sloscope_Nope: names no setting"]
+
+
+def test_an_environment_mapping_that_is_not_json_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLOSCOPE_LIMITS__MAX_LABEL_VALUES", "{model: 5")
+    with pytest.raises(ConfigError) as raised:
+        load(None)
+    assert raised.value.lines[0].startswith('environment: error parsing value for field "limits"')
+
+
+def test_check_config_also_sees_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = write(tmp_path, "settings.yaml", "log_level: INFO\n")
+    monkeypatch.setenv("SLOSCOPE_TYPO", "1")
+    assert check_file(path) == ["environment: SLOSCOPE_TYPO: names no setting"]

@@ -151,3 +151,11 @@ def test_tpot_uses_the_model_servers_own_ttft_when_the_gateway_measured_another(
     evaluation = evaluate(request, default_spec())
     assert evaluation.ttft_seconds == 0.13  # judged against the TTFT SLO: the client-side one
     assert evaluation.tpot_seconds == pytest.approx(0.05)  # (0.6 - 0.1) / 10, one clock
+
+
+def test_an_unusable_model_server_ttft_is_counted_when_tpot_needs_it() -> None:
+    request = base_request(ttft_seconds=0.13, ttft_source="gateway", server_ttft_seconds=-1.0)
+    evaluation = evaluate(request, default_spec())
+    assert evaluation.ttft.eligible  # the gateway's TTFT is fine for the TTFT SLO
+    assert not evaluation.tpot.eligible
+    assert evaluation.invalid_fields == ("ttft_seconds",)

@@ -281,7 +281,8 @@ def _companions(trace: _Trace, anchor: Span) -> list[Span]:
         span = trace.spans.get(parent)
         if span is None:
             break
-        ordered.append(span)
+        if parent not in trace.anchor_ids:  # a prefill server above a decode server is no gateway
+            ordered.append(span)
         seen.add(parent)
         parent = span.parent_span_id
     ordered.extend(s for s in trace.spans.values() if s.span_id not in seen and s.span_id not in trace.anchor_ids)

@@ -34,21 +34,25 @@ def create_metrics_app(
     pipeline: Pipeline,
     http_metrics: HttpMetrics,
     tracer: TracerProvider | None,
+    *,
     is_ready: Callable[[], bool],
-    on_scrape: Callable[[], None] = lambda: None,
+    is_drained: Callable[[], bool] = lambda: False,
+    on_final_scrape: Callable[[], None] = lambda: None,
 ) -> Any:
     app = FastAPI(title="sloscope", version=__version__, docs_url=None, redoc_url=None, openapi_url=None)
     registry = pipeline.registry
 
     @app.get("/metrics", summary="Prometheus exposition; OpenMetrics (with exemplars) when the scraper asks")
     async def metrics(request: Request) -> Response:
+        final = is_drained()  # decided before rendering: only a scrape that starts after the drain is final
         encoder, content_type = choose_encoder(request.headers.get("accept", ""))
         body = await asyncio.to_thread(encoder, registry)  # rendering is CPU work: keep the loop for ingest
         headers = {}
         if "gzip" in request.headers.get("accept-encoding", ""):
             body = gzip.compress(body, compresslevel=5)
             headers["Content-Encoding"] = "gzip"
-        on_scrape()
+        if final:
+            on_final_scrape()
         return Response(body, media_type=content_type, headers=headers)
 
     @app.get("/healthz", response_class=PlainTextResponse, summary="Liveness: the process serves HTTP")

@@ -75,7 +75,12 @@ class Service:
         self.pipeline.start()
         self._final_scrape = asyncio.Event()
         metrics_app = create_metrics_app(
-            self.pipeline, self._http_metrics, self._tracer, lambda: self._ready, self._scraped
+            self.pipeline,
+            self._http_metrics,
+            self._tracer,
+            is_ready=lambda: self._ready,
+            is_drained=lambda: self._drained,
+            on_final_scrape=self._final_scrape.set,
         )
         metrics_port = await self._serve_http("metrics", metrics_app, listeners.host, listeners.metrics_port)
         try:
@@ -115,10 +120,6 @@ class Service:
         bound: int = sock.getsockname()[1]
         return bound
 
-    def _scraped(self) -> None:
-        if self._drained and self._final_scrape is not None:
-            self._final_scrape.set()
-
     async def stop(self) -> bool:
         """Receivers first, then drain and flush the pipeline, then the metrics endpoint. Safe twice.
 
@@ -152,7 +153,7 @@ class Service:
         if "metrics" not in self._servers or self._final_scrape is None or wait <= 0:
             return
         self._drained = True
-        log.info("drained; waiting up to %.0fs for a final scrape of /metrics", wait)
+        log.info("waiting up to %.0fs for a final scrape of /metrics", wait)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._final_scrape.wait(), wait)
 

@@ -80,6 +80,8 @@ def evaluate(request: JoinedRequest, spec: SLOSpec) -> Evaluation:
     tpot_needed = target_tpot is not None
     if tpot_needed and tpot is None:
         invalid.extend(_tpot_problems(request, server_ttft))
+        if server_ttft is None and "ttft_seconds" not in invalid:
+            invalid.append("ttft_seconds")  # the model server's own TTFT, needed for TPOT, is unusable
 
     ttft_verdict = judge(ttft, target_ttft)
     tpot_verdict = judge(tpot, target_tpot)

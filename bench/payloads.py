@@ -66,9 +66,7 @@ def _resource(service: str, pod: str) -> Resource:
     return Resource(attributes=[_kv("service.name", _s(service)), _kv("k8s.pod.name", _s(pod))])
 
 
-def build(
-    total_spans: int, batch_spans: int = 512, pods: int = 8, seed: int = 1, first_request: int = 0
-) -> PayloadSet:
+def build(total_spans: int, batch_spans: int = 512, pods: int = 8, seed: int = 1, first_request: int = 0) -> PayloadSet:
     """Serialized exports holding ``total_spans`` spans (rounded up to whole requests and batches).
 
     ``first_request`` offsets every trace, span and request id, so that two sets built with

@@ -30,7 +30,7 @@ Emit = Callable[[JoinedRequest], None]
 Count = Callable[[str, int], None]
 
 
-@dataclass
+@dataclass(slots=True)
 class _Trace:
     first_seen: float
     spans: dict[str, Span] = field(default_factory=dict)
@@ -111,7 +111,9 @@ class TraceAssembler:
             trace.anchor_ids.add(span.span_id)
             trace.waiting.append(span.span_id)
             self._deadlines.append((now + self._join.window_seconds, trace_id, span.span_id))
-        elif self._join.by_request_id:
+        elif self._join.by_request_id and not trace.anchor_ids:
+            # Only a trace without a model-server span can be another trace's gateway: when the
+            # anchor is already here (the usual order: the gateway span ends last), the join is local.
             self._index_companion(trace_id, trace, span)
         self._try_complete(trace_id, trace)
 

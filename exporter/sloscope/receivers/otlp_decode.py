@@ -177,24 +177,24 @@ def decode_request(request: ExportTraceServiceRequest) -> Decoded:
     return result
 
 
+_SCALARS = frozenset({"string_value", "double_value", "int_value", "bool_value", "bytes_value"})
+
+
 def attributes(key_values: Any) -> dict[str, AttributeValue]:
-    return {kv.key: _value(kv.value) for kv in key_values}
+    """OTLP KeyValues to a dict. The hot path of decoding: scalars are read by field name directly."""
+    out: dict[str, AttributeValue] = {}
+    for kv in key_values:
+        value = kv.value
+        kind = value.WhichOneof("value")
+        out[kv.key] = getattr(value, kind) if kind in _SCALARS else _value(value, kind)
+    return out
 
 
-def _value(value: Any) -> AttributeValue:
-    kind = value.WhichOneof("value")
-    if kind == "string_value":
-        return value.string_value
-    if kind == "double_value":
-        return value.double_value
-    if kind == "int_value":
-        return value.int_value
-    if kind == "bool_value":
-        return value.bool_value
+def _value(value: Any, kind: str | None) -> AttributeValue:
+    if kind in _SCALARS:
+        return getattr(value, kind)
     if kind == "array_value":
-        return [_value(v) for v in value.array_value.values]
+        return [_value(v, v.WhichOneof("value")) for v in value.array_value.values]
     if kind == "kvlist_value":
         return attributes(value.kvlist_value.values)
-    if kind == "bytes_value":
-        return value.bytes_value
     return None

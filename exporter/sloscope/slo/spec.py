@@ -13,7 +13,7 @@ import math
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, model_validator
 
 SPEC_VERSION = "sloscope/v1"
 
@@ -124,15 +124,27 @@ class SLOSpec(_Strict):
             raise ValueError(f"default_class {self.default_class!r} must not also be a listed class")
         return self
 
+    # Requests repeat the same (model, targets) combinations: remembering the answer spares the
+    # pattern matching on the hot path. Bounded: cleared when full.
+    _classified: dict[tuple[str, float | None, float | None], SLOClass | None] = PrivateAttr(default_factory=dict)
+
     def period_of(self, cls: SLOClass) -> float:
         return cls.compliance_period if cls.compliance_period is not None else self.compliance_period
 
     def classify(self, model: str, ttft_ms: float | None, tpot_ms: float | None) -> SLOClass | None:
         """The first class whose match holds for this request, or None for ``default_class``."""
-        for cls in self.classes:
-            if _matches(cls.match, model, ttft_ms, tpot_ms):
-                return cls
-        return None
+        key = (model, ttft_ms, tpot_ms)
+        cache = self._classified
+        if key in cache:
+            return cache[key]
+        found = next((cls for cls in self.classes if _matches(cls.match, model, ttft_ms, tpot_ms)), None)
+        if len(cache) >= _CLASSIFY_CACHE_SIZE:
+            cache.clear()
+        cache[key] = found
+        return found
+
+
+_CLASSIFY_CACHE_SIZE = 10_000
 
 
 def _matches(match: Match, model: str, ttft_ms: float | None, tpot_ms: float | None) -> bool:

@@ -63,22 +63,26 @@ class Mapping:
         self._keys = {
             name: _compile(getattr(config, name)) for name in (*NUMBER_FIELDS, *STRING_FIELDS, *HEADER_FIELDS)
         }
-        self._number_checks = tuple((name, self._keys[name]) for name in NUMBER_FIELDS)
-        self._string_checks = tuple((name, self._keys[name]) for name in STRING_FIELDS)
+        # span attribute key -> (field, expected type), for the per-span check at intake
+        self._typed: dict[str, tuple[str, str]] = {}
+        for kind, names in (("a string", STRING_FIELDS), ("a number", NUMBER_FIELDS)):
+            for name in names:
+                for key in self._keys[name].span:
+                    self._typed.setdefault(key, (name, kind))
 
     # ---- validation (receivers) -------------------------------------------------------------
 
     def check(self, span: Span) -> str | None:
         """Why the span's mapped attributes are unusable, or None. Must stay cheap: it runs per span."""
-        attrs = span.attributes
-        for name, keys in self._number_checks:
-            for key in keys.span:
-                if key in attrs and not _is_number(attrs[key]):
-                    return _wrong_type(span, key, name, "a number", attrs[key])
-        for name, keys in self._string_checks:
-            for key in keys.span:
-                if key in attrs and _as_string(attrs[key]) is None:
-                    return _wrong_type(span, key, name, "a string", attrs[key])
+        typed = self._typed
+        for key, value in span.attributes.items():
+            expected = typed.get(key)
+            if expected is None:
+                continue
+            name, kind = expected
+            ok = _is_number(value) if kind == "a number" else _as_string(value) is not None
+            if not ok:
+                return _wrong_type(span, key, name, kind, value)
         return None
 
     # ---- reading (assembler) ----------------------------------------------------------------

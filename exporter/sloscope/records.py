@@ -7,8 +7,8 @@ readable when a test fails.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 AttributeValue = Any  # str | bool | int | float | bytes | list | dict | None, as OTLP AnyValue allows
 
@@ -68,9 +68,12 @@ class JoinedRequest:
         return self.target_model or self.requested_model
 
 
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """Whether a request counts for one SLO, and if it does, whether it met it."""
+class Verdict(NamedTuple):
+    """Whether a request counts for one SLO, and if it does, whether it met it.
+
+    NamedTuples rather than frozen dataclasses: equally immutable, several times cheaper to build,
+    and two of these are built per request.
+    """
 
     eligible: bool
     met: bool = False
@@ -78,8 +81,7 @@ class Verdict:
     target: float | None = None  # seconds
 
 
-@dataclass(frozen=True, slots=True)
-class Evaluation:
+class Evaluation(NamedTuple):
     """What the SLO evaluator concluded about one request."""
 
     slo_class: str
@@ -89,7 +91,7 @@ class Evaluation:
     ttft_seconds: float | None
     tpot_seconds: float | None
     target_source: str  # "request", "class_default" or "none"
-    invalid_fields: tuple[str, ...] = field(default=())
+    invalid_fields: tuple[str, ...] = ()
 
     def verdict(self, slo: str) -> Verdict:
         result: Verdict = getattr(self, slo)

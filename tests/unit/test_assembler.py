@@ -259,3 +259,13 @@ def test_a_prefill_server_span_above_the_decode_server_span_is_not_its_gateway()
     decode = span(1, 3, "llm_request", vllm_attributes(request_id="chatcmpl-decode"), parent=2)
     h.feed(gateway(1, request_id="req-1"), decode, prefill)
     assert [r.request_id for r in h.emitted] == ["req-1", "req-1"]
+
+
+def test_an_anchor_whose_ancestors_never_arrive_still_joins_by_request_id_when_the_window_ends() -> None:
+    h = Harness()
+    h.feed(gateway(1, request_id="abc", slo_ttft_ms="250"))  # an EPP that started its own trace
+    h.feed(vllm(2, span_id=3, parent=2, request_id="chatcmpl-abc"))  # under an Envoy span sloscope never sees
+    assert h.emitted == []
+    h.advance(5.0)
+    [request] = h.emitted
+    assert (request.outcome, request.slo_ttft_ms) == (c.OUTCOME_JOINED_BY_REQUEST_ID, 250.0)

@@ -166,16 +166,34 @@ class TraceAssembler:
             if not self._join.by_request_id:
                 self._finish(trace_id, trace, anchor_id, c.OUTCOME_ANCHOR_ONLY, extra=())
                 continue
-            request_id = self._joinable_id([anchor])
-            other_id = self._companions_by_request_id.get(request_id) if request_id else None
-            other = self._traces.get(other_id) if other_id else None
+            other = self._companion_trace(anchor)
             if other is not None:
                 other.lent = True
                 self._finish(trace_id, trace, anchor_id, c.OUTCOME_JOINED_BY_REQUEST_ID, extra=(other,))
-            elif request_id and request_id not in trace.anchor_request_ids:
+                continue
+            request_id = self._joinable_id([anchor])
+            if request_id and request_id not in trace.anchor_request_ids:
                 self._anchors_by_request_id[request_id] = (trace_id, anchor_id)
                 trace.anchor_request_ids.append(request_id)
         self._close_if_finished(trace_id, trace)
+
+    def _finish_with_what_it_has(self, trace_id: str, trace: _Trace, anchor_id: str) -> None:
+        """The window is over (or the trace expires, or sloscope stops): the anchor's own companions if
+        any, else a companion found by request id, else the anchor alone."""
+        if trace.has_companions:
+            self._finish(trace_id, trace, anchor_id, c.OUTCOME_JOINED, extra=())
+            return
+        other = self._companion_trace(trace.spans[anchor_id]) if self._join.by_request_id else None
+        if other is not None:
+            other.lent = True
+            self._finish(trace_id, trace, anchor_id, c.OUTCOME_JOINED_BY_REQUEST_ID, extra=(other,))
+        else:
+            self._finish(trace_id, trace, anchor_id, c.OUTCOME_ANCHOR_ONLY, extra=())
+
+    def _companion_trace(self, anchor: Span) -> _Trace | None:
+        request_id = self._joinable_id([anchor])
+        other_id = self._companions_by_request_id.get(request_id) if request_id else None
+        return self._traces.get(other_id) if other_id else None
 
     def _finish(self, trace_id: str, trace: _Trace, anchor_id: str, outcome: str, extra: tuple[_Trace, ...]) -> None:
         trace.waiting.remove(anchor_id)
@@ -215,18 +233,18 @@ class TraceAssembler:
             trace = self._traces.get(trace_id)
             if trace is None or anchor_id not in trace.waiting:
                 continue
-            self._finish(trace_id, trace, anchor_id, _outcome_with_what_it_has(trace), extra=())
+            self._finish_with_what_it_has(trace_id, trace, anchor_id)
             self._close_if_finished(trace_id, trace)
         ttl = self._join.trace_ttl_seconds
         while self._traces:
             trace_id, trace = next(iter(self._traces.items()))
             if trace.first_seen + ttl > now:
                 break
-            self._traces.popitem(last=False)
-            self._forget_request_ids(trace_id, trace)
             # An anchor that arrived late in its trace's life can still be waiting when the trace expires.
             for anchor_id in list(trace.waiting):
-                self._finish(trace_id, trace, anchor_id, _outcome_with_what_it_has(trace), extra=())
+                self._finish_with_what_it_has(trace_id, trace, anchor_id)
+            self._traces.popitem(last=False)
+            self._forget_request_ids(trace_id, trace)
             if not trace.lent and not trace.anchor_ids:
                 self._outcome(c.OUTCOME_NO_ANCHOR, 1)
             self._remember_done(trace_id, trace)
@@ -236,7 +254,7 @@ class TraceAssembler:
         flushed = 0
         for trace_id, trace in list(self._traces.items()):
             for anchor_id in list(trace.waiting):
-                self._finish(trace_id, trace, anchor_id, _outcome_with_what_it_has(trace), extra=())
+                self._finish_with_what_it_has(trace_id, trace, anchor_id)
                 flushed += 1
         self._traces.clear()
         self._deadlines.clear()
@@ -255,10 +273,6 @@ class TraceAssembler:
         ]
         self._outcome(outcome, 1)
         self._emit(build_request(self._mapping, anchor, companions, outcome))
-
-
-def _outcome_with_what_it_has(trace: _Trace) -> str:
-    return c.OUTCOME_JOINED if trace.has_companions else c.OUTCOME_ANCHOR_ONLY
 
 
 def _chain_complete(trace: _Trace, anchor: Span) -> bool:

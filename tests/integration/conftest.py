@@ -41,9 +41,13 @@ class Server:
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.metrics_port}{path}"
 
+    def text(self) -> str:
+        """/metrics in the Prometheus text format."""
+        return str(urllib.request.urlopen(self.url("/metrics"), timeout=10).read().decode())
+
     def samples(self) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
         """Every sample of /metrics keyed by (name, labels)."""
-        text = urllib.request.urlopen(self.url("/metrics"), timeout=10).read().decode()
+        text = self.text()
         out = {}
         for family in text_string_to_metric_families(text):
             for sample in family.samples:

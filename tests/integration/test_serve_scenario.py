@@ -36,7 +36,9 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from prometheus_client.parser import text_string_to_metric_families
 
+from sloscope.conventions import ALL_METRICS
 from sloscope.testing import export_request, gateway_attributes, span, to_otlp_json, vllm_attributes
 
 from .conftest import Server, wait_until
@@ -252,6 +254,13 @@ def test_joined_series_match_the_ground_truth(serve: Callable[..., Server]) -> N
     assert count("sloscope_pod_requests_total", pool="pool-a", pod="vllm-0") == 6
     assert count("sloscope_pod_slo_violations_total", pool="pool-a", pod="vllm-1", slo="ttft") == 2  # R9 R11
     assert count("sloscope_invalid_values_total", field="ttft_seconds") == 0
+
+    # Contract: every sloscope series on /metrics is defined in conventions, and every definition is exposed.
+    known = {d.name for d in ALL_METRICS}
+    families = {family.name for family in text_string_to_metric_families(server.text())}
+    ours = {n for n in families if n.startswith(("sloscope_", "http_")) and not n.endswith("_created")}
+    assert ours == (known - {"sloscope_build"}) | {"sloscope_build_info"}  # an info family is exposed as _info
+    assert {"process_cpu_seconds", "python_info"} <= families  # the standard process and runtime series
 
     openmetrics = urllib.request.Request(
         server.url("/metrics"), headers={"Accept": "application/openmetrics-text; version=1.0.0"}

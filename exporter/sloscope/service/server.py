@@ -18,7 +18,7 @@ from typing import Any
 
 import grpc
 import uvicorn
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
 
 from sloscope.config import Settings
 from sloscope.pipeline import Pipeline
@@ -59,6 +59,10 @@ class Service:
     def __init__(self, settings: Settings, spec: SLOSpec, registry: CollectorRegistry | None = None) -> None:
         self.settings = settings
         self.registry = registry if registry is not None else CollectorRegistry()
+        if registry is None:  # the usual process_*, python_* series, as every Prometheus exporter has them
+            ProcessCollector(registry=self.registry)
+            PlatformCollector(registry=self.registry)
+            GCCollector(registry=self.registry)
         self.pipeline = Pipeline(settings, spec, self.registry)
         self._tracer = tracer_provider(settings.self_tracing)
         self._http_metrics = HttpMetrics(self.registry)

@@ -306,15 +306,19 @@ def _companions(trace: _Trace, anchor: Span) -> list[Span]:
 
 
 def build_request(mapping: Mapping, anchor: Span, companions: list[Span], outcome: str) -> JoinedRequest:
-    """Read every field: model-server facts from the anchor first, gateway facts from companions first."""
+    """Read every field: model-server facts from the anchor, gateway facts from companions first.
+
+    The model server's own numbers (latencies, tokens, its pod) come from its span alone: a gateway's
+    value under the same attribute name must not stand in for them.
+    """
     own = View([anchor])
-    server = View([anchor, *companions])
     gateway = View([*companions, anchor])
-    gateway_ttft = mapping.number("gateway_ttft_seconds", gateway)
+    number, string = mapping.number, mapping.string
+    gateway_ttft = number("gateway_ttft_seconds", gateway)
     if gateway_ttft is None:
-        gateway_ttft_ms = mapping.number("gateway_ttft_ms", gateway)
+        gateway_ttft_ms = number("gateway_ttft_ms", gateway)
         gateway_ttft = gateway_ttft_ms / 1000.0 if gateway_ttft_ms is not None else None
-    server_ttft = mapping.number("ttft_seconds", server)
+    server_ttft = number("ttft_seconds", own)
     if gateway_ttft is not None:
         ttft, ttft_source = gateway_ttft, "gateway"
     elif server_ttft is not None:
@@ -325,26 +329,26 @@ def build_request(mapping: Mapping, anchor: Span, companions: list[Span], outcom
         trace_id=anchor.trace_id,
         span_id=anchor.span_id,
         outcome=outcome,
-        request_id=mapping.string("request_id", gateway),
-        requested_model=mapping.string("requested_model", gateway),
-        target_model=mapping.string("target_model", server),
-        pool=mapping.string("pool", gateway),
-        pod=mapping.string("pod", own),  # the model-server span names its pod; a gateway's pod is not it
-        endpoint=mapping.string("endpoint", gateway),
+        request_id=string("request_id", gateway),
+        requested_model=string("requested_model", gateway),
+        target_model=string("target_model", own) or string("target_model", gateway),
+        pool=string("pool", gateway),
+        pod=string("pod", own),  # the model-server span names its pod; a gateway's pod is not it
+        endpoint=string("endpoint", gateway),
         slo_ttft_ms=mapping.header_number("slo_ttft_ms", gateway),
         slo_tpot_ms=mapping.header_number("slo_tpot_ms", gateway),
         routing=_routing(mapping, gateway),
-        predicted_ttft_ms=mapping.number("predicted_ttft_ms", gateway),
-        predicted_tpot_ms=mapping.number("predicted_tpot_ms", gateway),
+        predicted_ttft_ms=number("predicted_ttft_ms", gateway),
+        predicted_tpot_ms=number("predicted_tpot_ms", gateway),
         ttft_seconds=ttft,
         ttft_source=ttft_source,
         server_ttft_seconds=server_ttft,
-        e2e_seconds=mapping.number("e2e_seconds", server),
-        queue_seconds=mapping.number("queue_seconds", server),
-        prefill_seconds=mapping.number("prefill_seconds", server),
-        decode_seconds=mapping.number("decode_seconds", server),
-        prompt_tokens=mapping.number("prompt_tokens", server),
-        completion_tokens=mapping.number("completion_tokens", server),
+        e2e_seconds=number("e2e_seconds", own),
+        queue_seconds=number("queue_seconds", own),
+        prefill_seconds=number("prefill_seconds", own),
+        decode_seconds=number("decode_seconds", own),
+        prompt_tokens=number("prompt_tokens", own),
+        completion_tokens=number("completion_tokens", own),
         start_ns=anchor.start_ns,
         end_ns=anchor.end_ns,
     )

@@ -70,21 +70,24 @@ class Mapping:
             for name in names:
                 for key in self._keys[name].span:
                     self._typed.setdefault(key, (name, kind))
+        self._typed_keys = frozenset(self._typed)
 
     # ---- validation (receivers) -------------------------------------------------------------
 
     def check(self, span: Span) -> str | None:
         """Why the span's mapped attributes are unusable, or None. Must stay cheap: it runs per span."""
-        typed = self._typed
-        for key, value in span.attributes.items():
-            expected = typed.get(key)
-            if expected is None:
-                continue
-            name, kind = expected
-            ok = _is_number(value) if kind == "a number" else _as_string(value) is not None
-            if not ok:
-                return _wrong_type(span, key, name, kind, value)
-        return None
+        attrs = span.attributes
+        mapped = attrs.keys() & self._typed_keys  # set intersection in C: only the mapped keys are looked at
+        if all(self._well_typed(key, attrs[key]) for key in mapped):
+            return None
+        # Name the first bad attribute in the span's own order, so the message is the same on every run.
+        key = next(k for k in attrs if k in mapped and not self._well_typed(k, attrs[k]))
+        name, kind = self._typed[key]
+        return _wrong_type(span, key, name, kind, attrs[key])
+
+    def _well_typed(self, key: str, value: AttributeValue) -> bool:
+        kind = self._typed[key][1]
+        return _is_number(value) if kind == "a number" else _as_string(value) is not None
 
     # ---- reading (assembler) ----------------------------------------------------------------
 

@@ -49,7 +49,7 @@ class _Histogram:
 
     def __init__(self, size: int) -> None:
         self.counts = [0] * size  # per bucket, not cumulative; the last bucket is +Inf
-        self.exemplars: list[Exemplar | None] = [None] * size
+        self.exemplars: list[tuple[str, float, float] | None] = [None] * size  # (trace id, value, time)
         self.sum = 0.0
 
 
@@ -69,10 +69,10 @@ class HistogramFamily:
         index = bisect.bisect_left(self.bounds, value)  # le is inclusive: value == bound goes in that bucket
         histogram.counts[index] += 1
         histogram.sum += value
-        if trace_id is not None:
-            histogram.exemplars[index] = Exemplar({"trace_id": trace_id}, value, time.time())
+        if trace_id is not None:  # kept raw; the Exemplar is built only when a scrape renders it
+            histogram.exemplars[index] = (trace_id, value, time.time())
 
-    def family(self, series: list[tuple[Labels, list[int], list[Exemplar | None], float]]) -> Metric:
+    def family(self, series: list[tuple[Labels, list[int], list[tuple[str, float, float] | None], float]]) -> Metric:
         d = self.definition
         family = HistogramMetricFamily(d.name, d.help, labels=d.labels)
         for labels, counts, exemplars, total in series:
@@ -80,7 +80,11 @@ class HistogramFamily:
             buckets: list[Any] = []
             for le, count, exemplar in zip(self._le, counts, exemplars, strict=True):
                 cumulative += count
-                buckets.append((le, cumulative, exemplar) if exemplar is not None else (le, cumulative))
+                if exemplar is None:
+                    buckets.append((le, cumulative))
+                else:
+                    trace_id, value, timestamp = exemplar
+                    buckets.append((le, cumulative, Exemplar({"trace_id": trace_id}, value, timestamp)))
             family.add_metric(labels, buckets, total)
         return family
 

@@ -193,8 +193,11 @@ def attributes(key_values: Any) -> dict[str, AttributeValue]:
 def _value(value: Any, kind: str | None) -> AttributeValue:
     if kind in _SCALARS:
         return getattr(value, kind)
-    if kind == "array_value":
-        return [_value(v, v.WhichOneof("value")) for v in value.array_value.values]
+    if kind == "array_value":  # captured HTTP headers arrive as arrays of strings
+        return [
+            getattr(v, k) if (k := v.WhichOneof("value")) in _SCALARS else _value(v, k)
+            for v in value.array_value.values
+        ]
     if kind == "kvlist_value":
         return attributes(value.kvlist_value.values)
     return None

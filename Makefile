@@ -24,6 +24,7 @@ test: lint typecheck
 
 lint: $(STAMP)
 	$(BIN)/ruff check exporter tests bench
+	$(BIN)/ruff format --check exporter tests bench
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

@@ -32,4 +32,8 @@ def tracer_provider(config: SelfTracing) -> TracerProvider | None:
 
 def instrument(app: FastAPI, provider: TracerProvider | None) -> None:
     if provider is not None:
-        FastAPIInstrumentor.instrument_app(app, tracer_provider=provider, excluded_urls=_EXCLUDED)
+        # One server span per request; the per-ASGI-message "receive"/"send" child spans would add
+        # several spans per OTLP export (a large body arrives in many chunks) and say nothing useful.
+        FastAPIInstrumentor.instrument_app(
+            app, tracer_provider=provider, excluded_urls=_EXCLUDED, exclude_spans=["receive", "send"]
+        )

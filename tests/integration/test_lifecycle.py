@@ -114,3 +114,10 @@ def test_a_port_in_use_fails_start_and_cleans_up() -> None:
             assert not service.pipeline.running
 
         asyncio.run(run())
+
+
+def test_ctrl_c_does_not_wait_for_a_final_scrape(serve: Callable[..., Server]) -> None:
+    server = serve(final_scrape_wait_seconds=600)
+    server.process.send_signal(signal.SIGINT)
+    assert server.process.wait(30) == 0  # long before the 600 s a SIGTERM would wait for a scrape
+    assert not any("waiting up to" in line for line in server.log)

@@ -71,6 +71,7 @@ class Service:
         self._tasks: list[asyncio.Task[None]] = []
         self._ready = False
         self._drained = False
+        self._skip_final_scrape = False
         self._final_scrape: asyncio.Event | None = None
         self.ports: BoundPorts | None = None
 
@@ -154,7 +155,7 @@ class Service:
     async def _await_final_scrape(self) -> None:
         """Keep /metrics up until one scrape has read what the drain flushed, or the wait runs out."""
         wait = self.settings.final_scrape_wait_seconds
-        if "metrics" not in self._servers or self._final_scrape is None or wait <= 0:
+        if "metrics" not in self._servers or self._final_scrape is None or wait <= 0 or self._skip_final_scrape:
             return
         self._drained = True
         log.info("waiting up to %.0fs for a final scrape of /metrics", wait)
@@ -172,8 +173,16 @@ class Service:
         """Serve until SIGTERM or SIGINT, then stop; True when everything accepted was flushed."""
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
+
+        def on_signal(sig: signal.Signals) -> None:
+            if sig == signal.SIGINT:  # Ctrl-C at a terminal: nobody scrapes a final time
+                self._skip_final_scrape = True
+                if self._final_scrape is not None and stop.is_set():
+                    self._final_scrape.set()  # a second Ctrl-C ends the wait
+            stop.set()
+
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, on_signal, sig)
         await self.start()
         await stop.wait()
         log.info("sloscope shutting down: draining receivers and the pipeline")

@@ -72,6 +72,11 @@ class Mapping:
                     self._typed.setdefault(key, (name, kind))
         self._typed_keys = frozenset(self._typed)
 
+    def span_keys(self, *extra: str) -> frozenset[str]:
+        """Every span attribute some field reads (plus ``extra``): what the decoder needs to convert."""
+        keys = {key for keys in self._keys.values() for key in keys.span}
+        return frozenset(keys.union(extra))
+
     # ---- validation (receivers) -------------------------------------------------------------
 
     def check(self, span: Span) -> str | None:

@@ -52,7 +52,13 @@ class Pipeline:
             count_dropped=self.telemetry.dropped,
             count_outcome=self.telemetry.outcome,
         )
-        self.intake = Intake(mapping, self.queue, self.telemetry, settings.limits.retry_after_seconds)
+        self.intake = Intake(
+            mapping,
+            self.queue,
+            self.telemetry,
+            settings.limits.retry_after_seconds,
+            keep=mapping.span_keys(settings.join.anchor_attribute),
+        )
         self.telemetry.watch(lambda: len(self.queue), self.queue.capacity, lambda: self.assembler.pending)
         self._thread: threading.Thread | None = None
         self._stopped = threading.Event()

@@ -129,3 +129,16 @@ def test_decompression_stops_at_the_limit() -> None:
 def test_bad_encodings(body: bytes, encoding: str, reason: str) -> None:
     with pytest.raises(MalformedPayloadError, match=reason):
         decompress(body, encoding, 1000)
+
+
+def test_only_the_kept_span_attributes_are_converted_and_resources_stay_whole() -> None:
+    spans = sample_spans()
+    body = export_request(spans).SerializeToString()
+    decoded = decode_protobuf(body, keep=frozenset({"gen_ai.latency.e2e", "array", "absent"}))
+    assert [s.attributes for s in decoded.spans] == [
+        {},
+        {"gen_ai.latency.e2e": 1.0},
+        {"array": ["a", 1, 2.5, False]},
+    ]
+    assert [s.resource for s in decoded.spans] == [s.resource for s in spans]
+    assert decode_json(to_otlp_json(export_request(spans)), keep=frozenset({"str"})).spans[2].attributes == {"str": "s"}

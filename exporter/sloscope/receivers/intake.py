@@ -33,8 +33,16 @@ class Result:
 
 
 class Intake:
-    def __init__(self, mapping: Mapping, queue: SpanQueue, telemetry: Telemetry, retry_after_seconds: int) -> None:
+    def __init__(
+        self,
+        mapping: Mapping,
+        queue: SpanQueue,
+        telemetry: Telemetry,
+        retry_after_seconds: int,
+        keep: frozenset[str] | None = None,
+    ) -> None:
         self._mapping = mapping
+        self.keep = keep  # the span attributes the transports' decoder converts (None: all)
         self._queue = queue
         self._telemetry = telemetry
         self.retry_after_seconds = retry_after_seconds

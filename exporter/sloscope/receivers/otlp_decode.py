@@ -12,6 +12,7 @@ import base64
 import json
 import zlib
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from google.protobuf import json_format
@@ -77,15 +78,15 @@ def decompress(body: bytes, encoding: str, limit: int) -> bytes:
     return out
 
 
-def decode_protobuf(payload: bytes) -> Decoded:
+def decode_protobuf(payload: bytes, keep: frozenset[str] | None = None) -> Decoded:
     try:
         request = ExportTraceServiceRequest.FromString(payload)
     except DecodeError as exc:
         raise MalformedPayloadError(f"not a valid OTLP ExportTraceServiceRequest protobuf: {exc}") from exc
-    return decode_request(request)
+    return decode_request(request, keep)
 
 
-def decode_json(payload: bytes) -> Decoded:
+def decode_json(payload: bytes, keep: frozenset[str] | None = None) -> Decoded:
     try:
         document = json.loads(payload)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -97,7 +98,7 @@ def decode_json(payload: bytes) -> Decoded:
         request = json_format.ParseDict(document, ExportTraceServiceRequest(), ignore_unknown_fields=True)
     except (json_format.ParseError, ValueError, TypeError, AttributeError) as exc:
         raise MalformedPayloadError(f"not a valid OTLP/JSON ExportTraceServiceRequest: {exc}") from exc
-    return decode_request(request)
+    return decode_request(request, keep)
 
 
 def _hex_ids_to_base64(document: dict[str, Any]) -> None:
@@ -141,8 +142,15 @@ def _rewrite_ids(obj: dict[str, Any]) -> None:
         obj[key] = base64.b64encode(raw).decode("ascii")
 
 
-def decode_request(request: ExportTraceServiceRequest) -> Decoded:
-    """Flatten resource → scope → span, validating ids; invalid spans are rejected one by one."""
+def decode_request(request: ExportTraceServiceRequest, keep: frozenset[str] | None = None) -> Decoded:
+    """Flatten resource → scope → span, validating ids; invalid spans are rejected one by one.
+
+    ``keep`` names the span attributes worth converting (those the attribute mapping reads): turning
+    OTLP values into Python objects is most of the decoding cost, and a vLLM span carries several
+    attributes no sloscope field uses. None keeps every attribute. Resource attributes are always kept
+    (they are converted once per resource, not per span).
+    """
+    span_attributes = attributes if keep is None else partial(_kept_attributes, keep=keep)
     result = Decoded()
     spans = result.spans
     for resource_spans in request.resource_spans:
@@ -169,7 +177,7 @@ def decode_request(request: ExportTraceServiceRequest) -> Decoded:
                         span.name,
                         span.start_time_unix_nano,
                         span.end_time_unix_nano,
-                        attributes(span.attributes),
+                        span_attributes(span.attributes),
                         resource,
                         span.trace_state,
                     )
@@ -187,6 +195,17 @@ def attributes(key_values: Any) -> dict[str, AttributeValue]:
         value = kv.value
         kind = value.WhichOneof("value")
         out[kv.key] = getattr(value, kind) if kind in _SCALARS else _value(value, kind)
+    return out
+
+
+def _kept_attributes(key_values: Any, keep: frozenset[str]) -> dict[str, AttributeValue]:
+    out: dict[str, AttributeValue] = {}
+    for kv in key_values:
+        key = kv.key
+        if key in keep:
+            value = kv.value
+            kind = value.WhichOneof("value")
+            out[key] = getattr(value, kind) if kind in _SCALARS else _value(value, kind)
     return out
 
 

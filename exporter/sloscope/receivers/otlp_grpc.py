@@ -48,7 +48,7 @@ def trace_service_handler(intake: Intake, max_request_bytes: int) -> grpc.Generi
                 f"message of {len(request)} bytes exceeds the limit of {max_request_bytes}; send smaller batches",
             )
         try:
-            decoded = decode_protobuf(request)
+            decoded = decode_protobuf(request, intake.keep)
         except MalformedPayloadError as exc:
             intake.count_request("grpc", "malformed")
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))

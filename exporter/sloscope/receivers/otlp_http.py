@@ -45,7 +45,7 @@ def otlp_router(intake: Intake, max_request_bytes: int) -> APIRouter:
         try:
             body = await _read_body(request, max_request_bytes)
             payload = decompress(body, request.headers.get("content-encoding", ""), max_request_bytes)
-            decoded = decode_json(payload) if is_json else decode_protobuf(payload)
+            decoded = decode_json(payload, intake.keep) if is_json else decode_protobuf(payload, intake.keep)
         except PayloadTooLargeError as exc:
             intake.count_request("http", "too_large")
             return _error(413, code_pb2.INVALID_ARGUMENT, str(exc), is_json)

@@ -70,7 +70,8 @@ class Mapping:
             for name in names:
                 for key in self._keys[name].span:
                     self._typed.setdefault(key, (name, kind))
-        self._typed_keys = frozenset(self._typed)
+        self._number_keys = frozenset(k for k, (_, kind) in self._typed.items() if kind == "a number")
+        self._string_keys = frozenset(k for k, (_, kind) in self._typed.items() if kind == "a string")
 
     def span_keys(self, *extra: str) -> frozenset[str]:
         """Every span attribute some field reads (plus ``extra``): what the decoder needs to convert."""
@@ -82,17 +83,15 @@ class Mapping:
     def check(self, span: Span) -> str | None:
         """Why the span's mapped attributes are unusable, or None. Must stay cheap: it runs per span."""
         attrs = span.attributes
-        mapped = attrs.keys() & self._typed_keys  # set intersection in C: only the mapped keys are looked at
-        if all(self._well_typed(key, attrs[key]) for key in mapped):
+        keys = attrs.keys()
+        # Set intersections run in C, so only the few mapped keys a span carries are looked at.
+        bad = [k for k in keys & self._number_keys if type(attrs[k]) not in _NUMBER_TYPES]
+        bad += [k for k in keys & self._string_keys if _as_string(attrs[k]) is None]
+        if not bad:
             return None
-        # Name the first bad attribute in the span's own order, so the message is the same on every run.
-        key = next(k for k in attrs if k in mapped and not self._well_typed(k, attrs[k]))
+        key = next(k for k in attrs if k in bad)  # the first in the span's own order: the same message every run
         name, kind = self._typed[key]
         return _wrong_type(span, key, name, kind, attrs[key])
-
-    def _well_typed(self, key: str, value: AttributeValue) -> bool:
-        kind = self._typed[key][1]
-        return _is_number(value) if kind == "a number" else _as_string(value) is not None
 
     # ---- reading (assembler) ----------------------------------------------------------------
 

@@ -217,8 +217,9 @@ class TraceAssembler:
                 del self._anchors_by_request_id[request_id]
 
     def _remember_done(self, trace_id: str, trace: _Trace) -> None:
-        earlier = self._done.pop(trace_id, frozenset())  # a reopened trace keeps what it had seen
-        self._done[trace_id] = earlier | frozenset(trace.spans)
+        seen = frozenset(trace.spans)
+        earlier = self._done.pop(trace_id, None)  # a reopened trace keeps what it had seen
+        self._done[trace_id] = seen if earlier is None else earlier | seen
         while len(self._done) > self._join.max_done_traces:
             self._done.popitem(last=False)
 

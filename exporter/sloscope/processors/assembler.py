@@ -94,9 +94,10 @@ class TraceAssembler:
         if done is not None and span.span_id in done:  # also when a late anchor reopened the trace
             self._dropped(c.DROP_DUPLICATE, 1)
             return
+        is_anchor = self._is_anchor(span)
         trace = self._traces.get(trace_id)
         if trace is None:
-            if done is not None and not self._is_anchor(span):
+            if done is not None and not is_anchor:
                 self._dropped(c.DROP_LATE, 1)
                 return
             trace = self._open(trace_id, now)
@@ -107,7 +108,7 @@ class TraceAssembler:
             self._dropped(c.DROP_TRACE_TOO_LARGE, 1)
             return
         trace.spans[span.span_id] = span
-        if self._is_anchor(span):
+        if is_anchor:
             trace.anchor_ids.add(span.span_id)
             trace.waiting.append(span.span_id)
             self._deadlines.append((now + self._join.window_seconds, trace_id, span.span_id))

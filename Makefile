@@ -36,9 +36,10 @@ unit: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/sloscope serve
 
-## bench: throughput of the ingest path; ratios are measured in one run.
+## bench: throughput of the ingest path and of the exposition parser; ratios are measured in one run each.
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
+	$(BIN)/python bench/parser.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

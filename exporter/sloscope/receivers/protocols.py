@@ -1,0 +1,278 @@
+"""Model-server protocol mappings: which series of a scraped ``/metrics`` page give a pod's state.
+
+The endpoint picker (EPP) routes on four signals per pod: queued requests, running requests, KV-cache
+utilization and LoRA adapters. Each model server names them differently, so a :class:`Protocol` says
+where each signal comes from, in the EPP's own flag syntax ``name{label=value}`` (its
+``--total-queued-requests-metric`` and friends), so that a pool configured for the EPP can be
+configured for sloscope with the same strings. :func:`with_overrides` replaces single signals per pool.
+
+:meth:`Protocol.pod_state` is pure: samples in (from ``ExpositionParser(protocol.families)``), a
+:class:`PodState` out. A signal the page lacks is ``None``, never an exception: a model server that
+renames a series must cost a gauge, not the scrape loop.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from types import MappingProxyType
+
+from sloscope.receivers.exposition import Sample
+
+__all__ = [
+    "BUILTIN",
+    "SGLANG",
+    "TGI",
+    "TRITON_TRTLLM",
+    "TRTLLM_SERVE",
+    "VLLM",
+    "LoraState",
+    "MetricSpec",
+    "PodState",
+    "Protocol",
+    "with_overrides",
+]
+
+MODEL_NAME = "model_name"  # the label a server puts the served model's name in
+_METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """One series selector: a sample name and label values it must carry (equality only, like the EPP)."""
+
+    name: str
+    labels: tuple[tuple[str, str], ...] = ()  # sorted by label name, so equal specs compare equal
+
+    @classmethod
+    def parse(cls, text: str) -> MetricSpec:
+        """Reads ``name`` or ``name{a=b,c=d}``, the syntax of the EPP's metric flags.
+
+        Follows the EPP's ``stringToMetricSpec``: blanks around tokens are ignored, values are
+        unquoted, empty braces are refused. Two additions, both refusals or harmless: a value may be
+        written in double quotes as on an exposition page (``{request_type="waiting"}``), and the
+        names must be valid metric and label names, so a typo fails at configuration time instead
+        of silently matching nothing.
+        """
+        spec = text.strip()
+        if not spec:
+            raise ValueError("empty metric spec")
+        open_at, close_at = spec.find("{"), spec.find("}")
+        if open_at == -1 and close_at == -1:
+            name, pairs = spec, []
+        else:
+            if open_at == -1 or close_at < open_at:
+                raise ValueError(f"metric spec {text!r}: unmatched braces")
+            if close_at != len(spec) - 1:
+                raise ValueError(f"metric spec {text!r}: characters after the closing brace")
+            body = spec[open_at + 1 : close_at]
+            if not body.strip():
+                raise ValueError(f"metric spec {text!r}: empty label block")
+            name, pairs = spec[:open_at].strip(), [_label_pair(text, pair) for pair in body.split(",")]
+        if not _METRIC_NAME.fullmatch(name):
+            raise ValueError(f"metric spec {text!r}: {name!r} is not a metric name")
+        labels = dict(pairs)
+        if len(labels) != len(pairs):
+            raise ValueError(f"metric spec {text!r}: a label name appears twice")
+        return cls(name, tuple(sorted(labels.items())))
+
+    def matches(self, sample: Sample) -> bool:
+        """The sample has exactly this name (not a suffixed one) and every selector label's value."""
+        return sample.name == self.name and all(sample.labels.get(k) == v for k, v in self.labels)
+
+    def __str__(self) -> str:
+        if not self.labels:
+            return self.name
+        return self.name + "{" + ",".join(f"{k}={v}" for k, v in self.labels) + "}"
+
+
+def _label_pair(text: str, pair: str) -> tuple[str, str]:
+    parts = pair.split("=")
+    if len(parts) != 2:
+        raise ValueError(f"metric spec {text!r}: {pair.strip()!r} is not name=value")
+    key, value = parts[0].strip(), parts[1].strip()
+    if len(value) >= 2 and value[0] == value[-1] == '"':
+        value = value[1:-1]
+    if not _LABEL_NAME.fullmatch(key):
+        raise ValueError(f"metric spec {text!r}: {key!r} is not a label name")
+    if not value or '"' in value:
+        raise ValueError(f"metric spec {text!r}: empty or badly quoted value in {pair.strip()!r}")
+    return key, value
+
+
+@dataclass(frozen=True)
+class LoraState:
+    """The adapters of the newest ``lora_requests_info`` series; ``max_lora`` None when unreadable."""
+
+    running: tuple[str, ...]
+    waiting: tuple[str, ...]
+    max_lora: int | None
+
+
+@dataclass(frozen=True)
+class PodState:
+    """What one page says about a pod; each signal ``None`` when the page lacks it."""
+
+    waiting: float | None
+    running: float | None
+    kv_cache_utilization: float | None  # 0..1
+    lora: LoraState | None
+    models: frozenset[str]  # distinct model_name values on the protocol's series, before any model filter
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """Where a model server publishes each signal, and the path of its metrics page.
+
+    ``kv_cache`` lists alternatives in order of preference; the first one present on the page is
+    used. vLLM renamed ``vllm:gpu_cache_usage_perc`` to ``vllm:kv_cache_usage_perc`` around 0.10/0.11,
+    and a pool may run both versions during an upgrade.
+    """
+
+    name: str
+    waiting: MetricSpec | None
+    running: MetricSpec | None
+    kv_cache: tuple[MetricSpec, ...] = ()
+    lora: MetricSpec | None = None
+    metrics_path: str = "/metrics"
+
+    @property
+    def specs(self) -> tuple[MetricSpec, ...]:
+        return tuple(s for s in (self.waiting, self.running, *self.kv_cache, self.lora) if s is not None)
+
+    @property
+    def families(self) -> frozenset[str]:
+        """The names to give :class:`~sloscope.receivers.exposition.ExpositionParser`."""
+        return frozenset(spec.name for spec in self.specs)
+
+    def pod_state(self, samples: Iterable[Sample], model: str | None = None) -> PodState:
+        """The pod's state from one page's samples; only ``model``'s series count when it is given.
+
+        Data-parallel engines (vLLM's ``engine`` label) each publish their own series. Queue and batch
+        sizes are per engine, so the pod's are their sums. KV-cache utilization is averaged: each
+        engine has its own KV cache of the same size (same model, same flags), so the pod's used
+        share is the mean of the engines' shares, whereas a sum could exceed 1. LoRA info is a
+        snapshot stamped with its time, so the newest across engines wins.
+        """
+        names = {spec.name for spec in self.specs}
+        seen = [s for s in samples if s.name in names]
+        models = frozenset(s.labels[MODEL_NAME] for s in seen if MODEL_NAME in s.labels)
+        if model is not None:
+            seen = [s for s in seen if s.labels.get(MODEL_NAME) == model]
+        return PodState(
+            waiting=_count(seen, self.waiting),
+            running=_count(seen, self.running),
+            kv_cache_utilization=_kv_cache(seen, self.kv_cache),
+            lora=_lora(seen, self.lora),
+            models=models,
+        )
+
+
+def _count(samples: Sequence[Sample], spec: MetricSpec | None) -> float | None:
+    """Sum over engines. A NaN or negative sample is a broken series and is left out, not zeroed."""
+    if spec is None:
+        return None
+    values = [s.value for s in samples if spec.matches(s) and s.value >= 0]  # NaN >= 0 is False
+    return math.fsum(values) if values else None
+
+
+def _kv_cache(samples: Sequence[Sample], specs: Sequence[MetricSpec]) -> float | None:
+    """Mean over engines of the first alternative with a usable sample; values outside 0..1 are unusable."""
+    for spec in specs:
+        values = [s.value for s in samples if spec.matches(s) and 0 <= s.value <= 1]
+        if values:
+            return math.fsum(values) / len(values)
+    return None
+
+
+def _lora(samples: Sequence[Sample], spec: MetricSpec | None) -> LoraState | None:
+    """The newest series (its value is a timestamp), as the EPP reads ``vllm:lora_requests_info``."""
+    if spec is None:
+        return None
+    series = [s for s in samples if spec.matches(s) and not math.isnan(s.value)]
+    if not series:
+        return None
+    newest = max(series, key=lambda s: s.value)  # first of equals: page order breaks ties
+    labels = newest.labels
+    return LoraState(
+        running=_adapters(labels.get("running_lora_adapters", "")),
+        waiting=_adapters(labels.get("waiting_lora_adapters", "")),
+        max_lora=_int_or_none(labels.get("max_lora")),
+    )
+
+
+def _adapters(value: str) -> tuple[str, ...]:
+    return tuple(name for name in (part.strip() for part in value.split(",")) if name)
+
+
+def _int_or_none(value: str | None) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def with_overrides(
+    protocol: Protocol,
+    *,
+    waiting: str | None = None,
+    running: str | None = None,
+    kv_cache: str | None = None,
+    lora: str | None = None,
+) -> Protocol:
+    """``protocol`` with the given signals read from user-given ``name{label=value}`` specs instead.
+
+    ``None`` keeps the built-in source. An overridden KV-cache spec replaces every built-in
+    alternative: a user naming a series means that series, not "that one or the defaults".
+    Raises ``ValueError`` on a malformed spec.
+    """
+    return replace(
+        protocol,
+        waiting=protocol.waiting if waiting is None else MetricSpec.parse(waiting),
+        running=protocol.running if running is None else MetricSpec.parse(running),
+        kv_cache=protocol.kv_cache if kv_cache is None else (MetricSpec.parse(kv_cache),),
+        lora=protocol.lora if lora is None else MetricSpec.parse(lora),
+    )
+
+
+_p = MetricSpec.parse
+
+VLLM = Protocol(
+    name="vllm",
+    waiting=_p("vllm:num_requests_waiting"),
+    running=_p("vllm:num_requests_running"),
+    kv_cache=(_p("vllm:kv_cache_usage_perc"), _p("vllm:gpu_cache_usage_perc")),
+    lora=_p("vllm:lora_requests_info"),
+)
+SGLANG = Protocol(
+    name="sglang",
+    waiting=_p("sglang:num_queue_reqs"),
+    running=_p("sglang:num_running_reqs"),
+    kv_cache=(_p("sglang:token_usage"),),
+)
+TRITON_TRTLLM = Protocol(
+    name="triton-trtllm",
+    waiting=_p("nv_trt_llm_request_metrics{request_type=waiting}"),
+    running=_p("nv_trt_llm_request_metrics{request_type=scheduled}"),
+    kv_cache=(_p("nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type=fraction}"),),
+)
+TRTLLM_SERVE = Protocol(
+    name="trtllm-serve",
+    waiting=_p("trtllm_num_requests_waiting"),
+    running=_p("trtllm_num_requests_running"),
+    kv_cache=(_p("trtllm_kv_cache_utilization"),),
+    metrics_path="/prometheus/metrics",
+)
+TGI = Protocol(  # TGI publishes no KV-cache utilization
+    name="tgi",
+    waiting=_p("tgi_queue_size"),
+    running=_p("tgi_batch_current_size"),
+)
+
+BUILTIN: Mapping[str, Protocol] = MappingProxyType(
+    {p.name: p for p in (VLLM, SGLANG, TRITON_TRTLLM, TRTLLM_SERVE, TGI)}
+)
+"""The built-in protocols by name, as a pool's configuration names them."""

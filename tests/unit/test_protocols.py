@@ -1,0 +1,372 @@
+"""Model-server protocol mappings: exact pod states from the real vLLM page and from hand-written pages.
+
+The hand-written pages follow what each server emits (HELP and TYPE lines, label sets, neighbouring
+series whose names start like a wanted one), and go through the real exposition parser, so a test
+fails if a protocol names a series the parser would not hand over.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sloscope.receivers.exposition import ExpositionParser
+from sloscope.receivers.protocols import (
+    BUILTIN,
+    SGLANG,
+    TGI,
+    TRITON_TRTLLM,
+    TRTLLM_SERVE,
+    VLLM,
+    LoraState,
+    MetricSpec,
+    PodState,
+    Protocol,
+    with_overrides,
+)
+
+LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
+EMPTY = PodState(None, None, None, None, frozenset())
+
+
+def state(protocol: Protocol, page: str, model: str | None = None) -> PodState:
+    return protocol.pod_state(ExpositionParser(protocol.families).parse(page), model)
+
+
+# --- the real vLLM 0.33 page ----------------------------------------------------------------------
+
+
+def test_vllm_fixture_page(shared: Path) -> None:
+    # Read off the file: vllm:num_requests_waiting 3.0, vllm:num_requests_running 27.0,
+    # vllm:kv_cache_usage_perc 0.5873, all engine="0"; no LoRA series (the run had LoRA off), and the
+    # num_requests_waiting_by_reason neighbours (2.0 + 1.0) must not be added in.
+    page = (shared / "fixtures/vllm/metrics-vllm-0.33.0.txt").read_text()
+    assert state(VLLM, page) == PodState(
+        waiting=3.0, running=27.0, kv_cache_utilization=0.5873, lora=None, models=frozenset({LLAMA})
+    )
+    assert state(VLLM, page, model=LLAMA) == state(VLLM, page)
+    assert state(VLLM, page, model="other") == PodState(None, None, None, None, frozenset({LLAMA}))
+
+
+# --- hand-written pages ----------------------------------------------------------------------------
+
+VLLM_OLD_KV = f"""\
+# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{{engine="0",model_name="{LLAMA}"}} 8.0
+# HELP vllm:num_requests_waiting Number of requests waiting to be processed.
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{{engine="0",model_name="{LLAMA}"}} 0.0
+# HELP vllm:gpu_cache_usage_perc GPU KV-cache usage. 1 means 100 percent usage.
+# TYPE vllm:gpu_cache_usage_perc gauge
+vllm:gpu_cache_usage_perc{{engine="0",model_name="{LLAMA}"}} 0.125
+"""
+
+
+def test_vllm_old_kv_cache_name() -> None:
+    assert state(VLLM, VLLM_OLD_KV) == PodState(0.0, 8.0, 0.125, None, frozenset({LLAMA}))
+
+
+def test_vllm_prefers_the_current_kv_cache_name_when_both_are_present() -> None:
+    page = VLLM_OLD_KV + f'vllm:kv_cache_usage_perc{{engine="0",model_name="{LLAMA}"}} 0.5\n'
+    assert state(VLLM, page).kv_cache_utilization == 0.5
+
+
+SGLANG_PAGE = f"""\
+# HELP sglang:num_running_reqs The number of running requests.
+# TYPE sglang:num_running_reqs gauge
+sglang:num_running_reqs{{model_name="{LLAMA}"}} 12.0
+# HELP sglang:num_running_reqs_offline_batch The number of running low-priority offline batch requests.
+# TYPE sglang:num_running_reqs_offline_batch gauge
+sglang:num_running_reqs_offline_batch{{model_name="{LLAMA}"}} 5.0
+# HELP sglang:num_used_tokens The number of used tokens.
+# TYPE sglang:num_used_tokens gauge
+sglang:num_used_tokens{{model_name="{LLAMA}"}} 53000.0
+# HELP sglang:token_usage The token usage.
+# TYPE sglang:token_usage gauge
+sglang:token_usage{{model_name="{LLAMA}"}} 0.375
+# HELP sglang:num_queue_reqs The number of requests in the waiting queue.
+# TYPE sglang:num_queue_reqs gauge
+sglang:num_queue_reqs{{model_name="{LLAMA}"}} 4.0
+"""
+
+
+def test_sglang_page() -> None:
+    assert state(SGLANG, SGLANG_PAGE) == PodState(4.0, 12.0, 0.375, None, frozenset({LLAMA}))
+
+
+TRITON_PAGE = """\
+# HELP nv_trt_llm_request_metrics TRT LLM request metrics
+# TYPE nv_trt_llm_request_metrics gauge
+nv_trt_llm_request_metrics{model="tensorrt_llm",request_type="context",version="1"} 1
+nv_trt_llm_request_metrics{model="tensorrt_llm",request_type="scheduled",version="1"} 5
+nv_trt_llm_request_metrics{model="tensorrt_llm",request_type="max",version="1"} 512
+nv_trt_llm_request_metrics{model="tensorrt_llm",request_type="active",version="1"} 6
+nv_trt_llm_request_metrics{model="tensorrt_llm",request_type="waiting",version="1"} 2
+# HELP nv_trt_llm_kv_cache_block_metrics TRT LLM KV cache block metrics
+# TYPE nv_trt_llm_kv_cache_block_metrics gauge
+nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type="tokens_per",model="tensorrt_llm",version="1"} 64
+nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type="used",model="tensorrt_llm",version="1"} 300
+nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type="free",model="tensorrt_llm",version="1"} 700
+nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type="max",model="tensorrt_llm",version="1"} 1000
+nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type="fraction",model="tensorrt_llm",version="1"} 0.3
+"""
+
+
+def test_triton_page_selects_by_label() -> None:
+    # Triton names the model in "model", not "model_name": no models seen.
+    assert state(TRITON_TRTLLM, TRITON_PAGE) == PodState(2.0, 5.0, 0.3, None, frozenset())
+
+
+TRTLLM_SERVE_PAGE = f"""\
+# HELP trtllm_num_requests_waiting Number of requests waiting to be processed.
+# TYPE trtllm_num_requests_waiting gauge
+trtllm_num_requests_waiting{{model_name="{LLAMA}"}} 7.0
+# HELP trtllm_num_requests_running Number of requests currently running.
+# TYPE trtllm_num_requests_running gauge
+trtllm_num_requests_running{{model_name="{LLAMA}"}} 64.0
+# HELP trtllm_kv_cache_utilization KV cache utilization.
+# TYPE trtllm_kv_cache_utilization gauge
+trtllm_kv_cache_utilization{{model_name="{LLAMA}"}} 0.9375
+"""
+
+
+def test_trtllm_serve_page_and_path() -> None:
+    assert state(TRTLLM_SERVE, TRTLLM_SERVE_PAGE) == PodState(7.0, 64.0, 0.9375, None, frozenset({LLAMA}))
+    assert TRTLLM_SERVE.metrics_path == "/prometheus/metrics"
+    assert {p.metrics_path for p in (VLLM, SGLANG, TRITON_TRTLLM, TGI)} == {"/metrics"}
+
+
+TGI_PAGE = """\
+# TYPE tgi_queue_size gauge
+tgi_queue_size 3
+# TYPE tgi_batch_current_size gauge
+tgi_batch_current_size 8
+# TYPE tgi_batch_current_max_tokens gauge
+tgi_batch_current_max_tokens 4096
+"""
+
+
+def test_tgi_page_has_no_kv_signal() -> None:
+    assert TGI.kv_cache == ()
+    assert state(TGI, TGI_PAGE) == PodState(3.0, 8.0, None, None, frozenset())
+
+
+TWO_ENGINES = f"""\
+# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{{engine="0",model_name="{LLAMA}"}} 10.0
+vllm:num_requests_running{{engine="1",model_name="{LLAMA}"}} 20.0
+# HELP vllm:num_requests_waiting Number of requests waiting to be processed.
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{{engine="0",model_name="{LLAMA}"}} 3.0
+vllm:num_requests_waiting{{engine="1",model_name="{LLAMA}"}} 4.0
+# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{{engine="0",model_name="{LLAMA}"}} 0.25
+vllm:kv_cache_usage_perc{{engine="1",model_name="{LLAMA}"}} 0.75
+# HELP vllm:lora_requests_info Running stats on lora requests.
+# TYPE vllm:lora_requests_info gauge
+vllm:lora_requests_info{{engine="0",max_lora="2",running_lora_adapters="a",waiting_lora_adapters=""}} 1.7e+09
+vllm:lora_requests_info{{engine="1",max_lora="2",running_lora_adapters="b",waiting_lora_adapters="c"}} 1.8e+09
+"""
+
+
+def test_data_parallel_engines_sum_counts_and_average_kv_cache() -> None:
+    assert state(VLLM, TWO_ENGINES) == PodState(
+        waiting=7.0,
+        running=30.0,
+        kv_cache_utilization=0.5,
+        lora=LoraState(running=("b",), waiting=("c",), max_lora=2),
+        models=frozenset({LLAMA}),
+    )
+
+
+TWO_MODELS = """\
+# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="llama"} 10.0
+vllm:num_requests_running{engine="0",model_name="qwen"} 1.0
+# HELP vllm:num_requests_waiting Number of requests waiting to be processed.
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{engine="0",model_name="llama"} 5.0
+vllm:num_requests_waiting{engine="0",model_name="qwen"} 2.0
+# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{engine="0",model_name="llama"} 0.5
+vllm:kv_cache_usage_perc{engine="0",model_name="qwen"} 0.125
+"""
+
+
+@pytest.mark.parametrize(
+    ("model", "expected"),
+    [
+        pytest.param("llama", PodState(5.0, 10.0, 0.5, None, frozenset({"llama", "qwen"})), id="llama only"),
+        pytest.param("qwen", PodState(2.0, 1.0, 0.125, None, frozenset({"llama", "qwen"})), id="qwen only"),
+        pytest.param(None, PodState(7.0, 11.0, 0.3125, None, frozenset({"llama", "qwen"})), id="no model: all"),
+    ],
+)
+def test_two_models_on_one_pod(model: str | None, expected: PodState) -> None:
+    assert state(VLLM, TWO_MODELS, model) == expected
+
+
+LORA = """\
+# HELP vllm:lora_requests_info Running stats on lora requests.
+# TYPE vllm:lora_requests_info gauge
+vllm:lora_requests_info{max_lora="4",running_lora_adapters="",waiting_lora_adapters=""} 1.732e+09
+vllm:lora_requests_info{max_lora="4",running_lora_adapters="sql-lora, chat-lora",waiting_lora_adapters="x"} 1.734e+09
+vllm:lora_requests_info{max_lora="4",running_lora_adapters="sql-lora",waiting_lora_adapters=""} 1.733e+09
+"""
+
+
+def test_lora_newest_series_by_value_wins() -> None:
+    assert state(VLLM, LORA).lora == LoraState(running=("sql-lora", "chat-lora"), waiting=("x",), max_lora=4)
+
+
+def test_lora_with_empty_lists_and_unreadable_max_lora() -> None:
+    page = 'vllm:lora_requests_info{max_lora="",running_lora_adapters="",waiting_lora_adapters=""} 1.0\n'
+    assert state(VLLM, page).lora == LoraState(running=(), waiting=(), max_lora=None)
+
+
+NOTHING = """\
+# HELP vllm:iteration_tokens_total Histogram of number of tokens per engine_step.
+# TYPE vllm:iteration_tokens_total histogram
+vllm:iteration_tokens_total_sum{engine="0",model_name="m"} 10.0
+# HELP vllm:num_requests_waiting_by_reason Number of waiting requests by reason.
+# TYPE vllm:num_requests_waiting_by_reason gauge
+vllm:num_requests_waiting_by_reason{engine="0",model_name="m",reason="capacity"} 2.0
+"""
+
+
+@pytest.mark.parametrize("protocol", [pytest.param(p, id=name) for name, p in BUILTIN.items()])
+@pytest.mark.parametrize("page", [pytest.param(NOTHING, id="other families"), pytest.param("", id="empty page")])
+def test_a_page_missing_every_signal(protocol: Protocol, page: str) -> None:
+    assert state(protocol, page) == EMPTY
+
+
+BROKEN = """\
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="m"} -1.0
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{engine="0",model_name="m"} NaN
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{engine="0",model_name="m"} NaN
+# TYPE vllm:gpu_cache_usage_perc gauge
+vllm:gpu_cache_usage_perc{engine="0",model_name="m"} 1.5
+# TYPE vllm:lora_requests_info gauge
+vllm:lora_requests_info{max_lora="1",running_lora_adapters="a",waiting_lora_adapters=""} NaN
+"""
+
+
+def test_nan_and_negative_values_are_missing() -> None:
+    assert state(VLLM, BROKEN) == PodState(None, None, None, None, frozenset({"m"}))
+
+
+def test_a_broken_engine_leaves_the_others_counted() -> None:
+    page = """\
+vllm:num_requests_waiting{engine="0",model_name="m"} NaN
+vllm:num_requests_waiting{engine="1",model_name="m"} 2.0
+vllm:kv_cache_usage_perc{engine="0",model_name="m"} -0.5
+vllm:kv_cache_usage_perc{engine="1",model_name="m"} 0.25
+"""
+    result = state(VLLM, page)
+    assert (result.waiting, result.kv_cache_utilization) == (2.0, 0.25)
+
+
+def test_families_cover_every_spec() -> None:
+    assert VLLM.families == {
+        "vllm:num_requests_waiting",
+        "vllm:num_requests_running",
+        "vllm:kv_cache_usage_perc",
+        "vllm:gpu_cache_usage_perc",
+        "vllm:lora_requests_info",
+    }
+    assert TRITON_TRTLLM.families == {"nv_trt_llm_request_metrics", "nv_trt_llm_kv_cache_block_metrics"}
+    assert TGI.families == {"tgi_queue_size", "tgi_batch_current_size"}
+
+
+# --- the name{label=value} syntax and per-pool overrides -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param("vllm:num_requests_waiting", MetricSpec("vllm:num_requests_waiting"), id="bare name"),
+        pytest.param(
+            "nv_trt_llm_request_metrics{request_type=waiting}",
+            MetricSpec("nv_trt_llm_request_metrics", (("request_type", "waiting"),)),
+            id="one label",
+        ),
+        pytest.param("m{c=d,a=b}", MetricSpec("m", (("a", "b"), ("c", "d"))), id="two labels, sorted"),
+        pytest.param("  m { a = b , c = d }  ", MetricSpec("m", (("a", "b"), ("c", "d"))), id="blanks ignored"),
+        pytest.param('m{request_type="waiting"}', MetricSpec("m", (("request_type", "waiting"),)), id="quoted value"),
+        pytest.param("m{a=0.5}", MetricSpec("m", (("a", "0.5"),)), id="value with a dot"),
+    ],
+)
+def test_metric_spec_parse(text: str, expected: MetricSpec) -> None:
+    assert MetricSpec.parse(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param("", "empty metric spec", id="empty"),
+        pytest.param("   ", "empty metric spec", id="blanks only"),
+        pytest.param("m{}", "empty label block", id="empty braces"),
+        pytest.param("m{a=b", "unmatched braces", id="no closing brace"),
+        pytest.param("ma=b}", "unmatched braces", id="no opening brace"),
+        pytest.param("m}a=b{", "unmatched braces", id="braces reversed"),
+        pytest.param("m{a=b} x", "after the closing brace", id="text after the labels"),
+        pytest.param("m{a=b}{c=d}", "after the closing brace", id="two label blocks"),
+        pytest.param("{a=b}", "is not a metric name", id="no name"),
+        pytest.param("9m", "is not a metric name", id="name starts with a digit"),
+        pytest.param("my metric", "is not a metric name", id="blank inside the name"),
+        pytest.param("m{a}", "is not name=value", id="pair without ="),
+        pytest.param("m{a=b=c}", "is not name=value", id="pair with two ="),
+        pytest.param("m{a=b,}", "is not name=value", id="trailing comma"),
+        pytest.param("m{=b}", "is not a label name", id="empty label name"),
+        pytest.param("m{a:x=b}", "is not a label name", id="colon in a label name"),
+        pytest.param("m{a=}", "empty or badly quoted value", id="empty value"),
+        pytest.param('m{a=""}', "empty or badly quoted value", id="empty quoted value"),
+        pytest.param('m{a="b}', "empty or badly quoted value", id="unbalanced quote"),
+        pytest.param("m{a=b,a=c}", "appears twice", id="duplicate label"),
+    ],
+)
+def test_metric_spec_parse_refuses(text: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        MetricSpec.parse(text)
+
+
+@pytest.mark.parametrize(
+    "text", ["vllm:num_requests_waiting", "nv_trt_llm_request_metrics{request_type=waiting}", "m{a=b,c=d}"]
+)
+def test_metric_spec_round_trips_through_str(text: str) -> None:
+    assert str(MetricSpec.parse(text)) == text
+
+
+def test_override_replaces_one_signal() -> None:
+    custom = with_overrides(VLLM, waiting="vllm:num_requests_waiting_by_reason{reason=capacity}")
+    assert custom.waiting == MetricSpec("vllm:num_requests_waiting_by_reason", (("reason", "capacity"),))
+    assert (custom.running, custom.kv_cache, custom.lora, custom.metrics_path) == (
+        VLLM.running,
+        VLLM.kv_cache,
+        VLLM.lora,
+        VLLM.metrics_path,
+    )
+    assert "vllm:num_requests_waiting_by_reason" in custom.families
+    page = NOTHING + 'vllm:num_requests_waiting_by_reason{engine="0",model_name="m",reason="deferred"} 1.0\n'
+    assert state(custom, page).waiting == 2.0
+    assert VLLM.waiting == MetricSpec("vllm:num_requests_waiting")  # the built-in is untouched
+
+
+def test_override_of_kv_cache_replaces_every_alternative() -> None:
+    custom = with_overrides(TGI, kv_cache="tgi_kv{kind=fraction}")
+    assert custom.kv_cache == (MetricSpec("tgi_kv", (("kind", "fraction"),)),)
+    page = TGI_PAGE + 'tgi_kv{kind="used"} 900\ntgi_kv{kind="fraction"} 0.5\n'
+    assert state(custom, page).kv_cache_utilization == 0.5
+
+
+def test_override_refuses_a_bad_spec() -> None:
+    with pytest.raises(ValueError, match="unmatched braces"):
+        with_overrides(VLLM, running="vllm:num_requests_running{engine=0")

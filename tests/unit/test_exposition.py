@@ -515,8 +515,12 @@ def families(draw: st.DrawFn) -> list[Metric]:
 def add_samples(draw: st.DrawFn, metric: Metric, labels: dict[str, str], timestamp: float | None) -> None:
     name, kind = metric.name, metric.type
     created = draw(st.booleans())
+    # prometheus_client's OpenMetrics parser (the reference) refuses exemplar label values holding a quote or
+    # a backslash ('# {A="\\""} 0.0' is an "Invalid line" to it), so exemplars draw from values it can read;
+    # escapes in ordinary label values are still generated, and escapes in exemplars are covered by hand.
+    exemplar_values = label_values.filter(lambda v: '"' not in v and "\\" not in v)
     exemplar = draw(
-        st.none() | st.builds(Exemplar, st.dictionaries(label_names, label_values, max_size=2), any_float, st.none())
+        st.none() | st.builds(Exemplar, st.dictionaries(label_names, exemplar_values, max_size=2), any_float, st.none())
     )
     if kind in {"gauge", "unknown"}:
         metric.add_sample(name, labels, draw(any_float), timestamp)
@@ -620,3 +624,11 @@ def test_damaged_pages_give_samples_or_an_exposition_error_and_nothing_else(
         assert 1 <= error.line <= text.count("\n") + 1
     else:
         assert all(isinstance(s.value, float) for s in samples)
+
+
+def test_an_exemplar_with_escaped_quotes_is_skipped_cleanly() -> None:
+    # The reference parser refuses this line (see the exemplar note in add_samples), so the expected
+    # sample is written out here.
+    page = '# TYPE foo counter\nfoo_total{a="b"} 1 # {q="say \\"hi\\" \\\\ # }"} 0.5 12.5\nfoo_created 3\n# EOF\n'
+    samples = ExpositionParser(frozenset({"foo"})).parse(page, openmetrics=True)
+    assert [(s.name, s.labels, s.value) for s in samples] == [("foo_total", {"a": "b"}, 1.0), ("foo_created", {}, 3.0)]

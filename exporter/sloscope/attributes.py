@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from sloscope.config import Attributes
 from sloscope.records import AttributeValue, Span
@@ -39,20 +38,13 @@ STRING_FIELDS = ("request_id", "requested_model", "target_model", "pool", "pod",
 HEADER_FIELDS = ("slo_ttft_ms", "slo_tpot_ms", "prediction_based_scheduling", "prediction_based_scheduling_off")
 
 
-@dataclass(frozen=True)
-class _Keys:
-    span: tuple[str, ...]
-    resource: tuple[str, ...]
-    order: tuple[tuple[bool, str], ...]  # (is_resource, key) in configured order
+def _compile(keys: Sequence[str]) -> tuple[tuple[bool, str], ...]:
+    """(is_resource, key) pairs in configured order; ``resource.`` names a resource attribute."""
+    return tuple((k.startswith(_RESOURCE), k.removeprefix(_RESOURCE)) for k in keys)
 
 
-def _compile(keys: Sequence[str]) -> _Keys:
-    order = tuple((k.startswith(_RESOURCE), k.removeprefix(_RESOURCE)) for k in keys)
-    return _Keys(
-        span=tuple(k for is_res, k in order if not is_res),
-        resource=tuple(k for is_res, k in order if is_res),
-        order=order,
-    )
+def _span_keys(order: tuple[tuple[bool, str], ...]) -> list[str]:
+    return [key for is_resource, key in order if not is_resource]
 
 
 class Mapping:
@@ -60,22 +52,21 @@ class Mapping:
 
     def __init__(self, config: Attributes) -> None:
         self.default_pool = config.default_pool
-        self._keys = {
+        self._order = {
             name: _compile(getattr(config, name)) for name in (*NUMBER_FIELDS, *STRING_FIELDS, *HEADER_FIELDS)
         }
-        self._order = {name: keys.order for name, keys in self._keys.items()}  # the read path needs only this
         # span attribute key -> (field, expected type), for the per-span check at intake
         self._typed: dict[str, tuple[str, str]] = {}
         for kind, names in (("a string", STRING_FIELDS), ("a number", NUMBER_FIELDS)):
             for name in names:
-                for key in self._keys[name].span:
+                for key in _span_keys(self._order[name]):
                     self._typed.setdefault(key, (name, kind))
         self._number_keys = frozenset(k for k, (_, kind) in self._typed.items() if kind == "a number")
         self._string_keys = frozenset(k for k, (_, kind) in self._typed.items() if kind == "a string")
 
     def span_keys(self, *extra: str) -> frozenset[str]:
         """Every span attribute some field reads (plus ``extra``): what the decoder needs to convert."""
-        keys = {key for keys in self._keys.values() for key in keys.span}
+        keys = {key for order in self._order.values() for key in _span_keys(order)}
         return frozenset(keys.union(extra))
 
     # ---- validation (receivers) -------------------------------------------------------------

@@ -67,8 +67,7 @@ class Service:
         self._tracer = tracer_provider(settings.self_tracing)
         self._http_metrics = HttpMetrics(self.registry)
         self._grpc: grpc.aio.Server | None = None
-        self._servers: dict[str, _Server] = {}
-        self._tasks: list[asyncio.Task[None]] = []
+        self._servers: dict[str, tuple[_Server, asyncio.Task[None]]] = {}
         self._ready = False
         self._drained = False
         self._skip_final_scrape = False
@@ -114,14 +113,13 @@ class Service:
         sock = _bind(host, port)
         config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="off", timeout_graceful_shutdown=2)
         server = _Server(config)
-        self._servers[name] = server
         task = asyncio.create_task(server.serve(sockets=[sock]), name=f"sloscope-{name}")
-        self._tasks.append(task)
         while not server.started:
             if task.done():
                 task.result()  # re-raise why it could not start
                 raise RuntimeError(f"{name} server stopped during start")
             await asyncio.sleep(0.01)
+        self._servers[name] = (server, task)  # only a started server is stopped by stop()
         bound: int = sock.getsockname()[1]
         return bound
 
@@ -143,10 +141,6 @@ class Service:
             log.error("shutdown: the pipeline did not drain within shutdown_grace_seconds")
         await self._await_final_scrape()
         await self._stop_http("metrics")
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        self._tasks.clear()
         if self._tracer is not None:
             self._tracer.shutdown()
             self._tracer = None
@@ -163,11 +157,12 @@ class Service:
             await asyncio.wait_for(self._final_scrape.wait(), wait)
 
     async def _stop_http(self, name: str) -> None:
-        server = self._servers.pop(name, None)
-        if server is not None:
+        entry = self._servers.pop(name, None)
+        if entry is not None:
+            server, task = entry
             server.should_exit = True
-            while server.started and not _finished(self._tasks, name):
-                await asyncio.sleep(0.01)
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     async def run_until_signal(self) -> bool:
         """Serve until SIGTERM or SIGINT, then stop; True when everything accepted was flushed."""
@@ -189,10 +184,6 @@ class Service:
         drained = await self.stop()
         log.info("sloscope stopped")
         return drained
-
-
-def _finished(tasks: list[asyncio.Task[None]], name: str) -> bool:
-    return all(t.done() for t in tasks if t.get_name() == f"sloscope-{name}")
 
 
 def _grpc_host(host: str) -> str:

@@ -11,10 +11,12 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from sloscope.receivers.protocols import MetricSpec
 
 _CAPPED_LABELS = {"model": 50, "pool": 50, "slo_class": 20, "pod": 2000}
 
@@ -197,6 +199,176 @@ class SelfTracing(_Section):
     )
 
 
+class StaticTarget(_Section):
+    """One model-server pod given by hand."""
+
+    address: str = Field(pattern=r"^[^\s/]+:\d+$", description="host:port of the pod's metrics listener.")
+    pod: str | None = Field(
+        default=None, description="The pod's name, as its spans name it (k8s.pod.name); the address if unset."
+    )
+
+
+class FileSD(_Section):
+    """Prometheus ``file_sd_configs`` files: JSON or YAML lists of ``{targets: [...], labels: {...}}``."""
+
+    files: list[str] = Field(description="Paths; the last path component may be a glob, as in Prometheus.")
+    refresh_seconds: float = Field(
+        default=5.0, gt=0, description="How often the files are re-read when they changed (by mtime and size)."
+    )
+
+
+class KubernetesSD(_Section):
+    """Pods found through the Kubernetes API with the official client's list and watch."""
+
+    namespace: str = Field(description="Namespace of the pods (and of the InferencePool).")
+    inference_pool: str | None = Field(
+        default=None,
+        description="Name of an InferencePool; its selector picks the pods and its target port is scraped.",
+    )
+    label_selector: str | None = Field(
+        default=None, description="A label selector (app=vllm,tier in (a,b)) used when no InferencePool is named."
+    )
+    port: int | None = Field(
+        default=None, ge=1, le=65535, description="Metrics port; the InferencePool's target port if unset."
+    )
+    kubeconfig: str | None = Field(
+        default=None, description="Path of a kubeconfig; the in-cluster service account when unset."
+    )
+
+    @model_validator(mode="after")
+    def _one_selector(self) -> KubernetesSD:
+        if (self.inference_pool is None) == (self.label_selector is None):
+            raise ValueError("set exactly one of inference_pool and label_selector")
+        if self.inference_pool is None and self.port is None:
+            raise ValueError("port is required with label_selector")
+        return self
+
+
+class Targets(_Section):
+    """Where a pool's model-server pods are found; sources add up."""
+
+    static: list[StaticTarget] = Field(default_factory=list)
+    file_sd: FileSD | None = None
+    kubernetes: KubernetesSD | None = None
+
+
+class MetricOverrides(_Section):
+    """Series to read instead of the protocol's, in the EPP's flag syntax ``name{label=value}``."""
+
+    waiting: str | None = Field(default=None, description="Like the EPP's --total-queued-requests-metric.")
+    running: str | None = Field(default=None, description="Like the EPP's --total-running-requests-metric.")
+    kv_cache: str | None = Field(default=None, description="Like the EPP's --kv-cache-usage-percentage-metric.")
+    lora: str | None = Field(default=None, description="Like the EPP's --lora-info-metric.")
+
+    @model_validator(mode="after")
+    def _parse(self) -> MetricOverrides:
+        for name in ("waiting", "running", "kv_cache", "lora"):
+            value = getattr(self, name)
+            if value is not None:
+                MetricSpec.parse(value)  # raises ValueError with the reason
+        return self
+
+
+class PredictorServers(_Section):
+    """The latency predictor of a pool: one training server, one or more prediction servers."""
+
+    training_url: str | None = Field(default=None, description="Base URL of the training server (port 8000).")
+    prediction_urls: list[str] = Field(
+        default_factory=list, description="Base URLs of the prediction servers (ports 8001...), used in turn."
+    )
+
+
+class EPPMetrics(_Section):
+    """The EPP's own /metrics, re-published as sloscope_epp_* with their label defects put right."""
+
+    metrics_url: str = Field(description="Full URL, like http://epp:9090/metrics.")
+
+
+class Pool(_Section):
+    """One InferencePool: its model servers, their protocol, its latency predictor and its EPP."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="The pool label.")
+    protocol: Literal["vllm", "sglang", "triton-trtllm", "trtllm-serve", "tgi"] = "vllm"
+    metrics: MetricOverrides = Field(default_factory=MetricOverrides)
+    metrics_path: str | None = Field(default=None, description="Path of the pods' metrics page; the protocol's if unset.")
+    scheme: Literal["http", "https"] = "http"
+    model: str | None = Field(
+        default=None, description="Count only this model_name's series (pods serving several models)."
+    )
+    scrape_interval_seconds: float | None = Field(default=None, gt=0, description="Overrides scrape.interval_seconds.")
+    scrape_timeout_seconds: float | None = Field(default=None, gt=0, description="Overrides scrape.timeout_seconds.")
+    targets: Targets = Field(default_factory=Targets)
+    predictor: PredictorServers | None = None
+    epp: EPPMetrics | None = None
+
+
+class Scrape(_Section):
+    """How model servers, the EPP and the predictor servers are polled."""
+
+    interval_seconds: float = Field(default=5.0, gt=0, description="Time between two scrapes of a target.")
+    timeout_seconds: float = Field(default=3.0, gt=0, description="A scrape taking longer counts as a timeout.")
+    max_concurrency: int = Field(default=64, ge=1, description="Scrapes in flight at once.")
+    history_samples: int = Field(
+        default=256, ge=2, description="Samples kept per pod for as-of lookups (21 minutes at 5 s)."
+    )
+    stale_after_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="A pod sample older than this (at the time it is looked up for) is not used.",
+    )
+    vanished_grace_seconds: float = Field(
+        default=60.0,
+        ge=0,
+        description="How long the series and history of a pod that left discovery are kept before removal.",
+    )
+
+
+class Predictions(_Section):
+    """Predicted versus actual: spans' predictions when present, else shadow predictions."""
+
+    shadow: bool = Field(default=True, description="Ask the prediction server when a request carries none.")
+    share: float = Field(default=1.0, ge=0, le=1, description="Share of completed requests to shadow-predict.")
+    max_per_second: float = Field(default=200.0, gt=0, description="Shadow predictions asked per second at most.")
+    batch_size: int = Field(default=100, ge=1, le=100, description="Requests per /predict/bulk call (EPP: 100).")
+    batch_wait_seconds: float = Field(default=1.0, gt=0, description="Longest wait to fill a batch.")
+    timeout_seconds: float = Field(default=2.0, gt=0, description="Timeout of one prediction call.")
+    max_pending: int = Field(default=10_000, ge=1, description="Requests waiting for a shadow prediction.")
+    breaker_failures: int = Field(
+        default=5, ge=1, description="Consecutive failed calls that open a server's circuit breaker."
+    )
+    breaker_open_seconds: float = Field(
+        default=30.0, gt=0, description="How long an open breaker refuses calls before one trial call."
+    )
+    words_per_token: float = Field(
+        default=0.75,
+        gt=0,
+        description="Whitespace words per prompt token: the EPP sends a word count as input_token_length, "
+        "spans carry tokens.",
+    )
+    prefix_cache_score: float = Field(
+        default=0.0, ge=0, le=1, description="prefix_cache_score sent when the request's is unknown."
+    )
+    tokens_generated: int = Field(
+        default=1, ge=0, description="num_tokens_generated sent (the EPP's routing-time bulk call sends 1)."
+    )
+    health_interval_seconds: float = Field(
+        default=15.0, gt=0, description="How often predictor servers' health endpoints are polled."
+    )
+
+
+class Headroom(_Section):
+    """Live per-pod headroom for each SLO class's reference request."""
+
+    interval_seconds: float = Field(default=10.0, gt=0, description="How often headroom is predicted.")
+    slo_buffer_factor: float = Field(default=1.0, gt=0, description="The EPP's sloBufferFactor for TPOT headroom.")
+    running_slo_window_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="Requests that ended this recently count as running on their pod when finding the "
+        "tightest TPOT SLO there (spans arrive only when a request ends).",
+    )
+
+
 class Settings(BaseSettings):
     """Everything one sloscope deployment needs besides the SLO spec."""
 
@@ -221,11 +393,19 @@ class Settings(BaseSettings):
     join: Join = Field(default_factory=Join)
     attributes: Attributes = Field(default_factory=Attributes)
     self_tracing: SelfTracing = Field(default_factory=SelfTracing)
+    pools: list[Pool] = Field(default_factory=list, description="Pools whose pods and predictors are watched.")
+    scrape: Scrape = Field(default_factory=Scrape)
+    predictions: Predictions = Field(default_factory=Predictions)
+    headroom: Headroom = Field(default_factory=Headroom)
 
     @model_validator(mode="after")
     def _check_join(self) -> Settings:
         if self.join.window_seconds > self.join.trace_ttl_seconds:
             raise ValueError("join.window_seconds must not exceed join.trace_ttl_seconds")
+        names = [pool.name for pool in self.pools]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ValueError(f"pool names must be unique; repeated: {', '.join(repeated)}")
         return self
 
     @classmethod

@@ -26,6 +26,12 @@ TRANSPORT = "transport"
 FIELD = "field"
 LABEL = "label"
 RESULT = "result"
+KIND = "kind"
+SERVER = "server"
+ROLE = "role"
+PURPOSE = "purpose"
+TARGET_MODEL = "target_model"
+TYPE = "type"
 
 # Label values with a fixed meaning.
 OTHER = "__other__"  # label values beyond the per-label cap fold into this one
@@ -37,6 +43,14 @@ SLOS = (SLO_TTFT, SLO_TPOT, SLO_GOODPUT)
 ROUTING_PREDICTED = "predicted"
 ROUTING_DEFAULT = "default"
 ROUTING_UNKNOWN = "unknown"
+SIGNAL_TTFT = "ttft"
+SIGNAL_TPOT = "tpot"
+SIGNALS = (SIGNAL_TTFT, SIGNAL_TPOT)
+SOURCE_SPAN = "span"  # the prediction the EPP made, carried on a span
+SOURCE_SHADOW = "shadow"  # asked of the prediction server by sloscope afterwards
+SOURCES = (SOURCE_SPAN, SOURCE_SHADOW)
+ROLE_TRAINING = "training"
+ROLE_PREDICTION = "prediction"
 
 MetricType = Literal["counter", "gauge", "histogram", "info"]
 
@@ -103,6 +117,113 @@ SLO_COMPLIANCE_PERIOD_SECONDS = _m(
     "Compliance period over which an SLO class's budget is counted.",
 )
 
+# Scraped pod state (model servers).
+_POD = (POOL, POD)
+POD_KV_CACHE_UTILIZATION = _m(
+    "pod_kv_cache_utilization", "gauge", _POD, "KV-cache utilization of a pod, 0..1, as last scraped."
+)
+POD_REQUESTS_WAITING = _m("pod_requests_waiting", "gauge", _POD, "Requests queued on a pod, as last scraped.")
+POD_REQUESTS_RUNNING = _m("pod_requests_running", "gauge", _POD, "Requests running on a pod, as last scraped.")
+POD_UP = _m("pod_up", "gauge", _POD, "1 when the pod's last metrics scrape succeeded, else 0.")
+POD_SCRAPE_AGE_SECONDS = _m(
+    "pod_scrape_age_seconds", "gauge", _POD, "Seconds since the pod's state was last scraped successfully."
+)
+
+# Predicted versus actual.
+_PRED = (MODEL, POOL, SIGNAL, SOURCE)
+PREDICTION_RATIO = _m(
+    "prediction_ratio",
+    "histogram",
+    _PRED,
+    "Actual over predicted latency per request; the bucket le=1 counts the requests the prediction covered.",
+)
+PREDICTION_COVERED = _m(
+    "prediction_covered", "counter", _PRED, "Requests whose actual latency was at most the predicted one."
+)
+PREDICTIONS = _m("predictions", "counter", _PRED, "Requests whose actual latency was compared with a prediction.")
+PREDICTION_PINBALL_LOSS = _m(
+    "prediction_pinball_loss_seconds",
+    "counter",
+    _PRED,
+    "Sum of the pinball (quantile) loss of the predictions at the predictor's quantile; divide its rate by the "
+    "rate of sloscope_predictions_total for the mean loss over any window.",
+)
+HEADROOM_SECONDS = _m(
+    "headroom_seconds",
+    "histogram",
+    (MODEL, POOL, SIGNAL),
+    "SLO minus predicted latency of a request on the pod it was routed to (TPOT: against the buffered, "
+    "tightest TPOT SLO on the pod); negative means the prediction already missed.",
+)
+SHADOW_SKIPPED = _m(
+    "shadow_skipped",
+    "counter",
+    (POOL, REASON),
+    "Completed requests that got no shadow prediction, by reason.",
+)
+PREDICTOR_REQUESTS = _m(
+    "predictor_requests",
+    "counter",
+    (POOL, PURPOSE, RESULT),
+    "Calls sloscope made to a prediction server (purpose shadow or headroom), by result.",
+)
+
+# Live headroom and saturation.
+POD_HEADROOM_SECONDS = _m(
+    "pod_headroom_seconds",
+    "gauge",
+    (POOL, POD, SIGNAL, SLO_CLASS),
+    "SLO of the class's reference request minus its current predicted latency on the pod.",
+)
+POOL_PODS_WITH_HEADROOM = _m(
+    "pool_pods_with_headroom",
+    "gauge",
+    (POOL, SLO_CLASS),
+    "Pods whose TTFT and TPOT headroom for the class's reference request are both positive.",
+)
+POOL_PODS = _m("pool_pods", "gauge", (POOL,), "Pods of the pool whose state is known (scraped recently).")
+
+# Predictor health.
+PREDICTOR_UP = _m(
+    "predictor_up", "gauge", (POOL, SERVER, ROLE), "1 when a predictor server answers ready, else 0."
+)
+PREDICTOR_MODEL_AGE_SECONDS = _m(
+    "predictor_model_age_seconds",
+    "gauge",
+    (POOL, SIGNAL),
+    "Seconds since the training server last wrote the signal's model.",
+)
+PREDICTOR_COVERAGE_OFFLINE_RATIO = _m(
+    "predictor_coverage_offline_ratio",
+    "gauge",
+    (POOL, SIGNAL),
+    "Coverage the training server measured on its held-out test set (newest evaluation), 0..1.",
+)
+PREDICTOR_QUANTILE = _m("predictor_quantile", "gauge", (POOL,), "Quantile the latency predictor models (0.9: p90).")
+
+# The EPP's own SLO series, re-published with their label defects put right.
+_EPP = (POOL, MODEL, TARGET_MODEL)
+EPP_TTFT_SECONDS = _m("epp_ttft_seconds", "histogram", _EPP, "The EPP's actual TTFT histogram.")
+EPP_PREDICTED_TTFT_SECONDS = _m(
+    "epp_predicted_ttft_seconds",
+    "histogram",
+    _EPP,
+    "The EPP's predicted TTFT histogram (a re-prediction at response-header time, not the routing one).",
+)
+EPP_TPOT_SECONDS = _m("epp_tpot_seconds", "histogram", _EPP, "The EPP's actual (sampled average) TPOT histogram.")
+EPP_PREDICTED_TPOT_SECONDS = _m(
+    "epp_predicted_tpot_seconds", "histogram", _EPP, "The EPP's predicted TPOT histogram."
+)
+EPP_TTFT_PREDICTION_DURATION_SECONDS = _m(
+    "epp_ttft_prediction_duration_seconds", "histogram", _EPP, "Time the EPP spent on TTFT predictions."
+)
+EPP_TPOT_PREDICTION_DURATION_SECONDS = _m(
+    "epp_tpot_prediction_duration_seconds", "histogram", _EPP, "Time the EPP spent on TPOT predictions."
+)
+EPP_SLO_VIOLATIONS = _m(
+    "epp_slo_violations", "counter", (*_EPP, TYPE), "The EPP's SLO violation counter, by type (ttft, tpot)."
+)
+
 # Self-monitoring.
 SPANS_RECEIVED = _m("spans_received", "counter", (TRANSPORT,), "Spans accepted by a receiver.")
 SPANS_DROPPED = _m("spans_dropped", "counter", (REASON,), "Spans refused or discarded, by reason.")
@@ -115,6 +236,12 @@ TRACES_JOINED = _m(
 )
 LABEL_VALUES_FOLDED = _m(
     "label_values_folded", "counter", (LABEL,), "Observations whose label value was folded into __other__ by the cap."
+)
+SCRAPES = _m(
+    "scrapes",
+    "counter",
+    (KIND, RESULT),
+    "Scrapes of model servers, the EPP and predictor servers, by kind and result.",
 )
 BUILD_INFO = _m("build", "info", ("version", "python"), "sloscope build information.")
 
@@ -134,6 +261,50 @@ DROP_LATE = "late"  # arrived after its trace was emitted
 DROP_PENDING_CAP = "pending_cap"  # a trace without an anchor evicted by the pending-trace cap
 DROP_TRACE_TOO_LARGE = "trace_too_large"  # beyond the per-trace span cap
 DROP_SHUTDOWN = "shutdown"  # arrived while shutting down
+# Scrape kinds and results (labels of SCRAPES).
+KIND_MODEL_SERVER = "model_server"
+KIND_EPP = "epp"
+KIND_TRAINING_SERVER = "training_server"
+KIND_PREDICTION_SERVER = "prediction_server"
+SCRAPE_KINDS = (KIND_MODEL_SERVER, KIND_EPP, KIND_TRAINING_SERVER, KIND_PREDICTION_SERVER)
+RESULT_SUCCESS = "success"
+RESULT_TIMEOUT = "timeout"
+RESULT_CONNECTION_ERROR = "connection_error"
+RESULT_HTTP_ERROR = "http_error"
+RESULT_PARSE_ERROR = "parse_error"
+SCRAPE_RESULTS = (RESULT_SUCCESS, RESULT_TIMEOUT, RESULT_CONNECTION_ERROR, RESULT_HTTP_ERROR, RESULT_PARSE_ERROR)
+# Calls to a prediction server (labels of PREDICTOR_REQUESTS); 422 is "rejected", an open breaker "circuit_open".
+PURPOSE_SHADOW = "shadow"
+PURPOSE_HEADROOM = "headroom"
+RESULT_REJECTED = "rejected"
+RESULT_CIRCUIT_OPEN = "circuit_open"
+PREDICTOR_RESULTS = (
+    RESULT_SUCCESS,
+    RESULT_TIMEOUT,
+    RESULT_CONNECTION_ERROR,
+    RESULT_HTTP_ERROR,
+    RESULT_PARSE_ERROR,
+    RESULT_REJECTED,
+    RESULT_CIRCUIT_OPEN,
+)
+# Why a completed request got no shadow prediction (reason label of SHADOW_SKIPPED).
+SKIP_SAMPLED_OUT = "sampled_out"  # outside the configured share
+SKIP_RATE_LIMITED = "rate_limited"  # beyond predictions.max_per_second
+SKIP_NO_PREDICTOR = "no_predictor"  # its pool has no prediction server configured
+SKIP_NO_POD_STATE = "no_pod_state"  # no scraped sample of its pod at or before its arrival
+SKIP_NO_FEATURES = "no_features"  # the request lacks prompt tokens or a usable arrival time
+SKIP_QUEUE_FULL = "queue_full"  # the shadow queue was full
+SKIP_FAILED = "failed"  # the prediction call failed (see sloscope_predictor_requests_total)
+SKIP_REASONS = (
+    SKIP_SAMPLED_OUT,
+    SKIP_RATE_LIMITED,
+    SKIP_NO_PREDICTOR,
+    SKIP_NO_POD_STATE,
+    SKIP_NO_FEATURES,
+    SKIP_QUEUE_FULL,
+    SKIP_FAILED,
+)
+
 DROP_REASONS = (
     DROP_QUEUE_FULL,
     DROP_INVALID,
@@ -164,6 +335,32 @@ ALL_METRICS: tuple[MetricDef, ...] = (
     SLO_OBJECTIVE_RATIO,
     SLO_TARGET_SECONDS,
     SLO_COMPLIANCE_PERIOD_SECONDS,
+    POD_KV_CACHE_UTILIZATION,
+    POD_REQUESTS_WAITING,
+    POD_REQUESTS_RUNNING,
+    POD_UP,
+    POD_SCRAPE_AGE_SECONDS,
+    PREDICTION_RATIO,
+    PREDICTION_COVERED,
+    PREDICTIONS,
+    PREDICTION_PINBALL_LOSS,
+    HEADROOM_SECONDS,
+    SHADOW_SKIPPED,
+    PREDICTOR_REQUESTS,
+    POD_HEADROOM_SECONDS,
+    POOL_PODS_WITH_HEADROOM,
+    POOL_PODS,
+    PREDICTOR_UP,
+    PREDICTOR_MODEL_AGE_SECONDS,
+    PREDICTOR_COVERAGE_OFFLINE_RATIO,
+    PREDICTOR_QUANTILE,
+    EPP_TTFT_SECONDS,
+    EPP_PREDICTED_TTFT_SECONDS,
+    EPP_TPOT_SECONDS,
+    EPP_PREDICTED_TPOT_SECONDS,
+    EPP_TTFT_PREDICTION_DURATION_SECONDS,
+    EPP_TPOT_PREDICTION_DURATION_SECONDS,
+    EPP_SLO_VIOLATIONS,
     SPANS_RECEIVED,
     SPANS_DROPPED,
     OTLP_REQUESTS,
@@ -172,6 +369,7 @@ ALL_METRICS: tuple[MetricDef, ...] = (
     TRACES_PENDING,
     TRACES_JOINED,
     LABEL_VALUES_FOLDED,
+    SCRAPES,
     BUILD_INFO,
     HTTP_REQUESTS,
     HTTP_REQUEST_DURATION,

@@ -290,7 +290,9 @@ class Pool(_Section):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="The pool label.")
     protocol: Literal["vllm", "sglang", "triton-trtllm", "trtllm-serve", "tgi"] = "vllm"
     metrics: MetricOverrides = Field(default_factory=MetricOverrides)
-    metrics_path: str | None = Field(default=None, description="Path of the pods' metrics page; the protocol's if unset.")
+    metrics_path: str | None = Field(
+        default=None, description="Path of the pods' metrics page; the protocol's if unset."
+    )
     scheme: Literal["http", "https"] = "http"
     model: str | None = Field(
         default=None, description="Count only this model_name's series (pods serving several models)."

@@ -32,6 +32,7 @@ class Telemetry:
         self.label_values_folded = Counter(
             c.LABEL_VALUES_FOLDED.name, c.LABEL_VALUES_FOLDED.help, c.LABEL_VALUES_FOLDED.labels, registry=registry
         )
+        self.scrapes = Counter(c.SCRAPES.name, c.SCRAPES.help, c.SCRAPES.labels, registry=registry)
         self.queue_spans = Gauge(c.QUEUE_SPANS.name, c.QUEUE_SPANS.help, registry=registry)
         self.queue_capacity = Gauge(c.QUEUE_CAPACITY_SPANS.name, c.QUEUE_CAPACITY_SPANS.help, registry=registry)
         self.traces_pending = Gauge(c.TRACES_PENDING.name, c.TRACES_PENDING.help, registry=registry)
@@ -43,6 +44,9 @@ class Telemetry:
             self.spans_dropped.labels(reason)
         for outcome in c.OUTCOMES:
             self.traces_joined.labels(outcome)
+        for kind in c.SCRAPE_KINDS:
+            for result in c.SCRAPE_RESULTS:
+                self.scrapes.labels(kind, result)
         self._dropped = {reason: self.spans_dropped.labels(reason) for reason in c.DROP_REASONS}
         self._outcomes = {outcome: self.traces_joined.labels(outcome) for outcome in c.OUTCOMES}
 
@@ -52,6 +56,10 @@ class Telemetry:
 
     def outcome(self, outcome: str, count: int) -> None:
         self._outcomes[outcome].inc(count)
+
+    def scrape(self, kind: str, result: str) -> None:
+        """Counts one scrape of a model server, the EPP or a predictor server (kinds and results in conventions)."""
+        self.scrapes.labels(kind, result).inc()
 
     def watch(self, queue_len: Callable[[], int], capacity: int, pending: Callable[[], int]) -> None:
         """Gauges read at scrape time, so they are never stale."""

@@ -20,6 +20,7 @@ _RESOURCE = "resource."
 
 # Fields whose value must be an OTLP int or double when present.
 NUMBER_FIELDS = (
+    "prefix_cache_score",
     "predicted_ttft_ms",
     "predicted_tpot_ms",
     "gateway_ttft_seconds",

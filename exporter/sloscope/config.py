@@ -174,6 +174,11 @@ class Attributes(_Section):
         description="The same in milliseconds (llm-d's P/D sidecar measures the TTFT a client sees, including "
         "the KV-cache hand-over that neither vLLM instance reports).",
     )
+    prefix_cache_score: list[str] = Field(
+        default_factory=lambda: ["prefix_cache_score", "llm_d.prefix_cache_score"],
+        description="The routing-time prefix-cache score (0..1) of the chosen pod, used by shadow predictions; "
+        "predictions.prefix_cache_score when absent.",
+    )
     ttft_seconds: list[str] = Field(default_factory=lambda: ["gen_ai.latency.time_to_first_token"])
     e2e_seconds: list[str] = Field(default_factory=lambda: ["gen_ai.latency.e2e"])
     queue_seconds: list[str] = Field(default_factory=lambda: ["gen_ai.latency.time_in_queue"])

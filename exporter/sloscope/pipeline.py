@@ -43,7 +43,7 @@ class Pipeline:
         self.telemetry = Telemetry(registry)
         mapping = Mapping(settings.attributes)
         self.queue = SpanQueue(settings.limits.queue_spans)
-        publisher = PrometheusPublisher(registry, spec, settings.limits, self.telemetry, mapping.default_pool)
+        self.publisher = publisher = PrometheusPublisher(registry, spec, settings.limits, self.telemetry, mapping.default_pool)
         self.evaluator = SLOEvaluator(spec, (publisher, *extra_publishers))
         self.assembler = TraceAssembler(
             settings.join,

@@ -59,8 +59,10 @@ class JoinedRequest:
     decode_seconds: float | None = None
     prompt_tokens: float | None = None
     completion_tokens: float | None = None
-    start_ns: int = 0
+    prefix_cache_score: float | None = None  # 0..1, when the gateway put the routing-time score on a span
+    start_ns: int = 0  # the model-server span's start and end
     end_ns: int = 0
+    arrival_ns: int = 0  # when the request reached the gateway (earliest span start); the model server's start if alone
 
     @property
     def model(self) -> str | None:

@@ -351,8 +351,10 @@ def build_request(mapping: Mapping, anchor: Span, companions: list[Span], outcom
         decode_seconds=number("decode_seconds", own),
         prompt_tokens=number("prompt_tokens", own),
         completion_tokens=number("completion_tokens", own),
+        prefix_cache_score=number("prefix_cache_score", gateway),
         start_ns=anchor.start_ns,
         end_ns=anchor.end_ns,
+        arrival_ns=min((s.start_ns for s in (*companions, anchor) if s.start_ns > 0), default=anchor.start_ns),
     )
 
 

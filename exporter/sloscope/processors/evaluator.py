@@ -22,6 +22,10 @@ class SLOEvaluator:
         self._spec = spec
         self._publishers = tuple(publishers)
 
+    def add(self, publisher: RequestPublisher) -> None:
+        """One more publisher, after the others (before the pipeline starts)."""
+        self._publishers = (*self._publishers, publisher)
+
     def __call__(self, request: JoinedRequest) -> None:
         evaluation = evaluate(request, self._spec)
         for publisher in self._publishers:

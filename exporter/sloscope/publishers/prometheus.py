@@ -65,6 +65,11 @@ class PrometheusPublisher:
         registry.register(series)
         _publish_spec(registry, spec)
 
+    def model_and_pool(self, request: JoinedRequest) -> tuple[str, str]:
+        """The capped (model, pool) label values of a request, for other publishers on the same worker thread."""
+        admit = self._guard.admit
+        return admit(c.MODEL, request.model or c.UNKNOWN), admit(c.POOL, request.pool or self._default_pool)
+
     def publish(self, request: JoinedRequest, evaluation: Evaluation) -> None:
         admit = self._guard.admit
         model = admit(c.MODEL, request.model or c.UNKNOWN)

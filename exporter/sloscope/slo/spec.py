@@ -92,6 +92,19 @@ class DefaultTargets(_Strict):
     tpot_ms: float | None = Field(default=None, gt=0)
 
 
+class Reference(_Strict):
+    """The request each pod's live headroom is judged on, for this class.
+
+    Its targets default to the class's default targets, else to the loosest target the class's
+    match admits (``match.ttft_ms.max``): the request that just belongs to the class.
+    """
+
+    prompt_tokens: int = Field(default=512, ge=0, description="Prompt length in tokens.")
+    ttft_ms: float | None = Field(default=None, gt=0, description="TTFT target of the reference request.")
+    tpot_ms: float | None = Field(default=None, gt=0, description="TPOT target of the reference request.")
+    prefix_cache_score: float = Field(default=0.0, ge=0, le=1, description="Its prefix-cache hit ratio.")
+
+
 class SLOClass(_Strict):
     name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]*$", max_length=40)]
     description: str = ""
@@ -101,6 +114,14 @@ class SLOClass(_Strict):
     compliance_period: Seconds | None = Field(
         default=None, description="Overrides the spec's compliance period for this class."
     )
+    reference: Reference = Field(default_factory=Reference)
+
+    def reference_targets(self) -> tuple[float | None, float | None]:
+        """(TTFT, TPOT) targets of the reference request in milliseconds; None where the class has none."""
+        ref, defaults, match = self.reference, self.defaults, self.match
+        ttft = ref.ttft_ms or defaults.ttft_ms or (match.ttft_ms.max if match.ttft_ms else None)
+        tpot = ref.tpot_ms or defaults.tpot_ms or (match.tpot_ms.max if match.tpot_ms else None)
+        return ttft, tpot
 
 
 class SLOSpec(_Strict):

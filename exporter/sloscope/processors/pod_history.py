@@ -1,0 +1,165 @@
+"""Each pod's scraped state over time, for as-of lookups: what did the pod look like when a request arrived?
+
+A shadow prediction must use the state the endpoint picker could have seen when it routed the
+request, never a later one: a sample scraped after the arrival already contains the request's own
+effect on the queue. So :meth:`PodHistory.as_of` returns the newest sample taken **at or before**
+the given time, and none when that sample is older than ``stale_after`` (a pod that stopped
+answering must not lend an old state to a new request).
+
+A sample is stamped with the time its scrape completed: that is when its values became known to a
+scraper, as the EPP's own polled metrics do. Memory is bounded: ``max_samples`` per pod in a ring,
+and pods that left discovery are forgotten after ``vanished_grace``.
+
+Written by the scrape loop (event-loop thread), read by the pipeline worker and by /metrics
+renders: one lock guards it, held only for dict and list operations.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from sloscope.receivers.discovery import Target
+from sloscope.receivers.protocols import PodState
+
+__all__ = ["PodHistory", "PodRecord", "PodSample"]
+
+PodKey = tuple[str, str]  # (pool, pod)
+
+
+@dataclass(frozen=True, slots=True)
+class PodSample:
+    at: float  # unix seconds the scrape completed
+    state: PodState
+
+
+@dataclass(slots=True)
+class PodRecord:
+    """One pod: its ring of samples (oldest first), whether its last scrape worked, when it vanished."""
+
+    target: Target
+    times: list[float]
+    samples: list[PodSample]
+    up: bool = False
+    last_attempt: float | None = None
+    vanished_at: float | None = None
+
+    @property
+    def latest(self) -> PodSample | None:
+        return self.samples[-1] if self.samples else None
+
+
+class PodHistory:
+    def __init__(self, max_samples: int, stale_after: float, vanished_grace: float) -> None:
+        if max_samples < 1:
+            raise ValueError("max_samples must be at least 1")
+        self._max = max_samples
+        self._stale_after = stale_after
+        self._grace = vanished_grace
+        self._pods: dict[PodKey, PodRecord] = {}
+        self._by_address: dict[tuple[str, str], PodKey] = {}  # (pool, host:port) -> key
+        self._by_pod: dict[str, PodKey] = {}  # pod name alone, for requests whose pool is unknown
+        self._lock = threading.Lock()
+
+    def track(self, target: Target) -> None:
+        """A target discovery reports: known from now on (again, if it had vanished)."""
+        with self._lock:
+            record = self._pods.get(target.key)
+            if record is None:
+                record = self._pods[target.key] = PodRecord(target, [], [])
+            else:
+                record.target, record.vanished_at = target, None
+            self._by_address[(target.pool, target.address)] = target.key
+            self._by_pod[target.pod] = target.key
+
+    def vanish(self, key: PodKey, now: float) -> None:
+        """Discovery no longer reports the pod; it is removed ``vanished_grace`` later."""
+        with self._lock:
+            record = self._pods.get(key)
+            if record is not None and record.vanished_at is None:
+                record.vanished_at = now
+
+    def record(self, key: PodKey, at: float, state: PodState | None) -> None:
+        """A scrape's outcome: a state, or None for a failed scrape (the pod is down, its history kept)."""
+        with self._lock:
+            record = self._pods.get(key)
+            if record is None:
+                return  # vanished and forgotten while its scrape was in flight
+            record.last_attempt = at
+            record.up = state is not None
+            if state is None:
+                return
+            if record.times and at < record.times[-1]:
+                return  # out of order (a slow scrape finishing after a newer one): the ring stays sorted
+            record.times.append(at)
+            record.samples.append(PodSample(at, state))
+            if len(record.samples) > self._max:
+                del record.times[0], record.samples[0]
+
+    def resolve(self, pool: str | None, pod: str | None, address: str | None = None) -> PodKey | None:
+        """The key of a request's pod: by pod name in its pool, by name alone, or by the endpoint address."""
+        with self._lock:
+            if pod is not None:
+                if pool is not None and (pool, pod) in self._pods:
+                    return (pool, pod)
+                if pod in self._by_pod:
+                    return self._by_pod[pod]
+            if address is not None:
+                for (p, addr), key in self._by_address.items():
+                    if addr == address and (pool is None or p == pool):
+                        return key
+        return None
+
+    def as_of(self, key: PodKey, at: float) -> PodSample | None:
+        """The newest sample taken at or before ``at`` and no older than ``stale_after``."""
+        with self._lock:
+            record = self._pods.get(key)
+            if record is None:
+                return None
+            index = bisect.bisect_right(record.times, at) - 1
+            if index < 0:
+                return None
+            sample = record.samples[index]
+        return sample if at - sample.at <= self._stale_after else None
+
+    def expire(self, now: float) -> list[PodKey]:
+        """Forget pods that vanished more than the grace period ago; returns their keys."""
+        with self._lock:
+            gone = [
+                key
+                for key, record in self._pods.items()
+                if record.vanished_at is not None and now - record.vanished_at >= self._grace
+            ]
+            for key in gone:
+                target = self._pods.pop(key).target
+                if self._by_address.get((target.pool, target.address)) == key:
+                    del self._by_address[(target.pool, target.address)]
+                if self._by_pod.get(target.pod) == key:
+                    del self._by_pod[target.pod]
+        return gone
+
+    def snapshot(self) -> list[PodRecord]:
+        """Copies of every pod's record with only its latest sample, for rendering gauges."""
+        with self._lock:
+            return [
+                PodRecord(r.target, r.times[-1:], r.samples[-1:], r.up, r.last_attempt, r.vanished_at)
+                for r in self._pods.values()
+            ]
+
+    def fresh(self, pool: str, now: float) -> Iterator[tuple[PodKey, PodSample]]:
+        """The pool's pods that are present, up, and have a sample no older than ``stale_after``."""
+        for record in self.snapshot():
+            latest = record.latest
+            if (
+                record.target.pool == pool
+                and record.vanished_at is None
+                and record.up
+                and latest is not None
+                and now - latest.at <= self._stale_after
+            ):
+                yield record.target.key, latest
+
+    def __len__(self) -> int:
+        return len(self._pods)

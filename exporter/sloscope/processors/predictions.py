@@ -1,0 +1,235 @@
+"""Predicted versus actual, per request: the series, and the stage that feeds them.
+
+:class:`PredictionTracker` is a request publisher (it runs on the pipeline worker after the SLO
+evaluator). For each evaluated request it:
+
+1. notes the request's TPOT SLO on its pod, for the "tightest TPOT SLO running there" of headroom;
+2. compares the predictions carried on its spans, when there are any (``source="span"``);
+3. otherwise queues it for a shadow prediction (``source="shadow"``, see
+   :mod:`sloscope.processors.shadow`), subject to the configured share, or counts why not.
+
+Nothing here waits on the network: the worker only appends to a bounded deque, so a slow or dead
+predictor can never hold up the SLO series.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry
+
+from sloscope import conventions as c
+from sloscope.config import Headroom, Predictions
+from sloscope.processors.pod_history import PodHistory, PodKey
+from sloscope.processors.running_slos import RunningSLOs
+from sloscope.publishers.series import SeriesCollector
+from sloscope.records import Evaluation, JoinedRequest
+from sloscope.slo.accuracy import compare
+from sloscope.slo.headroom import tpot_headroom, ttft_headroom
+from sloscope.slo.spec import is_valid_target
+
+__all__ = ["HEADROOM_BUCKETS", "RATIO_BUCKETS", "Pending", "PredictionSeries", "PredictionTracker"]
+
+# actual / predicted: fine around 1, where a quantile model's calibration shows; le=1 is "covered".
+RATIO_BUCKETS = (0.25, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0, 1.05, 1.1, 1.25, 1.5, 2.0, 3.0, 5.0, 10.0)
+# seconds, symmetric around 0: le=0 counts the requests routed with no headroom left.
+# fmt: off
+HEADROOM_BUCKETS = (-10.0, -5.0, -2.5, -1.0, -0.5, -0.25, -0.1, -0.05, -0.025, -0.01, 0.0,
+                    0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+# fmt: on
+
+DEFAULT_QUANTILE = 0.9  # the predictor's default, used until a server has said otherwise
+
+
+class PredictionSeries:
+    """The families of this stage on one SeriesCollector; every method takes the lock itself."""
+
+    def __init__(self, registry: CollectorRegistry, pools: Iterable[str]) -> None:
+        series = self._series = SeriesCollector()
+        self._ratio = series.histogram(c.PREDICTION_RATIO, RATIO_BUCKETS)
+        self._covered = series.counter(c.PREDICTION_COVERED)
+        self._predictions = series.counter(c.PREDICTIONS)
+        self._loss = series.counter(c.PREDICTION_PINBALL_LOSS)
+        self._headroom = series.histogram(c.HEADROOM_SECONDS, HEADROOM_BUCKETS)
+        self._skipped = series.counter(c.SHADOW_SKIPPED)
+        self._calls = series.counter(c.PREDICTOR_REQUESTS)
+        for pool in pools:  # the vocabulary exists at zero, so rate() works from the first failure
+            for reason in c.SKIP_REASONS:
+                self._skipped.inc((pool, reason), 0.0)
+            for purpose in (c.PURPOSE_SHADOW, c.PURPOSE_HEADROOM):
+                for result in c.PREDICTOR_RESULTS:
+                    self._calls.inc((pool, purpose, result), 0.0)
+        registry.register(series)
+
+    def compared(
+        self,
+        *,
+        labels: tuple[str, str],
+        signal: str,
+        source: str,
+        actual: float | None,
+        predicted: float | None,
+        quantile: float,
+        trace_id: str,
+    ) -> bool:
+        """Counts one prediction against its actual (seconds); False when either was unusable."""
+        comparison = compare(actual, predicted, quantile)
+        if comparison is None:
+            return False
+        key = (*labels, signal, source)
+        with self._series.lock:
+            self._predictions.inc(key)
+            if comparison.covered:
+                self._covered.inc(key)
+            self._loss.inc(key, comparison.loss)
+            self._ratio.observe(key, comparison.ratio, trace_id)
+        return True
+
+    def headroom(self, labels: tuple[str, str], signal: str, seconds: float, trace_id: str) -> None:
+        with self._series.lock:
+            self._headroom.observe((*labels, signal), seconds, trace_id)
+
+    def skipped(self, pool: str, reason: str, count: int = 1) -> None:
+        with self._series.lock:
+            self._skipped.inc((pool, reason), float(count))
+
+    def call(self, pool: str, purpose: str, result: str) -> None:
+        with self._series.lock:
+            self._calls.inc((pool, purpose, result))
+
+
+@dataclass(slots=True)
+class Pending:
+    """A request waiting for its shadow prediction, with everything needed once the answer comes."""
+
+    request: JoinedRequest
+    evaluation: Evaluation
+    labels: tuple[str, str]  # (model, pool) label values, already capped
+    pool: str  # the configured pool whose predictor is asked
+    key: PodKey | None
+    arrival: float  # unix seconds
+    tightest_running: float | None  # seconds, the tightest TPOT SLO running on the pod at arrival
+
+
+class PredictionTracker:
+    def __init__(
+        self,
+        *,
+        settings: Predictions,
+        headroom: Headroom,
+        history: PodHistory,
+        running: RunningSLOs,
+        series: PredictionSeries,
+        labels: Callable[[JoinedRequest], tuple[str, str]],
+        predicted_pools: set[str],
+        quantile_of: Callable[[str], float | None] = lambda pool: None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._settings = settings
+        self._buffer = headroom.slo_buffer_factor
+        self._history = history
+        self._running = running
+        self.series = series
+        self._labels = labels
+        self._predicted_pools = predicted_pools
+        self._quantile_of = quantile_of
+        self._rng = rng or random.Random()
+        self._pending: deque[Pending] = deque()
+        self._lock = threading.Lock()
+
+    def publish(self, request: JoinedRequest, evaluation: Evaluation) -> None:
+        labels = self._labels(request)
+        key = self._history.resolve(request.pool, request.pod, request.endpoint)
+        pool = key[0] if key is not None else (request.pool or labels[1])
+        arrival = (request.arrival_ns or request.start_ns) / 1e9
+        tightest = self._running.tightest_at(key, arrival) if key is not None else None
+        slo_tpot = _target_seconds(request.slo_tpot_ms)
+        if key is not None and slo_tpot is not None and request.end_ns:
+            self._running.add(key, arrival, request.end_ns / 1e9, slo_tpot)
+        if request.predicted_ttft_ms is not None or request.predicted_tpot_ms is not None:
+            quantile = self._quantile_of(pool) or DEFAULT_QUANTILE
+            self.record(
+                request,
+                evaluation,
+                labels=labels,
+                source=c.SOURCE_SPAN,
+                predicted_ttft=_seconds(request.predicted_ttft_ms),
+                predicted_tpot=_seconds(request.predicted_tpot_ms),
+                quantile=quantile,
+                tightest_running=tightest,
+            )
+            return
+        if not self._settings.shadow:
+            return
+        if pool not in self._predicted_pools:
+            self.series.skipped(labels[1], c.SKIP_NO_PREDICTOR)
+        elif self._settings.share < 1.0 and self._rng.random() >= self._settings.share:
+            self.series.skipped(labels[1], c.SKIP_SAMPLED_OUT)
+        else:
+            self._enqueue(Pending(request, evaluation, labels, pool, key, arrival, tightest))
+
+    def _enqueue(self, pending: Pending) -> None:
+        with self._lock:
+            full = len(self._pending) >= self._settings.max_pending
+            if not full:
+                self._pending.append(pending)
+        if full:
+            self.series.skipped(pending.labels[1], c.SKIP_QUEUE_FULL)
+
+    def take(self, limit: int) -> list[Pending]:
+        """Up to ``limit`` queued requests, oldest first (called by the shadow predictor)."""
+        with self._lock:
+            count = min(limit, len(self._pending))
+            return [self._pending.popleft() for _ in range(count)]
+
+    def waiting(self) -> int:
+        with self._lock:
+            return len(self._pending)
+
+    def record(
+        self,
+        request: JoinedRequest,
+        evaluation: Evaluation,
+        *,
+        labels: tuple[str, str],
+        source: str,
+        predicted_ttft: float | None,
+        predicted_tpot: float | None,
+        quantile: float,
+        tightest_running: float | None,
+    ) -> None:
+        """Compare a request's predictions (seconds) with its actuals, and its headroom at routing."""
+        trace_id = request.trace_id
+        series = self.series
+        for signal, actual, predicted in (
+            (c.SIGNAL_TTFT, evaluation.ttft_seconds, predicted_ttft),
+            (c.SIGNAL_TPOT, evaluation.tpot_seconds, predicted_tpot),
+        ):
+            series.compared(
+                labels=labels,
+                signal=signal,
+                source=source,
+                actual=actual,
+                predicted=predicted,
+                quantile=quantile,
+                trace_id=trace_id,
+            )
+        slo_ttft, slo_tpot = _target_seconds(request.slo_ttft_ms), _target_seconds(request.slo_tpot_ms)
+        if predicted_ttft is not None and slo_ttft is not None:
+            series.headroom(labels, c.SIGNAL_TTFT, ttft_headroom(slo_ttft, predicted_ttft), trace_id)
+        if predicted_tpot is not None and slo_tpot is not None:
+            value = tpot_headroom(slo_tpot, predicted_tpot, self._buffer, tightest_running)
+            series.headroom(labels, c.SIGNAL_TPOT, value, trace_id)
+
+
+def _seconds(ms: float | None) -> float | None:
+    return ms / 1000.0 if ms is not None else None
+
+
+def _target_seconds(ms: float | None) -> float | None:
+    """A request's SLO target in seconds, None when it carries none or an unusable one."""
+    return ms / 1000.0 if ms is not None and is_valid_target(ms) else None

@@ -1,0 +1,71 @@
+"""The scraped state of every pod as gauges, read from :class:`PodHistory` at scrape time.
+
+Rendering at collect time (a custom Collector, not Gauge objects set by the scrape loop) means a
+pod that discovery forgot has no series to leave behind: its series end when its record is expired,
+and ``sloscope_pod_scrape_age_seconds`` is exact at the moment Prometheus reads it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from sloscope import conventions as c
+from sloscope.conventions import MetricDef
+from sloscope.processors.pod_history import PodHistory
+
+__all__ = ["PodStateCollector"]
+
+
+def _family(definition: MetricDef) -> GaugeMetricFamily:
+    return GaugeMetricFamily(definition.name, definition.help, labels=definition.labels)
+
+
+class PodStateCollector(Collector):
+    def __init__(self, history: PodHistory, pools: list[str], clock: Callable[[], float] = time.time) -> None:
+        self._history = history
+        self._pools = pools
+        self._clock = clock
+
+    def describe(self) -> Iterator[Metric]:
+        for definition in (
+            c.POD_UP,
+            c.POD_SCRAPE_AGE_SECONDS,
+            c.POD_KV_CACHE_UTILIZATION,
+            c.POD_REQUESTS_WAITING,
+            c.POD_REQUESTS_RUNNING,
+            c.POOL_PODS,
+        ):
+            yield _family(definition)
+
+    def collect(self) -> Iterator[Metric]:
+        now = self._clock()
+        up, age = _family(c.POD_UP), _family(c.POD_SCRAPE_AGE_SECONDS)
+        kv, waiting, running = (
+            _family(c.POD_KV_CACHE_UTILIZATION),
+            _family(c.POD_REQUESTS_WAITING),
+            _family(c.POD_REQUESTS_RUNNING),
+        )
+        for record in self._history.snapshot():
+            if record.last_attempt is None:
+                continue  # discovered, never scraped yet: nothing is known
+            labels = [record.target.pool, record.target.pod]
+            up.add_metric(labels, 1.0 if record.up else 0.0)
+            latest = record.latest
+            if latest is None:
+                continue
+            age.add_metric(labels, max(now - latest.at, 0.0))
+            for family, value in (
+                (kv, latest.state.kv_cache_utilization),
+                (waiting, latest.state.waiting),
+                (running, latest.state.running),
+            ):
+                if value is not None:
+                    family.add_metric(labels, value)
+        pods = _family(c.POOL_PODS)
+        for pool in self._pools:
+            pods.add_metric([pool], float(sum(1 for _ in self._history.fresh(pool, now))))
+        yield from (up, age, kv, waiting, running, pods)

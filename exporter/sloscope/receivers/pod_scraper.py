@@ -1,0 +1,168 @@
+"""The scrape loop of model-server pods: each target's /metrics on its own schedule, into :class:`PodHistory`.
+
+One asyncio task per target. Each target scrapes at a fixed offset within its interval, derived
+from a hash of its pool, pod and address (as Prometheus spreads its targets), so a pool of a
+thousand pods is polled evenly rather than in bursts, and the offset stays the same across restarts.
+A semaphore bounds the scrapes in flight; the schedule is fixed-rate (a slow scrape delays its
+own next one, never shifts the others). Discovery changes start and cancel tasks; a pod that leaves
+discovery is marked vanished and forgotten by :meth:`PodHistory.expire` after the grace period.
+
+A scrape never raises into the loop: network and HTTP failures, pages that do not parse, all end
+as one ``sloscope_scrapes_total{kind="model_server",result=...}`` increment and a down pod.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import httpx
+
+from sloscope import conventions as c
+from sloscope.config import Pool, Scrape
+from sloscope.processors.pod_history import PodHistory
+from sloscope.receivers.discovery import Target
+from sloscope.receivers.exposition import ExpositionError, ExpositionParser
+from sloscope.receivers.http_fetch import fetch
+from sloscope.receivers.protocols import BUILTIN, Protocol, with_overrides
+from sloscope.telemetry import Telemetry
+
+__all__ = ["PodScraper", "PoolScrapeConfig", "protocol_of", "scrape_offset"]
+
+log = logging.getLogger(__name__)
+
+
+def protocol_of(pool: Pool) -> Protocol:
+    """The pool's protocol with its per-pool series overrides applied."""
+    overrides = pool.metrics
+    return with_overrides(
+        BUILTIN[pool.protocol],
+        waiting=overrides.waiting,
+        running=overrides.running,
+        kv_cache=overrides.kv_cache,
+        lora=overrides.lora,
+    )
+
+
+def scrape_offset(target: Target, interval: float) -> float:
+    """A stable offset in [0, interval) from the target's identity."""
+    digest = hashlib.blake2b(f"{target.pool}/{target.pod}/{target.address}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64 * interval
+
+
+@dataclass(frozen=True)
+class PoolScrapeConfig:
+    """What scraping one pool's pods needs, built once per pool."""
+
+    pool: Pool
+    protocol: Protocol
+    parser: ExpositionParser
+    path: str
+    interval: float
+    timeout: float
+
+    @classmethod
+    def of(cls, pool: Pool, scrape: Scrape) -> PoolScrapeConfig:
+        protocol = protocol_of(pool)
+        return cls(
+            pool=pool,
+            protocol=protocol,
+            parser=ExpositionParser(protocol.families),
+            path=pool.metrics_path or protocol.metrics_path,
+            interval=pool.scrape_interval_seconds or scrape.interval_seconds,
+            timeout=pool.scrape_timeout_seconds or scrape.timeout_seconds,
+        )
+
+
+class PodScraper:
+    def __init__(
+        self,
+        *,
+        pools: Sequence[Pool],
+        settings: Scrape,
+        history: PodHistory,
+        telemetry: Telemetry,
+        http: httpx.AsyncClient,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._configs = {pool.name: PoolScrapeConfig.of(pool, settings) for pool in pools}
+        self._history = history
+        self._telemetry = telemetry
+        self._http = http
+        self._clock = clock
+        self._semaphore = asyncio.Semaphore(settings.max_concurrency)
+        self._tasks: dict[tuple[str, str], tuple[Target, asyncio.Task[None]]] = {}
+
+    def on_targets(self, targets: Mapping[tuple[str, str], Target]) -> None:
+        """Discovery's current targets: start new ones, restart changed ones, retire the gone ones."""
+        now = self._clock()
+        for key, (target, task) in list(self._tasks.items()):
+            if targets.get(key) != target:
+                task.cancel()
+                del self._tasks[key]
+                if key not in targets:
+                    self._history.vanish(key, now)
+                    log.info("pod %s/%s left discovery; its series go in the grace period", *key)
+        for key, target in targets.items():
+            if key in self._tasks or target.pool not in self._configs:
+                continue
+            self._history.track(target)
+            task = asyncio.create_task(self._run(target), name=f"sloscope-scrape-{target.pool}-{target.pod}")
+            self._tasks[key] = (target, task)
+
+    def url_of(self, target: Target) -> str:
+        config = self._configs[target.pool]
+        return f"{config.pool.scheme}://{target.address}{config.path}"
+
+    async def scrape_once(self, target: Target) -> str:
+        """Scrape one target now and record the outcome; returns the result label."""
+        config = self._configs[target.pool]
+        timeout = target.timeout_seconds or config.timeout
+        async with self._semaphore:
+            fetched = await fetch(self._http, self.url_of(target), timeout)
+        result, state = fetched.result, None
+        if fetched.ok:
+            try:
+                samples = config.parser.parse(fetched.text, openmetrics=fetched.openmetrics)
+                state = config.protocol.pod_state(samples, config.pool.model)
+            except ExpositionError as exc:
+                result = c.RESULT_PARSE_ERROR
+                log.warning("scrape of %s: unreadable page: %s", self.url_of(target), exc)
+        else:
+            log.debug("scrape of %s failed: %s %s", self.url_of(target), fetched.result, fetched.error)
+        self._history.record(target.key, self._clock(), state)
+        self._telemetry.scrape(c.KIND_MODEL_SERVER, result)
+        return result
+
+    async def _run(self, target: Target) -> None:
+        interval = target.interval_seconds or self._configs[target.pool].interval
+        loop = asyncio.get_running_loop()
+        next_at = loop.time() + scrape_offset(target, interval)
+        while True:
+            await asyncio.sleep(max(next_at - loop.time(), 0.0))
+            try:
+                await self.scrape_once(target)
+            except Exception:  # a bug must cost this scrape, not the target's task
+                log.exception("scrape of %s failed unexpectedly", self.url_of(target))
+            next_at += interval
+            if next_at < loop.time():  # fell behind (a long pause): skip the missed ticks
+                next_at += (loop.time() - next_at) // interval * interval + interval
+
+    def expire(self) -> None:
+        """Forget pods past their grace period (called periodically by the owner)."""
+        for key in self._history.expire(self._clock()):
+            log.info("pod %s/%s forgotten after the vanished grace period", *key)
+
+    async def stop(self) -> None:
+        tasks = [task for _, task in self._tasks.values()]
+        self._tasks.clear()
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

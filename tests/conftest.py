@@ -10,7 +10,7 @@ import pytest
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def shared() -> Path:
     if not SHARED.is_dir():
         pytest.fail(f"{SHARED} is missing: tests read ../shared beside the clone")

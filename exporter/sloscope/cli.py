@@ -84,6 +84,8 @@ def _serve(config: Path | None, spec: Path | None) -> int:
     logging.basicConfig(
         level=loaded.settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
+    # httpx logs every scrape and prediction call at INFO; sloscope counts them in its own series instead.
+    logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLevelName(loaded.settings.log_level)))
     _tune_gc()
     drained = asyncio.run(Service(loaded.settings, loaded.spec).run_until_signal())
     return 0 if drained else 1

@@ -184,9 +184,7 @@ POOL_PODS_WITH_HEADROOM = _m(
 POOL_PODS = _m("pool_pods", "gauge", (POOL,), "Pods of the pool whose state is known (scraped recently).")
 
 # Predictor health.
-PREDICTOR_UP = _m(
-    "predictor_up", "gauge", (POOL, SERVER, ROLE), "1 when a predictor server answers ready, else 0."
-)
+PREDICTOR_UP = _m("predictor_up", "gauge", (POOL, SERVER, ROLE), "1 when a predictor server answers ready, else 0.")
 PREDICTOR_MODEL_AGE_SECONDS = _m(
     "predictor_model_age_seconds",
     "gauge",
@@ -211,9 +209,7 @@ EPP_PREDICTED_TTFT_SECONDS = _m(
     "The EPP's predicted TTFT histogram (a re-prediction at response-header time, not the routing one).",
 )
 EPP_TPOT_SECONDS = _m("epp_tpot_seconds", "histogram", _EPP, "The EPP's actual (sampled average) TPOT histogram.")
-EPP_PREDICTED_TPOT_SECONDS = _m(
-    "epp_predicted_tpot_seconds", "histogram", _EPP, "The EPP's predicted TPOT histogram."
-)
+EPP_PREDICTED_TPOT_SECONDS = _m("epp_predicted_tpot_seconds", "histogram", _EPP, "The EPP's predicted TPOT histogram.")
 EPP_TTFT_PREDICTION_DURATION_SECONDS = _m(
     "epp_ttft_prediction_duration_seconds", "histogram", _EPP, "Time the EPP spent on TTFT predictions."
 )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry
 
@@ -21,6 +22,7 @@ from sloscope.processors.evaluator import RequestPublisher, SLOEvaluator
 from sloscope.processors.queue import SpanQueue
 from sloscope.publishers.prometheus import PrometheusPublisher
 from sloscope.receivers.intake import Intake
+from sloscope.records import JoinedRequest
 from sloscope.slo.spec import SLOSpec
 from sloscope.telemetry import Telemetry
 
@@ -36,6 +38,7 @@ class Pipeline:
         spec: SLOSpec,
         registry: CollectorRegistry,
         extra_publishers: tuple[RequestPublisher, ...] = (),
+        pool_of_pod: Callable[[JoinedRequest], str | None] | None = None,
     ) -> None:
         self.settings = settings
         self.spec = spec
@@ -43,7 +46,9 @@ class Pipeline:
         self.telemetry = Telemetry(registry)
         mapping = Mapping(settings.attributes)
         self.queue = SpanQueue(settings.limits.queue_spans)
-        self.publisher = publisher = PrometheusPublisher(registry, spec, settings.limits, self.telemetry, mapping.default_pool)
+        self.publisher = publisher = PrometheusPublisher(
+            registry, spec, settings.limits, self.telemetry, mapping.default_pool, pool_of_pod=pool_of_pod
+        )
         self.evaluator = SLOEvaluator(spec, (publisher, *extra_publishers))
         self.assembler = TraceAssembler(
             settings.join,

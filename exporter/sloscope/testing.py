@@ -75,15 +75,17 @@ def span(
     *,
     parent: int = 0,
     resource: dict[str, Any] | None = None,
+    start_ns: int = 1_700_000_000_000_000_000,
+    end_ns: int | None = None,
 ) -> Span:
-    """A decoded span; ids are small integers rendered as OTLP hex ids."""
+    """A decoded span; ids are small integers rendered as OTLP hex ids. It lasts one second unless told."""
     return Span(
         trace_id=f"{trace:032x}",
         span_id=f"{span_id:016x}",
         parent_span_id=f"{parent:016x}" if parent else "",
         name=name,
-        start_ns=1_700_000_000_000_000_000,
-        end_ns=1_700_000_001_000_000_000,
+        start_ns=start_ns,
+        end_ns=end_ns if end_ns is not None else start_ns + 1_000_000_000,
         attributes=attributes,
         resource=resource if resource is not None else {"service.name": "vllm", "k8s.pod.name": "vllm-0"},
     )

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Gauge
 
+from collections.abc import Callable
+
 from sloscope import conventions as c
 from sloscope.config import Limits
 from sloscope.publishers.cardinality import LabelGuard
@@ -44,9 +46,17 @@ class PrometheusPublisher:
     """Turns (request, evaluation) pairs into counter increments and histogram observations."""
 
     def __init__(
-        self, registry: CollectorRegistry, spec: SLOSpec, limits: Limits, telemetry: Telemetry, default_pool: str
+        self,
+        registry: CollectorRegistry,
+        spec: SLOSpec,
+        limits: Limits,
+        telemetry: Telemetry,
+        default_pool: str,
+        *,
+        pool_of_pod: Callable[[JoinedRequest], str | None] | None = None,
     ) -> None:
         self._default_pool = default_pool
+        self._pool_of_pod = pool_of_pod
         folded = telemetry.label_values_folded
         self._guard = LabelGuard(limits.max_label_values, lambda label: folded.labels(label).inc())
         series = self._series = SeriesCollector()
@@ -68,12 +78,19 @@ class PrometheusPublisher:
     def model_and_pool(self, request: JoinedRequest) -> tuple[str, str]:
         """The capped (model, pool) label values of a request, for other publishers on the same worker thread."""
         admit = self._guard.admit
-        return admit(c.MODEL, request.model or c.UNKNOWN), admit(c.POOL, request.pool or self._default_pool)
+        return admit(c.MODEL, request.model or c.UNKNOWN), admit(c.POOL, self._pool(request))
+
+    def _pool(self, request: JoinedRequest) -> str:
+        """The span's pool, else the pool discovery found the request's pod in, else the default."""
+        if request.pool:
+            return request.pool
+        found = self._pool_of_pod(request) if self._pool_of_pod is not None else None
+        return found or self._default_pool
 
     def publish(self, request: JoinedRequest, evaluation: Evaluation) -> None:
         admit = self._guard.admit
         model = admit(c.MODEL, request.model or c.UNKNOWN)
-        pool = admit(c.POOL, request.pool or self._default_pool)
+        pool = admit(c.POOL, self._pool(request))
         slo_class = admit(c.SLO_CLASS, evaluation.slo_class)
         pod = admit(c.POD, request.pod or request.endpoint or c.UNKNOWN)
         base = (model, pool, slo_class, request.routing)

@@ -1,8 +1,9 @@
 """Runs sloscope: the pipeline, the OTLP/gRPC and OTLP/HTTP receivers and the metrics app, on one loop.
 
-Start order is downstream first (pipeline, metrics, then receivers); stop order is upstream first
-(receivers, then the pipeline drains and flushes, then metrics), so every stage can hand what it
-holds to the next before it goes. One process, one worker: the join state lives in memory.
+Start order is downstream first (pipeline, pool monitor, metrics, then receivers); stop order is
+upstream first (receivers, then the pipeline drains and flushes, the pool monitor's loops stop, then
+metrics), so every stage can hand what it holds to the next before it goes. One process, one
+worker: the join state lives in memory.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from sloscope.pipeline import Pipeline
 from sloscope.receivers.otlp_grpc import create_server as create_grpc_server
 from sloscope.service.app import create_metrics_app, create_otlp_app
 from sloscope.service.http_metrics import HttpMetrics
+from sloscope.service.pools import PoolMonitor, pod_history, pool_of_pod
 from sloscope.service.tracing import tracer_provider
 from sloscope.slo.spec import SLOSpec
 
@@ -63,7 +65,19 @@ class Service:
             ProcessCollector(registry=self.registry)
             PlatformCollector(registry=self.registry)
             GCCollector(registry=self.registry)
-        self.pipeline = Pipeline(settings, spec, self.registry)
+        history = pod_history(settings)
+        self.pipeline = Pipeline(
+            settings, spec, self.registry, pool_of_pod=pool_of_pod(history) if settings.pools else None
+        )
+        self.pools = PoolMonitor(
+            settings,
+            spec,
+            registry=self.registry,
+            telemetry=self.pipeline.telemetry,
+            history=history,
+            labels=self.pipeline.publisher.model_and_pool,
+        )
+        self.pipeline.evaluator.add(self.pools.tracker)
         self._tracer = tracer_provider(settings.self_tracing)
         self._http_metrics = HttpMetrics(self.registry)
         self._grpc: grpc.aio.Server | None = None
@@ -77,6 +91,7 @@ class Service:
     async def start(self) -> BoundPorts:
         listeners = self.settings.listeners
         self.pipeline.start()
+        await self.pools.start()
         self._final_scrape = asyncio.Event()
         metrics_app = create_metrics_app(
             self.pipeline,
@@ -139,6 +154,7 @@ class Service:
         drained = await asyncio.to_thread(self.pipeline.shutdown, remaining)
         if not drained:
             log.error("shutdown: the pipeline did not drain within shutdown_grace_seconds")
+        await self.pools.stop()
         await self._await_final_scrape()
         await self._stop_http("metrics")
         if self._tracer is not None:

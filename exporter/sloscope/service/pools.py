@@ -1,0 +1,201 @@
+"""Everything that watches the pools, beside the trace pipeline: their pods, predictors and EPPs.
+
+receivers:  discovery -> pod scrape loop -> PodHistory      EPP scrapes      predictor health polls
+processors: PredictionTracker (on the pipeline worker) -> ShadowPredictor;  LiveHeadroom
+publishers: pod gauges, prediction series, headroom gauges, predictor health, sloscope_epp_*
+
+Everything is built (and its collectors registered) at construction; :meth:`PoolMonitor.start`
+launches the tasks on the running loop and :meth:`PoolMonitor.stop` cancels them. With no pools
+configured nothing runs and no pod series exist. Every loop here survives its own failures: a
+dead predictor or an unreachable pod costs series and counted failures, never the SLO series.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import httpx
+from prometheus_client import CollectorRegistry
+
+from sloscope.config import Settings
+from sloscope.predictor.client import PredictionClient
+from sloscope.predictor.health import PredictorHealth
+from sloscope.processors.live_headroom import LiveHeadroom
+from sloscope.processors.pod_history import PodHistory
+from sloscope.processors.predictions import PredictionSeries, PredictionTracker
+from sloscope.processors.running_slos import RunningSLOs
+from sloscope.processors.shadow import ShadowPredictor
+from sloscope.publishers.epp import EPPCollector
+from sloscope.publishers.pod_state import PodStateCollector
+from sloscope.publishers.predictor_health import PredictorHealthCollector
+from sloscope.receivers.discovery.manager import DiscoveryManager
+from sloscope.receivers.epp import EPPScraper
+from sloscope.receivers.pod_scraper import PodScraper
+from sloscope.records import JoinedRequest
+from sloscope.slo.spec import SLOSpec
+from sloscope.telemetry import Telemetry
+
+__all__ = ["PoolMonitor", "pod_history", "pool_of_pod"]
+
+log = logging.getLogger(__name__)
+
+_EXPIRE_EVERY_SECONDS = 1.0
+
+
+def pod_history(settings: Settings) -> PodHistory:
+    scrape = settings.scrape
+    return PodHistory(scrape.history_samples, scrape.stale_after_seconds, scrape.vanished_grace_seconds)
+
+
+def pool_of_pod(history: PodHistory) -> Callable[[JoinedRequest], str | None]:
+    """The pool discovery found a request's pod in (by pod name, else by the endpoint address)."""
+
+    def pool_of(request: JoinedRequest) -> str | None:
+        key = history.resolve(None, request.pod, request.endpoint)
+        return key[0] if key is not None else None
+
+    return pool_of
+
+
+class PoolMonitor:
+    def __init__(
+        self,
+        settings: Settings,
+        spec: SLOSpec,
+        *,
+        registry: CollectorRegistry,
+        telemetry: Telemetry,
+        history: PodHistory,
+        labels: Callable[[JoinedRequest], tuple[str, str]],
+    ) -> None:
+        pools, scrape, predictions = settings.pools, settings.scrape, settings.predictions
+        names = [pool.name for pool in pools]
+        self.history = history
+        self.running = RunningSLOs()
+        self._http = httpx.AsyncClient(
+            limits=httpx.Limits(max_connections=scrape.max_concurrency + 16, max_keepalive_connections=None),
+            trust_env=False,
+        )
+        self.scraper = PodScraper(
+            pools=pools, settings=scrape, history=self.history, telemetry=telemetry, http=self._http
+        )
+        self.discovery = DiscoveryManager(pools)
+        series = PredictionSeries(registry, names)
+        self.clients = {
+            pool.name: PredictionClient(
+                pool.predictor.prediction_urls,
+                predictions,
+                self._http,
+                count=functools.partial(series.call, pool.name),
+            )
+            for pool in pools
+            if pool.predictor is not None and pool.predictor.prediction_urls
+        }
+        self.health = [
+            PredictorHealth(pool.name, pool.predictor, self._http, telemetry, scrape.timeout_seconds)
+            for pool in pools
+            if pool.predictor is not None
+        ]
+        self.tracker = PredictionTracker(
+            settings=predictions,
+            headroom=settings.headroom,
+            history=self.history,
+            running=self.running,
+            series=series,
+            labels=labels,
+            predicted_pools=set(self.clients),
+            quantile_of=self._quantile_of,
+        )
+        self.shadow = ShadowPredictor(self.tracker, self.history, self.clients, predictions)
+        self.headroom = LiveHeadroom(
+            spec=spec,
+            history=self.history,
+            running=self.running,
+            clients=self.clients,
+            settings=settings.headroom,
+            predictions=predictions,
+        )
+        self.epp = [
+            EPPScraper(
+                pool.name,
+                pool.epp.metrics_url,
+                self._http,
+                telemetry,
+                pool.scrape_interval_seconds or scrape.interval_seconds,
+                pool.scrape_timeout_seconds or scrape.timeout_seconds,
+                stale_after=scrape.stale_after_seconds,
+            )
+            for pool in pools
+            if pool.epp is not None
+        ]
+        self._health_interval = predictions.health_interval_seconds
+        registry.register(PodStateCollector(self.history, names))
+        registry.register(PredictorHealthCollector(lambda: [h.snapshot for h in self.health]))
+        registry.register(self.headroom)
+        registry.register(EPPCollector(lambda: [scraper.latest for scraper in self.epp]))
+        self._tasks: list[asyncio.Task[None]] = []
+        self._enabled = bool(pools)
+
+    def _quantile_of(self, pool: str) -> float | None:
+        for health in self.health:
+            if health.pool == pool and health.snapshot is not None:
+                return health.snapshot.quantile
+        return None
+
+    async def start(self) -> None:
+        if not self._enabled or self._tasks:
+            return
+        self.discovery.subscribe(self.scraper.on_targets)
+        await self.discovery.start()
+        jobs: list[tuple[str, Callable[[], Awaitable[Any]], float | None]] = [
+            ("expire", self._expire, _EXPIRE_EVERY_SECONDS),
+            *((f"health-{h.pool}", h.poll_once, self._health_interval) for h in self.health),
+            *((f"epp-{e.pool}", e.run, None) for e in self.epp),
+        ]
+        if self.clients:
+            jobs += [("shadow", self.shadow.run, None), ("headroom", self.headroom.run, None)]
+        self._tasks = [
+            asyncio.create_task(_keep(name, job, every), name=f"sloscope-{name}") for name, job, every in jobs
+        ]
+
+    async def _expire(self) -> None:
+        self.scraper.expire()
+
+    async def stop(self) -> None:
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
+        await _await_cancelled(tasks)
+        if self._enabled:
+            await self.discovery.stop()
+            await self.scraper.stop()
+        if not self._http.is_closed:
+            await self._http.aclose()
+
+
+async def _keep(name: str, job: Callable[[], Awaitable[Any]], every: float | None) -> None:
+    """Run ``job`` every ``every`` seconds, or once if it loops itself; a crash is logged and retried."""
+    while True:
+        started = time.monotonic()
+        try:
+            await job()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("%s failed; retrying", name)
+            every = every or 5.0
+        if every is None:
+            return
+        await asyncio.sleep(max(every - (time.monotonic() - started), 0.0))
+
+
+async def _await_cancelled(tasks: Sequence[asyncio.Task[None]]) -> None:
+    for task in tasks:
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

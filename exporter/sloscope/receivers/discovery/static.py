@@ -1,0 +1,25 @@
+"""Targets written in the settings: reported once, never changing."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from sloscope.config import StaticTarget
+from sloscope.receivers.discovery import Target, Update
+
+__all__ = ["StaticDiscovery"]
+
+
+class StaticDiscovery:
+    """A fixed list from ``pools[].targets.static``; a pod without a name is named by its address."""
+
+    def __init__(self, pool: str, targets: Sequence[StaticTarget]) -> None:
+        self._targets = tuple(
+            Target(pool=pool, pod=target.pod or target.address, address=target.address) for target in targets
+        )
+
+    async def run(self, update: Update) -> None:
+        """Report the list once, then wait to be cancelled (returning would look like a crash)."""
+        update(list(self._targets))
+        await asyncio.Event().wait()

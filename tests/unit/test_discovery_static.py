@@ -1,0 +1,54 @@
+"""StaticDiscovery: the settings' list, reported once."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from sloscope.config import StaticTarget
+from sloscope.receivers.discovery import Target
+from sloscope.receivers.discovery.static import StaticDiscovery
+
+
+def test_reports_the_list_once_and_runs_until_cancelled() -> None:
+    reports: list[list[Target]] = []
+    source = StaticDiscovery(
+        "llama",
+        [
+            StaticTarget(address="10.52.3.17:8000", pod="vllm-llama3-8b-instruct-7d9f8c6b5d-x2k9p"),
+            StaticTarget(address="vllm-1.vllm.llm.svc:8000"),
+        ],
+    )
+
+    def update(targets: Sequence[Target]) -> None:
+        reports.append(list(targets))
+
+    async def main() -> bool:
+        task = asyncio.create_task(source.run(update))
+        for _ in range(10):  # let it run a few turns: it must neither return nor report again
+            await asyncio.sleep(0)
+        running = not task.done()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        return running
+
+    assert asyncio.run(main()) is True
+    assert reports == [
+        [
+            Target("llama", "vllm-llama3-8b-instruct-7d9f8c6b5d-x2k9p", "10.52.3.17:8000"),
+            Target("llama", "vllm-1.vllm.llm.svc:8000", "vllm-1.vllm.llm.svc:8000"),  # no pod: named by its address
+        ]
+    ]
+
+
+def test_an_empty_list_is_reported_as_empty() -> None:
+    reports: list[list[Target]] = []
+
+    async def main() -> None:
+        task = asyncio.create_task(StaticDiscovery("llama", []).run(lambda targets: reports.append(list(targets))))
+        await asyncio.sleep(0)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    asyncio.run(main())
+    assert reports == [[]]

@@ -1,0 +1,144 @@
+"""The per-request side of predicted-versus-actual: what is compared, queued or skipped, and the EPP's features."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from sloscope.config import Headroom, Predictions
+from sloscope.predictor.features import Features
+from sloscope.processors.pod_history import PodHistory
+from sloscope.processors.predictions import PredictionSeries, PredictionTracker
+from sloscope.processors.running_slos import RunningSLOs
+from sloscope.processors.shadow import TokenBucket, features_of
+from sloscope.receivers.discovery import Target
+from sloscope.receivers.protocols import PodState
+from sloscope.records import JoinedRequest
+from sloscope.slo.evaluate import evaluate
+from sloscope.slo.spec import SLOSpec
+
+POD = Target(pool="pool-a", pod="vllm-0", address="10.0.0.1:8000")
+STATE = PodState(waiting=3.0, running=27.0, kv_cache_utilization=0.5873, lora=None, models=frozenset())
+
+
+def test_features_are_what_the_epp_sends() -> None:
+    settings = Predictions()
+    assert features_of(STATE, 400, settings) == Features(
+        kv_cache_percentage=0.5873,
+        input_token_length=300,  # 400 tokens x 0.75 words per token
+        num_request_waiting=3,
+        num_request_running=27,
+        num_tokens_generated=1,
+        prefix_cache_score=0.0,
+    )
+    assert features_of(STATE, 400, settings, prefix_cache_score=0.8).prefix_cache_score == 0.8  # type: ignore[union-attr]
+
+
+def test_features_without_kv_cache_send_zero_and_without_queue_none() -> None:
+    tgi = PodState(waiting=2.0, running=5.0, kv_cache_utilization=None, lora=None, models=frozenset())
+    assert features_of(tgi, 100, Predictions()).kv_cache_percentage == 0.0  # type: ignore[union-attr]
+    blind = PodState(waiting=None, running=5.0, kv_cache_utilization=0.1, lora=None, models=frozenset())
+    assert features_of(blind, 100, Predictions()) is None
+
+
+def test_token_bucket_caps_the_rate() -> None:
+    now = [0.0]
+    bucket = TokenBucket(rate=10.0, burst=10.0, clock=lambda: now[0])
+    assert bucket.take(25) == 10  # the burst
+    assert bucket.take(5) == 0
+    now[0] = 0.5
+    assert bucket.take(25) == 5  # half a second refills 5
+    now[0] = 100.0
+    assert bucket.take(25) == 10  # never more than the burst
+
+
+class Harness:
+    def __init__(self, **settings: object) -> None:
+        self.registry = CollectorRegistry()
+        self.history = PodHistory(8, 30.0, 60.0)
+        self.history.track(POD)
+        self.history.record(POD.key, 100.0, STATE)
+        self.series = PredictionSeries(self.registry, ["pool-a"])
+        self.tracker = PredictionTracker(
+            settings=Predictions(**settings),  # type: ignore[arg-type]
+            headroom=Headroom(),
+            history=self.history,
+            running=RunningSLOs(),
+            series=self.series,
+            labels=lambda request: ("llama", "pool-a"),
+            predicted_pools={"pool-a"},
+            rng=random.Random(7),
+        )
+
+    def value(self, name: str, **labels: str) -> float:
+        return self.registry.get_sample_value(name, labels) or 0.0
+
+    def publish(self, **fields: object) -> JoinedRequest:
+        values: dict[str, object] = {
+            "trace_id": "ab" * 16,
+            "span_id": "cd" * 8,
+            "outcome": "joined",
+            "target_model": "llama",
+            "pod": "vllm-0",
+            "ttft_seconds": 0.15,
+            "server_ttft_seconds": 0.15,
+            "e2e_seconds": 0.35,
+            "completion_tokens": 11,
+            "prompt_tokens": 400,
+            "start_ns": 101_000_000_000,
+            "end_ns": 102_000_000_000,
+            "arrival_ns": 101_000_000_000,
+        }
+        request = JoinedRequest(**{**values, **fields})  # type: ignore[arg-type]
+        self.tracker.publish(request, evaluate(request, SLOSpec(version="sloscope/v1")))
+        return request
+
+
+def test_a_span_prediction_is_compared_at_once_and_never_queued() -> None:
+    h = Harness()
+    h.publish(predicted_ttft_ms=200.0, predicted_tpot_ms=15.0, slo_ttft_ms=250.0)
+    ttft = {"model": "llama", "pool": "pool-a", "signal": "ttft", "source": "span"}
+    tpot = {**ttft, "signal": "tpot"}
+    assert h.value("sloscope_predictions_total", **ttft) == 1
+    assert h.value("sloscope_prediction_covered_total", **ttft) == 1  # 150 <= 200 ms
+    assert h.value("sloscope_predictions_total", **tpot) == 1
+    assert h.value("sloscope_prediction_covered_total", **tpot) == 0  # (350 - 150) / 10 = 20 ms > 15 ms
+    assert h.value("sloscope_prediction_pinball_loss_seconds_total", **tpot) == pytest.approx(0.9 * 0.005)
+    routed = {"model": "llama", "pool": "pool-a", "signal": "ttft"}
+    assert h.value("sloscope_headroom_seconds_bucket", le="0.05", **routed) == 1  # 250 - 200 ms = 50 ms
+    assert h.value("sloscope_headroom_seconds_bucket", le="0.025", **routed) == 0
+    assert h.tracker.waiting() == 0
+
+
+def test_requests_without_predictions_are_queued_for_shadowing() -> None:
+    h = Harness()
+    request = h.publish()
+    (pending,) = h.tracker.take(10)
+    assert pending.request is request
+    assert pending.key == POD.key
+    assert pending.arrival == 101.0
+    assert pending.labels == ("llama", "pool-a")
+
+
+def test_sampling_queue_cap_and_pools_without_predictor_are_counted() -> None:
+    h = Harness(share=0.5, max_pending=3)
+    for _ in range(40):
+        h.publish()
+    sampled_out = h.value("sloscope_shadow_skipped_total", pool="pool-a", reason="sampled_out")
+    queue_full = h.value("sloscope_shadow_skipped_total", pool="pool-a", reason="queue_full")
+    assert h.tracker.waiting() == 3
+    assert sampled_out + queue_full + 3 == 40
+    assert 10 <= sampled_out <= 30  # a share of 0.5, seeded
+    h.publish(pod="vllm-9", pool="pool-b")  # a pod sloscope does not know, in a pool without a predictor
+    assert h.value("sloscope_shadow_skipped_total", pool="pool-a", reason="no_predictor") == 1
+
+
+def test_the_tightest_running_tpot_slo_on_the_pod_is_noted_for_later_requests() -> None:
+    h = Harness()
+    h.publish(slo_tpot_ms=30.0)  # ran 101..102 s on vllm-0
+    h.tracker.take(10)
+    h.publish(slo_tpot_ms=80.0, arrival_ns=101_500_000_000, start_ns=101_500_000_000)
+    (second,) = h.tracker.take(10)
+    assert second.tightest_running == 0.03

@@ -1,0 +1,216 @@
+"""Asks the prediction servers of a pool for TTFT/TPOT predictions, the way the EPP does.
+
+Requests go out as ``POST /predict/bulk`` in batches of at most ``settings.batch_size`` (the EPP's
+bulk calls carry up to 100), one batch per server in round-robin order, all batches of one
+:meth:`PredictionClient.predict` call at once. Each server has its own :class:`CircuitBreaker`;
+a server whose breaker is open is skipped, and a batch finding every breaker open is answered
+without a call (counted ``circuit_open``).
+
+What the prediction server answers (``prediction_server.py`` of the latency predictor, recorded in
+``fixtures/predictor/``) and what the client makes of it:
+
+- 200 with ``predictions`` (one entry per request, ``null`` for a failed one) and ``errors`` (objects
+  ``{"index", "error", "request"}``): the predictions by index, ``None`` where the entry is null or
+  listed in ``errors``; counted ``success``. The real server fails items this way only all at once:
+  when its models are not loaded it answers 200 with every entry null and one error per item
+  ("Batch prediction error: 503: Models not ready"). A 200 without a single prediction is therefore
+  counted ``http_error`` and trips the breaker, like the 503 its other endpoints give.
+- 422: FastAPI's validation error (a feature out of range, a missing field): the request was wrong,
+  not the server, so it is counted ``rejected`` and neither trips nor closes the breaker. The whole
+  batch is refused (validation happens before any item is predicted).
+- any other status (500, 503, 404 of a wrong URL), a timeout, a refused or reset connection, or a body
+  that is not the documented JSON: ``http_error`` / ``timeout`` / ``connection_error`` /
+  ``parse_error``, a failure for the breaker, ``None`` for the batch.
+
+Nothing here raises for server trouble; results are always index-aligned with the input.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeGuard
+
+import httpx
+
+from sloscope import conventions as c
+from sloscope.config import Predictions
+from sloscope.predictor.breaker import OPEN, BreakerState, CircuitBreaker
+from sloscope.predictor.features import Features, Prediction
+
+__all__ = ["BULK_PATH", "PredictionClient"]
+
+BULK_PATH = "/predict/bulk"
+_REJECTED_STATUS = 422  # FastAPI's request validation error
+
+log = logging.getLogger(__name__)
+
+Result = list[Prediction | None]
+
+
+@dataclass
+class _Server:
+    url: str  # base URL without a trailing slash
+    breaker: CircuitBreaker
+
+
+class PredictionClient:
+    """Batched, round-robin ``/predict/bulk`` calls to one pool's prediction servers.
+
+    ``count(purpose, result)`` is called once per HTTP call with one of ``conventions.PREDICTOR_RESULTS``
+    (and once per batch answered ``circuit_open`` without a call). ``clock`` drives the breakers
+    (monotonic seconds). Use from one event loop.
+    """
+
+    def __init__(
+        self,
+        urls: list[str],
+        settings: Predictions,
+        http: httpx.AsyncClient,
+        count: Callable[[str, str], None] | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not urls:
+            raise ValueError("a prediction client needs at least one server URL")
+        self._settings = settings
+        self._http = http
+        self._count = count or _no_count
+        self._servers = [
+            _Server(url.rstrip("/"), CircuitBreaker(settings.breaker_failures, settings.breaker_open_seconds, clock))
+            for url in urls
+        ]
+        self._next = 0  # index of the server next in turn
+
+    def breaker_states(self) -> dict[str, BreakerState]:
+        """Each server's breaker state, by base URL."""
+        return {server.url: server.breaker.state for server in self._servers}
+
+    async def predict(self, features: Sequence[Features], purpose: str) -> Result:
+        """Predictions for ``features``, index-aligned; ``None`` where no prediction could be had."""
+        size = self._settings.batch_size
+        batches = [list(features[start : start + size]) for start in range(0, len(features), size)]
+        calls = [self._batch(batch, purpose) for batch in batches]
+        results = await asyncio.gather(*calls)
+        return [prediction for result in results for prediction in result]
+
+    async def _batch(self, batch: list[Features], purpose: str) -> Result:
+        missing: Result = [None] * len(batch)
+        try:
+            body = json.dumps({"requests": [f.to_json() for f in batch]}, allow_nan=False).encode()
+        except (ValueError, TypeError):
+            # NaN, infinity or a non-number cannot be sent: refused before any call, as the server would.
+            self._count(purpose, c.RESULT_REJECTED)
+            return missing
+        # Picked before the first await: gather starts the batches in order, so turns follow batch order,
+        # and a batch cancelled before it started has reserved nothing.
+        server = self._pick()
+        if server is None:
+            self._count(purpose, c.RESULT_CIRCUIT_OPEN)
+            return missing
+        breaker = server.breaker
+        try:
+            result, predictions = await self._post(server.url, body, len(batch))
+        except BaseException:  # cancelled: the call says nothing about the server
+            breaker.abandon()
+            raise
+        self._count(purpose, result)
+        if result == c.RESULT_SUCCESS:
+            breaker.success()
+        elif result == c.RESULT_REJECTED:
+            breaker.abandon()
+        else:
+            breaker.failure()
+            if breaker.state == OPEN:
+                log.warning(
+                    "prediction server %s: %s; not called for %gs",
+                    server.url,
+                    result,
+                    self._settings.breaker_open_seconds,
+                )
+        return predictions if predictions is not None else missing
+
+    def _pick(self) -> _Server | None:
+        servers = self._servers
+        for step in range(len(servers)):
+            index = (self._next + step) % len(servers)
+            if servers[index].breaker.allow():
+                self._next = (index + 1) % len(servers)
+                return servers[index]
+        return None
+
+    async def _post(self, url: str, body: bytes, size: int) -> tuple[str, Result | None]:
+        try:
+            response = await self._http.post(
+                url + BULK_PATH,
+                content=body,
+                headers={"Content-Type": "application/json", "Accept": "application/json"},
+                timeout=self._settings.timeout_seconds,
+            )
+        except httpx.TimeoutException:
+            return c.RESULT_TIMEOUT, None
+        except (httpx.HTTPError, httpx.InvalidURL):  # refused, reset, protocol errors, an unusable URL
+            return c.RESULT_CONNECTION_ERROR, None
+        if response.status_code == _REJECTED_STATUS:
+            return c.RESULT_REJECTED, None
+        if not 200 <= response.status_code < 300:
+            return c.RESULT_HTTP_ERROR, None
+        try:
+            document = json.loads(response.content)
+        except ValueError:  # not JSON, not UTF-8
+            return c.RESULT_PARSE_ERROR, None
+        predictions = _parse_bulk(document, size)
+        if predictions is None:
+            return c.RESULT_PARSE_ERROR, None
+        if size and all(p is None for p in predictions):
+            return c.RESULT_HTTP_ERROR, predictions  # the server could not predict at all (models not loaded)
+        return c.RESULT_SUCCESS, predictions
+
+
+def _parse_bulk(document: Any, size: int) -> Result | None:
+    """The predictions of a ``/predict/bulk`` response, or None when it is not one for ``size`` requests."""
+    if not isinstance(document, dict):
+        return None
+    entries = document.get("predictions")
+    if not isinstance(entries, list) or len(entries) != size:
+        return None
+    failed: set[int] = set()
+    errors = document.get("errors", [])
+    if isinstance(errors, list):
+        failed.update(e["index"] for e in errors if isinstance(e, dict) and _is_int(e.get("index")))
+    out: Result = []
+    for index, entry in enumerate(entries):
+        if entry is None or index in failed:
+            out.append(None)
+            continue
+        prediction = _prediction(entry)
+        if prediction is None:
+            return None
+        out.append(prediction)
+    return out
+
+
+def _prediction(entry: Any) -> Prediction | None:
+    if not isinstance(entry, dict):
+        return None
+    ttft, tpot, quantile, model_type = (entry.get(k) for k in ("ttft_ms", "tpot_ms", "quantile", "model_type"))
+    if _is_number(ttft) and _is_number(tpot) and _is_number(quantile) and isinstance(model_type, str):
+        return Prediction(float(ttft), float(tpot), float(quantile), model_type)
+    return None
+
+
+def _is_number(value: Any) -> TypeGuard[int | float]:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _no_count(purpose: str, result: str) -> None:
+    pass

@@ -1,0 +1,47 @@
+"""The request and answer shapes of the prediction servers' ``/predict`` API.
+
+The fields and their ranges are the prediction server's (``PredictionRequest`` of the latency
+predictor's ``prediction_server.py``; see ``fixtures/predictor/predict-bulk-request.json``):
+``kv_cache_percentage`` and ``prefix_cache_score`` in 0..1, the counts non-negative integers. They are
+not checked here: the server validates them and answers 422 for a value out of range, which the
+client counts as ``rejected``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Features", "Prediction"]
+
+
+@dataclass(frozen=True)
+class Features:
+    """One request's features, as the EPP sends them to a prediction server."""
+
+    kv_cache_percentage: float  # KV-cache utilization of the pod, 0..1
+    input_token_length: int  # the EPP sends the prompt's whitespace word count
+    num_request_waiting: int
+    num_request_running: int
+    num_tokens_generated: int
+    prefix_cache_score: float  # prefix-cache hit ratio, 0..1
+
+    def to_json(self) -> dict[str, float | int]:
+        """The request object of ``POST /predict`` (one item of ``/predict/bulk``'s ``requests``)."""
+        return {
+            "kv_cache_percentage": self.kv_cache_percentage,
+            "input_token_length": self.input_token_length,
+            "num_request_waiting": self.num_request_waiting,
+            "num_request_running": self.num_request_running,
+            "num_tokens_generated": self.num_tokens_generated,
+            "prefix_cache_score": self.prefix_cache_score,
+        }
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A prediction server's answer for one request: the ``quantile`` (0.9: p90) of TTFT and TPOT."""
+
+    ttft_ms: float
+    tpot_ms: float
+    quantile: float
+    model_type: str

@@ -1,0 +1,61 @@
+"""The latency predictors' health as gauges, rendered from the latest poll of every pool at scrape time.
+
+``sloscope_predictor_up{pool,server,role}``, ``sloscope_predictor_model_age_seconds{pool,signal}``,
+``sloscope_predictor_coverage_offline_ratio{pool,signal}`` and ``sloscope_predictor_quantile{pool}``.
+The model age is computed when Prometheus reads it, from the model's write time, so it grows between
+polls and is exact at scrape time. A value the poller never got has no series (never a 0), and a
+pool not polled yet has none at all.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator
+
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from sloscope import conventions as c
+from sloscope.conventions import MetricDef
+from sloscope.predictor.health import PredictorSnapshot
+
+__all__ = ["PredictorHealthCollector"]
+
+_DEFINITIONS = (c.PREDICTOR_UP, c.PREDICTOR_MODEL_AGE_SECONDS, c.PREDICTOR_COVERAGE_OFFLINE_RATIO, c.PREDICTOR_QUANTILE)
+
+
+def _family(definition: MetricDef) -> GaugeMetricFamily:
+    return GaugeMetricFamily(definition.name, definition.help, labels=definition.labels)
+
+
+class PredictorHealthCollector(Collector):
+    """``snapshots()`` gives the latest snapshot of each pool (e.g. ``PredictorHealth.snapshot`` of each)."""
+
+    def __init__(
+        self,
+        snapshots: Callable[[], Iterable[PredictorSnapshot | None]],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._snapshots = snapshots
+        self._clock = clock
+
+    def describe(self) -> Iterator[Metric]:
+        for definition in _DEFINITIONS:
+            yield _family(definition)
+
+    def collect(self) -> Iterator[Metric]:
+        now = self._clock()
+        up, age, coverage, quantile = (_family(d) for d in _DEFINITIONS)
+        for snapshot in self._snapshots():
+            if snapshot is None:
+                continue  # not polled yet: nothing is known
+            pool = snapshot.pool
+            for server in snapshot.servers:
+                up.add_metric([pool, server.url, server.role], 1.0 if server.up else 0.0)
+            for signal, seconds in sorted(snapshot.model_age_seconds(now).items()):
+                age.add_metric([pool, signal], seconds)
+            for signal, ratio in sorted(snapshot.coverage.items()):
+                coverage.add_metric([pool, signal], ratio)
+            if snapshot.quantile is not None:
+                quantile.add_metric([pool], snapshot.quantile)
+        yield from (up, age, coverage, quantile)

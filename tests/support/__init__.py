@@ -1,0 +1,1 @@
+"""Helpers shared by test suites: stand-in servers of the systems sloscope talks to."""

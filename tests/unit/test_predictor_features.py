@@ -1,0 +1,59 @@
+"""The prediction API's request and answer shapes, checked against the recorded bodies."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sloscope.predictor.features import Features, Prediction
+
+
+def recorded_requests(shared: Path) -> list[dict[str, Any]]:
+    body = json.loads((shared / "fixtures" / "predictor" / "predict-bulk-request.json").read_text())
+    return list(body["requests"])
+
+
+def test_features_have_exactly_the_fields_of_a_recorded_request(shared: Path) -> None:
+    for request in recorded_requests(shared):
+        assert [f.name for f in dataclasses.fields(Features)] == list(request)
+        assert Features(**request).to_json() == request
+
+
+def test_to_json_writes_every_field_by_its_api_name() -> None:
+    features = Features(
+        kv_cache_percentage=0.55,
+        input_token_length=350,
+        num_request_waiting=3,
+        num_request_running=20,
+        num_tokens_generated=1,
+        prefix_cache_score=0.9,
+    )
+    assert features.to_json() == {
+        "kv_cache_percentage": 0.55,
+        "input_token_length": 350,
+        "num_request_waiting": 3,
+        "num_request_running": 20,
+        "num_tokens_generated": 1,
+        "prefix_cache_score": 0.9,
+    }
+    assert json.loads(json.dumps(features.to_json())) == features.to_json()
+
+
+def test_features_and_predictions_are_immutable() -> None:
+    features = Features(0.1, 10, 0, 1, 1, 0.0)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        features.input_token_length = 11  # type: ignore[misc]
+    prediction = Prediction(77.5, 16.8, 0.9, "xgboost")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        prediction.ttft_ms = 1.0  # type: ignore[misc]
+
+
+def test_prediction_carries_the_recorded_response_fields_it_needs(shared: Path) -> None:
+    body = json.loads((shared / "fixtures" / "predictor" / "prediction-server-predict-response.json").read_text())
+    prediction = Prediction(body["ttft_ms"], body["tpot_ms"], body["quantile"], body["model_type"])
+    assert prediction == Prediction(138.25979614257812, 21.054443359375, 0.9, "xgboost")
+    assert {f.name for f in dataclasses.fields(Prediction)} <= set(body)

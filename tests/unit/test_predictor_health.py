@@ -1,0 +1,162 @@
+"""Reading the predictor servers' health bodies: the recorded fixtures, and the cases they leave open."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from sloscope.predictor.health import newest_coverage, parse_last_modified, parse_status, parse_training_metrics
+
+
+def predictor_fixture(shared: Path, name: str) -> str:
+    return (shared / "fixtures" / "predictor" / name).read_text()
+
+
+def recorded_get(shared: Path, path: str) -> str:
+    """One body of training-server-get-endpoints.txt (a line ``== GET <path>`` before it)."""
+    lines = predictor_fixture(shared, "training-server-get-endpoints.txt").splitlines()
+    return lines[lines.index(f"== GET {path}") + 1]
+
+
+def test_coverage_and_quantile_from_the_recorded_training_metrics_page(shared: Path) -> None:
+    quantile, coverage = parse_training_metrics(predictor_fixture(shared, "training-server-metrics-xgboost.txt"))
+    assert quantile == 0.9
+    assert coverage == {"ttft": 86.909091 / 100, "tpot": 90.526316 / 100}
+    assert coverage == {"ttft": 0.86909091, "tpot": 0.90526316}
+
+
+def ring(values: dict[int, float], family: str = "ttft_coverage_percent") -> str:
+    return "".join(f'{family}{{idx="{idx}"}} {value:.6f}\n' for idx, value in values.items())
+
+
+@pytest.mark.parametrize(
+    ("page", "expected"),
+    [
+        pytest.param(ring({0: 80.0, 1: 85.0, 2: 90.0}), 0.9, id="the highest idx is the newest evaluation"),
+        pytest.param(
+            ring({3: 88.0, 0: 70.0, 4: 91.0, 1: 75.0, 2: 80.0}), 0.91, id="line order does not matter, idx does"
+        ),
+        pytest.param(ring({0: 50.0, 10: 60.0, 9: 99.0}), 0.6, id="idx compares as a number, not as text"),
+        pytest.param(ring({0: 100.0}), 1.0, id="one evaluation"),
+    ],
+)
+def test_the_newest_coverage_of_a_ring(page: str, expected: float) -> None:
+    _, coverage = parse_training_metrics(page + ring({0: 90.0}, "tpot_coverage_percent"))
+    assert coverage == {"ttft": expected, "tpot": 0.9}
+
+
+def test_a_page_without_rings_has_no_coverage_and_no_quantile() -> None:
+    # After /flush the training server's rings are empty and it writes no coverage lines.
+    assert parse_training_metrics('model_type{type="xgboost"} 1\ntarget_coverage_percent{} 90.0\n') == (None, {})
+
+
+def test_similar_families_are_not_taken_for_coverage() -> None:
+    page = ring({0: 80.0}, "ttft_coverage_percent_total") + ring({5: 10.0}, "ttft_violation_rate_percent")
+    assert parse_training_metrics(page) == (None, {})
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [
+        pytest.param({"idx": "x"}, id="idx not a number"),
+        pytest.param({"idx": "-1"}, id="negative idx"),
+        pytest.param({"idx": "\u00b2"}, id="a digit that int() refuses"),
+        pytest.param({}, id="no idx"),
+    ],
+)
+def test_a_coverage_sample_without_a_usable_idx_is_an_error(labels: dict[str, str]) -> None:
+    with pytest.raises(ValueError):
+        newest_coverage([({"idx": "0"}, 1.0), (labels, 2.0)])
+
+
+def test_a_malformed_coverage_line_is_an_error() -> None:
+    with pytest.raises(ValueError):
+        parse_training_metrics('ttft_coverage_percent{idx="0"} high\n')
+
+
+def test_model_write_times_from_the_recorded_models_list(shared: Path) -> None:
+    written = parse_last_modified(json.loads(recorded_get(shared, "/models/list")))
+    assert written == {
+        "ttft": datetime(2026, 11, 30, 10, 22, 8, 208881, tzinfo=UTC).timestamp(),
+        "tpot": datetime(2026, 11, 30, 10, 22, 8, 407796, tzinfo=UTC).timestamp(),
+    }
+
+
+def models_list(ttft: object, tpot: object = None) -> dict[str, object]:
+    def entry(stamp: object) -> dict[str, object]:
+        return {"exists": stamp is not None, "size_bytes": 1 if stamp else 0, "last_modified": stamp}
+
+    return {"models": {"ttft": entry(ttft), "tpot": entry(tpot)}, "model_type": "xgboost", "quantile": 0.9}
+
+
+@pytest.mark.parametrize(
+    ("document", "expected"),
+    [
+        pytest.param(models_list(None, None), {}, id="no model yet: no write time"),
+        pytest.param(
+            models_list("2026-11-30T12:22:08+02:00"),
+            {"ttft": datetime(2026, 11, 30, 10, 22, 8, tzinfo=UTC).timestamp()},
+            id="another offset",
+        ),
+        pytest.param(
+            models_list("2026-11-30T10:22:08Z"),
+            {"ttft": datetime(2026, 11, 30, 10, 22, 8, tzinfo=UTC).timestamp()},
+            id="Z for UTC",
+        ),
+        pytest.param(
+            models_list("2026-11-30T10:22:08"),
+            {"ttft": datetime(2026, 11, 30, 10, 22, 8, tzinfo=UTC).timestamp()},
+            id="no offset is read as UTC",
+        ),
+        pytest.param({"models": {}}, {}, id="no signal listed"),
+    ],
+)
+def test_model_write_times(document: object, expected: dict[str, float]) -> None:
+    assert parse_last_modified(document) == expected
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        pytest.param([], id="not an object"),
+        pytest.param({"model_type": "xgboost"}, id="no models"),
+        pytest.param({"models": {"ttft": "yes"}}, id="entry not an object"),
+        pytest.param(models_list(1764000000), id="a number for a timestamp"),
+        pytest.param(models_list("yesterday"), id="not ISO 8601"),
+    ],
+)
+def test_a_models_list_of_another_shape_is_an_error(document: object) -> None:
+    with pytest.raises(ValueError):
+        parse_last_modified(document)
+
+
+def test_status_from_the_recorded_body(shared: Path) -> None:
+    assert parse_status(json.loads(predictor_fixture(shared, "prediction-server-status.json"))) == (True, 0.9)
+
+
+@pytest.mark.parametrize(
+    ("document", "expected"),
+    [
+        pytest.param({"is_ready": False, "quantile": 0.95}, (False, 0.95), id="not ready still tells its quantile"),
+        pytest.param({"is_ready": True}, (True, None), id="no quantile"),
+    ],
+)
+def test_status(document: object, expected: tuple[bool, float | None]) -> None:
+    assert parse_status(document) == expected
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        pytest.param({"quantile": 0.9}, id="no is_ready"),
+        pytest.param({"is_ready": "true", "quantile": 0.9}, id="is_ready a string"),
+        pytest.param({"is_ready": True, "quantile": "p90"}, id="quantile not a number"),
+        pytest.param(None, id="null"),
+    ],
+)
+def test_a_status_of_another_shape_is_an_error(document: object) -> None:
+    with pytest.raises(ValueError):
+        parse_status(document)

@@ -1,0 +1,112 @@
+"""The predictor health gauges rendered from snapshots at scrape time."""
+
+from __future__ import annotations
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from sloscope import conventions as c
+from sloscope.predictor.health import PredictorSnapshot, ServerStatus
+from sloscope.publishers.predictor_health import PredictorHealthCollector
+
+TRAINING = "http://training:8000"
+PREDICTION = "http://prediction:8001"
+
+
+class FakeClock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def base_snapshot(**changes: object) -> PredictorSnapshot:
+    fields: dict[str, object] = {
+        "pool": "pool-a",
+        "servers": (ServerStatus(TRAINING, c.ROLE_TRAINING, True), ServerStatus(PREDICTION, c.ROLE_PREDICTION, False)),
+        "quantile": 0.9,
+        "model_last_modified": {"ttft": 1000.0, "tpot": 1500.0},
+        "coverage": {"ttft": 0.86909091, "tpot": 0.90526316},
+        "polled_at": 1990.0,
+    }
+    fields.update(changes)
+    return PredictorSnapshot(**fields)  # type: ignore[arg-type]
+
+
+def registry_with(snapshots: list[PredictorSnapshot | None], clock: FakeClock) -> CollectorRegistry:
+    registry = CollectorRegistry()
+    registry.register(PredictorHealthCollector(lambda: snapshots, clock))
+    return registry
+
+
+def samples(registry: CollectorRegistry) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    out = {}
+    for family in text_string_to_metric_families(generate_latest(registry).decode()):
+        for sample in family.samples:
+            out[(sample.name, frozenset(sample.labels.items()))] = sample.value
+    return out
+
+
+def key(name: str, **labels: str) -> tuple[str, frozenset[tuple[str, str]]]:
+    return (name, frozenset(labels.items()))
+
+
+def test_every_series_with_its_labels() -> None:
+    registry = registry_with([base_snapshot()], FakeClock(2000.0))
+    assert samples(registry) == {
+        key(c.PREDICTOR_UP.name, pool="pool-a", server=TRAINING, role="training"): 1.0,
+        key(c.PREDICTOR_UP.name, pool="pool-a", server=PREDICTION, role="prediction"): 0.0,
+        key(c.PREDICTOR_MODEL_AGE_SECONDS.name, pool="pool-a", signal="ttft"): 1000.0,
+        key(c.PREDICTOR_MODEL_AGE_SECONDS.name, pool="pool-a", signal="tpot"): 500.0,
+        key(c.PREDICTOR_COVERAGE_OFFLINE_RATIO.name, pool="pool-a", signal="ttft"): 0.86909091,
+        key(c.PREDICTOR_COVERAGE_OFFLINE_RATIO.name, pool="pool-a", signal="tpot"): 0.90526316,
+        key(c.PREDICTOR_QUANTILE.name, pool="pool-a"): 0.9,
+    }
+
+
+def test_the_model_age_grows_between_polls() -> None:
+    clock = FakeClock(2000.0)
+    registry = registry_with([base_snapshot()], clock)
+    labels = {"pool": "pool-a", "signal": "ttft"}
+    assert registry.get_sample_value(c.PREDICTOR_MODEL_AGE_SECONDS.name, labels) == 1000.0
+    clock.now = 2015.0
+    assert registry.get_sample_value(c.PREDICTOR_MODEL_AGE_SECONDS.name, labels) == 1015.0
+
+
+@pytest.mark.parametrize(
+    ("changes", "missing"),
+    [
+        pytest.param({"quantile": None}, c.PREDICTOR_QUANTILE.name, id="no quantile: no quantile series"),
+        pytest.param({"model_last_modified": {}}, c.PREDICTOR_MODEL_AGE_SECONDS.name, id="no model: no age"),
+        pytest.param({"coverage": {}}, c.PREDICTOR_COVERAGE_OFFLINE_RATIO.name, id="no evaluation: no coverage"),
+        pytest.param({"servers": ()}, c.PREDICTOR_UP.name, id="no server: no up series"),
+    ],
+)
+def test_values_never_fetched_have_no_series(changes: dict[str, object], missing: str) -> None:
+    names = {name for name, _ in samples(registry_with([base_snapshot(**changes)], FakeClock(2000.0)))}
+    assert missing not in names
+    assert len(names) == 3
+
+
+def test_pools_not_polled_yet_have_no_series_and_pools_are_kept_apart() -> None:
+    other = base_snapshot(pool="pool-b", quantile=0.95, servers=(), model_last_modified={}, coverage={})
+    got = samples(registry_with([None, base_snapshot(), other], FakeClock(2000.0)))
+    assert got[key(c.PREDICTOR_QUANTILE.name, pool="pool-b")] == 0.95
+    assert got[key(c.PREDICTOR_QUANTILE.name, pool="pool-a")] == 0.9
+    assert len(got) == 8
+
+
+def test_describe_names_the_four_families_without_reading_snapshots() -> None:
+    def never() -> list[PredictorSnapshot | None]:
+        raise AssertionError("describe must not collect")
+
+    collector = PredictorHealthCollector(never)
+    assert [m.name for m in collector.describe()] == [
+        c.PREDICTOR_UP.name,
+        c.PREDICTOR_MODEL_AGE_SECONDS.name,
+        c.PREDICTOR_COVERAGE_OFFLINE_RATIO.name,
+        c.PREDICTOR_QUANTILE.name,
+    ]
+    CollectorRegistry().register(collector)  # registration uses describe()

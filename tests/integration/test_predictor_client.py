@@ -276,7 +276,7 @@ def test_a_cancelled_trial_call_frees_the_trial_for_the_next_call(servers: Calla
             server.behaviour.fail, server.behaviour.delay_seconds = False, 60.0
             with pytest.raises(TimeoutError):
                 await asyncio.wait_for(client.predict(features(1), SHADOW), 0.3)  # the trial, cancelled
-            states = list(client.breaker_states().values())
+            states: list[str] = list(client.breaker_states().values())
             server.behaviour.delay_seconds = 0.0
             return states, await client.predict(features(1), SHADOW)
 

@@ -18,13 +18,9 @@ from sloscope.config import PredictorServers
 from sloscope.predictor.health import PredictorHealth, PredictorSnapshot, ServerStatus
 from sloscope.publishers.predictor_health import PredictorHealthCollector
 from sloscope.telemetry import Telemetry
-from tests.support.prediction_server import (
-    PredictionBehaviour,
-    PredictionServer,
-    RunningServer,
-    TrainingBehaviour,
-    TrainingServer,
-)
+from tests.support.prediction_server import PredictionBehaviour, PredictionServer
+from tests.support.serving import RunningServer
+from tests.support.training_server import TrainingBehaviour, TrainingServer
 
 pytestmark = pytest.mark.integration
 

@@ -11,13 +11,8 @@ import httpx
 import pytest
 
 from sloscope.predictor.features import Features
-from tests.support.prediction_server import (
-    PredictionServer,
-    TrainingServer,
-    expected_prediction,
-    recorded_get_bodies,
-    recorded_metrics_page,
-)
+from tests.support.prediction_server import PredictionServer, expected_prediction
+from tests.support.training_server import TrainingServer, recorded_get_bodies, recorded_metrics_page
 
 pytestmark = pytest.mark.integration
 

@@ -1,6 +1,6 @@
-"""Stand-ins for the latency predictor's prediction and training servers, run on loopback.
+"""A stand-in for the latency predictor's prediction server, run on loopback.
 
-They follow the API of ``prediction_server.py`` / ``training_server.py`` of the latency predictor
+It follows the API of ``prediction_server.py`` of the latency predictor
 (at the commit the fixtures in ``fixtures/predictor/`` were recorded from): the same routes, the
 same request models with the same pydantic constraints (so a feature out of range gets FastAPI's
 422 with the body shape of ``prediction-server-422-validation-error.json``), and responses with the
@@ -28,30 +28,36 @@ Switches (:class:`PredictionBehaviour`, changed by tests at any time):
 
 Every request's path is recorded in ``calls`` (even when failing), the validated ``requests`` list
 of each ``/predict/bulk`` call in ``bulk_requests``.
-
-The training stand-in serves the recorded ``/metrics`` page and ``/models/list``, ``/readyz`` and
-the other GET bodies of ``training-server-get-endpoints.txt``, read from the shared fixtures folder
-given to it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import socket
-import threading
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any, Self
+from typing import Any
 
-import uvicorn
-from fastapi import FastAPI, HTTPException, Request, Response, status
-from fastapi.responses import JSONResponse
+from fastapi import FastAPI, HTTPException, status
 from pydantic import BaseModel, Field
 
 from sloscope.predictor.features import Features, Prediction
+from tests.support.serving import RunningServer, install_switches
+from tests.support.training_server import TrainingBehaviour, TrainingServer
+
+# The training stand-in lives in training_server.py; importable from here too, as the two go together.
+__all__ = [
+    "MODEL_TYPE",
+    "QUANTILE",
+    "PredictionBehaviour",
+    "PredictionServer",
+    "TrainingBehaviour",
+    "TrainingServer",
+    "create_prediction_app",
+    "expected_prediction",
+    "predicted_tpot_ms",
+    "predicted_ttft_ms",
+]
 
 QUANTILE = 0.9
 MODEL_TYPE = "xgboost"
@@ -171,7 +177,7 @@ def _predict(request: PredictionRequest, now: datetime) -> PredictionResponse:
 def create_prediction_app(behaviour: PredictionBehaviour, release: asyncio.Event | None = None) -> FastAPI:
     """The prediction server's routes, driven by ``behaviour``; ``release`` cuts delays short."""
     app = FastAPI(title="stand-in prediction server")
-    _install_switches(app, behaviour, release)
+    install_switches(app, behaviour, release)
 
     @app.get("/status", response_model=StatusResponse)
     async def status_endpoint() -> StatusResponse:
@@ -242,172 +248,9 @@ def create_prediction_app(behaviour: PredictionBehaviour, release: asyncio.Event
     return app
 
 
-# --- the training server ---
-
-
-@dataclass
-class TrainingBehaviour:
-    """Switches of a training stand-in. ``metrics`` / ``models_list`` replace the recorded bodies when set."""
-
-    ready: bool = True
-    fail: bool = False
-    delay_seconds: float = 0.0
-    metrics: str | None = None
-    models_list: str | None = None
-    calls: list[str] = field(default_factory=list)
-
-
-def recorded_get_bodies(shared: Path) -> dict[str, str]:
-    """The bodies of ``training-server-get-endpoints.txt`` by path (sections start with ``== GET <path>``)."""
-    bodies: dict[str, str] = {}
-    path: str | None = None
-    lines: list[str] = []
-    text = (shared / "fixtures" / "predictor" / "training-server-get-endpoints.txt").read_text()
-    for line in [*text.splitlines(), "== GET"]:
-        if line.startswith("== GET"):
-            if path is not None:
-                bodies[path] = "\n".join(lines).strip()
-            path, lines = line.removeprefix("== GET").strip(), []
-        else:
-            lines.append(line)
-    return bodies
-
-
-def recorded_metrics_page(shared: Path) -> str:
-    """The recorded training-server ``/metrics`` page without the capture's header comments.
-
-    The real server writes no comment lines; the three at the top of the fixture are provenance notes.
-    """
-    text = (shared / "fixtures" / "predictor" / "training-server-metrics-xgboost.txt").read_text()
-    return "".join(line for line in text.splitlines(keepends=True) if not line.startswith("#"))
-
-
-def create_training_app(behaviour: TrainingBehaviour, shared: Path, release: asyncio.Event | None = None) -> FastAPI:
-    """The training server's health routes with the recorded bodies, driven by ``behaviour``."""
-    app = FastAPI(title="stand-in training server")
-    _install_switches(app, behaviour, release)
-    bodies = recorded_get_bodies(shared)
-    page = recorded_metrics_page(shared)
-
-    @app.get("/metrics", status_code=status.HTTP_200_OK)
-    async def metrics() -> Response:
-        text = behaviour.metrics if behaviour.metrics is not None else page
-        return Response(text, media_type="text/plain; version=0.0.4")
-
-    @app.get("/readyz", status_code=status.HTTP_200_OK)
-    async def readiness_check() -> Response:
-        if not behaviour.ready:
-            raise HTTPException(status_code=status.HTTP_503_SERVICE_UNAVAILABLE, detail="Models are not ready.")
-        return Response(bodies["/readyz"], media_type="application/json")
-
-    @app.get("/models/list")
-    async def list_models() -> Response:
-        text = behaviour.models_list if behaviour.models_list is not None else bodies["/models/list"]
-        return Response(text, media_type="application/json")
-
-    for path in ("/healthz", "/model/download/info", "/model/ttft/info", "/"):
-        app.add_api_route(path, _recorded(bodies[path]), methods=["GET"])
-    return app
-
-
-def _recorded(body: str) -> Callable[[], Awaitable[Response]]:
-    async def endpoint() -> Response:
-        return Response(body, media_type="application/json")
-
-    return endpoint
-
-
-def _install_switches(app: FastAPI, behaviour: Any, release: asyncio.Event | None) -> None:
-    """Records every call, then applies ``delay_seconds`` and ``fail`` before the route runs."""
-
-    @app.middleware("http")
-    async def switches(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        behaviour.calls.append(request.url.path)
-        if behaviour.delay_seconds > 0:
-            if release is None:
-                await asyncio.sleep(behaviour.delay_seconds)
-            else:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(release.wait(), behaviour.delay_seconds)
-        if behaviour.fail:
-            return JSONResponse({"detail": "Internal Server Error"}, status_code=500)
-        return await call_next(request)
-
-
-# --- running them ---
-
-
-class _Server(uvicorn.Server):
-    """Tells the starting thread when it listens, and remembers its loop for a thread-safe stop."""
-
-    def __init__(self, config: uvicorn.Config) -> None:
-        super().__init__(config)
-        self.listening = threading.Event()
-        self.loop: asyncio.AbstractEventLoop | None = None
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        self.loop = asyncio.get_running_loop()
-        await super().startup(sockets)
-        self.listening.set()
-
-
-class RunningServer:
-    """A FastAPI app served by uvicorn on 127.0.0.1 (a free port) in a background thread."""
-
-    def __init__(self, app_factory: Callable[[asyncio.Event], FastAPI]) -> None:
-        self._release = asyncio.Event()
-        self._app = app_factory(self._release)
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._sock.bind(("127.0.0.1", 0))
-        self.port: int = self._sock.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(self._app, log_level="warning", lifespan="off", timeout_graceful_shutdown=5)
-        self._server = _Server(config)
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> Self:
-        self._sock.listen(128)
-        self._thread = threading.Thread(
-            target=self._server.run, kwargs={"sockets": [self._sock]}, name=f"stand-in:{self.port}", daemon=True
-        )
-        self._thread.start()
-        if not self._server.listening.wait(10):
-            self.stop()
-            raise RuntimeError(f"stand-in server on port {self.port} did not start")
-        return self
-
-    def stop(self) -> None:
-        """Releases delayed answers, stops the server and joins its thread; safe twice and without start."""
-        loop = self._server.loop
-        if loop is not None and not loop.is_closed():
-            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-                loop.call_soon_threadsafe(self._release.set)
-        self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(15)
-            if self._thread.is_alive():
-                raise RuntimeError(f"stand-in server on port {self.port} did not stop")
-            self._thread = None
-        self._sock.close()
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-
 class PredictionServer(RunningServer):
     """A prediction stand-in; change ``behaviour`` to switch what it does."""
 
     def __init__(self, behaviour: PredictionBehaviour | None = None) -> None:
         self.behaviour = behaviour or PredictionBehaviour()
         super().__init__(lambda release: create_prediction_app(self.behaviour, release))
-
-
-class TrainingServer(RunningServer):
-    """A training stand-in serving the recorded bodies from ``shared`` (the folder holding ``fixtures/``)."""
-
-    def __init__(self, shared: Path, behaviour: TrainingBehaviour | None = None) -> None:
-        self.behaviour = behaviour or TrainingBehaviour()
-        super().__init__(lambda release: create_training_app(self.behaviour, shared, release))

@@ -60,15 +60,19 @@ class WatchStream:
     """One watch response: events the test sends are written as they come; end() closes it."""
 
     def __init__(self) -> None:
-        self._events: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self._events: queue.Queue[dict[str, Any] | str | None] = queue.Queue()
 
     def send(self, event: dict[str, Any]) -> None:
         self._events.put(event)
 
+    def send_raw(self, line: str) -> None:
+        """A line as is, JSON or not."""
+        self._events.put(line)
+
     def end(self) -> None:
         self._events.put(None)
 
-    def next(self, timeout: float) -> dict[str, Any] | bool | None:
+    def next(self, timeout: float) -> dict[str, Any] | str | bool | None:
         """The next event, None at the end, False when nothing came within timeout."""
         try:
             return self._events.get(timeout=timeout)
@@ -174,7 +178,7 @@ def _handler(api: FakeKubeAPI) -> type[BaseHTTPRequestHandler]:
                     if event is None:
                         self.wfile.write(b"0\r\n\r\n")
                         return
-                    line = (json.dumps(event) + "\n").encode()
+                    line = ((event if isinstance(event, str) else json.dumps(event)) + "\n").encode()
                     self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
                     self.wfile.flush()
             except OSError:  # the client shut the watch down
@@ -409,3 +413,20 @@ def test_a_pod_list_without_resource_version_is_an_error_not_a_crash(
 
     assert reports.lists == [pods(A)]
     assert any("no metadata.resourceVersion" in record.getMessage() for record in caplog.records)
+
+
+def test_a_watch_line_that_is_not_json_is_skipped(api: FakeKubeAPI) -> None:
+    events = load("watch-events.json")
+    api.reply(PODS, Reply(200, load("pods-list.json")))
+    stream = api.watch()
+
+    async def body(reports: Reports) -> None:
+        await wait_until(lambda: reports.latest == pods(A), "the first list")
+        stream.send_raw('{"type": "MODIFIED", "object": {"kind": "Pod", "metadata": {')  # cut short by a proxy
+        stream.send_raw("")
+        stream.send(events[1])  # B Ready
+        await wait_until(lambda: reports.latest == pods(A, B), "the event after the bad line")
+
+    reports = run(api, SELECTOR, body)
+    assert reports.lists == [pods(A), pods(A, B)]
+    assert len(api.watch_requests()) == 1  # the same watch went on

@@ -258,7 +258,6 @@ class _Worker:
             if target is not None:
                 targets[target.pod] = target
         self._report(targets)
-        self._delay = self._backoff_seconds
         while not self._stopped.is_set():
             version = self._watch_once(core, selector, port, version, targets)
             if self._config.inference_pool is not None and self._resolve(api) != (selector, port):
@@ -287,13 +286,16 @@ class _Worker:
             for event in stream:
                 if self._stopped.is_set():
                     break
-                version = self._apply(event, port, targets) or version
+                if isinstance(event, Mapping):  # the client yields None for a line that is not JSON
+                    version = self._apply(event, port, targets) or version
+                    self._delay = self._backoff_seconds  # the API works: the next failure starts the backoff anew
         except k8s.ApiException as exc:
             if exc.status == _GONE:  # the client turns an ERROR event into an ApiException
                 raise _ExpiredError from exc
             raise
         finally:
             self._watch = None
+        self._delay = self._backoff_seconds
         return version
 
     def _apply(self, event: Mapping[str, Any], port: int, targets: dict[str, Target]) -> str | None:

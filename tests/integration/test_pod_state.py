@@ -61,6 +61,7 @@ def env(tmp_path_factory: pytest.TempPathFactory, shared: Path) -> Iterator[Env]
         PageServer(sglang_page(MODEL, queued=4, running=12, token_usage=0.42)) as pod_c,
         PredictionServer() as predictor,
         TrainingServer(shared) as training,
+        PageServer((shared / "fixtures" / "epp" / "slo-metrics-constructed-from-code.prom").read_text()) as epp,
     ):
         server = start_server(
             tmp,
@@ -86,6 +87,7 @@ def env(tmp_path_factory: pytest.TempPathFactory, shared: Path) -> Iterator[Env]
                             ]
                         },
                         "predictor": {"training_url": training.url, "prediction_urls": [predictor.url]},
+                        "epp": {"metrics_url": f"http://{epp.address}/metrics"},
                     },
                     {
                         "name": "pool-s",
@@ -173,6 +175,15 @@ def test_pod_gauges_from_vllm_old_kv_name_and_sglang_pages(env: Env) -> None:
     assert server.value("sloscope_predictor_coverage_offline_ratio", pool=POOL, signal="ttft") == pytest.approx(
         0.86909091
     )
+
+
+def test_epp_series_are_republished_with_their_labels_put_right(env: Env) -> None:
+    server = env.server
+    labels = {"pool": POOL, "model": MODEL, "target_model": MODEL}  # the EPP wrote model_name=""
+    wait_until(lambda: server.value("sloscope_epp_ttft_seconds_count", **labels) == 1, what="EPP page scraped")
+    assert server.value("sloscope_epp_ttft_seconds_sum", **labels) == 0.231
+    assert server.value("sloscope_epp_slo_violations_total", type="ttft", **labels) == 1
+    assert server.value("sloscope_scrapes_total", kind="epp", result="success") >= 1
 
 
 def shadow_rows(predictor: PredictionServer) -> list[dict[str, float]]:

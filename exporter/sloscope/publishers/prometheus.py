@@ -7,9 +7,9 @@ exemplars appear when the scraper asks for OpenMetrics.
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Gauge
-
 from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Gauge
 
 from sloscope import conventions as c
 from sloscope.config import Limits

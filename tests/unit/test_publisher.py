@@ -82,3 +82,29 @@ def test_the_spec_is_published_as_series() -> None:
 
 def test_spec_targets_become_bucket_boundaries() -> None:
     assert buckets_with_targets((0.1, 1.0), [250.0, 1000.0]) == (0.1, 0.25, 1.0)
+
+
+def test_later_publishers_get_the_same_capped_labels_without_a_second_fold() -> None:
+    registry, publisher = make(max_models=1)
+    publish(registry, publisher, target_model="first")
+    request = JoinedRequest(trace_id="ef" * 16, span_id="01" * 8, outcome="joined", target_model="second", pool="p")
+    publisher.publish(request, evaluate(request, default_spec()))
+    assert publisher.model_and_pool(request) == ("__other__", "p")
+    assert registry.get_sample_value("sloscope_label_values_folded_total", {"label": "model"}) == 1
+
+
+def test_the_pool_of_a_request_without_one_comes_from_its_pod() -> None:
+    registry = CollectorRegistry()
+    publisher = PrometheusPublisher(
+        registry,
+        default_spec(),
+        Limits(),
+        Telemetry(registry),
+        "unknown",
+        pool_of_pod=lambda request: "pool-a" if request.pod == "vllm-0" else None,
+    )
+    for pod in ("vllm-0", "elsewhere"):
+        request = JoinedRequest(trace_id="ef" * 16, span_id="01" * 8, outcome="joined", target_model="m", pod=pod)
+        publisher.publish(request, evaluate(request, default_spec()))
+    assert registry.get_sample_value("sloscope_pod_requests_total", {"pool": "pool-a", "pod": "vllm-0"}) == 1
+    assert registry.get_sample_value("sloscope_pod_requests_total", {"pool": "unknown", "pod": "elsewhere"}) == 1

@@ -146,10 +146,12 @@ class PredictionTracker:
         key = self._history.resolve(request.pool, request.pod, request.endpoint)
         pool = key[0] if key is not None else (request.pool or labels[1])
         arrival = (request.arrival_ns or request.start_ns) / 1e9
-        tightest = self._running.tightest_at(key, arrival) if key is not None else None
         slo_tpot = _target_seconds(request.slo_tpot_ms)
-        if key is not None and slo_tpot is not None and request.end_ns:
-            self._running.add(key, arrival, request.end_ns / 1e9, slo_tpot)
+        tightest = None
+        if key is not None and slo_tpot is not None:  # only TPOT headroom needs it, and only with a TPOT SLO
+            tightest = self._running.tightest_at(key, arrival)
+            if request.end_ns:
+                self._running.add(key, arrival, request.end_ns / 1e9, slo_tpot)
         if request.predicted_ttft_ms is not None or request.predicted_tpot_ms is not None:
             quantile = self._quantile_of(pool) or DEFAULT_QUANTILE
             self.record(

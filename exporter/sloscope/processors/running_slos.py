@@ -47,13 +47,10 @@ class RunningSLOs:
     def tightest_at(self, key: PodKey, at: float) -> float | None:
         """Tightest TPOT SLO among the requests that were running on the pod at ``at`` (start <= at < end)."""
         with self._lock:
-            runs = list(self._pods.get(key, ()))
-        slos = [r.tpot_slo for r in runs if r.start <= at < r.end]
-        return min(slos) if slos else None
+            return min((r.tpot_slo for r in self._pods.get(key, ()) if r.start <= at < r.end), default=None)
 
     def tightest_recent(self, key: PodKey, now: float, window: float) -> float | None:
         """Tightest TPOT SLO among the requests that were still running within ``window`` seconds of ``now``."""
         with self._lock:
-            runs = list(self._pods.get(key, ()))
-        slos = [r.tpot_slo for r in runs if r.end >= now - window and r.start <= now]
-        return min(slos) if slos else None
+            runs = self._pods.get(key, ())
+            return min((r.tpot_slo for r in runs if r.end >= now - window and r.start <= now), default=None)

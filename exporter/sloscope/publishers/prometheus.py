@@ -57,6 +57,7 @@ class PrometheusPublisher:
     ) -> None:
         self._default_pool = default_pool
         self._pool_of_pod = pool_of_pod
+        self._last: tuple[JoinedRequest | None, tuple[str, str]] = (None, ("", ""))
         folded = telemetry.label_values_folded
         self._guard = LabelGuard(limits.max_label_values, lambda label: folded.labels(label).inc())
         series = self._series = SeriesCollector()
@@ -76,7 +77,14 @@ class PrometheusPublisher:
         _publish_spec(registry, spec)
 
     def model_and_pool(self, request: JoinedRequest) -> tuple[str, str]:
-        """The capped (model, pool) label values of a request, for other publishers on the same worker thread."""
+        """The capped (model, pool) label values of a request, for publishers after this one on the worker thread.
+
+        The request just published is answered from memory: admitting its values again would count a
+        folded value twice.
+        """
+        last, labels = self._last
+        if request is last:
+            return labels
         admit = self._guard.admit
         return admit(c.MODEL, request.model or c.UNKNOWN), admit(c.POOL, self._pool(request))
 
@@ -91,6 +99,7 @@ class PrometheusPublisher:
         admit = self._guard.admit
         model = admit(c.MODEL, request.model or c.UNKNOWN)
         pool = admit(c.POOL, self._pool(request))
+        self._last = (request, (model, pool))
         slo_class = admit(c.SLO_CLASS, evaluation.slo_class)
         pod = admit(c.POD, request.pod or request.endpoint or c.UNKNOWN)
         base = (model, pool, slo_class, request.routing)

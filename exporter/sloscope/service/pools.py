@@ -103,7 +103,8 @@ class PoolMonitor:
             if pool.predictor is not None
         ]
         self.tracker = PredictionTracker(
-            settings=predictions,
+            # without pools there is no predictor to ask: only predictions carried on spans are compared
+            settings=predictions if pools else predictions.model_copy(update={"shadow": False}),
             headroom=settings.headroom,
             history=self.history,
             running=self.running,

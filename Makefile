@@ -32,9 +32,10 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest tests/unit
 
-## demo: run sloscope on the built-in settings and SLO spec (Ctrl-C stops it).
+## demo: a simulated fleet (pods, latency predictor, EPP-like router) against a real sloscope, about two minutes.
+## DEMO_ARGS passes options, e.g. make demo DEMO_ARGS="--duration 300 --with-prometheus"; Ctrl-C stops it.
 demo: $(STAMP)
-	$(BIN)/sloscope serve
+	$(BIN)/sloscope demo $(DEMO_ARGS)
 
 ## bench: throughput of the ingest path and of the exposition parser; ratios are measured in one run each.
 bench: $(STAMP)

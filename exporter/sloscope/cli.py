@@ -1,4 +1,4 @@
-"""The ``sloscope`` command line: ``serve`` and ``check-config`` (more subcommands arrive with their features)."""
+"""The ``sloscope`` command line: ``serve``, ``check-config`` and ``demo`` (more arrive with their features)."""
 
 from __future__ import annotations
 
@@ -36,6 +36,35 @@ def _parser() -> argparse.ArgumentParser:
         "Prints FILE: path: reason for every problem; exits 1 if any.",
     )
     check.add_argument("files", nargs="+", type=Path, metavar="FILE")
+
+    demo = commands.add_parser(
+        "demo",
+        help="run a simulated fleet (pods, latency predictor, EPP-like router) against a real sloscope",
+        description="Start simulated vLLM pods, a learning latency predictor and an EPP-like router, a real "
+        "'sloscope serve' scraping them and receiving their OTLP spans; drive bursty traffic from several SLO "
+        "classes, show sloscope's figures live beside the simulator's truth, and compare them at the end. "
+        "Exits 0 when sloscope counted exactly the requests the simulator served. See docs/demo.md.",
+    )
+    demo.add_argument("--duration", type=float, default=120.0, help="seconds of traffic (default 120)")
+    demo.add_argument("--pods", type=int, default=4, help="simulated model-server pods (default 4)")
+    demo.add_argument("--rate", type=float, default=12.0, help="base arrival rate, requests/s (default 12)")
+    demo.add_argument("--burst-factor", type=float, default=2.0, help="arrival rate multiplier in bursts (default 2)")
+    demo.add_argument("--prediction-servers", type=int, default=2, help="prediction servers (default 2)")
+    demo.add_argument("--seed", type=int, default=1, help="seed of every random choice (default 1)")
+    demo.add_argument(
+        "--workdir", type=Path, help="folder for sloscope's settings, spec and log (default: a new temp folder)"
+    )
+    demo.add_argument(
+        "--keep", action="store_true", help="keep sloscope (and Prometheus) serving after the traffic, until Ctrl-C"
+    )
+    demo.add_argument("--no-view", action="store_true", help="a line every 10 s instead of the live view")
+    demo.add_argument(
+        "--with-prometheus",
+        nargs="?",
+        const="",
+        metavar="BINARY",
+        help="also run Prometheus scraping sloscope (the given binary, else prometheus on PATH or in .tools/bin)",
+    )
     return parser
 
 
@@ -43,7 +72,45 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "check-config":
         return _check_config(args.files)
+    if args.command == "demo":
+        return _demo(args)
     return _serve(args.config, args.slo_spec)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from sloscope.demo.main import run_demo
+    from sloscope.demo.prometheus import find_prometheus
+    from sloscope.demo.runner import DemoOptions
+
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    prometheus = None
+    if args.with_prometheus is not None:
+        prometheus = find_prometheus(args.with_prometheus or None)
+        if prometheus is None:
+            print(
+                "--with-prometheus: no Prometheus binary found (give its path, put it on PATH, or run make test)",
+                file=sys.stderr,
+            )
+            return 2
+    if args.pods < 1 or args.duration <= 0 or args.rate <= 0 or args.prediction_servers < 1:
+        print(
+            "demo: --pods and --prediction-servers must be at least 1, --duration and --rate positive", file=sys.stderr
+        )
+        return 2
+    options = DemoOptions(
+        duration=args.duration,
+        pods=args.pods,
+        prediction_servers=args.prediction_servers,
+        seed=args.seed,
+        rate=args.rate,
+        burst_factor=args.burst_factor,
+        workdir=args.workdir,
+    )
+    return asyncio.run(
+        run_demo(options, console=Console(), view=not args.no_view, keep=args.keep, prometheus=prometheus)
+    )
 
 
 def _check_config(files: list[Path]) -> int:

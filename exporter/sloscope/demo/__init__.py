@@ -1,0 +1,11 @@
+"""The embedded demo: a simulated fleet (model-server pods, a latency predictor, an EPP-like router and
+clients) that talks to a real ``sloscope serve`` over the production protocols: OTLP spans from the
+OpenTelemetry SDK, vLLM-compatible /metrics pages and the prediction-server HTTP API.
+
+simulation (this package)                                        sloscope serve (a subprocess)
+clients -> router --(POST /predict/bulk/strict)--> prediction server
+             |  \\--(POST /add_training_data_bulk)-> training server  <-- health polls
+             v
+           pods (continuous batching) --/metrics-------------------> scrape loop
+           spans (gateway.request, llm_request) --OTLP------------> receivers
+"""

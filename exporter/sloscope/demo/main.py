@@ -1,0 +1,131 @@
+"""``sloscope demo``: run the simulated fleet against a real sloscope, show it live, check it at the end."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from pathlib import Path
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from sloscope.demo.prometheus import PrometheusServer
+from sloscope.demo.readout import Readout
+from sloscope.demo.runner import Demo, DemoOptions
+from sloscope.demo.truth import SLOS, GroundTruth
+from sloscope.demo.view import render, summary_line
+
+__all__ = ["run_demo"]
+
+_READ_EVERY = 1.0
+_LOG_EVERY = 10.0
+
+
+async def run_demo(
+    options: DemoOptions, *, console: Console, view: bool = True, keep: bool = False, prometheus: Path | None = None
+) -> int:
+    """Exit status 0 when sloscope counted exactly what the simulator served, else 1."""
+    demo = Demo(options)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    server: PrometheusServer | None = None
+    try:
+        console.print(
+            f"[bold]sloscope demo[/]: {options.pods} pods, {options.prediction_servers} prediction servers, "
+            f"{options.duration:.0f} s, seed {options.seed}; starting the fleet and sloscope ..."
+        )
+        await demo.start()
+        if prometheus is not None:
+            server = PrometheusServer(prometheus, demo.workdir, demo.sloscope.metrics_port)
+            await server.start()
+        prometheus_url = server.url if server else None
+        console.print(f"sloscope is serving {demo.sloscope.metrics_url} (its files and log: {demo.workdir})")
+        await _traffic(demo, stop, console, view and console.is_terminal, prometheus_url)
+        console.print("traffic done; waiting for requests in flight and for sloscope to count them ...")
+        counted_all = await demo.drain()
+        final = await demo.read()
+        _summary(console, demo, final, counted_all, prometheus_url)
+        if keep and not stop.is_set():
+            console.print(
+                "[bold]still running[/]: the fleet is idle, sloscope and Prometheus keep serving. Ctrl-C stops."
+            )
+            await stop.wait()
+        return 0 if counted_all else 1
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        if server is not None:
+            await server.stop()
+        await demo.stop()
+
+
+async def _traffic(
+    demo: Demo, stop: asyncio.Event, console: Console, live_view: bool, prometheus_url: str | None
+) -> None:
+    traffic = asyncio.create_task(demo.run_traffic(stop))
+    figures: Readout | None = None
+    if live_view:
+        with Live(render(demo.status(None, prometheus_url)), console=console, refresh_per_second=4) as live:
+            while not traffic.done():
+                figures = await demo.read() or figures
+                live.update(render(demo.status(figures, prometheus_url)))
+                await asyncio.wait({traffic}, timeout=_READ_EVERY)
+    else:
+        while not traffic.done():
+            await asyncio.wait({traffic}, timeout=_LOG_EVERY)
+            figures = await demo.read() or figures
+            console.print(summary_line(demo.status(figures, prometheus_url)))
+    with contextlib.suppress(asyncio.CancelledError):
+        await traffic
+
+
+def _summary(
+    console: Console, demo: Demo, final: Readout | None, counted_all: bool, prometheus_url: str | None
+) -> None:
+    truth = demo.truth
+    console.print(render(demo.status(final, prometheus_url)))
+    if final is None:
+        console.print(f"[red]sloscope's /metrics could not be read; see {demo.sloscope.log_path}[/]")
+        return
+    console.print(_counts_table(truth, final))
+    verdict = "[green]equal[/]" if counted_all else "[red]not equal[/]"
+    console.print(f"requests: the simulator served {truth.total}, sloscope counted {final.total}: {verdict}")
+    for signal_name in ("ttft", "tpot"):
+        shadow, real = final.coverage(signal_name), truth.coverage(signal_name)
+        if shadow is not None and real is not None:
+            console.print(
+                f"{signal_name.upper()} coverage: shadow predictions {shadow:.3f}, the router's own predictions "
+                f"{real:.3f} (difference {shadow - real:+.3f}; see docs/predictions.md on shadow predictions)"
+            )
+    console.print(
+        f"where to look: settings, SLO spec and sloscope's log in {demo.workdir}; "
+        + (f"Prometheus at {prometheus_url}; " if prometheus_url else "")
+        + "run with --keep to browse /metrics after the traffic, --with-prometheus to query it."
+    )
+
+
+def _counts_table(truth: GroundTruth, final: Readout) -> Table:
+    table = Table(title="Counts: sloscope / simulator truth", title_justify="left")
+    for column in (
+        "class",
+        "routing",
+        "requests",
+        *(f"{slo} eligible" for slo in SLOS),
+        *(f"{slo} missed" for slo in SLOS),
+    ):
+        table.add_column(column, justify="left" if column in ("class", "routing") else "right")
+    for cls, routing in sorted(set(truth.requests) | set(final.requests)):
+        row = [cls, routing, _pair(final.requests[(cls, routing)], truth.requests[(cls, routing)])]
+        row += [_pair(final.eligible[(cls, routing, s)], truth.eligible[(cls, routing, s)]) for s in SLOS]
+        row += [_pair(final.violations[(cls, routing, s)], truth.violations[(cls, routing, s)]) for s in SLOS]
+        table.add_row(*row)
+    return table
+
+
+def _pair(measured: int, expected: int) -> str:
+    style = "green" if measured == expected else "red"
+    return f"[{style}]{measured} / {expected}[/]"

@@ -1,0 +1,82 @@
+"""An optional Prometheus server for the demo, scraping sloscope, so its series can be queried and graphed.
+
+Used with ``sloscope demo --with-prometheus``: the binary is the one given, else ``prometheus`` on the PATH,
+else the one ``make test`` bootstraps into ``.tools/bin``. Rule files under ``alerts/`` are loaded when
+they exist. Its data lives in the demo's working folder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import signal
+import socket
+from pathlib import Path
+
+import yaml
+
+__all__ = ["PrometheusServer", "find_prometheus"]
+
+_REPO = Path(__file__).resolve().parents[3]
+
+
+def find_prometheus(given: str | None = None) -> Path | None:
+    for candidate in (given, shutil.which("prometheus"), str(_REPO / ".tools" / "bin" / "prometheus")):
+        if candidate and Path(candidate).is_file():
+            return Path(candidate)
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class PrometheusServer:
+    def __init__(self, binary: Path, workdir: Path, metrics_port: int) -> None:
+        self._binary = binary
+        self._workdir = workdir / "prometheus"
+        self._metrics_port = metrics_port
+        self.port = _free_port()
+        self._process: asyncio.subprocess.Process | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def start(self) -> None:
+        self._workdir.mkdir(parents=True, exist_ok=True)
+        rules = sorted(str(p) for p in (_REPO / "alerts").glob("*.yaml")) if (_REPO / "alerts").is_dir() else []
+        config = {
+            "global": {"scrape_interval": "2s", "evaluation_interval": "2s"},
+            "rule_files": rules,
+            "scrape_configs": [
+                {"job_name": "sloscope", "static_configs": [{"targets": [f"127.0.0.1:{self._metrics_port}"]}]}
+            ],
+        }
+        path = self._workdir / "prometheus.yml"
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        with (self._workdir / "prometheus.log").open("w") as log:
+            self._process = await asyncio.create_subprocess_exec(
+                str(self._binary),
+                f"--config.file={path}",
+                f"--storage.tsdb.path={self._workdir / 'data'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--enable-feature=exemplar-storage",
+                stdout=log,
+                stderr=log,
+            )
+
+    async def stop(self) -> None:
+        process, self._process = self._process, None
+        if process is None or process.returncode is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(process.wait(), 15)
+        except TimeoutError:
+            process.kill()
+            await process.wait()

@@ -1,0 +1,88 @@
+"""What sloscope says, read back from its /metrics page over HTTP: the figures the demo shows and checks.
+
+The demo never looks inside sloscope: it scrapes ``/metrics`` like Prometheus would and sums the series
+it needs, so the live view and the end-of-run comparison show sloscope's published numbers.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+__all__ = ["Readout", "read"]
+
+
+@dataclass
+class Readout:
+    requests: Counter[tuple[str, str]] = field(default_factory=Counter)  # (slo_class, routing)
+    eligible: Counter[tuple[str, str, str]] = field(default_factory=Counter)  # (slo_class, routing, slo)
+    violations: Counter[tuple[str, str, str]] = field(default_factory=Counter)
+    predictions: Counter[tuple[str, str]] = field(default_factory=Counter)  # (signal, source)
+    covered: Counter[tuple[str, str]] = field(default_factory=Counter)
+    pods: dict[str, dict[str, float]] = field(default_factory=lambda: defaultdict(dict))  # pod -> gauge -> value
+    headroom: dict[tuple[str, str, str], float] = field(default_factory=dict)  # (pod, slo_class, signal)
+    pods_with_headroom: dict[str, float] = field(default_factory=dict)  # slo_class -> pods
+    quantile: float | None = None
+    predictor_up: dict[str, float] = field(default_factory=dict)  # server -> 0/1
+
+    @property
+    def total(self) -> int:
+        return int(sum(self.requests.values()))
+
+    def coverage(self, signal: str, source: str = "shadow") -> float | None:
+        n = self.predictions[(signal, source)]
+        return self.covered[(signal, source)] / n if n else None
+
+    def attainment(self, slo_class: str, slo: str) -> float | None:
+        eligible = sum(v for (c, _, s), v in self.eligible.items() if c == slo_class and s == slo)
+        missed = sum(v for (c, _, s), v in self.violations.items() if c == slo_class and s == slo)
+        return 1.0 - missed / eligible if eligible else None
+
+
+_POD_GAUGES = {
+    "sloscope_pod_requests_waiting": "waiting",
+    "sloscope_pod_requests_running": "running",
+    "sloscope_pod_kv_cache_utilization": "kv",
+    "sloscope_pod_up": "up",
+}
+
+
+def parse(text: str) -> Readout:
+    out = Readout()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            name, labels, value = sample.name, sample.labels, sample.value
+            if name == "sloscope_requests_total":
+                out.requests[(labels["slo_class"], labels["routing"])] += round(value)
+            elif name == "sloscope_slo_requests_total":
+                out.eligible[(labels["slo_class"], labels["routing"], labels["slo"])] += round(value)
+            elif name == "sloscope_slo_violations_total":
+                out.violations[(labels["slo_class"], labels["routing"], labels["slo"])] += round(value)
+            elif name == "sloscope_predictions_total":
+                out.predictions[(labels["signal"], labels["source"])] += round(value)
+            elif name == "sloscope_prediction_covered_total":
+                out.covered[(labels["signal"], labels["source"])] += round(value)
+            elif name in _POD_GAUGES:
+                out.pods[labels["pod"]][_POD_GAUGES[name]] = value
+            elif name == "sloscope_pod_headroom_seconds":
+                out.headroom[(labels["pod"], labels["slo_class"], labels["signal"])] = value
+            elif name == "sloscope_pool_pods_with_headroom":
+                out.pods_with_headroom[labels["slo_class"]] = value
+            elif name == "sloscope_predictor_quantile":
+                out.quantile = value
+            elif name == "sloscope_predictor_up":
+                out.predictor_up[labels["server"]] = value
+    return out
+
+
+async def read(http: httpx.AsyncClient, url: str) -> Readout | None:
+    """sloscope's figures now, or None when /metrics cannot be read."""
+    try:
+        response = await http.get(url, timeout=5.0)
+        response.raise_for_status()
+    except httpx.HTTPError:
+        return None
+    return parse(response.text)

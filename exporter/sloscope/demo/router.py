@@ -1,0 +1,249 @@
+"""An EPP-like router: it scrapes the pods, asks the latency predictor about every candidate and routes by headroom.
+
+It follows the endpoint picker's prediction-based profile (the predicted-latency scorer, late 2025):
+
+1. Pod state comes from the router's own frequent scrape of each pod's /metrics (``refresh_seconds``),
+   read with vLLM's names, as the EPP reads them: the state it routes on is a little old, like the EPP's.
+2. For each request it sends one ``/predict/bulk/strict`` call with a row per candidate pod: the pod's KV-cache
+   utilization, queue and batch size, the prompt's word count (tokens x 0.75: the EPP counts whitespace
+   words), ``num_tokens_generated`` 1 and a prefix-cache score of 0 (the demo has no prefix cache).
+3. Headroom per pod, as the EPP computes it: TTFT SLO - predicted TTFT; min(TPOT SLO, tightest TPOT SLO of
+   the requests it has running on the pod) x buffer - predicted TPOT. Pods with both headrooms positive form
+   the positive tier; among them the ``least`` strategy picks the pod with the least headroom (packing
+   requests tightly, keeping roomy pods for later), scoring 0.8 x TTFT + 0.2 x TPOT headroom normalized over
+   the tier. With no positive pod it picks, from the negative tier, the pod closest to meeting the SLOs.
+   Requests without SLOs go to the pod with the lowest predicted TTFT, as the EPP does (it treats them as
+   SLO 0).
+4. When the predictor cannot answer (not trained yet, down), it falls back to the default profile.
+
+A share of requests (``default_share``) carries ``x-prediction-based-scheduling: false`` and takes the
+default profile: the least loaded pod (queue, then batch, then KV), so attainment under both profiles can be
+compared (the ``routing`` label).
+
+After each request, the router sends the EPP's training samples to the training server
+(``/add_training_data_bulk``, batched every ``train_flush_seconds``): a TTFT sample with
+``num_tokens_generated`` 0 and a TPOT sample with 1, both with the features it routed on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+
+from sloscope.demo.records import Completion, PodSnapshot, SimRequest
+from sloscope.predictor.features import Features
+from sloscope.receivers.exposition import ExpositionError, ExpositionParser
+from sloscope.receivers.protocols import VLLM
+from sloscope.slo.headroom import tpot_headroom, ttft_headroom
+
+__all__ = ["Decision", "Router", "RouterPod"]
+
+log = logging.getLogger(__name__)
+
+WORDS_PER_TOKEN = 0.75
+TTFT_WEIGHT, TPOT_WEIGHT = 0.8, 0.2
+
+
+@dataclass(frozen=True)
+class RouterPod:
+    name: str
+    address: str  # host:port of its /metrics (and of its API, in a real pool)
+
+
+@dataclass(frozen=True)
+class Decision:
+    pod: str
+    routing: str  # "predicted" or "default"
+    features: Features  # what the router knew of the chosen pod, as sent to the predictor
+    predicted_ttft_ms: float | None = None
+    predicted_tpot_ms: float | None = None
+
+
+class Router:
+    def __init__(
+        self,
+        pods: Sequence[RouterPod],
+        prediction_urls: Sequence[str],
+        training_url: str,
+        http: httpx.AsyncClient,
+        rng: random.Random,
+        *,
+        default_share: float = 0.2,
+        slo_buffer: float = 1.0,
+        refresh_seconds: float = 0.1,
+        train_flush_seconds: float = 1.0,
+    ) -> None:
+        self._pods = list(pods)
+        self._prediction_urls = list(prediction_urls)
+        self._training_url = training_url
+        self._http = http
+        self._rng = rng
+        self._default_share = default_share
+        self._buffer = slo_buffer
+        self._refresh = refresh_seconds
+        self._flush = train_flush_seconds
+        self._parser = ExpositionParser(VLLM.families)
+        self._state: dict[str, PodSnapshot] = {p.name: PodSnapshot(0, 0, 0.0) for p in pods}
+        self._running_tpot_slos: dict[str, dict[str, float]] = {p.name: {} for p in pods}
+        self._training: list[dict[str, Any]] = []
+        self._turn = 0
+        self.predictor_failures = 0
+
+    def state(self) -> dict[str, PodSnapshot]:
+        return dict(self._state)
+
+    async def run(self) -> None:
+        """Refresh pod state and flush training samples until cancelled."""
+        tasks = [asyncio.create_task(self._refresh_loop()), asyncio.create_task(self._train_loop())]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    async def route(self, request: SimRequest) -> Decision:
+        use_default = self._rng.random() < self._default_share
+        if not use_default:
+            decision = await self._predicted(request)
+            if decision is not None:
+                self._started(request, decision.pod)
+                return decision
+        decision = self._least_loaded(request, "default" if use_default else "predicted")
+        self._started(request, decision.pod)
+        return decision
+
+    def finished(self, request: SimRequest, decision: Decision, completion: Completion) -> None:
+        """The request ended: forget its TPOT SLO on the pod and queue the EPP's training samples."""
+        self._running_tpot_slos[decision.pod].pop(request.request_id, None)
+        tokens = completion.completion_tokens
+        stamp = datetime.fromtimestamp(completion.finished, UTC).isoformat().replace("+00:00", "Z")
+        base = decision.features.to_json()
+        self._training.append(
+            {
+                **base,
+                "num_tokens_generated": 0,
+                "actual_ttft_ms": completion.ttft * 1000,
+                "actual_tpot_ms": 0,
+                "timestamp": stamp,
+            }
+        )
+        if tokens >= 2:
+            tpot_ms = (completion.e2e - completion.ttft) / (tokens - 1) * 1000
+            self._training.append(
+                {**base, "num_tokens_generated": 1, "actual_ttft_ms": 0, "actual_tpot_ms": tpot_ms, "timestamp": stamp}
+            )
+
+    def _started(self, request: SimRequest, pod: str) -> None:
+        if request.slo_tpot_ms is not None:
+            self._running_tpot_slos[pod][request.request_id] = request.slo_tpot_ms
+
+    def _features(self, pod: str, request: SimRequest) -> Features:
+        state = self._state[pod]
+        return Features(
+            kv_cache_percentage=min(max(state.kv_cache_utilization, 0.0), 1.0),
+            input_token_length=round(request.prompt_tokens * WORDS_PER_TOKEN),
+            num_request_waiting=state.waiting,
+            num_request_running=state.running,
+            num_tokens_generated=1,
+            prefix_cache_score=0.0,
+        )
+
+    async def _predicted(self, request: SimRequest) -> Decision | None:
+        rows = [self._features(p.name, request) for p in self._pods]
+        predictions = await self._predict(rows)
+        if predictions is None:
+            return None
+        scored = []
+        for pod, row, (ttft, tpot) in zip(self._pods, rows, predictions, strict=True):
+            running = [slo for slo in self._running_tpot_slos[pod.name].values() if slo > 0]
+            ttft_room = ttft_headroom(request.slo_ttft_ms or 0.0, ttft)  # no SLO counts as 0, as in the EPP
+            tpot_room = tpot_headroom(request.slo_tpot_ms or 0.0, tpot, self._buffer, min(running, default=None))
+            scored.append((pod, row, ttft, tpot, ttft_room, tpot_room))
+        if request.slo_ttft_ms is None and request.slo_tpot_ms is None:
+            pod, row, ttft, tpot, _, _ = min(scored, key=lambda s: s[2])
+            return Decision(pod.name, "predicted", row, ttft, tpot)
+        positive = [s for s in scored if s[4] > 0 and s[5] > 0]
+        tier, pick_least = (positive, True) if positive else (scored, False)
+        ttft_n, tpot_n = _normalized([s[4] for s in tier]), _normalized([s[5] for s in tier])
+        combined = [TTFT_WEIGHT * a + TPOT_WEIGHT * b for a, b in zip(ttft_n, tpot_n, strict=True)]
+        index = combined.index(min(combined) if pick_least else max(combined))
+        pod, row, ttft, tpot, _, _ = tier[index]
+        return Decision(pod.name, "predicted", row, ttft, tpot)
+
+    async def _predict(self, rows: list[Features]) -> list[tuple[float, float]] | None:
+        url = self._prediction_urls[self._turn % len(self._prediction_urls)]
+        self._turn += 1
+        try:
+            response = await self._http.post(
+                f"{url}/predict/bulk/strict", json={"requests": [r.to_json() for r in rows]}, timeout=1.0
+            )
+            if response.status_code != 200:
+                self.predictor_failures += 1
+                return None
+            return [(float(p["ttft_ms"]), float(p["tpot_ms"])) for p in response.json()["predictions"]]
+        except (httpx.HTTPError, ValueError, KeyError, TypeError):
+            self.predictor_failures += 1
+            return None
+
+    def _least_loaded(self, request: SimRequest, routing: str) -> Decision:
+        pod = min(
+            self._pods,
+            key=lambda p: (
+                self._state[p.name].waiting,
+                self._state[p.name].running,
+                self._state[p.name].kv_cache_utilization,
+                self._rng.random(),
+            ),
+        )
+        return Decision(pod.name, routing, self._features(pod.name, request))
+
+    async def _refresh_loop(self) -> None:
+        while True:
+            await asyncio.gather(*(self._refresh_pod(pod) for pod in self._pods))
+            await asyncio.sleep(self._refresh)
+
+    async def _refresh_pod(self, pod: RouterPod) -> None:
+        try:
+            response = await self._http.get(f"http://{pod.address}/metrics", timeout=1.0)
+            state = VLLM.pod_state(self._parser.parse(response.text))
+        except (httpx.HTTPError, ExpositionError) as exc:
+            log.debug("router: scrape of %s failed: %s", pod.name, exc)
+            return
+        self._state[pod.name] = PodSnapshot(
+            waiting=round(state.waiting or 0),
+            running=round(state.running or 0),
+            kv_cache_utilization=state.kv_cache_utilization or 0.0,
+        )
+
+    async def _train_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._flush)
+            await self.flush_training()
+
+    async def flush_training(self) -> None:
+        entries, self._training = self._training, []
+        if not entries:
+            return
+        try:
+            await self._http.post(
+                f"{self._training_url}/add_training_data_bulk", json={"entries": entries}, timeout=2.0
+            )
+        except httpx.HTTPError as exc:
+            log.debug("router: training samples lost: %s", exc)
+
+
+def _normalized(values: list[float]) -> list[float]:
+    """Min-max scaled to 0..1 (all 0 when the values are equal)."""
+    low, high = min(values), max(values)
+    return [0.0 if high == low else (v - low) / (high - low) for v in values]

@@ -1,0 +1,194 @@
+"""Runs the demo: starts the simulated fleet and a real ``sloscope serve``, drives traffic, shows, checks, stops.
+
+Start order: the latency predictor (training and prediction servers), the pods and their /metrics
+servers, sloscope (configured with the pods' addresses and the predictor's URLs), the span exporters, the
+router. Then the clients send requests for ``duration`` seconds; each request is routed, served by its pod,
+counted in the ground truth and exported as spans. At the end the demo drains: it waits for the requests
+in flight, flushes the span exporters, and waits until sloscope has counted every request; then it stops
+everything in reverse order (sloscope with SIGTERM, so it drains and flushes as in production).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from sloscope.demo import readout as readouts
+from sloscope.demo.pod import PodParams, SimPod
+from sloscope.demo.pod_server import PodServers, serve_pods
+from sloscope.demo.predictor_servers import PredictorFleet
+from sloscope.demo.records import SimRequest
+from sloscope.demo.router import Router, RouterPod
+from sloscope.demo.sloscope_process import SloscopeProcess, demo_settings
+from sloscope.demo.spans import SpanEmitter
+from sloscope.demo.truth import GroundTruth, Outcome
+from sloscope.demo.view import Status
+from sloscope.demo.workload import Load, Workload, demo_spec
+
+__all__ = ["Demo", "DemoOptions"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    duration: float = 120.0
+    pods: int = 4
+    prediction_servers: int = 2
+    seed: int = 1
+    rate: float = 12.0
+    burst_factor: float = 2.0
+    default_share: float = 0.2
+    model: str = "meta-llama/Llama-3.1-8B-Instruct"
+    pool: str = "demo-pool"
+    workdir: Path | None = None
+
+
+class Demo:
+    def __init__(self, options: DemoOptions) -> None:
+        self.options = options
+        rng = random.Random(options.seed)
+        self._seeds = [rng.randrange(2**32) for _ in range(options.pods + 3)]
+        self.workdir = options.workdir or Path(tempfile.mkdtemp(prefix="sloscope-demo-"))
+        self.truth = GroundTruth(default_class="batch")
+        self.sloscope = SloscopeProcess(self.workdir)
+        self.load = Load(rate=options.rate, burst_factor=options.burst_factor)
+        self.pods = [
+            SimPod(f"vllm-{i}", options.model, PodParams(), random.Random(self._seeds[i])) for i in range(options.pods)
+        ]
+        self.sent = 0
+        self.done = 0
+        self._http = httpx.AsyncClient(trust_env=False)
+        self._predictor: PredictorFleet | None = None
+        self._servers: PodServers | None = None
+        self._spans: SpanEmitter | None = None
+        self._router: Router | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._inflight: set[asyncio.Task[None]] = set()
+        self._started_at = 0.0
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self._started_at if self._started_at else 0.0
+
+    async def start(self) -> None:
+        options = self.options
+        self._predictor = PredictorFleet(seed=self._seeds[-1])
+        await self._predictor.start(options.prediction_servers)
+        self._tasks += [asyncio.create_task(pod.run(), name=f"demo-{pod.name}") for pod in self.pods]
+        self._servers = await serve_pods(self.pods)
+        addresses = [(pod.name, self._servers.address_of(pod.name)) for pod in self.pods]
+        settings = demo_settings(options.pool, addresses, self._predictor.training_url, self._predictor.prediction_urls)
+        await self.sloscope.start(settings, demo_spec(options.model))
+        self._spans = SpanEmitter(self.sloscope.otlp_grpc, [pod.name for pod in self.pods])
+        self._router = Router(
+            [RouterPod(name, address) for name, address in addresses],
+            self._predictor.prediction_urls,
+            self._predictor.training_url,
+            self._http,
+            random.Random(self._seeds[-2]),
+            default_share=options.default_share,
+        )
+        self._tasks.append(asyncio.create_task(self._router.run(), name="demo-router"))
+
+    async def run_traffic(self, stop: asyncio.Event, on_tick: Callable[[], None] | None = None) -> None:
+        """Send the workload's requests at their times, until the duration ends or ``stop`` is set."""
+        loop = asyncio.get_running_loop()
+        self._started_at = time.monotonic()
+        start = loop.time()
+        workload = Workload(self.load, self.options.model, random.Random(self._seeds[-3]))
+        for offset, request in workload.arrivals(self.options.duration):
+            delay = start + offset - loop.time()
+            if delay > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), delay)
+            if stop.is_set():
+                return
+            request.arrival = time.time()
+            self.sent += 1
+            task = asyncio.create_task(self._serve(request))
+            self._inflight.add(task)
+            task.add_done_callback(self._inflight.discard)
+            if on_tick is not None:
+                on_tick()
+        remaining = start + self.options.duration - loop.time()
+        if remaining > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), remaining)
+
+    async def _serve(self, request: SimRequest) -> None:
+        assert self._router is not None and self._spans is not None and self._servers is not None
+        decision = await self._router.route(request)
+        routed_at = time.time()
+        pod = next(p for p in self.pods if p.name == decision.pod)
+        completion = await pod.submit(request)
+        self._router.finished(request, decision, completion)
+        self.truth.add(
+            Outcome(request, completion, decision.routing, decision.predicted_ttft_ms, decision.predicted_tpot_ms)
+        )
+        self._spans.emit(
+            request,
+            completion,
+            routing=decision.routing,
+            endpoint=self._servers.address_of(decision.pod),
+            routed_at=routed_at,
+        )
+        self.done += 1
+
+    async def drain(self, timeout: float = 60.0) -> bool:
+        """Wait for requests in flight, flush spans, and for sloscope to count every request; True if it did."""
+        deadline = time.monotonic() + timeout
+        if self._inflight:
+            await asyncio.wait(set(self._inflight), timeout=max(deadline - time.monotonic(), 0.1))
+        if self._spans is not None:
+            await asyncio.to_thread(self._spans.flush)
+        if self._router is not None:
+            await self._router.flush_training()
+        while time.monotonic() < deadline:
+            figures = await self.read()
+            if figures is not None and figures.total >= self.truth.total:
+                return figures.total == self.truth.total
+            await asyncio.sleep(0.5)
+        return False
+
+    async def read(self) -> readouts.Readout | None:
+        return await readouts.read(self._http, self.sloscope.metrics_url)
+
+    def status(self, figures: readouts.Readout | None, prometheus_url: str | None = None) -> Status:
+        return Status(
+            elapsed=self.elapsed,
+            duration=self.options.duration,
+            sent=self.sent,
+            done=self.done,
+            rate=self.load.at(self.elapsed),
+            metrics_url=self.sloscope.metrics_url,
+            prometheus_url=prometheus_url,
+            truth=self.truth,
+            readout=figures,
+        )
+
+    async def stop(self) -> None:
+        for task in self._inflight:
+            task.cancel()
+        await self.sloscope.stop()
+        if self._spans is not None:
+            await asyncio.to_thread(self._spans.shutdown)
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self._servers is not None:
+            await self._servers.stop()
+        if self._predictor is not None:
+            await self._predictor.stop()
+        await self._http.aclose()

@@ -1,0 +1,123 @@
+"""``sloscope serve`` as a child process of the demo, configured for the simulated pool.
+
+The demo runs the real exporter the way an operator would: a settings file and an SLO spec file in a
+working folder, the ``serve`` command, its log in a file, the bound ports read from its start-up line,
+SIGTERM to stop it (it drains and flushes, see docs/operations.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import signal
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+__all__ = ["SloscopeProcess", "demo_settings"]
+
+_LISTENING = re.compile(r"otlp_grpc=\S+:(\d+) otlp_http=\S+:(\d+) metrics=\S+:(\d+)")
+
+
+def demo_settings(
+    pool: str, pods: list[tuple[str, str]], training_url: str, prediction_urls: list[str], metrics_port: int = 0
+) -> dict[str, Any]:
+    """Settings for the simulated pool: pods by address and name, the predictor, fast loops for a short run."""
+    return {
+        "slo_spec": "slo.yaml",
+        "listeners": {"host": "127.0.0.1", "otlp_grpc_port": 0, "otlp_http_port": 0, "metrics_port": metrics_port},
+        "final_scrape_wait_seconds": 0,
+        "join": {"window_seconds": 2.0, "trace_ttl_seconds": 10.0},
+        "scrape": {"interval_seconds": 1.0, "timeout_seconds": 0.8, "stale_after_seconds": 10.0},
+        "predictions": {"batch_wait_seconds": 0.5, "health_interval_seconds": 2.0, "timeout_seconds": 1.0},
+        "headroom": {"interval_seconds": 2.0},
+        "pools": [
+            {
+                "name": pool,
+                "targets": {"static": [{"address": address, "pod": name} for name, address in pods]},
+                "predictor": {"training_url": training_url, "prediction_urls": prediction_urls},
+            }
+        ],
+    }
+
+
+@dataclass
+class SloscopeProcess:
+    workdir: Path
+    process: asyncio.subprocess.Process | None = None
+    grpc_port: int = 0
+    http_port: int = 0
+    metrics_port: int = 0
+
+    @property
+    def otlp_grpc(self) -> str:
+        return f"127.0.0.1:{self.grpc_port}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.metrics_port}/metrics"
+
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / "sloscope.log"
+
+    async def start(self, settings: dict[str, Any], spec: dict[str, Any], timeout: float = 30.0) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        (self.workdir / "settings.yaml").write_text(yaml.safe_dump(settings, sort_keys=False))
+        (self.workdir / "slo.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+        env = {k: v for k, v in os.environ.items() if not k.upper().startswith(("SLOSCOPE_", "OTEL_"))}
+        self.process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "sloscope",
+            "serve",
+            "--config",
+            str(self.workdir / "settings.yaml"),
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+            env=env,
+        )
+        try:
+            await asyncio.wait_for(self._read_ports(), timeout)
+        except (TimeoutError, RuntimeError) as exc:
+            await self.stop()
+            raise RuntimeError(f"sloscope serve did not start; see {self.log_path}") from exc
+        asyncio.get_running_loop().create_task(self._copy_log())
+
+    async def _read_ports(self) -> None:
+        assert self.process is not None and self.process.stderr is not None
+        with self.log_path.open("a") as log:
+            while True:
+                line = (await self.process.stderr.readline()).decode()
+                if not line:
+                    raise RuntimeError("sloscope serve exited")
+                log.write(line)
+                match = _LISTENING.search(line)
+                if match:
+                    self.grpc_port, self.http_port, self.metrics_port = (int(g) for g in match.groups())
+                    return
+
+    async def _copy_log(self) -> None:
+        assert self.process is not None and self.process.stderr is not None
+        with self.log_path.open("a") as log:
+            while line := await self.process.stderr.readline():
+                log.write(line.decode())
+                log.flush()
+
+    async def stop(self, timeout: float = 30.0) -> int | None:
+        """SIGTERM, then wait for the drain; returns the exit status."""
+        process, self.process = self.process, None
+        if process is None or process.returncode is not None:
+            return process.returncode if process else None
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(signal.SIGTERM)
+        try:
+            return await asyncio.wait_for(process.wait(), timeout)
+        except TimeoutError:
+            process.kill()
+            return await process.wait()

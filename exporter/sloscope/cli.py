@@ -47,7 +47,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--duration", type=float, default=120.0, help="seconds of traffic (default 120)")
     demo.add_argument("--pods", type=int, default=4, help="simulated model-server pods (default 4)")
-    demo.add_argument("--rate", type=float, default=12.0, help="base arrival rate, requests/s (default 12)")
+    demo.add_argument("--rate", type=float, default=6.5, help="base arrival rate, requests/s (default 6.5)")
     demo.add_argument("--burst-factor", type=float, default=2.0, help="arrival rate multiplier in bursts (default 2)")
     demo.add_argument("--prediction-servers", type=int, default=2, help="prediction servers (default 2)")
     demo.add_argument("--seed", type=int, default=1, help="seed of every random choice (default 1)")

@@ -15,7 +15,7 @@ from sloscope.demo.prometheus import PrometheusServer
 from sloscope.demo.readout import Readout
 from sloscope.demo.runner import Demo, DemoOptions
 from sloscope.demo.truth import SLOS, GroundTruth
-from sloscope.demo.view import render, summary_line
+from sloscope.demo.view import render, render_pods, summary_line
 
 __all__ = ["run_demo"]
 
@@ -44,11 +44,11 @@ async def run_demo(
             await server.start()
         prometheus_url = server.url if server else None
         console.print(f"sloscope is serving {demo.sloscope.metrics_url} (its files and log: {demo.workdir})")
-        await _traffic(demo, stop, console, view and console.is_terminal, prometheus_url)
+        last = await _traffic(demo, stop, console, view and console.is_terminal, prometheus_url)
         console.print("traffic done; waiting for requests in flight and for sloscope to count them ...")
         counted_all = await demo.drain()
         final = await demo.read()
-        _summary(console, demo, final, counted_all, prometheus_url)
+        _summary(console, demo, final=final, last=last, counted_all=counted_all, prometheus_url=prometheus_url)
         if keep and not stop.is_set():
             console.print(
                 "[bold]still running[/]: the fleet is idle, sloscope and Prometheus keep serving. Ctrl-C stops."
@@ -65,7 +65,8 @@ async def run_demo(
 
 async def _traffic(
     demo: Demo, stop: asyncio.Event, console: Console, live_view: bool, prometheus_url: str | None
-) -> None:
+) -> Readout | None:
+    """Drive the traffic while showing it; returns sloscope's figures as the traffic ended."""
     traffic = asyncio.create_task(demo.run_traffic(stop))
     figures: Readout | None = None
     if live_view:
@@ -81,13 +82,24 @@ async def _traffic(
             console.print(summary_line(demo.status(figures, prometheus_url)))
     with contextlib.suppress(asyncio.CancelledError):
         await traffic
+    return await demo.read() or figures
 
 
 def _summary(
-    console: Console, demo: Demo, final: Readout | None, counted_all: bool, prometheus_url: str | None
+    console: Console,
+    demo: Demo,
+    *,
+    final: Readout | None,
+    last: Readout | None,
+    counted_all: bool,
+    prometheus_url: str | None,
 ) -> None:
     truth = demo.truth
-    console.print(render(demo.status(final, prometheus_url)))
+    if last is not None:
+        console.print("[bold]As the traffic ended[/] (pods and their headroom):")
+        console.print(render_pods(last))
+    console.print("[bold]After the drain[/] (every request counted):")
+    console.print(render(demo.status(final, prometheus_url), pods=False))
     if final is None:
         console.print(f"[red]sloscope's /metrics could not be read; see {demo.sloscope.log_path}[/]")
         return

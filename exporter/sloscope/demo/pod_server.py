@@ -58,6 +58,10 @@ class _PodServer:
                 pass
         except (ConnectionError, TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
             pass  # the client went away or stalled: nothing to answer
+        except asyncio.CancelledError:
+            # stop() cancels idle keep-alive connections. Ending normally instead of re-raising: Python 3.11's
+            # stream protocol calls task.exception() on the finished task and would log the cancellation.
+            pass
         finally:
             self.connections.discard(task)
             writer.close()

@@ -33,8 +33,13 @@ def demo_settings(
         "listeners": {"host": "127.0.0.1", "otlp_grpc_port": 0, "otlp_http_port": 0, "metrics_port": metrics_port},
         "final_scrape_wait_seconds": 0,
         "join": {"window_seconds": 2.0, "trace_ttl_seconds": 10.0},
-        "scrape": {"interval_seconds": 1.0, "timeout_seconds": 0.8, "stale_after_seconds": 10.0},
-        "predictions": {"batch_wait_seconds": 0.5, "health_interval_seconds": 2.0, "timeout_seconds": 1.0},
+        "scrape": {"interval_seconds": 0.25, "timeout_seconds": 1.0, "stale_after_seconds": 10.0},
+        "predictions": {
+            "batch_wait_seconds": 0.5,
+            "health_interval_seconds": 2.0,
+            "timeout_seconds": 1.0,
+            "breaker_open_seconds": 5.0,
+        },
         "headroom": {"interval_seconds": 2.0},
         "pools": [
             {
@@ -53,6 +58,7 @@ class SloscopeProcess:
     grpc_port: int = 0
     http_port: int = 0
     metrics_port: int = 0
+    _log_task: asyncio.Task[None] | None = None
 
     @property
     def otlp_grpc(self) -> str:
@@ -87,7 +93,7 @@ class SloscopeProcess:
         except (TimeoutError, RuntimeError) as exc:
             await self.stop()
             raise RuntimeError(f"sloscope serve did not start; see {self.log_path}") from exc
-        asyncio.get_running_loop().create_task(self._copy_log())
+        self._log_task = asyncio.get_running_loop().create_task(self._copy_log(self.process))
 
     async def _read_ports(self) -> None:
         assert self.process is not None and self.process.stderr is not None
@@ -102,10 +108,10 @@ class SloscopeProcess:
                     self.grpc_port, self.http_port, self.metrics_port = (int(g) for g in match.groups())
                     return
 
-    async def _copy_log(self) -> None:
-        assert self.process is not None and self.process.stderr is not None
+    async def _copy_log(self, process: asyncio.subprocess.Process) -> None:
+        assert process.stderr is not None
         with self.log_path.open("a") as log:
-            while line := await self.process.stderr.readline():
+            while line := await process.stderr.readline():
                 log.write(line.decode())
                 log.flush()
 
@@ -117,7 +123,10 @@ class SloscopeProcess:
         with contextlib.suppress(ProcessLookupError):
             process.send_signal(signal.SIGTERM)
         try:
-            return await asyncio.wait_for(process.wait(), timeout)
+            status = await asyncio.wait_for(process.wait(), timeout)
         except TimeoutError:
             process.kill()
-            return await process.wait()
+            status = await process.wait()
+        if self._log_task is not None:
+            await self._log_task  # the rest of the log, up to the exit
+        return status

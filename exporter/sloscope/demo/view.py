@@ -18,7 +18,7 @@ from sloscope.demo.readout import Readout
 from sloscope.demo.truth import GroundTruth
 from sloscope.demo.workload import CLASSES
 
-__all__ = ["Status", "render", "summary_line"]
+__all__ = ["Status", "render", "render_pods", "summary_line"]
 
 SLO_COLUMNS = (("ttft", "TTFT"), ("tpot", "TPOT"), ("goodput", "goodput"))
 
@@ -42,13 +42,14 @@ def _pct(value: float | None) -> str:
     return "—" if value is None else f"{100 * value:5.1f}%"
 
 
-def _seconds(value: float | None) -> Text:
+def _milliseconds(value: float | None) -> Text:
+    """A headroom in seconds, shown in ms: green with room, red without."""
     if value is None:
         return Text("—")
-    return Text(f"{value * 1000:+7.0f} ms", style="green" if value > 0 else "red")
+    return Text(f"{value * 1000:+.0f} ms", style="green" if value > 0 else "red")
 
 
-def render(status: Status) -> RenderableType:
+def render(status: Status, *, pods: bool = True) -> RenderableType:
     readout, truth = status.readout, status.truth
     header = Text.assemble(
         ("sloscope demo", "bold"),
@@ -60,7 +61,14 @@ def render(status: Status) -> RenderableType:
     where = Text(
         f"metrics: {status.metrics_url}" + (f"   Prometheus: {status.prometheus_url}" if status.prometheus_url else "")
     )
-    return Group(header, bar, where, _attainment(truth, readout), _predictions(truth, readout), _pods(readout))
+    parts: list[RenderableType] = [header, bar, where, _attainment(truth, readout), _predictions(truth, readout)]
+    if pods:
+        parts.append(_pods(readout))
+    return Group(*parts)
+
+
+def render_pods(readout: Readout) -> RenderableType:
+    return _pods(readout)
 
 
 def _attainment(truth: GroundTruth, readout: Readout | None) -> Table:
@@ -104,8 +112,7 @@ def _pods(readout: Readout | None) -> Table:
     for column in ("pod", "up", "waiting", "running", "KV cache"):
         table.add_column(column, justify="right" if column != "pod" else "left")
     for cls in classes:
-        table.add_column(f"{cls} TTFT room", justify="right")
-        table.add_column(f"{cls} TPOT room", justify="right")
+        table.add_column(f"{cls} headroom TTFT / TPOT", justify="right")
     if readout is None:
         return table
     for pod in sorted(readout.pods):
@@ -118,10 +125,13 @@ def _pods(readout: Readout | None) -> Table:
             _pct(gauges.get("kv")),
         ]
         for cls in classes:
-            cells += [
-                _seconds(readout.headroom.get((pod, cls, "ttft"))),
-                _seconds(readout.headroom.get((pod, cls, "tpot"))),
-            ]
+            cells.append(
+                Text.assemble(
+                    _milliseconds(readout.headroom.get((pod, cls, "ttft"))),
+                    " / ",
+                    _milliseconds(readout.headroom.get((pod, cls, "tpot"))),
+                )
+            )
         table.add_row(*cells)
     with_room = ", ".join(f"{cls} {readout.pods_with_headroom.get(cls, 0):.0f}/{len(readout.pods)}" for cls in classes)
     table.caption = f"pods with headroom: {with_room}"

@@ -79,7 +79,7 @@ def demo_spec(model: str) -> dict[str, Any]:
 class Load:
     """Requests per second over time: ``rate``, times ``burst_factor`` during bursts."""
 
-    rate: float = 12.0
+    rate: float = 6.5
     burst_factor: float = 2.0
     period_seconds: float = 45.0
     burst_seconds: float = 12.0

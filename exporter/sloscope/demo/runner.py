@@ -81,6 +81,7 @@ class Demo:
         self.pods = [
             SimPod(f"vllm-{i}", options.model, POD, random.Random(self._seeds[i])) for i in range(options.pods)
         ]
+        self._workload = Workload(self.load, options.model, random.Random(self._seeds[-3]))
         self.sent = 0
         self.done = 0
         self._http = httpx.AsyncClient(trust_env=False)
@@ -116,13 +117,18 @@ class Demo:
         )
         self._tasks.append(asyncio.create_task(self._router.run(), name="demo-router"))
 
-    async def run_traffic(self, stop: asyncio.Event, on_tick: Callable[[], None] | None = None) -> None:
-        """Send the workload's requests at their times, until the duration ends or ``stop`` is set."""
+    async def run_traffic(
+        self, stop: asyncio.Event, on_tick: Callable[[], None] | None = None, duration: float | None = None
+    ) -> None:
+        """Send the workload's requests at their times, until ``duration`` (the options') ends or ``stop`` is set.
+
+        A second call goes on with the same seeded stream (new request ids) and a new load curve.
+        """
         loop = asyncio.get_running_loop()
         self._started_at = time.monotonic()
         start = loop.time()
-        workload = Workload(self.load, self.options.model, random.Random(self._seeds[-3]))
-        for offset, request in workload.arrivals(self.options.duration):
+        duration = self.options.duration if duration is None else duration
+        for offset, request in self._workload.arrivals(duration):
             delay = start + offset - loop.time()
             if delay > 0:
                 with contextlib.suppress(TimeoutError):
@@ -136,7 +142,7 @@ class Demo:
             task.add_done_callback(self._inflight.discard)
             if on_tick is not None:
                 on_tick()
-        remaining = start + self.options.duration - loop.time()
+        remaining = start + duration - loop.time()
         if remaining > 0:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), remaining)

@@ -82,6 +82,11 @@ class GroundTruth:
         with self._lock:
             return sum(self.requests.values())
 
+    def coverage_counts(self, signal: str) -> tuple[int, int]:
+        """(covered, compared) so far, to take differences between two moments."""
+        with self._lock:
+            return self.covered[signal], self.predictions[signal]
+
     def coverage(self, signal: str) -> float | None:
         with self._lock:
             n = self.predictions[signal]

@@ -4,13 +4,15 @@ Everything is real: simulated pods serve vLLM pages over HTTP, the learning pred
 the router and pods export spans with the OpenTelemetry SDK over OTLP/gRPC to a ``sloscope serve`` child
 process, and sloscope's figures are read from its /metrics page like Prometheus would.
 
-Coverage. sloscope's shadow predictions rebuild the router's predictions from scraped pod state with
-the model of the moment they are made, which may have been retrained since the request was routed. So
-their coverage is compared with the coverage of the router's own predictions within a tolerance, and over
-a second phase, after a warm-up in which the predictor learns: while the first models are fitted they change
-at every retraining, and a shadow prediction made seconds after routing comes from a different model.
-Measured with these options: differences of a few points; with the default demo (seed 1, 120 s, 4 pods):
-0.019 for TTFT and 0.012 for TPOT. The tolerance, 0.10, leaves room for the smaller sample.
+Coverage. sloscope's shadow predictions rebuild the router's predictions from the pod state sloscope
+scraped, as of each request's arrival. This test checks that reconstruction: the predictor learns during
+a warm-up (retrained every 5 s by the test), then its model is held fixed for the measured phase, so a
+shadow prediction and the router's prediction differ only by the pod state they were given. Over that
+phase the coverage of the shadow predictions must be within 0.06 of the coverage of the router's own
+(measured in four runs: differences of 0.004 to 0.033).
+(With retraining during the measured phase the gap also carries model drift: a shadow prediction made
+after a retrain uses a newer model than the router did. Measured that way: 0.02 to 0.14, larger for TPOT,
+whose predictions sit close to the actuals; see docs/demo.md.)
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from sloscope.demo.truth import GroundTruth
 
 pytestmark = pytest.mark.integration
 
-COVERAGE_TOLERANCE = 0.10
+COVERAGE_TOLERANCE = 0.06
+RETRAIN_EVERY_SECONDS = 5.0
 WARM_UP_SECONDS = 45.0
 MEASURED_SECONDS = 45.0
 SIGNALS = ("ttft", "tpot")
@@ -46,12 +49,22 @@ async def settled(read: Callable[[], Awaitable[Readout | None]]) -> Readout:
     raise AssertionError("sloscope's shadow predictions did not settle")
 
 
+async def keep_training(demo: Demo) -> None:
+    """Retrain and publish the model every few seconds (the fleet itself is told never to retrain)."""
+    while True:
+        await asyncio.sleep(RETRAIN_EVERY_SECONDS)
+        await demo.predictor.retrain_now()
+        await demo.predictor.sync_now()
+
+
 def run(options: DemoOptions) -> tuple[GroundTruth, Readout, dict[str, tuple[float, float]], bool]:
     async def scenario() -> tuple[GroundTruth, Readout, dict[str, tuple[float, float]], bool]:
         demo = Demo(options)
         await demo.start()
         try:
+            learning = asyncio.create_task(keep_training(demo))
             await demo.run_traffic(asyncio.Event(), duration=WARM_UP_SECONDS)
+            learning.cancel()
             assert await demo.drain(timeout=90)
             before = await settled(demo.read)
             truth_before = {s: demo.truth.coverage_counts(s) for s in SIGNALS}
@@ -75,7 +88,7 @@ def run(options: DemoOptions) -> tuple[GroundTruth, Readout, dict[str, tuple[flo
 
 def test_a_seeded_demo_matches_its_ground_truth(tmp_path: Path) -> None:
     truth, figures, coverage, counted_all = run(
-        DemoOptions(pods=3, rate=5.0, burst_factor=2.25, seed=7, retrain_seconds=15.0, workdir=tmp_path)
+        DemoOptions(pods=4, rate=6.5, burst_factor=2.0, seed=7, retrain_seconds=1e9, workdir=tmp_path)
     )
     assert counted_all
     assert truth.total > 300
@@ -91,5 +104,5 @@ def test_a_seeded_demo_matches_its_ground_truth(tmp_path: Path) -> None:
     for signal, (shadow, real) in coverage.items():
         assert abs(shadow - real) <= COVERAGE_TOLERANCE, f"{signal}: shadow {shadow:.3f}, truth {real:.3f}"
     # the pods sloscope scraped are the simulator's, and the predictor's quantile is known
-    assert set(figures.pods) == {"vllm-0", "vllm-1", "vllm-2"}
+    assert set(figures.pods) == {"vllm-0", "vllm-1", "vllm-2", "vllm-3"}
     assert figures.quantile == 0.9

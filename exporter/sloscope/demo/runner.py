@@ -94,6 +94,12 @@ class Demo:
         self._started_at = 0.0
 
     @property
+    def predictor(self) -> PredictorFleet:
+        """The latency predictor's servers (after :meth:`start`)."""
+        assert self._predictor is not None, "start() first"
+        return self._predictor
+
+    @property
     def elapsed(self) -> float:
         return time.monotonic() - self._started_at if self._started_at else 0.0
 

@@ -17,7 +17,15 @@ from sloscope.slo.spec import SLOClass, SLOSpec
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 EXAMPLE = DOCS / "examples" / "settings.yaml"
-OWNED = ("configuration.md", "metrics.md", "sending-traces.md", "operations.md", "predictions.md", "discovery.md", "demo.md")
+OWNED = (
+    "configuration.md",
+    "metrics.md",
+    "sending-traces.md",
+    "operations.md",
+    "predictions.md",
+    "discovery.md",
+    "demo.md",
+)
 
 _CELL_SPLIT = re.compile(r"(?<!\\)\|")
 _BACKTICKED = re.compile(r"`([^`]+)`")

@@ -113,3 +113,12 @@ def test_without_positive_pods_the_router_takes_the_one_closest_to_its_slos() ->
 
 def test_requests_without_slos_go_to_the_lowest_predicted_ttft() -> None:
     assert route([(300.0, 20.0), (120.0, 60.0), (200.0, 10.0)], slo_ttft=None, slo_tpot=None) == "vllm-1"
+
+
+def test_the_demo_command_refuses_bad_options_before_starting_anything(capsys: pytest.CaptureFixture[str]) -> None:
+    from sloscope.cli import main
+
+    assert main(["demo", "--pods", "0"]) == 2
+    assert "--pods and --prediction-servers must be at least 1" in capsys.readouterr().err
+    assert main(["demo", "--with-prometheus", "/nonexistent/prometheus"]) == 2
+    assert "no Prometheus binary found" in capsys.readouterr().err

@@ -22,7 +22,9 @@ _REPO = Path(__file__).resolve().parents[3]
 
 
 def find_prometheus(given: str | None = None) -> Path | None:
-    for candidate in (given, shutil.which("prometheus"), str(_REPO / ".tools" / "bin" / "prometheus")):
+    """The binary given (and only it, when given), else ``prometheus`` on the PATH, else ``.tools/bin``'s."""
+    candidates = (given,) if given else (shutil.which("prometheus"), str(_REPO / ".tools" / "bin" / "prometheus"))
+    for candidate in candidates:
         if candidate and Path(candidate).is_file():
             return Path(candidate)
     return None

@@ -8,6 +8,28 @@ from pathlib import Path
 import pytest
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
+TOOLS = Path(__file__).resolve().parents[1] / ".tools" / "bin"
+
+
+def tool(name: str) -> Path:
+    """A pinned binary that ``make tools`` installs in .tools/bin; missing, a failure in CI and a skip elsewhere."""
+    path = TOOLS / name
+    if path.is_file():
+        return path
+    message = f"{path} is missing: run `make tools` (make test does it first)"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def promtool() -> Path:
+    return tool("promtool")
+
+
+@pytest.fixture(scope="session")
+def prometheus_binary() -> Path:
+    return tool("prometheus")
 
 
 @pytest.fixture(scope="session")

@@ -370,3 +370,20 @@ ALL_METRICS: tuple[MetricDef, ...] = (
     HTTP_REQUESTS,
     HTTP_REQUEST_DURATION,
 )
+
+
+# Recording rules written by the generated rule files (sloscope build), used by the generated alerts and
+# dashboards. Named level:metric:operations, as the Prometheus docs recommend.
+RULE_WINDOWS = ("5m", "30m", "1h", "2h", "6h", "1d", "3d")
+"""Windows of the multi-window multi-burn-rate alerts (Google SRE workbook, as Sloth uses them)."""
+RULE_LABELS = (MODEL, POOL, SLO_CLASS, SLO)
+
+
+def slo_error_ratio_rule(window: str) -> str:
+    """Share of eligible requests that missed their SLO over ``window``, by model, pool, class and SLO."""
+    return f"{NAMESPACE}:slo_error_ratio:rate{window}"
+
+
+def slo_requests_rate_rule(window: str) -> str:
+    """Eligible requests per second over ``window``, by model, pool, class and SLO."""
+    return f"{NAMESPACE}:slo_requests:rate{window}"

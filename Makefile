@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | sha1sum | cut -c1-12)
 
-.PHONY: all test lint typecheck unit demo bench clean
+.PHONY: all test lint typecheck unit demo bench clean tools generate check-generated
 
 all: test
 
@@ -18,9 +18,36 @@ $(STAMP): pyproject.toml constraints.txt
 
 venv: $(STAMP)
 
-## test: lint, type-check and run every test suite (unit, integration against real servers).
-test: lint typecheck
+# Pinned tools built from source with the Go toolchain (module proxy): Prometheus and promtool.
+PROMETHEUS_VERSION := v0.316.0
+TOOLS := .tools/bin
+TOOLS_STAMP := $(TOOLS)/.prometheus-$(PROMETHEUS_VERSION)
+
+$(TOOLS_STAMP):
+	@command -v go >/dev/null || { echo "make tools needs the Go toolchain (go) to build Prometheus $(PROMETHEUS_VERSION) and promtool"; exit 1; }
+	mkdir -p $(TOOLS)
+	GOBIN=$(CURDIR)/$(TOOLS) go install github.com/prometheus/prometheus/cmd/prometheus@$(PROMETHEUS_VERSION)
+	GOBIN=$(CURDIR)/$(TOOLS) go install github.com/prometheus/prometheus/cmd/promtool@$(PROMETHEUS_VERSION)
+	rm -f $(TOOLS)/.prometheus-*
+	touch $(TOOLS_STAMP)
+
+## tools: build the pinned Prometheus and promtool into .tools/bin (tests and the demo use them).
+tools: $(TOOLS_STAMP)
+
+## test: lint, type-check, check the generated files and run every test suite (unit, integration against real servers).
+test: lint typecheck tools
 	$(BIN)/pytest
+
+## generate: regenerate the committed dashboards and rules from the built-in SLO spec.
+generate: $(STAMP)
+	$(BIN)/sloscope build --out .
+
+## check-generated: fail when the committed dashboards/ and alerts/ differ from a fresh build.
+check-generated: $(STAMP)
+	rm -rf .generated-check && $(BIN)/sloscope build --out .generated-check > /dev/null
+	@diff -r dashboards .generated-check/dashboards && diff -r alerts .generated-check/alerts \
+		|| { echo "dashboards/ or alerts/ are stale: run make generate and commit the result"; rm -rf .generated-check; exit 1; }
+	rm -rf .generated-check
 
 lint: $(STAMP)
 	$(BIN)/ruff check exporter tests bench

@@ -1,0 +1,297 @@
+"""The "Prediction accuracy" dashboard: is the latency predictor the router trusts right?
+
+The predictor is a quantile model (p90 by default), so the first question is coverage, the share of requests
+whose actual latency stayed under the prediction, against the quantile it claims (docs/predictions.md). The
+ratio actual / predicted says by how much the misses miss, the pinball loss ranks predictors of one quantile,
+and the health row says whether a bad number comes from a stale or absent model. Ratios of counters use a
+window the viewer picks (``$window``): coverage over a few minutes of sampled traffic is mostly noise.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sloscope import conventions as c
+from sloscope.generators.dashboards import common as d
+from sloscope.generators.dashboards import variables as v
+from sloscope.generators.dashboards.promql import LE_INF, eq, increase, le, max_by, rate, sel, series, sum_by, var
+from sloscope.processors.predictions import RATIO_BUCKETS
+from sloscope.slo.spec import SLOSpec
+
+FILE_NAME = "prediction-accuracy.json"
+WINDOW = "$window"
+_WINDOWS = ("15m", "1h", "6h", "1d")
+_FILTERS = (var(c.POOL), var(c.MODEL))
+_POOL = (var(c.POOL),)
+_PRED_BY = (c.POOL, c.SIGNAL, c.SOURCE)
+_MISS_FACTORS = (1.25, 2.0)
+_TOLERANCE = 0.05
+_SIGNAL_TITLES = {c.SIGNAL_TTFT: "TTFT", c.SIGNAL_TPOT: "TPOT"}
+
+
+def dashboard(spec: SLOSpec) -> Any:
+    """Coverage, the ratio distribution, pinball loss, per-model coverage and predictor health."""
+    return d.build(
+        title=f"{spec.service}: Prediction accuracy",
+        uid=d.uid(spec.service, FILE_NAME),
+        description=(
+            "How right the latency predictor behind prediction-based routing is: coverage against its quantile, "
+            "actual / predicted, pinball loss, and the predictor's health. source=span: the router's own prediction "
+            "read from a span; source=shadow: rebuilt by sloscope from the pod state as of the request's arrival."
+        ),
+        tags=["predictions", spec.service],
+        variables=[
+            v.datasource_variable(),
+            v.label_variable(c.POOL, c.PREDICTIONS, "Pool"),
+            v.label_variable(c.MODEL, c.PREDICTIONS, "Model", narrowed_by=(c.POOL,)),
+            v.interval_variable("window", "Window", _WINDOWS, "1h"),
+            v.traces_variable(),
+        ],
+        panels=[*_coverage(), *_ratio(), *_by_model(), *_health()],
+    )
+
+
+def _coverage_of(by: tuple[str, ...], window: str = WINDOW) -> str:
+    covered = sum_by(by, rate(series(c.PREDICTION_COVERED), _FILTERS, window))
+    compared = sum_by(by, rate(series(c.PREDICTIONS), _FILTERS, window))
+    return f"{covered} / {compared}"
+
+
+def _quantile() -> str:
+    return max_by((c.POOL,), sel(series(c.PREDICTOR_QUANTILE), _POOL))
+
+
+def _coverage() -> list[Any]:
+    return [
+        d.row("Coverage against the predictor's quantile"),
+        d.timeseries(
+            "Coverage by pool, signal and source",
+            "Share of compared requests whose actual latency was at most the prediction, over $window "
+            "(sloscope_prediction_covered_total / sloscope_predictions_total), with the quantile the predictor models "
+            "drawn alongside (sloscope_predictor_quantile). A calibrated p90 predictor covers 90%: below means "
+            "optimistic (the router sees room pods do not have, SLOs are missed), above means pessimistic (pods "
+            "with room are refused).",
+            [
+                d.Query(_coverage_of(_PRED_BY), "{{pool}} {{signal}} {{source}}"),
+                d.Query(_quantile(), "{{pool}} quantile (target)"),
+            ],
+            unit=d.PERCENT,
+            width=12,
+            height=9,
+            maximum=1,
+        ),
+        d.timeseries(
+            "Coverage minus quantile",
+            f"Coverage over $window minus the predictor's quantile. Red below -{_TOLERANCE:.0%}: optimistic; blue "
+            f"above +{_TOLERANCE:.0%}: pessimistic. With n requests the coverage of a calibrated model still varies "
+            "by about sqrt(q(1-q)/n): 3 points at n = 100, 1 point at n = 1000; see the count beside.",
+            [
+                d.Query(
+                    f"{_coverage_of(_PRED_BY)} - on ({c.POOL}) group_left {_quantile()}",
+                    "{{pool}} {{signal}} {{source}}",
+                )
+            ],
+            unit=d.PERCENT,
+            width=8,
+            height=9,
+            thresholds=d.steps(d.RED, (-_TOLERANCE, d.TRANSPARENT), (_TOLERANCE, d.BLUE)),
+            threshold_style="line+area",
+        ),
+        d.stat(
+            "Requests compared",
+            "Requests compared with a prediction over $window, per signal and source: the sample size behind the "
+            "coverage beside it.",
+            [
+                d.Query(
+                    sum_by((c.SIGNAL, c.SOURCE), increase(series(c.PREDICTIONS), _FILTERS, WINDOW)),
+                    "{{signal}} {{source}}",
+                )
+            ],
+            unit=d.SHORT,
+            thresholds=d.steps(d.BLUE),
+            decimals=0,
+            width=4,
+            height=9,
+            sparkline=False,
+        ),
+    ]
+
+
+def _ratio() -> list[Any]:
+    panels: list[Any] = [d.row("Actual / predicted")]
+    for signal, name in _SIGNAL_TITLES.items():
+        buckets = rate(series(c.PREDICTION_RATIO, "_bucket"), (*_FILTERS, eq(c.SIGNAL, signal)))
+        panels.append(
+            d.heatmap(
+                f"{name} actual / predicted",
+                f"Distribution of actual / predicted {name} per request (both sources), from the histogram buckets as "
+                "stored: everything at or below 1 was covered, the rows above 1 show by how much the misses missed. "
+                "Exemplar marks carry the request's trace_id and link to its trace in the traces data source.",
+                d.Query(sum_by(("le",), buckets), "{{le}}", exemplar=True, format="heatmap"),
+                y_unit=d.NONE,
+                cell_unit=d.REQUESTS_PER_SECOND,
+                trace_links=True,
+            )
+        )
+    bucket = series(c.PREDICTION_RATIO, "_bucket")
+    total = sum_by((c.SIGNAL,), rate(bucket, (*_FILTERS, LE_INF), WINDOW))
+    panels += [
+        d.timeseries(
+            "Ratio percentiles",
+            "p50 and p90 of actual / predicted over $window per signal. For a calibrated p90 predictor the p90 of the "
+            "ratio is 1 (dashed line); the p50 sits below 1 by the spread of the latency it predicts.",
+            [
+                d.Query(
+                    f"histogram_quantile({q}, {sum_by((c.SIGNAL, 'le'), rate(bucket, _FILTERS, WINDOW))})",
+                    f"p{round(q * 100)} {{{{signal}}}}",
+                )
+                for q in (0.5, 0.9)
+            ],
+            unit=d.NONE,
+            thresholds=d.steps(d.GREEN, (1, d.RED)),
+            threshold_style="dashed",
+        ),
+        d.timeseries(
+            "Misses by size",
+            "Share of compared requests over $window whose actual latency exceeded the prediction by more than "
+            f"{' and '.join(f'{f}x' for f in _MISS_FACTORS)}, per signal. A predictor can cover 90% and still miss "
+            "the other 10% by a factor of three.",
+            [
+                d.Query(
+                    f"1 - {sum_by((c.SIGNAL,), rate(bucket, (*_FILTERS, le(f, RATIO_BUCKETS)), WINDOW))} / {total}",
+                    f"{{{{signal}}}} > {f}x",
+                )
+                for f in _MISS_FACTORS
+            ],
+            unit=d.PERCENT,
+        ),
+        d.timeseries(
+            "Mean pinball loss by pool, signal and source",
+            "Mean pinball (quantile) loss per compared request over $window, in seconds: q·(actual - predicted) when "
+            "the prediction was too low, (1 - q)·(predicted - actual) when too high. Ranks predictors of the same "
+            "quantile; lower is better.",
+            [
+                d.Query(
+                    f"{sum_by(_PRED_BY, rate(series(c.PREDICTION_PINBALL_LOSS), _FILTERS, WINDOW))} / "
+                    f"{sum_by(_PRED_BY, rate(series(c.PREDICTIONS), _FILTERS, WINDOW))}",
+                    "{{pool}} {{signal}} {{source}}",
+                )
+            ],
+            unit=d.SECONDS,
+            width=24,
+        ),
+    ]
+    return panels
+
+
+_NO_POD = (
+    "Prediction series carry model and pool but no pod label (pod stays off histogram-sized families to bound "
+    "their cardinality), so per-model is the finest split; per-pod behaviour is on the Pod headroom dashboard."
+)
+
+
+def _by_model() -> list[Any]:
+    by = (c.MODEL, c.SIGNAL, c.SOURCE)
+    return [
+        d.row("Coverage by model"),
+        d.timeseries(
+            "Coverage by model",
+            f"Coverage over $window per model and signal (both sources). {_NO_POD}",
+            [d.Query(_coverage_of((c.MODEL, c.SIGNAL)), "{{model}} {{signal}}")],
+            unit=d.PERCENT,
+            maximum=1,
+        ),
+        d.table(
+            "Coverage by model and source",
+            f"Coverage and the number of compared requests over $window per model, signal and source, at the end "
+            f"of the time range. {_NO_POD}",
+            [
+                d.Query(_coverage_of(by), instant=True, format="table"),
+                d.Query(
+                    sum_by(by, increase(series(c.PREDICTIONS), _FILTERS, WINDOW)),
+                    instant=True,
+                    format="table",
+                ),
+            ],
+            unit=d.SHORT,
+            decimals=3,
+            transformations=[
+                {"id": "merge", "options": {}},
+                {
+                    "id": "organize",
+                    "options": {
+                        "excludeByName": {"Time": True},
+                        "renameByName": {"Value #A": "coverage", "Value #B": "compared"},
+                    },
+                },
+            ],
+        ),
+    ]
+
+
+def _health() -> list[Any]:
+    pool_compared = rate(series(c.PREDICTIONS), _FILTERS, WINDOW)
+    pool_covered = rate(series(c.PREDICTION_COVERED), _FILTERS, WINDOW)
+    by = (c.POOL, c.SIGNAL)
+    return [
+        d.row("Predictor health"),
+        d.stat(
+            "Predictor servers",
+            "1 (up) when a training or prediction server answers ready (/readyz, and /status is_ready for prediction "
+            "servers), 0 (down) otherwise. A training server is not ready until it has models.",
+            [d.Query(max_by((c.POOL, c.ROLE, c.SERVER), sel(series(c.PREDICTOR_UP), _POOL)), "{{role}} {{server}}")],
+            unit=d.NONE,
+            thresholds=d.steps(d.RED, (1, d.GREEN)),
+            mappings=d.up_down(),
+            width=8,
+            height=8,
+            sparkline=False,
+        ),
+        d.timeseries(
+            "Model age",
+            "Seconds since the training server last wrote each signal's model. It retrains continuously: an age that "
+            "keeps growing means training stopped, and predictions come from an ever older model.",
+            [d.Query(max_by(by, sel(series(c.PREDICTOR_MODEL_AGE_SECONDS), _POOL)), "{{pool}} {{signal}}")],
+            unit=d.SECONDS,
+            width=8,
+        ),
+        d.timeseries(
+            "Offline against online coverage",
+            "Coverage the training server measured on its held-out samples (offline) against the coverage of routed "
+            "requests over $window (online), with the target quantile. Online below offline: live traffic differs "
+            "from what the predictor learnt from.",
+            [
+                d.Query(
+                    max_by(by, sel(series(c.PREDICTOR_COVERAGE_OFFLINE_RATIO), _POOL)),
+                    "{{pool}} {{signal}} offline",
+                ),
+                d.Query(f"{sum_by(by, pool_covered)} / {sum_by(by, pool_compared)}", "{{pool}} {{signal}} online"),
+                d.Query(_quantile(), "{{pool}} quantile (target)"),
+            ],
+            unit=d.PERCENT,
+            width=8,
+            maximum=1,
+        ),
+        d.timeseries(
+            "Predictor calls by purpose and result",
+            "Calls sloscope made to the pools' prediction servers per second: shadow (per-request predictions) and "
+            "headroom (live per-pod headroom), by result. rejected: 422, the server refused the features; "
+            "circuit_open: every server's breaker was open, no call was made.",
+            [
+                d.Query(
+                    sum_by((c.PURPOSE, c.RESULT), rate(series(c.PREDICTOR_REQUESTS), _POOL)), "{{purpose}} {{result}}"
+                )
+            ],
+            unit=d.REQUESTS_PER_SECOND,
+            stacked=True,
+        ),
+        d.timeseries(
+            "Shadow predictions skipped by reason",
+            "Completed requests per second that got no shadow prediction, by reason: sampled_out, rate_limited, "
+            "no_predictor, no_pod_state (no fresh sample of the pod before the arrival), no_features, queue_full, "
+            "failed (see the predictor calls beside).",
+            [d.Query(sum_by((c.REASON,), rate(series(c.SHADOW_SKIPPED), _POOL)), "{{reason}}")],
+            unit=d.REQUESTS_PER_SECOND,
+            stacked=True,
+        ),
+    ]

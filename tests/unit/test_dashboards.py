@@ -1,0 +1,308 @@
+"""The generated Grafana dashboards: valid for Grafana 11.6, every panel readable, every series one sloscope writes."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jsonschema import Draft7Validator
+from jsonschema.exceptions import ValidationError
+
+from sloscope import conventions as c
+from sloscope.generators.dashboards import dashboards, panel_queries
+from sloscope.generators.dashboards import self_monitoring as self_dashboard
+from sloscope.loading import default_spec
+from sloscope.slo.spec import SLOSpec
+
+FILES = ("slo-overview.json", "prediction-accuracy.json", "pod-headroom.json", "sloscope-itself.json")
+DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
+# Variables each dashboard must offer (beyond the data source).
+VARIABLES = {
+    "slo-overview.json": {c.POOL, c.MODEL, c.SLO_CLASS, "traces"},
+    "prediction-accuracy.json": {c.POOL, c.MODEL, "window", "traces"},
+    "pod-headroom.json": {c.POOL, c.POD, c.SLO_CLASS, c.MODEL},
+    "sloscope-itself.json": {"job", "instance"},
+}
+
+
+@pytest.fixture(scope="module")
+def rendered() -> dict[str, dict[str, Any]]:
+    return dashboards(default_spec())
+
+
+@pytest.fixture(scope="module")
+def validator(shared: Path) -> Draft7Validator:
+    schema = json.loads((shared / "schemas" / "grafana-dashboard-v11.6.jsonschema.json").read_text())
+    Draft7Validator.check_schema(schema)
+    return Draft7Validator(schema)
+
+
+def panels(dashboard: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every panel that shows data (rows excluded, their nested panels included)."""
+    found = []
+    for panel in dashboard["panels"]:
+        if panel["type"] == "row":
+            found.extend(panel["panels"])
+        else:
+            found.append(panel)
+    return found
+
+
+def spec_with(**classes: dict[str, Any]) -> SLOSpec:
+    return SLOSpec.model_validate(
+        {"version": "sloscope/v1", "service": "chat", "classes": [{"name": n, **v} for n, v in classes.items()]}
+    )
+
+
+# ---- series names in PromQL ------------------------------------------------------------------------------
+
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_BRACES = re.compile(r"\{[^{}]*\}")
+_RANGE = re.compile(r"\[[^\]]*\]")
+_GROUPING = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)")
+_IDENTIFIER = re.compile(r"(?<![\w.$])([A-Za-z_:][\w:]*)(\s*\()?")
+_KEYWORDS = {"and", "or", "unless", "bool", "offset", "group_left", "group_right", "inf", "nan"}
+_LABEL_VALUES = re.compile(r"^label_values\(([A-Za-z_:][\w:]*)")
+
+
+def series_names(expr: str) -> set[str]:
+    """Series names in a PromQL expression: identifiers that are neither functions, keywords nor labels."""
+    text = _STRING.sub('""', expr)
+    text = _BRACES.sub("", text)
+    text = _RANGE.sub("", text)
+    text = _GROUPING.sub("", text)
+    return {m.group(1) for m in _IDENTIFIER.finditer(text) if not m.group(2) and m.group(1) not in _KEYWORDS}
+
+
+def known_series() -> set[str]:
+    names: set[str] = set()
+    for metric in c.ALL_METRICS:
+        if metric.type == "histogram":
+            names |= {f"{metric.name}_bucket", f"{metric.name}_sum", f"{metric.name}_count"}
+        else:
+            names.add(metric.exposed_name)
+    # Observations can be negative, so prometheus_client publishes no _sum or _count (docs/metrics.md).
+    names -= {f"{c.HEADROOM_SECONDS.name}_sum", f"{c.HEADROOM_SECONDS.name}_count"}
+    for window in c.RULE_WINDOWS:
+        names |= {c.slo_error_ratio_rule(window), c.slo_requests_rate_rule(window)}
+    return names
+
+
+@pytest.mark.parametrize(
+    ("expr", "expected"),
+    [
+        pytest.param(
+            'sum by (pool, le) (rate(sloscope_ttft_seconds_bucket{pool=~"$pool", le="1.0"}[$__rate_interval]))',
+            {"sloscope_ttft_seconds_bucket"},
+            id="labels, matchers and the range are not series",
+        ),
+        pytest.param(
+            "a / on (pool) group_left max by (pool) (b) - 1e-9 or c * 0",
+            {"a", "b", "c"},
+            id="keywords, grouping and numbers are not series",
+        ),
+        pytest.param(
+            'histogram_quantile(0.9, x{l="sum(y)"})',
+            {"x"},
+            id="a quoted label value is not a series",
+        ),
+    ],
+)
+def test_series_names_of_an_expression(expr: str, expected: set[str]) -> None:
+    assert series_names(expr) == expected
+
+
+# ---- the dashboards ---------------------------------------------------------------------------------------
+
+
+def test_one_file_per_dashboard(rendered: dict[str, dict[str, Any]]) -> None:
+    assert tuple(rendered) == FILES
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_valid_against_the_grafana_11_6_schema(
+    name: str, rendered: dict[str, dict[str, Any]], validator: Draft7Validator
+) -> None:
+    errors = sorted(validator.iter_errors(rendered[name]), key=lambda e: list(map(str, e.absolute_path)))
+    report = "\n".join(line for error in errors for line in describe(error))
+    assert not errors, f"{len(errors)} schema errors in {name}:\n{report}"
+
+
+def describe(error: ValidationError) -> list[str]:
+    """Readable lines for one schema error; for a oneOf (panel or row), the errors of the closest branch."""
+    if not error.context:
+        return [f"{'/'.join(map(str, error.absolute_path)) or '(top)'}: {error.message[:300]}"]
+    branches: dict[Any, list[ValidationError]] = {}
+    for inner in error.context:
+        branches.setdefault(inner.relative_schema_path[0], []).append(inner)
+    closest = min(branches.values(), key=len)
+    return [line for inner in closest for line in describe(inner)]
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_current_schema_version_and_read_only(name: str, rendered: dict[str, dict[str, Any]]) -> None:
+    dashboard = rendered[name]
+    assert dashboard["schemaVersion"] == 41
+    assert dashboard["editable"] is False  # regenerated by sloscope build, never edited
+    assert {"rows", "style", "hideControls", "sharedCrosshair", "__inputs"}.isdisjoint(dashboard)
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_every_panel_explains_itself_and_queries_the_datasource(name: str, rendered: dict[str, dict[str, Any]]) -> None:
+    for panel in panels(rendered[name]):
+        title = panel.get("title", "")
+        assert title, panel
+        assert len(panel.get("description", "")) > 30, f"{title}: no real description"
+        assert panel["datasource"] == DATASOURCE, title
+        assert panel["targets"], f"{title}: no query"
+        for target in panel["targets"]:
+            assert target["datasource"] == DATASOURCE, title
+            assert target["expr"].strip(), title
+            assert {"query", "target", "intervalFactor", "step"}.isdisjoint(target), title
+        assert {"span", "height", "editable", "error"}.isdisjoint(panel), title
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_every_series_queried_is_published(name: str, rendered: dict[str, dict[str, Any]]) -> None:
+    known = known_series()
+    unknown = []
+    for title, expr in panel_queries(rendered[name]):
+        for series in series_names(expr):
+            if series not in known and not (name == "sloscope-itself.json" and series in self_dashboard.PROCESS_SERIES):
+                unknown.append(f"{title}: {series}")
+    for variable in rendered[name]["templating"]["list"]:
+        if variable["type"] == "query":
+            match = _LABEL_VALUES.match(variable["query"])
+            assert match, variable["query"]
+            if match.group(1) not in known:
+                unknown.append(f"variable {variable['name']}: {match.group(1)}")
+    assert not unknown, "\n".join(unknown)
+
+
+def test_every_query_is_listed(rendered: dict[str, dict[str, Any]]) -> None:
+    for dashboard in rendered.values():
+        targets = sum(len(panel["targets"]) for panel in panels(dashboard))
+        assert len(panel_queries(dashboard)) == targets
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_variables(name: str, rendered: dict[str, dict[str, Any]]) -> None:
+    variables = {v["name"]: v for v in rendered[name]["templating"]["list"]}
+    assert variables["datasource"]["type"] == "datasource"
+    assert variables["datasource"]["query"] == "prometheus"
+    assert VARIABLES[name] <= set(variables)
+    for variable in variables.values():
+        if variable["type"] == "query":
+            assert variable["multi"] and variable["includeAll"], variable["name"]
+            assert variable["allValue"] == ".+"
+            assert variable["datasource"] == DATASOURCE
+            assert variable["refresh"] == 2, "values must follow the time range (pods come and go)"
+    if "traces" in variables:
+        assert variables["traces"]["type"] == "datasource"
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_ids_and_grid_positions(name: str, rendered: dict[str, dict[str, Any]]) -> None:
+    top = rendered[name]["panels"]
+    ids = [panel["id"] for panel in top]
+    assert len(ids) == len(set(ids))
+    assert ids == sorted(ids)
+    cells = set()
+    for panel in top:
+        pos = panel["gridPos"]
+        assert pos["x"] + pos["w"] <= 24, panel["title"]
+        for x in range(pos["x"], pos["x"] + pos["w"]):
+            for y in range(pos["y"], pos["y"] + pos["h"]):
+                assert (x, y) not in cells, f"{panel['title']} overlaps another panel"
+                cells.add((x, y))
+
+
+def test_uids_are_stable_unique_and_per_service(rendered: dict[str, dict[str, Any]]) -> None:
+    uids = [dashboard["uid"] for dashboard in rendered.values()]
+    assert len(set(uids)) == len(uids)
+    assert all(0 < len(uid) <= 40 and re.fullmatch(r"[A-Za-z0-9_-]+", uid) for uid in uids)
+    assert uids == [d["uid"] for d in dashboards(default_spec()).values()]
+    other = dashboards(spec_with(interactive={}))
+    assert set(uids).isdisjoint(d["uid"] for d in other.values()), "another service gets its own dashboards"
+
+
+def test_output_is_deterministic(rendered: dict[str, dict[str, Any]]) -> None:
+    again = dashboards(default_spec())
+    assert json.dumps(again, sort_keys=True) == json.dumps(rendered, sort_keys=True)
+
+
+# ---- the spec drives the SLO overview ------------------------------------------------------------------
+
+
+def test_objectives_and_periods_come_from_the_spec() -> None:
+    spec = spec_with(
+        batch={"objectives": {"ttft": 0.9, "tpot": 0.97, "goodput": 0.8}, "compliance_period": "7d"},
+        premium={"objectives": {"ttft": 0.999}},
+    )
+    overview = dashboards(spec)["slo-overview.json"]
+    by_title = {panel["title"]: panel for panel in panels(overview)}
+    attainment = by_title["batch: TTFT attainment (1h)"]
+    assert [s["value"] for s in attainment["fieldConfig"]["defaults"]["thresholds"]["steps"]][1:] == [0.9]
+    budget = by_title["batch: error budget remaining (7d)"]
+    exprs = [t["expr"] for t in budget["targets"]]
+    assert all("[7d]" in e for e in exprs)
+    assert [e.rsplit("/", 1)[1].strip() for e in exprs] == ["(1 - 0.9)", "(1 - 0.97)", "(1 - 0.8)"]
+    assert "premium: error budget remaining (28d)" in by_title
+    burn = by_title["premium: TTFT burn rate"]
+    assert all(t["expr"].endswith("/ (1 - 0.999)") for t in burn["targets"])
+    assert [t["legendFormat"] for t in burn["targets"]] == ["5m", "1h", "6h"]
+    rows = [panel["title"] for panel in overview["panels"] if panel["type"] == "row"]
+    assert any(r.startswith("Class batch:") and r.endswith("over 7d") for r in rows)
+    assert not any("interactive" in title for title in by_title), "only the spec's classes"
+
+
+def test_a_class_row_follows_the_class_variable() -> None:
+    overview = dashboards(default_spec())["slo-overview.json"]
+    for title, expr in panel_queries(overview):
+        if title.startswith("interactive:"):
+            assert 'slo_class="interactive", slo_class=~"$slo_class"' in expr, title
+
+
+def test_burn_rates_and_attainment_read_the_recording_rules() -> None:
+    overview = dashboards(default_spec())["slo-overview.json"]
+    queries = dict(panel_queries(overview))
+    for window in ("5m", "1h", "6h"):
+        assert any(c.slo_error_ratio_rule(window) in e for t, e in panel_queries(overview) if "burn rate" in t)
+    assert c.slo_requests_rate_rule("1h") in queries["interactive: TTFT attainment (1h)"]
+    routing = queries["TTFT attainment by routing (1h)"]
+    assert 'routing=~"predicted|default"' in routing and c.SLO_VIOLATIONS.exposed_name in routing
+
+
+# ---- prediction accuracy ------------------------------------------------------------------------------------
+
+
+def test_ratio_heatmaps_carry_exemplars_linked_to_the_traces_datasource() -> None:
+    accuracy = dashboards(default_spec())["prediction-accuracy.json"]
+    heatmaps = [p for p in panels(accuracy) if p["type"] == "heatmap"]
+    assert len(heatmaps) == 2
+    for panel in heatmaps:
+        (target,) = panel["targets"]
+        assert target["exemplar"] is True and target["format"] == "heatmap"
+        assert f"{c.PREDICTION_RATIO.name}_bucket" in target["expr"]
+        (link,) = panel["fieldConfig"]["defaults"]["links"]
+        assert "${traces}" in link["url"] and "${__data.fields.trace_id}" in link["url"]
+
+
+def test_coverage_is_drawn_against_the_quantile() -> None:
+    accuracy = dashboards(default_spec())["prediction-accuracy.json"]
+    panel = next(p for p in panels(accuracy) if p["title"] == "Coverage by pool, signal and source")
+    exprs = [t["expr"] for t in panel["targets"]]
+    assert c.PREDICTION_COVERED.exposed_name in exprs[0] and c.PREDICTIONS.exposed_name in exprs[0]
+    assert c.PREDICTOR_QUANTILE.exposed_name in exprs[1]
+    by_model = next(p for p in panels(accuracy) if p["title"] == "Coverage by model")
+    assert "no pod label" in by_model["description"]
+
+
+def test_headroom_at_routing_uses_the_inf_bucket_as_its_count() -> None:
+    headroom = dashboards(default_spec())["pod-headroom.json"]
+    (expr,) = [e for t, e in panel_queries(headroom) if t == "Requests routed with no headroom"]
+    assert 'le="0.0"' in expr and 'le="+Inf"' in expr
+    assert f"{c.HEADROOM_SECONDS.name}_count" not in expr

@@ -327,20 +327,24 @@ def up_down() -> list[dict[str, Any]]:
 def build(
     *,
     title: str,
-    uid: str,
+    service: str,
+    file_name: str,
     description: str,
     tags: Sequence[str],
     variables: Sequence[Any],
     panels: Sequence[Any],
     time_from: str = "now-6h",
 ) -> Any:
-    """A grafanalib dashboard with sloscope's defaults: read-only (regenerated, never edited), shared crosshair,
-    a link menu to the other sloscope dashboards keeping time range and variables."""
+    """A grafanalib dashboard with sloscope's defaults, named after the service as the spec asks.
+
+    Read-only (regenerated, never edited), shared crosshair, a link menu to the service's other sloscope
+    dashboards that keeps the time range and the variables; the UID is derived from service and file name.
+    """
     return gl.Dashboard(
-        title=title,
-        uid=uid,
+        title=f"{service}: {title}",
+        uid=uid(service, file_name),
         description=description,
-        tags=[TAG, *tags],
+        tags=[TAG, service, *tags],
         editable=False,
         graphTooltip=gl.GRAPH_TOOLTIP_MODE_SHARED_CROSSHAIR,
         refresh="1m",
@@ -348,7 +352,9 @@ def build(
         time=gl.Time(time_from, "now"),
         templating=gl.Templating(list=list(variables)),
         annotations=gl.Annotations(list=[_builtin_annotations()]),
-        links=[gl.DashboardLink(title="sloscope", type="dashboards", tags=[TAG], asDropdown=True, includeVars=True)],
+        links=[
+            gl.DashboardLink(title=service, type="dashboards", tags=[TAG, service], asDropdown=True, includeVars=True)
+        ],
         panels=list(panels),
     )
 

@@ -33,13 +33,14 @@ _LE_ALL = LE_INF  # the histogram has negative buckets, hence no _count: +Inf is
 def dashboard(spec: SLOSpec) -> Any:
     """Live headroom per pod and class, pods with headroom per pool, headroom at routing, scraped pod state."""
     return d.build(
-        title=f"{spec.service}: Pod headroom",
-        uid=d.uid(spec.service, FILE_NAME),
+        title="Pod headroom",
+        service=spec.service,
+        file_name=FILE_NAME,
         description=(
             "Per-pod live headroom of each SLO class's reference request, the pods of each pool with room left, "
             "headroom of requests at routing time, and the scraped pod state the predictions are made from."
         ),
-        tags=["headroom", spec.service],
+        tags=["headroom"],
         variables=[
             v.datasource_variable(),
             v.label_variable(c.POOL, c.POD_UP, "Pool"),

@@ -32,14 +32,15 @@ _SIGNAL_TITLES = {c.SIGNAL_TTFT: "TTFT", c.SIGNAL_TPOT: "TPOT"}
 def dashboard(spec: SLOSpec) -> Any:
     """Coverage, the ratio distribution, pinball loss, per-model coverage and predictor health."""
     return d.build(
-        title=f"{spec.service}: Prediction accuracy",
-        uid=d.uid(spec.service, FILE_NAME),
+        title="Prediction accuracy",
+        service=spec.service,
+        file_name=FILE_NAME,
         description=(
             "How right the latency predictor behind prediction-based routing is: coverage against its quantile, "
             "actual / predicted, pinball loss, and the predictor's health. source=span: the router's own prediction "
             "read from a span; source=shadow: rebuilt by sloscope from the pod state as of the request's arrival."
         ),
-        tags=["predictions", spec.service],
+        tags=["predictions"],
         variables=[
             v.datasource_variable(),
             v.label_variable(c.POOL, c.PREDICTIONS, "Pool"),

@@ -35,13 +35,14 @@ _JOINED = regex(c.OUTCOME, f"{c.OUTCOME_JOINED}|{c.OUTCOME_JOINED_BY_REQUEST_ID}
 def dashboard(spec: SLOSpec) -> Any:
     """Receivers and queue, the join, scrapes and label caps, HTTP and process, for the chosen instances."""
     return d.build(
-        title=f"{spec.service}: sloscope itself",
-        uid=d.uid(spec.service, FILE_NAME),
+        title="sloscope itself",
+        service=spec.service,
+        file_name=FILE_NAME,
         description=(
             "sloscope's own health: spans received and dropped, queue fill, traces pending, join outcomes, scrapes, "
             "label values folded by the caps, HTTP latency, memory and CPU."
         ),
-        tags=["self-monitoring", spec.service],
+        tags=["self-monitoring"],
         variables=[
             v.datasource_variable(),
             v.label_variable(JOB, c.BUILD_INFO, "Job"),

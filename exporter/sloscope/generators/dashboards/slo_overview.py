@@ -52,13 +52,14 @@ def dashboard(spec: SLOSpec) -> Any:
     for cls in spec.classes:
         panels += _class_row(spec, cls)
     return d.build(
-        title=f"{spec.service}: SLO overview",
-        uid=d.uid(spec.service, FILE_NAME),
+        title="SLO overview",
+        service=spec.service,
+        file_name=FILE_NAME,
         description=(
             f"SLO attainment, error budgets and burn rates of {spec.service} per SLO class, from sloscope's joined "
             "gateway and model-server traces; prediction-based routing against the default profile."
         ),
-        tags=["slo", spec.service],
+        tags=["slo"],
         variables=[*v.slo_variables(), v.traces_variable()],
         panels=panels,
         time_from="now-24h",
@@ -248,8 +249,9 @@ def _budget(cls: SLOClass, base: tuple[str, ...], period: str) -> Any:
     return d.stat(
         f"{cls.name}: error budget remaining ({period})",
         f"1 - error ratio / (1 - objective) over the class's compliance period ({period}), per SLO: 100% = nothing "
-        "spent, 0 = the budget is gone, below 0 = the objective is missed for the period. From the raw counters over "
-        "the whole period (no recording rule spans it), so the first periods after sloscope starts cover less.",
+        "spent, 0 = the budget is gone, below 0 = the objective is missed for the period. Violations over eligible "
+        "requests from the raw counters, summed exactly over the selected models and pools, evaluated once at the end "
+        "of the time range; a period longer than Prometheus's retention counts only what is retained.",
         queries,
         unit=d.PERCENT,
         thresholds=d.steps(d.RED, (0, d.ORANGE), (0.25, d.GREEN)),

@@ -1,0 +1,399 @@
+"""Generated rules: structure, series names against the conventions, objectives from the spec, the CRD schema."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from sloscope import conventions as c
+from sloscope.generators import rules as r
+from sloscope.generators.rule_tests import render_template, rule_tests
+from sloscope.loading import default_spec
+from sloscope.slo.spec import SLOSpec
+
+RUNBOOKS = Path(__file__).resolve().parents[2] / "docs" / "runbooks"
+
+
+def base_spec(**changes: Any) -> SLOSpec:
+    """The built-in spec as data, with top-level keys replaced."""
+    data = default_spec().model_dump(mode="json")
+    data.update(changes)
+    return SLOSpec.model_validate(data)
+
+
+def custom_spec() -> SLOSpec:
+    """Two classes with their own objectives; one overrides the compliance period."""
+    return base_spec(
+        compliance_period="28d",
+        classes=[
+            {
+                "name": "premium",
+                "match": {"ttft_ms": {"max": 500}},
+                "objectives": {"ttft": 0.999, "tpot": 0.995, "goodput": 0.99},
+                "compliance_period": "30d",
+            },
+            {"name": "batch", "match": {"has_slo": True}, "objectives": {"ttft": 0.9, "tpot": 0.9, "goodput": 0.8}},
+        ],
+    )
+
+
+def alerts(data: dict[str, Any]) -> list[dict[str, Any]]:
+    return [rule for group in data["groups"] for rule in group["rules"] if "alert" in rule]
+
+
+def records(data: dict[str, Any]) -> list[dict[str, Any]]:
+    return [rule for group in data["groups"] for rule in group["rules"] if "record" in rule]
+
+
+def burn_alert(data: dict[str, Any], name: str, cls: str, slo: str) -> dict[str, Any]:
+    (rule,) = [
+        a for a in alerts(data) if a["alert"] == name and a["labels"]["slo_class"] == cls and a["labels"]["slo"] == slo
+    ]
+    return rule
+
+
+# ---- series names in PromQL --------------------------------------------------------------------------
+
+_STRING = re.compile(r'"[^"]*"')
+_MATCHERS = re.compile(r"\{[^}]*\}")
+_RANGE = re.compile(r"\[[^\]]*\]")
+_GROUPING = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)")
+_IDENTIFIER = re.compile(r"(?<![\w.:])([a-zA-Z_:][a-zA-Z0-9_:]*)(\s*\()?")
+_KEYWORDS = {"and", "or", "unless", "by", "without", "on", "ignoring", "group_left", "group_right", "bool", "offset"}
+
+
+def series_names(expr: str) -> set[str]:
+    """Metric names an expression selects: identifiers that are neither functions, keywords nor label names."""
+    text = _GROUPING.sub(" ", _RANGE.sub(" ", _MATCHERS.sub(" ", _STRING.sub(" ", expr))))
+    return {m.group(1) for m in _IDENTIFIER.finditer(text) if m.group(2) is None and m.group(1) not in _KEYWORDS}
+
+
+def test_series_names_reads_selectors_and_skips_labels_and_functions() -> None:
+    expr = 'sum by (pool) (rate(a_total{reason=~"x|y"}[5m])) / on (pool) group_left max(b) > 1e-05 and c:d:rate5m'
+    assert series_names(expr) == {"a_total", "b", "c:d:rate5m"}
+
+
+def published_names() -> set[str]:
+    names = set()
+    for metric in c.ALL_METRICS:
+        names.add(metric.exposed_name)
+        if metric.type == "histogram":
+            names |= {f"{metric.name}_bucket", f"{metric.name}_sum", f"{metric.name}_count"}
+    return names
+
+
+@pytest.mark.parametrize("spec", [default_spec(), custom_spec()], ids=["built-in spec", "custom spec"])
+def test_every_series_in_an_expression_is_published_or_recorded_here(spec: SLOSpec) -> None:
+    data = r.rule_file(spec)
+    recorded = {rule["record"] for rule in records(data)}
+    allowed = published_names() | recorded
+    used: set[str] = set()
+    for rule in [*records(data), *alerts(data)]:
+        names = series_names(rule["expr"])
+        assert names, rule
+        assert names <= allowed, (rule.get("alert") or rule["record"], names - allowed)
+        used |= names
+    assert {c.SLO_REQUESTS.exposed_name, c.SLO_VIOLATIONS.exposed_name, c.PREDICTOR_UP.exposed_name} <= used
+    # Every window's error ratio serves an alert (the short-window request rates serve dashboards).
+    assert {c.slo_error_ratio_rule(w) for w in c.RULE_WINDOWS} <= used
+
+
+# ---- structure -----------------------------------------------------------------------------------------
+
+
+def test_the_rule_file_has_the_four_groups_in_order() -> None:
+    data = r.rule_file(default_spec())
+    assert [g["name"] for g in data["groups"]] == [
+        "sloscope-slo-recording",
+        "sloscope-slo-alerts",
+        "sloscope-predictor-alerts",
+        "sloscope-pipeline-alerts",
+    ]
+    assert data["groups"][0]["interval"] == "1m"
+
+
+def test_every_alert_has_severity_summary_description_and_runbook() -> None:
+    for alert in alerts(r.rule_file(default_spec())):
+        assert alert["labels"]["severity"] in ("page", "ticket"), alert["alert"]
+        assert set(alert["annotations"]) == {"summary", "description", "runbook_url"}, alert["alert"]
+        assert alert["annotations"]["summary"].endswith("."), alert["alert"]
+        assert "{{" in alert["annotations"]["description"], alert["alert"]
+        assert alert["annotations"]["runbook_url"] == f"docs/runbooks/{alert['alert']}.md"
+
+
+def test_the_built_in_spec_generates_every_alert_name() -> None:
+    assert {a["alert"] for a in alerts(r.rule_file(default_spec()))} == set(r.ALERT_NAMES)
+
+
+@pytest.mark.parametrize("name", r.ALERT_NAMES)
+def test_every_alert_has_a_runbook_listed_in_the_index(name: str) -> None:
+    runbook = RUNBOOKS / f"{name}.md"
+    assert runbook.is_file()
+    text = runbook.read_text(encoding="utf-8")
+    assert text.startswith(f"# {name}\n")
+    for section in ("## Meaning", "## Impact", "## Check first", "## What to do", "## Escalate"):
+        assert section in text, (name, section)
+    assert f"({name}.md)" in (RUNBOOKS / "README.md").read_text(encoding="utf-8")
+
+
+def test_the_runbook_folder_holds_only_indexed_alerts() -> None:
+    assert {p.stem for p in RUNBOOKS.glob("*.md")} == {*r.ALERT_NAMES, "README"}
+
+
+def _slug(heading: str) -> str:
+    """The anchor a Markdown renderer gives a heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+@pytest.mark.parametrize("page", sorted(p.name for p in RUNBOOKS.glob("*.md")))
+def test_runbook_links_resolve(page: str) -> None:
+    for target, anchor in re.findall(r"\]\(([^)#\s]*)(?:#([^)\s]+))?\)", (RUNBOOKS / page).read_text("utf-8")):
+        assert not target.startswith(("http://", "https://")), f"{page}: runbooks link only to the docs"
+        path = (RUNBOOKS / (target or page)).resolve()
+        assert path.is_file(), f"{page}: broken link to {target}"
+        if anchor:
+            headings = re.findall(r"^#+ (.+)$", path.read_text("utf-8"), re.MULTILINE)
+            assert anchor in {_slug(h) for h in headings}, f"{page}: no heading #{anchor} in {target}"
+
+
+def test_the_runbook_base_is_a_parameter() -> None:
+    data = r.rule_file(default_spec(), runbook_base="https://runbooks.internal/sloscope/")
+    for alert in alerts(data):
+        assert alert["annotations"]["runbook_url"] == f"https://runbooks.internal/sloscope/{alert['alert']}.md"
+
+
+def test_severities_page_only_for_burn_and_headroom() -> None:
+    pages = {a["alert"] for a in alerts(r.rule_file(default_spec())) if a["labels"]["severity"] == "page"}
+    assert pages == {r.ERROR_BUDGET_BURN_PAGE, r.POOL_HEADROOM_EXHAUSTED}
+
+
+def test_output_is_deterministic() -> None:
+    first, second = r.rule_file(custom_spec()), r.rule_file(custom_spec())
+    assert first == second
+    assert yaml.safe_dump(first, sort_keys=False) == yaml.safe_dump(second, sort_keys=False)
+    assert yaml.safe_dump(rule_tests(custom_spec(), "r.yaml")) == yaml.safe_dump(rule_tests(custom_spec(), "r.yaml"))
+
+
+# ---- recording rules -----------------------------------------------------------------------------------
+
+
+def test_recording_rules_cover_every_window_by_the_rule_labels() -> None:
+    data = r.rule_file(default_spec())
+    by_name = {rule["record"]: rule["expr"] for rule in records(data)}
+    for window in c.RULE_WINDOWS:
+        requests = by_name[c.slo_requests_rate_rule(window)]
+        assert requests == f"sum by (model, pool, slo_class, slo) (rate(sloscope_slo_requests_total[{window}]))"
+        ratio = by_name[c.slo_error_ratio_rule(window)]
+        # No violation yet gives 0, not no data.
+        assert f"or\n  {requests} * 0\n)" in ratio
+        assert ratio.endswith(f"/\n{requests}")
+
+
+def test_the_compliance_period_ratio_is_weighted_by_traffic() -> None:
+    data = r.rule_file(default_spec())
+    expr = {rule["record"]: rule["expr"] for rule in records(data)}[c.slo_error_ratio_rule("28d")]
+    assert "[28d:1h]" in expr
+    assert 'sloscope:slo_requests:rate1h{slo_class=~"interactive|standard"} > 0' in expr
+    assert "avg_over_time" not in expr
+
+
+def test_each_distinct_period_gets_its_own_ratio() -> None:
+    by_name = {rule["record"]: rule["expr"] for rule in records(r.rule_file(custom_spec()))}
+    assert 'slo_class="premium"' in by_name[c.slo_error_ratio_rule("30d")]
+    assert 'slo_class="batch"' in by_name[c.slo_error_ratio_rule("28d")]
+
+
+def test_a_period_that_is_already_a_rule_window_is_not_recorded_twice() -> None:
+    spec = base_spec(compliance_period="1d")
+    names = [rule["record"] for rule in records(r.rule_file(spec))]
+    assert len(names) == len(set(names)) == 2 * len(c.RULE_WINDOWS)
+    assert r.period_ratio_rule(86400) is None
+    assert r.period_ratio_rule(5400) is None  # 90 minutes: not whole hours
+
+
+# ---- SLO alerts ----------------------------------------------------------------------------------------
+
+
+def test_burn_alerts_use_each_class_objective_and_period() -> None:
+    data = r.rule_file(custom_spec())
+    premium_ttft = burn_alert(data, r.ERROR_BUDGET_BURN_PAGE, "premium", "ttft")["expr"]
+    # 30d period, objective 99.9%: 14.4 x 0.1% and 6 x 0.1%.
+    assert 'sloscope:slo_error_ratio:rate1h{slo="ttft",slo_class="premium"} > 0.0144' in premium_ttft
+    assert 'sloscope:slo_error_ratio:rate5m{slo="ttft",slo_class="premium"} > 0.0144' in premium_ttft
+    assert 'sloscope:slo_error_ratio:rate6h{slo="ttft",slo_class="premium"} > 0.006' in premium_ttft
+    premium_tpot = burn_alert(data, r.ERROR_BUDGET_BURN_TICKET, "premium", "tpot")["expr"]
+    assert 'sloscope:slo_error_ratio:rate1d{slo="tpot",slo_class="premium"} > 0.015' in premium_tpot
+    assert 'sloscope:slo_error_ratio:rate3d{slo="tpot",slo_class="premium"} > 0.005' in premium_tpot
+    # The spec's 28d period, objective 80%: 13.44 x 20% and 0.9333... x 20%.
+    batch_goodput = burn_alert(data, r.ERROR_BUDGET_BURN_PAGE, "batch", "goodput")["expr"]
+    assert 'rate1h{slo="goodput",slo_class="batch"} > 2.688' in batch_goodput
+    batch_ticket = burn_alert(data, r.ERROR_BUDGET_BURN_TICKET, "batch", "goodput")["expr"]
+    assert 'rate3d{slo="goodput",slo_class="batch"} > 0.18666666666666668' in batch_ticket
+
+
+def test_one_page_and_one_ticket_per_class_and_slo_labelled_with_both() -> None:
+    data = r.rule_file(custom_spec())
+    burns = [a for a in alerts(data) if a["alert"] in (r.ERROR_BUDGET_BURN_PAGE, r.ERROR_BUDGET_BURN_TICKET)]
+    keys = sorted((a["alert"], a["labels"]["slo_class"], a["labels"]["slo"]) for a in burns)
+    assert keys == sorted(
+        (name, cls, slo)
+        for name in (r.ERROR_BUDGET_BURN_PAGE, r.ERROR_BUDGET_BURN_TICKET)
+        for cls in ("premium", "batch")
+        for slo in c.SLOS
+    )
+    page = burn_alert(data, r.ERROR_BUDGET_BURN_PAGE, "premium", "ttft")
+    assert page["labels"] == {"severity": "page", "slo": "ttft", "slo_class": "premium"}
+    assert "for" not in page  # the short window does the debouncing, as in the workbook and Sloth
+    assert "objective 99.9% over 30d" in page["annotations"]["description"]
+
+
+def test_the_traffic_guard_counts_requests_in_the_long_window() -> None:
+    page = burn_alert(r.rule_file(default_spec()), r.ERROR_BUDGET_BURN_PAGE, "interactive", "ttft")["expr"]
+    assert 'and sloscope:slo_requests:rate1h{slo="ttft",slo_class="interactive"} * 3600 >= 100' in page
+    assert 'and sloscope:slo_requests:rate6h{slo="ttft",slo_class="interactive"} * 21600 >= 100' in page
+    unguarded = r.rule_file(default_spec(), thresholds=r.AlertThresholds(slo_min_requests=0))
+    assert "sloscope:slo_requests" not in burn_alert(unguarded, r.ERROR_BUDGET_BURN_PAGE, "interactive", "ttft")["expr"]
+
+
+def test_a_spec_without_classes_has_recording_rules_but_no_slo_alerts() -> None:
+    data = r.rule_file(base_spec(classes=[]))
+    assert "sloscope-slo-alerts" not in [g["name"] for g in data["groups"]]
+    assert len(records(data)) == 2 * len(c.RULE_WINDOWS)
+
+
+# ---- thresholds ----------------------------------------------------------------------------------------
+
+
+def test_thresholds_reach_the_expressions_and_holds() -> None:
+    thresholds = r.AlertThresholds(
+        headroom_min_share=0.5, headroom_for="20m", model_stale_seconds=3600, calibration_max_deviation=0.05
+    )
+    by_name = {a["alert"]: a for a in alerts(r.rule_file(default_spec(), thresholds=thresholds))}
+    assert by_name[r.POOL_HEADROOM_EXHAUSTED]["expr"].endswith("< 0.5")
+    assert by_name[r.POOL_HEADROOM_EXHAUSTED]["for"] == "20m"
+    assert by_name[r.PREDICTOR_MODEL_STALE]["expr"].endswith("> 3600")
+    assert "> 0.05\n" in by_name[r.PREDICTOR_CALIBRATION_DRIFT]["expr"]
+    assert "< -0.05\n" in by_name[r.PREDICTOR_CALIBRATION_DRIFT]["expr"]
+
+
+def test_default_thresholds() -> None:
+    t = r.AlertThresholds()
+    assert (t.calibration_max_deviation, t.calibration_window, t.calibration_for) == (0.1, "1h", "30m")
+    assert (t.predictor_down_for, t.model_stale_seconds, t.model_stale_for) == ("5m", 7200, "15m")
+    assert (t.headroom_min_share, t.headroom_for) == (0.25, "10m")
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        pytest.param({"headroom_for": "10 minutes"}, id="a malformed hold"),
+        pytest.param({"calibration_window": "1h30m"}, id="a two-unit window"),
+        pytest.param({"spans_dropped_ratio": -0.1}, id="a negative ratio"),
+    ],
+)
+def test_bad_thresholds_are_refused(changes: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match=r"duration|negative"):
+        r.AlertThresholds(**changes)
+
+
+# ---- the PrometheusRule --------------------------------------------------------------------------------
+
+
+def _python_patterns(node: Any) -> Any:
+    """The schema's Go (RE2) patterns in Python syntax: RE2 takes ``^(?i)x``, Python wants the flag first."""
+    if isinstance(node, dict):
+        return {
+            key: re.sub(r"^\^\(\?i\)", "(?i)^", value) if key == "pattern" else _python_patterns(value)
+            for key, value in node.items()
+        }
+    if isinstance(node, list):
+        return [_python_patterns(item) for item in node]
+    return node
+
+
+def crd_schema(shared: Path) -> dict[str, Any]:
+    crd = yaml.safe_load((shared / "schemas" / "crd-prometheusrules.yaml").read_text(encoding="utf-8"))
+    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
+    schema: dict[str, Any] = _python_patterns(version["schema"]["openAPIV3Schema"])
+    return schema
+
+
+@pytest.mark.parametrize("spec", [default_spec(), custom_spec()], ids=["built-in spec", "custom spec"])
+def test_the_prometheus_rule_validates_against_the_crd_schema(shared: Path, spec: SLOSpec) -> None:
+    rule = r.prometheus_rule(spec, namespace="monitoring", labels={"release": "kube-prometheus-stack"})
+    jsonschema.validate(rule, crd_schema(shared))
+    assert rule["apiVersion"] == "monitoring.coreos.com/v1"
+    assert rule["kind"] == "PrometheusRule"
+    assert rule["metadata"] == {
+        "name": "sloscope",
+        "namespace": "monitoring",
+        "labels": {"release": "kube-prometheus-stack"},
+    }
+    assert rule["spec"]["groups"] == r.rule_file(spec)["groups"]
+
+
+def test_the_crd_schema_catches_a_broken_rule(shared: Path) -> None:
+    rule = r.prometheus_rule(default_spec())
+    rule["spec"]["groups"][0]["interval"] = "one minute"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(rule, crd_schema(shared))
+
+
+def test_the_prometheus_rule_leaves_out_unset_metadata() -> None:
+    assert r.prometheus_rule(default_spec(), name="slo")["metadata"] == {"name": "slo"}
+
+
+# ---- the generated promtool tests ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("spec", [default_spec(), custom_spec()], ids=["built-in spec", "custom spec"])
+def test_every_alert_has_a_firing_and_a_silent_case(spec: SLOSpec) -> None:
+    tests = rule_tests(spec, "rules.yaml")
+    assert tests["rule_files"] == ["rules.yaml"]
+    assert tests["group_eval_order"] == [g["name"] for g in r.rule_file(spec)["groups"]]
+    cases = [case for group in tests["tests"] for case in group.get("alert_rule_test", [])]
+    for name in {a["alert"] for a in alerts(r.rule_file(spec))}:
+        assert any(case["alertname"] == name and case["exp_alerts"] for case in cases), name
+        assert any(case["alertname"] == name and case["exp_alerts"] == [] for case in cases), name
+    exprs = {case["expr"] for group in tests["tests"] for case in group.get("promql_expr_test", [])}
+    assert {c.slo_error_ratio_rule(w) for w in c.RULE_WINDOWS} <= exprs
+    assert {c.slo_requests_rate_rule(w) for w in c.RULE_WINDOWS} <= exprs
+
+
+def test_each_class_and_slo_has_its_own_burn_cases() -> None:
+    names = [group["name"] for group in rule_tests(custom_spec(), "rules.yaml")["tests"]]
+    for cls in ("premium", "batch"):
+        for slo in c.SLOS:
+            assert any(f"{cls} {slo}" in name and r.ERROR_BUDGET_BURN_TICKET in name for name in names), (cls, slo)
+            assert any(f"silent for {cls} {slo}" in name for name in names), (cls, slo)
+
+
+@pytest.mark.parametrize(
+    ("template", "value", "rendered"),
+    [
+        pytest.param("{{ $value | humanizePercentage }}", 0.1234, "12.34%", id="percentage"),
+        pytest.param("{{ $value | humanizePercentage }}", -0.20000000000000007, "-20%", id="negative percentage"),
+        pytest.param("{{ $value | humanize }}", 1234567.0, "1.235M", id="mega"),
+        pytest.param("{{ $value | humanize }}", 0.0123, "12.3m", id="milli"),
+        pytest.param("{{ $value | humanize }}", 0.9999999999999999, "1000m", id="just below one is milli"),
+        pytest.param("{{ $value | humanize }}", 0.0, "0", id="zero"),
+        pytest.param("{{ $value | humanizeDuration }}", 93784.0, "1d 2h 3m 4s", id="days"),
+        pytest.param("{{ $value | humanizeDuration }}", 8160.0, "2h 16m 0s", id="hours"),
+        pytest.param("{{ $value | humanizeDuration }}", 60.0, "1m 0s", id="minutes"),
+        pytest.param("{{ $value | humanizeDuration }}", 1.5, "1.5s", id="seconds"),
+        pytest.param("{{ $value }}", 0.25, "0.25", id="bare value"),
+        pytest.param("pool {{ $labels.pool }} ({{$labels.slo}})", 0.0, "pool a (ttft)", id="labels"),
+    ],
+)
+def test_templates_render_as_prometheus_renders_them(template: str, value: float, rendered: str) -> None:
+    assert render_template(template, {"pool": "a", "slo": "ttft"}, value) == rendered
+
+
+def test_a_template_the_tests_cannot_render_is_refused() -> None:
+    with pytest.raises(ValueError, match="cannot render"):
+        render_template("{{ $value | printf `%.2f` }}", {}, 1.0)

@@ -35,7 +35,7 @@ $(TOOLS_STAMP):
 tools: $(TOOLS_STAMP)
 
 ## test: lint, type-check, check the generated files and run every test suite (unit, integration against real servers).
-test: lint typecheck tools
+test: lint typecheck tools check-generated
 	$(BIN)/pytest
 
 ## generate: regenerate the committed dashboards and rules from the built-in SLO spec.

@@ -37,6 +37,22 @@ def _parser() -> argparse.ArgumentParser:
     )
     check.add_argument("files", nargs="+", type=Path, metavar="FILE")
 
+    build = commands.add_parser(
+        "build",
+        help="generate the Grafana dashboards, Prometheus rules and rule tests from the SLO spec",
+        description="Write dashboards/*.json, alerts/sloscope-rules.yaml, alerts/sloscope-prometheusrule.yaml and "
+        "alerts/tests/sloscope-rules.test.yaml under --out, from the SLO spec (the settings' slo_spec, --slo-spec, "
+        "else the built-in spec). See docs/dashboards-and-alerts.md.",
+    )
+    build.add_argument("--config", type=Path, help="runtime settings YAML (for its slo_spec)")
+    build.add_argument("--slo-spec", type=Path, help="SLO spec YAML (default: the settings' slo_spec, else built-in)")
+    build.add_argument("--out", type=Path, default=Path("."), help="output folder (default: the current folder)")
+    build.add_argument(
+        "--runbook-base-url",
+        default="docs/runbooks",
+        help="prefix of the alerts' runbook_url: <prefix>/<AlertName>.md (default: docs/runbooks)",
+    )
+
     demo = commands.add_parser(
         "demo",
         help="run a simulated fleet (pods, latency predictor, EPP-like router) against a real sloscope",
@@ -74,7 +90,24 @@ def main(argv: list[str] | None = None) -> int:
         return _check_config(args.files)
     if args.command == "demo":
         return _demo(args)
+    if args.command == "build":
+        return _build(args.config, args.slo_spec, args.out, args.runbook_base_url)
     return _serve(args.config, args.slo_spec)
+
+
+def _build(config: Path | None, spec: Path | None, out: Path, runbook_base: str) -> int:
+    from sloscope.generators.build import build
+    from sloscope.loading import ConfigError, load
+
+    try:
+        loaded = load(config, spec)
+    except ConfigError as exc:
+        for line in exc.lines:
+            print(line, file=sys.stderr)
+        return 2
+    for path in build(loaded.spec, out, runbook_base=runbook_base.rstrip("/")):
+        print(path)
+    return 0
 
 
 def _demo(args: argparse.Namespace) -> int:

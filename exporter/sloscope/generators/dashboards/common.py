@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import quote
 
-import grafanalib.core as gl  # type: ignore[import-untyped]
-from grafanalib._gen import DashboardEncoder  # type: ignore[import-untyped]
+import grafanalib.core as gl
+from grafanalib._gen import DashboardEncoder
 
 from sloscope.generators.dashboards._render import GRID_WIDTH, finish
 from sloscope.generators.dashboards.variables import DATASOURCE, TRACES_VARIABLE

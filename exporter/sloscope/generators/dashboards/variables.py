@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import grafanalib.core as gl  # type: ignore[import-untyped]
+import grafanalib.core as gl
 
 from sloscope import conventions as c
 from sloscope.conventions import MetricDef

@@ -25,6 +25,7 @@ OWNED = (
     "predictions.md",
     "discovery.md",
     "demo.md",
+    "dashboards-and-alerts.md",
 )
 
 _CELL_SPLIT = re.compile(r"(?<!\\)\|")

@@ -15,10 +15,7 @@ def test_committed_generated_files_are_fresh(tmp_path: Path) -> None:
     assert written, "build wrote nothing"
     fresh = {p.relative_to(tmp_path) for p in written}
     committed = {
-        p.relative_to(ROOT)
-        for folder in ("dashboards", "alerts")
-        for p in (ROOT / folder).rglob("*")
-        if p.is_file()
+        p.relative_to(ROOT) for folder in ("dashboards", "alerts") for p in (ROOT / folder).rglob("*") if p.is_file()
     }
     assert committed == fresh, "dashboards/ or alerts/ hold other files than a build makes: run make generate"
     stale = sorted(str(rel) for rel in fresh if (ROOT / rel).read_bytes() != (tmp_path / rel).read_bytes())

@@ -37,10 +37,22 @@ def _free_port() -> int:
 
 
 class PrometheusServer:
-    def __init__(self, binary: Path, workdir: Path, metrics_port: int) -> None:
+    def __init__(
+        self,
+        binary: Path,
+        workdir: Path,
+        metrics_port: int,
+        *,
+        rule_files: list[Path] | None = None,
+        interval: str = "2s",
+    ) -> None:
+        """``rule_files``: the rule files to load (default: those under ``alerts/``); ``interval``: the scrape
+        and evaluation interval."""
         self._binary = binary
         self._workdir = workdir / "prometheus"
         self._metrics_port = metrics_port
+        self._rule_files = rule_files
+        self._interval = interval
         self.port = _free_port()
         self._process: asyncio.subprocess.Process | None = None
 
@@ -50,9 +62,12 @@ class PrometheusServer:
 
     async def start(self) -> None:
         self._workdir.mkdir(parents=True, exist_ok=True)
-        rules = sorted(str(p) for p in (_REPO / "alerts").glob("*.yaml")) if (_REPO / "alerts").is_dir() else []
+        if self._rule_files is not None:
+            rules = [str(p) for p in self._rule_files]
+        else:
+            rules = sorted(str(p) for p in (_REPO / "alerts").glob("*.yaml")) if (_REPO / "alerts").is_dir() else []
         config = {
-            "global": {"scrape_interval": "2s", "evaluation_interval": "2s"},
+            "global": {"scrape_interval": self._interval, "evaluation_interval": self._interval},
             "rule_files": rules,
             "scrape_configs": [
                 {"job_name": "sloscope", "static_configs": [{"targets": [f"127.0.0.1:{self._metrics_port}"]}]}

@@ -1,8 +1,9 @@
 """An optional Prometheus server for the demo, scraping sloscope, so its series can be queried and graphed.
 
 Used with ``sloscope demo --with-prometheus``: the binary is the one given, else ``prometheus`` on the PATH,
-else the one ``make test`` bootstraps into ``.tools/bin``. Rule files under ``alerts/`` are loaded when
-they exist. Its data lives in the demo's working folder.
+else the one ``make test`` bootstraps into ``.tools/bin``. The generated rule file ``alerts/sloscope-rules.yaml``
+is loaded when it exists (not the PrometheusRule beside it, which is a Kubernetes object). Its data lives in
+the demo's working folder.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import socket
 from pathlib import Path
 
 import yaml
+
+from sloscope.generators import RULES_FILE
 
 __all__ = ["PrometheusServer", "find_prometheus"]
 
@@ -65,7 +68,7 @@ class PrometheusServer:
         if self._rule_files is not None:
             rules = [str(p) for p in self._rule_files]
         else:
-            rules = sorted(str(p) for p in (_REPO / "alerts").glob("*.yaml")) if (_REPO / "alerts").is_dir() else []
+            rules = [str(path)] if (path := _REPO / "alerts" / RULES_FILE).is_file() else []
         config = {
             "global": {"scrape_interval": self._interval, "evaluation_interval": self._interval},
             "rule_files": rules,

@@ -6,3 +6,6 @@ the SLO spec, so the generated files cannot drift from what the exporter publish
 writes them; the output for the built-in spec is committed under ``dashboards/`` and ``alerts/`` and a test
 fails when it is stale.
 """
+
+RULES_FILE = "sloscope-rules.yaml"
+"""The plain Prometheus rule file under ``alerts/`` (what a ``rule_files:`` entry loads)."""

@@ -197,6 +197,12 @@ PREDICTOR_COVERAGE_OFFLINE_RATIO = _m(
     (POOL, SIGNAL),
     "Coverage the training server measured on its held-out test set (newest evaluation), 0..1.",
 )
+PREDICTOR_TRAINING_SAMPLES = _m(
+    "predictor_training_samples",
+    "gauge",
+    (POOL, SIGNAL),
+    "Samples the training server holds to fit the signal's model (the sum of its training_samples_count buckets).",
+)
 PREDICTOR_QUANTILE = _m("predictor_quantile", "gauge", (POOL,), "Quantile the latency predictor models (0.9: p90).")
 
 # The EPP's own SLO series, re-published with their label defects put right.
@@ -349,6 +355,7 @@ ALL_METRICS: tuple[MetricDef, ...] = (
     PREDICTOR_UP,
     PREDICTOR_MODEL_AGE_SECONDS,
     PREDICTOR_COVERAGE_OFFLINE_RATIO,
+    PREDICTOR_TRAINING_SAMPLES,
     PREDICTOR_QUANTILE,
     EPP_TTFT_SECONDS,
     EPP_PREDICTED_TTFT_SECONDS,

@@ -120,6 +120,7 @@ def test_a_healthy_predictor(
         model_last_modified={"ttft": TTFT_WRITTEN, "tpot": TPOT_WRITTEN},
         coverage=RECORDED_COVERAGE,
         polled_at=snapshot.polled_at,
+        training_samples={"ttft": 64.0},  # the recorded page keeps 6 of its 800 bucket lines
     )
     assert snapshot.coverage == {"ttft": 0.86909091, "tpot": 0.90526316}
     assert snapshot.model_age_seconds(NOW) == {"ttft": 600.0, "tpot": NOW - TPOT_WRITTEN}
@@ -279,6 +280,7 @@ def test_the_published_series(
         (c.PREDICTOR_COVERAGE_OFFLINE_RATIO.name, (("pool", "pool-a"), ("signal", "ttft"))): 0.86909091,
         (c.PREDICTOR_COVERAGE_OFFLINE_RATIO.name, (("pool", "pool-a"), ("signal", "tpot"))): 0.90526316,
         (c.PREDICTOR_QUANTILE.name, (("pool", "pool-a"),)): 0.9,
+        (c.PREDICTOR_TRAINING_SAMPLES.name, (("pool", "pool-a"), ("signal", "ttft"))): 64.0,
     }
     clock.now += 60
     age = registry.get_sample_value(c.PREDICTOR_MODEL_AGE_SECONDS.name, {"pool": "pool-a", "signal": "ttft"})

@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from sloscope.predictor.health import newest_coverage, parse_last_modified, parse_status, parse_training_metrics
+from sloscope.predictor.health import (
+    newest_coverage,
+    parse_last_modified,
+    parse_status,
+    parse_training_metrics,
+    parse_training_samples,
+)
 
 
 def predictor_fixture(shared: Path, name: str) -> str:
@@ -160,3 +166,12 @@ def test_status(document: object, expected: tuple[bool, float | None]) -> None:
 def test_a_status_of_another_shape_is_an_error(document: object) -> None:
     with pytest.raises(ValueError):
         parse_status(document)
+
+
+def test_training_samples_are_summed_per_model_over_their_buckets(shared: Path) -> None:
+    page = predictor_fixture(shared, "training-server-metrics-xgboost.txt")
+    # the fixture keeps the first 6 of 800 bucket lines, all of the ttft model: 17 + 4 + 6 + 15 + 11 + 11
+    assert parse_training_samples(page) == {"ttft": 64.0}
+    page += 'training_samples_count{model="tpot",queue_bucket="0",cache_bucket="0",prefix_bucket="0"} 9\n'
+    assert parse_training_samples(page) == {"ttft": 64.0, "tpot": 9.0}
+    assert parse_training_samples("model_quantile{} 0.9\n") == {}

@@ -30,6 +30,7 @@ def base_snapshot(**changes: object) -> PredictorSnapshot:
         "model_last_modified": {"ttft": 1000.0, "tpot": 1500.0},
         "coverage": {"ttft": 0.86909091, "tpot": 0.90526316},
         "polled_at": 1990.0,
+        "training_samples": {"ttft": 2725.0, "tpot": 2715.0},
     }
     fields.update(changes)
     return PredictorSnapshot(**fields)  # type: ignore[arg-type]
@@ -63,6 +64,8 @@ def test_every_series_with_its_labels() -> None:
         key(c.PREDICTOR_COVERAGE_OFFLINE_RATIO.name, pool="pool-a", signal="ttft"): 0.86909091,
         key(c.PREDICTOR_COVERAGE_OFFLINE_RATIO.name, pool="pool-a", signal="tpot"): 0.90526316,
         key(c.PREDICTOR_QUANTILE.name, pool="pool-a"): 0.9,
+        key(c.PREDICTOR_TRAINING_SAMPLES.name, pool="pool-a", signal="ttft"): 2725.0,
+        key(c.PREDICTOR_TRAINING_SAMPLES.name, pool="pool-a", signal="tpot"): 2715.0,
     }
 
 
@@ -82,23 +85,26 @@ def test_the_model_age_grows_between_polls() -> None:
         pytest.param({"model_last_modified": {}}, c.PREDICTOR_MODEL_AGE_SECONDS.name, id="no model: no age"),
         pytest.param({"coverage": {}}, c.PREDICTOR_COVERAGE_OFFLINE_RATIO.name, id="no evaluation: no coverage"),
         pytest.param({"servers": ()}, c.PREDICTOR_UP.name, id="no server: no up series"),
+        pytest.param({"training_samples": {}}, c.PREDICTOR_TRAINING_SAMPLES.name, id="no page: no samples"),
     ],
 )
 def test_values_never_fetched_have_no_series(changes: dict[str, object], missing: str) -> None:
     names = {name for name, _ in samples(registry_with([base_snapshot(**changes)], FakeClock(2000.0)))}
     assert missing not in names
-    assert len(names) == 3
+    assert len(names) == 4
 
 
 def test_pools_not_polled_yet_have_no_series_and_pools_are_kept_apart() -> None:
-    other = base_snapshot(pool="pool-b", quantile=0.95, servers=(), model_last_modified={}, coverage={})
+    other = base_snapshot(
+        pool="pool-b", quantile=0.95, servers=(), model_last_modified={}, coverage={}, training_samples={}
+    )
     got = samples(registry_with([None, base_snapshot(), other], FakeClock(2000.0)))
     assert got[key(c.PREDICTOR_QUANTILE.name, pool="pool-b")] == 0.95
     assert got[key(c.PREDICTOR_QUANTILE.name, pool="pool-a")] == 0.9
-    assert len(got) == 8
+    assert len(got) == 10
 
 
-def test_describe_names_the_four_families_without_reading_snapshots() -> None:
+def test_describe_names_the_five_families_without_reading_snapshots() -> None:
     def never() -> list[PredictorSnapshot | None]:
         raise AssertionError("describe must not collect")
 
@@ -108,5 +114,6 @@ def test_describe_names_the_four_families_without_reading_snapshots() -> None:
         c.PREDICTOR_MODEL_AGE_SECONDS.name,
         c.PREDICTOR_COVERAGE_OFFLINE_RATIO.name,
         c.PREDICTOR_QUANTILE.name,
+        c.PREDICTOR_TRAINING_SAMPLES.name,
     ]
     CollectorRegistry().register(collector)  # registration uses describe()

@@ -56,6 +56,7 @@ __all__ = [
     "parse_last_modified",
     "parse_status",
     "parse_training_metrics",
+    "parse_training_samples",
 ]
 
 log = logging.getLogger(__name__)
@@ -63,6 +64,8 @@ log = logging.getLogger(__name__)
 _QUANTILE = "model_quantile"
 _COVERAGE = {c.SIGNAL_TTFT: "ttft_coverage_percent", c.SIGNAL_TPOT: "tpot_coverage_percent"}
 _PARSER = ExpositionParser([_QUANTILE, *_COVERAGE.values()])
+_SAMPLES = "training_samples_count"  # one line per (model, queue, cache, prefix) bucket
+_SAMPLES_PARSER = ExpositionParser([_SAMPLES])
 
 _INDEX = re.compile(r"[0-9]+")
 _T = TypeVar("_T")
@@ -86,7 +89,10 @@ class PredictorSnapshot:
     quantile: float | None = None
     model_last_modified: Mapping[str, float] = field(default_factory=dict)  # signal -> seconds since the epoch
     coverage: Mapping[str, float] = field(default_factory=dict)  # signal -> ratio 0..1 of the newest evaluation
-    polled_at: float = 0.0  # seconds since the epoch, by the health poller's clock
+    polled_at: float = 0.0
+    training_samples: Mapping[str, float] = field(
+        default_factory=dict
+    )  # signal -> samples held for its model  # seconds since the epoch, by the health poller's clock
 
     def model_age_seconds(self, now: float) -> dict[str, float]:
         """Seconds from each signal's model write to ``now`` (negative if the clocks disagree that much)."""
@@ -103,6 +109,7 @@ class _Training:
     quantile: float | None = None
     last_modified: dict[str, float] | None = None  # None: /models/list not read this time
     coverage: dict[str, float] | None = None  # None: /metrics not read this time
+    samples: dict[str, float] | None = None  # None: /metrics not read this time
 
 
 @dataclass(frozen=True)
@@ -145,12 +152,15 @@ class PredictorHealth:
         quantile: float | None = None
         last_modified = previous.model_last_modified
         coverage = previous.coverage
+        samples = previous.training_samples
         if self._training_url is not None and training is not None:
             servers.append(ServerStatus(self._training_url, c.ROLE_TRAINING, training.up))
             if training.last_modified is not None:
                 last_modified = training.last_modified
             if training.coverage is not None:
                 coverage = training.coverage
+            if training.samples is not None:
+                samples = training.samples
         for url, prediction in zip(self._prediction_urls, predictions, strict=True):
             servers.append(ServerStatus(url, c.ROLE_PREDICTION, prediction.up))
             if quantile is None:
@@ -160,7 +170,7 @@ class PredictorHealth:
         if quantile is None:
             quantile = previous.quantile
         snapshot = PredictorSnapshot(
-            self.pool, tuple(servers), quantile, dict(last_modified), dict(coverage), self._clock()
+            self.pool, tuple(servers), quantile, dict(last_modified), dict(coverage), self._clock(), dict(samples)
         )
         _log_changes(previous, snapshot)
         self._snapshot = snapshot
@@ -177,15 +187,17 @@ class PredictorHealth:
         )
         quantile: float | None = None
         coverage: dict[str, float] | None = None
+        samples: dict[str, float] | None = None
         if metrics.ok:
             try:
                 quantile, coverage = parse_training_metrics(metrics.text, metrics.openmetrics)
+                samples = parse_training_samples(metrics.text, metrics.openmetrics)
             except ValueError as exc:  # ExpositionError or an idx that is not a number
                 log.debug("training server %s: unreadable /metrics: %s", base, exc)
                 self._telemetry.scrape(c.KIND_TRAINING_SERVER, c.RESULT_PARSE_ERROR)
             else:
                 self._telemetry.scrape(c.KIND_TRAINING_SERVER, c.RESULT_SUCCESS)
-        return _Training(ready.ok, quantile, models, coverage)
+        return _Training(ready.ok, quantile, models, coverage, samples)
 
     async def _poll_predictions(self) -> list[_Prediction]:
         return list(await asyncio.gather(*(self._poll_prediction(url) for url in self._prediction_urls)))
@@ -280,6 +292,20 @@ def parse_training_metrics(text: str, openmetrics: bool = False) -> tuple[float 
         if newest is not None:
             coverage[signal] = newest / 100.0
     return quantile, coverage
+
+
+def parse_training_samples(text: str, openmetrics: bool = False) -> dict[str, float]:
+    """Training samples held per signal: the sum of ``training_samples_count{model=...}`` over its buckets.
+
+    The training server keeps samples in (queue, cache, prefix) buckets per model and publishes one line per
+    bucket; their sum is what the next fit learns from. Signals with no line are left out.
+    """
+    totals: dict[str, float] = {}
+    for sample in _SAMPLES_PARSER.parse(text, openmetrics=openmetrics):
+        model = sample.labels.get("model")
+        if sample.name == _SAMPLES and model in c.SIGNALS and sample.value >= 0:
+            totals[model] = totals.get(model, 0.0) + sample.value
+    return totals
 
 
 def newest_coverage(samples: Iterable[tuple[Mapping[str, str], float]]) -> float | None:

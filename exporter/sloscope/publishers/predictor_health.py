@@ -21,7 +21,13 @@ from sloscope.predictor.health import PredictorSnapshot
 
 __all__ = ["PredictorHealthCollector"]
 
-_DEFINITIONS = (c.PREDICTOR_UP, c.PREDICTOR_MODEL_AGE_SECONDS, c.PREDICTOR_COVERAGE_OFFLINE_RATIO, c.PREDICTOR_QUANTILE)
+_DEFINITIONS = (
+    c.PREDICTOR_UP,
+    c.PREDICTOR_MODEL_AGE_SECONDS,
+    c.PREDICTOR_COVERAGE_OFFLINE_RATIO,
+    c.PREDICTOR_QUANTILE,
+    c.PREDICTOR_TRAINING_SAMPLES,
+)
 
 
 def _family(definition: MetricDef) -> GaugeMetricFamily:
@@ -45,7 +51,7 @@ class PredictorHealthCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         now = self._clock()
-        up, age, coverage, quantile = (_family(d) for d in _DEFINITIONS)
+        up, age, coverage, quantile, samples = (_family(d) for d in _DEFINITIONS)
         for snapshot in self._snapshots():
             if snapshot is None:
                 continue  # not polled yet: nothing is known
@@ -58,4 +64,6 @@ class PredictorHealthCollector(Collector):
                 coverage.add_metric([pool, signal], ratio)
             if snapshot.quantile is not None:
                 quantile.add_metric([pool], snapshot.quantile)
-        yield from (up, age, coverage, quantile)
+            for signal, count in sorted(snapshot.training_samples.items()):
+                samples.add_metric([pool, signal], count)
+        yield from (up, age, coverage, quantile, samples)

@@ -257,6 +257,14 @@ def _health() -> list[Any]:
             width=8,
         ),
         d.timeseries(
+            "Training samples",
+            "Samples the training server holds to fit each signal's model. It should grow with traffic until its "
+            "buckets fill; a flat line while requests flow means the EPP stopped sending training data.",
+            [d.Query(max_by(by, sel(series(c.PREDICTOR_TRAINING_SAMPLES), _POOL)), "{{pool}} {{signal}}")],
+            unit=d.SHORT,
+            width=8,
+        ),
+        d.timeseries(
             "Offline against online coverage",
             "Coverage the training server measured on its held-out samples (offline) against the coverage of routed "
             "requests over $window (online), with the target quantile. Online below offline: live traffic differs "

@@ -20,3 +20,16 @@ def test_committed_generated_files_are_fresh(tmp_path: Path) -> None:
     assert committed == fresh, "dashboards/ or alerts/ hold other files than a build makes: run make generate"
     stale = sorted(str(rel) for rel in fresh if (ROOT / rel).read_bytes() != (tmp_path / rel).read_bytes())
     assert not stale, f"stale generated files (run make generate and commit): {stale}"
+
+
+def test_the_preview_lists_every_panel_of_every_dashboard() -> None:
+    from sloscope.generators.dashboards import dashboards
+    from sloscope.generators.preview import preview
+
+    rendered = dashboards(default_spec())
+    text = preview(rendered)
+    for name, dashboard in rendered.items():
+        assert f"(`{name}`, uid `{dashboard['uid']}`)" in text
+        for panel in dashboard["panels"]:
+            title = panel["title"].replace("|", "\\|")
+            assert (f"| **{title}** | row |" if panel["type"] == "row" else f"| {title} | {panel['type']} |") in text

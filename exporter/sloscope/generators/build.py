@@ -3,6 +3,7 @@
 Layout under the output folder (the repository root for the committed copy):
 
     dashboards/<name>.json                    Grafana dashboards (import, or provision from this folder)
+    dashboards/README.md                      a Markdown preview of them: every panel and what it shows
     alerts/sloscope-rules.yaml                the Prometheus rule file (rule_files: in prometheus.yml)
     alerts/sloscope-prometheusrule.yaml       the same groups as a prometheus-operator PrometheusRule
     alerts/tests/sloscope-rules.test.yaml     promtool unit tests of the rules (promtool test rules)
@@ -21,6 +22,7 @@ import yaml
 
 from sloscope.generators import RULES_FILE
 from sloscope.generators.dashboards import dashboards
+from sloscope.generators.preview import preview
 from sloscope.generators.rule_tests import rule_tests
 from sloscope.generators.rules import prometheus_rule, rule_file
 from sloscope.slo.spec import SLOSpec
@@ -58,8 +60,10 @@ def build(spec: SLOSpec, out: Path, *, runbook_base: str = "docs/runbooks") -> l
         path.write_text(text, encoding="utf-8")
         written.append(path)
 
-    for name, dashboard in sorted(dashboards(spec).items()):
+    rendered = dashboards(spec)
+    for name, dashboard in sorted(rendered.items()):
         write(f"dashboards/{name}", json.dumps(dashboard, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+    write("dashboards/README.md", preview(rendered))
     write(f"alerts/{RULES_FILE}", _yaml(rule_file(spec, runbook_base=runbook_base)))
     write(f"alerts/{OPERATOR_FILE}", _yaml(prometheus_rule(spec, runbook_base=runbook_base)))
     write(f"alerts/tests/{TESTS_FILE}", _yaml(rule_tests(spec, f"../{RULES_FILE}", runbook_base=runbook_base)))

@@ -26,21 +26,14 @@ from sloscope import conventions as c
 from sloscope.config import Headroom, Predictions
 from sloscope.processors.pod_history import PodHistory, PodKey
 from sloscope.processors.running_slos import RunningSLOs
+from sloscope.publishers.buckets import HEADROOM_BUCKETS, RATIO_BUCKETS
 from sloscope.publishers.series import SeriesCollector
 from sloscope.records import Evaluation, JoinedRequest
 from sloscope.slo.accuracy import compare
 from sloscope.slo.headroom import tpot_headroom, ttft_headroom
 from sloscope.slo.spec import is_valid_target
 
-__all__ = ["HEADROOM_BUCKETS", "RATIO_BUCKETS", "Pending", "PredictionSeries", "PredictionTracker"]
-
-# actual / predicted: fine around 1, where a quantile model's calibration shows; le=1 is "covered".
-RATIO_BUCKETS = (0.25, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0, 1.05, 1.1, 1.25, 1.5, 2.0, 3.0, 5.0, 10.0)
-# seconds, symmetric around 0: le=0 counts the requests routed with no headroom left.
-# fmt: off
-HEADROOM_BUCKETS = (-10.0, -5.0, -2.5, -1.0, -0.5, -0.25, -0.1, -0.05, -0.025, -0.01, 0.0,
-                    0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
-# fmt: on
+__all__ = ["Pending", "PredictionSeries", "PredictionTracker"]
 
 DEFAULT_QUANTILE = 0.9  # the predictor's default, used until a server has said otherwise
 

@@ -13,19 +13,12 @@ from prometheus_client import CollectorRegistry, Gauge
 
 from sloscope import conventions as c
 from sloscope.config import Limits
+from sloscope.publishers.buckets import TPOT_BUCKETS, TTFT_BUCKETS
 from sloscope.publishers.cardinality import LabelGuard
 from sloscope.publishers.series import SeriesCollector
 from sloscope.records import Evaluation, JoinedRequest
 from sloscope.slo.spec import SLOSpec
 from sloscope.telemetry import Telemetry
-
-# vLLM's TTFT buckets (seconds) and its inter-token-latency buckets, so the two line up in Grafana.
-# fmt: off
-TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-                20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
-TPOT_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-                20.0, 40.0, 80.0)
-# fmt: on
 
 
 def buckets_with_targets(base: tuple[float, ...], targets_ms: list[float]) -> tuple[float, ...]:

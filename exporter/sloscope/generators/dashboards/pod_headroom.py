@@ -18,7 +18,7 @@ from sloscope.conventions import MetricDef
 from sloscope.generators.dashboards import common as d
 from sloscope.generators.dashboards import variables as v
 from sloscope.generators.dashboards.promql import LE_INF, eq, le, max_by, min_by, rate, sel, series, sum_by, var
-from sloscope.processors.predictions import HEADROOM_BUCKETS
+from sloscope.publishers.buckets import HEADROOM_BUCKETS
 from sloscope.slo.spec import SLOSpec
 
 FILE_NAME = "pod-headroom.json"

@@ -15,7 +15,7 @@ from sloscope import conventions as c
 from sloscope.generators.dashboards import common as d
 from sloscope.generators.dashboards import variables as v
 from sloscope.generators.dashboards.promql import LE_INF, eq, increase, le, max_by, rate, sel, series, sum_by, var
-from sloscope.processors.predictions import RATIO_BUCKETS
+from sloscope.publishers.buckets import RATIO_BUCKETS
 from sloscope.slo.spec import SLOSpec
 
 FILE_NAME = "prediction-accuracy.json"

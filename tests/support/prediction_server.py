@@ -39,8 +39,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import FastAPI, HTTPException, status
-from pydantic import BaseModel, Field
 
+from sloscope.predictor.api import (
+    BulkPredictionError,
+    BulkPredictionRequest,
+    BulkPredictionResponse,
+    BulkPredictionResponseWithErrors,
+    PredictionRequest,
+    PredictionResponse,
+    StatusResponse,
+)
 from sloscope.predictor.features import Features, Prediction
 from tests.support.serving import RunningServer, install_switches
 from tests.support.training_server import TrainingBehaviour, TrainingServer
@@ -84,63 +92,6 @@ def expected_prediction(features: Features) -> Prediction:
     """What the client should return for ``features`` from a ready stand-in."""
     request = features.to_json()
     return Prediction(predicted_ttft_ms(request), predicted_tpot_ms(request), QUANTILE, MODEL_TYPE)
-
-
-# --- the prediction server's models (same fields and constraints as the real one) ---
-
-
-class PredictionRequest(BaseModel):
-    kv_cache_percentage: float = Field(..., ge=0.0, le=1.0)
-    input_token_length: int = Field(..., ge=0)
-    num_request_waiting: int = Field(..., ge=0)
-    num_request_running: int = Field(..., ge=0)
-    num_tokens_generated: int = Field(..., ge=0)
-    prefix_cache_score: float = Field(..., ge=0.0, le=1.0)
-
-
-class PredictionResponse(BaseModel):
-    ttft_ms: float
-    tpot_ms: float
-    predicted_at: datetime
-    model_type: str
-    quantile: float
-    last_model_load: datetime | None
-
-
-class StatusResponse(BaseModel):
-    is_ready: bool
-    model_type: str
-    quantile: float
-    last_model_load: datetime | None
-    training_server_url: str
-    models_exist: dict[str, bool]
-
-
-class BulkPredictionRequest(BaseModel):
-    requests: list[PredictionRequest] = Field(..., min_length=1, max_length=10000)
-
-
-class BulkPredictionResponse(BaseModel):
-    predictions: list[PredictionResponse]
-    total_requests: int
-    successful_predictions: int
-    failed_predictions: int
-    processing_time_ms: float
-
-
-class BulkPredictionError(BaseModel):
-    index: int
-    error: str
-    request: PredictionRequest
-
-
-class BulkPredictionResponseWithErrors(BaseModel):
-    predictions: list[PredictionResponse | None]
-    errors: list[BulkPredictionError]
-    total_requests: int
-    successful_predictions: int
-    failed_predictions: int
-    processing_time_ms: float
 
 
 @dataclass

@@ -45,7 +45,6 @@ from typing import Any
 
 import uvicorn
 from fastapi import FastAPI, HTTPException, Response, status
-from pydantic import BaseModel, Field
 
 from sloscope import conventions as c
 from sloscope.demo.quantile_model import (
@@ -60,6 +59,7 @@ from sloscope.demo.quantile_model import (
     TrainingEntry,
     prefill_score_bucket,
 )
+from sloscope.predictor import api
 from sloscope.predictor.features import Features
 
 __all__ = [
@@ -78,79 +78,6 @@ _SERVICE = "http-based-quantile-latency-predictor"
 _TEXT = "text/plain; version=0.0.4"
 
 
-# --- request and response bodies: the real servers' fields and constraints ---
-
-
-class _TrainingEntryBody(BaseModel):
-    kv_cache_percentage: float = Field(..., ge=0.0, le=1.0)
-    input_token_length: int = Field(..., ge=0)
-    num_request_waiting: int = Field(..., ge=0)
-    num_request_running: int = Field(..., ge=0)
-    actual_ttft_ms: float = Field(..., ge=0.0)
-    actual_tpot_ms: float = Field(..., ge=0.0)
-    num_tokens_generated: int = Field(..., ge=0)
-    prefix_cache_score: float = Field(..., ge=0.0, le=1.0)
-    timestamp: datetime = Field(default_factory=lambda: datetime.now(UTC))
-
-
-class _BulkTrainingRequest(BaseModel):
-    entries: list[_TrainingEntryBody]
-
-
-class _PredictionRequest(BaseModel):
-    kv_cache_percentage: float = Field(..., ge=0.0, le=1.0)
-    input_token_length: int = Field(..., ge=0)
-    num_request_waiting: int = Field(..., ge=0)
-    num_request_running: int = Field(..., ge=0)
-    num_tokens_generated: int = Field(..., ge=0)
-    prefix_cache_score: float = Field(..., ge=0.0, le=1.0)
-
-
-class _PredictionResponse(BaseModel):
-    ttft_ms: float
-    tpot_ms: float
-    predicted_at: datetime
-    model_type: str
-    quantile: float
-    last_model_load: datetime | None
-
-
-class _StatusResponse(BaseModel):
-    is_ready: bool
-    model_type: str
-    quantile: float
-    last_model_load: datetime | None
-    training_server_url: str
-    models_exist: dict[str, bool]
-
-
-class _BulkPredictionRequest(BaseModel):
-    requests: list[_PredictionRequest] = Field(..., min_length=1, max_length=10000)
-
-
-class _BulkPredictionResponse(BaseModel):
-    predictions: list[_PredictionResponse]
-    total_requests: int
-    successful_predictions: int
-    failed_predictions: int
-    processing_time_ms: float
-
-
-class _BulkPredictionError(BaseModel):
-    index: int
-    error: str
-    request: _PredictionRequest
-
-
-class _BulkPredictionResponseWithErrors(BaseModel):
-    predictions: list[_PredictionResponse | None]
-    errors: list[_BulkPredictionError]
-    total_requests: int
-    successful_predictions: int
-    failed_predictions: int
-    processing_time_ms: float
-
-
 # --- the training server ---
 
 
@@ -160,7 +87,7 @@ def create_training_app(model: OnlineQuantileModel, clock: Callable[[], float] =
     quantile = model.quantile
 
     @app.post("/add_training_data_bulk", status_code=status.HTTP_202_ACCEPTED)
-    async def add_training_data_bulk(batch: _BulkTrainingRequest) -> dict[str, str]:
+    async def add_training_data_bulk(batch: api.BulkTrainingRequest) -> dict[str, str]:
         model.add([TrainingEntry(**entry.model_dump()) for entry in batch.entries])
         return {"message": f"Accepted {len(batch.entries)} training samples."}
 
@@ -392,10 +319,10 @@ def create_prediction_app(state: PredictionState, clock: Callable[[], float] = t
     def ready() -> ModelSnapshot | None:
         return state.snapshot if state.snapshot is not None and state.snapshot.ready else None
 
-    def answer(snapshot: ModelSnapshot, request: _PredictionRequest, now: datetime) -> _PredictionResponse:
+    def answer(snapshot: ModelSnapshot, request: api.PredictionRequest, now: datetime) -> api.PredictionResponse:
         prediction = snapshot.predict(Features(**request.model_dump()))
         assert prediction is not None  # the snapshot is ready
-        return _PredictionResponse(
+        return api.PredictionResponse(
             ttft_ms=prediction.ttft_ms,
             tpot_ms=prediction.tpot_ms,
             predicted_at=now,
@@ -407,10 +334,10 @@ def create_prediction_app(state: PredictionState, clock: Callable[[], float] = t
     def now() -> datetime:
         return datetime.fromtimestamp(clock(), UTC)
 
-    @app.get("/status", response_model=_StatusResponse)
-    async def status_endpoint() -> _StatusResponse:
+    @app.get("/status", response_model=api.StatusResponse)
+    async def status_endpoint() -> api.StatusResponse:
         snapshot = state.snapshot
-        return _StatusResponse(
+        return api.StatusResponse(
             is_ready=ready() is not None,
             model_type=MODEL_TYPE,
             quantile=state.quantile,
@@ -422,22 +349,22 @@ def create_prediction_app(state: PredictionState, clock: Callable[[], float] = t
             },
         )
 
-    @app.post("/predict", response_model=_PredictionResponse)
-    async def predict_endpoint(request: _PredictionRequest) -> _PredictionResponse:
+    @app.post("/predict", response_model=api.PredictionResponse)
+    async def predict_endpoint(request: api.PredictionRequest) -> api.PredictionResponse:
         snapshot = ready()
         if snapshot is None:
             raise HTTPException(status_code=503, detail=_NOT_READY)
         return answer(snapshot, request, now())
 
-    @app.post("/predict/bulk/strict", response_model=_BulkPredictionResponse)
-    async def predict_bulk_strict_endpoint(request: _BulkPredictionRequest) -> _BulkPredictionResponse:
+    @app.post("/predict/bulk/strict", response_model=api.BulkPredictionResponse)
+    async def predict_bulk_strict_endpoint(request: api.BulkPredictionRequest) -> api.BulkPredictionResponse:
         started = time.perf_counter()
         snapshot = ready()
         if snapshot is None:
             raise HTTPException(status_code=503, detail=_NOT_READY)
         moment = now()
         predictions = [answer(snapshot, item, moment) for item in request.requests]
-        return _BulkPredictionResponse(
+        return api.BulkPredictionResponse(
             predictions=predictions,
             total_requests=len(predictions),
             successful_predictions=len(predictions),
@@ -445,18 +372,18 @@ def create_prediction_app(state: PredictionState, clock: Callable[[], float] = t
             processing_time_ms=(time.perf_counter() - started) * 1000,
         )
 
-    @app.post("/predict/bulk", response_model=_BulkPredictionResponseWithErrors)
-    async def predict_bulk_endpoint(request: _BulkPredictionRequest) -> _BulkPredictionResponseWithErrors:
+    @app.post("/predict/bulk", response_model=api.BulkPredictionResponseWithErrors)
+    async def predict_bulk_endpoint(request: api.BulkPredictionRequest) -> api.BulkPredictionResponseWithErrors:
         started = time.perf_counter()
         snapshot, moment, items = ready(), now(), request.requests
-        predictions: list[_PredictionResponse | None]
+        predictions: list[api.PredictionResponse | None]
         if snapshot is None:  # the real endpoint turns the batch's 503 into one error per item
             error = f"Batch prediction error: {status.HTTP_503_SERVICE_UNAVAILABLE}: {_NOT_READY}"
             predictions = [None] * len(items)
-            errors = [_BulkPredictionError(index=i, error=error, request=item) for i, item in enumerate(items)]
+            errors = [api.BulkPredictionError(index=i, error=error, request=item) for i, item in enumerate(items)]
         else:
             predictions, errors = [answer(snapshot, item, moment) for item in items], []
-        return _BulkPredictionResponseWithErrors(
+        return api.BulkPredictionResponseWithErrors(
             predictions=predictions,
             errors=errors,
             total_requests=len(items),

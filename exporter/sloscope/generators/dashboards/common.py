@@ -249,6 +249,18 @@ def gauge(
     )
 
 
+def merged_columns(*names: str) -> list[dict[str, Any]]:
+    """Transformations joining a table's instant queries into one row per series, one named column per query.
+
+    The queries' values arrive as ``Value #A``, ``Value #B``, ... in query order; ``names`` renames them.
+    """
+    rename = {f"Value #{chr(ord('A') + i)}": name for i, name in enumerate(names)}
+    return [
+        {"id": "merge", "options": {}},
+        {"id": "organize", "options": {"excludeByName": {"Time": True}, "renameByName": rename}},
+    ]
+
+
 def table(
     title: str,
     description: str,

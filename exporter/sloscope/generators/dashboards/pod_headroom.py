@@ -226,22 +226,7 @@ def _state() -> list[Any]:
             ],
             unit=d.SHORT,
             decimals=2,
-            transformations=[
-                {"id": "merge", "options": {}},
-                {
-                    "id": "organize",
-                    "options": {
-                        "excludeByName": {"Time": True},
-                        "renameByName": {
-                            "Value #A": "up",
-                            "Value #B": "kv cache",
-                            "Value #C": "waiting",
-                            "Value #D": "running",
-                            "Value #E": "ttft headroom (s)",
-                        },
-                    },
-                },
-            ],
+            transformations=d.merged_columns("up", "kv cache", "waiting", "running", "ttft headroom (s)"),
             width=24,
         ),
     ]

@@ -216,16 +216,7 @@ def _by_model() -> list[Any]:
             ],
             unit=d.SHORT,
             decimals=3,
-            transformations=[
-                {"id": "merge", "options": {}},
-                {
-                    "id": "organize",
-                    "options": {
-                        "excludeByName": {"Time": True},
-                        "renameByName": {"Value #A": "coverage", "Value #B": "compared"},
-                    },
-                },
-            ],
+            transformations=d.merged_columns("coverage", "compared"),
         ),
     ]
 

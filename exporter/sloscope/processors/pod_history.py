@@ -59,7 +59,7 @@ class PodHistory:
         self._stale_after = stale_after
         self._grace = vanished_grace
         self._pods: dict[PodKey, PodRecord] = {}
-        self._by_address: dict[tuple[str, str], PodKey] = {}  # (pool, host:port) -> key
+        self._by_address: dict[str, PodKey] = {}  # host:port -> key (a pod's address is unique in a cluster)
         self._by_pod: dict[str, PodKey] = {}  # pod name alone, for requests whose pool is unknown
         self._lock = threading.Lock()
 
@@ -71,7 +71,7 @@ class PodHistory:
                 record = self._pods[target.key] = PodRecord(target, [], [])
             else:
                 record.target, record.vanished_at = target, None
-            self._by_address[(target.pool, target.address)] = target.key
+            self._by_address[target.address] = target.key
             self._by_pod[target.pod] = target.key
 
     def vanish(self, key: PodKey, now: float) -> None:
@@ -107,9 +107,9 @@ class PodHistory:
                 if pod in self._by_pod:
                     return self._by_pod[pod]
             if address is not None:
-                for (p, addr), key in self._by_address.items():
-                    if addr == address and (pool is None or p == pool):
-                        return key
+                key = self._by_address.get(address)
+                if key is not None and (pool is None or key[0] == pool):
+                    return key
         return None
 
     def as_of(self, key: PodKey, at: float) -> PodSample | None:
@@ -134,8 +134,8 @@ class PodHistory:
             ]
             for key in gone:
                 target = self._pods.pop(key).target
-                if self._by_address.get((target.pool, target.address)) == key:
-                    del self._by_address[(target.pool, target.address)]
+                if self._by_address.get(target.address) == key:
+                    del self._by_address[target.address]
                 if self._by_pod.get(target.pod) == key:
                     del self._by_pod[target.pod]
         return gone

@@ -148,18 +148,16 @@ class PodHistory:
                 for r in self._pods.values()
             ]
 
+    def is_fresh(self, record: PodRecord, now: float) -> bool:
+        """Present, up, and with a sample no older than ``stale_after``."""
+        latest = record.latest
+        return record.vanished_at is None and record.up and latest is not None and now - latest.at <= self._stale_after
+
     def fresh(self, pool: str, now: float) -> Iterator[tuple[PodKey, PodSample]]:
-        """The pool's pods that are present, up, and have a sample no older than ``stale_after``."""
+        """The pool's fresh pods (see :meth:`is_fresh`) with their latest sample."""
         for record in self.snapshot():
-            latest = record.latest
-            if (
-                record.target.pool == pool
-                and record.vanished_at is None
-                and record.up
-                and latest is not None
-                and now - latest.at <= self._stale_after
-            ):
-                yield record.target.key, latest
+            if record.target.pool == pool and self.is_fresh(record, now) and record.latest is not None:
+                yield record.target.key, record.latest
 
     def __len__(self) -> int:
         return len(self._pods)

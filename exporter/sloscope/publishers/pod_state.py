@@ -49,7 +49,10 @@ class PodStateCollector(Collector):
             _family(c.POD_REQUESTS_WAITING),
             _family(c.POD_REQUESTS_RUNNING),
         )
+        fresh = dict.fromkeys(self._pools, 0)
         for record in self._history.snapshot():
+            if record.target.pool in fresh and self._history.is_fresh(record, now):
+                fresh[record.target.pool] += 1
             if record.last_attempt is None:
                 continue  # discovered, never scraped yet: nothing is known
             labels = [record.target.pool, record.target.pod]
@@ -66,6 +69,6 @@ class PodStateCollector(Collector):
                 if value is not None:
                     family.add_metric(labels, value)
         pods = _family(c.POOL_PODS)
-        for pool in self._pools:
-            pods.add_metric([pool], float(sum(1 for _ in self._history.fresh(pool, now))))
+        for pool, count in fresh.items():
+            pods.add_metric([pool], float(count))
         yield from (up, age, kv, waiting, running, pods)

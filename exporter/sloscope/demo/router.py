@@ -95,10 +95,6 @@ class Router:
         self._running_tpot_slos: dict[str, dict[str, float]] = {p.name: {} for p in pods}
         self._training: list[dict[str, Any]] = []
         self._turn = 0
-        self.predictor_failures = 0
-
-    def state(self) -> dict[str, PodSnapshot]:
-        return dict(self._state)
 
     async def run(self) -> None:
         """Refresh pod state and flush training samples until cancelled."""
@@ -189,12 +185,10 @@ class Router:
                 f"{url}/predict/bulk/strict", json={"requests": [r.to_json() for r in rows]}, timeout=1.0
             )
             if response.status_code != 200:
-                self.predictor_failures += 1
                 return None
             return [(float(p["ttft_ms"]), float(p["tpot_ms"])) for p in response.json()["predictions"]]
         except (httpx.HTTPError, ValueError, KeyError, TypeError):
-            self.predictor_failures += 1
-            return None
+            return None  # not ready or failing: route by load, as the EPP falls back
 
     def _least_loaded(self, request: SimRequest, routing: str) -> Decision:
         pod = min(

@@ -16,7 +16,6 @@ import logging
 import random
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,6 +80,7 @@ class Demo:
         self.pods = [
             SimPod(f"vllm-{i}", options.model, POD, random.Random(self._seeds[i])) for i in range(options.pods)
         ]
+        self._pods_by_name = {pod.name: pod for pod in self.pods}
         self._workload = Workload(self.load, options.model, random.Random(self._seeds[-3]))
         self.sent = 0
         self.done = 0
@@ -123,9 +123,7 @@ class Demo:
         )
         self._tasks.append(asyncio.create_task(self._router.run(), name="demo-router"))
 
-    async def run_traffic(
-        self, stop: asyncio.Event, on_tick: Callable[[], None] | None = None, duration: float | None = None
-    ) -> None:
+    async def run_traffic(self, stop: asyncio.Event, duration: float | None = None) -> None:
         """Send the workload's requests at their times, until ``duration`` (the options') ends or ``stop`` is set.
 
         A second call goes on with the same seeded stream (new request ids) and a new load curve.
@@ -146,8 +144,6 @@ class Demo:
             task = asyncio.create_task(self._serve(request))
             self._inflight.add(task)
             task.add_done_callback(self._inflight.discard)
-            if on_tick is not None:
-                on_tick()
         remaining = start + duration - loop.time()
         if remaining > 0:
             with contextlib.suppress(TimeoutError):
@@ -157,8 +153,7 @@ class Demo:
         assert self._router is not None and self._spans is not None and self._servers is not None
         decision = await self._router.route(request)
         routed_at = time.time()
-        pod = next(p for p in self.pods if p.name == decision.pod)
-        completion = await pod.submit(request)
+        completion = await self._pods_by_name[decision.pod].submit(request)
         self._router.finished(request, decision, completion)
         self.truth.add(
             Outcome(request, completion, decision.routing, decision.predicted_ttft_ms, decision.predicted_tpot_ms)

@@ -12,7 +12,7 @@ all: test
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "sloscope needs Python >= 3.11 (found $$($(PYTHON) --version))"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test,dev]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test,dev,review]'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 

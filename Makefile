@@ -31,8 +31,22 @@ $(TOOLS_STAMP):
 	rm -f $(TOOLS)/.prometheus-*
 	touch $(TOOLS_STAMP)
 
-## tools: build the pinned Prometheus and promtool into .tools/bin (tests and the demo use them).
-tools: $(TOOLS_STAMP)
+# Jaeger (v2, an OpenTelemetry Collector distribution): the real OTLP receiver the OTLP export is tested against.
+# Its go.mod has replace directives, so it is built from a scratch module that requires it as a tool.
+JAEGER_VERSION := v1.76.0
+JAEGER_STAMP := $(TOOLS)/.jaeger-$(JAEGER_VERSION)
+
+$(JAEGER_STAMP):
+	@command -v go >/dev/null || { echo "make tools needs the Go toolchain (go) to build Jaeger $(JAEGER_VERSION)"; exit 1; }
+	mkdir -p $(TOOLS) .tools/jaeger-build
+	cd .tools/jaeger-build && rm -f go.mod go.sum && go mod init sloscope.local/jaeger-build >/dev/null 2>&1 \
+		&& go get -tool github.com/jaegertracing/jaeger/cmd/jaeger@$(JAEGER_VERSION) \
+		&& go build -o $(CURDIR)/$(TOOLS)/jaeger github.com/jaegertracing/jaeger/cmd/jaeger
+	rm -f $(TOOLS)/.jaeger-*
+	touch $(JAEGER_STAMP)
+
+## tools: build the pinned Prometheus, promtool and Jaeger into .tools/bin (tests and the demo use them).
+tools: $(TOOLS_STAMP) $(JAEGER_STAMP)
 
 ## test: lint, type-check, check the generated files and run every test suite (unit, integration against real servers).
 test: lint typecheck tools check-generated

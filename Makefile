@@ -45,22 +45,34 @@ $(JAEGER_STAMP):
 	rm -f $(TOOLS)/.jaeger-*
 	touch $(JAEGER_STAMP)
 
-## tools: build the pinned Prometheus, promtool and Jaeger into .tools/bin (tests and the demo use them).
-tools: $(TOOLS_STAMP) $(JAEGER_STAMP)
+# helm, for the chart tests (helm lint, helm template); its main package builds with a plain go install.
+HELM_VERSION := v3.22.0
+HELM_STAMP := $(TOOLS)/.helm-$(HELM_VERSION)
+
+$(HELM_STAMP):
+	@command -v go >/dev/null || { echo "make tools needs the Go toolchain (go) to build helm $(HELM_VERSION)"; exit 1; }
+	mkdir -p $(TOOLS)
+	GOBIN=$(CURDIR)/$(TOOLS) go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	rm -f $(TOOLS)/.helm-*
+	touch $(HELM_STAMP)
+
+## tools: build the pinned Prometheus, promtool, Jaeger and helm into .tools/bin (tests and the demo use them).
+tools: $(TOOLS_STAMP) $(JAEGER_STAMP) $(HELM_STAMP)
 
 ## test: lint, type-check, check the generated files and run every test suite (unit, integration against real servers).
 test: lint typecheck tools check-generated
 	$(BIN)/pytest
 
-## generate: regenerate the committed dashboards and rules from the built-in SLO spec.
+## generate: regenerate the committed dashboards and rules (and the chart's copies) from the built-in SLO spec.
 generate: $(STAMP)
 	$(BIN)/sloscope build --out .
 
-## check-generated: fail when the committed dashboards/ and alerts/ differ from a fresh build.
+## check-generated: fail when the committed dashboards/, alerts/ or the chart's copies differ from a fresh build.
 check-generated: $(STAMP)
 	rm -rf .generated-check && $(BIN)/sloscope build --out .generated-check > /dev/null
 	@diff -r dashboards .generated-check/dashboards && diff -r alerts .generated-check/alerts \
-		|| { echo "dashboards/ or alerts/ are stale: run make generate and commit the result"; rm -rf .generated-check; exit 1; }
+		&& diff -r charts/sloscope/files .generated-check/charts/sloscope/files \
+		|| { echo "dashboards/, alerts/ or charts/sloscope/files/ are stale: run make generate and commit the result"; rm -rf .generated-check; exit 1; }
 	rm -rf .generated-check
 
 lint: $(STAMP)

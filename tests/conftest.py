@@ -33,6 +33,11 @@ def prometheus_binary() -> Path:
 
 
 @pytest.fixture(scope="session")
+def helm() -> Path:
+    return tool("helm")
+
+
+@pytest.fixture(scope="session")
 def shared() -> Path:
     if not SHARED.is_dir():
         pytest.fail(f"{SHARED} is missing: tests read ../shared beside the clone")

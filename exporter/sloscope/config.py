@@ -376,6 +376,59 @@ class Headroom(_Section):
     )
 
 
+class Store(_Section):
+    """The record store: one Parquet row per evaluated request, for SLO reviews (docs/record-store.md)."""
+
+    enabled: bool = Field(default=False, description="Write every evaluated request to the store.")
+    directory: Path = Field(
+        default=Path("/var/lib/sloscope/records"),
+        description="Root of the store (relative to the settings file); one directory per partition hour.",
+    )
+    flush_interval_seconds: float = Field(
+        default=60.0, gt=0, description="Longest time a record waits in memory before it is written."
+    )
+    max_rows_per_file: int = Field(default=100_000, ge=1, description="A file is written once this many wait.")
+    max_buffered_records: int = Field(
+        default=500_000,
+        ge=1,
+        description="Records held in memory waiting to be written; beyond it new ones are dropped and counted.",
+    )
+    retention_hours: float = Field(
+        default=15 * 24.0, gt=0, description="Partitions whose hour ended longer ago than this are deleted."
+    )
+    max_bytes: int = Field(
+        default=10 * 1024**3, gt=0, description="Total size kept; the oldest files go first beyond it."
+    )
+
+
+class Export(_Section):
+    """OTLP export of one span per evaluated request, carrying its verdict (docs/otlp-export.md)."""
+
+    enabled: bool = Field(default=False, description="Send an evaluation span for evaluated requests.")
+    endpoint: str = Field(
+        default="http://localhost:4317",
+        description="OTLP endpoint: host:port or URL for gRPC, the full .../v1/traces URL for HTTP.",
+    )
+    protocol: Literal["grpc", "http/protobuf"] = Field(default="grpc", description="OTLP transport.")
+    insecure: bool = Field(default=True, description="gRPC without TLS (an https:// endpoint always uses TLS).")
+    headers: dict[str, str] = Field(default_factory=dict, description="Extra request headers, e.g. tenant ids.")
+    compression: Literal["none", "gzip"] = Field(default="gzip", description="Compression of export requests.")
+    timeout_seconds: float = Field(
+        default=10.0, gt=0, description="Deadline of one export, retries with backoff included."
+    )
+    only_violations: bool = Field(default=False, description="Export only requests that missed an SLO.")
+    relation: Literal["child", "link"] = Field(
+        default="child",
+        description="child: the span joins the request's trace under the model-server span (and links it); "
+        "link: it starts a trace of its own, linked to the request's.",
+    )
+    max_queue_size: int = Field(
+        default=20_000, ge=1, description="Spans waiting for export; beyond it new ones are dropped and counted."
+    )
+    max_batch_size: int = Field(default=512, ge=1, description="Spans per export request.")
+    schedule_delay_seconds: float = Field(default=2.0, gt=0, description="Longest wait before a batch is sent.")
+
+
 class Settings(BaseSettings):
     """Everything one sloscope deployment needs besides the SLO spec."""
 
@@ -404,6 +457,8 @@ class Settings(BaseSettings):
     scrape: Scrape = Field(default_factory=Scrape)
     predictions: Predictions = Field(default_factory=Predictions)
     headroom: Headroom = Field(default_factory=Headroom)
+    store: Store = Field(default_factory=Store)
+    export: Export = Field(default_factory=Export)
 
     @model_validator(mode="after")
     def _check_join(self) -> Settings:
@@ -451,4 +506,7 @@ def load_settings(path: Path | None, data: dict[str, Any] | None = None) -> Sett
     settings = Settings(**values)
     if path is not None and settings.slo_spec is not None and not settings.slo_spec.is_absolute():
         settings = settings.model_copy(update={"slo_spec": (path.parent / settings.slo_spec).resolve()})
+    if path is not None and not settings.store.directory.is_absolute():
+        store = settings.store.model_copy(update={"directory": (path.parent / settings.store.directory).resolve()})
+        settings = settings.model_copy(update={"store": store})
     return settings

@@ -49,6 +49,7 @@ SIGNALS = (SIGNAL_TTFT, SIGNAL_TPOT)
 SOURCE_SPAN = "span"  # the prediction the EPP made, carried on a span
 SOURCE_SHADOW = "shadow"  # asked of the prediction server by sloscope afterwards
 SOURCES = (SOURCE_SPAN, SOURCE_SHADOW)
+SOURCE_NONE = "none"  # no prediction: in the record store and the exported spans only, never a series label
 ROLE_TRAINING = "training"
 ROLE_PREDICTION = "prediction"
 
@@ -247,6 +248,21 @@ SCRAPES = _m(
 )
 BUILD_INFO = _m("build", "info", ("version", "python"), "sloscope build information.")
 
+# Record sinks: the record store and the OTLP export of evaluation spans.
+SINK = "sink"
+RECORDS = _m(
+    "records",
+    "counter",
+    (SINK, RESULT),
+    "Evaluated requests handed to a record sink, by outcome (written, filtered, dropped, failed).",
+)
+RECORDS_QUEUED = _m("records_queued", "gauge", (SINK,), "Records waiting in a sink's memory to be written or sent.")
+STORE_FILES = _m("store_files", "gauge", (), "Complete Parquet files in the record store.")
+STORE_BYTES = _m("store_bytes", "gauge", (), "Size of the record store's complete files.")
+STORE_FILES_DELETED = _m(
+    "store_files_deleted", "counter", (REASON,), "Record store files deleted by retention (age or size)."
+)
+
 # Join outcomes (values of the ``outcome`` label).
 OUTCOME_JOINED = "joined"  # anchor and gateway span in one trace
 OUTCOME_JOINED_BY_REQUEST_ID = "joined_by_request_id"  # gateway span found in another trace by request id
@@ -263,6 +279,17 @@ DROP_LATE = "late"  # arrived after its trace was emitted
 DROP_PENDING_CAP = "pending_cap"  # a trace without an anchor evicted by the pending-trace cap
 DROP_TRACE_TOO_LARGE = "trace_too_large"  # beyond the per-trace span cap
 DROP_SHUTDOWN = "shutdown"  # arrived while shutting down
+# Record sinks (labels of RECORDS) and retention reasons (labels of STORE_FILES_DELETED).
+SINK_STORE = "store"
+SINK_OTLP = "otlp"
+SINKS = (SINK_STORE, SINK_OTLP)
+RECORD_WRITTEN = "written"  # in a complete store file, or accepted by the OTLP endpoint
+RECORD_FILTERED = "filtered"  # not exported: export.only_violations and no SLO missed
+RECORD_DROPPED = "dropped"  # the sink's queue was full
+RECORD_FAILED = "failed"  # the write or the export failed after its retries
+RECORD_RESULTS = (RECORD_WRITTEN, RECORD_FILTERED, RECORD_DROPPED, RECORD_FAILED)
+DELETED_AGE = "age"
+DELETED_SIZE = "size"
 # Scrape kinds and results (labels of SCRAPES).
 KIND_MODEL_SERVER = "model_server"
 KIND_EPP = "epp"
@@ -297,6 +324,7 @@ SKIP_NO_POD_STATE = "no_pod_state"  # no scraped sample of its pod at or before 
 SKIP_NO_FEATURES = "no_features"  # the request lacks prompt tokens or a usable arrival time
 SKIP_QUEUE_FULL = "queue_full"  # the shadow queue was full
 SKIP_FAILED = "failed"  # the prediction call failed (see sloscope_predictor_requests_total)
+SKIP_SHUTDOWN = "shutdown"  # still queued when sloscope stopped
 SKIP_REASONS = (
     SKIP_SAMPLED_OUT,
     SKIP_RATE_LIMITED,
@@ -305,6 +333,7 @@ SKIP_REASONS = (
     SKIP_NO_FEATURES,
     SKIP_QUEUE_FULL,
     SKIP_FAILED,
+    SKIP_SHUTDOWN,
 )
 
 DROP_REASONS = (
@@ -374,6 +403,11 @@ ALL_METRICS: tuple[MetricDef, ...] = (
     LABEL_VALUES_FOLDED,
     SCRAPES,
     BUILD_INFO,
+    RECORDS,
+    RECORDS_QUEUED,
+    STORE_FILES,
+    STORE_BYTES,
+    STORE_FILES_DELETED,
     HTTP_REQUESTS,
     HTTP_REQUEST_DURATION,
 )

@@ -98,3 +98,35 @@ class Evaluation(NamedTuple):
     def verdict(self, slo: str) -> Verdict:
         result: Verdict = getattr(self, slo)
         return result
+
+
+@dataclass(slots=True)
+class PodStateAtArrival:
+    """The scraped state of the request's pod as of its arrival (the sample the as-of join found)."""
+
+    waiting: float | None
+    running: float | None
+    kv_cache_utilization: float | None  # 0..1
+    age_seconds: float  # arrival minus the sample's scrape time
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """One evaluated request with everything sloscope learned about it, as one unit.
+
+    The record store writes it as a row and the OTLP export as a span. It is built once the
+    request's prediction is settled: at once for predictions carried on spans, after the shadow
+    call otherwise, or with ``prediction_skipped`` saying why there is none. Seconds throughout.
+    """
+
+    request: JoinedRequest
+    evaluation: Evaluation
+    pool: str  # the pool the request is counted in (span, discovery or the default pool)
+    prediction_source: str  # "span", "shadow" or "none"
+    predicted_ttft_seconds: float | None = None
+    predicted_tpot_seconds: float | None = None
+    prediction_quantile: float | None = None
+    prediction_skipped: str | None = None  # why there is no prediction (a shadow skip reason), else None
+    ttft_headroom_seconds: float | None = None  # SLO - predicted at routing
+    tpot_headroom_seconds: float | None = None
+    pod_state: PodStateAtArrival | None = None

@@ -61,7 +61,7 @@ def test_tpot_seconds(e2e: float | None, ttft: float | None, tokens: float | Non
         pytest.param(0.1, 0.0, Verdict(False), id="zero target is not a target"),
         pytest.param(0.1, -5.0, Verdict(False), id="negative target is not a target"),
         pytest.param(0.1, math.inf, Verdict(False), id="infinite target is not a target"),
-        pytest.param(None, 200.0, Verdict(False), id="no actual: not eligible"),
+        pytest.param(None, 200.0, Verdict(False, target=0.2), id="no actual: not eligible, target kept"),
     ],
 )
 def test_judge(actual: float | None, target_ms: float | None, expected: Verdict) -> None:

@@ -45,10 +45,12 @@ def _valid_tokens(value: float | None) -> bool:
 
 def judge(actual: float | None, target_ms: float | None) -> Verdict:
     """Verdict for one SLO: eligible only with a valid target and a valid actual value."""
-    if not is_valid_target(target_ms) or actual is None:
+    if not is_valid_target(target_ms):
         return _NOT_ELIGIBLE
     assert target_ms is not None
     target = target_ms / 1000.0
+    if actual is None:  # the target stays on record (the record store shows what could not be judged)
+        return Verdict(eligible=False, target=target)
     return Verdict(eligible=True, met=actual <= target, actual=actual, target=target)
 
 

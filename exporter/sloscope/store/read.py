@@ -1,0 +1,51 @@
+"""Reads the record store back: the rows whose request ended in ``[start, end)``.
+
+Partitions outside the range are never opened. Files written by a newer schema version are
+refused with a clear error rather than misread; older files are read by column name, so a column
+added later is simply null in them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+from sloscope.store.files import list_files
+from sloscope.store.schema import METADATA_KEY, SCHEMA, SCHEMA_VERSION
+
+__all__ = ["StoreError", "read_records"]
+
+
+class StoreError(Exception):
+    """The store cannot be read as asked (missing, empty range, written by a newer sloscope)."""
+
+
+def read_records(root: Path, start: datetime, end: datetime) -> pa.Table:
+    """Every row with ``start <= end_time < end`` (aware datetimes), in the current schema."""
+    if not root.is_dir():
+        raise StoreError(f"record store {root} does not exist")
+    files = [f for f in list_files(root) if start - timedelta(hours=1) < f.hour < end]
+    for stored in files:
+        _check_version(stored.path)
+    if not files:
+        return SCHEMA.empty_table()
+    dataset = ds.dataset([str(f.path) for f in files], schema=SCHEMA, format="parquet")
+    condition = (pc.field("end_time") >= pa.scalar(start, SCHEMA.field("end_time").type)) & (
+        pc.field("end_time") < pa.scalar(end, SCHEMA.field("end_time").type)
+    )
+    return dataset.to_table(filter=condition)
+
+
+def _check_version(path: Path) -> None:
+    metadata = pq.read_schema(path).metadata or {}
+    version = int(metadata.get(METADATA_KEY, b"0"))
+    if version > SCHEMA_VERSION:
+        raise StoreError(
+            f"{path} was written with record schema version {version}; this sloscope reads up to "
+            f"{SCHEMA_VERSION}: upgrade sloscope to review it"
+        )

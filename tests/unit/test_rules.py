@@ -15,6 +15,7 @@ from sloscope.generators import rules as r
 from sloscope.generators.rule_tests import render_template, rule_tests
 from sloscope.loading import default_spec
 from sloscope.slo.spec import SLOSpec
+from tests.support.crd import crd_schema as _crd_schema
 
 RUNBOOKS = Path(__file__).resolve().parents[2] / "docs" / "runbooks"
 
@@ -304,23 +305,8 @@ def test_bad_thresholds_are_refused(changes: dict[str, Any]) -> None:
 # ---- the PrometheusRule --------------------------------------------------------------------------------
 
 
-def _python_patterns(node: Any) -> Any:
-    """The schema's Go (RE2) patterns in Python syntax: RE2 takes ``^(?i)x``, Python wants the flag first."""
-    if isinstance(node, dict):
-        return {
-            key: re.sub(r"^\^\(\?i\)", "(?i)^", value) if key == "pattern" else _python_patterns(value)
-            for key, value in node.items()
-        }
-    if isinstance(node, list):
-        return [_python_patterns(item) for item in node]
-    return node
-
-
 def crd_schema(shared: Path) -> dict[str, Any]:
-    crd = yaml.safe_load((shared / "schemas" / "crd-prometheusrules.yaml").read_text(encoding="utf-8"))
-    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
-    schema: dict[str, Any] = _python_patterns(version["schema"]["openAPIV3Schema"])
-    return schema
+    return _crd_schema(shared / "schemas" / "crd-prometheusrules.yaml")
 
 
 @pytest.mark.parametrize("spec", [default_spec(), custom_spec()], ids=["built-in spec", "custom spec"])

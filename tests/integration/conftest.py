@@ -19,6 +19,9 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.conftest import tool
+from tests.support.jaeger import Jaeger, start_jaeger
+
 _LISTENING = re.compile(r"otlp_grpc=\S+:(\d+) otlp_http=\S+:(\d+) metrics=\S+:(\d+)")
 
 
@@ -135,3 +138,12 @@ def serve(tmp_path: Path) -> Iterator[Callable[..., Server]]:
         if server.process.poll() is None:
             server.process.kill()
             server.process.wait(10)
+
+
+@pytest.fixture(scope="session")
+def jaeger(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Jaeger]:
+    """A real Jaeger v2 (the pinned ``make tools`` build) receiving OTLP; see tests/support/jaeger.py."""
+    binary = tool("jaeger")
+    process = start_jaeger(binary, tmp_path_factory.mktemp("jaeger"))
+    yield process
+    process.stop()

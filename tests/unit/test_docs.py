@@ -56,11 +56,14 @@ def _model_keys(model: type[BaseModel], prefix: str = "") -> set[str]:
     return keys
 
 
+_MAPPING_VALUES = {"limits.max_label_values", "export.headers"}  # settings whose value is a mapping, not a section
+
+
 def _yaml_keys(data: dict[str, Any], prefix: str = "") -> set[str]:
     keys: set[str] = set()
     for name, value in data.items():
         path = f"{prefix}{name}"
-        if isinstance(value, dict) and path != "limits.max_label_values":  # a mapping value, not a section
+        if isinstance(value, dict) and path not in _MAPPING_VALUES:
             keys |= _yaml_keys(value, f"{path}.")
         else:
             keys.add(path)

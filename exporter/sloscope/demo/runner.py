@@ -65,6 +65,7 @@ class DemoOptions:
     model: str = "meta-llama/Llama-3.1-8B-Instruct"
     pool: str = "demo-pool"
     workdir: Path | None = None
+    store: Path | None = None  # sloscope writes its record store here when set
     retrain_seconds: float = RETRAIN_SECONDS
 
 
@@ -110,7 +111,9 @@ class Demo:
         self._tasks += [asyncio.create_task(pod.run(), name=f"demo-{pod.name}") for pod in self.pods]
         self._servers = await serve_pods(self.pods)
         addresses = [(pod.name, self._servers.address_of(pod.name)) for pod in self.pods]
-        settings = demo_settings(options.pool, addresses, self._predictor.training_url, self._predictor.prediction_urls)
+        settings = demo_settings(
+            options.pool, addresses, self._predictor.training_url, self._predictor.prediction_urls, store=options.store
+        )
         await self.sloscope.start(settings, demo_spec(options.model))
         self._spans = SpanEmitter(self.sloscope.otlp_grpc, [pod.name for pod in self.pods])
         self._router = Router(

@@ -25,10 +25,16 @@ _LISTENING = re.compile(r"otlp_grpc=\S+:(\d+) otlp_http=\S+:(\d+) metrics=\S+:(\
 
 
 def demo_settings(
-    pool: str, pods: list[tuple[str, str]], training_url: str, prediction_urls: list[str], metrics_port: int = 0
+    pool: str,
+    pods: list[tuple[str, str]],
+    training_url: str,
+    prediction_urls: list[str],
+    *,
+    metrics_port: int = 0,
+    store: Path | None = None,
 ) -> dict[str, Any]:
     """Settings for the simulated pool: pods by address and name, the predictor, fast loops for a short run."""
-    return {
+    settings: dict[str, Any] = {
         "slo_spec": "slo.yaml",
         "listeners": {"host": "127.0.0.1", "otlp_grpc_port": 0, "otlp_http_port": 0, "metrics_port": metrics_port},
         "final_scrape_wait_seconds": 0,
@@ -49,6 +55,9 @@ def demo_settings(
             }
         ],
     }
+    if store is not None:
+        settings["store"] = {"enabled": True, "directory": str(store), "flush_interval_seconds": 5.0}
+    return settings
 
 
 @dataclass

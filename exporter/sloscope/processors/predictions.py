@@ -28,9 +28,10 @@ from sloscope.processors.pod_history import PodHistory, PodKey
 from sloscope.processors.running_slos import RunningSLOs
 from sloscope.publishers.buckets import HEADROOM_BUCKETS, RATIO_BUCKETS
 from sloscope.publishers.series import SeriesCollector
-from sloscope.records import Evaluation, JoinedRequest
+from sloscope.records import Evaluation, JoinedRequest, PodStateAtArrival, RequestRecord
 from sloscope.slo.accuracy import compare
-from sloscope.slo.headroom import tpot_headroom, ttft_headroom
+from sloscope.slo.headroom import tpot_headroom
+from sloscope.slo.headroom import ttft_headroom as ttft_headroom_of
 from sloscope.slo.spec import is_valid_target
 
 __all__ = ["Pending", "PredictionSeries", "PredictionTracker"]
@@ -121,6 +122,7 @@ class PredictionTracker:
         predicted_pools: set[str],
         quantile_of: Callable[[str], float | None] = lambda pool: None,
         rng: random.Random | None = None,
+        sink: Callable[[RequestRecord], None] | None = None,
     ) -> None:
         self._settings = settings
         self._buffer = headroom.slo_buffer_factor
@@ -131,6 +133,7 @@ class PredictionTracker:
         self._predicted_pools = predicted_pools
         self._quantile_of = quantile_of
         self._rng = rng or random.Random()
+        self._sink = sink  # record sinks (store, OTLP export); None: nothing is recorded
         self._pending: deque[Pending] = deque()
         self._lock = threading.Lock()
 
@@ -145,27 +148,23 @@ class PredictionTracker:
             tightest = self._running.tightest_at(key, arrival)
             if request.end_ns:
                 self._running.add(key, arrival, request.end_ns / 1e9, slo_tpot)
+        pending = Pending(request, evaluation, labels, pool, key, arrival, tightest)
         if request.predicted_ttft_ms is not None or request.predicted_tpot_ms is not None:
-            quantile = self._quantile_of(pool) or DEFAULT_QUANTILE
             self.record(
-                request,
-                evaluation,
-                labels=labels,
+                pending,
                 source=c.SOURCE_SPAN,
                 predicted_ttft=_seconds(request.predicted_ttft_ms),
                 predicted_tpot=_seconds(request.predicted_tpot_ms),
-                quantile=quantile,
-                tightest_running=tightest,
+                quantile=self._quantile_of(pool) or DEFAULT_QUANTILE,
             )
-            return
-        if not self._settings.shadow:
-            return
-        if pool not in self._predicted_pools:
-            self.series.skipped(labels[1], c.SKIP_NO_PREDICTOR)
+        elif not self._settings.shadow:
+            self.unpredicted(pending, None)
+        elif pool not in self._predicted_pools:
+            self.unpredicted(pending, c.SKIP_NO_PREDICTOR)
         elif self._settings.share < 1.0 and self._rng.random() >= self._settings.share:
-            self.series.skipped(labels[1], c.SKIP_SAMPLED_OUT)
+            self.unpredicted(pending, c.SKIP_SAMPLED_OUT)
         else:
-            self._enqueue(Pending(request, evaluation, labels, pool, key, arrival, tightest))
+            self._enqueue(pending)
 
     def _enqueue(self, pending: Pending) -> None:
         with self._lock:
@@ -173,7 +172,7 @@ class PredictionTracker:
             if not full:
                 self._pending.append(pending)
         if full:
-            self.series.skipped(pending.labels[1], c.SKIP_QUEUE_FULL)
+            self.unpredicted(pending, c.SKIP_QUEUE_FULL)
 
     def take(self, limit: int) -> list[Pending]:
         """Up to ``limit`` queued requests, oldest first (called by the shadow predictor)."""
@@ -185,19 +184,31 @@ class PredictionTracker:
         with self._lock:
             return len(self._pending)
 
+    def abandon(self, reason: str) -> int:
+        """Gives up on every queued request (at shutdown): counted, and recorded without a prediction."""
+        abandoned = self.take(self.waiting())
+        for pending in abandoned:
+            self.unpredicted(pending, reason)
+        return len(abandoned)
+
+    def unpredicted(self, pending: Pending, reason: str | None) -> None:
+        """A request that gets no prediction: counted by reason (None: shadowing is off), and recorded."""
+        if reason is not None:
+            self.series.skipped(pending.labels[1], reason)
+        if self._sink is not None:
+            self._sink(self._record_of(pending, c.SOURCE_NONE, skipped=reason))
+
     def record(
         self,
-        request: JoinedRequest,
-        evaluation: Evaluation,
+        pending: Pending,
         *,
-        labels: tuple[str, str],
         source: str,
         predicted_ttft: float | None,
         predicted_tpot: float | None,
         quantile: float,
-        tightest_running: float | None,
     ) -> None:
         """Compare a request's predictions (seconds) with its actuals, and its headroom at routing."""
+        request, evaluation, labels = pending.request, pending.evaluation, pending.labels
         trace_id = request.trace_id
         series = self.series
         for signal, actual, predicted in (
@@ -214,11 +225,37 @@ class PredictionTracker:
                 trace_id=trace_id,
             )
         slo_ttft, slo_tpot = _target_seconds(request.slo_ttft_ms), _target_seconds(request.slo_tpot_ms)
+        ttft_headroom = tpot_headroom_value = None
         if predicted_ttft is not None and slo_ttft is not None:
-            series.headroom(labels, c.SIGNAL_TTFT, ttft_headroom(slo_ttft, predicted_ttft), trace_id)
+            ttft_headroom = ttft_headroom_of(slo_ttft, predicted_ttft)
+            series.headroom(labels, c.SIGNAL_TTFT, ttft_headroom, trace_id)
         if predicted_tpot is not None and slo_tpot is not None:
-            value = tpot_headroom(slo_tpot, predicted_tpot, self._buffer, tightest_running)
-            series.headroom(labels, c.SIGNAL_TPOT, value, trace_id)
+            tpot_headroom_value = tpot_headroom(slo_tpot, predicted_tpot, self._buffer, pending.tightest_running)
+            series.headroom(labels, c.SIGNAL_TPOT, tpot_headroom_value, trace_id)
+        if self._sink is not None:
+            record = self._record_of(pending, source)
+            record.predicted_ttft_seconds, record.predicted_tpot_seconds = predicted_ttft, predicted_tpot
+            record.prediction_quantile = quantile
+            record.ttft_headroom_seconds, record.tpot_headroom_seconds = ttft_headroom, tpot_headroom_value
+            self._sink(record)
+
+    def _record_of(self, pending: Pending, source: str, skipped: str | None = None) -> RequestRecord:
+        """The request's record, with the state of its pod as of its arrival when one was scraped."""
+        sample = self._history.as_of(pending.key, pending.arrival) if pending.key is not None else None
+        pod_state = None
+        if sample is not None:
+            state = sample.state
+            pod_state = PodStateAtArrival(
+                state.waiting, state.running, state.kv_cache_utilization, pending.arrival - sample.at
+            )
+        return RequestRecord(
+            pending.request,
+            pending.evaluation,
+            pool=pending.pool,
+            prediction_source=source,
+            prediction_skipped=skipped,
+            pod_state=pod_state,
+        )
 
 
 def _seconds(ms: float | None) -> float | None:

@@ -102,15 +102,31 @@ class ShadowPredictor:
             if self._tracker.waiting() < settings.batch_size:
                 await asyncio.sleep(max(settings.batch_wait_seconds - (loop.time() - started), 0.0))
 
+    async def finish(self, timeout: float) -> int:
+        """At shutdown: predict what is still queued within ``timeout``, record the rest without.
+
+        Returns how many requests were given up (counted as ``shutdown``).
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        # No wait_for around a round: cancelling one mid-call would lose the requests it took. Each
+        # round is bounded by the prediction timeout instead.
+        while self._tracker.waiting() and loop.time() < deadline:
+            try:
+                await self.drain_once()
+            except Exception:
+                log.exception("shadow predictions failed during shutdown")
+                break
+        return self._tracker.abandon(c.SKIP_SHUTDOWN)
+
     async def drain_once(self) -> int:
         """Predict what is queued now (within the rate limit); returns how many requests got a prediction."""
         batch = self._tracker.take(self._settings.batch_size * max(len(self._clients), 1))
         if not batch:
             return 0
         allowed = self._bucket.take(len(batch))
-        series = self._tracker.series
         for pending in batch[allowed:]:
-            series.skipped(pending.labels[1], c.SKIP_RATE_LIMITED)
+            self._tracker.unpredicted(pending, c.SKIP_RATE_LIMITED)
         by_pool: dict[str, list[tuple[Pending, Features]]] = defaultdict(list)
         for pending in batch[:allowed]:
             features = self._features(pending)
@@ -120,9 +136,9 @@ class ShadowPredictor:
         return sum(results)
 
     def _features(self, pending: Pending) -> Features | None:
-        request, series = pending.request, self._tracker.series
+        request = pending.request
         if request.prompt_tokens is None or pending.arrival <= 0:
-            series.skipped(pending.labels[1], c.SKIP_NO_FEATURES)
+            self._tracker.unpredicted(pending, c.SKIP_NO_FEATURES)
             return None
         sample = self._history.as_of(pending.key, pending.arrival) if pending.key is not None else None
         features = (
@@ -131,7 +147,7 @@ class ShadowPredictor:
             else None
         )
         if features is None:
-            series.skipped(pending.labels[1], c.SKIP_NO_POD_STATE)
+            self._tracker.unpredicted(pending, c.SKIP_NO_POD_STATE)
         return features
 
     async def _predict(self, pool: str, items: list[tuple[Pending, Features]]) -> int:
@@ -139,17 +155,14 @@ class ShadowPredictor:
         done = 0
         for (pending, _), prediction in zip(items, predictions, strict=True):
             if prediction is None:
-                self._tracker.series.skipped(pending.labels[1], c.SKIP_FAILED)
+                self._tracker.unpredicted(pending, c.SKIP_FAILED)
                 continue
             self._tracker.record(
-                pending.request,
-                pending.evaluation,
-                labels=pending.labels,
+                pending,
                 source=c.SOURCE_SHADOW,
                 predicted_ttft=prediction.ttft_ms / 1000.0,
                 predicted_tpot=prediction.tpot_ms / 1000.0,
                 quantile=prediction.quantile,
-                tightest_running=pending.tightest_running,
             )
             done += 1
         return done

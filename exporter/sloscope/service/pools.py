@@ -24,6 +24,7 @@ import httpx
 from prometheus_client import CollectorRegistry
 
 from sloscope.config import Settings
+from sloscope.conventions import SKIP_SHUTDOWN
 from sloscope.predictor.client import PredictionClient
 from sloscope.predictor.health import PredictorHealth
 from sloscope.processors.live_headroom import LiveHeadroom
@@ -37,7 +38,7 @@ from sloscope.publishers.predictor_health import PredictorHealthCollector
 from sloscope.receivers.discovery.manager import DiscoveryManager
 from sloscope.receivers.epp import EPPScraper
 from sloscope.receivers.pod_scraper import PodScraper
-from sloscope.records import JoinedRequest
+from sloscope.records import JoinedRequest, RequestRecord
 from sloscope.slo.spec import SLOSpec
 from sloscope.telemetry import Telemetry
 
@@ -73,6 +74,7 @@ class PoolMonitor:
         telemetry: Telemetry,
         history: PodHistory,
         labels: Callable[[JoinedRequest], tuple[str, str]],
+        sink: Callable[[RequestRecord], None] | None = None,
     ) -> None:
         pools, scrape, predictions = settings.pools, settings.scrape, settings.predictions
         names = [pool.name for pool in pools]
@@ -112,6 +114,7 @@ class PoolMonitor:
             labels=labels,
             predicted_pools=set(self.clients),
             quantile_of=self._quantile_of,
+            sink=sink,
         )
         self.shadow = ShadowPredictor(self.tracker, self.history, self.clients, predictions)
         self.headroom = LiveHeadroom(
@@ -168,11 +171,16 @@ class PoolMonitor:
     async def _expire(self) -> None:
         self.scraper.expire()
 
-    async def stop(self) -> None:
+    async def stop(self, timeout: float = 5.0) -> None:
+        """Stops every loop. Requests still waiting for a shadow prediction get one within ``timeout``
+        if the predictor answers, and are recorded without one otherwise (the pipeline has drained)."""
         tasks, self._tasks = self._tasks, []
         for task in tasks:
             task.cancel()
         await _await_cancelled(tasks)
+        abandoned = await self.shadow.finish(timeout) if self.clients else self.tracker.abandon(SKIP_SHUTDOWN)
+        if abandoned:
+            log.warning("shutdown: %d request(s) recorded without their shadow prediction", abandoned)
         if self._enabled:
             await self.discovery.stop()
             await self.scraper.stop()

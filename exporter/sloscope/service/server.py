@@ -23,6 +23,8 @@ from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector,
 
 from sloscope.config import Settings
 from sloscope.pipeline import Pipeline
+from sloscope.publishers.record_store import RecordStore
+from sloscope.publishers.sinks import RecordSink, RecordSinks, SinkMetrics
 from sloscope.receivers.otlp_grpc import create_server as create_grpc_server
 from sloscope.service.app import create_metrics_app, create_otlp_app
 from sloscope.service.http_metrics import HttpMetrics
@@ -66,6 +68,7 @@ class Service:
             PlatformCollector(registry=self.registry)
             GCCollector(registry=self.registry)
         history = pod_history(settings)
+        self.sinks = record_sinks(settings, self.registry)
         self.pipeline = Pipeline(
             settings, spec, self.registry, pool_of_pod=pool_of_pod(history) if settings.pools else None
         )
@@ -76,6 +79,7 @@ class Service:
             telemetry=self.pipeline.telemetry,
             history=history,
             labels=self.pipeline.publisher.model_and_pool,
+            sink=self.sinks.emit if self.sinks else None,
         )
         self.pipeline.evaluator.add(self.pools.tracker)
         self._tracer = tracer_provider(settings.self_tracing)
@@ -90,6 +94,7 @@ class Service:
 
     async def start(self) -> BoundPorts:
         listeners = self.settings.listeners
+        self.sinks.start()
         self.pipeline.start()
         await self.pools.start()
         self._final_scrape = asyncio.Event()
@@ -154,13 +159,16 @@ class Service:
         drained = await asyncio.to_thread(self.pipeline.shutdown, remaining)
         if not drained:
             log.error("shutdown: the pipeline did not drain within shutdown_grace_seconds")
-        await self.pools.stop()
+        await self.pools.stop(timeout=max(deadline - loop.time(), 0.1))
+        flushed = await asyncio.to_thread(self.sinks.shutdown, max(deadline - loop.time(), 1.0))
+        if not flushed:
+            log.error("shutdown: the record sinks did not flush within shutdown_grace_seconds")
         await self._await_final_scrape()
         await self._stop_http("metrics")
         if self._tracer is not None:
             self._tracer.shutdown()
             self._tracer = None
-        return drained
+        return drained and flushed
 
     async def _await_final_scrape(self) -> None:
         """Keep /metrics up until one scrape has read what the drain flushed, or the wait runs out."""
@@ -200,6 +208,19 @@ class Service:
         drained = await self.stop()
         log.info("sloscope stopped")
         return drained
+
+
+def record_sinks(settings: Settings, registry: CollectorRegistry) -> RecordSinks:
+    """The record store and the OTLP export, as the settings enable them."""
+    metrics = SinkMetrics(registry)
+    sinks: list[RecordSink] = []
+    if settings.store.enabled:
+        sinks.append(RecordStore(settings.store, metrics, registry))
+    if settings.export.enabled:
+        from sloscope.publishers.otlp_export import OTLPExport
+
+        sinks.append(OTLPExport(settings.export, metrics))
+    return RecordSinks(sinks)
 
 
 def _grpc_host(host: str) -> str:

@@ -1,0 +1,159 @@
+"""The record store publisher: evaluated requests in, hourly Parquet files out.
+
+Records wait in memory (bounded by ``store.max_buffered_records``; beyond it new ones are dropped
+and counted) until ``store.flush_interval_seconds`` has passed or ``store.max_rows_per_file``
+wait, then a thread of the store's own writes them, one file per partition hour touched, each
+file atomically (:mod:`sloscope.store.files`). Writing never happens on the pipeline worker or
+the event loop, so a slow disk costs memory up to the bound, never SLO series.
+
+Crash safety: a SIGKILL loses what was still in memory, and at most leaves a temporary file that
+the next start deletes; every file in a partition is complete. SIGTERM flushes everything
+accepted before the process exits (:meth:`RecordStore.shutdown`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import defaultdict, deque
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from sloscope import conventions as c
+from sloscope.config import Store
+from sloscope.publishers.sinks import SinkMetrics
+from sloscope.records import RequestRecord
+from sloscope.store.files import clean_incoming, enforce_retention, write_atomic
+from sloscope.store.schema import to_table
+
+__all__ = ["RecordStore"]
+
+log = logging.getLogger(__name__)
+
+
+class RecordStore:
+    name = c.SINK_STORE
+
+    def __init__(
+        self,
+        settings: Store,
+        metrics: SinkMetrics,
+        registry: CollectorRegistry,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._settings = settings
+        self._root = settings.directory
+        self._clock = clock
+        self._buffer: deque[RequestRecord] = deque()
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._count = metrics.sink(self.name, self.queued)
+        self._files = Gauge(c.STORE_FILES.name, c.STORE_FILES.help, registry=registry)
+        self._bytes = Gauge(c.STORE_BYTES.name, c.STORE_BYTES.help, registry=registry)
+        deleted = Counter(
+            c.STORE_FILES_DELETED.name, c.STORE_FILES_DELETED.help, c.STORE_FILES_DELETED.labels, registry=registry
+        )
+        self._deleted = {reason: deleted.labels(reason) for reason in (c.DELETED_AGE, c.DELETED_SIZE)}
+
+    def queued(self) -> int:
+        return len(self._buffer)
+
+    def start(self) -> None:
+        """Creates the store, deletes what a crash left half-written, applies retention, starts writing."""
+        if self._thread is not None:
+            return
+        self._root.mkdir(parents=True, exist_ok=True)
+        leftovers = clean_incoming(self._root)
+        if leftovers:
+            log.warning("record store: deleted %d incomplete file(s) left by an earlier crash", leftovers)
+        self._retain()
+        self._thread = threading.Thread(target=self._run, name="sloscope-record-store", daemon=True)
+        self._thread.start()
+
+    def emit(self, record: RequestRecord) -> None:
+        ready = False
+        with self._lock:
+            full = len(self._buffer) >= self._settings.max_buffered_records
+            if not full:
+                self._buffer.append(record)
+                ready = len(self._buffer) >= self._settings.max_rows_per_file
+        if full:
+            self._count(c.RECORD_DROPPED, 1)
+        elif ready:
+            self._wake.set()
+
+    def _run(self) -> None:
+        interval = self._settings.flush_interval_seconds
+        while not self._stopping.is_set():
+            self._wake.wait(interval)
+            self._wake.clear()
+            self.flush()
+        self.flush()  # everything accepted before shutdown
+
+    def flush(self) -> int:
+        """Writes every waiting record; returns how many were written. Called by the store's thread."""
+        with self._lock:
+            records, self._buffer = list(self._buffer), deque()
+        if not records:
+            return 0
+        written = 0
+        for hour, rows in _by_hour(records, self._clock()).items():
+            for chunk in _chunks(rows, self._settings.max_rows_per_file):
+                written += self._write(hour, chunk)
+        self._retain()
+        return written
+
+    def _write(self, hour: datetime, rows: list[RequestRecord]) -> int:
+        try:
+            write_atomic(self._root, hour, to_table(rows), datetime.fromtimestamp(self._clock(), UTC))
+        except Exception:
+            log.exception("record store: writing %d record(s) of %s failed; they are lost", len(rows), hour)
+            self._count(c.RECORD_FAILED, len(rows))
+            return 0
+        self._count(c.RECORD_WRITTEN, len(rows))
+        return len(rows)
+
+    def _retain(self) -> None:
+        settings = self._settings
+        try:
+            now = datetime.fromtimestamp(self._clock(), UTC)
+            result = enforce_retention(self._root, settings.retention_hours * 3600, settings.max_bytes, now)
+        except OSError:
+            log.exception("record store: retention failed")
+            return
+        self._deleted[c.DELETED_AGE].inc(result.by_age)
+        self._deleted[c.DELETED_SIZE].inc(result.by_size)
+        self._files.set(result.files)
+        self._bytes.set(result.bytes)
+
+    def shutdown(self, timeout: float) -> bool:
+        """Writes everything accepted, then stops; False when the deadline passed first."""
+        self._stopping.set()
+        self._wake.set()
+        if self._thread is None:
+            self.flush()
+            return True
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            log.error("record store: %d record(s) not written within the shutdown deadline", self.queued())
+            return False
+        return True
+
+
+def _by_hour(records: list[RequestRecord], now: float) -> dict[datetime, list[RequestRecord]]:
+    """Records grouped by the UTC hour their request ended in (now, for one without an end)."""
+    groups: dict[int, list[RequestRecord]] = defaultdict(list)
+    fallback = int(now) // 3600 * 3600
+    for record in records:
+        end_ns = record.request.end_ns
+        groups[end_ns // 3_600_000_000_000 * 3600 if end_ns else fallback].append(record)
+    return {datetime.fromtimestamp(start, UTC): rows for start, rows in sorted(groups.items())}
+
+
+def _chunks(rows: list[RequestRecord], size: int) -> list[list[RequestRecord]]:
+    return [rows[i : i + size] for i in range(0, len(rows), size)]

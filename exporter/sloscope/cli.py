@@ -75,13 +75,56 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--no-view", action="store_true", help="a line every 10 s instead of the live view")
     demo.add_argument(
+        "--store",
+        type=Path,
+        metavar="DIR",
+        help="have sloscope write its record store into DIR (for sloscope review; see docs/review.md)",
+    )
+    demo.add_argument(
         "--with-prometheus",
         nargs="?",
         const="",
         metavar="BINARY",
         help="also run Prometheus scraping sloscope (the given binary, else prometheus on PATH or in .tools/bin)",
     )
+    _add_review(commands)
     return parser
+
+
+def _add_review(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    review = commands.add_parser(
+        "review",
+        help="write the SLO review report (HTML, Markdown, CSV) from the record store or Prometheus",
+        description="The weekly SLO review: attainment against objective per SLO, class and model with the error "
+        "budget consumed, budget burn over time, worst periods and pods, violations by cause (queueing, prefill, "
+        "decode), prediction calibration (coverage, reliability plot) and headroom at routing. Writes --out (HTML, "
+        "charts embedded), the same name with .md (charts in <stem>-charts/) and CSV tables in <stem>-tables/. "
+        "Exits 0 on success, 2 on bad options, 1 when the store or Prometheus gives nothing to review. Needs the "
+        "review extra: pip install 'sloscope[review]'. See docs/review.md.",
+    )
+    source = review.add_mutually_exclusive_group(required=True)
+    source.add_argument("--store", type=Path, metavar="DIR", help="the record store folder (store.path in settings)")
+    source.add_argument(
+        "--prometheus",
+        metavar="URL",
+        help="build the attainment and burn tables from Prometheus range queries instead (no store needed)",
+    )
+    review.add_argument(
+        "--since", default="7d", help="review the window ending now of this length: 30m, 24h, 7d, 4w (default 7d)"
+    )
+    review.add_argument("--from", dest="start", metavar="TIME", help="window start, ISO 8601 (UTC when no offset)")
+    review.add_argument("--to", dest="end", metavar="TIME", help="window end, ISO 8601 (default: now)")
+    review.add_argument(
+        "--out",
+        type=Path,
+        default=Path("sloscope-review.html"),
+        help="the HTML report to write (default sloscope-review.html); the Markdown, charts and CSVs go beside it",
+    )
+    review.add_argument("--config", type=Path, help="runtime settings YAML (for its slo_spec)")
+    review.add_argument(
+        "--slo-spec", type=Path, help="SLO spec YAML with the objectives (default: settings', else built-in)"
+    )
+    review.add_argument("--title", help="the report's title (default: SLO review: <service of the spec>)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
         return _demo(args)
     if args.command == "build":
         return _build(args.config, args.slo_spec, args.out, args.runbook_base_url)
+    if args.command == "review":
+        return _review(args)
     return _serve(args.config, args.slo_spec)
 
 
@@ -140,10 +185,25 @@ def _demo(args: argparse.Namespace) -> int:
         rate=args.rate,
         burst_factor=args.burst_factor,
         workdir=args.workdir,
+        store=args.store.resolve() if args.store is not None else None,
     )
     return asyncio.run(
         run_demo(options, console=Console(), view=not args.no_view, keep=args.keep, prometheus=prometheus)
     )
+
+
+def _review(args: argparse.Namespace) -> int:
+    """The review lives in an optional extra: imported here only, with a clear message when it is missing."""
+    try:
+        from sloscope.review.cli import review
+    except ImportError as exc:
+        if exc.name not in ("pandas", "matplotlib", "numpy"):
+            raise
+        from sloscope.review import MISSING_EXTRA
+
+        print(f"review: {MISSING_EXTRA} ({exc.name} is not installed)", file=sys.stderr)
+        return 1
+    return review(args)
 
 
 def _check_config(files: list[Path]) -> int:

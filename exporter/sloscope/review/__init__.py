@@ -1,0 +1,26 @@
+"""``sloscope review``: the weekly SLO review, from the record store (or Prometheus) to an HTML/Markdown report.
+
+Needs the ``review`` extra (pandas, matplotlib): ``pip install 'sloscope[review]'``. Nothing here is imported
+by ``sloscope serve``; the CLI imports :mod:`sloscope.review.main` only when ``review`` runs.
+
+Modules, one job each:
+
+- ``window``: the review window from ``--since`` / ``--from`` / ``--to``;
+- ``load``: the record store's rows in the window as a DataFrame;
+- ``analysis``: pure functions, DataFrames in, DataFrames out (attainment, burn, worst periods and pods,
+  causes, calibration, headroom);
+- ``prometheus``: the attainment and burn tables from Prometheus range queries instead of the store;
+- ``charts``: matplotlib (Agg) figures as PNG bytes;
+- ``render``: HTML and Markdown text from the tables and charts;
+- ``main``: the command: reads, analyses, renders, writes the files.
+"""
+
+MISSING_EXTRA = "sloscope review needs pandas and matplotlib: pip install 'sloscope[review]'"
+
+
+class ReviewError(Exception):
+    """The review cannot be made (empty window, unreachable Prometheus); the message is one line for the user."""
+
+
+class UsageError(ReviewError):
+    """The options contradict each other or cannot be parsed (exit status 2)."""

@@ -1,0 +1,338 @@
+"""The review's numbers: pure functions from the requests DataFrame (see ``load``) to tables.
+
+Definitions (docs/review.md explains how to read them):
+
+- attainment = 1 - violations / eligible; error budget = 1 - objective;
+  budget consumed = (violations / eligible) / (1 - objective) over the window (1.0 = the whole budget);
+- burn rate over a bin = the bin's error ratio / (1 - objective);
+- coverage = share of compared requests (actual and predicted both known) with actual <= predicted,
+  read against the predictor's quantile;
+- headroom at routing = target - predicted (the store's ``*_headroom_seconds``).
+
+Objectives come from the SLO spec: :func:`objectives` turns it into a table, one row per class and SLO.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from sloscope.conventions import SIGNALS, SLOS, SOURCES
+from sloscope.slo.spec import SLOSpec
+
+__all__ = [
+    "BIN_LADDER_SECONDS",
+    "CAUSES",
+    "HEADROOM_PERCENTILES",
+    "attainment",
+    "attainment_from_counts",
+    "burn",
+    "burn_from_counts",
+    "causes",
+    "choose_bin",
+    "coverage",
+    "eligible",
+    "headroom",
+    "objectives",
+    "reliability",
+    "violation_cause",
+    "worst_periods",
+    "worst_pods",
+]
+
+BIN_LADDER_SECONDS = (3600, 1800, 900, 300, 60, 30, 10, 5)
+"""Bins the burn-over-time table may use: the longest that still gives ``MIN_BINS`` bins over the data."""
+MIN_BINS = 12
+CAUSES = ("queueing", "prefill", "decode", "unknown")
+HEADROOM_PERCENTILES = (0.05, 0.10, 0.25, 0.50, 0.75, 0.90, 0.95)
+_GROUP = ["slo", "slo_class", "model"]
+
+
+def objectives(spec: SLOSpec) -> pd.DataFrame:
+    """One row per (slo_class, slo) with its objective; the default class has none (its requests carry no SLO)."""
+    rows = [(cls.name, slo, cls.objectives.of(slo)) for cls in spec.classes for slo in SLOS]
+    return pd.DataFrame(rows, columns=["slo_class", "slo", "objective"])
+
+
+def eligible(requests: pd.DataFrame) -> pd.DataFrame:
+    """Long form: one row per (request, SLO it was eligible for), with ``violated``."""
+    parts = []
+    for slo in SLOS:
+        met = requests[f"{slo}_met"]
+        rows = requests.loc[met.notna(), ["end_time", "slo_class", "model", "pool", "pod"]].copy()
+        rows["slo"] = slo
+        rows["violated"] = ~met[met.notna()].astype(bool)
+        parts.append(rows)
+    return pd.concat(parts, ignore_index=True)
+
+
+def _with_objectives(table: pd.DataFrame, targets: pd.DataFrame) -> pd.DataFrame:
+    table = table.merge(targets, on=["slo_class", "slo"], how="left")
+    ratio = table["violations"] / table["eligible"]
+    table["attainment"] = 1.0 - ratio
+    table["error_budget"] = 1.0 - table["objective"]
+    table["budget_consumed"] = ratio / table["error_budget"]
+    return table
+
+
+_SLO_ORDER = {slo: i for i, slo in enumerate(SLOS)}
+
+
+def _slo_first(column: pd.Series) -> pd.Series:
+    """Sort key: SLOs in the order ttft, tpot, goodput; other columns as they are."""
+    return column.map(_SLO_ORDER) if column.name == "slo" else column
+
+
+def _slo_order(table: pd.DataFrame) -> pd.Series:
+    return table["slo"].map(_SLO_ORDER)
+
+
+def attainment(requests: pd.DataFrame, targets: pd.DataFrame) -> pd.DataFrame:
+    """Per SLO, class and model over the window: eligible, violations, attainment, objective, budget consumed.
+
+    ``within_budget`` is False when more than the whole budget is spent; null when the class has no objective.
+    """
+    counts = (
+        eligible(requests)
+        .groupby(_GROUP)
+        .agg(eligible=("violated", "size"), violations=("violated", "sum"))
+        .reset_index()
+    )
+    return attainment_from_counts(counts, targets)
+
+
+def attainment_from_counts(counts: pd.DataFrame, targets: pd.DataFrame) -> pd.DataFrame:
+    """The attainment table from counts per (slo, slo_class, model): the store's, or Prometheus's increases."""
+    table = _with_objectives(counts[counts["eligible"] > 0], targets)
+    table["within_budget"] = (table["budget_consumed"] <= 1.0).astype("boolean")
+    table.loc[table["objective"].isna(), "within_budget"] = pd.NA
+    table = table.sort_values(["slo", "slo_class", "model"], key=_slo_first)
+    columns = ["slo", "slo_class", "model", "eligible", "violations", "attainment", "objective"]
+    return table[[*columns, "error_budget", "budget_consumed", "within_budget"]].reset_index(drop=True)
+
+
+def choose_bin(span_seconds: float) -> int:
+    """The longest bin of ``BIN_LADDER_SECONDS`` that cuts ``span_seconds`` into at least 12 bins.
+
+    A week is reviewed hour by hour; a two-minute demo in 10-second bins.
+    """
+    for seconds in BIN_LADDER_SECONDS:
+        if span_seconds / seconds >= MIN_BINS:
+            return seconds
+    return BIN_LADDER_SECONDS[-1]
+
+
+def _binned(requests: pd.DataFrame, bin_seconds: int) -> pd.DataFrame:
+    long = eligible(requests)
+    long["bin_start"] = long["end_time"].dt.floor(pd.Timedelta(seconds=bin_seconds))
+    return long
+
+
+def burn(requests: pd.DataFrame, targets: pd.DataFrame, bin_seconds: int) -> pd.DataFrame:
+    """Per bin (``bin_start``, aligned to multiples of the bin since the epoch), SLO and class, the models summed.
+
+    ``burn_rate`` is the bin's error ratio over the error budget (1 = spending exactly the budget's pace);
+    ``budget_consumed_cumulative`` is the share of the window's budget spent up to the bin's end:
+    violations so far / all eligible in the window / (1 - objective); its last value is the class's
+    budget consumed over the window. Bins without eligible requests are left out.
+    """
+    long = _binned(requests, bin_seconds)
+    counts = (
+        long.groupby(["slo", "slo_class", "bin_start"])
+        .agg(eligible=("violated", "size"), violations=("violated", "sum"))
+        .reset_index()
+    )
+    return burn_from_counts(counts, targets)
+
+
+def burn_from_counts(counts: pd.DataFrame, targets: pd.DataFrame) -> pd.DataFrame:
+    """The burn table from counts per (slo, slo_class, bin_start): the store's, or Prometheus's increases."""
+    table = _with_objectives(counts[counts["eligible"] > 0], targets)
+    table["error_ratio"] = table["violations"] / table["eligible"]
+    table["burn_rate"] = table["error_ratio"] / table["error_budget"]
+    table = table.sort_values(["slo", "slo_class", "bin_start"], key=_slo_first).reset_index(drop=True)
+    keys = ["slo", "slo_class"]
+    total = table.groupby(keys)["eligible"].transform("sum")
+    so_far = table.groupby(keys)["violations"].cumsum()
+    table["budget_consumed_cumulative"] = so_far / total / table["error_budget"]
+    columns = ["bin_start", "slo", "slo_class", "eligible", "violations", "error_ratio", "objective", "burn_rate"]
+    return table[[*columns, "budget_consumed_cumulative"]].reset_index(drop=True)
+
+
+def worst_periods(burn_table: pd.DataFrame, limit: int = 10) -> pd.DataFrame:
+    """The bins that spent most of the window's budget: ``budget_share`` = the bin's violations / the window's
+    eligible requests of that SLO and class / (1 - objective). Bins of a class without objective are left out;
+    ties go to the earlier bin."""
+    table = burn_table.dropna(subset=["objective"]).copy()
+    total = table.groupby(["slo", "slo_class"])["eligible"].transform("sum")
+    table["budget_share"] = table["violations"] / total / (1.0 - table["objective"])
+    table = table[table["violations"] > 0]
+    table = table.sort_values(["budget_share", "bin_start", "slo", "slo_class"], ascending=[False, True, True, True])
+    columns = ["bin_start", "slo", "slo_class", "eligible", "violations", "error_ratio", "burn_rate", "budget_share"]
+    return table[columns].head(limit).reset_index(drop=True)
+
+
+def worst_pods(requests: pd.DataFrame, limit: int = 10) -> pd.DataFrame:
+    """Per pool, pod and SLO: eligible, violations, error ratio and the pod's share of that SLO's violations.
+
+    Sorted by violations, then error ratio (both descending), then pod; the first ``limit`` rows of each SLO.
+    """
+    long = eligible(requests)
+    table = (
+        long.groupby(["slo", "pool", "pod"])
+        .agg(eligible=("violated", "size"), violations=("violated", "sum"))
+        .reset_index()
+    )
+    table["error_ratio"] = table["violations"] / table["eligible"]
+    all_violations = table.groupby("slo")["violations"].transform("sum")
+    table["share_of_violations"] = (table["violations"] / all_violations.where(all_violations > 0)).fillna(0.0)
+    table["order"] = _slo_order(table)
+    table = table.sort_values(["order", "violations", "error_ratio", "pod"], ascending=[True, False, False, True])
+    table = table.groupby("slo", sort=False).head(limit)
+    columns = ["slo", "pool", "pod", "eligible", "violations", "error_ratio", "share_of_violations"]
+    return table[columns].reset_index(drop=True)
+
+
+def violation_cause(requests: pd.DataFrame) -> pd.Series:
+    """The cause of each request's violation (null where it met every SLO it was eligible for).
+
+    - missed TTFT only: ``queueing`` when ``queue_seconds >= prefill_seconds``, else ``prefill``;
+    - missed TPOT only: ``decode``;
+    - missed both: the phase that used the largest share of its own budget: queue / TTFT target,
+      prefill / TTFT target, decode / (TPOT target x (completion_tokens - 1)); ties in the order
+      queueing, prefill, decode;
+    - ``unknown`` when a value the rule needs is missing.
+    """
+    missed_ttft = requests["ttft_met"].eq(False).fillna(False).astype(bool)
+    missed_tpot = requests["tpot_met"].eq(False).fillna(False).astype(bool)
+    queue = requests["queue_seconds"].astype(float)
+    prefill = requests["prefill_seconds"].astype(float)
+    tokens = requests["completion_tokens"].astype("Float64").astype(float)
+    queue_share = queue / requests["ttft_target_seconds"]
+    prefill_share = prefill / requests["ttft_target_seconds"]
+    decode_share = requests["decode_seconds"] / (requests["tpot_target_seconds"] * (tokens - 1.0))
+
+    cause = pd.Series(pd.NA, index=requests.index, dtype="string")
+    ttft_only = missed_ttft & ~missed_tpot
+    known = queue.notna() & prefill.notna()
+    cause[ttft_only & known] = np.where(queue >= prefill, "queueing", "prefill")[ttft_only & known]
+    cause[ttft_only & ~known] = "unknown"
+    cause[missed_tpot & ~missed_ttft] = "decode"
+    both = missed_ttft & missed_tpot
+    shares = pd.concat([queue_share, prefill_share, decode_share], axis=1, keys=["queueing", "prefill", "decode"])
+    shares = shares.astype(float).replace([np.inf, -np.inf], np.nan)
+    shares_known = shares.notna().all(axis=1)
+    picked = shares.fillna(-np.inf).idxmax(axis=1)  # first of equal maxima: the documented order
+    cause[both & shares_known] = picked[both & shares_known]
+    cause[both & ~shares_known] = "unknown"
+    return cause
+
+
+def causes(requests: pd.DataFrame) -> pd.DataFrame:
+    """Violating requests per class, which SLOs they missed (ttft, tpot, both) and cause, with the cause's share
+    of the class's violating requests."""
+    cause = violation_cause(requests)
+    violating = requests.loc[cause.notna(), ["slo_class", "ttft_met", "tpot_met"]].copy()
+    violating["cause"] = cause[cause.notna()].astype(str)
+    ttft = violating["ttft_met"].eq(False).fillna(False).astype(bool)
+    tpot = violating["tpot_met"].eq(False).fillna(False).astype(bool)
+    violating["missed"] = np.where(ttft & tpot, "both", np.where(ttft, "ttft", "tpot"))
+    columns = ["slo_class", "missed", "cause", "requests", "share"]
+    if violating.empty:
+        return pd.DataFrame(columns=columns)
+    table = violating.groupby(["slo_class", "missed", "cause"]).size().rename("requests").reset_index()
+    table["share"] = table["requests"] / table.groupby("slo_class")["requests"].transform("sum")
+    order = {cause: i for i, cause in enumerate(CAUSES)}
+    table["order"] = table["cause"].map(order)
+    table = table.sort_values(["slo_class", "missed", "order"])
+    return table[columns].reset_index(drop=True)
+
+
+def _compared(requests: pd.DataFrame, signal: str) -> pd.DataFrame:
+    """Requests with a prediction (span or shadow) and an actual for ``signal``."""
+    actual = requests[f"{signal}_seconds"]
+    predicted = requests[f"predicted_{signal}_seconds"]
+    keep = requests["prediction_source"].isin(SOURCES) & actual.notna() & predicted.notna()
+    rows = requests.loc[keep, ["pool", "prediction_source", "prediction_quantile"]].copy()
+    rows["actual"] = actual[keep].astype(float)
+    rows["predicted"] = predicted[keep].astype(float)
+    rows["covered"] = rows["actual"] <= rows["predicted"]
+    rows["signal"] = signal
+    return rows.rename(columns={"prediction_source": "source", "prediction_quantile": "quantile"})
+
+
+def coverage(requests: pd.DataFrame) -> pd.DataFrame:
+    """Per signal, source, pool and the predictor's quantile: compared, covered, coverage and coverage - quantile.
+
+    A well-calibrated quantile-q predictor covers a share q of the requests; below q it predicts too low.
+    """
+    rows = pd.concat([_compared(requests, signal) for signal in SIGNALS], ignore_index=True)
+    columns = ["signal", "source", "pool", "quantile", "compared", "covered", "coverage", "gap"]
+    if rows.empty:
+        return pd.DataFrame(columns=columns)
+    rows["quantile"] = rows["quantile"].fillna(0.9)
+    table = (
+        rows.groupby(["signal", "source", "pool", "quantile"])
+        .agg(compared=("covered", "size"), covered=("covered", "sum"))
+        .reset_index()
+    )
+    table["coverage"] = table["covered"] / table["compared"]
+    table["gap"] = table["coverage"] - table["quantile"]
+    return table[columns]
+
+
+def reliability(requests: pd.DataFrame, bins: int = 10) -> pd.DataFrame:
+    """Per signal and source: the compared requests cut into ``bins`` equal-count bins of the predicted value
+    (``pd.qcut``, deciles by default; fewer when predictions repeat), and in each bin the predicted median, the
+    q-quantile of the actual values (q = the predictor's quantile, linear interpolation) and the coverage.
+
+    On a reliability plot (actual quantile against predicted median) a calibrated predictor lies on the diagonal.
+    """
+    columns = ["signal", "source", "bin", "requests", "predicted_low", "predicted_high", "predicted_median"]
+    columns += ["quantile", "actual_quantile", "coverage"]
+    rows = pd.concat([_compared(requests, signal) for signal in SIGNALS], ignore_index=True)
+    parts = []
+    for (signal, source), group in rows.groupby(["signal", "source"], sort=True):
+        q = float(group["quantile"].fillna(0.9).median())
+        codes = pd.qcut(group["predicted"], q=bins, labels=False, duplicates="drop")
+        for code, members in group.groupby(codes, sort=True):
+            predicted = members["predicted"]
+            parts.append(
+                {
+                    "signal": signal,
+                    "source": source,
+                    "bin": int(code) + 1,
+                    "requests": len(members),
+                    "predicted_low": float(predicted.min()),
+                    "predicted_high": float(predicted.max()),
+                    "predicted_median": float(predicted.median()),
+                    "quantile": q,
+                    "actual_quantile": float(members["actual"].quantile(q)),
+                    "coverage": float(members["covered"].mean()),
+                }
+            )
+    return pd.DataFrame(parts, columns=columns)
+
+
+def headroom(requests: pd.DataFrame, percentiles: Sequence[float] = HEADROOM_PERCENTILES) -> pd.DataFrame:
+    """Per signal and class: requests with a headroom at routing (target - predicted), the share below zero
+    (routed although predicted to miss), and percentiles (linear interpolation), in seconds."""
+    parts = []
+    for signal in SIGNALS:
+        values = requests[["slo_class", f"{signal}_headroom_seconds"]].dropna()
+        values = values.rename(columns={f"{signal}_headroom_seconds": "headroom"})
+        for slo_class, group in values.groupby("slo_class", sort=True):
+            seconds = group["headroom"].astype(float)
+            row: dict[str, object] = {
+                "signal": signal,
+                "slo_class": slo_class,
+                "requests": len(seconds),
+                "negative_share": float((seconds < 0).mean()),
+            }
+            for p in percentiles:
+                row[f"p{round(p * 100):02d}"] = float(seconds.quantile(p))
+            parts.append(row)
+    columns = ["signal", "slo_class", "requests", "negative_share", *(f"p{round(p * 100):02d}" for p in percentiles)]
+    return pd.DataFrame(parts, columns=columns)

@@ -1,0 +1,130 @@
+"""The review's charts: matplotlib figures drawn with the Agg canvas (no display, no pyplot state), as PNG bytes.
+
+Each function takes the table the analysis made (or the requests, for the histogram) and returns PNG bytes,
+or None when the table is empty. PNGs are written without the timestamp and software metadata, so the same
+tables give the same bytes.
+"""
+
+from __future__ import annotations
+
+import io
+
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from sloscope.conventions import SIGNALS, SLOS
+from sloscope.review.analysis import CAUSES
+
+__all__ = ["burn_chart", "causes_chart", "headroom_chart", "pods_chart", "reliability_chart"]
+
+_DPI = 80
+_COLORS = {"queueing": "#d95f02", "prefill": "#7570b3", "decode": "#1b9e77", "unknown": "#999999"}
+
+
+def _png(figure: Figure) -> bytes:
+    FigureCanvasAgg(figure)
+    figure.tight_layout()
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=_DPI, metadata={"Software": None})
+    return buffer.getvalue()
+
+
+def burn_chart(burn: pd.DataFrame) -> bytes | None:
+    """Per SLO, one panel: the share of the window's error budget spent over time, one line per class."""
+    table = burn.dropna(subset=["objective"])
+    slos = [slo for slo in SLOS if slo in set(table["slo"])]
+    if not slos:
+        return None
+    figure = Figure(figsize=(9, 2.4 * len(slos)))
+    for i, slo in enumerate(slos, start=1):
+        axes = figure.add_subplot(len(slos), 1, i)
+        for slo_class, rows in table[table["slo"] == slo].groupby("slo_class", sort=True):
+            axes.step(rows["bin_start"], rows["budget_consumed_cumulative"], where="post", label=str(slo_class))
+        axes.axhline(1.0, color="#c00", linewidth=1, linestyle="--", label="whole budget")
+        axes.set_title(f"{slo}: error budget consumed so far")
+        axes.set_ylabel("share of budget")
+        axes.legend(loc="upper left", fontsize="small")
+        axes.grid(alpha=0.3)
+    return _png(figure)
+
+
+def pods_chart(pods: pd.DataFrame) -> bytes | None:
+    """Error ratio per pod, one group of bars per pod, one bar per SLO."""
+    if pods.empty:
+        return None
+    pivot = pods.pivot_table(index="pod", columns="slo", values="error_ratio", aggfunc="max").fillna(0.0)
+    pivot = pivot[[slo for slo in SLOS if slo in pivot.columns]]
+    figure = Figure(figsize=(9, 0.4 * len(pivot) + 1.5))
+    axes = figure.add_subplot(1, 1, 1)
+    height = 0.8 / max(len(pivot.columns), 1)
+    positions = range(len(pivot))
+    for j, slo in enumerate(pivot.columns):
+        axes.barh([p + j * height for p in positions], pivot[slo], height=height, label=str(slo))
+    axes.set_yticks([p + height * (len(pivot.columns) - 1) / 2 for p in positions], list(pivot.index))
+    axes.invert_yaxis()
+    axes.set_xlabel("error ratio (violations / eligible)")
+    axes.set_title("Error ratio per pod")
+    axes.legend(fontsize="small")
+    axes.grid(axis="x", alpha=0.3)
+    return _png(figure)
+
+
+def causes_chart(causes: pd.DataFrame) -> bytes | None:
+    """Violating requests per class, stacked by cause."""
+    if causes.empty:
+        return None
+    pivot = causes.pivot_table(index="slo_class", columns="cause", values="requests", aggfunc="sum").fillna(0)
+    figure = Figure(figsize=(9, 0.5 * len(pivot) + 1.5))
+    axes = figure.add_subplot(1, 1, 1)
+    left = pd.Series(0.0, index=pivot.index)
+    for cause in CAUSES:
+        if cause not in pivot.columns:
+            continue
+        axes.barh(list(pivot.index), pivot[cause], left=left, label=cause, color=_COLORS[cause])
+        left = left + pivot[cause]
+    axes.invert_yaxis()
+    axes.set_xlabel("violating requests")
+    axes.set_title("Violations by cause")
+    axes.legend(fontsize="small")
+    return _png(figure)
+
+
+def reliability_chart(reliability: pd.DataFrame) -> bytes | None:
+    """Per signal: the q-quantile of actual against the median prediction per bin, with the diagonal."""
+    signals = [s for s in SIGNALS if s in set(reliability["signal"])]
+    if not signals:
+        return None
+    figure = Figure(figsize=(4.5 * len(signals), 4))
+    for i, signal in enumerate(signals, start=1):
+        axes = figure.add_subplot(1, len(signals), i)
+        rows = reliability[reliability["signal"] == signal]
+        for source, group in rows.groupby("source", sort=True):
+            axes.plot(group["predicted_median"], group["actual_quantile"], marker="o", label=f"{source}")
+        low = float(min(rows["predicted_median"].min(), rows["actual_quantile"].min()))
+        high = float(max(rows["predicted_median"].max(), rows["actual_quantile"].max()))
+        axes.plot([low, high], [low, high], color="#555", linestyle="--", linewidth=1, label="calibrated")
+        quantile = float(rows["quantile"].iloc[0])
+        axes.set_title(f"{signal.upper()}: p{quantile * 100:g} of actual vs predicted")
+        axes.set_xlabel("predicted (bin median), s")
+        axes.set_ylabel(f"actual p{quantile * 100:g}, s")
+        axes.legend(fontsize="small")
+        axes.grid(alpha=0.3)
+    return _png(figure)
+
+
+def headroom_chart(requests: pd.DataFrame) -> bytes | None:
+    """Per signal, a histogram of the headroom at routing (target - predicted); left of 0 predicted a miss."""
+    columns = [s for s in SIGNALS if requests[f"{s}_headroom_seconds"].notna().any()]
+    if not columns:
+        return None
+    figure = Figure(figsize=(4.5 * len(columns), 3.2))
+    for i, signal in enumerate(columns, start=1):
+        axes = figure.add_subplot(1, len(columns), i)
+        values = requests[f"{signal}_headroom_seconds"].dropna().astype(float)
+        axes.hist(values, bins=40, color="#4c72b0")
+        axes.axvline(0.0, color="#c00", linewidth=1)
+        axes.set_title(f"{signal.upper()} headroom at routing")
+        axes.set_xlabel("target - predicted, s")
+        axes.set_ylabel("requests")
+    return _png(figure)

@@ -176,6 +176,19 @@ def test_the_grace_period_covers_the_drain_and_the_final_scrape(
     assert grace > settings.shutdown_grace_seconds + settings.final_scrape_wait_seconds + 2
 
 
+@pytest.mark.parametrize("case", CASES)
+def test_the_record_store_writes_to_the_data_volume(render: Callable[..., Rendered], tmp_path: Path, case: str) -> None:
+    """The root filesystem is read-only: the store's directory must lie on the data volume."""
+    rendered = render(case)
+    settings = _settings(rendered, tmp_path)
+    (mount,) = [m["mountPath"] for m in rendered.container["volumeMounts"] if m["name"] == "data"]
+    assert settings.store.directory.is_relative_to(mount)
+
+
+def test_persistence_turns_the_record_store_on(render: Callable[..., Rendered], tmp_path: Path) -> None:
+    assert _settings(render("persistence-values.yaml"), tmp_path).store.enabled
+
+
 def test_large_numbers_reach_the_settings_as_written(render: Callable[..., Rendered], tmp_path: Path) -> None:
     """Helm keeps numbers as floats; a large one must still read back as the same integer."""
     settings = _settings(render("scale-out-values.yaml"), tmp_path)

@@ -15,7 +15,7 @@ from sloscope.processors.running_slos import RunningSLOs
 from sloscope.processors.shadow import TokenBucket, features_of
 from sloscope.receivers.discovery import Target
 from sloscope.receivers.protocols import PodState
-from sloscope.records import JoinedRequest
+from sloscope.records import JoinedRequest, PodStateAtArrival, RequestRecord
 from sloscope.slo.evaluate import evaluate
 from sloscope.slo.spec import SLOSpec
 
@@ -56,6 +56,7 @@ def test_token_bucket_caps_the_rate() -> None:
 
 class Harness:
     def __init__(self, **settings: object) -> None:
+        self.records: list[RequestRecord] = []
         self.registry = CollectorRegistry()
         self.history = PodHistory(8, 30.0, 60.0)
         self.history.track(POD)
@@ -70,6 +71,7 @@ class Harness:
             labels=lambda request: ("llama", "pool-a"),
             predicted_pools={"pool-a"},
             rng=random.Random(7),
+            sink=self.records.append,
         )
 
     def value(self, name: str, **labels: str) -> float:
@@ -142,3 +144,74 @@ def test_the_tightest_running_tpot_slo_on_the_pod_is_noted_for_later_requests() 
     h.publish(slo_tpot_ms=80.0, arrival_ns=101_500_000_000, start_ns=101_500_000_000)
     (second,) = h.tracker.take(10)
     assert second.tightest_running == 0.03
+
+
+# ---- one record per request, once its prediction is settled ------------------------------------
+
+
+def test_a_span_prediction_is_recorded_with_its_headroom_and_the_pod_state_at_arrival() -> None:
+    h = Harness()
+    request = h.publish(predicted_ttft_ms=200.0, predicted_tpot_ms=15.0, slo_ttft_ms=250.0)
+    (record,) = h.records
+    assert record.request is request
+    assert (record.pool, record.prediction_source, record.prediction_skipped) == ("pool-a", "span", None)
+    assert (record.predicted_ttft_seconds, record.predicted_tpot_seconds) == (0.2, 0.015)
+    assert record.prediction_quantile == 0.9
+    assert record.ttft_headroom_seconds == pytest.approx(0.05)
+    assert record.tpot_headroom_seconds is None  # no TPOT SLO
+    # arrival at 101 s; the sample scraped at 100 s is the as-of state
+    assert record.pod_state == PodStateAtArrival(3.0, 27.0, 0.5873, 1.0)
+
+
+def test_a_queued_request_is_recorded_only_once_its_shadow_prediction_is_settled() -> None:
+    h = Harness()
+    h.publish()
+    assert h.records == []
+    (pending,) = h.tracker.take(10)
+    h.tracker.record(pending, source="shadow", predicted_ttft=0.1, predicted_tpot=0.03, quantile=0.8)
+    (record,) = h.records
+    assert (record.prediction_source, record.predicted_ttft_seconds, record.prediction_quantile) == ("shadow", 0.1, 0.8)
+
+
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        pytest.param({"shadow": False}, None, id="shadowing off: no reason, not counted"),
+        pytest.param({"share": 0.0}, "sampled_out", id="sampled out"),
+        pytest.param({"max_pending": 1}, "queue_full", id="queue full (the second request)"),
+    ],
+)
+def test_a_request_without_a_prediction_is_recorded_with_the_reason(
+    settings: dict[str, object], expected: str | None
+) -> None:
+    h = Harness(**settings)
+    h.publish()
+    h.publish(trace_id="ef" * 16)
+    record = h.records[-1]
+    assert (record.prediction_source, record.prediction_skipped) == ("none", expected)
+    assert record.predicted_ttft_seconds is None and record.ttft_headroom_seconds is None
+    assert record.pod_state is not None
+
+
+def test_a_pool_without_a_predictor_is_recorded_as_no_predictor() -> None:
+    h = Harness()
+    h.tracker._predicted_pools = set()
+    h.publish()
+    assert [r.prediction_skipped for r in h.records] == ["no_predictor"]
+    assert h.value("sloscope_shadow_skipped_total", pool="pool-a", reason="no_predictor") == 1
+
+
+def test_at_shutdown_what_is_still_queued_is_recorded_and_counted() -> None:
+    h = Harness()
+    for n in range(3):
+        h.publish(trace_id=f"{n:032x}")
+    assert h.tracker.abandon("shutdown") == 3
+    assert [r.prediction_skipped for r in h.records] == ["shutdown"] * 3
+    assert h.value("sloscope_shadow_skipped_total", pool="pool-a", reason="shutdown") == 3
+    assert h.tracker.waiting() == 0
+
+
+def test_a_request_whose_pod_was_never_scraped_has_no_pod_state() -> None:
+    h = Harness(shadow=False)
+    h.publish(pod="vllm-9")
+    assert h.records[0].pod_state is None

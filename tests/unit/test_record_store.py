@@ -1,0 +1,250 @@
+"""The record store: row format, atomic partitioned files, retention, reading back, the publisher."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from prometheus_client import CollectorRegistry
+
+from sloscope.config import Store
+from sloscope.publishers.record_store import RecordStore
+from sloscope.publishers.sinks import SinkMetrics
+from sloscope.records import PodStateAtArrival
+from sloscope.store.files import INCOMING, clean_incoming, enforce_retention, list_files, write_atomic
+from sloscope.store.read import StoreError, read_records
+from sloscope.store.schema import COLUMNS, METADATA_KEY, SCHEMA, to_table
+from tests.support.records import BASE_NS, HOUR_NS, record
+
+HOUR = datetime(2026, 11, 30, 10, tzinfo=UTC)
+
+
+def _store(tmp_path: Path, **overrides: object) -> tuple[RecordStore, CollectorRegistry]:
+    registry = CollectorRegistry()
+    settings = Store(enabled=True, directory=tmp_path / "records", **overrides)  # type: ignore[arg-type]
+    return RecordStore(settings, SinkMetrics(registry), registry, clock=lambda: BASE_NS / 1e9 + 7200), registry
+
+
+def _records_total(registry: CollectorRegistry, result: str) -> float | None:
+    return registry.get_sample_value("sloscope_records_total", {"sink": "store", "result": result})
+
+
+# ---- row format ---------------------------------------------------------------------------------
+
+
+def test_a_row_carries_the_request_its_verdicts_prediction_and_pod_state() -> None:
+    rec = record(
+        3,
+        slo_ttft_ms=150.0,  # TTFT 0.2 s misses 150 ms
+        pod_state=PodStateAtArrival(waiting=4.0, running=12.0, kv_cache_utilization=0.5, age_seconds=0.25),
+    )
+    rec.prediction_source, rec.predicted_ttft_seconds, rec.prediction_quantile = "shadow", 0.18, 0.9
+    rec.ttft_headroom_seconds = 0.15 - 0.18
+    row = to_table([rec]).to_pylist()[0]
+
+    assert row["schema_version"] == 1
+    assert row["trace_id"] == f"{3:032x}" and row["request_id"] == "req-3"
+    assert row["end_time"] == datetime.fromtimestamp((BASE_NS + 4_000_000_000) / 1e9, UTC)
+    assert row["arrival_time"] == datetime.fromtimestamp((BASE_NS + 4_000_000_000 - 510_000_000) / 1e9, UTC)
+    assert (row["model"], row["pool"], row["pod"], row["slo_class"]) == ("llama", "pool-a", "vllm-0", "interactive")
+    assert (row["ttft_target_seconds"], row["tpot_target_seconds"]) == (0.15, 0.05)
+    assert (row["ttft_met"], row["tpot_met"], row["goodput_met"]) == (False, True, False)
+    assert math.isclose(row["tpot_seconds"], 0.03)
+    assert (row["prompt_tokens"], row["completion_tokens"]) == (100, 11)
+    assert (row["prediction_source"], row["predicted_ttft_seconds"], row["predicted_tpot_seconds"]) == (
+        "shadow",
+        0.18,
+        None,
+    )
+    assert math.isclose(row["ttft_headroom_seconds"], -0.03)
+    assert (row["pod_waiting"], row["pod_running"], row["pod_kv_cache_utilization"]) == (4.0, 12.0, 0.5)
+    assert row["pod_state_age_seconds"] == 0.25
+    assert row["join_outcome"] == "joined"
+    assert row["invalid_fields"] == []
+
+
+def test_unknown_values_are_null_never_zero() -> None:
+    rec = record(1, slo_tpot_ms=None, completion_tokens=1.0, pod=None, request_id=None)
+    row = to_table([rec]).to_pylist()[0]
+    assert row["tpot_met"] is None  # not eligible: no TPOT SLO and a one-token answer
+    assert row["tpot_seconds"] is None and row["tpot_target_seconds"] is None
+    assert row["pod"] is None and row["request_id"] is None
+    assert row["pod_waiting"] is None and row["predicted_ttft_seconds"] is None
+
+
+def test_a_target_that_could_not_be_judged_stays_on_record() -> None:
+    row = to_table([record(1, ttft_seconds=None, server_ttft_seconds=None)]).to_pylist()[0]
+    assert row["ttft_met"] is None and row["ttft_target_seconds"] == 0.5
+    assert "ttft_seconds" in row["invalid_fields"]
+
+
+def test_the_schema_is_the_column_list_and_carries_its_version() -> None:
+    assert SCHEMA.names == [column.name for column in COLUMNS]
+    assert SCHEMA.metadata == {METADATA_KEY: b"1"}
+    assert len(set(SCHEMA.names)) == len(SCHEMA.names)
+
+
+# ---- files ------------------------------------------------------------------------------------
+
+
+def test_files_are_written_into_hourly_partitions_and_read_back_by_range(tmp_path: Path) -> None:
+    first = [record(n) for n in range(3)]  # end 10:00:01 .. 10:00:03
+    second = [record(n, end_ns=BASE_NS + HOUR_NS + n * 1_000_000_000) for n in range(10, 12)]  # 11:00:00, 11:00:01
+    write_atomic(tmp_path, HOUR, to_table(first), HOUR)
+    stored = write_atomic(tmp_path, HOUR + timedelta(hours=1), to_table(second), HOUR)
+
+    assert stored.path.parent == tmp_path / "date=2026-11-30" / "hour=11"
+    assert [f.hour.hour for f in list_files(tmp_path)] == [10, 11]
+    everything = read_records(tmp_path, HOUR, HOUR + timedelta(hours=2))
+    assert sorted(everything.column("request_id").to_pylist()) == ["req-0", "req-1", "req-10", "req-11", "req-2"]
+    # [start, end): 10:00:02 is in, 11:00:00 is not
+    window = read_records(tmp_path, HOUR + timedelta(seconds=2), HOUR + timedelta(hours=1))
+    assert sorted(window.column("request_id").to_pylist()) == ["req-1", "req-2"]
+    assert read_records(tmp_path, HOUR + timedelta(hours=5), HOUR + timedelta(hours=6)).num_rows == 0
+
+
+def test_pandas_and_duckdb_read_the_store_as_one_table(tmp_path: Path) -> None:
+    write_atomic(tmp_path, HOUR, to_table([record(n) for n in range(4)]), HOUR)
+    write_atomic(tmp_path, HOUR, to_table([record(n, slo_ttft_ms=100.0) for n in range(4, 6)]), HOUR)
+    (tmp_path / INCOMING / "half-written.parquet.tmp").write_bytes(b"PAR1 not a whole file")
+
+    frame = pd.read_parquet(tmp_path)
+    assert len(frame) == 6 and int((frame["ttft_met"] == False).sum()) == 2  # noqa: E712
+    assert set(frame["hour"]) == {10}  # the partition columns come along
+    sql = f"SELECT count(*), sum(CASE WHEN ttft_met THEN 0 ELSE 1 END) FROM read_parquet('{tmp_path}/**/*.parquet', hive_partitioning = true)"  # noqa: E501
+    assert duckdb.sql(sql).fetchall() == [(6, 2)]
+
+
+def test_a_crash_leftover_is_deleted_and_never_read(tmp_path: Path) -> None:
+    write_atomic(tmp_path, HOUR, to_table([record(1)]), HOUR)
+    (tmp_path / INCOMING / "abc.parquet.tmp").write_bytes(b"partial")
+    assert read_records(tmp_path, HOUR, HOUR + timedelta(hours=1)).num_rows == 1
+    assert clean_incoming(tmp_path) == 1
+    assert list((tmp_path / INCOMING).iterdir()) == []
+
+
+def test_files_of_a_newer_schema_are_refused_with_a_clear_error(tmp_path: Path) -> None:
+    table = to_table([record(1)])
+    newer = table.replace_schema_metadata({METADATA_KEY: b"2"})
+    target = tmp_path / "date=2026-11-30" / "hour=10"
+    target.mkdir(parents=True)
+    pq.write_table(newer, target / "part-x.parquet")
+    with pytest.raises(StoreError, match=r"schema version 2.*upgrade sloscope"):
+        read_records(tmp_path, HOUR, HOUR + timedelta(hours=1))
+
+
+def test_a_missing_store_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="does not exist"):
+        read_records(tmp_path / "nowhere", HOUR, HOUR + timedelta(hours=1))
+
+
+def test_retention_deletes_whole_old_hours_then_the_oldest_files_beyond_the_size(tmp_path: Path) -> None:
+    table = to_table([record(1)])
+    sizes = []
+    for hours_back in (50, 30, 3, 2, 1):
+        sizes.append(write_atomic(tmp_path, HOUR - timedelta(hours=hours_back), table, HOUR).size)
+    # 24 h limit: the hours starting 50 h and 30 h back are gone; 3 h, 2 h, 1 h back stay.
+    result = enforce_retention(tmp_path, 24 * 3600, max_bytes=10**9, now=HOUR)
+    assert (result.by_age, result.by_size, result.files) == (2, 0, 3)
+    assert [f.hour for f in list_files(tmp_path)] == [HOUR - timedelta(hours=h) for h in (3, 2, 1)]
+    # Room for two files: the oldest remaining one goes.
+    result = enforce_retention(tmp_path, 24 * 3600, max_bytes=sizes[3] + sizes[4], now=HOUR)
+    assert (result.by_age, result.by_size, result.files, result.bytes) == (0, 1, 2, sizes[3] + sizes[4])
+    assert not (tmp_path / f"date={HOUR - timedelta(hours=50):%Y-%m-%d}" / "hour=08").exists()
+
+
+def test_an_hour_is_kept_until_all_of_it_is_past_the_limit(tmp_path: Path) -> None:
+    write_atomic(tmp_path, HOUR, to_table([record(1)]), HOUR)
+    just_inside = HOUR + timedelta(hours=2)  # the hour ended 1 h ago: kept with a 1 h limit
+    assert enforce_retention(tmp_path, 3600, 10**9, just_inside).by_age == 0
+    assert enforce_retention(tmp_path, 3600, 10**9, just_inside + timedelta(seconds=1)).by_age == 1
+
+
+# ---- the publisher ---------------------------------------------------------------------------------
+
+
+def test_flush_writes_one_file_per_hour_and_counts_the_rows(tmp_path: Path) -> None:
+    store, registry = _store(tmp_path)
+    store.start()
+    try:
+        for n in range(5):
+            store.emit(record(n))
+        for n in range(3):
+            store.emit(record(100 + n, end_ns=BASE_NS + HOUR_NS + n))
+        assert store.flush() == 8
+    finally:
+        assert store.shutdown(5.0)
+    files = list_files(tmp_path / "records")
+    assert [(f.hour.hour, pq.read_metadata(f.path).num_rows) for f in files] == [(10, 5), (11, 3)]
+    assert _records_total(registry, "written") == 8
+    assert registry.get_sample_value("sloscope_store_files") == 2
+    assert registry.get_sample_value("sloscope_store_bytes") == sum(f.size for f in files)
+
+
+def test_a_full_buffer_drops_new_records_and_counts_them(tmp_path: Path) -> None:
+    store, registry = _store(tmp_path, max_buffered_records=3)  # not started: nothing drains the buffer
+    for n in range(5):
+        store.emit(record(n))
+    assert store.queued() == 3
+    assert _records_total(registry, "dropped") == 2
+    assert registry.get_sample_value("sloscope_records_queued", {"sink": "store"}) == 3
+    assert store.shutdown(1.0)  # never started: writes what it holds
+    assert _records_total(registry, "written") == 3
+
+
+def test_a_large_backlog_is_split_into_files_of_max_rows(tmp_path: Path) -> None:
+    store, _ = _store(tmp_path, max_rows_per_file=4)
+    for n in range(10):
+        store.emit(record(n))
+    assert store.shutdown(1.0)
+    assert sorted(pq.read_metadata(f.path).num_rows for f in list_files(tmp_path / "records")) == [2, 4, 4]
+
+
+def test_shutdown_writes_everything_accepted_even_before_the_flush_interval(tmp_path: Path) -> None:
+    store, registry = _store(tmp_path, flush_interval_seconds=3600)
+    store.start()
+    for n in range(7):
+        store.emit(record(n))
+    assert store.shutdown(5.0)
+    assert _records_total(registry, "written") == 7
+    table = read_records(tmp_path / "records", HOUR, HOUR + timedelta(hours=1))
+    assert sorted(table.column("request_id").to_pylist()) == sorted(f"req-{n}" for n in range(7))
+
+
+def test_a_failed_write_loses_only_its_own_records(tmp_path: Path) -> None:
+    store, registry = _store(tmp_path)
+    store.start()
+    try:
+        bad = record(1)
+        bad.request.prompt_tokens = float(2**70)  # beyond int64: Arrow refuses the whole batch
+        store.emit(bad)
+        assert store.flush() == 0
+        store.emit(record(2))
+        assert store.flush() == 1
+    finally:
+        store.shutdown(5.0)
+    assert (_records_total(registry, "failed"), _records_total(registry, "written")) == (1, 1)
+    assert list((tmp_path / "records" / INCOMING).iterdir()) == []
+
+
+def test_start_deletes_what_a_crash_left_half_written(tmp_path: Path) -> None:
+    incoming = tmp_path / "records" / INCOMING
+    incoming.mkdir(parents=True)
+    (incoming / "dead.parquet.tmp").write_bytes(b"PAR1")
+    store, _ = _store(tmp_path)
+    store.start()
+    store.shutdown(1.0)
+    assert list(incoming.iterdir()) == []
+
+
+def test_every_column_has_an_arrow_type_pandas_understands() -> None:
+    frame = to_table([record(1)]).to_pandas()
+    assert list(frame.columns) == SCHEMA.names
+    assert isinstance(SCHEMA.field("end_time").type, pa.TimestampType)
+    assert str(frame["end_time"].dtype) == "datetime64[ns, UTC]"

@@ -36,6 +36,7 @@ from urllib.parse import urlparse
 from opentelemetry import trace
 from opentelemetry.sdk.resources import SERVICE_NAME, SERVICE_VERSION, Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import Tracer as SdkTracer
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags
@@ -326,8 +327,12 @@ class OTLPExport:
             shutdown_on_exit=False,  # the service shuts the sink down, with its own deadline
         )
         provider.add_span_processor(processor)
-        self._tracer = provider.get_tracer(SCOPE_NAME, __version__)
+        tracer = provider.get_tracer(SCOPE_NAME, __version__)
         self._provider = provider
+        if not isinstance(tracer, SdkTracer):  # OTEL_SDK_DISABLED=true: spans would vanish, uncounted
+            log.error("OTLP export: OTEL_SDK_DISABLED is set, every evaluation span is counted dropped")
+            return
+        self._tracer = tracer
         log.info(
             "OTLP export of evaluation spans to %s (%s, relation=%s, only_violations=%s)",
             s.endpoint,

@@ -1,0 +1,385 @@
+"""The OTLP export sink: attributes from hand-made records, the span's shape, filtering and exact counts.
+
+The span's shape is checked with the SDK's in-memory exporter in place of the OTLP one; the counts
+with the real OTLP gRPC exporter pointed at a loopback port nobody listens on (the endpoint is down).
+tests/integration/test_otlp_export.py sends the same spans to a real Jaeger.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+from prometheus_client import CollectorRegistry
+
+from sloscope import __version__
+from sloscope.config import Export
+from sloscope.publishers import otlp_export as ox
+from sloscope.publishers.otlp_export import OTLPExport, evaluation_attributes, http_traces_url, status_description
+from sloscope.publishers.sinks import SinkMetrics
+from sloscope.records import PodStateAtArrival
+from tests.support.evaluation_records import (
+    ARRIVAL_NS,
+    END_NS,
+    SPAN_ID,
+    START_NS,
+    TRACE_ID,
+    bare_record,
+    met_record,
+    violating_record,
+)
+from tests.support.jaeger import free_ports
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "otlp-export.md"
+
+VIOLATING_ATTRIBUTES = {
+    "sloscope.slo_class": "interactive",
+    "sloscope.model": "llama-3-8b",
+    "sloscope.pool": "pool-a",
+    "sloscope.pod": "vllm-0",
+    "sloscope.routing": "predicted",
+    "sloscope.request.id": "req-1",
+    "sloscope.join.outcome": "joined",
+    "sloscope.target_source": "request",
+    "sloscope.ttft.target_ms": 200.0,
+    "sloscope.ttft.actual_ms": 250.0,
+    "sloscope.ttft.source": "gateway",
+    "sloscope.ttft.predicted_ms": 180.0,
+    "sloscope.ttft.headroom_ms": 20.0,
+    "sloscope.ttft.met": False,
+    "sloscope.tpot.target_ms": 50.0,
+    "sloscope.tpot.actual_ms": 50.0,
+    "sloscope.tpot.predicted_ms": 40.0,
+    "sloscope.tpot.headroom_ms": 10.0,
+    "sloscope.tpot.met": True,
+    "sloscope.goodput.met": False,
+    "sloscope.violated": ["ttft", "goodput"],
+    "sloscope.prediction.source": "shadow",
+    "sloscope.prediction.quantile": 0.9,
+    "sloscope.pod.waiting": 3.0,
+    "sloscope.pod.running": 5.0,
+    "sloscope.pod.kv_cache_utilization": 0.42,
+    "sloscope.pod.state_age_ms": 700.0,
+}
+
+
+class MemoryExport(OTLPExport):
+    """The sink with another SDK exporter in place of the OTLP one."""
+
+    def __init__(self, settings: Export, metrics: SinkMetrics, exporter: SpanExporter) -> None:
+        super().__init__(settings, metrics)
+        self.memory = exporter
+
+    def _span_exporter(self) -> SpanExporter:
+        return self.memory
+
+
+class FailingExporter(SpanExporter):
+    """Refuses every batch, as an endpoint does after the exporter's retries ran out."""
+
+    def __init__(self) -> None:
+        self.batches: list[int] = []
+
+    def export(self, spans: Any) -> SpanExportResult:
+        self.batches.append(len(spans))
+        return SpanExportResult.FAILURE
+
+    def shutdown(self) -> None:
+        pass
+
+
+def settings(**overrides: Any) -> Export:
+    return Export(enabled=True, **overrides)
+
+
+def counts(registry: CollectorRegistry) -> dict[str, float]:
+    return {
+        result: registry.get_sample_value("sloscope_records_total", {"sink": "otlp", "result": result}) or 0.0
+        for result in ("written", "filtered", "dropped", "failed")
+    }
+
+
+def queued(registry: CollectorRegistry) -> float | None:
+    return registry.get_sample_value("sloscope_records_queued", {"sink": "otlp"})
+
+
+def exported(memory: InMemorySpanExporter) -> list[ReadableSpan]:
+    return list(memory.get_finished_spans())
+
+
+# ---- attributes --------------------------------------------------------------------------------
+
+
+def test_a_violating_request_carries_every_known_value_exactly() -> None:
+    assert evaluation_attributes(violating_record()) == VIOLATING_ATTRIBUTES
+
+
+def test_a_met_request_without_prediction_leaves_unknown_values_out() -> None:
+    assert evaluation_attributes(met_record()) == {
+        "sloscope.slo_class": "standard",
+        "sloscope.model": "mistral",
+        "sloscope.pool": "pool-a",
+        "sloscope.pod": "vllm-1",
+        "sloscope.routing": "unknown",
+        "sloscope.join.outcome": "joined",
+        "sloscope.target_source": "request",
+        "sloscope.ttft.target_ms": 2000.0,
+        "sloscope.ttft.actual_ms": 1500.0,
+        "sloscope.ttft.source": "model_server",
+        "sloscope.ttft.met": True,
+        "sloscope.goodput.met": True,
+        "sloscope.prediction.source": "none",
+        "sloscope.prediction.skipped": "no_pod_state",
+    }
+
+
+def test_a_request_with_nothing_known_has_only_the_always_set_attributes() -> None:
+    assert evaluation_attributes(bare_record()) == {
+        "sloscope.slo_class": "none",
+        "sloscope.pool": "default",
+        "sloscope.routing": "unknown",
+        "sloscope.join.outcome": "anchor_only",
+        "sloscope.target_source": "none",
+        "sloscope.invalid_fields": ["ttft_seconds"],
+        "sloscope.prediction.source": "none",
+    }
+
+
+def test_a_target_without_an_actual_is_kept_but_not_judged() -> None:
+    record = met_record()
+    record.evaluation = record.evaluation._replace(
+        ttft=record.evaluation.ttft._replace(eligible=False, met=False, actual=None),
+        goodput=record.evaluation.goodput._replace(eligible=False, met=False),
+        ttft_seconds=None,
+    )
+    attributes = evaluation_attributes(record)
+    assert attributes["sloscope.ttft.target_ms"] == 2000.0
+    for absent in ("sloscope.ttft.actual_ms", "sloscope.ttft.source", "sloscope.ttft.met", "sloscope.goodput.met"):
+        assert absent not in attributes
+    assert status_description(record) is None
+
+
+def test_non_finite_and_missing_pod_values_are_left_out_never_zero() -> None:
+    record = violating_record()
+    record.ttft_headroom_seconds = float("nan")
+    record.prediction_quantile = float("inf")
+    record.pod_state = PodStateAtArrival(waiting=0.0, running=None, kv_cache_utilization=None, age_seconds=0.25)
+    attributes = evaluation_attributes(record)
+    assert "sloscope.ttft.headroom_ms" not in attributes
+    assert "sloscope.prediction.quantile" not in attributes
+    assert attributes["sloscope.pod.waiting"] == 0.0  # a real zero stays
+    assert "sloscope.pod.running" not in attributes
+    assert "sloscope.pod.kv_cache_utilization" not in attributes
+    assert attributes["sloscope.pod.state_age_ms"] == 250.0
+
+
+def test_milliseconds_are_rounded_to_the_nanosecond() -> None:
+    record = violating_record()
+    record.predicted_ttft_seconds = 1.1  # 1.1 * 1000 is 1100.0000000000002 in binary floating point
+    record.ttft_headroom_seconds = -0.9
+    attributes = evaluation_attributes(record)
+    assert attributes["sloscope.ttft.predicted_ms"] == 1100.0
+    assert attributes["sloscope.ttft.headroom_ms"] == -900.0
+
+
+def test_status_names_each_missed_slo_with_its_numbers() -> None:
+    assert status_description(violating_record()) == "SLO violated: ttft 250 ms > 200 ms, goodput"
+    record = violating_record()
+    record.evaluation = record.evaluation._replace(
+        tpot=record.evaluation.tpot._replace(met=False, actual=0.0625, target=0.05)
+    )
+    assert status_description(record) == "SLO violated: ttft 250 ms > 200 ms, tpot 62.5 ms > 50 ms, goodput"
+
+
+def test_http_endpoint_without_a_path_gets_the_traces_path() -> None:
+    assert http_traces_url("http://tempo:4318") == "http://tempo:4318/v1/traces"
+    assert http_traces_url("tempo:4318/") == "http://tempo:4318/v1/traces"
+    assert http_traces_url("https://otlp.example.com/otlp/v1/traces") == "https://otlp.example.com/otlp/v1/traces"
+
+
+# ---- the span ----------------------------------------------------------------------------------
+
+
+def test_child_relation_puts_the_span_under_the_model_server_span_and_links_it() -> None:
+    registry, memory = CollectorRegistry(), InMemorySpanExporter()
+    sink = MemoryExport(settings(relation="child"), SinkMetrics(registry), memory)
+    sink.start()
+    sink.emit(violating_record())
+    assert sink.shutdown(10)
+
+    (span,) = exported(memory)
+    assert span.name == "sloscope.evaluation"
+    assert span.kind is SpanKind.INTERNAL
+    assert span.context is not None and span.parent is not None
+    assert format(span.context.trace_id, "032x") == TRACE_ID
+    assert format(span.parent.span_id, "016x") == SPAN_ID
+    assert span.parent.is_remote
+    assert [(format(link.context.trace_id, "032x"), format(link.context.span_id, "016x")) for link in span.links] == [
+        (TRACE_ID, SPAN_ID)
+    ]
+    assert (span.start_time, span.end_time) == (ARRIVAL_NS, END_NS)
+    assert span.status.status_code is StatusCode.ERROR
+    assert span.status.description == "SLO violated: ttft 250 ms > 200 ms, goodput"
+    assert dict(span.attributes or {}) == {
+        k: tuple(v) if isinstance(v, list) else v for k, v in VIOLATING_ATTRIBUTES.items()
+    }
+    assert span.resource.attributes["service.name"] == "sloscope"
+    assert span.resource.attributes["service.version"] == __version__
+    assert span.instrumentation_scope is not None and span.instrumentation_scope.name == "sloscope"
+    assert counts(registry) == {"written": 1, "filtered": 0, "dropped": 0, "failed": 0}
+    assert queued(registry) == 0
+
+
+def test_link_relation_starts_a_trace_of_its_own() -> None:
+    memory = InMemorySpanExporter()
+    sink = MemoryExport(settings(relation="link"), SinkMetrics(CollectorRegistry()), memory)
+    sink.start()
+    sink.emit(met_record())
+    assert sink.shutdown(10)
+
+    (span,) = exported(memory)
+    assert span.parent is None
+    assert span.context is not None and format(span.context.trace_id, "032x") != TRACE_ID
+    assert [(format(link.context.trace_id, "032x"), format(link.context.span_id, "016x")) for link in span.links] == [
+        (TRACE_ID, SPAN_ID)
+    ]
+    assert span.status.status_code is StatusCode.UNSET
+    assert (span.start_time, span.end_time) == (ARRIVAL_NS, END_NS)
+
+
+def test_start_falls_back_to_the_model_server_span_and_bad_ids_give_an_unlinked_root() -> None:
+    memory = InMemorySpanExporter()
+    sink = MemoryExport(settings(), SinkMetrics(CollectorRegistry()), memory)
+    sink.start()
+    sink.emit(bare_record(trace_id="not-hex", span_id=SPAN_ID))
+    sink.emit(bare_record(trace_id="0" * 32, span_id=SPAN_ID))
+    assert sink.shutdown(10)
+
+    spans = exported(memory)
+    assert len(spans) == 2
+    for span in spans:
+        assert span.parent is None and not span.links
+        assert (span.start_time, span.end_time) == (START_NS, END_NS)
+
+
+def test_only_violations_exports_violating_requests_and_counts_the_rest_filtered() -> None:
+    registry, memory = CollectorRegistry(), InMemorySpanExporter()
+    sink = MemoryExport(settings(only_violations=True), SinkMetrics(registry), memory)
+    sink.start()
+    for record in (met_record(), violating_record(), bare_record(), violating_record()):
+        sink.emit(record)
+    assert sink.shutdown(10)
+
+    assert [span.attributes["sloscope.slo_class"] for span in exported(memory) if span.attributes] == [
+        "interactive",
+        "interactive",
+    ]
+    assert counts(registry) == {"written": 2, "filtered": 2, "dropped": 0, "failed": 0}
+
+
+def test_refused_exports_count_failed_per_span() -> None:
+    registry, failing = CollectorRegistry(), FailingExporter()
+    sink = MemoryExport(settings(max_batch_size=2), SinkMetrics(registry), failing)
+    sink.start()
+    for _ in range(3):
+        sink.emit(violating_record())
+    assert sink.shutdown(10)
+    assert sum(failing.batches) == 3
+    assert counts(registry) == {"written": 0, "filtered": 0, "dropped": 0, "failed": 3}
+
+
+def test_the_series_exist_at_zero_and_emit_before_start_or_after_shutdown_is_a_drop() -> None:
+    registry = CollectorRegistry()
+    sink = MemoryExport(settings(), SinkMetrics(registry), InMemorySpanExporter())
+    assert counts(registry) == {"written": 0, "filtered": 0, "dropped": 0, "failed": 0}
+    sink.emit(violating_record())  # not started
+    sink.start()
+    assert sink.shutdown(10)
+    sink.emit(violating_record())  # shut down
+    assert counts(registry) == {"written": 0, "filtered": 0, "dropped": 2, "failed": 0}
+
+
+# ---- bounds, with the endpoint down ------------------------------------------------------------
+
+
+def down_endpoint() -> str:
+    (port,) = free_ports(1)
+    return f"127.0.0.1:{port}"
+
+
+def test_a_full_queue_drops_exactly_what_did_not_fit_while_the_endpoint_is_down() -> None:
+    """Queue of 2: the first two spans wait in one batch whose export fails (after retrying for about
+    a second); the next three find the queue full. The batch being sent counts against the bound, so the
+    numbers do not depend on when the processor's thread picks the batch up."""
+    registry = CollectorRegistry()
+    sink = OTLPExport(
+        settings(endpoint=down_endpoint(), max_queue_size=2, max_batch_size=512, timeout_seconds=2.0),
+        SinkMetrics(registry),
+    )
+    sink.start()
+    for _ in range(5):
+        sink.emit(violating_record())
+    assert queued(registry) == 2
+    assert counts(registry) == {"written": 0, "filtered": 0, "dropped": 3, "failed": 0}
+
+    assert sink.shutdown(30)  # the failing export ends well within the deadline: everything is accounted for
+    assert counts(registry) == {"written": 0, "filtered": 0, "dropped": 3, "failed": 2}
+    assert queued(registry) == 0
+
+
+def test_shutdown_deadline_aborts_the_retrying_export_and_drops_what_never_left() -> None:
+    """Queue of 4 in batches of 2; the export of the first batch would retry for 30 s. A 0.5 s shutdown
+    aborts it (2 failed), the second batch is never sent (2 dropped) beside the one that found the queue
+    full (1 dropped)."""
+    registry = CollectorRegistry()
+    sink = OTLPExport(
+        settings(endpoint=down_endpoint(), max_queue_size=4, max_batch_size=2, timeout_seconds=30.0),
+        SinkMetrics(registry),
+    )
+    sink.start()
+    for _ in range(5):
+        sink.emit(violating_record())
+    assert counts(registry)["dropped"] == 1
+
+    assert sink.shutdown(0.5) is False
+    assert counts(registry) == {"written": 0, "filtered": 0, "dropped": 3, "failed": 2}
+    assert queued(registry) == 0
+
+
+# ---- the docs ----------------------------------------------------------------------------------
+
+
+def test_the_docs_describe_every_attribute_and_no_other() -> None:
+    text = DOC.read_text(encoding="utf-8")
+    rows = {line.split("|")[1].strip().strip("`") for line in text.splitlines() if line.startswith("| `sloscope.")}
+    names = [name for name, _ in ox.ATTRIBUTES]
+    assert len(names) == len(set(names))
+    assert rows == set(names)
+
+
+def test_the_docs_describe_every_export_setting() -> None:
+    text = DOC.read_text(encoding="utf-8")
+    mentioned = set(re.findall(r"`export\.([a-z_]+)`", text))
+    assert mentioned == set(Export.model_fields)
+
+
+@pytest.mark.parametrize("name", [name for name, _ in ox.ATTRIBUTES])
+def test_attribute_names_share_the_prefix(name: str) -> None:
+    assert name.startswith("sloscope.") and name == name.lower()
+
+
+def test_a_disabled_sdk_counts_every_span_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
+    registry, memory = CollectorRegistry(), InMemorySpanExporter()
+    sink = MemoryExport(settings(), SinkMetrics(registry), memory)
+    sink.start()
+    sink.emit(violating_record())
+    assert sink.shutdown(10)
+    assert exported(memory) == []
+    assert counts(registry) == {"written": 0, "filtered": 0, "dropped": 1, "failed": 0}

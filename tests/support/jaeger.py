@@ -14,8 +14,10 @@ import subprocess
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +59,11 @@ exporters:
 """
 
 _READY = "Everything is ready"
+
+
+def _rfc3339(ns: int) -> str:
+    """A nanosecond timestamp as RFC 3339 with microseconds (what the query API parses)."""
+    return datetime.fromtimestamp(ns / 1e9, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def free_ports(n: int) -> list[int]:
@@ -163,10 +170,26 @@ class Jaeger:
         return f"http://127.0.0.1:{self.otlp_http_port}/v1/traces"
 
     def trace(self, trace_id: str) -> list[StoredSpan]:
-        """Every stored span of the trace (empty when Jaeger has none)."""
-        url = f"http://127.0.0.1:{self.query_port}/api/v3/traces/{trace_id}"
+        """Every stored span of the trace as received (``raw_traces``: no clock-skew or other adjustments)."""
+        return self._spans(f"/api/v3/traces/{trace_id}?raw_traces=true")
+
+    def find(self, service: str, operation: str, start_min_ns: int, start_max_ns: int) -> list[StoredSpan]:
+        """Spans of every trace with a ``service`` span named ``operation`` starting in the window."""
+        query = urllib.parse.urlencode(
+            {
+                "query.service_name": service,
+                "query.operation_name": operation,
+                "query.start_time_min": _rfc3339(start_min_ns),
+                "query.start_time_max": _rfc3339(start_max_ns),
+                "query.num_traces": 1000,
+                "query.raw_traces": "true",
+            }
+        )
+        return self._spans(f"/api/v3/traces?{query}")
+
+    def _spans(self, path: str) -> list[StoredSpan]:
         try:
-            with urllib.request.urlopen(url, timeout=10) as response:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.query_port}{path}", timeout=10) as response:
                 body = json.load(response)
         except urllib.error.HTTPError as error:
             if error.code == 404:

@@ -23,10 +23,18 @@ _COLORS = {"queueing": "#d95f02", "prefill": "#7570b3", "decode": "#1b9e77", "un
 
 
 def _png(figure: Figure) -> bytes:
+    """The figure as a 128-colour palette PNG: a third of the size of the full-colour one, which keeps the
+    self-contained HTML small; line charts lose nothing visible."""
+    from PIL import Image
+
     FigureCanvasAgg(figure)
     figure.tight_layout()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=_DPI, metadata={"Software": None})
+    drawn = io.BytesIO()
+    figure.savefig(drawn, format="png", dpi=_DPI)
+    drawn.seek(0)
+    with Image.open(drawn) as image:
+        buffer = io.BytesIO()
+        image.convert("RGB").quantize(colors=128).save(buffer, format="PNG", optimize=True)
     return buffer.getvalue()
 
 

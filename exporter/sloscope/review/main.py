@@ -19,7 +19,7 @@ from sloscope import __version__
 from sloscope.conventions import SLOS
 from sloscope.review import analysis, charts
 from sloscope.review.load import load_frame
-from sloscope.review.render import Chart, Report, Section, render_html, render_markdown
+from sloscope.review.render import Chart, Report, Section, cell, render_html, render_markdown
 from sloscope.review.window import Window
 from sloscope.slo.spec import SLOSpec
 
@@ -179,7 +179,8 @@ def build_report(options: Options) -> Report:
     if options.store is not None:
         requests = load_frame(options.store, options.window)
         attainment, sections = store_sections(requests, options.spec)
-        source = f"record store {options.store} ({len(requests)} requests)"
+        first, last = (cell(requests["end_time"].min()), cell(requests["end_time"].max()))
+        source = f"record store {options.store}: {len(requests)} requests, ended {first} to {last}"
     else:
         assert options.prometheus is not None
         attainment, sections = prometheus_sections(options.prometheus, options.window, options.spec)

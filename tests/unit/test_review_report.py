@@ -1,0 +1,213 @@
+"""``sloscope review`` on a small hand-made record store: the files it writes, what they hold, and its errors."""
+
+from __future__ import annotations
+
+import base64
+import csv
+import re
+import socket
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pd = pytest.importorskip("pandas", reason="the review extra is not installed")
+pa = pytest.importorskip("pyarrow")
+
+from sloscope.cli import main  # noqa: E402
+from sloscope.review import ReviewError  # noqa: E402
+from sloscope.review.load import load_frame  # noqa: E402
+from sloscope.review.render import cell  # noqa: E402
+from sloscope.review.window import Window  # noqa: E402
+from sloscope.store.files import write_atomic  # noqa: E402
+from sloscope.store.schema import SCHEMA  # noqa: E402
+
+HOUR = datetime(2026, 11, 30, 10, tzinfo=UTC)
+PNG = b"\x89PNG\r\n\x1a\n"
+WINDOW = ["--from", "2026-11-30T09:00:00Z", "--to", "2026-11-30T12:00:00Z"]
+
+
+def row(minute: int, pod: str, ttft: float, predicted: float, **more: Any) -> dict[str, Any]:
+    """An interactive request (built-in spec: TTFT objective 0.99) with a 0.5 s TTFT target."""
+    end = HOUR + timedelta(minutes=minute)
+    met = ttft <= 0.5
+    return {
+        "schema_version": 1, "trace_id": f"{minute:032x}", "span_id": f"{minute:016x}", "end_time": end,
+        "arrival_time": end - timedelta(seconds=1), "model": "m", "pool": "p", "pod": pod, "slo_class": "interactive",
+        "routing": "predicted", "ttft_target_seconds": 0.5, "ttft_seconds": ttft, "queue_seconds": ttft * 0.7,
+        "prefill_seconds": ttft * 0.3, "ttft_met": met, "goodput_met": met, "prediction_source": "shadow",
+        "predicted_ttft_seconds": predicted, "prediction_quantile": 0.9, "ttft_headroom_seconds": 0.5 - predicted,
+        **more,
+    }  # fmt: skip
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Path:
+    """100 requests over 100 minutes in two hourly files; 4 miss TTFT, all on pod b, all by queueing."""
+    root = tmp_path / "store"
+    rows = [row(m, "b" if m % 5 == 0 else "a", 0.9 if m % 25 == 0 else 0.2, 0.1 + (m % 10) / 20) for m in range(100)]
+    for hour in (HOUR, HOUR + timedelta(hours=1)):
+        part = [r for r in rows if hour <= r["end_time"] < hour + timedelta(hours=1)]
+        write_atomic(root, hour, pa.Table.from_pylist(part, schema=SCHEMA), hour)
+    return root
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as file:
+        return list(csv.DictReader(file))
+
+
+def test_review_writes_html_markdown_charts_and_tables(store: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out" / "weekly.html"
+    assert main(["review", "--store", str(store), *WINDOW, "--out", str(out), "--title", "Week 48"]) == 0
+
+    [ttft] = [r for r in read_csv(out.parent / "weekly-tables" / "attainment.csv") if r["slo"] == "ttft"]
+    assert (ttft["slo_class"], ttft["eligible"], ttft["violations"]) == ("interactive", "100", "4")
+    assert float(ttft["attainment"]) == 0.96
+    assert float(ttft["budget_consumed"]) == pytest.approx(0.04 / 0.01)
+    assert ttft["within_budget"] == "False"
+    causes = read_csv(out.parent / "weekly-tables" / "causes.csv")
+    assert [(r["missed"], r["cause"], r["requests"]) for r in causes] == [("ttft", "queueing", "4")]
+    pods = read_csv(out.parent / "weekly-tables" / "worst_pods.csv")
+    assert [(r["slo"], r["pod"], r["violations"]) for r in pods if r["slo"] == "ttft"] == [
+        ("ttft", "b", "4"),
+        ("ttft", "a", "0"),
+    ]
+
+    html = out.read_text()
+    assert "<h1>Week 48</h1>" in html
+    assert "ttft: OVER BUDGET in 1 of 1 class/model rows" in html
+    images = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', html)
+    assert len(images) == 5  # burn, pods, causes, reliability, headroom
+    assert all(base64.b64decode(data, validate=True).startswith(PNG) for data in images)
+    assert 'src="http' not in html  # self-contained: nothing to fetch
+
+    markdown = out.with_suffix(".md").read_text()
+    linked = re.findall(r"!\[[^]]*\]\(([^)]+)\)", markdown)
+    assert linked == [f"weekly-charts/{name}.png" for name in ("burn", "pods", "causes", "reliability", "headroom")]
+    for link in linked:
+        assert (out.parent / link).read_bytes().startswith(PNG)
+    assert "| ttft | interactive | m | 100 | 4 | 0.9600 | 0.9900 |" in markdown
+    assert sorted(p.name for p in (out.parent / "weekly-tables").iterdir()) == [
+        "attainment.csv", "burn.csv", "causes.csv", "coverage.csv", "headroom.csv", "reliability.csv",
+        "worst_periods.csv", "worst_pods.csv",
+    ]  # fmt: skip
+
+
+def test_the_same_store_gives_the_same_files(store: Path, tmp_path: Path) -> None:
+    outputs = []
+    for name in ("one", "two"):
+        out = tmp_path / name / "r.html"
+        assert main(["review", "--store", str(store), *WINDOW, "--out", str(out)]) == 0
+        outputs.append({p.relative_to(out.parent): p.read_bytes() for p in out.parent.rglob("*") if p.is_file()})
+    assert outputs[0] == outputs[1]
+
+
+def test_the_window_selects_requests_by_end_time(store: Path) -> None:
+    start = HOUR + timedelta(minutes=30)
+    requests = load_frame(store, Window(start, start + timedelta(minutes=40)))
+    assert len(requests) == 40
+    assert requests["end_time"].min() == pd.Timestamp(start)
+    assert str(requests["ttft_met"].dtype) == "boolean"
+    assert requests["tpot_met"].isna().all()
+
+
+def test_errors_of_the_store(tmp_path: Path) -> None:
+    window = Window(HOUR, HOUR + timedelta(hours=1))
+    with pytest.raises(ReviewError, match="does not exist"):
+        load_frame(tmp_path / "nowhere", window)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ReviewError, match=r"has no requests that ended between 2026-11-30T10:00:00Z to"):
+        load_frame(tmp_path / "empty", window)
+
+
+def one_line(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    return err.strip()
+
+
+def test_an_empty_window_exits_1_with_one_line(store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = [
+        "review",
+        "--store",
+        str(store),
+        "--from",
+        "2026-01-01",
+        "--to",
+        "2026-01-02",
+        "--out",
+        str(tmp_path / "r.html"),
+    ]
+    assert main(args) == 1
+    assert one_line(capsys).startswith("review: record store ")
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_a_missing_store_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["review", "--store", str(tmp_path / "nowhere"), "--out", str(tmp_path / "r.html")]) == 1
+    assert one_line(capsys) == f"review: record store {tmp_path / 'nowhere'} does not exist"
+
+
+def test_unreachable_prometheus_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as sock:  # a port nothing listens on: bound, never listening
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        assert main(["review", "--prometheus", url, "--since", "1h", "--out", str(tmp_path / "r.html")]) == 1
+    assert one_line(capsys).startswith(f"review: cannot reach Prometheus at {url}: ")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--since", "7x"], "review: --since: not a duration: '7x'"),
+        (["--from", "last tuesday"], "review: --from: not an ISO 8601 time: 'last tuesday'"),
+        (["--from", "2026-11-02", "--to", "2026-11-01"], "review: the review window is empty"),
+    ],
+)
+def test_bad_options_exit_2(store: Path, args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["review", "--store", str(store), *args]) == 2
+    assert one_line(capsys).startswith(message)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [[], ["--store", "s", "--prometheus", "http://x"], ["--store", "s", "--bogus"]],
+    ids=["none", "both", "unknown"],
+)
+def test_argument_errors_exit_2(args: list[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["review", *args])
+    assert exited.value.code == 2
+
+
+def test_a_bad_spec_exits_2(store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = tmp_path / "slo.yaml"
+    spec.write_text("version: sloscope/v1\nclasses: [{name: Bad}]\n")
+    assert main(["review", "--store", str(store), "--slo-spec", str(spec)]) == 2
+    assert str(spec) in capsys.readouterr().err
+
+
+def test_without_the_extra_the_error_says_how_to_install_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in [n for n in sys.modules if n.startswith("sloscope.review.") and n != "sloscope.review.window"]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "pandas", None)  # what an environment without pandas looks like to import
+    assert main(["review", "--store", "anywhere"]) == 1
+    assert one_line(capsys) == (
+        "review: sloscope review needs pandas and matplotlib: pip install 'sloscope[review]' (pandas is not installed)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (0.123456, "0.1235"), (12345.6, "12346"), (float("nan"), "—"), (None, "—"), (pd.NA, "—"), (True, "yes"),
+        (7, "7"), (pd.Timestamp("2026-11-30T10:00:05Z"), "2026-11-30 10:00:05Z"), ("a|b", "a|b"),
+    ],
+)  # fmt: skip
+def test_cells(value: object, text: str) -> None:
+    assert cell(value) == text

@@ -7,17 +7,27 @@ exactly. Each test uses trace ids of its own, so one Jaeger serves the whole ses
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from typing import Any
 
 import pytest
+from opentelemetry import trace
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry
 
 from sloscope import __version__
 from sloscope.config import Export
 from sloscope.publishers.otlp_export import OTLPExport
 from sloscope.publishers.sinks import SinkMetrics
+from sloscope.testing import gateway_attributes, vllm_attributes
 from tests.support.evaluation_records import ARRIVAL_NS, END_NS, START_NS, bare_record, met_record, violating_record
 from tests.support.jaeger import Jaeger, StoredSpan
+
+from .conftest import Server, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -192,3 +202,122 @@ def test_many_spans_in_several_batches_all_arrive(jaeger: Jaeger) -> None:
     assert counts(registry) == {"written": 50, "filtered": 0, "dropped": 0, "failed": 0}
     for trace_id, span_id in traces:
         assert only(jaeger.wait_for_spans(trace_id, 1)).parent_span_id == span_id
+
+
+# ---- end to end: sloscope serve with the export enabled -----------------------------------------
+
+T0 = 1_750_000_000_000_000_000  # the gateway saw the request; vLLM ran from T0 + 0.1 s to T0 + 1.1 s
+
+
+def _provider(resource: dict[str, str], memory: InMemorySpanExporter) -> TracerProvider:
+    provider = TracerProvider(resource=Resource.create(resource))
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    return provider
+
+
+def _request(
+    epp: trace.Tracer, vllm: trace.Tracer, gateway: dict[str, Any], model_server: dict[str, Any], offset_ns: int
+) -> tuple[ReadableSpan, ReadableSpan]:
+    """A gateway.request span and its vLLM llm_request child, with explicit timestamps."""
+    start = T0 + offset_ns
+    root = epp.start_span("gateway.request", kind=trace.SpanKind.SERVER, attributes=gateway, start_time=start)
+    llm = vllm.start_span(
+        "llm_request",
+        context=trace.set_span_in_context(root),
+        kind=trace.SpanKind.SERVER,
+        attributes=model_server,
+        start_time=start + 100_000_000,
+    )
+    llm.end(end_time=start + 1_100_000_000)
+    root.end(end_time=start + 1_200_000_000)
+    assert isinstance(root, ReadableSpan) and isinstance(llm, ReadableSpan)
+    return root, llm
+
+
+def test_serve_exports_the_verdict_under_the_vllm_span_in_jaeger(serve: Callable[..., Server], jaeger: Jaeger) -> None:
+    """A real sloscope serve, export enabled with only_violations, receives two EPP + vLLM traces:
+
+    R1 interactive: TTFT 250 ms against 200 ms (missed), TPOT (0.75 - 0.25) / 10 = 50 ms against 50 ms (met),
+       the EPP's predictions 180 ms / 40 ms on its span (headroom 20 ms / 10 ms, quantile 0.9 by default);
+    R2 interactive: TTFT 150 ms against 200 ms, TPOT 50 ms: every SLO met, so filtered.
+    The original spans go to Jaeger too, so the evaluation span must sit in R1's trace under its vLLM span.
+    """
+    server = serve(
+        join={"window_seconds": 0.5, "trace_ttl_seconds": 5.0},
+        export={
+            "enabled": True,
+            "endpoint": jaeger.otlp_grpc,
+            "protocol": "grpc",
+            "only_violations": True,
+            "schedule_delay_seconds": 0.2,
+        },
+    )
+    memory = InMemorySpanExporter()
+    epp = _provider({"service.name": "epp"}, memory).get_tracer("gateway-api-inference-extension")
+    vllm = _provider({"service.name": "vllm", "k8s.pod.name": "vllm-0"}, memory).get_tracer("vllm.llm_engine")
+    slo = gateway_attributes(slo_ttft_ms="200", slo_tpot_ms="50", model="llama", request_id="r1")
+    r1 = _request(
+        epp,
+        vllm,
+        {**slo, "inference_pool": "pool-a", "predicted_ttft_ms": 180.0, "predicted_tpot_ms": 40.0},
+        vllm_attributes(ttft=0.25, e2e=0.75, completion_tokens=11, model="llama", request_id="r1"),
+        0,
+    )
+    r2 = _request(
+        epp,
+        vllm,
+        {**gateway_attributes(slo_ttft_ms="200", slo_tpot_ms="50", model="llama", request_id="r2")},
+        vllm_attributes(ttft=0.15, e2e=0.65, completion_tokens=11, model="llama", request_id="r2"),
+        2_000_000_000,
+    )
+    spans = [*r1, *r2]
+    assert GrpcExporter(endpoint=server.otlp_grpc, insecure=True).export(spans) == SpanExportResult.SUCCESS
+    assert GrpcExporter(endpoint=jaeger.otlp_grpc, insecure=True).export(spans) == SpanExportResult.SUCCESS
+
+    def records(result: str) -> float:
+        return server.value("sloscope_records_total", sink="otlp", result=result)
+
+    wait_until(lambda: records("written") + records("filtered") == 2, what="both requests reach the OTLP export")
+    assert (records("written"), records("filtered"), records("dropped"), records("failed")) == (1, 1, 0, 0)
+
+    root, llm = r1
+    assert root.context is not None and llm.context is not None
+    trace_id, vllm_span = format(llm.context.trace_id, "032x"), format(llm.context.span_id, "016x")
+    stored = {span.name: span for span in jaeger.wait_for_spans(trace_id, 3)}
+    assert set(stored) == {"gateway.request", "llm_request", "sloscope.evaluation"}
+    evaluation = stored["sloscope.evaluation"]
+    assert evaluation.parent_span_id == vllm_span == stored["llm_request"].span_id
+    assert evaluation.links == [(trace_id, vllm_span)]
+    assert (evaluation.start_ns, evaluation.end_ns) == (T0, T0 + 1_100_000_000)
+    assert evaluation.kind == SPAN_KIND_INTERNAL
+    assert evaluation.status == (STATUS_ERROR, "SLO violated: ttft 250 ms > 200 ms, goodput")
+    assert evaluation.resource["service.name"] == "sloscope"
+    assert evaluation.attributes == {
+        "sloscope.slo_class": "interactive",
+        "sloscope.model": "llama",
+        "sloscope.pool": "pool-a",
+        "sloscope.pod": "vllm-0",
+        "sloscope.routing": "unknown",
+        "sloscope.request.id": "r1",
+        "sloscope.join.outcome": "joined",
+        "sloscope.target_source": "request",
+        "sloscope.ttft.target_ms": 200.0,
+        "sloscope.ttft.actual_ms": 250.0,
+        "sloscope.ttft.source": "model_server",
+        "sloscope.ttft.predicted_ms": 180.0,
+        "sloscope.ttft.headroom_ms": 20.0,
+        "sloscope.ttft.met": False,
+        "sloscope.tpot.target_ms": 50.0,
+        "sloscope.tpot.actual_ms": 50.0,
+        "sloscope.tpot.predicted_ms": 40.0,
+        "sloscope.tpot.headroom_ms": 10.0,
+        "sloscope.tpot.met": True,
+        "sloscope.goodput.met": False,
+        "sloscope.violated": ["ttft", "goodput"],
+        "sloscope.prediction.source": "span",
+        "sloscope.prediction.quantile": 0.9,
+    }
+    assert r2[1].context is not None
+    r2_spans = jaeger.trace(format(r2[1].context.trace_id, "032x"))  # stored with R1's originals, in one request
+    assert sorted(span.name for span in r2_spans) == ["gateway.request", "llm_request"]  # no evaluation: filtered
+    assert server.stop() == 0

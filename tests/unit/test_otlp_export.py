@@ -383,3 +383,19 @@ def test_a_disabled_sdk_counts_every_span_dropped(monkeypatch: pytest.MonkeyPatc
     assert sink.shutdown(10)
     assert exported(memory) == []
     assert counts(registry) == {"written": 0, "filtered": 0, "dropped": 1, "failed": 0}
+
+
+def test_the_docs_links_resolve() -> None:
+    """Links to sibling docs and their headings (GitHub's anchors: lowercase, punctuation dropped, - for space)."""
+    text = DOC.read_text(encoding="utf-8")
+    links = re.findall(r"\]\(([^)#\s]*)(?:#([^)\s]+))?\)", text)
+    assert links
+    for target, anchor in links:
+        if target.startswith(("http://", "https://")):
+            continue
+        path = DOC.parent / (target or DOC.name)
+        assert path.is_file(), f"broken link to {target}"
+        if anchor:
+            headings = re.findall(r"^#+ (.+)$", path.read_text(encoding="utf-8"), re.MULTILINE)
+            slugs = {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+            assert anchor in slugs, f"no heading #{anchor} in {target}"

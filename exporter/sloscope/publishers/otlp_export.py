@@ -236,6 +236,7 @@ class _CountingExporter(SpanExporter):
         self._lock = threading.Lock()
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self._owner._exporting_started(len(spans))
         if self._owner._abandoned:  # the shutdown deadline passed: these were never sent
             self._owner._finished(c.RECORD_DROPPED, len(spans))
             return SpanExportResult.FAILURE
@@ -271,7 +272,8 @@ class OTLPExport:
     def __init__(self, settings: Export, metrics: SinkMetrics) -> None:
         self.settings = settings
         self._lock = threading.Lock()
-        self._in_flight = 0
+        self._in_flight = 0  # accepted, and not through an export call yet
+        self._exporting = 0  # of those, in an export call right now
         self._closed = False
         self._abandoned = False
         self._count = metrics.sink(c.SINK_OTLP, lambda: self._in_flight)
@@ -360,7 +362,7 @@ class OTLPExport:
         try:
             self._send(tracer, record)
         except Exception:
-            self._finished(c.RECORD_FAILED, 1)
+            self._finished(c.RECORD_FAILED, 1, exporting=False)
             raise
 
     def _send(self, tracer: trace.Tracer, record: RequestRecord) -> None:
@@ -386,10 +388,16 @@ class OTLPExport:
             span.set_status(Status(StatusCode.ERROR, description))
         span.end(end_time=end or None)
 
-    def _finished(self, result: str, n: int) -> None:
+    def _exporting_started(self, n: int) -> None:
+        with self._lock:
+            self._exporting += n
+
+    def _finished(self, result: str, n: int, exporting: bool = True) -> None:
         """Spans whose export call returned (or that will never be sent) leave the in-flight bound."""
         with self._lock:
             self._in_flight = max(self._in_flight - n, 0)
+            if exporting:
+                self._exporting = max(self._exporting - n, 0)
         self._count(result, n)
 
     # ---- shutdown -----------------------------------------------------------------------------
@@ -410,13 +418,27 @@ class OTLPExport:
         done = threading.Thread(target=provider.shutdown, name="sloscope-otlp-export-shutdown", daemon=True)
         done.start()
         done.join(max(timeout, 0.0))
-        if not done.is_alive():
-            return True
-        log.warning("OTLP export: %d evaluation spans not sent by the shutdown deadline", self._in_flight)
-        self._abandoned = True
-        exporter.shutdown()
-        done.join(5.0)
-        return False
+        flushed = not done.is_alive()
+        if not flushed:
+            log.warning("OTLP export: %d evaluation spans not sent by the shutdown deadline", self._in_flight)
+            self._abandoned = True
+            exporter.shutdown()
+            done.join(5.0)
+        return self._count_stranded() == 0 and flushed
+
+    def _count_stranded(self) -> int:
+        """Counts ``dropped`` the spans the processor will never export, and returns how many there were.
+
+        The SDK's processor gives its own shutdown 30 s; past that it stops exporting and leaves what is
+        still queued where it is. Those spans are accepted, not in an export call, and never will be.
+        """
+        with self._lock:
+            stranded = max(self._in_flight - self._exporting, 0)
+            self._in_flight -= stranded
+        if stranded:
+            log.warning("OTLP export: %d evaluation spans left unsent by the SDK's batch processor", stranded)
+            self._count(c.RECORD_DROPPED, stranded)
+        return stranded
 
     @property
     def in_flight(self) -> int:

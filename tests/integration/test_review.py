@@ -1,0 +1,354 @@
+"""``sloscope review`` end to end: on a seeded demo's record store, and against a real Prometheus.
+
+1. A short seeded ``sloscope demo --store`` writes a real record store (a real ``sloscope serve`` fed by the
+   simulated fleet over OTLP). ``sloscope review`` runs on it as a subprocess, and its CSV tables are checked
+   against an independent computation written here with pandas over the store's Parquet files (and numpy,
+   and plain Python for the cause rule), with the objectives read from the demo's spec file by plain YAML.
+   DuckDB reads the same files, to show the format is readable by it. The HTML must embed the charts.
+2. Counter samples at known timestamps are backfilled into a real Prometheus TSDB (promtool
+   ``create-blocks-from openmetrics``); ``sloscope review --prometheus`` over a known window must give
+   attainment and burn figures worked out from those samples and Prometheus's documented ``increase()``.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+import re
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+pd = pytest.importorskip("pandas", reason="the review extra is not installed")
+np = pytest.importorskip("numpy")
+duckdb = pytest.importorskip("duckdb")
+
+from sloscope.conventions import SLO_REQUESTS, SLO_VIOLATIONS  # noqa: E402
+
+pytestmark = pytest.mark.integration
+
+PNG = b"\x89PNG\r\n\x1a\n"
+SLOS = ("ttft", "tpot", "goodput")
+DEMO_SECONDS = 40  # about a minute with start and drain (measured: 56 s)
+
+
+def sloscope(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sloscope", *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def csv(out: Path, name: str) -> pd.DataFrame:
+    return pd.read_csv(out.with_name(f"{out.stem}-tables") / f"{name}.csv")
+
+
+# ---- 1. a seeded demo ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DemoReview:
+    store: Path
+    spec: dict[str, Any]
+    out: Path
+    review: subprocess.CompletedProcess[str]
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoReview:
+    root = tmp_path_factory.mktemp("demo")
+    store, work, out = root / "store", root / "work", root / "report" / "review.html"
+    ran = sloscope("demo", "--store", str(store), "--workdir", str(work), "--duration", str(DEMO_SECONDS),
+                   "--seed", "7", "--no-view")  # fmt: skip
+    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
+    review = sloscope("review", "--store", str(store), "--slo-spec", str(work / "slo.yaml"), "--out", str(out))
+    assert review.returncode == 0, review.stderr
+    return DemoReview(store, yaml.safe_load((work / "slo.yaml").read_text()), out, review)
+
+
+def requests_of(store: Path) -> pd.DataFrame:
+    """Every row of the store, read with pandas alone (the hive partitions become columns date and hour)."""
+    return pd.read_parquet(store)
+
+
+def test_attainment_matches_an_independent_computation(demo: DemoReview) -> None:
+    rows = requests_of(demo.store)
+    objective = {(c["name"], slo): c["objectives"][slo] for c in demo.spec["classes"] for slo in SLOS}
+    expected = []
+    for slo in SLOS:
+        judged = rows[rows[f"{slo}_met"].notna()]
+        for (slo_class, model), group in judged.groupby(["slo_class", "model"]):
+            missed = int((group[f"{slo}_met"] == False).sum())  # noqa: E712 (a column of booleans)
+            target = objective[(slo_class, slo)]
+            expected.append((slo, slo_class, model, len(group), missed, 1 - missed / len(group),
+                             missed / len(group) / (1 - target)))  # fmt: skip
+    table = csv(demo.out, "attainment")
+    got = list(table[["slo", "slo_class", "model", "eligible", "violations", "attainment", "budget_consumed"]]
+               .itertuples(index=False, name=None))  # fmt: skip
+    assert sorted(g[:5] for g in got) == sorted(e[:5] for e in expected)
+    for g, e in zip(sorted(got), sorted(expected), strict=True):
+        assert g[5:] == pytest.approx(e[5:], rel=1e-12, abs=1e-15)
+    assert sum(e[4] for e in expected) > 0, "the demo should miss some SLOs"
+    print("\n" + table.to_string(index=False))
+    # the summary line of each SLO is in the HTML
+    html = demo.out.read_text()
+    for slo in SLOS:
+        assert re.search(rf"<li>{slo}: (within budget|OVER BUDGET)", html)
+
+
+def test_burn_adds_up_to_the_window(demo: DemoReview) -> None:
+    burn, attainment = csv(demo.out, "burn"), csv(demo.out, "attainment")
+    totals = attainment.groupby(["slo", "slo_class"])[["eligible", "violations"]].sum()
+    binned = burn.groupby(["slo", "slo_class"])[["eligible", "violations"]].sum()
+    assert binned.sort_index().equals(totals.sort_index())
+    last = burn.groupby(["slo", "slo_class"])["budget_consumed_cumulative"].last()
+    objective = burn.groupby(["slo", "slo_class"])["objective"].first()
+    for key, value in last.items():
+        assert value == pytest.approx(
+            totals.loc[key, "violations"] / totals.loc[key, "eligible"] / (1 - objective[key])
+        )
+    assert burn["bin_start"].nunique() >= 5  # a 40 s run in 5 s bins
+
+
+def cause(row: Any) -> str | None:
+    """The documented rule, written again row by row."""
+    ttft, tpot = row.ttft_met is False, row.tpot_met is False
+    present = lambda v: v is not None and not (isinstance(v, float) and math.isnan(v))  # noqa: E731
+    if ttft and not tpot:
+        if not (present(row.queue_seconds) and present(row.prefill_seconds)):
+            return "unknown"
+        return "queueing" if row.queue_seconds >= row.prefill_seconds else "prefill"
+    if tpot and not ttft:
+        return "decode"
+    if ttft and tpot:
+        values = (row.queue_seconds, row.prefill_seconds, row.decode_seconds, row.completion_tokens)
+        if not all(present(v) for v in values):
+            return "unknown"
+        shares = {
+            "queueing": row.queue_seconds / row.ttft_target_seconds,
+            "prefill": row.prefill_seconds / row.ttft_target_seconds,
+            "decode": row.decode_seconds / (row.tpot_target_seconds * (row.completion_tokens - 1)),
+        }
+        return max(shares, key=lambda k: shares[k])
+    return None
+
+
+def test_causes_match_the_rule_applied_row_by_row(demo: DemoReview) -> None:
+    rows = requests_of(demo.store).astype(object).where(lambda f: f.notna(), None)
+    counted: dict[tuple[str, str], int] = {}
+    for row in rows.itertuples(index=False):
+        found = cause(row)
+        if found is not None:
+            counted[(row.slo_class, found)] = counted.get((row.slo_class, found), 0) + 1
+    table = csv(demo.out, "causes").groupby(["slo_class", "cause"])["requests"].sum()
+    assert {k: int(v) for k, v in table.items()} == counted
+    print(counted)
+
+
+def test_coverage_and_reliability_match(demo: DemoReview) -> None:
+    rows = requests_of(demo.store)
+    expected = {}
+    for signal in ("ttft", "tpot"):
+        actual, predicted = rows[f"{signal}_seconds"], rows[f"predicted_{signal}_seconds"]
+        compared = rows[rows["prediction_source"].isin(["span", "shadow"]) & actual.notna() & predicted.notna()]
+        for (source, pool), group in compared.groupby(["prediction_source", "pool"]):
+            covered = int((group[f"{signal}_seconds"] <= group[f"predicted_{signal}_seconds"]).sum())
+            expected[(signal, source, pool)] = (len(group), covered)
+    table = csv(demo.out, "coverage")
+    got = {(r.signal, r.source, r.pool): (r.compared, r.covered) for r in table.itertuples()}
+    assert got == expected
+    assert table["coverage"].tolist() == pytest.approx((table["covered"] / table["compared"]).tolist())
+    reliability = csv(demo.out, "reliability")
+    per_signal = reliability.groupby(["signal", "source"])["requests"].sum()
+    assert {k: int(v) for k, v in per_signal.items()} == {(s, src): n for (s, src, _), (n, _) in expected.items()}
+
+
+def test_headroom_and_worst_pods_match(demo: DemoReview) -> None:
+    rows = requests_of(demo.store)
+    headroom = csv(demo.out, "headroom")
+    for r in headroom.itertuples():
+        values = rows.loc[rows["slo_class"] == r.slo_class, f"{r.signal}_headroom_seconds"].dropna().to_numpy()
+        assert r.requests == len(values)
+        assert r.p50 == pytest.approx(float(np.percentile(values, 50)), rel=1e-12)
+        assert r.p05 == pytest.approx(float(np.percentile(values, 5)), rel=1e-12)
+        assert r.negative_share == pytest.approx(float((values < 0).mean()))
+    pods = csv(demo.out, "worst_pods")
+    judged = rows[rows["goodput_met"].notna()]
+    expected = judged.groupby("pod")["goodput_met"].agg(lambda met: int((met == False).sum()))  # noqa: E712
+    got = pods[pods["slo"] == "goodput"].set_index("pod")["violations"]
+    assert got.sort_index().to_dict() == expected.sort_index().to_dict()
+    assert set(got.index) == {"vllm-0", "vllm-1", "vllm-2", "vllm-3"}
+
+
+def test_duckdb_reads_the_store(demo: DemoReview) -> None:
+    pattern = str(demo.store / "**" / "*.parquet")
+    [(missed,)] = duckdb.sql(
+        f"SELECT count(*) FROM read_parquet('{pattern}', hive_partitioning=true) WHERE ttft_met = false"
+    ).fetchall()
+    attainment = csv(demo.out, "attainment")
+    assert missed == attainment.loc[attainment["slo"] == "ttft", "violations"].sum()
+    hours = duckdb.sql(f"SELECT DISTINCT hour FROM read_parquet('{pattern}', hive_partitioning=true)").fetchall()
+    assert hours  # the partition columns are there
+
+
+def test_the_report_embeds_its_charts(demo: DemoReview) -> None:
+    html = demo.out.read_text()
+    images = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', html)
+    assert len(images) == 5
+    for data in images:
+        assert base64.b64decode(data, validate=True).startswith(PNG)
+    markdown = demo.out.with_suffix(".md")
+    assert markdown.is_file()
+    for link in re.findall(r"!\[[^]]*\]\(([^)]+)\)", markdown.read_text()):
+        assert (markdown.parent / link).read_bytes().startswith(PNG)
+    assert str(demo.out) in demo.review.stdout.splitlines()
+
+
+# ---- 2. a real Prometheus with backfilled counters -----------------------------------------------------------
+
+T0 = datetime(2026, 1, 5, tzinfo=UTC)  # samples every minute from T0 to T0 + 180 min
+MINUTES = 181
+
+
+def interactive_ttft_violations(minute: int, per_minute_before: int, per_minute_after: int) -> int:
+    """A counter growing by ``per_minute_before`` each minute up to minute 120, then by ``per_minute_after``."""
+    return per_minute_before * min(minute, 120) + per_minute_after * max(minute - 120, 0)
+
+
+def series() -> dict[tuple[str, tuple[tuple[str, str], ...]], list[int]]:
+    def labels(pool: str, routing: str, slo_class: str, slo: str) -> tuple[tuple[str, str], ...]:
+        return (("model", "m"), ("pool", pool), ("routing", routing), ("slo", slo), ("slo_class", slo_class))
+
+    minutes = range(MINUTES)
+    requests, violations = SLO_REQUESTS.exposed_name, SLO_VIOLATIONS.exposed_name
+    return {
+        # interactive TTFT from two pools: 100 eligible a minute in all; 2 misses a minute, 5 after minute 120
+        (requests, labels("p1", "predicted", "interactive", "ttft")): [60 * m for m in minutes],
+        (violations, labels("p1", "predicted", "interactive", "ttft")): [
+            interactive_ttft_violations(m, 1, 3) for m in minutes
+        ],
+        (requests, labels("p2", "default", "interactive", "ttft")): [40 * m for m in minutes],
+        (violations, labels("p2", "default", "interactive", "ttft")): [
+            interactive_ttft_violations(m, 1, 2) for m in minutes
+        ],
+        # interactive goodput: 100 a minute, 3 misses a minute
+        (requests, labels("p1", "predicted", "interactive", "goodput")): [100 * m for m in minutes],
+        (violations, labels("p1", "predicted", "interactive", "goodput")): [3 * m for m in minutes],
+        # standard TTFT: 50 a minute, never missed
+        (requests, labels("p1", "predicted", "standard", "ttft")): [50 * m for m in minutes],
+        (violations, labels("p1", "predicted", "standard", "ttft")): [0 for _ in minutes],
+    }
+
+
+def openmetrics() -> str:
+    lines = []
+    for family in (SLO_REQUESTS, SLO_VIOLATIONS):
+        lines.append(f"# TYPE {family.name} counter")
+        for (name, labels), values in series().items():
+            if name != family.exposed_name:
+                continue
+            text = ",".join(f'{k}="{v}"' for k, v in labels)
+            for minute, value in enumerate(values):
+                lines.append(f"{name}{{{text}}} {value} {int(T0.timestamp()) + 60 * minute}")
+    return "\n".join([*lines, "# EOF", ""])
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def prometheus(tmp_path_factory: pytest.TempPathFactory, prometheus_binary: Path, promtool: Path) -> Iterator[str]:
+    root = tmp_path_factory.mktemp("prometheus")
+    data = root / "data"
+    (root / "samples.om").write_text(openmetrics())
+    subprocess.run(
+        [str(promtool), "tsdb", "create-blocks-from", "openmetrics", str(root / "samples.om"), str(data)],
+        check=True, capture_output=True, timeout=120,
+    )  # fmt: skip
+    (root / "prometheus.yml").write_text("global: {}\n")
+    port = free_port()
+    with (root / "prometheus.log").open("w") as log:
+        process = subprocess.Popen(
+            [str(prometheus_binary), f"--config.file={root / 'prometheus.yml'}", f"--storage.tsdb.path={data}",
+             "--storage.tsdb.retention.time=36500d", f"--web.listen-address=127.0.0.1:{port}"],
+            stdout=log, stderr=log,
+        )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60  # a bound on start-up, not a measurement
+        while True:
+            try:
+                if httpx.get(f"{url}/-/ready", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert process.poll() is None, (root / "prometheus.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, "Prometheus did not become ready"
+            time.sleep(0.2)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def at(minutes: int) -> str:
+    return (T0 + timedelta(minutes=minutes)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def test_review_from_prometheus(prometheus: str, tmp_path: Path) -> None:
+    out = tmp_path / "review.html"
+    ran = sloscope("review", "--prometheus", prometheus, "--from", at(60), "--to", at(180), "--out", str(out))
+    assert ran.returncode == 0, ran.stderr
+    table = csv(out, "attainment").set_index(["slo", "slo_class"])
+    # increase(x[7200s]) at minute 180 sees the samples of minutes 61..180 (the range is open on the left): their
+    # difference spans 119 minutes, and Prometheus extrapolates it by the 60 s gap to the range's start (less
+    # than 1.1 sampling intervals): x 120/119. Counts are estimates; ratios of series with the same samples exact.
+    scale = 120 / 119
+    ttft = table.loc[("ttft", "interactive")]
+    # eligible: 100 a minute over 119 minutes; misses: 2 a minute over minutes 62..120, 5 over 121..180
+    assert ttft["eligible"] == pytest.approx(100 * 119 * scale, rel=1e-12)
+    assert ttft["violations"] == pytest.approx((2 * 59 + 5 * 60) * scale, rel=1e-12)
+    assert ttft["attainment"] == pytest.approx(1 - 418 / 11900, rel=1e-12)
+    assert ttft["budget_consumed"] == pytest.approx(418 / 11900 / 0.01, rel=1e-9)  # the built-in spec: 0.99
+    assert not ttft["within_budget"]
+    goodput = table.loc[("goodput", "interactive")]
+    assert goodput["attainment"] == pytest.approx(0.97, rel=1e-12)
+    assert goodput["budget_consumed"] == pytest.approx(0.03 / 0.05, rel=1e-9)
+    standard = table.loc[("ttft", "standard")]
+    assert (standard["attainment"], standard["violations"]) == (1.0, 0.0)
+    assert standard["eligible"] == pytest.approx(50 * 119 * scale, rel=1e-12)
+
+    # burn in 5-minute bins (a 2-hour window): each bin's increase(x[300s]) sees 5 samples, 4 minutes of
+    # increase, extrapolated by 5/4: 500 eligible; 10 misses in bins up to minute 120, 25 after
+    burn = csv(out, "burn")
+    ttft_burn = burn[(burn["slo"] == "ttft") & (burn["slo_class"] == "interactive")]
+    starts = pd.to_datetime(ttft_burn["bin_start"], utc=True)
+    assert list(starts) == [pd.Timestamp(T0 + timedelta(minutes=m)) for m in range(60, 180, 5)]
+    assert ttft_burn["eligible"].tolist() == pytest.approx([500.0] * 24, rel=1e-12)
+    assert ttft_burn["violations"].tolist() == pytest.approx([10.0] * 12 + [25.0] * 12, rel=1e-12)
+    assert ttft_burn["burn_rate"].tolist() == pytest.approx([2.0] * 12 + [5.0] * 12, rel=1e-9)
+
+    html = out.read_text()
+    assert "ttft: OVER BUDGET in 1 of 2 class/model rows" in html
+    assert "Not available from Prometheus" in html
+    assert html.count("data:image/png;base64,") == 1  # the burn chart
+
+
+def test_an_empty_prometheus_window_exits_1(prometheus: str, tmp_path: Path) -> None:
+    ran = sloscope("review", "--prometheus", prometheus, "--from", "2025-01-01", "--to", "2025-01-02",
+                   "--out", str(tmp_path / "r.html"))  # fmt: skip
+    assert ran.returncode == 1
+    assert ran.stderr.strip().startswith(f"review: Prometheus at {prometheus} has no {SLO_REQUESTS.exposed_name}")
+    assert ran.stderr.count("\n") == 1

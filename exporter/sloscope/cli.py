@@ -103,14 +103,19 @@ def _add_review(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "review extra: pip install 'sloscope[review]'. See docs/review.md.",
     )
     source = review.add_mutually_exclusive_group(required=True)
-    source.add_argument("--store", type=Path, metavar="DIR", help="the record store folder (store.path in settings)")
+    source.add_argument(
+        "--store", type=Path, metavar="DIR", help="the record store folder (store.directory in the settings)"
+    )
     source.add_argument(
         "--prometheus",
         metavar="URL",
         help="build the attainment and burn tables from Prometheus range queries instead (no store needed)",
     )
     review.add_argument(
-        "--since", default="7d", help="review the window ending now of this length: 30m, 24h, 7d, 4w (default 7d)"
+        "--since",
+        default="7d",
+        metavar="DURATION",
+        help="review the window of this length ending now: 30m, 24h, 7d, 4w (default 7d)",
     )
     review.add_argument("--from", dest="start", metavar="TIME", help="window start, ISO 8601 (UTC when no offset)")
     review.add_argument("--to", dest="end", metavar="TIME", help="window end, ISO 8601 (default: now)")
@@ -118,13 +123,19 @@ def _add_review(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "--out",
         type=Path,
         default=Path("sloscope-review.html"),
+        metavar="FILE",
         help="the HTML report to write (default sloscope-review.html); the Markdown, charts and CSVs go beside it",
     )
-    review.add_argument("--config", type=Path, help="runtime settings YAML (for its slo_spec)")
+    review.add_argument("--config", type=Path, metavar="FILE", help="runtime settings YAML (for its slo_spec)")
     review.add_argument(
-        "--slo-spec", type=Path, help="SLO spec YAML with the objectives (default: settings', else built-in)"
+        "--slo-spec",
+        type=Path,
+        metavar="FILE",
+        help="SLO spec YAML with the objectives (default: the settings' slo_spec, else the built-in spec)",
     )
-    review.add_argument("--title", help="the report's title (default: SLO review: <service of the spec>)")
+    review.add_argument(
+        "--title", metavar="TEXT", help="the report's title (default: SLO review: <service of the spec>)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

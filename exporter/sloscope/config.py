@@ -407,7 +407,8 @@ class Export(_Section):
     enabled: bool = Field(default=False, description="Send an evaluation span for evaluated requests.")
     endpoint: str = Field(
         default="http://localhost:4317",
-        description="OTLP endpoint: host:port or URL for gRPC, the full .../v1/traces URL for HTTP.",
+        description="OTLP endpoint: host:port or URL for gRPC; for http/protobuf the traces URL "
+        "(/v1/traces is appended when the URL has no path).",
     )
     protocol: Literal["grpc", "http/protobuf"] = Field(default="grpc", description="OTLP transport.")
     insecure: bool = Field(default=True, description="gRPC without TLS (an https:// endpoint always uses TLS).")

@@ -36,7 +36,9 @@ def _requests(first: int, count: int, prefix: str) -> bytes:
         trace = n + 1  # an all-zero trace id is invalid
         gateway = gateway_attributes(slo_ttft_ms="500", request_id=request_id)
         spans.append(span(trace, 1, "gateway.request", gateway, resource={"service.name": "epp"}, start_ns=now - 10**9))
-        spans.append(span(trace, 2, "llm_request", vllm_attributes(request_id=request_id), parent=1, start_ns=now - 10**9))
+        spans.append(
+            span(trace, 2, "llm_request", vllm_attributes(request_id=request_id), parent=1, start_ns=now - 10**9)
+        )
     return export_request(spans).SerializeToString()
 
 

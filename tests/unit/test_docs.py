@@ -26,6 +26,10 @@ OWNED = (
     "discovery.md",
     "demo.md",
     "dashboards-and-alerts.md",
+    "record-store.md",
+    "review.md",
+    "otlp-export.md",
+    "deploy.md",
 )
 
 _CELL_SPLIT = re.compile(r"(?<!\\)\|")
@@ -203,3 +207,14 @@ def test_links_between_these_docs_resolve(doc: str) -> None:
         assert (DOCS / name).is_file(), f"{doc}: broken link to {name}"
         if anchor:
             assert anchor in _anchors(name), f"{doc}: no heading #{anchor} in {name}"
+
+
+# ---- docs/record-store.md ----------------------------------------------------------------------
+
+
+def test_the_record_store_schema_table_is_the_column_list() -> None:
+    from sloscope.store.schema import COLUMNS
+
+    rows = [row for row in _rows(_text("record-store.md")) if len(row) == 3 and row[0].startswith("`")]
+    documented = [(row[0].strip("`"), row[1].strip("`"), row[2]) for row in rows]
+    assert documented == [(column.name, str(column.type), column.description) for column in COLUMNS]

@@ -205,7 +205,11 @@ def rules_every_second(path: Path) -> Path:
 async def scenario(prometheus_binary: Path, workdir: Path) -> tuple[dict[str, int], float, int]:
     # Below the demo's default load per pod: bursts still make some requests miss (the per-pod violations panel
     # needs one), but far fewer than the page's 13.44 x 1% of interactive requests, so it cannot fire before the breach.
-    demo = Demo(DemoOptions(duration=TRAFFIC_SECONDS, pods=3, rate=4.5, seed=5, workdir=workdir / "demo"))
+    demo = Demo(
+        DemoOptions(
+            duration=TRAFFIC_SECONDS, pods=3, rate=4.5, seed=5, workdir=workdir / "demo", store=workdir / "records"
+        )
+    )
     server: PrometheusServer | None = None
     stop = asyncio.Event()
     traffic: asyncio.Task[None] | None = None

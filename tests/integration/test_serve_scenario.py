@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 import urllib.request
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -109,8 +110,10 @@ def post_json(server: Server, body: bytes) -> int:
         return int(response.status)
 
 
-def test_joined_series_match_the_ground_truth(serve: Callable[..., Server]) -> None:
-    server = serve(join={"window_seconds": 1.0, "trace_ttl_seconds": 5.0})
+def test_joined_series_match_the_ground_truth(serve: Callable[..., Server], tmp_path: Path) -> None:
+    # The record store is on so that every series of the contract exists (its own only do with it).
+    store = {"enabled": True, "directory": str(tmp_path / "records")}
+    server = serve(join={"window_seconds": 1.0, "trace_ttl_seconds": 5.0}, store=store)
     fleet = Fleet()
     grpc_exporter = GrpcExporter(endpoint=server.otlp_grpc, insecure=True)
     http_exporter = HttpExporter(endpoint=server.otlp_http)

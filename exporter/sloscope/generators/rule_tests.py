@@ -525,6 +525,7 @@ def _pipeline_tests(rules: _Rules, t: r.AlertThresholds) -> list[Test]:
         *_queue_tests(rules, t),
         *_refusing_tests(rules, t),
         *_dropped_tests(rules, t),
+        *_records_lost_tests(rules, t),
         *_evicting_tests(rules, t),
         *_join_tests(rules, t),
         *_invalid_tests(rules, t),
@@ -628,6 +629,37 @@ def _dropped_tests(rules: _Rules, t: r.AlertThresholds) -> list[Test]:
         )
     )
     return tests
+
+
+def _records_lost_tests(rules: _Rules, t: r.AlertThresholds) -> list[Test]:
+    name, hold = r.RECORDS_LOST, _minutes(t.records_lost_for)
+    minutes, handed = hold + 10, 1000
+    lost = max(1, math.ceil(5 * t.records_lost_ratio * handed))
+
+    def records(sink: str, result: str, per_minute: int) -> dict[str, str]:
+        return _series(c.RECORDS.exposed_name, {c.SINK: sink, c.RESULT: result}, _counter(per_minute, minutes))
+
+    expected = rules.expect(name, {**TARGET, c.SINK: c.SINK_STORE}, lost / handed)
+    return [
+        _group(
+            f"{name} fires when the record store drops {lost} of {handed} records a minute",
+            [
+                records(c.SINK_STORE, c.RECORD_WRITTEN, handed - lost),
+                records(c.SINK_STORE, c.RECORD_DROPPED, lost),
+                records(c.SINK_OTLP, c.RECORD_WRITTEN, handed),
+            ],
+            alert_rule_test=_held(name, 1 + hold, expected),
+        ),
+        _group(
+            f"{name} stays silent when records are only written or filtered",
+            [
+                records(c.SINK_STORE, c.RECORD_WRITTEN, handed),
+                records(c.SINK_OTLP, c.RECORD_FILTERED, handed),
+                records(c.SINK_OTLP, c.RECORD_WRITTEN, 10),
+            ],
+            alert_rule_test=[_alert_case(name, 1 + hold)],
+        ),
+    ]
 
 
 def _evicting_tests(rules: _Rules, t: r.AlertThresholds) -> list[Test]:

@@ -79,6 +79,7 @@ JOIN_RATIO_LOW = "SloscopeJoinRatioLow"
 INVALID_VALUES = "SloscopeInvalidValues"
 LABEL_VALUES_FOLDED = "SloscopeLabelValuesFolded"
 SCRAPES_FAILING = "SloscopeScrapesFailing"
+RECORDS_LOST = "SloscopeRecordsLost"
 
 ALERT_NAMES = (
     ERROR_BUDGET_BURN_PAGE,
@@ -97,6 +98,7 @@ ALERT_NAMES = (
     INVALID_VALUES,
     LABEL_VALUES_FOLDED,
     SCRAPES_FAILING,
+    RECORDS_LOST,
 )
 """Every alert the generated rules can contain (the SLO alerts only when the spec lists a class)."""
 
@@ -168,6 +170,9 @@ class AlertThresholds:
     scrape_failure_ratio: float = 0.1
     """Share of failed scrapes, per kind (model_server, epp, training_server, prediction_server)."""
     scrape_failure_for: str = "15m"
+    records_lost_ratio: float = 0.001
+    """Records a sink (the record store, the OTLP export) dropped or failed to write, as a share of those it got."""
+    records_lost_for: str = "15m"
 
     def __post_init__(self) -> None:
         for field in fields(self):
@@ -721,6 +726,29 @@ def _scrapes_failing(t: AlertThresholds, runbook_base: str) -> Rule:
     )
 
 
+def _records_lost(t: AlertThresholds, runbook_base: str) -> Rule:
+    lost = _selector(c.RECORDS.exposed_name, {c.RESULT: _one_of((c.RECORD_DROPPED, c.RECORD_FAILED))})
+    expr = (
+        f"sum without ({c.RESULT}) (rate({lost}[{PIPELINE_WINDOW}]))\n"
+        f"  / sum without ({c.RESULT}) (rate({c.RECORDS.exposed_name}[{PIPELINE_WINDOW}]))\n"
+        f"> {_num(t.records_lost_ratio)}"
+    )
+    return _alert(
+        RECORDS_LOST,
+        expr,
+        severity=TICKET,
+        hold=t.records_lost_for,
+        summary="A record sink is losing request records.",
+        description=(
+            f"sloscope {INSTANCE}'s {_label(c.SINK)} sink dropped or failed to write {VALUE_PERCENT} of the request "
+            f"records it got over the last {PIPELINE_WINDOW} (threshold {_pct(t.records_lost_ratio)}). The record "
+            f"store (and every SLO review built on it) or the trace backend misses those requests; the Prometheus "
+            f"series are unaffected."
+        ),
+        runbook_base=runbook_base,
+    )
+
+
 def pipeline_alerts(thresholds: AlertThresholds, runbook_base: str) -> list[Rule]:
     return [
         _no_spans(thresholds, runbook_base),
@@ -732,6 +760,7 @@ def pipeline_alerts(thresholds: AlertThresholds, runbook_base: str) -> list[Rule
         _invalid_values(thresholds, runbook_base),
         _label_values_folded(thresholds, runbook_base),
         _scrapes_failing(thresholds, runbook_base),
+        _records_lost(thresholds, runbook_base),
     ]
 
 

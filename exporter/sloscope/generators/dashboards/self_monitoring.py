@@ -40,7 +40,7 @@ def dashboard(spec: SLOSpec) -> Any:
         file_name=FILE_NAME,
         description=(
             "sloscope's own health: spans received and dropped, queue fill, traces pending, join outcomes, scrapes, "
-            "label values folded by the caps, HTTP latency, memory and CPU."
+            "label values folded by the caps, request records (store, OTLP export), HTTP latency, memory and CPU."
         ),
         tags=["self-monitoring"],
         variables=[
@@ -48,7 +48,7 @@ def dashboard(spec: SLOSpec) -> Any:
             v.label_variable(JOB, c.BUILD_INFO, "Job"),
             v.label_variable(INSTANCE, c.BUILD_INFO, "Instance", narrowed_by=(JOB,)),
         ],
-        panels=[*_spans(), *_join(), *_scrapes(), *_process()],
+        panels=[*_spans(), *_join(), *_scrapes(), *_records(), *_process()],
         time_from="now-3h",
     )
 
@@ -193,6 +193,37 @@ def _scrapes() -> list[Any]:
             "(limits.max_label_values) was reached. Any rate here merges series: raise the cap.",
             [d.Query(sum_by((c.LABEL,), rate(series(c.LABEL_VALUES_FOLDED), _SELF)), "{{label}}")],
             unit=d.PER_SECOND,
+            width=8,
+        ),
+    ]
+
+
+def _records() -> list[Any]:
+    return [
+        d.row("Request records"),
+        d.timeseries(
+            "Request records by sink and result",
+            "Records per second handed to the record store (sink store) and the OTLP export (sink otlp), by result: "
+            "written, filtered (only_violations), dropped (queue full or shutdown deadline), failed (write or export "
+            "error). Dropped or failed records are missing from reviews or the trace backend.",
+            [d.Query(sum_by((c.SINK, c.RESULT), rate(series(c.RECORDS), _SELF)), "{{sink}} {{result}}")],
+            unit=d.PER_SECOND,
+            width=8,
+        ),
+        d.timeseries(
+            "Records waiting in sinks",
+            "Records held in memory waiting to be written (store) or sent (otlp). A level near store."
+            "max_buffered_records or export.max_queue_size means the sink cannot keep up and will drop.",
+            [d.Query(sum_by((c.SINK,), _self(series(c.RECORDS_QUEUED))), "{{sink}}")],
+            unit=d.SHORT,
+            width=8,
+        ),
+        d.timeseries(
+            "Record store size",
+            "Bytes of complete Parquet files in the record store after the last retention pass (store.max_bytes "
+            "bounds it), per instance.",
+            [d.Query(_self(series(c.STORE_BYTES)), "{{instance}}")],
+            unit=d.BYTES,
             width=8,
         ),
     ]

@@ -24,7 +24,15 @@ from sloscope.config import Export
 from sloscope.publishers.otlp_export import OTLPExport
 from sloscope.publishers.sinks import SinkMetrics
 from sloscope.testing import gateway_attributes, vllm_attributes
-from tests.support.evaluation_records import ARRIVAL_NS, END_NS, START_NS, bare_record, met_record, violating_record
+from tests.support.evaluation_records import (
+    ARRIVAL_NS,
+    END_NS,
+    START_NS,
+    VIOLATING_ATTRIBUTES,
+    bare_record,
+    met_record,
+    violating_record,
+)
 from tests.support.jaeger import Jaeger, StoredSpan
 
 from .conftest import Server, wait_until
@@ -34,35 +42,7 @@ pytestmark = pytest.mark.integration
 SPAN_KIND_INTERNAL = 1  # OTLP enum values, as Jaeger's OTLP/JSON gives them
 STATUS_UNSET, STATUS_ERROR = 0, 2
 
-VIOLATING = {
-    "sloscope.slo_class": "interactive",
-    "sloscope.model": "llama-3-8b",
-    "sloscope.pool": "pool-a",
-    "sloscope.pod": "vllm-0",
-    "sloscope.routing": "predicted",
-    "sloscope.request.id": "req-1",
-    "sloscope.join.outcome": "joined",
-    "sloscope.target_source": "request",
-    "sloscope.ttft.target_ms": 200.0,
-    "sloscope.ttft.actual_ms": 250.0,
-    "sloscope.ttft.source": "gateway",
-    "sloscope.ttft.predicted_ms": 180.0,
-    "sloscope.ttft.headroom_ms": 20.0,
-    "sloscope.ttft.met": False,
-    "sloscope.tpot.target_ms": 50.0,
-    "sloscope.tpot.actual_ms": 50.0,
-    "sloscope.tpot.predicted_ms": 40.0,
-    "sloscope.tpot.headroom_ms": 10.0,
-    "sloscope.tpot.met": True,
-    "sloscope.goodput.met": False,
-    "sloscope.violated": ["ttft", "goodput"],
-    "sloscope.prediction.source": "shadow",
-    "sloscope.prediction.quantile": 0.9,
-    "sloscope.pod.waiting": 3.0,
-    "sloscope.pod.running": 5.0,
-    "sloscope.pod.kv_cache_utilization": 0.42,
-    "sloscope.pod.state_age_ms": 700.0,
-}
+VIOLATING = VIOLATING_ATTRIBUTES
 MET = {
     "sloscope.slo_class": "standard",
     "sloscope.model": "mistral",

@@ -109,3 +109,35 @@ def bare_record(trace_id: str = TRACE_ID, span_id: str = SPAN_ID) -> RequestReco
         invalid_fields=("ttft_seconds",),
     )
     return RequestRecord(request=joined, evaluation=evaluation, pool="default", prediction_source="none")
+
+
+# The attributes of violating_record()'s evaluation span, value by value.
+VIOLATING_ATTRIBUTES = {
+    "sloscope.slo_class": "interactive",
+    "sloscope.model": "llama-3-8b",
+    "sloscope.pool": "pool-a",
+    "sloscope.pod": "vllm-0",
+    "sloscope.routing": "predicted",
+    "sloscope.request.id": "req-1",
+    "sloscope.join.outcome": "joined",
+    "sloscope.target_source": "request",
+    "sloscope.ttft.target_ms": 200.0,
+    "sloscope.ttft.actual_ms": 250.0,
+    "sloscope.ttft.source": "gateway",
+    "sloscope.ttft.predicted_ms": 180.0,
+    "sloscope.ttft.headroom_ms": 20.0,
+    "sloscope.ttft.met": False,
+    "sloscope.tpot.target_ms": 50.0,
+    "sloscope.tpot.actual_ms": 50.0,
+    "sloscope.tpot.predicted_ms": 40.0,
+    "sloscope.tpot.headroom_ms": 10.0,
+    "sloscope.tpot.met": True,
+    "sloscope.goodput.met": False,
+    "sloscope.violated": ["ttft", "goodput"],
+    "sloscope.prediction.source": "shadow",
+    "sloscope.prediction.quantile": 0.9,
+    "sloscope.pod.waiting": 3.0,
+    "sloscope.pod.running": 5.0,
+    "sloscope.pod.kv_cache_utilization": 0.42,
+    "sloscope.pod.state_age_ms": 700.0,
+}

@@ -30,6 +30,7 @@ from tests.support.evaluation_records import (
     SPAN_ID,
     START_NS,
     TRACE_ID,
+    VIOLATING_ATTRIBUTES,
     bare_record,
     met_record,
     violating_record,
@@ -37,36 +38,6 @@ from tests.support.evaluation_records import (
 from tests.support.jaeger import free_ports
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "otlp-export.md"
-
-VIOLATING_ATTRIBUTES = {
-    "sloscope.slo_class": "interactive",
-    "sloscope.model": "llama-3-8b",
-    "sloscope.pool": "pool-a",
-    "sloscope.pod": "vllm-0",
-    "sloscope.routing": "predicted",
-    "sloscope.request.id": "req-1",
-    "sloscope.join.outcome": "joined",
-    "sloscope.target_source": "request",
-    "sloscope.ttft.target_ms": 200.0,
-    "sloscope.ttft.actual_ms": 250.0,
-    "sloscope.ttft.source": "gateway",
-    "sloscope.ttft.predicted_ms": 180.0,
-    "sloscope.ttft.headroom_ms": 20.0,
-    "sloscope.ttft.met": False,
-    "sloscope.tpot.target_ms": 50.0,
-    "sloscope.tpot.actual_ms": 50.0,
-    "sloscope.tpot.predicted_ms": 40.0,
-    "sloscope.tpot.headroom_ms": 10.0,
-    "sloscope.tpot.met": True,
-    "sloscope.goodput.met": False,
-    "sloscope.violated": ["ttft", "goodput"],
-    "sloscope.prediction.source": "shadow",
-    "sloscope.prediction.quantile": 0.9,
-    "sloscope.pod.waiting": 3.0,
-    "sloscope.pod.running": 5.0,
-    "sloscope.pod.kv_cache_utilization": 0.42,
-    "sloscope.pod.state_age_ms": 700.0,
-}
 
 
 class MemoryExport(OTLPExport):

@@ -118,6 +118,12 @@ def _summary(
         + (f"Prometheus at {prometheus_url}; " if prometheus_url else "")
         + "run with --keep to browse /metrics after the traffic, --with-prometheus to query it."
     )
+    store = demo.options.store
+    if store is not None:
+        console.print(
+            f"record store in {store}; the SLO review of this run: "
+            f"sloscope review --store {store} --slo-spec {demo.workdir / 'slo.yaml'}"
+        )
 
 
 def _counts_table(truth: GroundTruth, final: Readout) -> Table:

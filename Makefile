@@ -90,10 +90,11 @@ unit: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/sloscope demo $(DEMO_ARGS)
 
-## bench: throughput of the ingest path and of the exposition parser; ratios are measured in one run each.
+## bench: throughput of the ingest path, the exposition parser and the record sinks' cost; ratios are measured in one run each.
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
 	$(BIN)/python bench/parser.py
+	$(BIN)/python bench/sinks.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

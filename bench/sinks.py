@@ -1,0 +1,173 @@
+"""What the record sinks cost per request, against what evaluating the request costs, in one run.
+
+Run from the repository root as part of ``make bench`` (``.venv/bin/python bench/sinks.py``).
+docs/performance.md explains the numbers. Every measurement takes turns with the others over
+several repetitions (best of each), so a machine whose speed drifts hits them alike; the ratios are
+what to read.
+
+1. evaluate: the SLO evaluator and the Prometheus publisher for one joined request (the work every
+   request costs on the pipeline worker without sinks);
+2. tracker: the prediction tracker's own work on the worker, without sinks (the tightest running
+   TPOT SLO on the pod, comparisons); record: building one request's record (its pod's state as
+   of its arrival included) and handing it to a sink's queue, which is what enabling a sink adds
+   on the worker;
+3. store write: the store's own thread turning records into an Arrow table and writing one zstd
+   Parquet file per 10,000 rows, fsync included;
+4. export emit: the OTLP export's ``emit`` on the worker (its builder thread builds the spans).
+
+It prints a table and asserts nothing about speed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import random
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # tests.support builds the records
+
+from tests.support.records import BASE_NS, joined  # noqa: E402
+
+from sloscope.config import Export, Headroom, Limits, Predictions  # noqa: E402
+from sloscope.loading import default_spec  # noqa: E402
+from sloscope.processors.evaluator import SLOEvaluator  # noqa: E402
+from sloscope.processors.pod_history import PodHistory  # noqa: E402
+from sloscope.processors.predictions import Pending, PredictionSeries, PredictionTracker  # noqa: E402
+from sloscope.processors.running_slos import RunningSLOs  # noqa: E402
+from sloscope.publishers.otlp_export import OTLPExport  # noqa: E402
+from sloscope.publishers.prometheus import PrometheusPublisher  # noqa: E402
+from sloscope.publishers.sinks import SinkMetrics  # noqa: E402
+from sloscope.receivers.discovery import Target  # noqa: E402
+from sloscope.receivers.protocols import PodState  # noqa: E402
+from sloscope.records import JoinedRequest, RequestRecord  # noqa: E402
+from sloscope.slo.evaluate import evaluate  # noqa: E402
+from sloscope.store.files import write_atomic  # noqa: E402
+from sloscope.store.schema import to_table  # noqa: E402
+from sloscope.telemetry import Telemetry  # noqa: E402
+
+POD = Target(pool="pool-a", pod="vllm-0", address="10.0.0.1:8000")
+
+
+def requests(count: int, rng: random.Random) -> list[JoinedRequest]:
+    out = []
+    for n in range(count):
+        ttft = rng.uniform(0.05, 1.5)
+        out.append(
+            joined(
+                n + 1,
+                ttft_seconds=ttft,
+                server_ttft_seconds=ttft,
+                e2e_seconds=ttft + rng.uniform(0.2, 8.0),
+                completion_tokens=float(rng.randint(2, 600)),
+                slo_ttft_ms=rng.choice([300.0, 500.0, 1000.0]),
+            )
+        )
+    return out
+
+
+def best(fn: Callable[[], None], items: int, repetitions: int, results: dict[str, list[float]], name: str) -> None:
+    started = time.perf_counter()
+    fn()
+    results.setdefault(name, []).append((time.perf_counter() - started) / items * 1e6)
+
+
+def main() -> None:
+    arguments = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    arguments.add_argument("--requests", type=int, default=20_000, help="requests per measurement")
+    arguments.add_argument("--repetitions", type=int, default=5, help="turns of every measurement")
+    options = arguments.parse_args()
+    # The export sends to a closed port on purpose (emit is what is timed): its retry warnings are noise here.
+    logging.getLogger("opentelemetry").setLevel(logging.CRITICAL)
+    logging.getLogger("sloscope").setLevel(logging.CRITICAL)
+    rng = random.Random(1)
+    batch = requests(options.requests, rng)
+    spec = default_spec()
+    registry = CollectorRegistry()
+    publisher = PrometheusPublisher(registry, spec, Limits(), Telemetry(registry), "unknown")
+    evaluator = SLOEvaluator(spec, (publisher,))
+    history = PodHistory(64, 60.0, 60.0)
+    history.track(POD)
+    history.record(POD.key, BASE_NS / 1e9 - 1, PodState(3.0, 20.0, 0.4, None, frozenset()))
+    queued: list[RequestRecord] = []
+
+    def tracker(sink: Callable[[RequestRecord], None] | None) -> PredictionTracker:
+        return PredictionTracker(
+            settings=Predictions(shadow=False),
+            headroom=Headroom(),
+            history=history,
+            running=RunningSLOs(),
+            series=PredictionSeries(CollectorRegistry(), ["pool-a"]),
+            labels=lambda request: ("llama", "pool-a"),
+            predicted_pools=set(),
+            sink=sink,
+        )
+
+    plain, recording = tracker(None), tracker(queued.append)
+    arrival = [(request.arrival_ns or request.start_ns) / 1e9 for request in batch]
+    pending = [
+        Pending(request, evaluation, ("llama", "pool-a"), "pool-a", POD.key, at, None)
+        for request, evaluation, at in zip(batch, [evaluate(r, spec) for r in batch], arrival, strict=True)
+    ]
+    evaluations = [evaluate(request, spec) for request in batch]
+    export = OTLPExport(Export(enabled=True, endpoint="127.0.0.1:9", max_queue_size=10**9), SinkMetrics(registry))
+    export.start()
+    results: dict[str, list[float]] = {}
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        hour = datetime.fromtimestamp(BASE_NS / 1e9, UTC)
+
+        def run_evaluate() -> None:
+            for request in batch:
+                evaluator(request)
+
+        def run_tracker() -> None:
+            for request, evaluation in zip(batch, evaluations, strict=True):
+                plain.publish(request, evaluation)
+
+        def run_record() -> None:
+            queued.clear()
+            for item in pending:
+                recording.unpredicted(item, None)
+
+        def run_store() -> None:
+            for start in range(0, len(queued), 10_000):
+                write_atomic(root, hour, to_table(queued[start : start + 10_000]), hour)
+
+        def run_export() -> None:
+            for record in queued:
+                export.emit(record)
+
+        run_record()
+        for turn in range(options.repetitions):
+            steps = [
+                ("evaluate", run_evaluate),
+                ("tracker", run_tracker),
+                ("record", run_record),
+                ("store write", run_store),
+            ]
+            steps = steps[turn % 4 :] + steps[: turn % 4]
+            for name, fn in steps:
+                best(fn, len(batch), options.repetitions, results, name)
+        for _ in range(options.repetitions):  # last: the builder thread keeps working after emit returns
+            best(run_export, len(batch), options.repetitions, results, "export emit")
+    export.shutdown(0.1)
+    base = min(results["evaluate"])
+    print(f"{options.requests} requests, best of {options.repetitions}; ratio = cost / evaluate")
+    print(f"{'per request':<18} {'best us':>9} {'ratio':>7}   where")
+    for name in ("evaluate", "tracker", "record", "store write", "export emit"):
+        value = min(results[name])
+        where = "store thread" if name == "store write" else "pipeline worker"
+        print(f"{name:<18} {value:>9.2f} {value / base:>7.2f}   {where}")
+
+
+if __name__ == "__main__":
+    main()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 from sloscope.processors.pod_history import PodHistory
 from sloscope.processors.running_slos import RunningSLOs
 from sloscope.receivers.discovery import Target
@@ -97,5 +99,26 @@ def test_running_slos_tightest_at_an_instant_and_recently() -> None:
     assert running.tightest_at(key, 25.0) is None
     assert running.tightest_recent(key, now=45.0, window=10.0) == 0.04
     assert running.tightest_recent(key, now=45.0, window=30.0) == 0.02
-    running.add(key, 50.0, 60.0, 0.1)  # per_pod=3: the oldest (10..20) is dropped
-    assert running.tightest_at(key, 18.0) is None
+    running.add(key, 50.0, 60.0, 0.1)  # per_pod=3: the one that ended first (12..15) is dropped
+    assert running.tightest_at(key, 13.0) == 0.05
+    assert running.tightest_at(key, 55.0) == 0.1
+    running.add(key, 5.0, 8.0, 0.01)  # ended before every other one kept: dropped at once
+    assert running.tightest_at(key, 6.0) is None
+    assert running.tightest_at(key, 18.0) == 0.05
+
+
+def test_running_slos_lookups_agree_with_a_plain_scan_of_every_request() -> None:
+    rng = random.Random(3)
+    running = RunningSLOs(per_pod=10**6)
+    runs = []
+    for _ in range(2000):  # out of end order, overlapping, with repeated ends
+        start = rng.uniform(0, 1000)
+        end = start + rng.choice([0.0, rng.uniform(0, 30)])
+        slo = rng.choice([0.01, 0.02, 0.05, 0.1])
+        running.add(POD.key, start, end, slo)
+        runs.append((start, end, slo))
+    for _ in range(2000):
+        at, window = rng.uniform(-10, 1040), rng.uniform(0, 50)
+        assert running.tightest_at(POD.key, at) == min((s for b, e, s in runs if b <= at < e), default=None)
+        recent = min((s for b, e, s in runs if e >= at - window and b <= at), default=None)
+        assert running.tightest_recent(POD.key, at, window) == recent

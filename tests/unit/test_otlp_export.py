@@ -20,8 +20,9 @@ from prometheus_client import CollectorRegistry
 
 from sloscope import __version__
 from sloscope.config import Export
-from sloscope.publishers import otlp_export as ox
-from sloscope.publishers.otlp_export import OTLPExport, evaluation_attributes, http_traces_url, status_description
+from sloscope.publishers import evaluation_span as ox
+from sloscope.publishers.evaluation_span import evaluation_attributes, status_description
+from sloscope.publishers.otlp_export import OTLPExport, http_traces_url
 from sloscope.publishers.sinks import SinkMetrics
 from sloscope.records import PodStateAtArrival
 from tests.support.evaluation_records import (

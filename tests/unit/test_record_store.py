@@ -217,20 +217,40 @@ def test_shutdown_writes_everything_accepted_even_before_the_flush_interval(tmp_
     assert sorted(table.column("request_id").to_pylist()) == sorted(f"req-{n}" for n in range(7))
 
 
-def test_a_failed_write_loses_only_its_own_records(tmp_path: Path) -> None:
+def test_a_token_count_beyond_int64_is_stored_as_unknown() -> None:
+    row = to_table([record(1, prompt_tokens=float(2**70))]).to_pylist()[0]
+    assert row["prompt_tokens"] is None and row["completion_tokens"] == 11
+
+
+def test_a_record_arrow_refuses_loses_only_itself(tmp_path: Path) -> None:
     store, registry = _store(tmp_path)
     store.start()
     try:
         bad = record(1)
-        bad.request.prompt_tokens = float(2**70)  # beyond int64: Arrow refuses the whole batch
+        bad.request.request_id = b"\xff\xfe"  # type: ignore[assignment]  # not UTF-8 text: Arrow refuses the row
+        for n in (2, 3):
+            store.emit(record(n))
         store.emit(bad)
-        assert store.flush() == 0
-        store.emit(record(2))
-        assert store.flush() == 1
+        store.emit(record(4))
+        assert store.flush() == 3
     finally:
         store.shutdown(5.0)
-    assert (_records_total(registry, "failed"), _records_total(registry, "written")) == (1, 1)
+    assert (_records_total(registry, "failed"), _records_total(registry, "written")) == (1, 3)
+    table = read_records(tmp_path / "records", HOUR, HOUR + timedelta(hours=1))
+    assert sorted(table.column("request_id").to_pylist()) == ["req-2", "req-3", "req-4"]
     assert list((tmp_path / "records" / INCOMING).iterdir()) == []
+
+
+def test_a_failed_write_counts_its_records_failed(tmp_path: Path) -> None:
+    store, registry = _store(tmp_path)
+    store.start()
+    try:
+        store.emit(record(1))
+        (tmp_path / "records" / INCOMING).write_text("a file where the folder should be")
+        assert store.flush() == 0
+    finally:
+        store.shutdown(5.0)
+    assert (_records_total(registry, "failed"), _records_total(registry, "written")) == (1, 0)
 
 
 def test_start_deletes_what_a_crash_left_half_written(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from collections import defaultdict, deque
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+import pyarrow as pa
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from sloscope import conventions as c
@@ -109,14 +110,35 @@ class RecordStore:
         return written
 
     def _write(self, hour: datetime, rows: list[RequestRecord]) -> int:
-        try:
-            write_atomic(self._root, hour, to_table(rows), datetime.fromtimestamp(self._clock(), UTC))
-        except Exception:
-            log.exception("record store: writing %d record(s) of %s failed; they are lost", len(rows), hour)
-            self._count(c.RECORD_FAILED, len(rows))
+        table = self._table(rows)
+        count: int = table.num_rows
+        if count == 0:
             return 0
-        self._count(c.RECORD_WRITTEN, len(rows))
-        return len(rows)
+        try:
+            write_atomic(self._root, hour, table, datetime.fromtimestamp(self._clock(), UTC))
+        except Exception:
+            log.exception("record store: writing %d record(s) of %s failed; they are lost", count, hour)
+            self._count(c.RECORD_FAILED, count)
+            return 0
+        self._count(c.RECORD_WRITTEN, count)
+        return count
+
+    def _table(self, rows: list[RequestRecord]) -> pa.Table:
+        """The rows as one table; when one of them cannot be converted, the others still are."""
+        try:
+            return to_table(rows)
+        except (pa.ArrowException, ValueError, TypeError, OverflowError):
+            pass
+        good: list[RequestRecord] = []
+        for row in rows:  # rare: find the rows Arrow refuses, one by one
+            try:
+                to_table([row])
+            except (pa.ArrowException, ValueError, TypeError, OverflowError) as exc:
+                log.error("record store: request of trace %s cannot be stored (%s); dropped", row.request.trace_id, exc)
+                self._count(c.RECORD_FAILED, 1)
+            else:
+                good.append(row)
+        return to_table(good)
 
     def _retain(self) -> None:
         settings = self._settings

@@ -53,8 +53,14 @@ def _pod(record: RequestRecord, field: str) -> float | None:
     return getattr(state, field) if state is not None else None
 
 
+_INT64_MAX = 2**63 - 1
+
+
 def _tokens(value: float | None) -> int | None:
-    return int(value) if value is not None and math.isfinite(value) and value >= 0 else None
+    """A token count as an int64; None when missing or not a count an int64 can hold."""
+    if value is None or not math.isfinite(value) or not 0 <= value <= _INT64_MAX:
+        return None
+    return int(value)
 
 
 COLUMNS: tuple[Column, ...] = (

@@ -1,0 +1,317 @@
+"""Tests of sloscope's own health alerts: spans in, the queue, refusals and drops, record sinks, evictions,
+joins, invalid values, folded label values and scrapes."""
+
+from __future__ import annotations
+
+import math
+
+from sloscope import conventions as c
+from sloscope.generators import rules as r
+from sloscope.generators.rule_tests.common import (
+    MODEL,
+    POOL,
+    TARGET,
+    Test,
+    _alert_case,
+    _counter,
+    _gauge,
+    _group,
+    _held,
+    _minutes,
+    _Rules,
+    _series,
+    _switch,
+)
+
+# Rates exist from minute 1 (two samples), so a condition on them holds from minute 1 and a `for` of F
+# minutes fires at minute 1 + F.
+
+
+def _pipeline_tests(rules: _Rules, t: r.AlertThresholds) -> list[Test]:
+    return [
+        *_no_spans_tests(rules, t),
+        *_queue_tests(rules, t),
+        *_refusing_tests(rules, t),
+        *_dropped_tests(rules, t),
+        *_records_lost_tests(rules, t),
+        *_evicting_tests(rules, t),
+        *_join_tests(rules, t),
+        *_invalid_tests(rules, t),
+        *_folded_tests(rules),
+        *_scrape_tests(rules, t),
+    ]
+
+
+def _no_spans_tests(rules: _Rules, t: r.AlertThresholds) -> list[Test]:
+    name, hold = r.NO_SPANS, _minutes(t.no_spans_for)
+    minutes = hold + 10
+
+    def received(transport: str, values: str) -> dict[str, str]:
+        return _series(c.SPANS_RECEIVED.exposed_name, {c.TRANSPORT: transport}, values)
+
+    return [
+        _group(
+            f"{name} fires when no span arrives on any transport",
+            [received("grpc", _gauge(500, minutes)), received("http", _gauge(0, minutes))],
+            alert_rule_test=_held(name, 1 + hold, rules.expect(name, TARGET, 0.0)),
+        ),
+        _group(
+            f"{name} stays silent while spans arrive on one transport",
+            [received("grpc", _counter(100, minutes)), received("http", _gauge(0, minutes))],
+            alert_rule_test=[_alert_case(name, 1 + hold)],
+        ),
+    ]
+
+
+def _queue_tests(rules: _Rules, t: r.AlertThresholds) -> list[Test]:
+    name, hold = r.QUEUE_NEARLY_FULL, _minutes(t.queue_full_for)
+    minutes, full_at, capacity = hold + 20, 10, 10000
+    fill = round((1 + t.queue_full_ratio) / 2 * capacity)
+    calm = math.floor(t.queue_full_ratio / 2 * capacity)
+    cap = _series(c.QUEUE_CAPACITY_SPANS.exposed_name, {}, _gauge(capacity, minutes))
+    tests = []
+    if t.queue_full_ratio < 1:
+        tests.append(
+            _group(
+                f"{name} fires when the queue stays {fill / capacity:.0%} full",
+                [cap, _series(c.QUEUE_SPANS.exposed_name, {}, _switch(100, fill, full_at, minutes))],
+                alert_rule_test=_held(name, full_at + hold, rules.expect(name, TARGET, fill / capacity)),
+            )
+        )
+    tests.append(
+        _group(
+            f"{name} stays silent while the queue is {calm / capacity:.0%} full",
+            [cap, _series(c.QUEUE_SPANS.exposed_name, {}, _gauge(calm, minutes))],
+            alert_rule_test=[_alert_case(name, full_at + hold)],
+        )
+    )
+    return tests
+
+
+def _refusing_tests(rules: _Rules, t: r.AlertThresholds) -> list[Test]:
+    name, hold = r.REFUSING_SPANS, _minutes(t.refusing_for)
+    minutes = hold + 10
+
+    def dropped(reason: str, values: str) -> dict[str, str]:
+        return _series(c.SPANS_DROPPED.exposed_name, {c.REASON: reason}, values)
+
+    return [
+        _group(
+            f"{name} fires while spans are refused because the queue is full",
+            [dropped(c.DROP_QUEUE_FULL, _counter(600, minutes))],
+            alert_rule_test=_held(name, 1 + hold, rules.expect(name, TARGET, 10.0)),
+        ),
+        _group(
+            f"{name} stays silent when only duplicates are dropped",
+            [dropped(c.DROP_QUEUE_FULL, _gauge(0, minutes)), dropped(c.DROP_DUPLICATE, _counter(600, minutes))],
+            alert_rule_test=[_alert_case(name, 1 + hold)],
+        ),
+    ]
+
+
+def _dropped_tests(rules: _Rules, t: r.AlertThresholds) -> list[Test]:
+    name, hold = r.SPANS_DROPPED, _minutes(t.spans_dropped_for)
+    minutes, received = hold + 10, 1000
+    lost = max(1, round(5 * t.spans_dropped_ratio * received))
+    harmless = math.floor(t.spans_dropped_ratio / 5 * received)
+
+    def dropped(reason: str, per_minute: int) -> dict[str, str]:
+        return _series(c.SPANS_DROPPED.exposed_name, {c.REASON: reason}, _counter(per_minute, minutes))
+
+    spans = _series(c.SPANS_RECEIVED.exposed_name, {c.TRANSPORT: "grpc"}, _counter(received, minutes))
+    tests = []
+    if lost / received > t.spans_dropped_ratio:
+        expected = rules.expect(name, {**TARGET, c.REASON: c.DROP_LATE}, lost / received)
+        tests.append(
+            _group(
+                f"{name} fires when {lost} of {received} spans a minute arrive too late",
+                [spans, dropped(c.DROP_LATE, lost)],
+                alert_rule_test=_held(name, 1 + hold, expected),
+            )
+        )
+    tests.append(
+        _group(
+            f"{name} stays silent for duplicates and a few late spans",
+            [spans, dropped(c.DROP_DUPLICATE, received // 2), dropped(c.DROP_LATE, harmless)],
+            alert_rule_test=[_alert_case(name, 1 + hold)],
+        )
+    )
+    return tests
+
+
+def _records_lost_tests(rules: _Rules, t: r.AlertThresholds) -> list[Test]:
+    name, hold = r.RECORDS_LOST, _minutes(t.records_lost_for)
+    minutes, handed = hold + 10, 1000
+    lost = max(1, math.ceil(5 * t.records_lost_ratio * handed))
+
+    def records(sink: str, result: str, per_minute: int) -> dict[str, str]:
+        return _series(c.RECORDS.exposed_name, {c.SINK: sink, c.RESULT: result}, _counter(per_minute, minutes))
+
+    expected = rules.expect(name, {**TARGET, c.SINK: c.SINK_STORE}, lost / handed)
+    return [
+        _group(
+            f"{name} fires when the record store drops {lost} of {handed} records a minute",
+            [
+                records(c.SINK_STORE, c.RECORD_WRITTEN, handed - lost),
+                records(c.SINK_STORE, c.RECORD_DROPPED, lost),
+                records(c.SINK_OTLP, c.RECORD_WRITTEN, handed),
+            ],
+            alert_rule_test=_held(name, 1 + hold, expected),
+        ),
+        _group(
+            f"{name} stays silent when records are only written or filtered",
+            [
+                records(c.SINK_STORE, c.RECORD_WRITTEN, handed),
+                records(c.SINK_OTLP, c.RECORD_FILTERED, handed),
+                records(c.SINK_OTLP, c.RECORD_WRITTEN, 10),
+            ],
+            alert_rule_test=[_alert_case(name, 1 + hold)],
+        ),
+    ]
+
+
+def _evicting_tests(rules: _Rules, t: r.AlertThresholds) -> list[Test]:
+    name, hold = r.EVICTING_TRACES, _minutes(t.evicting_for)
+    minutes = hold + 10
+
+    def joined(outcome: str, values: str) -> dict[str, str]:
+        return _series(c.TRACES_JOINED.exposed_name, {c.OUTCOME: outcome}, values)
+
+    return [
+        _group(
+            f"{name} fires while traces are evicted by the pending-trace cap",
+            [joined(c.OUTCOME_JOINED, _counter(600, minutes)), joined(c.OUTCOME_EVICTED, _counter(120, minutes))],
+            alert_rule_test=_held(name, 1 + hold, rules.expect(name, TARGET, 2.0)),
+        ),
+        _group(
+            f"{name} stays silent when no trace is evicted",
+            [joined(c.OUTCOME_JOINED, _counter(600, minutes)), joined(c.OUTCOME_EVICTED, _gauge(0, minutes))],
+            alert_rule_test=[_alert_case(name, 1 + hold)],
+        ),
+    ]
+
+
+def _join_tests(rules: _Rules, t: r.AlertThresholds) -> list[Test]:
+    name, hold = r.JOIN_RATIO_LOW, _minutes(t.join_ratio_for)
+    minutes = hold + 10
+    low = math.floor(t.join_ratio_min / 2 * 100)
+    high = math.ceil((1 + t.join_ratio_min) / 2 * 100)
+
+    def outcomes(joined_share: int) -> list[dict[str, str]]:
+        return [
+            _series(c.TRACES_JOINED.exposed_name, {c.OUTCOME: c.OUTCOME_JOINED}, _counter(joined_share, minutes)),
+            _series(
+                c.TRACES_JOINED.exposed_name, {c.OUTCOME: c.OUTCOME_ANCHOR_ONLY}, _counter(100 - joined_share, minutes)
+            ),
+            # Traces without a model-server span are not requests: they do not count against the ratio.
+            _series(c.TRACES_JOINED.exposed_name, {c.OUTCOME: c.OUTCOME_NO_ANCHOR}, _counter(500, minutes)),
+        ]
+
+    tests = []
+    if low / 100 < t.join_ratio_min:
+        tests.append(
+            _group(
+                f"{name} fires when {low} of 100 requests find their gateway span",
+                outcomes(low),
+                alert_rule_test=_held(name, 1 + hold, rules.expect(name, TARGET, low / 100)),
+            )
+        )
+    tests.append(
+        _group(
+            f"{name} stays silent when {high} of 100 requests find their gateway span",
+            outcomes(high),
+            alert_rule_test=[_alert_case(name, 1 + hold)],
+        )
+    )
+    return tests
+
+
+def _invalid_tests(rules: _Rules, t: r.AlertThresholds) -> list[Test]:
+    name, hold = r.INVALID_VALUES, _minutes(t.invalid_values_for)
+    minutes, evaluated = hold + 10, 1000
+    bad = max(1, round(5 * t.invalid_values_ratio * evaluated))
+    few = math.floor(t.invalid_values_ratio / 5 * evaluated)
+    requests = _series(
+        c.REQUESTS.exposed_name,
+        {c.MODEL: MODEL, c.POOL: POOL, c.SLO_CLASS: "none", c.ROUTING: c.ROUTING_UNKNOWN},
+        _counter(evaluated, minutes),
+    )
+
+    def invalid(per_minute: int) -> dict[str, str]:
+        return _series(c.INVALID_VALUES.exposed_name, {c.FIELD: "ttft_seconds"}, _counter(per_minute, minutes))
+
+    tests = []
+    if bad / evaluated > t.invalid_values_ratio:
+        expected = rules.expect(name, {**TARGET, c.FIELD: "ttft_seconds"}, bad / evaluated)
+        tests.append(
+            _group(
+                f"{name} fires when {bad} of {evaluated} requests a minute have no valid TTFT",
+                [requests, invalid(bad)],
+                alert_rule_test=_held(name, 1 + hold, expected),
+            )
+        )
+    tests.append(
+        _group(
+            f"{name} stays silent when {few} of {evaluated} requests a minute have no valid TTFT",
+            [requests, invalid(few)],
+            alert_rule_test=[_alert_case(name, 1 + hold)],
+        )
+    )
+    return tests
+
+
+def _folded_tests(rules: _Rules) -> list[Test]:
+    name, folded_at = r.LABEL_VALUES_FOLDED, 11
+    labels = {c.LABEL: c.MODEL}
+    expected = rules.expect(name, {**TARGET, **labels}, 5.0)
+    return [
+        _group(
+            f"{name} fires as soon as observations are folded into {c.OTHER}",
+            [_series(c.LABEL_VALUES_FOLDED.exposed_name, labels, f"0x{folded_at - 1} 5x20")],
+            alert_rule_test=[_alert_case(name, folded_at - 1), _alert_case(name, folded_at, [expected])],
+        ),
+        _group(
+            f"{name} stays silent while nothing is folded",
+            [_series(c.LABEL_VALUES_FOLDED.exposed_name, labels, _gauge(0, 30))],
+            alert_rule_test=[_alert_case(name, folded_at)],
+        ),
+    ]
+
+
+def _scrape_tests(rules: _Rules, t: r.AlertThresholds) -> list[Test]:
+    name, hold = r.SCRAPES_FAILING, _minutes(t.scrape_failure_for)
+    minutes = hold + 10
+    failing = min(100, math.floor(2 * t.scrape_failure_ratio * 100))
+    few = math.floor(t.scrape_failure_ratio / 2 * 100)
+
+    def scrapes(kind: str, result: str, per_minute: int) -> dict[str, str]:
+        return _series(c.SCRAPES.exposed_name, {c.KIND: kind, c.RESULT: result}, _counter(per_minute, minutes))
+
+    # The EPP is scraped without failure meanwhile: only the failing kind alerts.
+    epp = [scrapes(c.KIND_EPP, c.RESULT_SUCCESS, 4), scrapes(c.KIND_EPP, c.RESULT_HTTP_ERROR, 0)]
+    tests = []
+    if failing / 100 > t.scrape_failure_ratio:
+        expected = rules.expect(name, {**TARGET, c.KIND: c.KIND_MODEL_SERVER}, failing / 100)
+        tests.append(
+            _group(
+                f"{name} fires for model servers when {failing} of 100 scrapes a minute time out",
+                [
+                    scrapes(c.KIND_MODEL_SERVER, c.RESULT_SUCCESS, 100 - failing),
+                    scrapes(c.KIND_MODEL_SERVER, c.RESULT_TIMEOUT, failing),
+                    *epp,
+                ],
+                alert_rule_test=_held(name, 1 + hold, expected),
+            )
+        )
+    tests.append(
+        _group(
+            f"{name} stays silent when {few} of 100 scrapes a minute time out",
+            [
+                scrapes(c.KIND_MODEL_SERVER, c.RESULT_SUCCESS, 100 - few),
+                scrapes(c.KIND_MODEL_SERVER, c.RESULT_TIMEOUT, few),
+                *epp,
+            ],
+            alert_rule_test=[_alert_case(name, 1 + hold)],
+        )
+    )
+    return tests

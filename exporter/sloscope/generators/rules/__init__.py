@@ -1,0 +1,93 @@
+"""Prometheus recording and alerting rules generated from the SLO spec.
+
+Four groups, as Sloth splits SLI recording rules from alert rules and kubernetes-mixin splits alerts by subject:
+
+- ``sloscope-slo-recording``: per window of :data:`~sloscope.conventions.RULE_WINDOWS`, the eligible-request
+  rate and the error ratio by model, pool, SLO class and SLO (the routing label is summed away, and so are
+  replicas: each request is counted by exactly one), plus the error ratio over each class's compliance period.
+- ``sloscope-slo-alerts``: multi-window multi-burn-rate alerts per SLO class and SLO, with the class's own
+  objective and compliance period (:mod:`sloscope.generators.windows`).
+- ``sloscope-predictor-alerts``: calibration, availability and freshness of the latency predictor, pod headroom,
+  shadow predictions.
+- ``sloscope-pipeline-alerts``: sloscope's own health (spans in, queue, drops, joins, scrapes).
+
+Every series name comes from :mod:`sloscope.conventions`, every objective and period from the spec, every
+threshold from :class:`AlertThresholds`. Every alert carries ``severity`` (``page`` or ``ticket``), a
+``summary``, a ``description`` templated with the alert's labels and value, and a ``runbook_url``
+``<runbook_base>/<AlertName>.md`` (the runbooks are in ``docs/runbooks/``).
+
+The functions return plain data in a stable order; the caller writes the YAML.
+
+The modules, one per job: :mod:`.names` (group and alert names), :mod:`.thresholds` (:class:`AlertThresholds`
+and the fixed windows), :mod:`.common` (PromQL and template helpers, the shape of an alert), one module per
+group (:mod:`.recording`, :mod:`.slo_alerts`, :mod:`.predictor_alerts`, :mod:`.pipeline_alerts`) and
+:mod:`.files` (the groups assembled into a rule file or a ``PrometheusRule``).
+"""
+
+from __future__ import annotations
+
+from sloscope.generators.rules.files import groups, prometheus_rule, rule_file
+from sloscope.generators.rules.names import (
+    ALERT_NAMES,
+    ERROR_BUDGET_BURN_PAGE,
+    ERROR_BUDGET_BURN_TICKET,
+    EVICTING_TRACES,
+    GROUP_PIPELINE_ALERTS,
+    GROUP_PREDICTOR_ALERTS,
+    GROUP_SLO_ALERTS,
+    GROUP_SLO_RECORDING,
+    INVALID_VALUES,
+    JOIN_RATIO_LOW,
+    LABEL_VALUES_FOLDED,
+    NO_SPANS,
+    POOL_HEADROOM_EXHAUSTED,
+    PREDICTOR_CALIBRATION_DRIFT,
+    PREDICTOR_DOWN,
+    PREDICTOR_MODEL_STALE,
+    QUEUE_NEARLY_FULL,
+    RECORDS_LOST,
+    REFUSING_SPANS,
+    SCRAPES_FAILING,
+    SHADOW_PREDICTIONS_FAILING,
+    SPANS_DROPPED,
+)
+from sloscope.generators.rules.pipeline_alerts import pipeline_alerts
+from sloscope.generators.rules.predictor_alerts import predictor_alerts
+from sloscope.generators.rules.recording import period_ratio_rule, recording_rules
+from sloscope.generators.rules.slo_alerts import slo_alerts
+from sloscope.generators.rules.thresholds import DEFAULT_THRESHOLDS, AlertThresholds
+
+__all__ = [
+    "ALERT_NAMES",
+    "DEFAULT_THRESHOLDS",
+    "ERROR_BUDGET_BURN_PAGE",
+    "ERROR_BUDGET_BURN_TICKET",
+    "EVICTING_TRACES",
+    "GROUP_PIPELINE_ALERTS",
+    "GROUP_PREDICTOR_ALERTS",
+    "GROUP_SLO_ALERTS",
+    "GROUP_SLO_RECORDING",
+    "INVALID_VALUES",
+    "JOIN_RATIO_LOW",
+    "LABEL_VALUES_FOLDED",
+    "NO_SPANS",
+    "POOL_HEADROOM_EXHAUSTED",
+    "PREDICTOR_CALIBRATION_DRIFT",
+    "PREDICTOR_DOWN",
+    "PREDICTOR_MODEL_STALE",
+    "QUEUE_NEARLY_FULL",
+    "RECORDS_LOST",
+    "REFUSING_SPANS",
+    "SCRAPES_FAILING",
+    "SHADOW_PREDICTIONS_FAILING",
+    "SPANS_DROPPED",
+    "AlertThresholds",
+    "groups",
+    "period_ratio_rule",
+    "pipeline_alerts",
+    "predictor_alerts",
+    "prometheus_rule",
+    "recording_rules",
+    "rule_file",
+    "slo_alerts",
+]

@@ -1,0 +1,48 @@
+"""Names the generated rules carry: the four rule groups and every alert."""
+
+from __future__ import annotations
+
+GROUP_SLO_RECORDING = "sloscope-slo-recording"
+GROUP_SLO_ALERTS = "sloscope-slo-alerts"
+GROUP_PREDICTOR_ALERTS = "sloscope-predictor-alerts"
+GROUP_PIPELINE_ALERTS = "sloscope-pipeline-alerts"
+
+# Alert names: public (runbooks, silences and routes refer to them).
+ERROR_BUDGET_BURN_PAGE = "SloscopeErrorBudgetBurnPage"
+ERROR_BUDGET_BURN_TICKET = "SloscopeErrorBudgetBurnTicket"
+PREDICTOR_CALIBRATION_DRIFT = "SloscopePredictorCalibrationDrift"
+PREDICTOR_DOWN = "SloscopePredictorDown"
+PREDICTOR_MODEL_STALE = "SloscopePredictorModelStale"
+POOL_HEADROOM_EXHAUSTED = "SloscopePoolHeadroomExhausted"
+SHADOW_PREDICTIONS_FAILING = "SloscopeShadowPredictionsFailing"
+NO_SPANS = "SloscopeNoSpans"
+QUEUE_NEARLY_FULL = "SloscopeQueueNearlyFull"
+REFUSING_SPANS = "SloscopeRefusingSpans"
+SPANS_DROPPED = "SloscopeSpansDropped"
+EVICTING_TRACES = "SloscopeEvictingTraces"
+JOIN_RATIO_LOW = "SloscopeJoinRatioLow"
+INVALID_VALUES = "SloscopeInvalidValues"
+LABEL_VALUES_FOLDED = "SloscopeLabelValuesFolded"
+SCRAPES_FAILING = "SloscopeScrapesFailing"
+RECORDS_LOST = "SloscopeRecordsLost"
+
+ALERT_NAMES = (
+    ERROR_BUDGET_BURN_PAGE,
+    ERROR_BUDGET_BURN_TICKET,
+    PREDICTOR_CALIBRATION_DRIFT,
+    PREDICTOR_DOWN,
+    PREDICTOR_MODEL_STALE,
+    POOL_HEADROOM_EXHAUSTED,
+    SHADOW_PREDICTIONS_FAILING,
+    NO_SPANS,
+    QUEUE_NEARLY_FULL,
+    REFUSING_SPANS,
+    SPANS_DROPPED,
+    EVICTING_TRACES,
+    JOIN_RATIO_LOW,
+    INVALID_VALUES,
+    LABEL_VALUES_FOLDED,
+    SCRAPES_FAILING,
+    RECORDS_LOST,
+)
+"""Every alert the generated rules can contain (the SLO alerts only when the spec lists a class)."""

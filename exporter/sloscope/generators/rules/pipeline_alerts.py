@@ -1,0 +1,256 @@
+"""The ``sloscope-pipeline-alerts`` group: sloscope's own health (spans in, queue, drops, joins, invalid values,
+folded label values, scrapes, record sinks)."""
+
+from __future__ import annotations
+
+from sloscope import conventions as c
+from sloscope.generators.rules.common import (
+    INSTANCE,
+    VALUE_NUMBER,
+    VALUE_PERCENT,
+    Rule,
+    _alert,
+    _by,
+    _label,
+    _Not,
+    _num,
+    _one_of,
+    _pct,
+    _selector,
+)
+from sloscope.generators.rules.names import (
+    EVICTING_TRACES,
+    INVALID_VALUES,
+    JOIN_RATIO_LOW,
+    LABEL_VALUES_FOLDED,
+    NO_SPANS,
+    QUEUE_NEARLY_FULL,
+    RECORDS_LOST,
+    REFUSING_SPANS,
+    SCRAPES_FAILING,
+    SPANS_DROPPED,
+)
+from sloscope.generators.rules.thresholds import (
+    FOLDED_WINDOW,
+    JOINED_OUTCOMES,
+    LOST_SPAN_REASONS,
+    NO_SPANS_WINDOW,
+    PIPELINE_WINDOW,
+    REFUSING_WINDOW,
+    AlertThresholds,
+)
+from sloscope.generators.windows import TICKET
+
+# Per sloscope replica: "sum without (...)" keeps the target labels (instance, job, pod, ...) whatever the
+# deployment names them, so a single broken replica is visible as such.
+
+
+def _no_spans(t: AlertThresholds, runbook_base: str) -> Rule:
+    expr = f"sum without ({c.TRANSPORT}) (rate({c.SPANS_RECEIVED.exposed_name}[{NO_SPANS_WINDOW}])) == 0"
+    return _alert(
+        NO_SPANS,
+        expr,
+        severity=TICKET,
+        hold=t.no_spans_for,
+        summary="sloscope receives no spans.",
+        description=(
+            f"sloscope {INSTANCE} has accepted no span for at least {t.no_spans_for}: no traffic, or the gateway, "
+            f"the model servers or the collector in front no longer export traces to it. SLO series stop moving."
+        ),
+        runbook_base=runbook_base,
+    )
+
+
+def _queue_nearly_full(t: AlertThresholds, runbook_base: str) -> Rule:
+    expr = f"{c.QUEUE_SPANS.exposed_name} / {c.QUEUE_CAPACITY_SPANS.exposed_name} > {_num(t.queue_full_ratio)}"
+    return _alert(
+        QUEUE_NEARLY_FULL,
+        expr,
+        severity=TICKET,
+        hold=t.queue_full_for,
+        summary="sloscope's span queue is nearly full.",
+        description=(
+            f"The receiver-to-assembler queue of sloscope {INSTANCE} is {VALUE_PERCENT} full (threshold "
+            f"{_pct(t.queue_full_ratio)}): the worker cannot keep up, and refusals follow."
+        ),
+        runbook_base=runbook_base,
+    )
+
+
+def _refusing_spans(t: AlertThresholds, runbook_base: str) -> Rule:
+    refused = _selector(c.SPANS_DROPPED.exposed_name, {c.REASON: c.DROP_QUEUE_FULL})
+    expr = f"sum without ({c.REASON}) (rate({refused}[{REFUSING_WINDOW}])) > 0"
+    return _alert(
+        REFUSING_SPANS,
+        expr,
+        severity=TICKET,
+        hold=t.refusing_for,
+        summary="sloscope is refusing spans because its queue is full.",
+        description=(
+            f"sloscope {INSTANCE} refuses {VALUE_NUMBER} spans/s with a retryable 429 / RESOURCE_EXHAUSTED. "
+            f"Exporters retry, but sustained refusals exhaust their buffers and then spans are lost."
+        ),
+        runbook_base=runbook_base,
+    )
+
+
+def _spans_dropped(t: AlertThresholds, runbook_base: str) -> Rule:
+    dropped = _selector(c.SPANS_DROPPED.exposed_name, {c.REASON: _one_of(LOST_SPAN_REASONS)})
+    expr = (
+        f"rate({dropped}[{PIPELINE_WINDOW}])\n"
+        f"  / ignoring ({c.REASON}) group_left\n"
+        f"sum without ({c.TRANSPORT}) (rate({c.SPANS_RECEIVED.exposed_name}[{PIPELINE_WINDOW}]))\n"
+        f"> {_num(t.spans_dropped_ratio)}"
+    )
+    return _alert(
+        SPANS_DROPPED,
+        expr,
+        severity=TICKET,
+        hold=t.spans_dropped_for,
+        summary="sloscope is discarding spans.",
+        description=(
+            f"sloscope {INSTANCE} discards spans for reason {_label(c.REASON)} at {VALUE_PERCENT} of the spans it "
+            f"receives (threshold {_pct(t.spans_dropped_ratio)} over {PIPELINE_WINDOW}). Those spans are lost: "
+            f"the requests they belong to are counted without them, or not at all."
+        ),
+        runbook_base=runbook_base,
+    )
+
+
+def _evicting_traces(t: AlertThresholds, runbook_base: str) -> Rule:
+    evicted = _selector(c.TRACES_JOINED.exposed_name, {c.OUTCOME: c.OUTCOME_EVICTED})
+    expr = f"sum without ({c.OUTCOME}) (rate({evicted}[{PIPELINE_WINDOW}])) > 0"
+    return _alert(
+        EVICTING_TRACES,
+        expr,
+        severity=TICKET,
+        hold=t.evicting_for,
+        summary="sloscope evicts traces before their join window ends.",
+        description=(
+            f"sloscope {INSTANCE} emits {VALUE_NUMBER} requests/s early because the pending-trace cap is reached: "
+            f"their gateway spans may arrive after the emission, and those requests lose their SLO targets."
+        ),
+        runbook_base=runbook_base,
+    )
+
+
+def _join_ratio_low(t: AlertThresholds, runbook_base: str) -> Rule:
+    joined = _selector(c.TRACES_JOINED.exposed_name, {c.OUTCOME: _one_of(JOINED_OUTCOMES)})
+    emitted = _selector(c.TRACES_JOINED.exposed_name, {c.OUTCOME: _Not(c.OUTCOME_NO_ANCHOR)})
+    expr = (
+        f"sum without ({c.OUTCOME}) (rate({joined}[{PIPELINE_WINDOW}]))\n"
+        f"  / sum without ({c.OUTCOME}) (rate({emitted}[{PIPELINE_WINDOW}]))\n"
+        f"< {_num(t.join_ratio_min)}"
+    )
+    return _alert(
+        JOIN_RATIO_LOW,
+        expr,
+        severity=TICKET,
+        hold=t.join_ratio_for,
+        summary="Few requests are joined with their gateway span.",
+        description=(
+            f"Only {VALUE_PERCENT} of the requests sloscope {INSTANCE} emitted over the last {PIPELINE_WINDOW} "
+            f"found their gateway span (threshold {_pct(t.join_ratio_min)}). The others carry no SLO headers and "
+            f"routing label: they are published without SLOs."
+        ),
+        runbook_base=runbook_base,
+    )
+
+
+def _invalid_values(t: AlertThresholds, runbook_base: str) -> Rule:
+    request_labels = _by((c.MODEL, c.POOL, c.SLO_CLASS, c.ROUTING))
+    expr = (
+        f"rate({c.INVALID_VALUES.exposed_name}[{PIPELINE_WINDOW}])\n"
+        f"  / ignoring ({c.FIELD}) group_left\n"
+        f"sum without ({request_labels}) (rate({c.REQUESTS.exposed_name}[{PIPELINE_WINDOW}]))\n"
+        f"> {_num(t.invalid_values_ratio)}"
+    )
+    return _alert(
+        INVALID_VALUES,
+        expr,
+        severity=TICKET,
+        hold=t.invalid_values_for,
+        summary="Model-server spans carry unusable latency or token values.",
+        description=(
+            f"{VALUE_PERCENT} of the requests sloscope {INSTANCE} evaluated over the last {PIPELINE_WINDOW} had "
+            f"no valid {_label(c.FIELD)} (threshold {_pct(t.invalid_values_ratio)}); they are not eligible for "
+            f"the SLOs that need it, which biases attainment."
+        ),
+        runbook_base=runbook_base,
+    )
+
+
+def _label_values_folded(t: AlertThresholds, runbook_base: str) -> Rule:
+    del t  # no threshold: any folded value hides a label value from every panel and alert
+    expr = f"increase({c.LABEL_VALUES_FOLDED.exposed_name}[{FOLDED_WINDOW}]) > 0"
+    return _alert(
+        LABEL_VALUES_FOLDED,
+        expr,
+        severity=TICKET,
+        summary="A label's value cap is reached; new values are published as __other__.",
+        description=(
+            f"sloscope {INSTANCE} folded {VALUE_NUMBER} observations of label {_label(c.LABEL)} into "
+            f'"{c.OTHER}" over the last {FOLDED_WINDOW}: series of new values are merged and cannot be told apart.'
+        ),
+        runbook_base=runbook_base,
+    )
+
+
+def _scrapes_failing(t: AlertThresholds, runbook_base: str) -> Rule:
+    failed = _selector(c.SCRAPES.exposed_name, {c.RESULT: _Not(c.RESULT_SUCCESS)})
+    expr = (
+        f"sum without ({c.RESULT}) (rate({failed}[{PIPELINE_WINDOW}]))\n"
+        f"  / sum without ({c.RESULT}) (rate({c.SCRAPES.exposed_name}[{PIPELINE_WINDOW}]))\n"
+        f"> {_num(t.scrape_failure_ratio)}"
+    )
+    return _alert(
+        SCRAPES_FAILING,
+        expr,
+        severity=TICKET,
+        hold=t.scrape_failure_for,
+        summary="sloscope's scrapes of a kind of target are failing.",
+        description=(
+            f"{VALUE_PERCENT} of sloscope {INSTANCE}'s {_label(c.KIND)} scrapes failed over the last "
+            f"{PIPELINE_WINDOW} (threshold {_pct(t.scrape_failure_ratio)}). Model-server failures blind shadow "
+            f"predictions and headroom; EPP failures freeze the EPP series; predictor failures the health series."
+        ),
+        runbook_base=runbook_base,
+    )
+
+
+def _records_lost(t: AlertThresholds, runbook_base: str) -> Rule:
+    lost = _selector(c.RECORDS.exposed_name, {c.RESULT: _one_of((c.RECORD_DROPPED, c.RECORD_FAILED))})
+    expr = (
+        f"sum without ({c.RESULT}) (rate({lost}[{PIPELINE_WINDOW}]))\n"
+        f"  / sum without ({c.RESULT}) (rate({c.RECORDS.exposed_name}[{PIPELINE_WINDOW}]))\n"
+        f"> {_num(t.records_lost_ratio)}"
+    )
+    return _alert(
+        RECORDS_LOST,
+        expr,
+        severity=TICKET,
+        hold=t.records_lost_for,
+        summary="A record sink is losing request records.",
+        description=(
+            f"sloscope {INSTANCE}'s {_label(c.SINK)} sink dropped or failed to write {VALUE_PERCENT} of the request "
+            f"records it got over the last {PIPELINE_WINDOW} (threshold {_pct(t.records_lost_ratio)}). The record "
+            f"store (and every SLO review built on it) or the trace backend misses those requests; the Prometheus "
+            f"series are unaffected."
+        ),
+        runbook_base=runbook_base,
+    )
+
+
+def pipeline_alerts(thresholds: AlertThresholds, runbook_base: str) -> list[Rule]:
+    return [
+        _no_spans(thresholds, runbook_base),
+        _queue_nearly_full(thresholds, runbook_base),
+        _refusing_spans(thresholds, runbook_base),
+        _spans_dropped(thresholds, runbook_base),
+        _evicting_traces(thresholds, runbook_base),
+        _join_ratio_low(thresholds, runbook_base),
+        _invalid_values(thresholds, runbook_base),
+        _label_values_folded(thresholds, runbook_base),
+        _scrapes_failing(thresholds, runbook_base),
+        _records_lost(thresholds, runbook_base),
+    ]

@@ -1,0 +1,152 @@
+"""The ``sloscope-predictor-alerts`` group: calibration, availability and freshness of the latency predictor,
+pod headroom, shadow predictions."""
+
+from __future__ import annotations
+
+from sloscope import conventions as c
+from sloscope.generators.rules.common import (
+    VALUE_DURATION,
+    VALUE_PERCENT,
+    Rule,
+    _alert,
+    _by,
+    _label,
+    _num,
+    _one_of,
+    _pct,
+    _selector,
+)
+from sloscope.generators.rules.names import (
+    POOL_HEADROOM_EXHAUSTED,
+    PREDICTOR_CALIBRATION_DRIFT,
+    PREDICTOR_DOWN,
+    PREDICTOR_MODEL_STALE,
+    SHADOW_PREDICTIONS_FAILING,
+)
+from sloscope.generators.rules.thresholds import FAILED_SHADOW_REASONS, PIPELINE_WINDOW, AlertThresholds
+from sloscope.generators.windows import PAGE, TICKET
+from sloscope.generators.windows import format_duration as _format_duration
+
+
+def _calibration_drift(t: AlertThresholds, runbook_base: str) -> Rule:
+    by = _by((c.POOL, c.SIGNAL, c.SOURCE))
+    sources = {c.SOURCE: _one_of(c.SOURCES)}
+    window = t.calibration_window
+    covered = f"sum by ({by}) (rate({_selector(c.PREDICTION_COVERED.exposed_name, sources)}[{window}]))"
+    compared = f"sum by ({by}) (rate({_selector(c.PREDICTIONS.exposed_name, sources)}[{window}]))"
+    quantile = f"max by ({c.POOL}) ({c.PREDICTOR_QUANTILE.exposed_name})"
+    # Signed: coverage minus quantile, so the value says which way the predictor is wrong.
+    deviation = f"(\n    {covered}\n    / {compared}\n    - on ({c.POOL}) group_left {quantile}\n  )"
+    count = f"sum by ({by}) (increase({_selector(c.PREDICTIONS.exposed_name, sources)}[{window}]))"
+    limit = _num(t.calibration_max_deviation)
+    expr = (
+        f"(\n  {deviation} > {limit}\n  or\n  {deviation} < -{limit}\n)\n"
+        f"and on ({by})\n{count} >= {t.calibration_min_predictions}"
+    )
+    return _alert(
+        PREDICTOR_CALIBRATION_DRIFT,
+        expr,
+        severity=TICKET,
+        hold=t.calibration_for,
+        summary="Online coverage of the latency predictor is far from its quantile.",
+        description=(
+            f"Over the last {window}, the online coverage of the {_label(c.SIGNAL)} predictions of pool "
+            f"{_label(c.POOL)} (source {_label(c.SOURCE)}) differed from the predictor's quantile by {VALUE_PERCENT} "
+            f"(coverage minus quantile; negative: optimistic, the EPP sends requests to pods that then miss their "
+            f"SLO; positive: pessimistic, it refuses pods that had room). Alerts beyond "
+            f"{_pct(t.calibration_max_deviation)} with at least {t.calibration_min_predictions} predictions."
+        ),
+        runbook_base=runbook_base,
+    )
+
+
+def _predictor_down(t: AlertThresholds, runbook_base: str) -> Rule:
+    # Ticket, not page: a predictor outage is a cause, not a symptom. Requests keep being routed, and if they
+    # start missing their SLOs because of it, the burn-rate alerts page on exactly that; paging on the cause as
+    # well would wake someone twice, or for an outage users never felt (a training server down for 5 minutes
+    # only delays retraining). max over sloscope replicas: one replica seeing the server ready is enough.
+    expr = f"max by ({_by((c.POOL, c.SERVER, c.ROLE))}) ({c.PREDICTOR_UP.exposed_name}) == 0"
+    return _alert(
+        PREDICTOR_DOWN,
+        expr,
+        severity=TICKET,
+        hold=t.predictor_down_for,
+        summary="A latency predictor server is down or not ready.",
+        description=(
+            f"The {_label(c.ROLE)} server {_label(c.SERVER)} of pool {_label(c.POOL)} has not answered ready "
+            f"for {t.predictor_down_for}. A prediction server down costs the EPP its predictions and sloscope its "
+            f"shadow predictions and live headroom; a training server down stops retraining."
+        ),
+        runbook_base=runbook_base,
+    )
+
+
+def _model_stale(t: AlertThresholds, runbook_base: str) -> Rule:
+    age = c.PREDICTOR_MODEL_AGE_SECONDS.exposed_name
+    expr = f"min by ({_by((c.POOL, c.SIGNAL))}) ({age}) > {t.model_stale_seconds}"
+    return _alert(
+        PREDICTOR_MODEL_STALE,
+        expr,
+        severity=TICKET,
+        hold=t.model_stale_for,
+        summary="The latency predictor has stopped retraining.",
+        description=(
+            f"The {_label(c.SIGNAL)} model of pool {_label(c.POOL)} was last written {VALUE_DURATION} ago "
+            f"(threshold {_format_duration(t.model_stale_seconds)}): the training server no longer retrains, so "
+            f"predictions stop following the traffic."
+        ),
+        runbook_base=runbook_base,
+    )
+
+
+def _headroom_exhausted(t: AlertThresholds, runbook_base: str) -> Rule:
+    # max over sloscope replicas, which all compute the same pool state; it also keeps the match one-to-one.
+    with_room = f"max by ({_by((c.POOL, c.SLO_CLASS))}) ({c.POOL_PODS_WITH_HEADROOM.exposed_name})"
+    pods = f"max by ({c.POOL}) ({c.POOL_PODS.exposed_name})"
+    expr = f"{with_room}\n  / on ({c.POOL}) group_left\n{pods}\n< {_num(t.headroom_min_share)}"
+    return _alert(
+        POOL_HEADROOM_EXHAUSTED,
+        expr,
+        severity=PAGE,
+        hold=t.headroom_for,
+        summary="Few pods of the pool have room for another request of the class.",
+        description=(
+            f"Only {VALUE_PERCENT} of the pods of pool {_label(c.POOL)} could take one more request of class "
+            f"{_label(c.SLO_CLASS)} without a predicted SLO miss (threshold {_pct(t.headroom_min_share)}). With no "
+            f"pod left the EPP routes to the least bad one and requests miss their SLOs: add capacity."
+        ),
+        runbook_base=runbook_base,
+    )
+
+
+def _shadow_failing(t: AlertThresholds, runbook_base: str) -> Rule:
+    skipped = _selector(c.SHADOW_SKIPPED.exposed_name, {c.REASON: _one_of(FAILED_SHADOW_REASONS)})
+    expr = (
+        f"sum by ({c.POOL}) (rate({skipped}[{PIPELINE_WINDOW}]))\n"
+        f"  / sum by ({c.POOL}) (rate({c.REQUESTS.exposed_name}[{PIPELINE_WINDOW}]))\n"
+        f"> {_num(t.shadow_failed_ratio)}"
+    )
+    return _alert(
+        SHADOW_PREDICTIONS_FAILING,
+        expr,
+        severity=TICKET,
+        hold=t.shadow_failed_for,
+        summary="Requests are losing their shadow predictions to failures.",
+        description=(
+            f"{VALUE_PERCENT} of the requests of pool {_label(c.POOL)} got no shadow prediction over the last "
+            f"{PIPELINE_WINDOW} because a prediction call failed, the pod's state was unknown or the shadow queue "
+            f"was full (threshold {_pct(t.shadow_failed_ratio)}). Prediction accuracy for the pool is judged on "
+            f"fewer, possibly biased, requests."
+        ),
+        runbook_base=runbook_base,
+    )
+
+
+def predictor_alerts(thresholds: AlertThresholds, runbook_base: str) -> list[Rule]:
+    return [
+        _calibration_drift(thresholds, runbook_base),
+        _predictor_down(thresholds, runbook_base),
+        _model_stale(thresholds, runbook_base),
+        _headroom_exhausted(thresholds, runbook_base),
+        _shadow_failing(thresholds, runbook_base),
+    ]

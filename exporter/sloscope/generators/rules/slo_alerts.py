@@ -1,0 +1,97 @@
+"""The ``sloscope-slo-alerts`` group: multi-window multi-burn-rate alerts per SLO class and SLO, with the
+class's own objective and compliance period (:mod:`sloscope.generators.windows`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from fractions import Fraction
+
+from sloscope import conventions as c
+from sloscope.generators.rules.common import (
+    VALUE_PERCENT,
+    Matcher,
+    Rule,
+    _alert,
+    _label,
+    _num,
+    _pct,
+    _selector,
+    _text_num,
+)
+from sloscope.generators.rules.names import ERROR_BUDGET_BURN_PAGE, ERROR_BUDGET_BURN_TICKET
+from sloscope.generators.rules.thresholds import AlertThresholds
+from sloscope.generators.windows import PAGE, TICKET, BurnWindow, Severity, burn_windows
+from sloscope.generators.windows import format_duration as _format_duration
+from sloscope.slo.spec import SLOClass, SLOSpec
+
+
+def _burn_expr(cls: str, slo: str, objective: float, pairs: Sequence[BurnWindow], min_requests: int) -> str:
+    """Alert when both windows of any pair burn faster than its factor; the value is the long-window ratio."""
+    matchers: dict[str, Matcher] = {c.SLO_CLASS: cls, c.SLO: slo}
+    branches = []
+    for pair in pairs:
+        threshold = _num(pair.exact_threshold(objective))
+        conditions = [
+            f"{_selector(c.slo_error_ratio_rule(pair.long), matchers)} > {threshold}",
+            f"and {_selector(c.slo_error_ratio_rule(pair.short), matchers)} > {threshold}",
+        ]
+        if min_requests > 0:
+            # rate x window length: the eligible requests counted in the long window.
+            requests = _selector(c.slo_requests_rate_rule(pair.long), matchers)
+            conditions.append(f"and {requests} * {pair.long_seconds} >= {min_requests}")
+        branches.append("(\n  " + "\n  ".join(conditions) + "\n)")
+    return "\nor\n".join(branches)
+
+
+def _pairs_prose(pairs: Sequence[BurnWindow]) -> str:
+    return " or ".join(
+        f"{_text_num(p.factor)}x over {p.long} and {p.short} ({_pct(p.budget_share)} of the budget in {p.long})"
+        for p in pairs
+    )
+
+
+def _burn_alert(
+    spec: SLOSpec,
+    cls: SLOClass,
+    slo: str,
+    *,
+    severity: Severity,
+    thresholds: AlertThresholds,
+    runbook_base: str,
+) -> Rule:
+    period = spec.period_of(cls)
+    pairs = [p for p in burn_windows(period) if p.severity == severity]
+    objective = cls.objectives.of(slo)
+    budget = 1 - Fraction(repr(objective))
+    name = ERROR_BUDGET_BURN_PAGE if severity == PAGE else ERROR_BUDGET_BURN_TICKET
+    speed = "Fast" if severity == PAGE else "Sustained"
+    guard = (
+        f" Needs at least {thresholds.slo_min_requests} eligible requests in the long window."
+        if thresholds.slo_min_requests > 0
+        else ""
+    )
+    description = (
+        f"Model {_label(c.MODEL)} in pool {_label(c.POOL)}: {VALUE_PERCENT} of the requests of class {cls.name} "
+        f"eligible for the {slo} SLO missed it over the alert's long window, against an error budget of "
+        f"{_pct(budget)} (objective {_pct(objective)} over {_format_duration(period)}). "
+        f"Fires when the budget burns {_pairs_prose(pairs)}.{guard}"
+    )
+    return _alert(
+        name,
+        _burn_expr(cls.name, slo, objective, pairs, thresholds.slo_min_requests),
+        severity=severity,
+        summary=f"{speed} burn of the {slo} error budget of SLO class {cls.name}.",
+        description=description,
+        runbook_base=runbook_base,
+        labels={c.SLO_CLASS: cls.name, c.SLO: slo},
+    )
+
+
+def slo_alerts(spec: SLOSpec, thresholds: AlertThresholds, runbook_base: str) -> list[Rule]:
+    """A page and a ticket per class (spec order) and SLO, each with the class's objective and period."""
+    return [
+        _burn_alert(spec, cls, slo, severity=severity, thresholds=thresholds, runbook_base=runbook_base)
+        for severity in (PAGE, TICKET)
+        for cls in spec.classes
+        for slo in c.SLOS
+    ]

@@ -7,7 +7,8 @@
    DuckDB reads the same files, to show the format is readable by it. The HTML must embed the charts.
 2. Counter samples at known timestamps are backfilled into a real Prometheus TSDB (promtool
    ``create-blocks-from openmetrics``); ``sloscope review --prometheus`` over a known window must give
-   attainment and burn figures worked out from those samples and Prometheus's documented ``increase()``.
+   attainment, burn, routing and worst-pod figures worked out from those samples and Prometheus's documented
+   ``increase()``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from statistics import NormalDist
 from typing import Any
 
 import httpx
@@ -33,7 +35,15 @@ pd = pytest.importorskip("pandas", reason="the review extra is not installed")
 np = pytest.importorskip("numpy")
 duckdb = pytest.importorskip("duckdb")
 
-from sloscope.conventions import SLO_REQUESTS, SLO_VIOLATIONS  # noqa: E402
+from sloscope.conventions import (  # noqa: E402
+    POD,
+    POD_REQUESTS,
+    POD_SLO_VIOLATIONS,
+    POOL,
+    SLO,
+    SLO_REQUESTS,
+    SLO_VIOLATIONS,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -103,6 +113,46 @@ def test_attainment_matches_an_independent_computation(demo: DemoReview) -> None
     html = demo.out.read_text()
     for slo in SLOS:
         assert re.search(rf"<li>{slo}: (within budget|OVER BUDGET)", html)
+
+
+def z_test(violations_a: float, eligible_a: float, violations_b: float, eligible_b: float) -> tuple[float, float]:
+    """The two-proportion z-test with a pooled proportion, written again: z of attainment a - b, two-sided p."""
+    attained_a, attained_b = 1 - violations_a / eligible_a, 1 - violations_b / eligible_b
+    pooled = (eligible_a - violations_a + eligible_b - violations_b) / (eligible_a + eligible_b)
+    z = (attained_a - attained_b) / math.sqrt(pooled * (1 - pooled) * (1 / eligible_a + 1 / eligible_b))
+    return z, 2 * (1 - NormalDist().cdf(abs(z)))
+
+
+def test_routing_matches_an_independent_computation(demo: DemoReview) -> None:
+    rows = requests_of(demo.store)
+    assert set(rows["routing"]) <= {"predicted", "default", "unknown"}
+    table = csv(demo.out, "routing").set_index(["slo", "slo_class"])
+    expected_keys = set()
+    for slo in SLOS:
+        judged = rows[rows[f"{slo}_met"].notna()]
+        for slo_class, group in judged.groupby("slo_class"):
+            expected_keys.add((slo, slo_class))
+            got = table.loc[(slo, slo_class)]
+            counted = {}
+            for routing in ("predicted", "default", "unknown"):
+                mine = group[group["routing"] == routing]
+                missed = int((mine[f"{slo}_met"] == False).sum())  # noqa: E712
+                counted[routing] = (len(mine), missed)
+                assert (got[f"{routing}_eligible"], got[f"{routing}_violations"]) == (len(mine), missed)
+                if len(mine):
+                    assert got[f"{routing}_attainment"] == pytest.approx(1 - missed / len(mine), rel=1e-12)
+            (n_p, v_p), (n_d, v_d) = counted["predicted"], counted["default"]
+            if n_p and n_d and 0 < v_p + v_d < n_p + n_d:
+                z, p = z_test(v_p, n_p, v_d, n_d)
+                assert got["difference"] == pytest.approx((1 - v_p / n_p) - (1 - v_d / n_d), rel=1e-12, abs=1e-15)
+                assert got["z"] == pytest.approx(z, rel=1e-9, abs=1e-12)
+                assert got["p_value"] == pytest.approx(p, rel=1e-6, abs=1e-12)
+    assert set(table.index) == expected_keys
+    # the demo sends about a fifth of its requests through the default profile
+    ttft = table.loc[("ttft", "interactive")]
+    share = ttft["default_eligible"] / (ttft["predicted_eligible"] + ttft["default_eligible"])
+    assert 0.1 < share < 0.3
+    print("\n" + table.reset_index().drop(columns=["note"]).to_string(index=False))
 
 
 def test_burn_adds_up_to_the_window(demo: DemoReview) -> None:
@@ -203,7 +253,7 @@ def test_duckdb_reads_the_store(demo: DemoReview) -> None:
 def test_the_report_embeds_its_charts(demo: DemoReview) -> None:
     html = demo.out.read_text()
     images = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', html)
-    assert len(images) == 5
+    assert len(images) == 6  # routing, burn, pods, causes, reliability, headroom
     for data in images:
         assert base64.b64decode(data, validate=True).startswith(PNG)
     markdown = demo.out.with_suffix(".md")
@@ -246,12 +296,20 @@ def series() -> dict[tuple[str, tuple[tuple[str, str], ...]], list[int]]:
         # standard TTFT: 50 a minute, never missed
         (requests, labels("p1", "predicted", "standard", "ttft")): [50 * m for m in minutes],
         (violations, labels("p1", "predicted", "standard", "ttft")): [0 for _ in minutes],
+        # per pod: vllm-0 100 requests a minute, 2 TTFT misses; vllm-1 50, 1 TTFT miss and 3 goodput misses;
+        # vllm-2 (another pool) 40 a minute and never a miss, so no violation series at all
+        (POD_REQUESTS.exposed_name, ((POD, "vllm-0"), (POOL, "p1"))): [100 * m for m in minutes],
+        (POD_REQUESTS.exposed_name, ((POD, "vllm-1"), (POOL, "p1"))): [50 * m for m in minutes],
+        (POD_REQUESTS.exposed_name, ((POD, "vllm-2"), (POOL, "p2"))): [40 * m for m in minutes],
+        (POD_SLO_VIOLATIONS.exposed_name, ((POD, "vllm-0"), (POOL, "p1"), (SLO, "ttft"))): [2 * m for m in minutes],
+        (POD_SLO_VIOLATIONS.exposed_name, ((POD, "vllm-1"), (POOL, "p1"), (SLO, "ttft"))): list(minutes),
+        (POD_SLO_VIOLATIONS.exposed_name, ((POD, "vllm-1"), (POOL, "p1"), (SLO, "goodput"))): [3 * m for m in minutes],
     }
 
 
 def openmetrics() -> str:
     lines = []
-    for family in (SLO_REQUESTS, SLO_VIOLATIONS):
+    for family in (SLO_REQUESTS, SLO_VIOLATIONS, POD_REQUESTS, POD_SLO_VIOLATIONS):
         lines.append(f"# TYPE {family.name} counter")
         for (name, labels), values in series().items():
             if name != family.exposed_name:
@@ -340,10 +398,44 @@ def test_review_from_prometheus(prometheus: str, tmp_path: Path) -> None:
     assert ttft_burn["violations"].tolist() == pytest.approx([10.0] * 12 + [25.0] * 12, rel=1e-12)
     assert ttft_burn["burn_rate"].tolist() == pytest.approx([2.0] * 12 + [5.0] * 12, rel=1e-9)
 
+    # routing, from the same increases by routing: interactive TTFT predicted (pool p1) 60 a minute, 1 miss a
+    # minute up to minute 120 then 3; default (pool p2) 40 a minute, 1 miss then 2
+    routing = csv(out, "routing").set_index(["slo", "slo_class"])
+    row = routing.loc[("ttft", "interactive")]
+    n_p, v_p = 60 * 119 * scale, (1 * 59 + 3 * 60) * scale
+    n_d, v_d = 40 * 119 * scale, (1 * 59 + 2 * 60) * scale
+    assert (row["predicted_eligible"], row["predicted_violations"]) == pytest.approx((n_p, v_p), rel=1e-12)
+    assert (row["default_eligible"], row["default_violations"]) == pytest.approx((n_d, v_d), rel=1e-12)
+    assert (row["unknown_eligible"], row["unknown_violations"]) == (0.0, 0.0)
+    assert row["predicted_attainment"] == pytest.approx(1 - 239 / 7140, rel=1e-12)
+    assert row["default_attainment"] == pytest.approx(1 - 179 / 4760, rel=1e-12)
+    assert row["difference"] == pytest.approx(179 / 4760 - 239 / 7140, rel=1e-9)
+    z, p = z_test(v_p, n_p, v_d, n_d)  # z = 1.2044, p = 0.228: 0.4 points of attainment is within the noise
+    assert (row["z"], row["p_value"]) == pytest.approx((z, p), rel=1e-9)
+    assert (round(z, 4), round(p, 3)) == (1.2044, 0.228)
+    assert row["note"] == "no significant difference (p >= 0.05)"
+    assert routing.loc[("goodput", "interactive"), "note"] == "no default requests to compare"
+    assert routing.loc[("goodput", "interactive"), "predicted_attainment"] == pytest.approx(0.97, rel=1e-12)
+    assert sorted(routing.index) == [("goodput", "interactive"), ("ttft", "interactive"), ("ttft", "standard")]
+
+    # worst pods from the per-pod counters: the same 120/119 extrapolation of each counter
+    pods = csv(out, "worst_pods")
+    assert list(pods.columns) == ["slo", "pool", "pod", "requests", "violations", "violations_per_request",
+                                  "share_of_violations"]  # fmt: skip
+    got = [(r.slo, r.pool, r.pod) for r in pods.itertuples()]
+    assert got == [
+        ("ttft", "p1", "vllm-0"), ("ttft", "p1", "vllm-1"), ("ttft", "p2", "vllm-2"),
+        ("goodput", "p1", "vllm-1"), ("goodput", "p1", "vllm-0"), ("goodput", "p2", "vllm-2"),
+    ]  # fmt: skip
+    assert pods["requests"].tolist() == pytest.approx([12000, 6000, 4800, 6000, 12000, 4800], rel=1e-12)
+    assert pods["violations"].tolist() == pytest.approx([240, 120, 0, 360, 0, 0], rel=1e-12)
+    assert pods["violations_per_request"].tolist() == pytest.approx([0.02, 0.02, 0, 0.06, 0, 0], rel=1e-12)
+    assert pods["share_of_violations"].tolist() == pytest.approx([2 / 3, 1 / 3, 0, 1, 0, 0], rel=1e-12)
+
     html = out.read_text()
     assert "ttft: OVER BUDGET in 1 of 2 class/model rows" in html
     assert "Not available from Prometheus" in html
-    assert html.count("data:image/png;base64,") == 1  # the burn chart
+    assert html.count("data:image/png;base64,") == 3  # routing, burn, pods
 
 
 def test_an_empty_prometheus_window_exits_1(prometheus: str, tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ the store (``load.to_frame``), so the analysis sees exactly the dtypes it sees i
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -289,3 +290,144 @@ def test_headroom_percentiles_per_signal_and_class() -> None:
     percentiles = [first[k] for k in ("p05", "p10", "p25", "p50", "p75", "p90", "p95")]
     assert percentiles == pytest.approx([-0.08, -0.06, 0.0, 0.1, 0.2, 0.26, 0.28])
     assert table[2]["negative_share"] == 1.0 and table[2]["p50"] == -0.01
+
+
+# ---- routing: prediction-based against default ----------------------------------------------------------------
+
+
+def test_two_proportion_z_test() -> None:
+    # attainment 0.9 (10 of 100 missed) against 0.8 (20 of 100): pooled attainment 0.85,
+    # variance 0.85 x 0.15 x (1/100 + 1/100) = 0.00255, z = 0.1 / sqrt(0.00255) = 1.98030, two-sided p = 0.04767
+    z, p = analysis.two_proportion_z(10, 100, 20, 100)
+    assert z == pytest.approx(0.1 / 0.00255**0.5, rel=1e-12)
+    assert z == pytest.approx(1.980295, abs=1e-6)
+    assert p == pytest.approx(0.047670, abs=1e-6)
+    assert analysis.two_proportion_z(20, 100, 10, 100)[0] == pytest.approx(-z, rel=1e-12)  # the sign says which
+    assert analysis.two_proportion_z(10, 100, 10, 100) == (0.0, 1.0)
+    for nothing_to_test in [(0, 100, 0, 50), (100, 100, 50, 50), (0, 0, 1, 10), (1, 10, 0, 0)]:
+        assert all(math.isnan(v) for v in analysis.two_proportion_z(*nothing_to_test))
+
+
+def test_wilson_interval() -> None:
+    # 90 of 100 attained: the textbook 95% Wilson interval (0.8256, 0.9448)
+    low, high = analysis.wilson_interval(10, 100)
+    assert (low, high) == pytest.approx((0.825634, 0.944771), abs=1e-6)
+    assert analysis.wilson_interval(0, 20)[1] == pytest.approx(1.0)  # not empty at 100% attainment
+    assert analysis.wilson_interval(0, 20)[0] == pytest.approx(20 / (20 + 1.959963984540054**2))
+
+
+ROUTED = (
+    req(0, "interactive", (True, True, True), routing="predicted"),
+    req(1, "interactive", (False, True, False), routing="predicted"),
+    req(2, "interactive", (True, None, True), routing="predicted"),
+    req(3, "interactive", (True, False, False), routing="predicted"),
+    req(4, "interactive", (False, False, False), routing="default"),
+    req(5, "interactive", (True, True, True), routing="default"),
+    req(6, "interactive", (True, None, True)),  # no routing recorded: unknown
+    req(7, "interactive", (False, None, False), routing="something-else"),  # counted as unknown
+    req(8, "standard", (True, None, True), routing="predicted"),
+)
+
+
+def test_routing_table_side_by_side_with_the_z_test() -> None:
+    table = records(analysis.routing(frame(*ROUTED), analysis.objectives(SPEC)))
+    counts = [
+        (r["slo"], r["slo_class"], r["predicted_eligible"], r["predicted_violations"], r["default_eligible"],
+         r["default_violations"], r["unknown_eligible"], r["unknown_violations"])
+        for r in table
+    ]  # fmt: skip
+    assert counts == [
+        ("ttft", "interactive", 4, 1, 2, 1, 2, 1),
+        ("ttft", "standard", 1, 0, 0, 0, 0, 0),
+        ("tpot", "interactive", 3, 1, 2, 1, 0, 0),
+        ("goodput", "interactive", 4, 2, 2, 1, 2, 1),
+        ("goodput", "standard", 1, 0, 0, 0, 0, 0),
+    ]
+    assert [r["objective"] for r in table] == [0.9, 0.5, 0.8, 0.75, 0.5]
+    assert [r["predicted_attainment"] for r in table] == pytest.approx([0.75, 1.0, 2 / 3, 0.5, 1.0])
+    compared, standard = [table[0], table[2], table[3]], [table[1], table[4]]
+    assert [r["default_attainment"] for r in compared] == pytest.approx([0.5, 0.5, 0.5])
+    assert [r["unknown_attainment"] for r in compared] == pytest.approx([0.5, float("nan"), 0.5], nan_ok=True)
+    for r in standard:  # no default request: no attainment, no difference, no test
+        assert all(math.isnan(r[k]) for k in ("default_attainment", "difference", "z", "p_value"))
+    assert [r["difference"] for r in compared] == pytest.approx([0.25, 1 / 6, 0.0])
+    # ttft: pooled attainment 4/6, variance (2/3)(1/3)(1/4 + 1/2) = 1/6, z = 0.25 x sqrt 6 = 0.61237, p = 0.54029;
+    # tpot: pooled 3/5, variance 0.24 x (1/3 + 1/2) = 0.2, z = (1/6) / sqrt 0.2 = 0.37268, p = 0.70939
+    assert [r["z"] for r in compared] == pytest.approx([0.25 * 6**0.5, (1 / 6) / 0.2**0.5, 0.0], rel=1e-12)
+    assert [r["p_value"] for r in compared] == pytest.approx([0.540291, 0.709388, 1.0], abs=1e-6)
+    assert [r["note"] for r in table] == [
+        "too few to tell (under 5 expected violations or passes in a group)",
+        "no default requests to compare",
+        "too few to tell (under 5 expected violations or passes in a group)",
+        "too few to tell (under 5 expected violations or passes in a group)",
+        "no default requests to compare",
+    ]
+
+
+def counts(*rows: tuple[str, float, float]) -> pd.DataFrame:
+    return pd.DataFrame(
+        [("ttft", "interactive", routing, n, v) for routing, n, v in rows],
+        columns=["slo", "slo_class", "routing", "eligible", "violations"],
+    )
+
+
+NOTES = [
+    # 2% against 5% missed: pooled 3.5% missed, z = 0.03 / sqrt(0.965 x 0.035 x 0.002) = 3.650, p = 0.00026
+    ((("predicted", 1000, 20), ("default", 1000, 50)), 3.650132, "predicted better (p < 0.05)"),
+    ((("predicted", 1000, 50), ("default", 1000, 20)), -3.650132, "default better (p < 0.05)"),
+    # 2% against 2.5%: z = 0.005 / sqrt(0.9775 x 0.0225 x 0.002) = 0.75389, p = 0.45092
+    ((("predicted", 1000, 20), ("default", 1000, 25)), 0.753885, "no significant difference (p >= 0.05)"),
+    ((("predicted", 1000, 0), ("default", 200, 0)), None, "no violations under either"),
+    ((("predicted", 3, 3), ("default", 2, 2)), None, "every request violated under both"),
+    ((("default", 10, 1),), None, "no predicted requests to compare"),
+    # Prometheus's increases are not whole numbers: the same test on them
+    ((("predicted", 999.5, 19.5), ("default", 1000.25, 50.25), ("unknown", 0.5, 0.0)), 3.744662,
+     "predicted better (p < 0.05)"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("rows", "z", "note"), NOTES)
+def test_routing_notes(rows: tuple[tuple[str, float, float], ...], z: float | None, note: str) -> None:
+    [row] = records(analysis.routing_from_counts(counts(*rows), analysis.objectives(SPEC)))
+    assert row["note"] == note
+    if z is None:
+        assert math.isnan(row["z"])
+    else:
+        assert row["z"] == pytest.approx(z, abs=1e-6)
+
+
+def test_routing_of_nothing_eligible_is_an_empty_table() -> None:
+    table = analysis.routing(frame(req(0, "none", (None, None, None))), analysis.objectives(SPEC))
+    assert table.empty
+    assert list(table.columns)[:5] == ["slo", "slo_class", "objective", "predicted_eligible", "predicted_violations"]
+    assert list(table.columns)[-4:] == ["difference", "z", "p_value", "note"]
+
+
+# ---- worst pods from per-pod counters (Prometheus) ------------------------------------------------------------
+
+
+def test_worst_pods_from_counts() -> None:
+    requests = pd.DataFrame(
+        [("p", "a", 100.0), ("p", "b", 50.0), ("q", "c", 10.0)], columns=["pool", "pod", "requests"]
+    )
+    violations = pd.DataFrame(
+        [("ttft", "p", "a", 5.0), ("ttft", "p", "b", 10.0), ("goodput", "p", "b", 12.0)],
+        columns=["slo", "pool", "pod", "violations"],
+    )
+    table = records(analysis.worst_pods_from_counts(requests, violations))
+    assert list(table[0]) == ["slo", "pool", "pod", "requests", "violations", "violations_per_request",
+                              "share_of_violations"]  # fmt: skip
+    got = [(r["slo"], r["pool"], r["pod"], r["requests"], r["violations"]) for r in table]
+    assert got == [
+        ("ttft", "p", "b", 50.0, 10.0),
+        ("ttft", "p", "a", 100.0, 5.0),
+        ("ttft", "q", "c", 10.0, 0.0),  # no violation series: 0
+        ("goodput", "p", "b", 50.0, 12.0),
+        ("goodput", "p", "a", 100.0, 0.0),  # equal: by pod name
+        ("goodput", "q", "c", 10.0, 0.0),
+    ]  # no tpot rows: no pod missed it
+    assert [r["violations_per_request"] for r in table] == pytest.approx([0.2, 0.05, 0.0, 0.24, 0.0, 0.0])
+    assert [r["share_of_violations"] for r in table] == pytest.approx([2 / 3, 1 / 3, 0.0, 1.0, 0.0, 0.0])
+    assert len(analysis.worst_pods_from_counts(requests, violations, limit=1)) == 2
+    empty = analysis.worst_pods_from_counts(requests.iloc[:0], violations.iloc[:0])
+    assert empty.empty

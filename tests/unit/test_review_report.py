@@ -45,9 +45,14 @@ def row(minute: int, pod: str, ttft: float, predicted: float, **more: Any) -> di
 
 @pytest.fixture
 def store(tmp_path: Path) -> Path:
-    """100 requests over 100 minutes in two hourly files; 4 miss TTFT, all on pod b, all by queueing."""
+    """100 requests over 100 minutes in two hourly files; 4 miss TTFT, all on pod b, all by queueing; the odd
+    minutes routed by the default profile (2 of the misses, minutes 25 and 75)."""
     root = tmp_path / "store"
-    rows = [row(m, "b" if m % 5 == 0 else "a", 0.9 if m % 25 == 0 else 0.2, 0.1 + (m % 10) / 20) for m in range(100)]
+    rows = [
+        row(m, "b" if m % 5 == 0 else "a", 0.9 if m % 25 == 0 else 0.2, 0.1 + (m % 10) / 20,
+            routing="default" if m % 2 else "predicted")
+        for m in range(100)
+    ]  # fmt: skip
     for hour in (HOUR, HOUR + timedelta(hours=1)):
         part = [r for r in rows if hour <= r["end_time"] < hour + timedelta(hours=1)]
         write_atomic(root, hour, pa.Table.from_pylist(part, schema=SCHEMA), hour)
@@ -75,24 +80,35 @@ def test_review_writes_html_markdown_charts_and_tables(store: Path, tmp_path: Pa
         ("ttft", "b", "4"),
         ("ttft", "a", "0"),
     ]
+    routing = read_csv(out.parent / "weekly-tables" / "routing.csv")
+    assert [(r["slo"], r["predicted_eligible"], r["predicted_violations"], r["default_eligible"],
+             r["default_violations"], r["unknown_eligible"]) for r in routing] == [
+        ("ttft", "50", "2", "50", "2", "0"),
+        ("goodput", "50", "2", "50", "2", "0"),
+    ]  # fmt: skip
+    assert {(r["difference"], r["z"], r["p_value"]) for r in routing} == {("0.0", "0.0", "1.0")}
+    # 4 missed of 100: 50 x 0.04 = 2 expected violations per profile, too few for the normal approximation
+    assert routing[0]["note"] == "too few to tell (under 5 expected violations or passes in a group)"
 
     html = out.read_text()
     assert "<h1>Week 48</h1>" in html
     assert "ttft: OVER BUDGET in 1 of 1 class/model rows" in html
     images = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', html)
-    assert len(images) == 5  # burn, pods, causes, reliability, headroom
+    assert len(images) == 6  # routing, burn, pods, causes, reliability, headroom
     assert all(base64.b64decode(data, validate=True).startswith(PNG) for data in images)
     assert 'src="http' not in html  # self-contained: nothing to fetch
 
     markdown = out.with_suffix(".md").read_text()
     linked = re.findall(r"!\[[^]]*\]\(([^)]+)\)", markdown)
-    assert linked == [f"weekly-charts/{name}.png" for name in ("burn", "pods", "causes", "reliability", "headroom")]
+    names = ("routing", "burn", "pods", "causes", "reliability", "headroom")
+    assert linked == [f"weekly-charts/{name}.png" for name in names]
     for link in linked:
         assert (out.parent / link).read_bytes().startswith(PNG)
     assert "| ttft | interactive | m | 100 | 4 | 0.9600 | 0.9900 |" in markdown
+    assert "| ttft | interactive | 0.9900 | 50 | 2 | 0.9600 | 50 | 2 | 0.9600 | 0 | 0 | — | 0.0000 |" in markdown
     assert sorted(p.name for p in (out.parent / "weekly-tables").iterdir()) == [
         "attainment.csv", "burn.csv", "causes.csv", "coverage.csv", "headroom.csv", "reliability.csv",
-        "worst_periods.csv", "worst_pods.csv",
+        "routing.csv", "worst_periods.csv", "worst_pods.csv",
     ]  # fmt: skip
 
 
@@ -211,3 +227,20 @@ def test_without_the_extra_the_error_says_how_to_install_it(
 )  # fmt: skip
 def test_cells(value: object, text: str) -> None:
     assert cell(value) == text
+
+
+def test_the_routing_chart_draws_attainments_of_0_and_1() -> None:
+    from sloscope.review import analysis, charts
+
+    table = pd.DataFrame(
+        [("ttft", "interactive", "predicted", 7, 0), ("ttft", "interactive", "default", 3, 0),
+         ("tpot", "interactive", "predicted", 5, 5), ("tpot", "interactive", "default", 2, 2)],
+        columns=["slo", "slo_class", "routing", "eligible", "violations"],
+    )  # fmt: skip
+    targets = pd.DataFrame([("interactive", "ttft", 0.99), ("interactive", "tpot", 0.99)],
+                           columns=["slo_class", "slo", "objective"])  # fmt: skip
+    routing = analysis.routing_from_counts(table, targets)
+    assert routing["note"].tolist() == ["no violations under either", "every request violated under both"]
+    png = charts.routing_chart(routing)
+    assert png is not None and png.startswith(PNG)
+    assert charts.routing_chart(routing[routing["slo"] == "nothing"]) is None

@@ -7,9 +7,9 @@ Modules, one job each:
 
 - ``window``: the review window from ``--since`` / ``--from`` / ``--to``;
 - ``load``: the record store's rows in the window as a DataFrame;
-- ``analysis``: pure functions, DataFrames in, DataFrames out (attainment, burn, worst periods and pods,
-  causes, calibration, headroom);
-- ``prometheus``: the attainment and burn tables from Prometheus range queries instead of the store;
+- ``analysis``: pure functions, DataFrames in, DataFrames out (attainment, routing profiles compared, burn,
+  worst periods and pods, causes, calibration, headroom);
+- ``prometheus``: the attainment, routing, burn and worst-pod tables from Prometheus queries instead of the store;
 - ``charts``: matplotlib (Agg) figures as PNG bytes;
 - ``render``: HTML and Markdown text from the tables and charts;
 - ``main``: the command: reads, analyses, renders, writes the files.

@@ -7,25 +7,39 @@ Definitions (docs/review.md explains how to read them):
 - burn rate over a bin = the bin's error ratio / (1 - objective);
 - coverage = share of compared requests (actual and predicted both known) with actual <= predicted,
   read against the predictor's quantile;
-- headroom at routing = target - predicted (the store's ``*_headroom_seconds``).
+- headroom at routing = target - predicted (the store's ``*_headroom_seconds``);
+- routing: attainment per routing profile (``predicted``, ``default``, ``unknown``) side by side, the difference
+  predicted - default, and a two-sided two-proportion z-test of that difference (pooled proportion; see
+  :func:`two_proportion_z`), with Wilson score intervals for the chart (:func:`wilson_interval`).
 
 Objectives come from the SLO spec: :func:`objectives` turns it into a table, one row per class and SLO.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 
-from sloscope.conventions import SIGNALS, SLOS, SOURCES
+from sloscope.conventions import (
+    ROUTING_DEFAULT,
+    ROUTING_PREDICTED,
+    ROUTING_UNKNOWN,
+    SIGNALS,
+    SLOS,
+    SOURCES,
+)
 from sloscope.slo.spec import SLOSpec
 
 __all__ = [
     "BIN_LADDER_SECONDS",
     "CAUSES",
     "HEADROOM_PERCENTILES",
+    "MIN_EXPECTED",
+    "ROUTINGS",
+    "SIGNIFICANCE_LEVEL",
     "attainment",
     "attainment_from_counts",
     "burn",
@@ -37,9 +51,14 @@ __all__ = [
     "headroom",
     "objectives",
     "reliability",
+    "routing",
+    "routing_from_counts",
+    "two_proportion_z",
     "violation_cause",
+    "wilson_interval",
     "worst_periods",
     "worst_pods",
+    "worst_pods_from_counts",
 ]
 
 BIN_LADDER_SECONDS = (3600, 1800, 900, 300, 60, 30, 10, 5)
@@ -47,6 +66,12 @@ BIN_LADDER_SECONDS = (3600, 1800, 900, 300, 60, 30, 10, 5)
 MIN_BINS = 12
 CAUSES = ("queueing", "prefill", "decode", "unknown")
 HEADROOM_PERCENTILES = (0.05, 0.10, 0.25, 0.50, 0.75, 0.90, 0.95)
+ROUTINGS = (ROUTING_PREDICTED, ROUTING_DEFAULT, ROUTING_UNKNOWN)
+"""The routing profiles, in the order of the routing table's columns; any other value counts as unknown."""
+SIGNIFICANCE_LEVEL = 0.05
+"""Two-sided: a difference with p below it is called significant."""
+MIN_EXPECTED = 5.0
+"""The z-test's normal approximation is trusted when each group expects at least this many violations and passes."""
 _GROUP = ["slo", "slo_class", "model"]
 
 
@@ -61,7 +86,7 @@ def eligible(requests: pd.DataFrame) -> pd.DataFrame:
     parts = []
     for slo in SLOS:
         met = requests[f"{slo}_met"]
-        rows = requests.loc[met.notna(), ["end_time", "slo_class", "model", "pool", "pod"]].copy()
+        rows = requests.loc[met.notna(), ["end_time", "slo_class", "model", "pool", "pod", "routing"]].copy()
         rows["slo"] = slo
         rows["violated"] = ~met[met.notna()].astype(bool)
         parts.append(rows)
@@ -186,12 +211,137 @@ def worst_pods(requests: pd.DataFrame, limit: int = 10) -> pd.DataFrame:
         .reset_index()
     )
     table["error_ratio"] = table["violations"] / table["eligible"]
+    return _rank_pods(table, "eligible", "error_ratio", limit)
+
+
+def worst_pods_from_counts(requests: pd.DataFrame, violations: pd.DataFrame, limit: int = 10) -> pd.DataFrame:
+    """Worst pods from per-pod counters (Prometheus): ``requests`` per (pool, pod), ``violations`` per (slo, pool,
+    pod). Eligible requests per pod are not published, so the ratio is ``violations_per_request`` = violations /
+    every evaluated request on the pod, not an error ratio over the eligible ones.
+
+    Every pod with requests gets a row for each SLO some pod missed (0 violations where it has no series); an
+    SLO no pod missed has no rows. Ranked as :func:`worst_pods`.
+    """
+    slos = [slo for slo in SLOS if slo in set(violations["slo"])]
+    grid = requests.merge(pd.DataFrame({"slo": pd.Series(slos, dtype=object)}), how="cross")
+    table = grid.merge(violations, on=["slo", "pool", "pod"], how="outer").fillna({"requests": 0.0, "violations": 0.0})
+    table["violations_per_request"] = table["violations"] / table["requests"].where(table["requests"] > 0)
+    return _rank_pods(table, "requests", "violations_per_request", limit)
+
+
+def _rank_pods(table: pd.DataFrame, count: str, ratio: str, limit: int) -> pd.DataFrame:
     all_violations = table.groupby("slo")["violations"].transform("sum")
     table["share_of_violations"] = (table["violations"] / all_violations.where(all_violations > 0)).fillna(0.0)
     table["order"] = _slo_order(table)
-    table = table.sort_values(["order", "violations", "error_ratio", "pod"], ascending=[True, False, False, True])
+    table = table.sort_values(["order", "violations", ratio, "pod"], ascending=[True, False, False, True])
     table = table.groupby("slo", sort=False).head(limit)
-    columns = ["slo", "pool", "pod", "eligible", "violations", "error_ratio", "share_of_violations"]
+    columns = ["slo", "pool", "pod", count, "violations", ratio, "share_of_violations"]
+    return table[columns].reset_index(drop=True)
+
+
+def wilson_interval(violations: float, eligible: float, z: float = 1.959963984540054) -> tuple[float, float]:
+    """The Wilson score interval (95% by default) of the attainment 1 - violations / eligible: (low, high).
+
+    Unlike attainment +- z x standard error it stays within [0, 1] and is not empty at 0 or all violations.
+    """
+    if eligible <= 0:
+        return (math.nan, math.nan)
+    p = 1.0 - violations / eligible
+    centre = (p + z * z / (2 * eligible)) / (1 + z * z / eligible)
+    half = z / (1 + z * z / eligible) * math.sqrt(p * (1 - p) / eligible + z * z / (4 * eligible * eligible))
+    return (centre - half, centre + half)
+
+
+def two_proportion_z(
+    violations_a: float, eligible_a: float, violations_b: float, eligible_b: float
+) -> tuple[float, float]:
+    """(z, two-sided p) of the difference in attainment a - b under the null hypothesis of equal attainment.
+
+    z = (attainment_a - attainment_b) / sqrt(p (1 - p) (1 / n_a + 1 / n_b)), p = the pooled attainment
+    (all passes / all eligible); p-value = erfc(|z| / sqrt 2). NaN when a group is empty or the pooled
+    attainment is 0 or 1 (no violation, or nothing but violations, in both: nothing to test).
+    """
+    if eligible_a <= 0 or eligible_b <= 0:
+        return (math.nan, math.nan)
+    pooled = 1.0 - (violations_a + violations_b) / (eligible_a + eligible_b)
+    variance = pooled * (1.0 - pooled) * (1.0 / eligible_a + 1.0 / eligible_b)
+    if variance <= 0:
+        return (math.nan, math.nan)
+    z = ((1.0 - violations_a / eligible_a) - (1.0 - violations_b / eligible_b)) / math.sqrt(variance)
+    return (z, math.erfc(abs(z) / math.sqrt(2.0)))
+
+
+def routing(requests: pd.DataFrame, targets: pd.DataFrame) -> pd.DataFrame:
+    """Per SLO and class (models summed): eligible, violations and attainment under each routing profile side by
+    side, the difference predicted - default and its z-test; see :func:`routing_from_counts`."""
+    long = eligible(requests)
+    counts = (
+        long.groupby(["slo", "slo_class", "routing"])
+        .agg(eligible=("violated", "size"), violations=("violated", "sum"))
+        .reset_index()
+    )
+    return routing_from_counts(counts, targets)
+
+
+def _routing_note(row: pd.Series) -> str:
+    n_p, n_d = row[f"{ROUTING_PREDICTED}_eligible"], row[f"{ROUTING_DEFAULT}_eligible"]
+    if n_p <= 0 or n_d <= 0:
+        return f"no {ROUTING_PREDICTED if n_p <= 0 else ROUTING_DEFAULT} requests to compare"
+    violated = (row[f"{ROUTING_PREDICTED}_violations"] + row[f"{ROUTING_DEFAULT}_violations"]) / (n_p + n_d)
+    if violated <= 0:
+        return "no violations under either"
+    if violated >= 1:
+        return "every request violated under both"
+    if min(n_p, n_d) * min(violated, 1.0 - violated) < MIN_EXPECTED:
+        return f"too few to tell (under {MIN_EXPECTED:g} expected violations or passes in a group)"
+    if row["p_value"] >= SIGNIFICANCE_LEVEL:
+        return f"no significant difference (p >= {SIGNIFICANCE_LEVEL:g})"
+    better = ROUTING_PREDICTED if row["difference"] > 0 else ROUTING_DEFAULT
+    return f"{better} better (p < {SIGNIFICANCE_LEVEL:g})"
+
+
+def routing_from_counts(counts: pd.DataFrame, targets: pd.DataFrame) -> pd.DataFrame:
+    """The routing table from counts per (slo, slo_class, routing): the store's, or Prometheus's increases.
+
+    Routing values other than ``predicted`` and ``default`` count as ``unknown``. Per routing value:
+    ``<routing>_eligible``, ``<routing>_violations``, ``<routing>_attainment`` (null without eligible requests);
+    then ``difference`` = predicted attainment - default attainment, ``z`` and ``p_value`` of
+    :func:`two_proportion_z` and a ``note`` reading them: a group empty, nothing to test, too few to tell (a
+    group expects fewer than ``MIN_EXPECTED`` violations or passes at the pooled rate, where the normal
+    approximation is poor), no significant difference, or which profile is better at ``SIGNIFICANCE_LEVEL``.
+    """
+    counts = counts.copy()
+    counts["routing"] = counts["routing"].where(counts["routing"].isin(ROUTINGS), ROUTING_UNKNOWN)
+    summed = counts.groupby(["slo", "slo_class", "routing"])[["eligible", "violations"]].sum()
+    wide = pd.DataFrame(summed.unstack("routing", fill_value=0))
+    wide = wide.reindex(columns=pd.MultiIndex.from_product([["eligible", "violations"], ROUTINGS]), fill_value=0)
+    if all(pd.api.types.is_integer_dtype(counts[column]) for column in ("eligible", "violations")):
+        wide = wide.astype("int64")  # the store's counts stay whole numbers in the CSV
+    table = pd.DataFrame(index=wide.index)
+    for profile in ROUTINGS:
+        n, v = pd.Series(wide[("eligible", profile)]), pd.Series(wide[("violations", profile)])
+        table[f"{profile}_eligible"] = n
+        table[f"{profile}_violations"] = v
+        table[f"{profile}_attainment"] = 1.0 - v / n.where(n > 0)
+    table = table[table[[f"{profile}_eligible" for profile in ROUTINGS]].sum(axis=1) > 0].reset_index()
+    columns = ["slo", "slo_class", "objective", *table.columns[2:], "difference", "z", "p_value", "note"]
+    if table.empty:
+        return pd.DataFrame(columns=columns)
+    table = table.merge(targets, on=["slo_class", "slo"], how="left")
+    table["difference"] = table[f"{ROUTING_PREDICTED}_attainment"] - table[f"{ROUTING_DEFAULT}_attainment"]
+    tests = [
+        two_proportion_z(
+            row[f"{ROUTING_PREDICTED}_violations"],
+            row[f"{ROUTING_PREDICTED}_eligible"],
+            row[f"{ROUTING_DEFAULT}_violations"],
+            row[f"{ROUTING_DEFAULT}_eligible"],
+        )
+        for _, row in table.iterrows()
+    ]
+    table["z"] = [z for z, _ in tests]
+    table["p_value"] = [p for _, p in tests]
+    table["note"] = table.apply(_routing_note, axis=1)
+    table = table.sort_values(["slo", "slo_class"], key=_slo_first)
     return table[columns].reset_index(drop=True)
 
 

@@ -13,10 +13,10 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from sloscope.conventions import SIGNALS, SLOS
-from sloscope.review.analysis import CAUSES
+from sloscope.conventions import ROUTING_DEFAULT, ROUTING_PREDICTED, SIGNALS, SLOS
+from sloscope.review.analysis import CAUSES, wilson_interval
 
-__all__ = ["burn_chart", "causes_chart", "headroom_chart", "pods_chart", "reliability_chart"]
+__all__ = ["burn_chart", "causes_chart", "headroom_chart", "pods_chart", "reliability_chart", "routing_chart"]
 
 _DPI = 80
 _COLORS = {"queueing": "#d95f02", "prefill": "#7570b3", "decode": "#1b9e77", "unknown": "#999999"}
@@ -57,11 +57,12 @@ def burn_chart(burn: pd.DataFrame) -> bytes | None:
     return _png(figure)
 
 
-def pods_chart(pods: pd.DataFrame) -> bytes | None:
-    """Error ratio per pod, one group of bars per pod, one bar per SLO."""
+def pods_chart(pods: pd.DataFrame, ratio: str = "error_ratio", label: str = "violations / eligible") -> bytes | None:
+    """The ``ratio`` column per pod (the error ratio; violations per request from Prometheus), one group of bars
+    per pod, one bar per SLO."""
     if pods.empty:
         return None
-    pivot = pods.pivot_table(index="pod", columns="slo", values="error_ratio", aggfunc="max").fillna(0.0)
+    pivot = pods.pivot_table(index="pod", columns="slo", values=ratio, aggfunc="max").fillna(0.0)
     pivot = pivot[[slo for slo in SLOS if slo in pivot.columns]]
     figure = Figure(figsize=(9, 0.4 * len(pivot) + 1.5))
     axes = figure.add_subplot(1, 1, 1)
@@ -71,10 +72,46 @@ def pods_chart(pods: pd.DataFrame) -> bytes | None:
         axes.barh([p + j * height for p in positions], pivot[slo], height=height, label=str(slo))
     axes.set_yticks([p + height * (len(pivot.columns) - 1) / 2 for p in positions], list(pivot.index))
     axes.invert_yaxis()
-    axes.set_xlabel("error ratio (violations / eligible)")
-    axes.set_title("Error ratio per pod")
+    axes.set_xlabel(f"{ratio.replace('_', ' ')} ({label})")
+    axes.set_title(f"{ratio.replace('_', ' ').capitalize()} per pod")
     axes.legend(fontsize="small")
     axes.grid(axis="x", alpha=0.3)
+    return _png(figure)
+
+
+def routing_chart(routing: pd.DataFrame) -> bytes | None:
+    """Per SLO, one panel: each class's attainment under prediction-based and default routing, with 95% Wilson
+    intervals, and the class's objective as a tick. Rows without both profiles are left out."""
+    both = routing[(routing[f"{ROUTING_PREDICTED}_eligible"] > 0) & (routing[f"{ROUTING_DEFAULT}_eligible"] > 0)]
+    slos = [slo for slo in SLOS if slo in set(both["slo"])]
+    if not slos:
+        return None
+    classes = sorted(set(both["slo_class"]))
+    figure = Figure(figsize=(9, (0.45 * len(classes) + 1.1) * len(slos)))
+    for i, slo in enumerate(slos, start=1):
+        axes = figure.add_subplot(len(slos), 1, i)
+        rows = both[both["slo"] == slo].set_index("slo_class").reindex(classes)
+        for j, (profile, marker) in enumerate(((ROUTING_PREDICTED, "o"), (ROUTING_DEFAULT, "s"))):
+            attained = rows[f"{profile}_attainment"].astype(float)
+            bounds = [
+                wilson_interval(float(v), float(n))
+                for v, n in zip(
+                    rows[f"{profile}_violations"].fillna(0), rows[f"{profile}_eligible"].fillna(0), strict=True
+                )
+            ]
+            # clipped at 0: at 0 or all violations one bound equals the attainment, give or take a rounding
+            low = (attained - pd.Series([b[0] for b in bounds], index=rows.index)).clip(lower=0.0)
+            high = (pd.Series([b[1] for b in bounds], index=rows.index) - attained).clip(lower=0.0)
+            positions = [k + (0.15 if j else -0.15) for k in range(len(classes))]
+            axes.errorbar(attained, positions, xerr=[low, high], fmt=marker, capsize=3, label=profile)
+        objective = rows["objective"].astype(float)
+        axes.scatter(objective, range(len(classes)), marker="|", s=300, color="#c00", label="objective")
+        axes.set_yticks(range(len(classes)), classes)
+        axes.invert_yaxis()
+        axes.set_title(f"{slo}: attainment by routing profile (95% Wilson intervals)")
+        axes.set_xlabel("attainment")
+        axes.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize="small")
+        axes.grid(axis="x", alpha=0.3)
     return _png(figure)
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from sloscope import __version__
-from sloscope.conventions import SLOS
+from sloscope.conventions import POD_REQUESTS, POD_SLO_VIOLATIONS, SLOS
 from sloscope.review import analysis, charts
 from sloscope.review.load import load_frame
 from sloscope.review.render import Chart, Report, Section, cell, render_html, render_markdown
@@ -76,6 +76,26 @@ _ATTAINMENT = (
 )
 
 
+_ROUTING = (
+    "Per SLO and class: eligible requests, violations and attainment under the prediction-based profile "
+    "(predicted), the default profile (default) and where the EPP's choice is not known (unknown), side by side; "
+    "difference = predicted attainment - default attainment. z and p_value are a two-sided two-proportion z-test "
+    "of that difference (pooled proportion): p < 0.05 says the difference is unlikely to be noise at these counts, "
+    "if requests are independent and the profile was not chosen by the kind of request. 'too few to tell' when a "
+    "profile expects fewer than 5 violations or passes. The chart shows each attainment with its 95% Wilson "
+    "interval."
+)
+
+
+def _routing_section(routing: pd.DataFrame, extra: str = "") -> Section:
+    return Section(
+        "Routing: prediction-based against default",
+        _ROUTING + extra,
+        charts=_chart("routing", "Attainment by routing profile", charts.routing_chart(routing)),
+        tables=[("routing", routing)],
+    )
+
+
 def _burn_text(bin_seconds: int) -> str:
     return (
         f"In {_bin_text(bin_seconds)} bins per SLO and class: the error budget consumed so far (the chart; it ends at "
@@ -91,6 +111,7 @@ def store_sections(requests: pd.DataFrame, spec: SLOSpec) -> tuple[pd.DataFrame,
     span = (requests["end_time"].max() - requests["end_time"].min()).total_seconds()
     bin_seconds = analysis.choose_bin(span)
     burn = analysis.burn(requests, targets, bin_seconds)
+    routing = analysis.routing(requests, targets)
     periods = analysis.worst_periods(burn)
     pods = analysis.worst_pods(requests)
     causes = analysis.causes(requests)
@@ -99,6 +120,7 @@ def store_sections(requests: pd.DataFrame, spec: SLOSpec) -> tuple[pd.DataFrame,
     headroom = analysis.headroom(requests)
     sections = [
         Section("Attainment and error budget", _ATTAINMENT, tables=[("attainment", attainment)]),
+        _routing_section(routing),
         Section(
             "Error budget burn over time",
             _burn_text(bin_seconds),
@@ -153,26 +175,45 @@ def prometheus_sections(url: str, window: Window, spec: SLOSpec) -> tuple[pd.Dat
 
     targets = analysis.objectives(spec)
     bin_seconds = analysis.choose_bin(window.seconds)
-    attainment, burn = query_tables(url, window, targets, bin_seconds)
+    tables = query_tables(url, window, targets, bin_seconds)
     text = (
         " From Prometheus: increase() over the window, which extrapolates to the window's edges, so the counts "
         "are estimates (their ratios are exact when both counters have the same samples)."
     )
     sections = [
-        Section("Attainment and error budget", _ATTAINMENT + text, tables=[("attainment", attainment)]),
+        Section("Attainment and error budget", _ATTAINMENT + text, tables=[("attainment", tables.attainment)]),
+        _routing_section(
+            tables.routing,
+            " From Prometheus: the counts are increase() estimates, so the test is approximate (it treats them as "
+            "counts of requests).",
+        ),
         Section(
             "Error budget burn over time",
             _burn_text(bin_seconds),
-            charts=_chart("burn", "Error budget consumed over time", charts.burn_chart(burn)),
-            csv_only=[("burn", burn)],
+            charts=_chart("burn", "Error budget consumed over time", charts.burn_chart(tables.burn)),
+            csv_only=[("burn", tables.burn)],
+        ),
+        Section(
+            "Worst pods",
+            "Per pod and SLO: every evaluated request on the pod, its violations, violations_per_request = "
+            "violations / all requests on the pod and the pod's share of the SLO's violations. From Prometheus "
+            f"({POD_REQUESTS.exposed_name}, {POD_SLO_VIOLATIONS.exposed_name}): eligible requests per pod are not "
+            "published, so violations_per_request is below the store's error ratio (violations / eligible) "
+            "wherever some requests carry no SLO; compare pods with each other, not with the objective.",
+            charts=_chart(
+                "pods",
+                "Violations per request per pod",
+                charts.pods_chart(tables.pods, "violations_per_request", "violations / all requests on the pod"),
+            ),
+            tables=[("worst_pods", tables.pods)],
         ),
         Section(
             "Not available from Prometheus",
-            "Worst pods, violations by cause, prediction calibration and headroom need the per-request rows of the "
-            "record store: run the review with --store.",
+            "Violations by cause, prediction calibration and headroom need the per-request rows of the record "
+            "store: run the review with --store.",
         ),
     ]
-    return attainment, sections
+    return tables.attainment, sections
 
 
 def build_report(options: Options) -> Report:

@@ -1,28 +1,59 @@
-"""``--prometheus URL``: the attainment and burn tables from Prometheus, when no record store is at hand.
+"""``--prometheus URL``: the attainment, burn, routing and worst-pod tables from Prometheus, when no record store
+is at hand.
 
-Two queries per counter, through the HTTP API (``/api/v1/query`` and ``/api/v1/query_range``)::
+Queries through the HTTP API (``/api/v1/query`` and ``/api/v1/query_range``)::
 
     sum by (slo_class, model, slo) (increase(sloscope_slo_requests_total[<window>]))     at the window's end
     sum by (slo_class, slo) (increase(sloscope_slo_requests_total[<bin>]))               every bin, as a range
+    sum by (slo_class, slo, routing) (increase(sloscope_slo_requests_total[<window>]))   at the window's end
 
-and the same for ``sloscope_slo_violations_total``. ``increase()`` extrapolates to the edges of its range,
-so the counts are estimates, not integers; eligible and violations of one series set share the same samples,
-so their ratio (the attainment) is exact. Each point of the range query covers the bin that ends at it.
+and the same for ``sloscope_slo_violations_total``; then per pod::
+
+    sum by (pool, pod) (increase(sloscope_pod_requests_total[<window>]))
+    sum by (pool, pod, slo) (increase(sloscope_pod_slo_violations_total[<window>]))
+
+``increase()`` extrapolates to the edges of its range, so the counts are estimates, not integers; eligible and
+violations of one series set share the same samples, so their ratio (the attainment) is exact. Each point of
+the range query covers the bin that ends at it.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 import pandas as pd
 
-from sloscope.conventions import MODEL, SLO, SLO_CLASS, SLO_REQUESTS, SLO_VIOLATIONS
+from sloscope.conventions import (
+    MODEL,
+    POD,
+    POD_REQUESTS,
+    POD_SLO_VIOLATIONS,
+    POOL,
+    ROUTING,
+    SLO,
+    SLO_CLASS,
+    SLO_REQUESTS,
+    SLO_VIOLATIONS,
+)
 from sloscope.review import ReviewError
-from sloscope.review.analysis import attainment_from_counts, burn_from_counts
+from sloscope.review.analysis import (
+    attainment_from_counts,
+    burn_from_counts,
+    routing_from_counts,
+    worst_pods_from_counts,
+)
 from sloscope.review.window import Window
 
-__all__ = ["query_tables"]
+__all__ = ["Tables", "query_tables"]
+
+
+class Tables(NamedTuple):
+    attainment: pd.DataFrame
+    burn: pd.DataFrame
+    routing: pd.DataFrame
+    pods: pd.DataFrame
+
 
 _TIMEOUT_SECONDS = 30.0
 
@@ -49,13 +80,17 @@ def _increase(name: str, labels: tuple[str, ...], seconds: int) -> str:
     return f"sum by ({', '.join(labels)}) (increase({name}[{seconds}s]))"
 
 
-def _instant(client: httpx.Client, url: str, query: str, at: float, column: str) -> pd.DataFrame:
+def _instant(
+    client: httpx.Client, url: str, name: str, labels: tuple[str, ...], window: Window, *, column: str
+) -> pd.DataFrame:
+    """``sum by (labels) (increase(name[window]))`` at the window's end: one row per label set."""
+    query = _increase(name, labels, round(window.seconds))
     rows = []
-    for series in _get(client, url, "/api/v1/query", {"query": query, "time": f"{at:.3f}"}):
-        labels = series["metric"]
-        rows.append({SLO: labels.get(SLO, ""), SLO_CLASS: labels.get(SLO_CLASS, ""), MODEL: labels.get(MODEL, "")})
-        rows[-1][column] = float(series["value"][1])
-    return pd.DataFrame(rows, columns=[SLO, SLO_CLASS, MODEL, column])
+    for series in _get(client, url, "/api/v1/query", {"query": query, "time": f"{window.end.timestamp():.3f}"}):
+        row: dict[str, object] = {label: series["metric"].get(label, "") for label in labels}
+        row[column] = float(series["value"][1])
+        rows.append(row)
+    return pd.DataFrame(rows, columns=[*labels, column])
 
 
 def _range(client: httpx.Client, url: str, query: str, window: Window, step: int, *, column: str) -> pd.DataFrame:
@@ -79,28 +114,37 @@ def _range(client: httpx.Client, url: str, query: str, window: Window, step: int
     return pd.DataFrame(rows, columns=[SLO, SLO_CLASS, "bin_start", column])
 
 
-def query_tables(
-    url: str, window: Window, targets: pd.DataFrame, bin_seconds: int
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(attainment, burn) over ``window``, as :func:`sloscope.review.analysis.attainment` and ``burn`` give them."""
+def query_tables(url: str, window: Window, targets: pd.DataFrame, bin_seconds: int) -> Tables:
+    """The attainment, burn, routing and worst-pod tables over ``window``, as :mod:`sloscope.review.analysis`
+    gives them from counts (the worst pods with violations per request: eligible per pod is not published)."""
     seconds = round(window.seconds)
     if bin_seconds >= seconds:
         raise ReviewError(f"the review window ({seconds} s) must be longer than a bin ({bin_seconds} s)")
-    end = window.end.timestamp()
     requests, violations = SLO_REQUESTS.exposed_name, SLO_VIOLATIONS.exposed_name
-    by_model = (SLO_CLASS, MODEL, SLO)
+    by_model, by_routing, per_bin = (SLO_CLASS, MODEL, SLO), (SLO_CLASS, SLO, ROUTING), (SLO_CLASS, SLO)
     with httpx.Client(timeout=_TIMEOUT_SECONDS) as client:
-        eligible = _instant(client, url, _increase(requests, by_model, seconds), end, "eligible")
-        missed = _instant(client, url, _increase(violations, by_model, seconds), end, "violations")
-        per_bin = (SLO_CLASS, SLO)
+        eligible = _instant(client, url, requests, by_model, window, column="eligible")
+        missed = _instant(client, url, violations, by_model, window, column="violations")
         eligible_bins = _range(
             client, url, _increase(requests, per_bin, bin_seconds), window, bin_seconds, column="eligible"
         )
         missed_bins = _range(
             client, url, _increase(violations, per_bin, bin_seconds), window, bin_seconds, column="violations"
         )
+        eligible_routing = _instant(client, url, requests, by_routing, window, column="eligible")
+        missed_routing = _instant(client, url, violations, by_routing, window, column="violations")
+        pod_requests = _instant(client, url, POD_REQUESTS.exposed_name, (POOL, POD), window, column="requests")
+        pod_violations = _instant(
+            client, url, POD_SLO_VIOLATIONS.exposed_name, (SLO, POOL, POD), window, column="violations"
+        )
     if eligible.empty:
         raise ReviewError(f"Prometheus at {url} has no {requests} samples between {window}")
     counts = eligible.merge(missed, on=[SLO, SLO_CLASS, MODEL], how="left").fillna({"violations": 0.0})
     bins = eligible_bins.merge(missed_bins, on=[SLO, SLO_CLASS, "bin_start"], how="left").fillna({"violations": 0.0})
-    return attainment_from_counts(counts, targets), burn_from_counts(bins, targets)
+    routing = eligible_routing.merge(missed_routing, on=list(by_routing), how="left").fillna({"violations": 0.0})
+    return Tables(
+        attainment_from_counts(counts, targets),
+        burn_from_counts(bins, targets),
+        routing_from_counts(routing, targets),
+        worst_pods_from_counts(pod_requests, pod_violations),
+    )

@@ -27,6 +27,7 @@ from sloscope.testing import gateway_attributes, vllm_attributes
 from tests.support.evaluation_records import (
     ARRIVAL_NS,
     END_NS,
+    MET_ATTRIBUTES,
     START_NS,
     VIOLATING_ATTRIBUTES,
     bare_record,
@@ -43,22 +44,7 @@ SPAN_KIND_INTERNAL = 1  # OTLP enum values, as Jaeger's OTLP/JSON gives them
 STATUS_UNSET, STATUS_ERROR = 0, 2
 
 VIOLATING = VIOLATING_ATTRIBUTES
-MET = {
-    "sloscope.slo_class": "standard",
-    "sloscope.model": "mistral",
-    "sloscope.pool": "pool-a",
-    "sloscope.pod": "vllm-1",
-    "sloscope.routing": "unknown",
-    "sloscope.join.outcome": "joined",
-    "sloscope.target_source": "request",
-    "sloscope.ttft.target_ms": 2000.0,
-    "sloscope.ttft.actual_ms": 1500.0,
-    "sloscope.ttft.source": "model_server",
-    "sloscope.ttft.met": True,
-    "sloscope.goodput.met": True,
-    "sloscope.prediction.source": "none",
-    "sloscope.prediction.skipped": "no_pod_state",
-}
+MET = MET_ATTRIBUTES
 BARE = {
     "sloscope.slo_class": "none",
     "sloscope.pool": "default",

@@ -141,3 +141,22 @@ VIOLATING_ATTRIBUTES = {
     "sloscope.pod.kv_cache_utilization": 0.42,
     "sloscope.pod.state_age_ms": 700.0,
 }
+
+
+# The attributes of met_record()'s evaluation span: unknown values are left out.
+MET_ATTRIBUTES = {
+    "sloscope.slo_class": "standard",
+    "sloscope.model": "mistral",
+    "sloscope.pool": "pool-a",
+    "sloscope.pod": "vllm-1",
+    "sloscope.routing": "unknown",
+    "sloscope.join.outcome": "joined",
+    "sloscope.target_source": "request",
+    "sloscope.ttft.target_ms": 2000.0,
+    "sloscope.ttft.actual_ms": 1500.0,
+    "sloscope.ttft.source": "model_server",
+    "sloscope.ttft.met": True,
+    "sloscope.goodput.met": True,
+    "sloscope.prediction.source": "none",
+    "sloscope.prediction.skipped": "no_pod_state",
+}

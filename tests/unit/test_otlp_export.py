@@ -28,6 +28,7 @@ from sloscope.records import PodStateAtArrival
 from tests.support.evaluation_records import (
     ARRIVAL_NS,
     END_NS,
+    MET_ATTRIBUTES,
     SPAN_ID,
     START_NS,
     TRACE_ID,
@@ -93,22 +94,7 @@ def test_a_violating_request_carries_every_known_value_exactly() -> None:
 
 
 def test_a_met_request_without_prediction_leaves_unknown_values_out() -> None:
-    assert evaluation_attributes(met_record()) == {
-        "sloscope.slo_class": "standard",
-        "sloscope.model": "mistral",
-        "sloscope.pool": "pool-a",
-        "sloscope.pod": "vllm-1",
-        "sloscope.routing": "unknown",
-        "sloscope.join.outcome": "joined",
-        "sloscope.target_source": "request",
-        "sloscope.ttft.target_ms": 2000.0,
-        "sloscope.ttft.actual_ms": 1500.0,
-        "sloscope.ttft.source": "model_server",
-        "sloscope.ttft.met": True,
-        "sloscope.goodput.met": True,
-        "sloscope.prediction.source": "none",
-        "sloscope.prediction.skipped": "no_pod_state",
-    }
+    assert evaluation_attributes(met_record()) == MET_ATTRIBUTES
 
 
 def test_a_request_with_nothing_known_has_only_the_always_set_attributes() -> None:

@@ -107,6 +107,10 @@ def test_files_are_written_into_hourly_partitions_and_read_back_by_range(tmp_pat
     window = read_records(tmp_path, HOUR + timedelta(seconds=2), HOUR + timedelta(hours=1))
     assert sorted(window.column("request_id").to_pylist()) == ["req-1", "req-2"]
     assert read_records(tmp_path, HOUR + timedelta(hours=5), HOUR + timedelta(hours=6)).num_rows == 0
+    some = read_records(tmp_path, HOUR, HOUR + timedelta(hours=2), columns=("request_id", "ttft_met"))
+    assert some.column_names == ["request_id", "ttft_met"] and some.num_rows == 5
+    none = read_records(tmp_path, HOUR + timedelta(hours=5), HOUR + timedelta(hours=6), columns=("request_id",))
+    assert none.column_names == ["request_id"] and none.num_rows == 0
 
 
 def test_pandas_and_duckdb_read_the_store_as_one_table(tmp_path: Path) -> None:

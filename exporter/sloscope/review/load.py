@@ -46,14 +46,14 @@ _MET = ("ttft_met", "tpot_met", "goodput_met")
 def load_frame(root: Path, window: Window) -> pd.DataFrame:
     """Every request that ended in ``window``; raises ReviewError when the store is unreadable or has none."""
     try:
-        table = read_records(root, window.start, window.end)
+        table = read_records(root, window.start, window.end, COLUMNS)
     except StoreError as exc:
         raise ReviewError(str(exc)) from None
     except OSError as exc:  # a file that is not Parquet, or unreadable
         raise ReviewError(f"record store {root}: {exc}") from None
     if table.num_rows == 0:
         raise ReviewError(f"record store {root} has no requests that ended between {window}")
-    return to_frame(table.select(list(COLUMNS)).to_pandas())
+    return to_frame(table.to_pandas())
 
 
 def to_frame(frame: pd.DataFrame) -> pd.DataFrame:

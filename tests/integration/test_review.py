@@ -27,15 +27,14 @@ from pathlib import Path
 from statistics import NormalDist
 from typing import Any
 
+import duckdb
 import httpx
+import numpy as np
+import pandas as pd
 import pytest
 import yaml
 
-pd = pytest.importorskip("pandas", reason="the review extra is not installed")
-np = pytest.importorskip("numpy")
-duckdb = pytest.importorskip("duckdb")
-
-from sloscope.conventions import (  # noqa: E402
+from sloscope.conventions import (
     POD,
     POD_REQUESTS,
     POD_SLO_VIOLATIONS,

@@ -10,15 +10,14 @@ import math
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pandas as pd
+import pyarrow as pa
 import pytest
 
-pd = pytest.importorskip("pandas", reason="the review extra is not installed")
-pa = pytest.importorskip("pyarrow")
-
-from sloscope.review import analysis  # noqa: E402
-from sloscope.review.load import COLUMNS, to_frame  # noqa: E402
-from sloscope.slo.spec import SLOSpec  # noqa: E402
-from sloscope.store.schema import SCHEMA  # noqa: E402
+from sloscope.review import analysis
+from sloscope.review.load import COLUMNS, to_frame
+from sloscope.slo.spec import SLOSpec
+from sloscope.store.schema import SCHEMA
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 SPEC = SLOSpec.model_validate(
@@ -78,7 +77,7 @@ def test_objectives_come_from_the_spec() -> None:
 
 
 def test_attainment_and_budget_consumed_per_slo_class_and_model() -> None:
-    table = analysis.attainment(frame(*REQUESTS), analysis.objectives(SPEC))
+    table = analysis.attainment(analysis.eligible(frame(*REQUESTS)), analysis.objectives(SPEC))
     keys = ("slo", "slo_class", "model", "eligible", "violations", "attainment", "budget_consumed", "within_budget")
     got = [tuple(r[k] for k in keys) for r in records(table)]
     expected = [
@@ -99,7 +98,7 @@ def test_attainment_and_budget_consumed_per_slo_class_and_model() -> None:
 
 def test_a_class_without_objective_has_no_verdict() -> None:
     requests = frame(req(0, "unlisted", (True, None, True)))
-    [row] = records(analysis.attainment(requests, analysis.objectives(SPEC)).query("slo == 'ttft'"))
+    [row] = records(analysis.attainment(analysis.eligible(requests), analysis.objectives(SPEC)).query("slo == 'ttft'"))
     assert row["eligible"] == 1 and row["attainment"] == 1.0
     assert row["objective"] != row["objective"]  # NaN
     assert row["within_budget"] is None
@@ -114,7 +113,7 @@ def test_bins_follow_the_span(span: float, expected: int) -> None:
 
 
 def test_burn_per_bin_with_budget_consumed_so_far() -> None:
-    burn = analysis.burn(frame(*REQUESTS), analysis.objectives(SPEC), 10)
+    burn = analysis.burn(analysis.eligible(frame(*REQUESTS)), analysis.objectives(SPEC), 10)
     ttft = records(burn[(burn["slo"] == "ttft") & (burn["slo_class"] == "interactive")])
     assert [r["bin_start"] for r in ttft] == [pd.Timestamp(T0 + timedelta(seconds=s)) for s in (0, 10, 20)]
     assert [(r["eligible"], r["violations"]) for r in ttft] == [(2, 1), (2, 0), (1, 1)]
@@ -133,9 +132,13 @@ def test_burn_per_bin_with_budget_consumed_so_far() -> None:
 def test_the_last_cumulative_value_is_the_class_budget_consumed() -> None:
     requests = frame(*REQUESTS)
     targets = analysis.objectives(SPEC)
-    burn = analysis.burn(requests, targets, 10)
+    burn = analysis.burn(analysis.eligible(requests), targets, 10)
     last = burn.groupby(["slo", "slo_class"])["budget_consumed_cumulative"].last()
-    att = analysis.attainment(requests, targets).groupby(["slo", "slo_class"])[["eligible", "violations"]].sum()
+    att = (
+        analysis.attainment(analysis.eligible(requests), targets)
+        .groupby(["slo", "slo_class"])[["eligible", "violations"]]
+        .sum()
+    )
     objective = targets.set_index(["slo", "slo_class"])["objective"]
     for key, value in last.items():
         eligible, violations = att.loc[key]
@@ -143,7 +146,7 @@ def test_the_last_cumulative_value_is_the_class_budget_consumed() -> None:
 
 
 def test_worst_periods_rank_bins_by_the_share_of_the_window_budget_they_spent() -> None:
-    burn = analysis.burn(frame(*REQUESTS), analysis.objectives(SPEC), 10)
+    burn = analysis.burn(analysis.eligible(frame(*REQUESTS)), analysis.objectives(SPEC), 10)
     table = records(analysis.worst_periods(burn, limit=5))
     got = [(r["bin_start"] - pd.Timestamp(T0), r["slo"], r["slo_class"], r["violations"]) for r in table]
     s = pd.Timedelta
@@ -158,7 +161,7 @@ def test_worst_periods_rank_bins_by_the_share_of_the_window_budget_they_spent() 
 
 
 def test_worst_pods() -> None:
-    table = records(analysis.worst_pods(frame(*REQUESTS)))
+    table = records(analysis.worst_pods(analysis.eligible(frame(*REQUESTS))))
     got = [(r["slo"], r["pod"], r["eligible"], r["violations"]) for r in table]
     assert got == [
         ("ttft", "p0", 3, 1),  # equal counts and ratios: by pod name
@@ -170,7 +173,7 @@ def test_worst_pods() -> None:
     ]
     assert [r["error_ratio"] for r in table] == pytest.approx([1 / 3, 1 / 3, 1.0, 0.0, 2 / 3, 1 / 3])
     assert [r["share_of_violations"] for r in table] == pytest.approx([0.5, 0.5, 1.0, 0.0, 2 / 3, 1 / 3])
-    assert len(analysis.worst_pods(frame(*REQUESTS), limit=1)) == 3
+    assert len(analysis.worst_pods(analysis.eligible(frame(*REQUESTS)), limit=1)) == 3
 
 
 TARGETS = {"ttft_target_seconds": 0.5, "tpot_target_seconds": 0.05, "completion_tokens": 11}
@@ -330,7 +333,7 @@ ROUTED = (
 
 
 def test_routing_table_side_by_side_with_the_z_test() -> None:
-    table = records(analysis.routing(frame(*ROUTED), analysis.objectives(SPEC)))
+    table = records(analysis.routing(analysis.eligible(frame(*ROUTED)), analysis.objectives(SPEC)))
     counts = [
         (r["slo"], r["slo_class"], r["predicted_eligible"], r["predicted_violations"], r["default_eligible"],
          r["default_violations"], r["unknown_eligible"], r["unknown_violations"])
@@ -397,7 +400,7 @@ def test_routing_notes(rows: tuple[tuple[str, float, float], ...], z: float | No
 
 
 def test_routing_of_nothing_eligible_is_an_empty_table() -> None:
-    table = analysis.routing(frame(req(0, "none", (None, None, None))), analysis.objectives(SPEC))
+    table = analysis.routing(analysis.eligible(frame(req(0, "none", (None, None, None)))), analysis.objectives(SPEC))
     assert table.empty
     assert list(table.columns)[:5] == ["slo", "slo_class", "objective", "predicted_eligible", "predicted_violations"]
     assert list(table.columns)[-4:] == ["difference", "z", "p_value", "note"]

@@ -11,18 +11,17 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+import pyarrow as pa
 import pytest
 
-pd = pytest.importorskip("pandas", reason="the review extra is not installed")
-pa = pytest.importorskip("pyarrow")
-
-from sloscope.cli import main  # noqa: E402
-from sloscope.review import ReviewError  # noqa: E402
-from sloscope.review.load import load_frame  # noqa: E402
-from sloscope.review.render import cell  # noqa: E402
-from sloscope.review.window import Window  # noqa: E402
-from sloscope.store.files import write_atomic  # noqa: E402
-from sloscope.store.schema import SCHEMA  # noqa: E402
+from sloscope.cli import main
+from sloscope.review import ReviewError
+from sloscope.review.load import load_frame
+from sloscope.review.render import cell
+from sloscope.review.window import Window
+from sloscope.store.files import write_atomic
+from sloscope.store.schema import SCHEMA
 
 HOUR = datetime(2026, 11, 30, 10, tzinfo=UTC)
 PNG = b"\x89PNG\r\n\x1a\n"

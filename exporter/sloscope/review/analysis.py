@@ -82,7 +82,11 @@ def objectives(spec: SLOSpec) -> pd.DataFrame:
 
 
 def eligible(requests: pd.DataFrame) -> pd.DataFrame:
-    """Long form: one row per (request, SLO it was eligible for), with ``violated``."""
+    """Long form: one row per (request, SLO it was eligible for), with ``violated``.
+
+    The tables counting eligible requests (attainment, burn, routing, worst pods) take this, built once per
+    report: it is the largest frame the review makes (up to three rows per request).
+    """
     parts = []
     for slo in SLOS:
         met = requests[f"{slo}_met"]
@@ -91,6 +95,11 @@ def eligible(requests: pd.DataFrame) -> pd.DataFrame:
         rows["violated"] = ~met[met.notna()].astype(bool)
         parts.append(rows)
     return pd.concat(parts, ignore_index=True)
+
+
+def _counts(long: pd.DataFrame, keys: Sequence[str | pd.Series]) -> pd.DataFrame:
+    """Eligible requests and violations per ``keys`` of the long form."""
+    return long.groupby(list(keys)).agg(eligible=("violated", "size"), violations=("violated", "sum")).reset_index()
 
 
 def _with_objectives(table: pd.DataFrame, targets: pd.DataFrame) -> pd.DataFrame:
@@ -114,18 +123,13 @@ def _slo_order(table: pd.DataFrame) -> pd.Series:
     return table["slo"].map(_SLO_ORDER)
 
 
-def attainment(requests: pd.DataFrame, targets: pd.DataFrame) -> pd.DataFrame:
-    """Per SLO, class and model over the window: eligible, violations, attainment, objective, budget consumed.
+def attainment(long: pd.DataFrame, targets: pd.DataFrame) -> pd.DataFrame:
+    """Per SLO, class and model over the window (``long`` from :func:`eligible`): eligible, violations,
+    attainment, objective, budget consumed.
 
     ``within_budget`` is False when more than the whole budget is spent; null when the class has no objective.
     """
-    counts = (
-        eligible(requests)
-        .groupby(_GROUP)
-        .agg(eligible=("violated", "size"), violations=("violated", "sum"))
-        .reset_index()
-    )
-    return attainment_from_counts(counts, targets)
+    return attainment_from_counts(_counts(long, _GROUP), targets)
 
 
 def attainment_from_counts(counts: pd.DataFrame, targets: pd.DataFrame) -> pd.DataFrame:
@@ -149,13 +153,7 @@ def choose_bin(span_seconds: float) -> int:
     return BIN_LADDER_SECONDS[-1]
 
 
-def _binned(requests: pd.DataFrame, bin_seconds: int) -> pd.DataFrame:
-    long = eligible(requests)
-    long["bin_start"] = long["end_time"].dt.floor(pd.Timedelta(seconds=bin_seconds))
-    return long
-
-
-def burn(requests: pd.DataFrame, targets: pd.DataFrame, bin_seconds: int) -> pd.DataFrame:
+def burn(long: pd.DataFrame, targets: pd.DataFrame, bin_seconds: int) -> pd.DataFrame:
     """Per bin (``bin_start``, aligned to multiples of the bin since the epoch), SLO and class, the models summed.
 
     ``burn_rate`` is the bin's error ratio over the error budget (1 = spending exactly the budget's pace);
@@ -163,13 +161,8 @@ def burn(requests: pd.DataFrame, targets: pd.DataFrame, bin_seconds: int) -> pd.
     violations so far / all eligible in the window / (1 - objective); its last value is the class's
     budget consumed over the window. Bins without eligible requests are left out.
     """
-    long = _binned(requests, bin_seconds)
-    counts = (
-        long.groupby(["slo", "slo_class", "bin_start"])
-        .agg(eligible=("violated", "size"), violations=("violated", "sum"))
-        .reset_index()
-    )
-    return burn_from_counts(counts, targets)
+    bin_start = long["end_time"].dt.floor(pd.Timedelta(seconds=bin_seconds)).rename("bin_start")
+    return burn_from_counts(_counts(long, ["slo", "slo_class", bin_start]), targets)
 
 
 def burn_from_counts(counts: pd.DataFrame, targets: pd.DataFrame) -> pd.DataFrame:
@@ -199,17 +192,13 @@ def worst_periods(burn_table: pd.DataFrame, limit: int = 10) -> pd.DataFrame:
     return table[columns].head(limit).reset_index(drop=True)
 
 
-def worst_pods(requests: pd.DataFrame, limit: int = 10) -> pd.DataFrame:
-    """Per pool, pod and SLO: eligible, violations, error ratio and the pod's share of that SLO's violations.
+def worst_pods(long: pd.DataFrame, limit: int = 10) -> pd.DataFrame:
+    """Per pool, pod and SLO (``long`` from :func:`eligible`): eligible, violations, error ratio and the pod's
+    share of that SLO's violations.
 
     Sorted by violations, then error ratio (both descending), then pod; the first ``limit`` rows of each SLO.
     """
-    long = eligible(requests)
-    table = (
-        long.groupby(["slo", "pool", "pod"])
-        .agg(eligible=("violated", "size"), violations=("violated", "sum"))
-        .reset_index()
-    )
+    table = _counts(long, ["slo", "pool", "pod"])
     table["error_ratio"] = table["violations"] / table["eligible"]
     return _rank_pods(table, "eligible", "error_ratio", limit)
 
@@ -271,16 +260,11 @@ def two_proportion_z(
     return (z, math.erfc(abs(z) / math.sqrt(2.0)))
 
 
-def routing(requests: pd.DataFrame, targets: pd.DataFrame) -> pd.DataFrame:
-    """Per SLO and class (models summed): eligible, violations and attainment under each routing profile side by
-    side, the difference predicted - default and its z-test; see :func:`routing_from_counts`."""
-    long = eligible(requests)
-    counts = (
-        long.groupby(["slo", "slo_class", "routing"])
-        .agg(eligible=("violated", "size"), violations=("violated", "sum"))
-        .reset_index()
-    )
-    return routing_from_counts(counts, targets)
+def routing(long: pd.DataFrame, targets: pd.DataFrame) -> pd.DataFrame:
+    """Per SLO and class (models summed; ``long`` from :func:`eligible`): eligible, violations and attainment under
+    each routing profile side by side, the difference predicted - default and its z-test; see
+    :func:`routing_from_counts`."""
+    return routing_from_counts(_counts(long, ["slo", "slo_class", "routing"]), targets)
 
 
 def _routing_note(row: pd.Series) -> str:

@@ -107,13 +107,14 @@ def _burn_text(bin_seconds: int) -> str:
 
 def store_sections(requests: pd.DataFrame, spec: SLOSpec) -> tuple[pd.DataFrame, list[Section]]:
     targets = analysis.objectives(spec)
-    attainment = analysis.attainment(requests, targets)
+    long = analysis.eligible(requests)  # once: the tables that count eligible requests share it
+    attainment = analysis.attainment(long, targets)
     span = (requests["end_time"].max() - requests["end_time"].min()).total_seconds()
     bin_seconds = analysis.choose_bin(span)
-    burn = analysis.burn(requests, targets, bin_seconds)
-    routing = analysis.routing(requests, targets)
+    burn = analysis.burn(long, targets, bin_seconds)
+    routing = analysis.routing(long, targets)
     periods = analysis.worst_periods(burn)
-    pods = analysis.worst_pods(requests)
+    pods = analysis.worst_pods(long)
     causes = analysis.causes(requests)
     coverage = analysis.coverage(requests)
     reliability = analysis.reliability(requests)

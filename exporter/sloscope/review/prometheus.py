@@ -114,6 +114,11 @@ def _range(client: httpx.Client, url: str, query: str, window: Window, step: int
     return pd.DataFrame(rows, columns=[SLO, SLO_CLASS, "bin_start", column])
 
 
+def _joined(eligible: pd.DataFrame, missed: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Eligible counts with their violations beside them; a label set without a violation series missed none."""
+    return eligible.merge(missed, on=keys, how="left").fillna({"violations": 0.0})
+
+
 def query_tables(url: str, window: Window, targets: pd.DataFrame, bin_seconds: int) -> Tables:
     """The attainment, burn, routing and worst-pod tables over ``window``, as :mod:`sloscope.review.analysis`
     gives them from counts (the worst pods with violations per request: eligible per pod is not published)."""
@@ -123,28 +128,29 @@ def query_tables(url: str, window: Window, targets: pd.DataFrame, bin_seconds: i
     requests, violations = SLO_REQUESTS.exposed_name, SLO_VIOLATIONS.exposed_name
     by_model, by_routing, per_bin = (SLO_CLASS, MODEL, SLO), (SLO_CLASS, SLO, ROUTING), (SLO_CLASS, SLO)
     with httpx.Client(timeout=_TIMEOUT_SECONDS) as client:
-        eligible = _instant(client, url, requests, by_model, window, column="eligible")
-        missed = _instant(client, url, violations, by_model, window, column="violations")
+
+        def counts(labels: tuple[str, ...]) -> pd.DataFrame:
+            """Eligible and violations per ``labels`` over the window (no violation series: 0)."""
+            eligible = _instant(client, url, requests, labels, window, column="eligible")
+            missed = _instant(client, url, violations, labels, window, column="violations")
+            return _joined(eligible, missed, list(labels))
+
+        by_model_counts, routing = counts(by_model), counts(by_routing)
         eligible_bins = _range(
             client, url, _increase(requests, per_bin, bin_seconds), window, bin_seconds, column="eligible"
         )
         missed_bins = _range(
             client, url, _increase(violations, per_bin, bin_seconds), window, bin_seconds, column="violations"
         )
-        eligible_routing = _instant(client, url, requests, by_routing, window, column="eligible")
-        missed_routing = _instant(client, url, violations, by_routing, window, column="violations")
         pod_requests = _instant(client, url, POD_REQUESTS.exposed_name, (POOL, POD), window, column="requests")
         pod_violations = _instant(
             client, url, POD_SLO_VIOLATIONS.exposed_name, (SLO, POOL, POD), window, column="violations"
         )
-    if eligible.empty:
+    if by_model_counts.empty:
         raise ReviewError(f"Prometheus at {url} has no {requests} samples between {window}")
-    counts = eligible.merge(missed, on=[SLO, SLO_CLASS, MODEL], how="left").fillna({"violations": 0.0})
-    bins = eligible_bins.merge(missed_bins, on=[SLO, SLO_CLASS, "bin_start"], how="left").fillna({"violations": 0.0})
-    routing = eligible_routing.merge(missed_routing, on=list(by_routing), how="left").fillna({"violations": 0.0})
     return Tables(
-        attainment_from_counts(counts, targets),
-        burn_from_counts(bins, targets),
+        attainment_from_counts(by_model_counts, targets),
+        burn_from_counts(_joined(eligible_bins, missed_bins, [SLO, SLO_CLASS, "bin_start"]), targets),
         routing_from_counts(routing, targets),
         worst_pods_from_counts(pod_requests, pod_violations),
     )

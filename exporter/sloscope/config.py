@@ -83,9 +83,9 @@ class Join(_Section):
         "request id (EPPs before mid-2026 did not continue the caller's trace).",
     )
     request_id_pattern: str = Field(
-        default=r"^(?:chatcmpl-|cmpl-|embd-)?(?P<id>.+)$",
+        default=r"^(?P<cmpl>cmpl-)?(?:chatcmpl-|embd-)?(?P<id>.+?)(?(cmpl)-\d+)$",
         description="Regular expression whose group 'id' extracts the joinable request id from a span's value "
-        "(vLLM prefixes the x-request-id it was given).",
+        "(vLLM prefixes the x-request-id it was given: chatcmpl-<id>, and cmpl-<id>-<prompt index> for completions).",
     )
 
     @field_validator("request_id_pattern")
@@ -111,6 +111,26 @@ class Join(_Section):
     anchor_attribute: str = Field(
         default="gen_ai.latency.e2e",
         description="A span carrying this attribute is also an anchor, whatever its name (SGLang, TensorRT-LLM).",
+    )
+    gateway_span_names: list[str] = Field(
+        default_factory=lambda: ["gateway.request"],
+        description="Names of the gateway's per-request spans (the EPP's gateway.request). Each is one LLM call: "
+        "its model-server spans are one request, and one that reaches none is a failed request.",
+    )
+    failure_window_seconds: float = Field(
+        default=15.0,
+        gt=0,
+        description="How long after a gateway span arrives to wait for its model-server span before the request "
+        "counts as failed (exporters batch for up to 5 s each, so keep this well above the join window).",
+    )
+    unanswered_are_aborted: bool = Field(
+        default=True,
+        description="A gateway request with no error and no model-server span counts as aborted (vLLM emits no "
+        "span for an aborted request). Turn off only when the model servers export no spans at all.",
+    )
+    latency_scorer_types: list[str] = Field(
+        default_factory=lambda: ["latency-scorer"],
+        description="Scorer plugin types of prediction-based routing: a request they scored has routing=predicted.",
     )
 
 
@@ -143,10 +163,22 @@ class Attributes(_Section):
         ]
     )
     slo_ttft_ms: list[str] = Field(
-        default_factory=lambda: ["http.request.header.x-slo-ttft-ms", "x-slo-ttft-ms", "x-llm-d-slo-ttft-ms"]
+        default_factory=lambda: [
+            "http.request.header.x-llm-d-slo-ttft-ms",
+            "x-llm-d-slo-ttft-ms",
+            "http.request.header.x-slo-ttft-ms",
+            "x-slo-ttft-ms",
+        ],
+        description="The TTFT SLO header; llm-d-router's name first, as the EPP reads it (the old one is an alias).",
     )
     slo_tpot_ms: list[str] = Field(
-        default_factory=lambda: ["http.request.header.x-slo-tpot-ms", "x-slo-tpot-ms", "x-llm-d-slo-tpot-ms"]
+        default_factory=lambda: [
+            "http.request.header.x-llm-d-slo-tpot-ms",
+            "x-llm-d-slo-tpot-ms",
+            "http.request.header.x-slo-tpot-ms",
+            "x-slo-tpot-ms",
+        ],
+        description="The TPOT SLO header, in the same order.",
     )
     prediction_based_scheduling: list[str] = Field(
         default_factory=lambda: [
@@ -170,9 +202,9 @@ class Attributes(_Section):
         "model server's own when present.",
     )
     gateway_ttft_ms: list[str] = Field(
-        default_factory=lambda: ["llm_d.pd_proxy.true_ttft_ms"],
-        description="The same in milliseconds (llm-d's P/D sidecar measures the TTFT a client sees, including "
-        "the KV-cache hand-over that neither vLLM instance reports).",
+        default_factory=list,
+        description="The same in milliseconds. Not llm_d.pd_proxy.true_ttft_ms: the P/D sidecar stops that clock "
+        "when it sends the decode request, before any token (about 0 ms for the concurrent connectors).",
     )
     prefix_cache_score: list[str] = Field(
         default_factory=lambda: ["prefix_cache_score", "llm_d.prefix_cache_score"],

@@ -43,6 +43,20 @@ SLOS = (SLO_TTFT, SLO_TPOT, SLO_GOODPUT)
 ROUTING_PREDICTED = "predicted"
 ROUTING_DEFAULT = "default"
 ROUTING_UNKNOWN = "unknown"
+ROUTING_NONE = "none"  # a failed request refused before scheduling: it was never routed
+ROUTINGS = (ROUTING_PREDICTED, ROUTING_DEFAULT, ROUTING_UNKNOWN, ROUTING_NONE)
+# Why a request failed (reason label of REQUESTS_FAILED); docs/metrics.md says how each is recognised.
+FAILURE_ERROR = "error"  # an error status or HTTP >= 500 (the model server failed, no endpoint, internal)
+FAILURE_SHED = "shed"  # refused for load: the EPP's admission (latency-slo-admitter) or saturation, HTTP 429
+FAILURE_TIMEOUT = "timeout"  # timed out in the EPP's queue, deadline exceeded, HTTP 504 / 408
+FAILURE_ABORTED = "aborted"  # the client went away, or the request reached no model server and nothing says why
+FAILURE_INVALID = "invalid"  # a client error (HTTP 4xx, the EPP's BadRequest): counted, but no SLO's bad event
+FAILURE_REASONS = (FAILURE_ERROR, FAILURE_SHED, FAILURE_TIMEOUT, FAILURE_ABORTED, FAILURE_INVALID)
+# Where a request's TTFT came from (ttft_source in the record store and the evaluation spans).
+TTFT_GATEWAY = "gateway"  # a span attribute measured in front of the model server
+TTFT_PD_SIDECAR = "pd_sidecar"  # P/D: the routing sidecar's span start to the decode pod's first token
+TTFT_PD_GATEWAY = "pd_gateway"  # P/D without sidecar spans: the gateway span's start to the decode pod's first token
+TTFT_MODEL_SERVER = "model_server"  # the model server's own gen_ai.latency.time_to_first_token
 SIGNAL_TTFT = "ttft"
 SIGNAL_TPOT = "tpot"
 SIGNALS = (SIGNAL_TTFT, SIGNAL_TPOT)
@@ -85,6 +99,13 @@ _REQ = (MODEL, POOL, SLO_CLASS, ROUTING)
 REQUESTS = _m("requests", "counter", _REQ, "Evaluated (joined) requests.")
 SLO_REQUESTS = _m("slo_requests", "counter", (*_REQ, SLO), "Requests eligible for an SLO (ttft, tpot or goodput).")
 SLO_VIOLATIONS = _m("slo_violations", "counter", (*_REQ, SLO), "Eligible requests that missed the SLO.")
+REQUESTS_FAILED = _m(
+    "requests_failed",
+    "counter",
+    (*_REQ, REASON),
+    "Requests that failed, were shed or aborted, by reason (also counted as violations of every SLO they carried, "
+    "except invalid ones).",
+)
 TTFT_SECONDS = _m("ttft_seconds", "histogram", (MODEL, POOL, SLO_CLASS), "Actual time to first token.")
 TPOT_SECONDS = _m(
     "tpot_seconds",
@@ -269,7 +290,15 @@ OUTCOME_JOINED_BY_REQUEST_ID = "joined_by_request_id"  # gateway span found in a
 OUTCOME_ANCHOR_ONLY = "anchor_only"  # the join window passed with no gateway span
 OUTCOME_NO_ANCHOR = "no_anchor"  # a trace expired without a model-server span
 OUTCOME_EVICTED = "evicted"  # emitted early because the pending-trace cap was reached
-OUTCOMES = (OUTCOME_JOINED, OUTCOME_JOINED_BY_REQUEST_ID, OUTCOME_ANCHOR_ONLY, OUTCOME_NO_ANCHOR, OUTCOME_EVICTED)
+OUTCOME_FAILED = "failed"  # a gateway request that reached no model server, emitted as a failed request
+OUTCOMES = (
+    OUTCOME_JOINED,
+    OUTCOME_JOINED_BY_REQUEST_ID,
+    OUTCOME_ANCHOR_ONLY,
+    OUTCOME_NO_ANCHOR,
+    OUTCOME_EVICTED,
+    OUTCOME_FAILED,
+)
 
 # Drop reasons (values of the ``reason`` label of SPANS_DROPPED).
 DROP_QUEUE_FULL = "queue_full"  # refused with 429 / RESOURCE_EXHAUSTED; the client may retry
@@ -358,6 +387,7 @@ ALL_METRICS: tuple[MetricDef, ...] = (
     REQUESTS,
     SLO_REQUESTS,
     SLO_VIOLATIONS,
+    REQUESTS_FAILED,
     TTFT_SECONDS,
     TPOT_SECONDS,
     POD_REQUESTS,

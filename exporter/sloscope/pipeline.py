@@ -19,6 +19,7 @@ from sloscope.attributes import Mapping
 from sloscope.config import Settings
 from sloscope.processors.assembler import TraceAssembler
 from sloscope.processors.evaluator import RequestPublisher, SLOEvaluator
+from sloscope.processors import span_shapes
 from sloscope.processors.queue import SpanQueue
 from sloscope.publishers.prometheus import PrometheusPublisher
 from sloscope.receivers.intake import Intake
@@ -47,7 +48,13 @@ class Pipeline:
         mapping = Mapping(settings.attributes)
         self.queue = SpanQueue(settings.limits.queue_spans)
         self.publisher = publisher = PrometheusPublisher(
-            registry, spec, settings.limits, self.telemetry, mapping.default_pool, pool_of_pod=pool_of_pod
+            registry,
+            spec,
+            settings.limits,
+            self.telemetry,
+            mapping.default_pool,
+            pool_of_pod=pool_of_pod,
+            model_of_pool={pool.name: pool.model for pool in settings.pools if pool.model},
         )
         self.evaluator = SLOEvaluator(spec, (publisher, *extra_publishers))
         self.assembler = TraceAssembler(
@@ -62,7 +69,7 @@ class Pipeline:
             self.queue,
             self.telemetry,
             settings.limits.retry_after_seconds,
-            keep=mapping.span_keys(settings.join.anchor_attribute),
+            keep=mapping.span_keys(settings.join.anchor_attribute, *span_shapes.KEYS),
         )
         self.telemetry.watch(lambda: len(self.queue), self.queue.capacity, lambda: self.assembler.pending)
         self._thread: threading.Thread | None = None

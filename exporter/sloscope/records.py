@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 AttributeValue = Any  # str | bool | int | float | bytes | list | dict | None, as OTLP AnyValue allows
+STATUS_ERROR = 2  # OTLP Status.code STATUS_CODE_ERROR
 
 
 @dataclass(slots=True)
@@ -26,6 +27,12 @@ class Span:
     attributes: dict[str, AttributeValue]
     resource: dict[str, AttributeValue]
     tracestate: str = ""
+    status_code: int = 0  # OTLP StatusCode: 0 unset, 1 ok, 2 error
+    status_message: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.status_code == STATUS_ERROR
 
 
 @dataclass(slots=True)
@@ -60,9 +67,15 @@ class JoinedRequest:
     prompt_tokens: float | None = None
     completion_tokens: float | None = None
     prefix_cache_score: float | None = None  # 0..1, when the gateway put the routing-time score on a span
-    start_ns: int = 0  # the model-server span's start and end
+    start_ns: int = 0  # the model-server span's start and end (the gateway span's for a request that never reached one)
     end_ns: int = 0
-    arrival_ns: int = 0  # when the request reached the gateway (earliest span start); the model server's start if alone
+    arrival_ns: int = 0  # when the request reached its gateway span, else its outermost ancestor, else the model server
+    failure_reason: str | None = None  # error, shed, aborted or timeout: the request failed (a bad event for every SLO)
+    tpot_seconds: float | None = None  # set when several model-server spans make one request (n > 1: the slowest)
+    choices: int = 1  # model-server spans of one request that were choices (n > 1)
+    prefill_pod: str | None = None  # P/D: the prefill stage's pod and times (the request counts on the decode pod)
+    prefill_queue_seconds: float | None = None
+    prefill_seconds_on_prefill_pod: float | None = None
 
     @property
     def model(self) -> str | None:

@@ -77,6 +77,7 @@ def span(
     resource: dict[str, Any] | None = None,
     start_ns: int = 1_700_000_000_000_000_000,
     end_ns: int | None = None,
+    status: tuple[int, str] = (0, ""),
 ) -> Span:
     """A decoded span; ids are small integers rendered as OTLP hex ids. It lasts one second unless told."""
     return Span(
@@ -88,6 +89,8 @@ def span(
         end_ns=end_ns if end_ns is not None else start_ns + 1_000_000_000,
         attributes=attributes,
         resource=resource if resource is not None else {"service.name": "vllm", "k8s.pod.name": "vllm-0"},
+        status_code=status[0],
+        status_message=status[1],
     )
 
 
@@ -137,6 +140,8 @@ def export_request(spans: Iterable[Span]) -> ExportTraceServiceRequest:
         proto.start_time_unix_nano = s.start_ns
         proto.end_time_unix_nano = s.end_ns
         proto.trace_state = s.tracestate
+        proto.status.code = s.status_code  # type: ignore[assignment]
+        proto.status.message = s.status_message
         proto.attributes.extend(key_values(s.attributes))
     return request
 

@@ -128,7 +128,7 @@ def test_late_companion_of_an_emitted_trace_is_dropped_as_late() -> None:
 
 def test_trace_without_anchor_expires_as_no_anchor() -> None:
     h = Harness(trace_ttl_seconds=30.0)
-    h.feed(gateway(1))
+    h.feed(span(1, 1, "gateway.request", {}))  # no model, no SLO, no gen_ai: not an LLM call
     h.advance(29.0)
     assert h.outcomes[c.OUTCOME_NO_ANCHOR] == 0
     h.advance(1.0)
@@ -209,16 +209,20 @@ def test_gateway_ttft_is_preferred_and_its_source_recorded() -> None:
     assert (h.emitted[0].ttft_seconds, h.emitted[0].ttft_source) == (0.13, "gateway")
 
 
-def test_llm_d_sidecar_true_ttft_in_milliseconds_is_preferred() -> None:
+def test_the_sidecar_true_ttft_is_not_a_ttft() -> None:
+    """llm_d.pd_proxy.true_ttft_ms stops when the decode request is sent (llm-d-router ebab6879,
+    pkg/sidecar/proxy/connector_nixlv2.go:449-467): it is no time to a first token."""
     h = Harness()
     sidecar = span(1, 3, "llm_d.pd_proxy.request", {"llm_d.pd_proxy.true_ttft_ms": 180.0}, parent=1)
     h.feed(gateway(1), sidecar, vllm(1, parent=3, ttft=0.05))
-    assert (h.emitted[0].ttft_seconds, h.emitted[0].ttft_source) == (0.18, "gateway")
+    assert (h.emitted[0].ttft_seconds, h.emitted[0].ttft_source) == (0.05, "model_server")
 
 
 def test_two_model_server_spans_without_gateway_are_not_companions_of_each_other() -> None:
     h = Harness()
-    h.feed(vllm(1, span_id=2), vllm(1, span_id=3))  # their parent (span 1) never arrives
+    h.feed(
+        vllm(1, span_id=2, request_id="chatcmpl-a"), vllm(1, span_id=3, request_id="chatcmpl-b")
+    )  # parent 1 never arrives
     h.advance(5.0)
     assert [r.outcome for r in h.emitted] == [c.OUTCOME_ANCHOR_ONLY, c.OUTCOME_ANCHOR_ONLY]
 
@@ -258,7 +262,7 @@ def test_a_prefill_server_span_above_the_decode_server_span_is_not_its_gateway()
     prefill = span(1, 2, "llm_request", vllm_attributes(request_id="chatcmpl-prefill"), parent=1)
     decode = span(1, 3, "llm_request", vllm_attributes(request_id="chatcmpl-decode"), parent=2)
     h.feed(gateway(1, request_id="req-1"), decode, prefill)
-    assert [r.request_id for r in h.emitted] == ["req-1", "req-1"]
+    assert [r.request_id for r in h.emitted] == ["req-1"]  # one gateway request is one LLM call
 
 
 def test_an_anchor_whose_ancestors_never_arrive_still_joins_by_request_id_when_the_window_ends() -> None:

@@ -1,16 +1,30 @@
-"""The trace assembler: spans in, one :class:`JoinedRequest` per model-server span out.
+"""The trace assembler: spans in, one :class:`JoinedRequest` per LLM call out.
 
-The model-server span (vLLM ``llm_request``; any span carrying the anchor attribute) *anchors*
-a request. The other spans of its trace (EPP ``gateway.request*``, router or Envoy spans) are its
-companions: they add pool, models, SLO headers, routing mode and predictions. An anchor is
-emitted as soon as its whole ancestor chain, up to the trace root, has arrived, or when the join
+A model-server span (vLLM ``llm_request``; any span carrying the anchor attribute) *anchors* a
+request. One trace can hold many LLM calls (an agent's, whose root never reaches sloscope), so
+each anchor belongs to its gateway span (the EPP's ``gateway.request``): the nearest one above
+it, else one of the trace whose subtree carries its request id. Its companions are its own
+ancestors, that gateway's descendants and the trace's spans outside every gateway that carry
+its request id (an Envoy span with captured headers); another call's spans never join it.
+Without any gateway span the trace's other spans are its companions, as late-2025 traces had
+them. Anchors of one gateway are one request: P/D stages (counted once, on the decode pod) or
+the choices of ``n > 1``.
+
+A request is emitted once its anchors are there and reach their gateway (P/D: once the decode
+stage is there), or its whole chain to the trace root when it has no gateway; else when the join
 window has passed since the anchor *arrived* (arrival time, not span time: exporters batch and
-clocks differ), with what it has. When the anchor's own trace has no companion and joining by
-request id is on, a companion of another trace carrying the same request id is used.
+clocks differ), with what it has. Completion is checked after each whole batch, so the choices of
+one request exported together are counted once. A gateway span that no anchor joins within the
+failure window is a failed request (``docs/sending-traces.md`` gives the reasons), if it was an
+LLM call at all. When the anchor's own trace has no companion and joining by request id is on, a
+companion of another trace carrying the same request id is used (EPPs before 2026).
 
-Memory is bounded: pending traces, spans per trace and remembered finished traces all have caps,
-and everything dropped is counted by reason. Single-threaded by design: only the pipeline
-worker calls it.
+Traces stay open for later calls: spans of an emitted request leave the pending trace and are
+remembered, so a retried span is a duplicate and one arriving under an emitted request is late,
+while a later call of the same trace joins as usual. Memory is bounded: pending traces, spans per
+trace (spans that carry nothing make way for ones that do) and remembered spans all have caps,
+and everything dropped is counted by reason. Single-threaded by design: only the pipeline worker
+calls it.
 """
 
 from __future__ import annotations
@@ -18,31 +32,108 @@ from __future__ import annotations
 import re
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from sloscope import conventions as c
 from sloscope.attributes import Mapping, View
 from sloscope.config import Join
+from sloscope.processors import span_shapes as shapes
 from sloscope.records import JoinedRequest, Span
+from sloscope.slo.evaluate import tpot_seconds
 
 Emit = Callable[[JoinedRequest], None]
 Count = Callable[[str, int], None]
+_GroupKey = tuple[str, str, str]  # ("gateway", gateway span id, "") or ("parent", parent span id, request id)
+_GATEWAY = "gateway"
+_PARENT = "parent"
 
 
 @dataclass(slots=True)
 class _Trace:
     first_seen: float
     spans: dict[str, Span] = field(default_factory=dict)
-    waiting: list[str] = field(default_factory=list)  # anchor span ids not yet emitted
+    children: dict[str, list[str]] = field(default_factory=dict)  # parent span id -> child span ids held
+    anchors: dict[str, None] = field(default_factory=dict)  # anchor span ids not yet emitted, in arrival order
+    gateways: dict[str, None] = field(default_factory=dict)  # gateway span ids not yet resolved
+    bare: deque[str] = field(default_factory=deque)  # spans that carry nothing: the first to go when full
     request_ids: list[str] = field(default_factory=list)  # companion request ids indexed for this trace
     anchor_request_ids: list[str] = field(default_factory=list)  # anchors waiting for a companion by id
-    anchor_ids: set[str] = field(default_factory=set)  # every anchor span held, emitted or not
     lent: bool = False  # a companion of this trace completed an anchor of another trace
+    emitted: bool = False  # a request of this trace was emitted
 
-    @property
-    def has_companions(self) -> bool:
-        return len(self.spans) > len(self.anchor_ids)
+    def add(self, span: Span) -> None:
+        self.spans[span.span_id] = span
+        if span.parent_span_id:
+            self.children.setdefault(span.parent_span_id, []).append(span.span_id)
+
+    def remove(self, span_id: str) -> None:
+        span = self.spans.pop(span_id)
+        siblings = self.children.get(span.parent_span_id)
+        if siblings is not None:
+            siblings.remove(span_id)
+            if not siblings:
+                del self.children[span.parent_span_id]
+
+    def ancestors(self, span: Span) -> list[Span]:
+        """The held ancestors of ``span``, nearest first, up to the first one missing."""
+        chain: list[Span] = []
+        seen = {span.span_id}
+        parent = span.parent_span_id
+        while parent and parent not in seen:
+            above = self.spans.get(parent)
+            if above is None:
+                break
+            chain.append(above)
+            seen.add(parent)
+            parent = above.parent_span_id
+        return chain
+
+    def chain_complete(self, span: Span) -> bool:
+        """True when every ancestor of ``span`` up to a root span is held (a parent cycle never is)."""
+        chain = self.ancestors(span)
+        top = chain[-1] if chain else span
+        return not top.parent_span_id
+
+    def descendants(self, span_id: str) -> list[Span]:
+        out: list[Span] = []
+        stack = list(self.children.get(span_id, ()))
+        seen = {span_id}
+        while stack:
+            child_id = stack.pop()
+            if child_id in seen:
+                continue
+            seen.add(child_id)
+            out.append(self.spans[child_id])
+            stack.extend(self.children.get(child_id, ()))
+        return out
+
+
+@dataclass(slots=True)
+class _Done:
+    """What is remembered of a trace's spans once they left the pending trace."""
+
+    seen: dict[str, None] = field(default_factory=dict)  # span ids held before: a second copy is a duplicate
+    claimed: dict[str, None] = field(default_factory=dict)  # spans of emitted requests: a child of one is late
+    parents: dict[str, None] = field(default_factory=dict)  # their parents: one arriving now is late
+
+    def remember(self, spans: Iterable[Span], *, claimed: bool, cap: int) -> None:
+        for span in spans:
+            self.seen[span.span_id] = None
+            if claimed:
+                self.claimed[span.span_id] = None
+                if span.parent_span_id:
+                    self.parents[span.parent_span_id] = None
+        for ids in (self.seen, self.claimed, self.parents):
+            while len(ids) > cap:  # a trace that never ends forgets its oldest spans first
+                del ids[next(iter(ids))]
+
+    def verdict(self, span: Span) -> str | None:
+        if span.span_id in self.seen:
+            return c.DROP_DUPLICATE
+        if span.span_id in self.parents or span.parent_span_id in self.claimed:
+            return c.DROP_LATE
+        return None
 
 
 class TraceAssembler:
@@ -66,10 +157,14 @@ class TraceAssembler:
         self._clock = clock
         self._anchor_names = frozenset(join.anchor_span_names)
         self._anchor_attribute = join.anchor_attribute
+        self._gateway_names = frozenset(join.gateway_span_names)
+        self._latency_scorers = frozenset(join.latency_scorer_types)
         self._request_id = re.compile(join.request_id_pattern)
+        self._done_cap = 4 * join.max_spans_per_trace
         self._traces: OrderedDict[str, _Trace] = OrderedDict()
-        self._deadlines: deque[tuple[float, str, str]] = deque()  # (deadline, trace id, anchor span id)
-        self._done: OrderedDict[str, frozenset[str]] = OrderedDict()
+        self._anchor_deadlines: deque[tuple[float, str, str]] = deque()  # (deadline, trace id, anchor span id)
+        self._gateway_deadlines: deque[tuple[float, str, str]] = deque()  # (deadline, trace id, gateway span id)
+        self._done: OrderedDict[str, _Done] = OrderedDict()
         self._companions_by_request_id: dict[str, str] = {}  # request id -> trace id
         self._anchors_by_request_id: dict[str, tuple[str, str]] = {}  # request id -> (trace id, span id)
 
@@ -81,53 +176,76 @@ class TraceAssembler:
 
     def consume(self, spans: list[Span]) -> None:
         now = self._clock()
+        touched: dict[str, None] = {}
         for span in spans:
-            self._add(span, now)
+            if self._add(span, now):
+                touched[span.trace_id] = None
+        for trace_id in touched:  # after the whole batch: the choices of one request exported together are one
+            trace = self._traces.get(trace_id)
+            if trace is not None:
+                self._try_complete(trace_id, trace)
         self.expire(now)
 
     def _is_anchor(self, span: Span) -> bool:
         return span.name in self._anchor_names or self._anchor_attribute in span.attributes
 
-    def _add(self, span: Span, now: float) -> None:
+    def _is_bare(self, span: Span) -> bool:
+        """A span that tells nothing by itself (an agent's tool call): kept only while there is room."""
+        return not span.attributes and span.name not in self._gateway_names and shapes.leg(span) is None
+
+    def _add(self, span: Span, now: float) -> bool:
         trace_id = span.trace_id
         done = self._done.get(trace_id)
-        if done is not None and span.span_id in done:  # also when a late anchor reopened the trace
-            self._dropped(c.DROP_DUPLICATE, 1)
-            return
-        is_anchor = self._is_anchor(span)
+        if done is not None:
+            verdict = done.verdict(span)
+            if verdict is not None:
+                self._dropped(verdict, 1)
+                return False
         trace = self._traces.get(trace_id)
         if trace is None:
-            if done is not None and not is_anchor:
-                self._dropped(c.DROP_LATE, 1)
-                return
             trace = self._open(trace_id, now)
         elif span.span_id in trace.spans:
             self._dropped(c.DROP_DUPLICATE, 1)
-            return
-        if len(trace.spans) >= self._join.max_spans_per_trace:
+            return False
+        if not self._make_room(trace, span):
             self._dropped(c.DROP_TRACE_TOO_LARGE, 1)
-            return
-        trace.spans[span.span_id] = span
-        if is_anchor:
-            trace.anchor_ids.add(span.span_id)
-            trace.waiting.append(span.span_id)
-            self._deadlines.append((now + self._join.window_seconds, trace_id, span.span_id))
-        elif self._join.by_request_id and not trace.anchor_ids:
+            return False
+        trace.add(span)
+        if self._is_anchor(span):
+            trace.anchors[span.span_id] = None
+            self._anchor_deadlines.append((now + self._join.window_seconds, trace_id, span.span_id))
+            return True
+        if span.name in self._gateway_names:
+            trace.gateways[span.span_id] = None
+            self._gateway_deadlines.append((now + self._join.failure_window_seconds, trace_id, span.span_id))
+        elif self._is_bare(span):
+            trace.bare.append(span.span_id)
+        if self._join.by_request_id and not trace.anchors and not trace.emitted:
             # Only a trace without a model-server span can be another trace's gateway: when the
             # anchor is already here (the usual order: the gateway span ends last), the join is local.
             self._index_companion(trace_id, trace, span)
-        self._try_complete(trace_id, trace)
+        return True
+
+    def _make_room(self, trace: _Trace, span: Span) -> bool:
+        if len(trace.spans) < self._join.max_spans_per_trace:
+            return True
+        if self._is_bare(span) or not trace.bare:
+            return False
+        evicted = trace.bare.popleft()  # a span that carries nothing makes way for one that does
+        trace.remove(evicted)
+        self._dropped(c.DROP_TRACE_TOO_LARGE, 1)
+        return True
 
     def _open(self, trace_id: str, now: float) -> _Trace:
         while len(self._traces) >= self._join.max_pending_traces:
             oldest_id, oldest = self._traces.popitem(last=False)
             self._forget_request_ids(oldest_id, oldest)
-            if oldest.waiting:
-                for anchor_id in oldest.waiting:
-                    self._emit_request(oldest_id, oldest, anchor_id, c.OUTCOME_EVICTED, extra=())
+            if oldest.anchors:
+                while oldest.anchors:
+                    self._finish_with_what_it_has(oldest_id, oldest, next(iter(oldest.anchors)), c.OUTCOME_EVICTED)
             else:
                 self._dropped(c.DROP_PENDING_CAP, len(oldest.spans))
-            self._remember_done(oldest_id, oldest)
+            self._remember(oldest_id, oldest.spans.values(), claimed=False)
         trace = _Trace(first_seen=now)
         self._traces[trace_id] = trace
         return trace
@@ -141,11 +259,11 @@ class TraceAssembler:
         waiting = self._anchors_by_request_id.pop(request_id, None)
         if waiting is not None and waiting[0] != trace_id:
             other = self._traces.get(waiting[0])
-            if other is not None and waiting[1] in other.waiting:
-                trace.lent = True
-                other.waiting.remove(waiting[1])
-                self._emit_request(waiting[0], other, waiting[1], c.OUTCOME_JOINED_BY_REQUEST_ID, extra=(trace,))
-                self._close_if_finished(waiting[0], other)
+            if other is not None and waiting[1] in other.anchors:
+                self._lend(trace)
+                self._emit_group(
+                    waiting[0], other, self._key(other, other.spans[waiting[1]]), c.OUTCOME_JOINED_BY_REQUEST_ID, trace
+                )
 
     def _joinable_id(self, spans: list[Span]) -> str | None:
         raw = self._mapping.string("request_id", View(spans))
@@ -154,59 +272,139 @@ class TraceAssembler:
         match = self._request_id.match(raw)
         return match.group("id") if match else raw
 
+    @staticmethod
+    def _lend(trace: _Trace) -> None:
+        """A trace whose companions answered another trace's anchor: its gateway spans are accounted for."""
+        trace.lent = True
+        trace.gateways.clear()
+
+    # ---- grouping ---------------------------------------------------------------------------
+
+    def _key(self, trace: _Trace, anchor: Span) -> _GroupKey:
+        """The request an anchor belongs to: its gateway's, else its parent's and request id's."""
+        for above in trace.ancestors(anchor):
+            if above.name in self._gateway_names:
+                return (_GATEWAY, above.span_id, "")
+        request_id = self._joinable_id([anchor]) or ""
+        if request_id:
+            for gateway_id in trace.gateways:  # the caller's traceparent won at the gateway: a sibling
+                if request_id in self._request_ids_under(trace, gateway_id):
+                    return (_GATEWAY, gateway_id, "")
+        return (_PARENT, anchor.parent_span_id, request_id)
+
+    def _request_ids_under(self, trace: _Trace, gateway_id: str) -> set[str]:
+        ids = set()
+        for span in [trace.spans[gateway_id], *trace.descendants(gateway_id)]:
+            if not self._is_anchor(span):
+                request_id = self._joinable_id([span])
+                if request_id:
+                    ids.add(request_id)
+        return ids
+
+    def _groups(self, trace: _Trace) -> dict[_GroupKey, list[Span]]:
+        groups: dict[_GroupKey, list[Span]] = {}
+        for anchor_id in trace.anchors:
+            anchor = trace.spans[anchor_id]
+            groups.setdefault(self._key(trace, anchor), []).append(anchor)
+        return groups
+
+    def _in_a_gateway(self, trace: _Trace, span: Span) -> bool:
+        return span.name in self._gateway_names or any(s.name in self._gateway_names for s in trace.ancestors(span))
+
+    def _scope(self, trace: _Trace, key: _GroupKey, anchors: list[Span]) -> list[Span]:
+        """The request's companions, nearest first: what its fields are read from, and what it claims."""
+        primary = _primary(trace, anchors)
+        ordered = [s for s in trace.ancestors(primary) if s.span_id not in trace.anchors]
+        listed = {s.span_id for s in ordered} | {a.span_id for a in anchors}
+        if key[0] == _GATEWAY:
+            gateway = trace.spans[key[1]]
+            extra = [gateway, *trace.ancestors(gateway)] if gateway.span_id not in listed else []
+            extra += trace.descendants(gateway.span_id)
+            request_ids = self._request_ids_under(trace, gateway.span_id)
+            request_ids.update(filter(None, (self._joinable_id([a]) for a in anchors)))
+            extra += [
+                s
+                for s in trace.spans.values()
+                if s.span_id not in listed
+                and not self._in_a_gateway(trace, s)
+                and self._joinable_id([s]) in request_ids
+            ]
+        else:
+            extra = [s for s in trace.spans.values() if not self._in_a_gateway(trace, s)]
+        for span in extra:
+            if span.span_id not in listed and span.span_id not in trace.anchors:
+                ordered.append(span)
+                listed.add(span.span_id)
+        return ordered
+
     # ---- completion -------------------------------------------------------------------------
 
     def _try_complete(self, trace_id: str, trace: _Trace) -> None:
-        for anchor_id in list(trace.waiting):
-            anchor = trace.spans[anchor_id]
-            if not _chain_complete(trace, anchor):
+        for key, anchors in self._groups(trace).items():
+            if key[0] == _GATEWAY:
+                if self._stages_complete(trace, key, anchors):
+                    self._emit_group(trace_id, trace, key, c.OUTCOME_JOINED)
                 continue
-            if trace.has_companions:
-                self._finish(trace_id, trace, anchor_id, c.OUTCOME_JOINED, extra=())
+            if not trace.chain_complete(anchors[0]):
                 continue
-            if not self._join.by_request_id:
-                self._finish(trace_id, trace, anchor_id, c.OUTCOME_ANCHOR_ONLY, extra=())
-                continue
-            other = self._companion_trace(anchor)
-            if other is not None:
-                other.lent = True
-                self._finish(trace_id, trace, anchor_id, c.OUTCOME_JOINED_BY_REQUEST_ID, extra=(other,))
-                continue
-            request_id = self._joinable_id([anchor])
-            if request_id and request_id not in trace.anchor_request_ids:
-                self._anchors_by_request_id[request_id] = (trace_id, anchor_id)
-                trace.anchor_request_ids.append(request_id)
+            if self._scope(trace, key, anchors):
+                self._emit_group(trace_id, trace, key, c.OUTCOME_JOINED)
+            elif not self._join.by_request_id:
+                self._emit_group(trace_id, trace, key, c.OUTCOME_ANCHOR_ONLY)
+            elif (other := self._companion_trace(anchors[0])) is not None:
+                self._lend(other)
+                self._emit_group(trace_id, trace, key, c.OUTCOME_JOINED_BY_REQUEST_ID, other)
+            else:
+                request_id = key[2]
+                if request_id and request_id not in trace.anchor_request_ids:
+                    self._anchors_by_request_id[request_id] = (trace_id, anchors[0].span_id)
+                    trace.anchor_request_ids.append(request_id)
         self._close_if_finished(trace_id, trace)
 
-    def _finish_with_what_it_has(self, trace_id: str, trace: _Trace, anchor_id: str) -> None:
-        """The window is over (or the trace expires, or sloscope stops): the anchor's own companions if
-        any, else a companion found by request id, else the anchor alone."""
-        if trace.has_companions:
-            self._finish(trace_id, trace, anchor_id, c.OUTCOME_JOINED, extra=())
+    def _stages_complete(self, trace: _Trace, key: _GroupKey, anchors: list[Span]) -> bool:
+        """A P/D request is complete once its decode stage is here; any other once an anchor is."""
+        scope = self._scope(trace, key, anchors)
+        if not shapes.disaggregated([*scope, *(s for a in anchors for s in trace.ancestors(a))]):
+            return True
+        if any(_leg_of(trace, a) == "decode" for a in anchors):
+            return True
+        has_legs = any(shapes.leg(s) is not None for s in scope)
+        return not has_legs and len(anchors) >= 2
+
+    def _finish_with_what_it_has(self, trace_id: str, trace: _Trace, anchor_id: str, outcome: str) -> None:
+        """The window is over (or the trace expires, or sloscope stops): the anchor's companions if any,
+        else a companion found by request id, else the anchor alone."""
+        key = self._key(trace, trace.spans[anchor_id])
+        if key[0] == _PARENT and len(trace.gateways) == 1 and not trace.chain_complete(trace.spans[anchor_id]):
+            key = (_GATEWAY, next(iter(trace.gateways)), "")  # a span between it and the trace's one gateway is missing
+        anchors = self._group(trace, key)
+        if anchor_id not in {a.span_id for a in anchors}:
+            anchors.append(trace.spans[anchor_id])  # adopted by the gateway
+        if key[0] == _GATEWAY or self._scope(trace, key, anchors):
+            self._emit_group(trace_id, trace, key, outcome, anchors=anchors)
             return
         other = self._companion_trace(trace.spans[anchor_id]) if self._join.by_request_id else None
         if other is not None:
-            other.lent = True
-            self._finish(trace_id, trace, anchor_id, c.OUTCOME_JOINED_BY_REQUEST_ID, extra=(other,))
+            self._lend(other)
+            self._emit_group(trace_id, trace, key, c.OUTCOME_JOINED_BY_REQUEST_ID, other, anchors=anchors)
         else:
-            self._finish(trace_id, trace, anchor_id, c.OUTCOME_ANCHOR_ONLY, extra=())
+            fallback = c.OUTCOME_ANCHOR_ONLY if outcome == c.OUTCOME_JOINED else outcome
+            self._emit_group(trace_id, trace, key, fallback, anchors=anchors)
+
+    def _group(self, trace: _Trace, key: _GroupKey) -> list[Span]:
+        return [trace.spans[a] for a in trace.anchors if self._key(trace, trace.spans[a]) == key]
 
     def _companion_trace(self, anchor: Span) -> _Trace | None:
         request_id = self._joinable_id([anchor])
         other_id = self._companions_by_request_id.get(request_id) if request_id else None
         return self._traces.get(other_id) if other_id else None
 
-    def _finish(self, trace_id: str, trace: _Trace, anchor_id: str, outcome: str, extra: tuple[_Trace, ...]) -> None:
-        trace.waiting.remove(anchor_id)
-        self._emit_request(trace_id, trace, anchor_id, outcome, extra)
-
     def _close_if_finished(self, trace_id: str, trace: _Trace) -> None:
-        """A trace whose anchors are all emitted is closed: later spans of it are duplicates or late."""
-        if trace.waiting or not trace.anchor_ids:
+        """A trace with nothing left is closed; later spans of it are duplicates, late, or a new call."""
+        if trace.spans or trace.lent:
             return
         self._traces.pop(trace_id, None)
         self._forget_request_ids(trace_id, trace)
-        self._remember_done(trace_id, trace)
 
     def _forget_request_ids(self, trace_id: str, trace: _Trace) -> None:
         for request_id in trace.request_ids:
@@ -217,97 +415,273 @@ class TraceAssembler:
             if waiting is not None and waiting[0] == trace_id:
                 del self._anchors_by_request_id[request_id]
 
-    def _remember_done(self, trace_id: str, trace: _Trace) -> None:
-        seen = frozenset(trace.spans)
-        earlier = self._done.pop(trace_id, None)  # a reopened trace keeps what it had seen
-        self._done[trace_id] = seen if earlier is None else earlier | seen
+    def _remember(self, trace_id: str, spans: Iterable[Span], *, claimed: bool) -> None:
+        done = self._done.pop(trace_id, None) or _Done()  # re-inserted: the most recent trace is forgotten last
+        done.remember(spans, claimed=claimed, cap=self._done_cap)
+        self._done[trace_id] = done
         while len(self._done) > self._join.max_done_traces:
             self._done.popitem(last=False)
 
     # ---- time -------------------------------------------------------------------------------
 
     def expire(self, now: float | None = None) -> None:
-        """Emit anchors whose join window has passed and expire traces that never got an anchor."""
+        """Emit anchors whose join window has passed, resolve gateways whose failure window has, and
+        expire traces past their time to live."""
         now = self._clock() if now is None else now
-        deadlines = self._deadlines
+        deadlines = self._anchor_deadlines
         while deadlines and deadlines[0][0] <= now:
             _, trace_id, anchor_id = deadlines.popleft()
             trace = self._traces.get(trace_id)
-            if trace is None or anchor_id not in trace.waiting:
+            if trace is None or anchor_id not in trace.anchors:
                 continue
-            self._finish_with_what_it_has(trace_id, trace, anchor_id)
+            self._finish_with_what_it_has(trace_id, trace, anchor_id, c.OUTCOME_JOINED)
             self._close_if_finished(trace_id, trace)
+        deadlines = self._gateway_deadlines
+        while deadlines and deadlines[0][0] <= now:
+            _, trace_id, gateway_id = deadlines.popleft()
+            trace = self._traces.get(trace_id)
+            if trace is not None and gateway_id in trace.gateways:
+                self._resolve_unanswered(trace_id, trace, gateway_id)
+                self._close_if_finished(trace_id, trace)
+        self._expire_traces(now)
+
+    def _expire_traces(self, now: float) -> None:
         ttl = self._join.trace_ttl_seconds
         while self._traces:
             trace_id, trace = next(iter(self._traces.items()))
             if trace.first_seen + ttl > now:
                 break
             # An anchor that arrived late in its trace's life can still be waiting when the trace expires.
-            for anchor_id in list(trace.waiting):
-                self._finish_with_what_it_has(trace_id, trace, anchor_id)
+            while trace.anchors:
+                self._finish_with_what_it_has(trace_id, trace, next(iter(trace.anchors)), c.OUTCOME_JOINED)
+            if trace.gateways:  # a gateway still inside its failure window keeps the trace a while longer
+                self._traces.move_to_end(trace_id)
+                trace.first_seen = now
+                continue
             self._traces.popitem(last=False)
             self._forget_request_ids(trace_id, trace)
-            if not trace.lent and not trace.anchor_ids:
+            if not trace.lent and not trace.emitted:
                 self._outcome(c.OUTCOME_NO_ANCHOR, 1)
-            self._remember_done(trace_id, trace)
+            self._remember(trace_id, trace.spans.values(), claimed=False)
+
+    def _resolve_unanswered(self, trace_id: str, trace: _Trace, gateway_id: str) -> None:
+        """The failure window of a gateway span passed: its anchors with what they have, else a failed request."""
+        key: _GroupKey = (_GATEWAY, gateway_id, "")
+        if self._group(trace, key):
+            self._emit_group(trace_id, trace, key, c.OUTCOME_JOINED)
+            return
+        del trace.gateways[gateway_id]
+        gateway = trace.spans[gateway_id]
+        scope = [gateway, *self._scope(trace, key, [gateway])]
+        if not self._is_llm_call(scope):
+            return  # not an LLM call: it stays a companion until the trace expires, as any span
+        answered = not self._join.unanswered_are_aborted
+        reason = shapes.failure_reason(scope, answered=answered)
+        if reason is None:
+            return
+        self._claim(trace_id, trace, key, [], scope)
+        self._outcome(c.OUTCOME_FAILED, 1)
+        self._emit(self._failed_request(gateway, scope, reason))
+
+    def _is_llm_call(self, scope: list[Span]) -> bool:
+        view = View(scope)
+        mapping = self._mapping
+        if mapping.string("requested_model", view) or mapping.string("target_model", view):
+            return True
+        if mapping.present("slo_ttft_ms", view) or mapping.present("slo_tpot_ms", view):
+            return True
+        return any(key.startswith("gen_ai.") for key in view.attributes)
 
     def flush(self) -> int:
         """Emit every waiting anchor with what it has (shutdown): nothing accepted is lost. Returns how many."""
         flushed = 0
         for trace_id, trace in list(self._traces.items()):
-            for anchor_id in list(trace.waiting):
-                self._finish_with_what_it_has(trace_id, trace, anchor_id)
-                flushed += 1
+            while trace.anchors:
+                before = len(trace.anchors)
+                self._finish_with_what_it_has(trace_id, trace, next(iter(trace.anchors)), c.OUTCOME_JOINED)
+                flushed += before - len(trace.anchors)
         self._traces.clear()
-        self._deadlines.clear()
+        self._anchor_deadlines.clear()
+        self._gateway_deadlines.clear()
         self._companions_by_request_id.clear()
         self._anchors_by_request_id.clear()
         return flushed
 
     # ---- building the record ----------------------------------------------------------------
 
-    def _emit_request(
-        self, trace_id: str, trace: _Trace, anchor_id: str, outcome: str, extra: tuple[_Trace, ...]
+    def _emit_group(
+        self,
+        trace_id: str,
+        trace: _Trace,
+        key: _GroupKey,
+        outcome: str,
+        lender: _Trace | None = None,
+        *,
+        anchors: list[Span] | None = None,
     ) -> None:
-        anchor = trace.spans[anchor_id]
-        companions = _companions(trace, anchor) + [
-            s for t in extra for s in t.spans.values() if s.span_id not in t.anchor_ids
-        ]
-        self._outcome(outcome, 1)
-        self._emit(build_request(self._mapping, anchor, companions, outcome))
+        anchors = self._group(trace, key) if anchors is None else anchors
+        scope = self._scope(trace, key, anchors)
+        lent = [s for s in lender.spans.values() if s.span_id not in lender.anchors] if lender is not None else []
+        request = self._request(trace, anchors, [*scope, *lent], outcome, key)
+        self._claim(trace_id, trace, key, anchors, scope)
+        self._outcome(request.outcome, 1)
+        self._emit(request)
+
+    def _claim(self, trace_id: str, trace: _Trace, key: _GroupKey, anchors: list[Span], scope: list[Span]) -> None:
+        """The spans of an emitted request leave the pending trace; shared ancestors of a gateway stay."""
+        if key[0] == _GATEWAY:
+            gateway = trace.spans[key[1]]
+            shared = {s.span_id for s in trace.ancestors(gateway)}
+            trace.gateways.pop(gateway.span_id, None)
+        else:
+            shared = set()
+        claimed = [*anchors, *(s for s in scope if s.span_id not in shared)]
+        for span in claimed:
+            trace.anchors.pop(span.span_id, None)
+            if span.span_id in trace.spans:
+                trace.remove(span.span_id)
+        if trace.bare:
+            trace.bare = deque(s for s in trace.bare if s in trace.spans)
+        trace.emitted = True
+        self._remember(trace_id, claimed, claimed=True)
+
+    def _request(
+        self, trace: _Trace, anchors: list[Span], companions: list[Span], outcome: str, key: _GroupKey
+    ) -> JoinedRequest:
+        gateway = trace.spans.get(key[1]) if key[0] == _GATEWAY else None
+        if gateway is None and key[0] == _GATEWAY:
+            gateway = next((s for s in companions if s.span_id == key[1]), None)
+        disaggregated = shapes.disaggregated([*companions, *(s for a in anchors for s in trace.ancestors(a))])
+        if disaggregated:
+            decode = _decode_stage(trace, anchors)
+            if decode is None:  # the decode stage never came: the client got no answer from a decode pod
+                scope = [*anchors, *companions]
+                reason = shapes.failure_reason(scope, answered=not self._join.unanswered_are_aborted)
+                return self._failed_request(gateway or anchors[0], scope, reason or c.FAILURE_ABORTED)
+            return self._disaggregated_request(
+                trace, decode, anchors=anchors, companions=companions, outcome=outcome, gateway=gateway
+            )
+        primary = _primary(trace, anchors)
+        request = build_request(self._mapping, primary, companions, outcome, self._latency_scorers)
+        if len(anchors) > 1:
+            _merge_choices(self._mapping, request, anchors)
+        request.arrival_ns = _arrival(trace, primary, anchors, gateway)
+        if any(a.failed for a in anchors):
+            request.failure_reason = shapes.failure_reason(anchors, answered=True) or c.FAILURE_ERROR
+        return request
+
+    def _disaggregated_request(
+        self,
+        trace: _Trace,
+        decode: Span,
+        *,
+        anchors: list[Span],
+        companions: list[Span],
+        outcome: str,
+        gateway: Span | None,
+    ) -> JoinedRequest:
+        request = build_request(self._mapping, decode, companions, outcome, self._latency_scorers)
+        request.arrival_ns = _arrival(trace, decode, anchors, gateway)
+        prefill = [a for a in anchors if a is not decode]
+        if prefill:
+            stage = View([max(prefill, key=lambda s: s.end_ns)])
+            request.prefill_pod = self._mapping.string("pod", stage)
+            request.prefill_queue_seconds = self._mapping.number("queue_seconds", stage)
+            request.prefill_seconds_on_prefill_pod = self._mapping.number("prefill_seconds", stage)
+        if request.ttft_source != c.TTFT_GATEWAY and request.server_ttft_seconds is not None:
+            routing = next((s for s in trace.ancestors(decode) if shapes.is_sidecar_routing(s)), None)
+            origin, source = (routing, c.TTFT_PD_SIDECAR) if routing is not None else (gateway, c.TTFT_PD_GATEWAY)
+            if origin is not None and origin.start_ns > 0 and decode.start_ns >= origin.start_ns:
+                request.ttft_seconds = (decode.start_ns - origin.start_ns) / 1e9 + request.server_ttft_seconds
+                request.ttft_source = source
+        if decode.failed:
+            request.failure_reason = shapes.failure_reason([decode], answered=True) or c.FAILURE_ERROR
+        return request
+
+    def _failed_request(self, head: Span, scope: list[Span], reason: str) -> JoinedRequest:
+        request = build_request(
+            self._mapping, head, [s for s in scope if s is not head], c.OUTCOME_FAILED, self._latency_scorers
+        )
+        for name in (
+            "ttft_seconds",
+            "ttft_source",
+            "server_ttft_seconds",
+            "e2e_seconds",
+            "queue_seconds",
+            "prefill_seconds",
+            "decode_seconds",
+            "completion_tokens",
+            "prompt_tokens",
+            "pod",
+        ):
+            setattr(request, name, None)  # the gateway's own numbers are no model server's
+        if request.routing == c.ROUTING_UNKNOWN:
+            request.routing = c.ROUTING_NONE  # refused before it was scheduled
+        request.failure_reason = reason
+        request.arrival_ns = head.start_ns
+        return request
 
 
-def _chain_complete(trace: _Trace, anchor: Span) -> bool:
-    """True when every ancestor of ``anchor`` up to a root span is in the trace."""
-    parent = anchor.parent_span_id
-    for _ in range(len(trace.spans) + 1):
-        if not parent:
-            return True
-        span = trace.spans.get(parent)
-        if span is None:
-            return False
-        parent = span.parent_span_id
-    return False  # a parent cycle: never complete, the window decides
+def _leg_of(trace: _Trace, anchor: Span) -> str | None:
+    """The P/D leg an anchor ran in: its nearest sidecar leg span above it."""
+    for above in trace.ancestors(anchor):
+        found = shapes.leg(above)
+        if found is not None:
+            return found
+    return None
 
 
-def _companions(trace: _Trace, anchor: Span) -> list[Span]:
-    """Non-anchor spans of the trace, the anchor's ancestors first (nearest first), then the rest."""
-    ordered: list[Span] = []
-    seen = {anchor.span_id}
-    parent = anchor.parent_span_id
-    while parent and parent not in seen:
-        span = trace.spans.get(parent)
-        if span is None:
-            break
-        if parent not in trace.anchor_ids:  # a prefill server above a decode server is no gateway
-            ordered.append(span)
-        seen.add(parent)
-        parent = span.parent_span_id
-    ordered.extend(s for s in trace.spans.values() if s.span_id not in seen and s.span_id not in trace.anchor_ids)
-    return ordered
+def _decode_stage(trace: _Trace, anchors: list[Span]) -> Span | None:
+    legs = [a for a in anchors if _leg_of(trace, a) == "decode"]
+    if legs:
+        return max(legs, key=lambda s: (s.end_ns, s.start_ns))
+    if any(_leg_of(trace, a) is not None for a in anchors) or len(anchors) < 2:
+        return None
+    return max(anchors, key=lambda s: (s.end_ns, s.start_ns))  # sidecar tracing off: the stage that ended last
 
 
-def build_request(mapping: Mapping, anchor: Span, companions: list[Span], outcome: str) -> JoinedRequest:
+def _primary(trace: _Trace, anchors: list[Span]) -> Span:
+    """The anchor whose ancestors come first in the request's view: the decode stage, else the first."""
+    return _decode_stage(trace, anchors) or anchors[0] if len(anchors) > 1 else anchors[0]
+
+
+def _arrival(trace: _Trace, primary: Span, anchors: list[Span], gateway: Span | None) -> int:
+    if gateway is not None and gateway.start_ns > 0:
+        return gateway.start_ns
+    chain = trace.ancestors(primary)
+    if chain and chain[-1].start_ns > 0:
+        return chain[-1].start_ns
+    return min((a.start_ns for a in anchors if a.start_ns > 0), default=primary.start_ns)
+
+
+def _merge_choices(mapping: Mapping, request: JoinedRequest, anchors: list[Span]) -> None:
+    """n > 1: one request with the first token of the fastest choice, the pace of the slowest, all the tokens."""
+    ttfts, tpots, e2es, tokens = [], [], [], []
+    for anchor in anchors:
+        view = View([anchor])
+        ttft, e2e = mapping.number("ttft_seconds", view), mapping.number("e2e_seconds", view)
+        completion = mapping.number("completion_tokens", view)
+        if ttft is not None:
+            ttfts.append(ttft)
+        if e2e is not None:
+            e2es.append(e2e)
+        if completion is not None:
+            tokens.append(completion)
+        tpot = tpot_seconds(e2e, ttft, completion)
+        if tpot is not None:
+            tpots.append(tpot)
+    request.choices = len(anchors)
+    if request.ttft_source == c.TTFT_MODEL_SERVER and ttfts:
+        request.ttft_seconds = min(ttfts)
+    request.server_ttft_seconds = min(ttfts) if ttfts else request.server_ttft_seconds
+    request.e2e_seconds = max(e2es) if e2es else request.e2e_seconds
+    request.completion_tokens = sum(tokens) if len(tokens) == len(anchors) else None
+    request.tpot_seconds = max(tpots) if tpots else None
+
+
+def build_request(
+    mapping: Mapping, anchor: Span, companions: list[Span], outcome: str, latency_scorers: frozenset[str] = frozenset()
+) -> JoinedRequest:
     """Read every field: model-server facts from the anchor, gateway facts from companions first.
 
     The model server's own numbers (latencies, tokens, its pod) come from its span alone: a gateway's
@@ -322,9 +696,9 @@ def build_request(mapping: Mapping, anchor: Span, companions: list[Span], outcom
         gateway_ttft = gateway_ttft_ms / 1000.0 if gateway_ttft_ms is not None else None
     server_ttft = number("ttft_seconds", own)
     if gateway_ttft is not None:
-        ttft, ttft_source = gateway_ttft, "gateway"
+        ttft, ttft_source = gateway_ttft, c.TTFT_GATEWAY
     elif server_ttft is not None:
-        ttft, ttft_source = server_ttft, "model_server"
+        ttft, ttft_source = server_ttft, c.TTFT_MODEL_SERVER
     else:
         ttft, ttft_source = None, None
     return JoinedRequest(
@@ -332,14 +706,14 @@ def build_request(mapping: Mapping, anchor: Span, companions: list[Span], outcom
         span_id=anchor.span_id,
         outcome=outcome,
         request_id=string("request_id", gateway),
-        requested_model=string("requested_model", gateway),
-        target_model=string("target_model", own) or string("target_model", gateway),
+        requested_model=string("requested_model", gateway) or None,
+        target_model=string("target_model", own) or string("target_model", gateway) or None,
         pool=string("pool", gateway),
         pod=string("pod", own),  # the model-server span names its pod; a gateway's pod is not it
         endpoint=string("endpoint", gateway),
         slo_ttft_ms=mapping.header_number("slo_ttft_ms", gateway),
         slo_tpot_ms=mapping.header_number("slo_tpot_ms", gateway),
-        routing=_routing(mapping, gateway),
+        routing=shapes.routing(companions, latency_scorers) or _routing(mapping, gateway),
         predicted_ttft_ms=number("predicted_ttft_ms", gateway),
         predicted_tpot_ms=number("predicted_tpot_ms", gateway),
         ttft_seconds=ttft,
@@ -354,12 +728,12 @@ def build_request(mapping: Mapping, anchor: Span, companions: list[Span], outcom
         prefix_cache_score=number("prefix_cache_score", gateway),
         start_ns=anchor.start_ns,
         end_ns=anchor.end_ns,
-        arrival_ns=min((s.start_ns for s in (*companions, anchor) if s.start_ns > 0), default=anchor.start_ns),
+        arrival_ns=anchor.start_ns,
     )
 
 
 def _routing(mapping: Mapping, view: View) -> str:
-    """The EPP profile: x-prediction-based-scheduling (true/false), or presence of ...-off."""
+    """The late-2025 EPP profile headers: x-prediction-based-scheduling (true/false), or presence of ...-off."""
     flag = mapping.header_bool("prediction_based_scheduling", view)
     if flag is True:
         return c.ROUTING_PREDICTED

@@ -47,9 +47,12 @@ class PrometheusPublisher:
         default_pool: str,
         *,
         pool_of_pod: Callable[[JoinedRequest], str | None] | None = None,
+        model_of_pool: dict[str, str] | None = None,
     ) -> None:
         self._default_pool = default_pool
         self._pool_of_pod = pool_of_pod
+        self._model_of_pool = model_of_pool or {}
+        self._failure_bases: set[tuple[str, ...]] = set()
         self._last: tuple[JoinedRequest | None, tuple[str, str]] = (None, ("", ""))
         folded = telemetry.label_values_folded
         self._guard = LabelGuard(limits.max_label_values, lambda label: folded.labels(label).inc())
@@ -57,6 +60,7 @@ class PrometheusPublisher:
         self._requests = series.counter(c.REQUESTS)
         self._slo_requests = series.counter(c.SLO_REQUESTS)
         self._slo_violations = series.counter(c.SLO_VIOLATIONS)
+        self._failed = series.counter(c.REQUESTS_FAILED)
         self._pod_requests = series.counter(c.POD_REQUESTS)
         self._pod_violations = series.counter(c.POD_SLO_VIOLATIONS)
         self._invalid = series.counter(c.INVALID_VALUES)
@@ -79,7 +83,12 @@ class PrometheusPublisher:
         if request is last:
             return labels
         admit = self._guard.admit
-        return admit(c.MODEL, request.model or c.UNKNOWN), admit(c.POOL, self._pool(request))
+        pool = self._pool(request)
+        return admit(c.MODEL, self._model(request, pool)), admit(c.POOL, pool)
+
+    def _model(self, request: JoinedRequest, pool: str) -> str:
+        """The spans' model, else the pool's configured one (vLLM 0.33 names none), else unknown."""
+        return request.model or self._model_of_pool.get(pool) or c.UNKNOWN
 
     def _pool(self, request: JoinedRequest) -> str:
         """The span's pool, else the pool discovery found the request's pod in, else the default."""
@@ -90,14 +99,19 @@ class PrometheusPublisher:
 
     def publish(self, request: JoinedRequest, evaluation: Evaluation) -> None:
         admit = self._guard.admit
-        model = admit(c.MODEL, request.model or c.UNKNOWN)
-        pool = admit(c.POOL, self._pool(request))
+        raw_pool = self._pool(request)
+        model = admit(c.MODEL, self._model(request, raw_pool))
+        pool = admit(c.POOL, raw_pool)
         self._last = (request, (model, pool))
         slo_class = admit(c.SLO_CLASS, evaluation.slo_class)
         pod = admit(c.POD, request.pod or request.endpoint or c.UNKNOWN)
         base = (model, pool, slo_class, request.routing)
         with self._series.lock:
             self._requests.inc(base)
+            if base not in self._failure_bases:  # every reason at 0 from the label set's first request on
+                self._start_failures(base)
+            if request.failure_reason is not None:
+                self._failed.inc((*base, request.failure_reason))
             self._pod_requests.inc((pool, pod))
             for field in evaluation.invalid_fields:
                 self._invalid.inc((field,))
@@ -113,6 +127,12 @@ class PrometheusPublisher:
                 self._ttft.observe((model, pool, slo_class), evaluation.ttft_seconds, request.trace_id)
             if evaluation.tpot_seconds is not None:
                 self._tpot.observe((model, pool, slo_class), evaluation.tpot_seconds, request.trace_id)
+
+    def _start_failures(self, base: tuple[str, ...]) -> None:
+        """So that the first failure of a label set is an increase Prometheus sees, not a new series at 1."""
+        self._failure_bases.add(base)
+        for reason in c.FAILURE_REASONS:
+            self._failed.inc((*base, reason), 0.0)
 
 
 def _publish_spec(registry: CollectorRegistry, spec: SLOSpec) -> None:

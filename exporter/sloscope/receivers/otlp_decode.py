@@ -180,6 +180,8 @@ def decode_request(request: ExportTraceServiceRequest, keep: frozenset[str] | No
                         span_attributes(span.attributes),
                         resource,
                         span.trace_state,
+                        span.status.code,
+                        span.status.message,
                     )
                 )
     return result

@@ -13,12 +13,17 @@ Definitions (docs/configuration.md repeats them for users):
   evaluated; met when all of them were met.
 * A value that is missing, negative or not finite makes the request ineligible for the SLOs that
   need it and is reported in ``invalid_fields``; nothing raises.
+* A failed, shed, timed-out or aborted request is a bad event (the SRE workbook's "errors are bad
+  events"): eligible for every SLO it carried, and violated, goodput too. A client error
+  (``invalid``) is the client's fault and eligible for none.
+* Several model-server spans of one request (``n > 1``) bring their own TPOT: the slowest choice's.
 """
 
 from __future__ import annotations
 
 import math
 
+from sloscope import conventions as c
 from sloscope.records import Evaluation, JoinedRequest, Verdict
 from sloscope.slo.spec import SLOSpec, is_valid_target
 
@@ -71,6 +76,8 @@ def evaluate(request: JoinedRequest, spec: SLOSpec) -> Evaluation:
     else:
         target_source = "none"
 
+    if request.failure_reason is not None:
+        return _failed(request, slo_class, target_ttft, target_tpot, target_source)
     invalid: list[str] = []
     ttft = request.ttft_seconds if valid_seconds(request.ttft_seconds) else None
     if ttft is None:
@@ -78,7 +85,10 @@ def evaluate(request: JoinedRequest, spec: SLOSpec) -> Evaluation:
     # TPOT subtracts TTFT from e2e: both must come from the same clock, the model server's.
     server_ttft = request.server_ttft_seconds if request.server_ttft_seconds is not None else request.ttft_seconds
     server_ttft = server_ttft if valid_seconds(server_ttft) else None
-    tpot = tpot_seconds(request.e2e_seconds, server_ttft, request.completion_tokens)
+    if request.tpot_seconds is not None:  # the assembler's, for a request of several choices
+        tpot = request.tpot_seconds if valid_seconds(request.tpot_seconds) else None
+    else:
+        tpot = tpot_seconds(request.e2e_seconds, server_ttft, request.completion_tokens)
     tpot_needed = target_tpot is not None
     if tpot_needed and tpot is None:
         invalid.extend(_tpot_problems(request, server_ttft))
@@ -129,3 +139,32 @@ def _goodput(
     if not carried or not all(v.eligible for v in carried):
         return _NOT_ELIGIBLE
     return Verdict(eligible=True, met=all(v.met for v in carried))
+
+
+def _failed(
+    request: JoinedRequest, slo_class: str, target_ttft: float | None, target_tpot: float | None, target_source: str
+) -> Evaluation:
+    """A failed request misses every SLO it carried; what it measured, if anything, stays on record."""
+    ttft = request.ttft_seconds if valid_seconds(request.ttft_seconds) else None
+    if request.failure_reason == c.FAILURE_INVALID:
+        ttft_verdict, tpot_verdict, goodput = _NOT_ELIGIBLE, _NOT_ELIGIBLE, _NOT_ELIGIBLE
+    else:
+        ttft_verdict = _missed(ttft, target_ttft)
+        tpot_verdict = _missed(None, target_tpot)
+        carried = target_ttft is not None or target_tpot is not None
+        goodput = Verdict(eligible=True, met=False) if carried else _NOT_ELIGIBLE
+    return Evaluation(
+        slo_class=slo_class,
+        ttft=ttft_verdict,
+        tpot=tpot_verdict,
+        goodput=goodput,
+        ttft_seconds=None,  # a failed request's latency is no sample of the service's
+        tpot_seconds=None,
+        target_source=target_source,
+    )
+
+
+def _missed(actual: float | None, target_ms: float | None) -> Verdict:
+    if target_ms is None:
+        return _NOT_ELIGIBLE
+    return Verdict(eligible=True, met=False, actual=actual, target=target_ms / 1000.0)

@@ -1,0 +1,124 @@
+"""What the upstream span shapes mean: gateway spans, P/D legs, scheduling, failures.
+
+Pure functions over decoded spans, used by the trace assembler. The shapes are those of
+llm-d-router (``gateway.request`` and its scheduling spans, ``pkg/epp/handlers/server.go`` and
+``pkg/epp/scheduling/scheduler_profile.go``), of its P/D routing sidecar (``pkg/sidecar/proxy``)
+and of the error codes it puts in span status messages (``pkg/common/error/error.go``,
+``pkg/epp/requestcontrol/admission.go``), all at llm-d-router ebab6879; docs/sending-traces.md
+says what each generation sends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from sloscope import conventions as c
+from sloscope.records import Span
+
+# The routing sidecar's leg spans: NIXL and sglang connectors name them prefill/decode, the concurrent
+# (P2P, mooncake) and MoRI-IO paths llm_d.pd_proxy.prefill/.decode.
+PREFILL_LEGS = frozenset({"prefill", "llm_d.pd_proxy.prefill"})
+DECODE_LEGS = frozenset({"decode", "llm_d.pd_proxy.decode"})
+# The sidecar's own server spans: forward_request and otelhttp's "llm_d.pd_proxy.<METHOD> <path>".
+_SIDECAR_ROUTING = "forward_request"
+_SIDECAR_SERVER_PREFIX = "llm_d.pd_proxy."
+# The EPP's scheduling spans: one of them in a request means the scheduler ran for it.
+_SCHEDULING = frozenset({"run_scheduler_profile", "filter_endpoints", "llm_d.epp.scoring", "pick_endpoints"})
+_SCORER_PREFIX = "llm_d.epp.scorer."
+
+DISAGGREGATION_USED = "llm_d.epp.pd.disaggregation_used"
+SCORER_TYPE = "llm_d.epp.scorer.type"
+HTTP_STATUS_KEYS = ("http.response.status_code", "http.status_code")
+# The EPP's client-error codes (pkg/common/error/error.go), lower-cased as in "inference error: BadRequest - ...":
+# the client's fault, so not a bad event of any SLO (reason "invalid").
+_CLIENT_ERROR_CODES = (
+    "error: badrequest",
+    "error: unauthorized",
+    "error: forbidden",
+    "error: notfound",
+    "error: preconditionfailed",
+)
+_NOT_CLIENT = frozenset({408, 429, 499})  # 4xx codes that are the service's doing: timeout, shed, abort
+# Span attributes read here beyond the attribute mapping's fields: the decoder must keep them.
+KEYS = frozenset({DISAGGREGATION_USED, SCORER_TYPE, *HTTP_STATUS_KEYS})
+
+
+def leg(span: Span) -> str | None:
+    """ "prefill" or "decode" for a sidecar leg span, else None."""
+    if span.name in DECODE_LEGS:
+        return "decode"
+    if span.name in PREFILL_LEGS:
+        return "prefill"
+    return None
+
+
+def is_sidecar_routing(span: Span) -> bool:
+    """The sidecar's server spans, where the client's request reaches the decode pod."""
+    name = span.name
+    return name == _SIDECAR_ROUTING or (name.startswith(_SIDECAR_SERVER_PREFIX) and " " in name)
+
+
+def disaggregated(spans: Iterable[Span]) -> bool:
+    """True when the EPP chose P/D for the request or the sidecar ran a prefill or decode leg."""
+    return any(leg(s) is not None or s.attributes.get(DISAGGREGATION_USED) is True for s in spans)
+
+
+def routing(spans: Iterable[Span], latency_scorers: frozenset[str]) -> str | None:
+    """predicted when the latency scorer scored the request, default when scheduling ran without it, else None.
+
+    The profile's name says nothing here: llm-d-router's chart names its only profile "default".
+    """
+    scheduled = False
+    for span in spans:
+        name = span.name
+        if name.startswith(_SCORER_PREFIX):
+            scheduled = True
+            if name[len(_SCORER_PREFIX) :] in latency_scorers or span.attributes.get(SCORER_TYPE) in latency_scorers:
+                return c.ROUTING_PREDICTED
+        elif name in _SCHEDULING:
+            scheduled = True
+    return c.ROUTING_DEFAULT if scheduled else None
+
+
+def http_status(span: Span) -> int | None:
+    for key in HTTP_STATUS_KEYS:
+        value = span.attributes.get(key)
+        if type(value) is int:
+            return value
+        if type(value) is str and value.isdigit():
+            return int(value)
+    return None
+
+
+def failure_reason(spans: Iterable[Span], *, answered: bool) -> str | None:
+    """Why a request failed, from its spans' statuses and HTTP codes; None when nothing says it failed.
+
+    ``invalid`` (a client error: 4xx, or the EPP's BadRequest and kin) is the client's fault; the others
+    (shed, timeout, aborted, error) are bad events for every SLO the request carried.
+
+    ``answered`` is False when no model-server span came: then a request with no error anywhere was
+    aborted (vLLM emits no span for an aborted request, and a client disconnect leaves the EPP's span
+    status unset). The first reason that matches wins, in the order of docs/sending-traces.md.
+    """
+    messages: list[str] = []
+    codes: list[int] = []
+    for span in spans:
+        if span.failed:
+            messages.append(span.status_message.lower())
+        code = http_status(span)
+        if code is not None:
+            codes.append(code)
+    text = " ".join(messages)
+    if any(code in text for code in _CLIENT_ERROR_CODES) or any(
+        400 <= code < 500 and code not in _NOT_CLIENT for code in codes
+    ):
+        return c.FAILURE_INVALID
+    if 429 in codes or "cannot be admitted" in text or ("resourceexhausted" in text and "timed out" not in text):
+        return c.FAILURE_SHED
+    if "timed out" in text or "deadline exceeded" in text or 504 in codes or 408 in codes:
+        return c.FAILURE_TIMEOUT
+    if "client disconnected" in text or "context canceled" in text or 499 in codes:
+        return c.FAILURE_ABORTED
+    if messages or any(code >= 500 for code in codes):
+        return c.FAILURE_ERROR
+    return None if answered else c.FAILURE_ABORTED

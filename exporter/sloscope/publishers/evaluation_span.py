@@ -52,19 +52,21 @@ POD_WAITING = "sloscope.pod.waiting"
 POD_RUNNING = "sloscope.pod.running"
 POD_KV_CACHE = "sloscope.pod.kv_cache_utilization"
 POD_STATE_AGE = "sloscope.pod.state_age_ms"
+FAILURE_REASON = "sloscope.failure.reason"
+PREFILL_POD = "sloscope.prefill.pod"
 
 ATTRIBUTES: tuple[tuple[str, str], ...] = (
     (SLO_CLASS, "SLO class the request was counted in (always set)."),
     (MODEL, "Model that served the request, else the requested one."),
     (POOL, "Pool the request is counted in (always set)."),
     (POD, "Model-server pod that served the request."),
-    (ROUTING, "predicted, default or unknown: the routing profile, as the `routing` label (always set)."),
+    (ROUTING, "predicted, default, unknown or none: the routing profile, as the `routing` label (always set)."),
     (REQUEST_ID, "The request's x-request-id / gen_ai.request.id."),
     (JOIN_OUTCOME, "How the request's spans were joined, as the `outcome` label of sloscope_traces_joined_total."),
     (TARGET_SOURCE, "request (SLO headers), class_default or none (always set)."),
     (TTFT_TARGET, "TTFT target, ms."),
     (TTFT_ACTUAL, "Measured TTFT, ms."),
-    (TTFT_SOURCE, "Where the measured TTFT came from: gateway or model_server."),
+    (TTFT_SOURCE, "Where the measured TTFT came from: gateway, pd_sidecar, pd_gateway or model_server."),
     (TTFT_PREDICTED, "Predicted TTFT, ms (the predictor's quantile, not a mean)."),
     (TTFT_HEADROOM, "TTFT target minus predicted TTFT at routing, ms; negative when the pod was predicted to miss."),
     (TTFT_MET, "Whether TTFT met its target; set only when the request was eligible for the TTFT SLO."),
@@ -83,6 +85,8 @@ ATTRIBUTES: tuple[tuple[str, str], ...] = (
     (POD_RUNNING, "Requests running on the pod at arrival (scraped)."),
     (POD_KV_CACHE, "KV-cache utilization of the pod at arrival, 0..1 (scraped)."),
     (POD_STATE_AGE, "Age of that scraped sample at the request's arrival, ms."),
+    (FAILURE_REASON, "Why the request failed: error, shed, timeout, aborted or invalid; absent when it did not."),
+    (PREFILL_POD, "P/D: the pod that ran the prefill stage (sloscope.pod is the decode pod)."),
 )
 
 
@@ -134,6 +138,8 @@ def evaluation_attributes(record: RequestRecord) -> dict[str, Any]:
         (INVALID_FIELDS, list(evaluation.invalid_fields) or None),
         (PREDICTION_QUANTILE, _known(record.prediction_quantile)),
         (PREDICTION_SKIPPED, record.prediction_skipped),
+        (FAILURE_REASON, request.failure_reason),
+        (PREFILL_POD, request.prefill_pod),
     )
     attributes.update((name, value) for name, value in optional if value is not None)
     state = record.pod_state
@@ -162,4 +168,6 @@ def status_description(record: RequestRecord) -> str | None:
             parts.append(slo)
         else:
             parts.append(f"{slo} {actual:g} ms > {target:g} ms")
-    return "SLO violated: " + ", ".join(parts) if parts else None
+    failed = f"request failed ({record.request.failure_reason})" if record.request.failure_reason else None
+    violated = "SLO violated: " + ", ".join(parts) if parts else None
+    return "; ".join(part for part in (failed, violated) if part) or None

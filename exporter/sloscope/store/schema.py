@@ -107,7 +107,7 @@ COLUMNS: tuple[Column, ...] = (
     Column(
         "routing",
         pa.string(),
-        "predicted, default or unknown (from the scheduling headers).",
+        "predicted (the latency scorer ran), default, unknown, or none (refused before scheduling).",
         lambda r: r.request.routing,
     ),
     Column(
@@ -132,7 +132,8 @@ COLUMNS: tuple[Column, ...] = (
     Column(
         "ttft_source",
         pa.string(),
-        "Which span measured TTFT: gateway or model_server.",
+        "Which span measured TTFT: gateway, pd_sidecar, pd_gateway (P/D: from the routing span to the decode "
+        "pod's first token) or model_server.",
         lambda r: r.request.ttft_source,
     ),
     Column(
@@ -144,7 +145,7 @@ COLUMNS: tuple[Column, ...] = (
     Column(
         "e2e_seconds", pa.float64(), "End-to-end latency reported by the model server.", lambda r: r.request.e2e_seconds
     ),
-    Column("queue_seconds", pa.float64(), "Time in the model server's queue.", lambda r: r.request.queue_seconds),
+    Column("queue_seconds", pa.float64(), "Time in the model server's queue; null when the engine reports none (SGLang counts it in prefill).", lambda r: r.request.queue_seconds),
     Column("prefill_seconds", pa.float64(), "Time in prefill.", lambda r: r.request.prefill_seconds),
     Column("decode_seconds", pa.float64(), "Time in decode.", lambda r: r.request.decode_seconds),
     Column("prompt_tokens", pa.int64(), "Prompt tokens.", lambda r: _tokens(r.request.prompt_tokens)),
@@ -229,6 +230,37 @@ COLUMNS: tuple[Column, ...] = (
         pa.string(),
         "How the trace assembler joined the spans (the outcomes of sloscope_traces_joined_total).",
         lambda r: r.request.outcome,
+    ),
+    Column(
+        "failure_reason",
+        pa.string(),
+        "Why the request failed (error, shed, timeout, aborted, invalid: the reasons of "
+        "sloscope_requests_failed_total); null when it did not.",
+        lambda r: r.request.failure_reason,
+    ),
+    Column(
+        "choices",
+        pa.int64(),
+        "Model-server spans counted as this one request's choices (n > 1); 1 for an ordinary request.",
+        lambda r: r.request.choices,
+    ),
+    Column(
+        "prefill_pod",
+        pa.string(),
+        "P/D: the pod that ran the prefill stage (the request counts on the decode pod, the pod column).",
+        lambda r: r.request.prefill_pod,
+    ),
+    Column(
+        "prefill_queue_seconds",
+        pa.float64(),
+        "P/D: time in the prefill pod's queue.",
+        lambda r: r.request.prefill_queue_seconds,
+    ),
+    Column(
+        "prefill_stage_seconds",
+        pa.float64(),
+        "P/D: time in prefill on the prefill pod.",
+        lambda r: r.request.prefill_seconds_on_prefill_pod,
     ),
 )
 

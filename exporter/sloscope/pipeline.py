@@ -17,9 +17,9 @@ from prometheus_client import CollectorRegistry
 
 from sloscope.attributes import Mapping
 from sloscope.config import Settings
+from sloscope.processors import span_shapes
 from sloscope.processors.assembler import TraceAssembler
 from sloscope.processors.evaluator import RequestPublisher, SLOEvaluator
-from sloscope.processors import span_shapes
 from sloscope.processors.queue import SpanQueue
 from sloscope.publishers.prometheus import PrometheusPublisher
 from sloscope.receivers.intake import Intake

@@ -140,7 +140,7 @@ def export_request(spans: Iterable[Span]) -> ExportTraceServiceRequest:
         proto.start_time_unix_nano = s.start_ns
         proto.end_time_unix_nano = s.end_ns
         proto.trace_state = s.tracestate
-        proto.status.code = s.status_code  # type: ignore[assignment]
+        proto.status.code = s.status_code
         proto.status.message = s.status_message
         proto.attributes.extend(key_values(s.attributes))
     return request

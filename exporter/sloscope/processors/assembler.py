@@ -320,15 +320,7 @@ class TraceAssembler:
             gateway = trace.spans[key[1]]
             extra = [gateway, *trace.ancestors(gateway)] if gateway.span_id not in listed else []
             extra += trace.descendants(gateway.span_id)
-            request_ids = self._request_ids_under(trace, gateway.span_id)
-            request_ids.update(filter(None, (self._joinable_id([a]) for a in anchors)))
-            extra += [
-                s
-                for s in trace.spans.values()
-                if s.span_id not in listed
-                and not self._in_a_gateway(trace, s)
-                and self._joinable_id([s]) in request_ids
-            ]
+            extra += self._beside(trace, gateway, anchors, listed)
         else:
             extra = [s for s in trace.spans.values() if not self._in_a_gateway(trace, s)]
         for span in extra:
@@ -336,6 +328,30 @@ class TraceAssembler:
                 ordered.append(span)
                 listed.add(span.span_id)
         return ordered
+
+    def _beside(self, trace: _Trace, gateway: Span, anchors: list[Span], listed: set[str]) -> list[Span]:
+        """Spans outside every gateway that belong to this one's request: an Envoy span with its headers.
+
+        They carry its request id; or, when its EPP spans carry none (refused before scheduling), they
+        share the gateway span's parent and enclose it in time and carry no other call's request id.
+        """
+        request_ids = self._request_ids_under(trace, gateway.span_id)
+        request_ids.update(filter(None, (self._joinable_id([a]) for a in anchors)))
+        others: set[str] = set()
+        if not request_ids:
+            for other in trace.gateways:
+                if other != gateway.span_id:
+                    others |= self._request_ids_under(trace, other)
+        out = []
+        for span in trace.spans.values():
+            if span.span_id in listed or span.span_id in trace.anchors or self._in_a_gateway(trace, span):
+                continue
+            request_id = self._joinable_id([span])
+            if request_id is not None and request_id in request_ids:
+                out.append(span)
+            elif not request_ids and request_id not in others and _encloses(span, gateway):
+                out.append(span)
+        return out
 
     # ---- completion -------------------------------------------------------------------------
 
@@ -620,6 +636,15 @@ class TraceAssembler:
         request.failure_reason = reason
         request.arrival_ns = head.start_ns
         return request
+
+
+def _encloses(span: Span, gateway: Span) -> bool:
+    """A sibling of the gateway span that started before it and ended after it: the same call's."""
+    return (
+        span.parent_span_id == gateway.parent_span_id
+        and span.start_ns <= gateway.start_ns
+        and span.end_ns >= gateway.end_ns
+    )
 
 
 def _leg_of(trace: _Trace, anchor: Span) -> str | None:

@@ -145,7 +145,12 @@ COLUMNS: tuple[Column, ...] = (
     Column(
         "e2e_seconds", pa.float64(), "End-to-end latency reported by the model server.", lambda r: r.request.e2e_seconds
     ),
-    Column("queue_seconds", pa.float64(), "Time in the model server's queue; null when the engine reports none (SGLang counts it in prefill).", lambda r: r.request.queue_seconds),
+    Column(
+        "queue_seconds",
+        pa.float64(),
+        "Time in the model server's queue; null when the engine reports none (SGLang counts it in prefill).",
+        lambda r: r.request.queue_seconds,
+    ),
     Column("prefill_seconds", pa.float64(), "Time in prefill.", lambda r: r.request.prefill_seconds),
     Column("decode_seconds", pa.float64(), "Time in decode.", lambda r: r.request.decode_seconds),
     Column("prompt_tokens", pa.int64(), "Prompt tokens.", lambda r: _tokens(r.request.prompt_tokens)),

@@ -1,0 +1,515 @@
+"""The trace assembler on today's upstream shapes: agent traces, P/D, n > 1, failures, routing, headers.
+
+Span trees follow llm-d-router at ebab687927f5331c1b39defcb579a07951bce56c (EPP
+``pkg/epp/handlers/server.go:377-383,460``, ``pkg/epp/requestcontrol/director.go:242-267``,
+``pkg/epp/scheduling/scheduler_profile.go:153-382``; sidecar ``pkg/sidecar/proxy/connector_nixlv2.go:87,296``,
+``connector_p2p.go:126-186``) and vLLM 0.33.0 (``vllm/v1/engine/output_processor.py:941-1001``), as
+``shared/fixtures/llm-d-router/spans.md`` and ``shared/fixtures/vllm/llm_request-span-0.33.0.md`` describe them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from sloscope import conventions as c
+from sloscope.records import JoinedRequest, Span
+from sloscope.slo.evaluate import evaluate
+from sloscope.loading import default_spec
+from sloscope.testing import span
+from tests.unit.test_assembler import Harness
+
+T0 = 1_700_000_000_000_000_000
+MS = 1_000_000
+EPP = {"service.name": "llm-d-epp"}
+SIDECAR = {"service.name": "llm-d-disagg-sidecar"}
+AGENT_ROOT = 999  # the agent's span: a parent no span of it ever reaches sloscope
+
+
+def pod(name: str) -> dict[str, Any]:
+    return {"service.name": "unknown_service:python", "k8s.pod.name": name}
+
+
+def vllm033(
+    trace: int,
+    span_id: int,
+    parent: int,
+    *,
+    pod_name: str,
+    request_id: str,
+    start_ms: int = 0,
+    ttft: float = 0.1,
+    e2e: float = 1.0,
+    tokens: int = 11,
+    status: tuple[int, str] = (0, ""),
+) -> Span:
+    """vLLM 0.33's llm_request: no gen_ai.response.model, no pod name unless the deployment sets it."""
+    attributes = {
+        "gen_ai.latency.time_to_first_token": ttft,
+        "gen_ai.latency.e2e": e2e,
+        "gen_ai.latency.time_in_queue": 0.01,
+        "gen_ai.usage.prompt_tokens": 100,
+        "gen_ai.usage.completion_tokens": tokens,
+        "gen_ai.latency.time_in_model_prefill": ttft * 0.5,
+        "gen_ai.latency.time_in_model_decode": e2e - ttft,
+        "gen_ai.request.id": request_id,
+        "gen_ai.request.max_tokens": 256 if tokens > 1 else 1,
+        "gen_ai.request.n": 1,
+    }
+    return span(
+        trace,
+        span_id,
+        "llm_request",
+        attributes,
+        parent=parent,
+        resource=pod(pod_name),
+        start_ns=T0 + start_ms * MS,
+        end_ns=T0 + start_ms * MS + int(e2e * 1e9),
+        status=status,
+    )
+
+
+def epp_call(
+    trace: int,
+    base: int,
+    *,
+    request_id: str,
+    parent: int = AGENT_ROOT,
+    scorer: str | None = "latency-scorer",
+    start_ms: int = 0,
+    status: tuple[int, str] = (0, ""),
+    orchestration_status: tuple[int, str] = (0, ""),
+    model: str = "Qwen/Qwen3-8B",
+) -> list[Span]:
+    """gateway.request (no attributes) > orchestration > [run_scheduler_profile > scoring > scorer, pick]."""
+    start = T0 + start_ms * MS
+    spans = [
+        span(trace, base, "gateway.request", {}, parent=parent, resource=EPP, start_ns=start, status=status),
+        span(
+            trace,
+            base + 1,
+            "gateway.request_orchestration",
+            {"target_model": model, "request_prio": 0},
+            parent=base,
+            resource=EPP,
+            start_ns=start + MS,
+            status=orchestration_status,
+        ),
+    ]
+    if scorer is not None:
+        ids = {"gen_ai.request.model": model, "gen_ai.request.id": request_id}
+        spans += [
+            span(
+                trace,
+                base + 2,
+                "run_scheduler_profile",
+                {"llm_d.epp.scheduling.profile.name": "default"},
+                parent=base + 1,
+                resource=EPP,
+                start_ns=start + 2 * MS,
+            ),
+            span(trace, base + 3, "llm_d.epp.scoring", ids, parent=base + 2, resource=EPP, start_ns=start + 2 * MS),
+            span(
+                trace,
+                base + 4,
+                f"llm_d.epp.scorer.{scorer}",
+                {"llm_d.epp.scorer.type": scorer, **ids},
+                parent=base + 3,
+                resource=EPP,
+                start_ns=start + 2 * MS,
+            ),
+            span(trace, base + 5, "pick_endpoints", ids, parent=base + 2, resource=EPP, start_ns=start + 3 * MS),
+        ]
+    return spans
+
+
+def ingress(trace: int, span_id: int, *, request_id: str, ttft_header: str, name: str = "x-llm-d-slo-ttft-ms") -> Span:
+    """An Envoy span beside gateway.request (both under the caller's span), with captured headers."""
+    attributes = {"http.request.header.x-request-id": [request_id], f"http.request.header.{name}": [ttft_header]}
+    return span(trace, span_id, "ingress", attributes, parent=AGENT_ROOT, resource={"service.name": "envoy"})
+
+
+def by_pod(requests: list[JoinedRequest]) -> dict[str | None, int]:
+    out: dict[str | None, int] = {}
+    for request in requests:
+        out[request.pod] = out.get(request.pod, 0) + 1
+    return out
+
+
+def test_an_agent_trace_of_five_calls_gives_five_requests_each_with_its_own_spans() -> None:
+    h = Harness()
+    pods = ["vllm-a", "vllm-b", "vllm-c", "vllm-a", "vllm-b"]
+    for call, pod_name in enumerate(pods):
+        base = 10 * (call + 1)
+        rid = f"r{call}"
+        h.feed(
+            *epp_call(1, base, request_id=rid, start_ms=1000 * call),
+            ingress(1, base + 8, request_id=rid, ttft_header=str(100 * (call + 1))),
+        )
+        h.feed(
+            vllm033(
+                1, base + 9, base, pod_name=pod_name, request_id=f"chatcmpl-{rid}", start_ms=1000 * call + 5, ttft=0.25
+            )
+        )
+    assert [(r.request_id, r.slo_ttft_ms, r.outcome) for r in h.emitted] == [
+        (f"r{i}", 100.0 * (i + 1), c.OUTCOME_JOINED) for i in range(5)
+    ]
+    assert by_pod(h.emitted) == {"vllm-a": 2, "vllm-b": 2, "vllm-c": 1}
+    assert [r.arrival_ns for r in h.emitted] == [T0 + 1000 * i * MS for i in range(5)]  # each call's gateway span
+    assert {r.target_model for r in h.emitted} == {"Qwen/Qwen3-8B"}
+    assert {r.routing for r in h.emitted} == {c.ROUTING_PREDICTED}
+    assert not h.dropped
+
+
+def test_a_later_call_of_a_trace_still_joins_after_the_trace_expired() -> None:
+    h = Harness(trace_ttl_seconds=30.0)
+    h.feed(*epp_call(1, 10, request_id="a"), vllm033(1, 19, 10, pod_name="vllm-a", request_id="chatcmpl-a"))
+    h.advance(60.0)
+    h.feed(*epp_call(1, 20, request_id="b"), vllm033(1, 29, 20, pod_name="vllm-b", request_id="chatcmpl-b"))
+    assert [(r.request_id, r.pod) for r in h.emitted] == [("a", "vllm-a"), ("b", "vllm-b")]
+    h.feed(span(1, 17, "filter_endpoints", {}, parent=12, resource=EPP))  # under call a, emitted long ago
+    h.feed(*epp_call(1, 10, request_id="a"))  # an exporter retries call a's batch
+    assert h.dropped == {c.DROP_LATE: 1, c.DROP_DUPLICATE: 6}
+
+
+def test_vllm_under_the_callers_span_joins_its_gateway_by_request_id() -> None:
+    """With overwrite-in-order the caller's traceparent wins at the gateway (spans.md 1.2): vLLM's span is then
+    a sibling of gateway.request, under the caller's span."""
+    h = Harness()
+    h.feed(*epp_call(1, 10, request_id="a"), *epp_call(1, 20, request_id="b", scorer="prefix-cache-scorer"))
+    h.feed(vllm033(1, 29, AGENT_ROOT, pod_name="vllm-b", request_id="chatcmpl-b"))
+    h.feed(vllm033(1, 19, AGENT_ROOT, pod_name="vllm-a", request_id="chatcmpl-a"))
+    assert [(r.request_id, r.routing, r.arrival_ns) for r in h.emitted] == [
+        ("b", c.ROUTING_DEFAULT, T0),
+        ("a", c.ROUTING_PREDICTED, T0),
+    ]
+
+
+def nixl_request(trace: int, *, true_ttft_ms: float = 150.0) -> list[Span]:
+    """A P/D request through the sidecar's NIXL connector: decode is a child of prefill (connector_nixlv2.go:87,296)."""
+    epp = epp_call(trace, 10, request_id="pd", parent=0)
+    server = span(
+        trace,
+        30,
+        "llm_d.pd_proxy.POST /v1/chat/completions",
+        {"http.response.status_code": 200},
+        parent=10,
+        resource=SIDECAR,
+        start_ns=T0 + 10 * MS,
+    )
+    forward = span(
+        trace,
+        31,
+        "forward_request",
+        {"llm_d.pd_proxy.connector": "nixlv2"},
+        parent=30,
+        resource=SIDECAR,
+        start_ns=T0 + 11 * MS,
+    )
+    prefill = span(
+        trace, 32, "prefill", {"llm_d.pd_proxy.connector": "nixlv2"}, parent=31, resource=SIDECAR, start_ns=T0 + 12 * MS
+    )
+    prefill_post = span(trace, 33, "HTTP POST", {}, parent=32, resource=SIDECAR, start_ns=T0 + 12 * MS)
+    decode = span(
+        trace,
+        34,
+        "decode",
+        {"llm_d.pd_proxy.true_ttft_ms": true_ttft_ms},
+        parent=32,
+        resource=SIDECAR,
+        start_ns=T0 + 160 * MS,
+    )
+    decode_post = span(trace, 35, "HTTP POST", {}, parent=34, resource=SIDECAR, start_ns=T0 + 160 * MS)
+    prefill_vllm = vllm033(
+        trace, 40, 33, pod_name="prefill-0", request_id="chatcmpl-pd", start_ms=13, ttft=0.14, e2e=0.14, tokens=1
+    )
+    decode_vllm = vllm033(
+        trace, 41, 35, pod_name="decode-0", request_id="chatcmpl-pd", start_ms=161, ttft=0.02, e2e=2.0, tokens=101
+    )
+    return [*epp, server, forward, prefill, prefill_post, decode, decode_post, prefill_vllm, decode_vllm]
+
+
+def test_pd_nixl_is_one_request_on_the_decode_pod_with_the_clients_ttft() -> None:
+    h = Harness()
+    spans = nixl_request(1)
+    h.feed(*spans[:-1])  # everything but the decode pod's span: the prefill stage alone is no request
+    assert h.emitted == []
+    h.feed(spans[-1])
+    [request] = h.emitted
+    assert (request.pod, request.prefill_pod, request.ttft_source) == ("decode-0", "prefill-0", c.TTFT_PD_SIDECAR)
+    assert request.ttft_seconds == pytest.approx(0.150 + 0.02, abs=1e-12)  # forward_request start -> first token
+    assert (request.completion_tokens, request.e2e_seconds, request.prefill_queue_seconds) == (101, 2.0, 0.01)
+
+
+def test_pd_p2p_concurrent_connector() -> None:
+    """connector_p2p.go:126-186: the prefill HTTP POST hangs under forward_request, llm_d.pd_proxy.decode under
+    llm_d.pd_proxy.prefill; true_ttft_ms is about 1 ms and no TTFT."""
+    h = Harness()
+    epp = epp_call(1, 10, request_id="pd", parent=0)
+    forward = span(1, 31, "forward_request", {}, parent=10, resource=SIDECAR, start_ns=T0 + 10 * MS)
+    prefill_post = span(1, 33, "HTTP POST", {}, parent=31, resource=SIDECAR, start_ns=T0 + 11 * MS)
+    prefill = span(
+        1,
+        32,
+        "llm_d.pd_proxy.prefill",
+        {"llm_d.pd_proxy.prefill.async": True},
+        parent=31,
+        resource=SIDECAR,
+        start_ns=T0 + 11 * MS,
+    )
+    decode = span(
+        1,
+        34,
+        "llm_d.pd_proxy.decode",
+        {"llm_d.pd_proxy.true_ttft_ms": 1.0},
+        parent=32,
+        resource=SIDECAR,
+        start_ns=T0 + 11 * MS,
+    )
+    decode_post = span(1, 35, "HTTP POST", {}, parent=34, resource=SIDECAR, start_ns=T0 + 11 * MS)
+    prefill_vllm = vllm033(
+        1, 40, 33, pod_name="prefill-0", request_id="chatcmpl-pd", start_ms=12, ttft=0.13, e2e=0.13, tokens=1
+    )
+    decode_vllm = vllm033(
+        1, 41, 35, pod_name="decode-0", request_id="chatcmpl-pd", start_ms=12, ttft=0.3, e2e=2.0, tokens=101
+    )
+    h.feed(*epp, forward, prefill_post, prefill, decode, decode_post, prefill_vllm)
+    assert h.emitted == []
+    h.feed(decode_vllm)
+    [request] = h.emitted
+    assert (request.pod, request.prefill_pod, request.ttft_source) == ("decode-0", "prefill-0", c.TTFT_PD_SIDECAR)
+    assert request.ttft_seconds == pytest.approx(0.002 + 0.3, abs=1e-12)
+
+
+def prepare_disaggregation(trace: int) -> Span:
+    return span(
+        trace,
+        16,
+        "prepare_disaggregation",
+        {"llm_d.epp.pd.disaggregation_used": True, "llm_d.epp.pd.prefill_pod_address": "10.0.2.11"},
+        parent=11,
+        resource=EPP,
+    )
+
+
+def test_pd_with_sidecar_tracing_off_counts_from_the_gateway_span() -> None:
+    """Sidecar tracing is off by default (pkg/sidecar/proxy/options.go:227): both llm_request spans hang under
+    gateway.request with the same request id."""
+    h = Harness()
+    epp = epp_call(1, 10, request_id="pd", parent=0)
+    prefill_vllm = vllm033(
+        1, 40, 10, pod_name="prefill-0", request_id="chatcmpl-pd", start_ms=20, ttft=0.1, e2e=0.1, tokens=1
+    )
+    decode_vllm = vllm033(
+        1, 41, 10, pod_name="decode-0", request_id="chatcmpl-pd", start_ms=125, ttft=0.05, e2e=1.5, tokens=51
+    )
+    h.feed(*epp, prepare_disaggregation(1), prefill_vllm)
+    assert h.emitted == []  # the EPP chose P/D: wait for the decode stage
+    h.feed(decode_vllm)
+    [request] = h.emitted
+    assert (request.pod, request.prefill_pod, request.ttft_source) == ("decode-0", "prefill-0", c.TTFT_PD_GATEWAY)
+    assert request.ttft_seconds == pytest.approx(0.125 + 0.05, abs=1e-12)
+
+
+def test_completions_with_n3_are_one_request() -> None:
+    """n > 1: n engine requests with the parent's id and n = 1 each (vllm/v1/engine/parallel_sampling.py:75-96)."""
+    h = Harness()
+    choices = [
+        vllm033(1, 40 + i, 10, pod_name="vllm-a", request_id="cmpl-abc-0", ttft=ttft, e2e=e2e, tokens=tokens)
+        for i, (ttft, e2e, tokens) in enumerate([(0.2, 1.2, 11), (0.1, 2.1, 21), (0.3, 0.8, 6)])
+    ]
+    h.feed(*epp_call(1, 10, request_id="abc", parent=0))
+    h.feed(*choices)
+    [request] = h.emitted
+    assert (request.choices, request.ttft_seconds, request.completion_tokens) == (3, 0.1, 38)
+    assert request.tpot_seconds == pytest.approx(max(1.0 / 10, 2.0 / 20, 0.5 / 5))
+    assert request.e2e_seconds == 2.1
+
+
+def failed_call(status: tuple[int, str], *, scheduled: bool, parent: int = AGENT_ROOT) -> list[Span]:
+    orchestration = status if not scheduled else (0, "")
+    return [
+        *epp_call(
+            1,
+            10,
+            request_id="f",
+            parent=parent,
+            scorer="latency-scorer" if scheduled else None,
+            status=status,
+            orchestration_status=orchestration,
+        ),
+    ]
+
+
+SHED = (2, "inference error: Internal - request cannot be admitted: no valid endpoint available to serve the request")
+
+
+@pytest.mark.parametrize(
+    ("status", "scheduled", "reason", "routing"),
+    [
+        pytest.param(SHED, False, c.FAILURE_SHED, c.ROUTING_NONE, id="latency-slo-admitter"),
+        pytest.param(
+            (2, "inference error: ResourceExhausted - request rejected by flow control"),
+            False,
+            c.FAILURE_SHED,
+            c.ROUTING_NONE,
+            id="saturation",
+        ),
+        pytest.param(
+            (2, "inference error: ResourceExhausted - request timed out in queue: ttl"),
+            False,
+            c.FAILURE_TIMEOUT,
+            c.ROUTING_NONE,
+            id="queue timeout",
+        ),
+        pytest.param((2, "ModelServerError"), True, c.FAILURE_ERROR, c.ROUTING_PREDICTED, id="model server"),
+        pytest.param((0, ""), True, c.FAILURE_ABORTED, c.ROUTING_PREDICTED, id="client went away"),
+        pytest.param(
+            (2, "inference error: BadRequest - model not found in request body"),
+            False,
+            c.FAILURE_INVALID,
+            c.ROUTING_NONE,
+            id="client error",
+        ),
+    ],
+)
+def test_a_gateway_request_no_model_server_answered_is_failed(
+    status: tuple[int, str], scheduled: bool, reason: str, routing: str
+) -> None:
+    h = Harness(failure_window_seconds=15.0)
+    h.feed(*failed_call(status, scheduled=scheduled), ingress(1, 18, request_id="f", ttft_header="200"))
+    h.advance(14.9)
+    assert h.emitted == []
+    h.advance(0.2)
+    [request] = h.emitted
+    assert (request.failure_reason, request.routing, request.outcome) == (reason, routing, c.OUTCOME_FAILED)
+    assert (request.slo_ttft_ms, request.target_model, request.pod, request.ttft_seconds) == (
+        200.0,
+        "Qwen/Qwen3-8B",
+        None,
+        None,
+    )
+    assert h.outcomes[c.OUTCOME_FAILED] == 1
+
+
+def test_an_envoy_429_is_shed() -> None:
+    h = Harness(failure_window_seconds=1.0)
+    envoy = span(
+        1,
+        18,
+        "ingress",
+        {"http.request.header.x-request-id": ["f"], "http.response.status_code": 429},
+        parent=0,
+        resource={"service.name": "envoy"},
+    )
+    h.feed(*failed_call((2, "inference error: Unknown - x"), scheduled=False, parent=0))
+    h.feed(span(1, 10, "gateway.request", {}, parent=18, resource=EPP))  # a retry of the same span: duplicate
+    h.feed(envoy)
+    h.advance(1.0)
+    assert [r.failure_reason for r in h.emitted] == [c.FAILURE_SHED]
+
+
+def test_a_gateway_trace_that_is_no_llm_call_is_ignored() -> None:
+    h = Harness(failure_window_seconds=1.0, trace_ttl_seconds=5.0)
+    h.feed(span(1, 1, "gateway.request", {}, resource=EPP, status=(2, "boom")))
+    h.advance(5.0)
+    assert h.emitted == []
+    assert h.outcomes[c.OUTCOME_NO_ANCHOR] == 1
+
+
+def test_a_model_server_span_with_error_status_is_a_failed_request_on_its_pod() -> None:
+    h = Harness()
+    h.feed(
+        *epp_call(1, 10, request_id="e", parent=0),
+        vllm033(1, 40, 10, pod_name="vllm-a", request_id="chatcmpl-e", status=(2, "engine dead")),
+    )
+    [request] = h.emitted
+    assert (request.failure_reason, request.pod, request.outcome) == (c.FAILURE_ERROR, "vllm-a", c.OUTCOME_JOINED)
+
+
+SPEC = default_spec()  # interactive: x-slo-ttft-ms <= 1000
+
+
+def test_a_failed_request_misses_every_slo_it_carried_and_an_invalid_one_none() -> None:
+    failed = JoinedRequest(
+        trace_id="a" * 32,
+        span_id="b" * 16,
+        outcome=c.OUTCOME_FAILED,
+        slo_ttft_ms=200.0,
+        slo_tpot_ms=50.0,
+        failure_reason=c.FAILURE_SHED,
+    )
+    evaluation = evaluate(failed, SPEC)
+    assert [(v.eligible, v.met, v.target) for v in (evaluation.ttft, evaluation.tpot)] == [
+        (True, False, 0.2),
+        (True, False, 0.05),
+    ]
+    assert (evaluation.goodput.eligible, evaluation.goodput.met, evaluation.slo_class) == (True, False, "interactive")
+    invalid = JoinedRequest(
+        trace_id="a" * 32,
+        span_id="b" * 16,
+        outcome=c.OUTCOME_FAILED,
+        slo_ttft_ms=200.0,
+        failure_reason=c.FAILURE_INVALID,
+    )
+    evaluation = evaluate(invalid, SPEC)
+    assert not (evaluation.ttft.eligible or evaluation.tpot.eligible or evaluation.goodput.eligible)
+
+
+@pytest.mark.parametrize(
+    ("attributes", "expected"),
+    [
+        pytest.param({"http.request.header.x-llm-d-slo-ttft-ms": ["150"]}, 150.0, id="llm-d array"),
+        pytest.param({"x-llm-d-slo-ttft-ms": "160"}, 160.0, id="llm-d plain"),
+        pytest.param({"http.request.header.x-slo-ttft-ms": ["170"]}, 170.0, id="late-2025 array"),
+        pytest.param({"x-slo-ttft-ms": "180"}, 180.0, id="late-2025 plain"),
+        pytest.param(
+            {"http.request.header.x-slo-ttft-ms": ["170"], "x-llm-d-slo-ttft-ms": "160"}, 160.0, id="both: llm-d wins"
+        ),
+    ],
+)
+def test_slo_headers_of_both_generations(attributes: dict[str, Any], expected: float) -> None:
+    h = Harness()
+    envoy = span(1, 18, "ingress", {"http.request.header.x-request-id": ["h"], **attributes}, parent=AGENT_ROOT)
+    h.feed(envoy, *epp_call(1, 10, request_id="h"), vllm033(1, 40, 10, pod_name="vllm-a", request_id="chatcmpl-h"))
+    assert h.emitted[0].slo_ttft_ms == expected
+
+
+def test_an_sglang_request_has_no_queue_time() -> None:
+    """SGLang 0.5.23: the root " Req <rid8>" carries gen_ai.* at finish and never time_in_queue
+    (srt/observability/req_time_stats.py:535-562)."""
+    h = Harness()
+    root = span(
+        1,
+        40,
+        " Req 1a2b3c4d",
+        {
+            "gen_ai.latency.time_to_first_token": 0.2,
+            "gen_ai.latency.e2e": 1.2,
+            "gen_ai.latency.time_in_model_prefill": 0.19,
+            "gen_ai.usage.prompt_tokens": 10,
+            "gen_ai.usage.completion_tokens": 11,
+            "gen_ai.request.id": "1a2b3c4d" * 4,
+            "gen_ai.response.model": "qwen",
+        },
+        parent=10,
+        resource=pod("sglang-0"),
+    )
+    waiting = span(1, 41, "prefill_waiting", {}, parent=40, resource=pod("sglang-0"))
+    h.feed(*epp_call(1, 10, request_id="s", parent=0), root, waiting)
+    [request] = h.emitted
+    assert (request.queue_seconds, request.prefill_seconds, request.target_model, request.pod) == (
+        None,
+        0.19,
+        "qwen",
+        "sglang-0",
+    )
+
+
+def test_spans_that_carry_nothing_make_way_for_the_next_call() -> None:
+    h = Harness(max_spans_per_trace=8)
+    h.feed(*(span(1, 100 + i, "tool_call", {}, parent=AGENT_ROOT) for i in range(8)))  # an agent's own spans
+    h.feed(*epp_call(1, 10, request_id="a"), vllm033(1, 19, 10, pod_name="vllm-a", request_id="chatcmpl-a"))
+    assert [r.request_id for r in h.emitted] == ["a"]
+    assert h.dropped == {c.DROP_TRACE_TOO_LARGE: 7}

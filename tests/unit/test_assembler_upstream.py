@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from sloscope import conventions as c
+from sloscope.loading import default_spec
 from sloscope.records import JoinedRequest, Span
 from sloscope.slo.evaluate import evaluate
-from sloscope.loading import default_spec
 from sloscope.testing import span
 from tests.unit.test_assembler import Harness
 

@@ -347,9 +347,8 @@ class TraceAssembler:
             if span.span_id in listed or span.span_id in trace.anchors or self._in_a_gateway(trace, span):
                 continue
             request_id = self._joinable_id([span])
-            if request_id is not None and request_id in request_ids:
-                out.append(span)
-            elif not request_ids and request_id not in others and _encloses(span, gateway):
+            same_id = request_id is not None and request_id in request_ids
+            if same_id or (not request_ids and request_id not in others and _encloses(span, gateway)):
                 out.append(span)
         return out
 

@@ -39,7 +39,15 @@ STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("decode (otlp_decode)", ("sloscope/receivers/otlp_decode.py",)),
     ("intake (attribute checks, queue)", ("sloscope/receivers/intake.py",)),
     ("OTLP/HTTP handler", ("sloscope/receivers/otlp_http.py",)),
-    ("join (assembler, build_request)", ("sloscope/processors/assembler.py",)),
+    (
+        "join (assembler, request building)",
+        (
+            "sloscope/processors/assembler.py",
+            "sloscope/processors/joined_request.py",
+            "sloscope/processors/trace_state.py",
+            "sloscope/processors/span_shapes.py",
+        ),
+    ),
     ("evaluate (SLO maths, classes)", ("sloscope/slo/", "sloscope/processors/evaluator.py")),
     ("publish (Prometheus series)", ("sloscope/publishers/",)),
     ("pipeline worker, queue", ("sloscope/pipeline.py", "sloscope/processors/queue.py")),

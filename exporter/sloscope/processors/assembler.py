@@ -33,107 +33,20 @@ import re
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 
 from sloscope import conventions as c
 from sloscope.attributes import Mapping, View
 from sloscope.config import Join
 from sloscope.processors import span_shapes as shapes
+from sloscope.processors.joined_request import RequestBuilder, leg_of, primary_anchor
+from sloscope.processors.trace_state import PendingTrace, SeenSpans
 from sloscope.records import JoinedRequest, Span
-from sloscope.slo.evaluate import tpot_seconds
 
 Emit = Callable[[JoinedRequest], None]
 Count = Callable[[str, int], None]
 _GroupKey = tuple[str, str, str]  # ("gateway", gateway span id, "") or ("parent", parent span id, request id)
 _GATEWAY = "gateway"
 _PARENT = "parent"
-
-
-@dataclass(slots=True)
-class _Trace:
-    first_seen: float
-    spans: dict[str, Span] = field(default_factory=dict)
-    children: dict[str, list[str]] = field(default_factory=dict)  # parent span id -> child span ids held
-    anchors: dict[str, None] = field(default_factory=dict)  # anchor span ids not yet emitted, in arrival order
-    gateways: dict[str, None] = field(default_factory=dict)  # gateway span ids not yet resolved
-    bare: deque[str] = field(default_factory=deque)  # spans that carry nothing: the first to go when full
-    request_ids: list[str] = field(default_factory=list)  # companion request ids indexed for this trace
-    anchor_request_ids: list[str] = field(default_factory=list)  # anchors waiting for a companion by id
-    lent: bool = False  # a companion of this trace completed an anchor of another trace
-    emitted: bool = False  # a request of this trace was emitted
-
-    def add(self, span: Span) -> None:
-        self.spans[span.span_id] = span
-        if span.parent_span_id:
-            self.children.setdefault(span.parent_span_id, []).append(span.span_id)
-
-    def remove(self, span_id: str) -> None:
-        span = self.spans.pop(span_id)
-        siblings = self.children.get(span.parent_span_id)
-        if siblings is not None:
-            siblings.remove(span_id)
-            if not siblings:
-                del self.children[span.parent_span_id]
-
-    def ancestors(self, span: Span) -> list[Span]:
-        """The held ancestors of ``span``, nearest first, up to the first one missing."""
-        chain: list[Span] = []
-        seen = {span.span_id}
-        parent = span.parent_span_id
-        while parent and parent not in seen:
-            above = self.spans.get(parent)
-            if above is None:
-                break
-            chain.append(above)
-            seen.add(parent)
-            parent = above.parent_span_id
-        return chain
-
-    def chain_complete(self, span: Span) -> bool:
-        """True when every ancestor of ``span`` up to a root span is held (a parent cycle never is)."""
-        chain = self.ancestors(span)
-        top = chain[-1] if chain else span
-        return not top.parent_span_id
-
-    def descendants(self, span_id: str) -> list[Span]:
-        out: list[Span] = []
-        stack = list(self.children.get(span_id, ()))
-        seen = {span_id}
-        while stack:
-            child_id = stack.pop()
-            if child_id in seen:
-                continue
-            seen.add(child_id)
-            out.append(self.spans[child_id])
-            stack.extend(self.children.get(child_id, ()))
-        return out
-
-
-@dataclass(slots=True)
-class _Done:
-    """What is remembered of a trace's spans once they left the pending trace."""
-
-    seen: dict[str, None] = field(default_factory=dict)  # span ids held before: a second copy is a duplicate
-    claimed: dict[str, None] = field(default_factory=dict)  # spans of emitted requests: a child of one is late
-    parents: dict[str, None] = field(default_factory=dict)  # their parents: one arriving now is late
-
-    def remember(self, spans: Iterable[Span], *, claimed: bool, cap: int) -> None:
-        for span in spans:
-            self.seen[span.span_id] = None
-            if claimed:
-                self.claimed[span.span_id] = None
-                if span.parent_span_id:
-                    self.parents[span.parent_span_id] = None
-        for ids in (self.seen, self.claimed, self.parents):
-            while len(ids) > cap:  # a trace that never ends forgets its oldest spans first
-                del ids[next(iter(ids))]
-
-    def verdict(self, span: Span) -> str | None:
-        if span.span_id in self.seen:
-            return c.DROP_DUPLICATE
-        if span.span_id in self.parents or span.parent_span_id in self.claimed:
-            return c.DROP_LATE
-        return None
 
 
 class TraceAssembler:
@@ -160,11 +73,12 @@ class TraceAssembler:
         self._gateway_names = frozenset(join.gateway_span_names)
         self._latency_scorers = frozenset(join.latency_scorer_types)
         self._request_id = re.compile(join.request_id_pattern)
+        self._build = RequestBuilder(mapping, self._latency_scorers, unanswered_are_aborted=join.unanswered_are_aborted)
         self._done_cap = 4 * join.max_spans_per_trace
-        self._traces: OrderedDict[str, _Trace] = OrderedDict()
+        self._traces: OrderedDict[str, PendingTrace] = OrderedDict()
         self._anchor_deadlines: deque[tuple[float, str, str]] = deque()  # (deadline, trace id, anchor span id)
         self._gateway_deadlines: deque[tuple[float, str, str]] = deque()  # (deadline, trace id, gateway span id)
-        self._done: OrderedDict[str, _Done] = OrderedDict()
+        self._done: OrderedDict[str, SeenSpans] = OrderedDict()
         self._companions_by_request_id: dict[str, str] = {}  # request id -> trace id
         self._anchors_by_request_id: dict[str, tuple[str, str]] = {}  # request id -> (trace id, span id)
 
@@ -226,7 +140,7 @@ class TraceAssembler:
             self._index_companion(trace_id, trace, span)
         return True
 
-    def _make_room(self, trace: _Trace, span: Span) -> bool:
+    def _make_room(self, trace: PendingTrace, span: Span) -> bool:
         if len(trace.spans) < self._join.max_spans_per_trace:
             return True
         if self._is_bare(span) or not trace.bare:
@@ -236,7 +150,7 @@ class TraceAssembler:
         self._dropped(c.DROP_TRACE_TOO_LARGE, 1)
         return True
 
-    def _open(self, trace_id: str, now: float) -> _Trace:
+    def _open(self, trace_id: str, now: float) -> PendingTrace:
         while len(self._traces) >= self._join.max_pending_traces:
             oldest_id, oldest = self._traces.popitem(last=False)
             self._forget_request_ids(oldest_id, oldest)
@@ -246,11 +160,11 @@ class TraceAssembler:
             else:
                 self._dropped(c.DROP_PENDING_CAP, len(oldest.spans))
             self._remember(oldest_id, oldest.spans.values(), claimed=False)
-        trace = _Trace(first_seen=now)
+        trace = PendingTrace(first_seen=now)
         self._traces[trace_id] = trace
         return trace
 
-    def _index_companion(self, trace_id: str, trace: _Trace, span: Span) -> None:
+    def _index_companion(self, trace_id: str, trace: PendingTrace, span: Span) -> None:
         request_id = self._joinable_id([span])
         if request_id is None:
             return
@@ -273,14 +187,14 @@ class TraceAssembler:
         return match.group("id") if match else raw
 
     @staticmethod
-    def _lend(trace: _Trace) -> None:
+    def _lend(trace: PendingTrace) -> None:
         """A trace whose companions answered another trace's anchor: its gateway spans are accounted for."""
         trace.lent = True
         trace.gateways.clear()
 
     # ---- grouping ---------------------------------------------------------------------------
 
-    def _key(self, trace: _Trace, anchor: Span) -> _GroupKey:
+    def _key(self, trace: PendingTrace, anchor: Span) -> _GroupKey:
         """The request an anchor belongs to: its gateway's, else its parent's and request id's."""
         for above in trace.ancestors(anchor):
             if above.name in self._gateway_names:
@@ -292,7 +206,7 @@ class TraceAssembler:
                     return (_GATEWAY, gateway_id, "")
         return (_PARENT, anchor.parent_span_id, request_id)
 
-    def _request_ids_under(self, trace: _Trace, gateway_id: str) -> set[str]:
+    def _request_ids_under(self, trace: PendingTrace, gateway_id: str) -> set[str]:
         ids = set()
         for span in [trace.spans[gateway_id], *trace.descendants(gateway_id)]:
             if not self._is_anchor(span):
@@ -301,19 +215,19 @@ class TraceAssembler:
                     ids.add(request_id)
         return ids
 
-    def _groups(self, trace: _Trace) -> dict[_GroupKey, list[Span]]:
+    def _groups(self, trace: PendingTrace) -> dict[_GroupKey, list[Span]]:
         groups: dict[_GroupKey, list[Span]] = {}
         for anchor_id in trace.anchors:
             anchor = trace.spans[anchor_id]
             groups.setdefault(self._key(trace, anchor), []).append(anchor)
         return groups
 
-    def _in_a_gateway(self, trace: _Trace, span: Span) -> bool:
+    def _in_a_gateway(self, trace: PendingTrace, span: Span) -> bool:
         return span.name in self._gateway_names or any(s.name in self._gateway_names for s in trace.ancestors(span))
 
-    def _scope(self, trace: _Trace, key: _GroupKey, anchors: list[Span]) -> list[Span]:
+    def _scope(self, trace: PendingTrace, key: _GroupKey, anchors: list[Span]) -> list[Span]:
         """The request's companions, nearest first: what its fields are read from, and what it claims."""
-        primary = _primary(trace, anchors)
+        primary = primary_anchor(trace, anchors)
         ordered = [s for s in trace.ancestors(primary) if s.span_id not in trace.anchors]
         listed = {s.span_id for s in ordered} | {a.span_id for a in anchors}
         if key[0] == _GATEWAY:
@@ -329,7 +243,7 @@ class TraceAssembler:
                 listed.add(span.span_id)
         return ordered
 
-    def _beside(self, trace: _Trace, gateway: Span, anchors: list[Span], listed: set[str]) -> list[Span]:
+    def _beside(self, trace: PendingTrace, gateway: Span, anchors: list[Span], listed: set[str]) -> list[Span]:
         """Spans outside every gateway that belong to this one's request: an Envoy span with its headers.
 
         They carry its request id; or, when its EPP spans carry none (refused before scheduling), they
@@ -354,7 +268,7 @@ class TraceAssembler:
 
     # ---- completion -------------------------------------------------------------------------
 
-    def _try_complete(self, trace_id: str, trace: _Trace) -> None:
+    def _try_complete(self, trace_id: str, trace: PendingTrace) -> None:
         for key, anchors in self._groups(trace).items():
             if key[0] == _GATEWAY:
                 if self._stages_complete(trace, key, anchors):
@@ -376,17 +290,17 @@ class TraceAssembler:
                     trace.anchor_request_ids.append(request_id)
         self._close_if_finished(trace_id, trace)
 
-    def _stages_complete(self, trace: _Trace, key: _GroupKey, anchors: list[Span]) -> bool:
+    def _stages_complete(self, trace: PendingTrace, key: _GroupKey, anchors: list[Span]) -> bool:
         """A P/D request is complete once its decode stage is here; any other once an anchor is."""
         scope = self._scope(trace, key, anchors)
         if not shapes.disaggregated([*scope, *(s for a in anchors for s in trace.ancestors(a))]):
             return True
-        if any(_leg_of(trace, a) == "decode" for a in anchors):
+        if any(leg_of(trace, a) == "decode" for a in anchors):
             return True
         has_legs = any(shapes.leg(s) is not None for s in scope)
         return not has_legs and len(anchors) >= 2
 
-    def _finish_with_what_it_has(self, trace_id: str, trace: _Trace, anchor_id: str, outcome: str) -> None:
+    def _finish_with_what_it_has(self, trace_id: str, trace: PendingTrace, anchor_id: str, outcome: str) -> None:
         """The window is over (or the trace expires, or sloscope stops): the anchor's companions if any,
         else a companion found by request id, else the anchor alone."""
         key = self._key(trace, trace.spans[anchor_id])
@@ -406,22 +320,22 @@ class TraceAssembler:
             fallback = c.OUTCOME_ANCHOR_ONLY if outcome == c.OUTCOME_JOINED else outcome
             self._emit_group(trace_id, trace, key, fallback, anchors=anchors)
 
-    def _group(self, trace: _Trace, key: _GroupKey) -> list[Span]:
+    def _group(self, trace: PendingTrace, key: _GroupKey) -> list[Span]:
         return [trace.spans[a] for a in trace.anchors if self._key(trace, trace.spans[a]) == key]
 
-    def _companion_trace(self, anchor: Span) -> _Trace | None:
+    def _companion_trace(self, anchor: Span) -> PendingTrace | None:
         request_id = self._joinable_id([anchor])
         other_id = self._companions_by_request_id.get(request_id) if request_id else None
         return self._traces.get(other_id) if other_id else None
 
-    def _close_if_finished(self, trace_id: str, trace: _Trace) -> None:
+    def _close_if_finished(self, trace_id: str, trace: PendingTrace) -> None:
         """A trace with nothing left is closed; later spans of it are duplicates, late, or a new call."""
         if trace.spans or trace.lent:
             return
         self._traces.pop(trace_id, None)
         self._forget_request_ids(trace_id, trace)
 
-    def _forget_request_ids(self, trace_id: str, trace: _Trace) -> None:
+    def _forget_request_ids(self, trace_id: str, trace: PendingTrace) -> None:
         for request_id in trace.request_ids:
             if self._companions_by_request_id.get(request_id) == trace_id:
                 del self._companions_by_request_id[request_id]
@@ -431,7 +345,7 @@ class TraceAssembler:
                 del self._anchors_by_request_id[request_id]
 
     def _remember(self, trace_id: str, spans: Iterable[Span], *, claimed: bool) -> None:
-        done = self._done.pop(trace_id, None) or _Done()  # re-inserted: the most recent trace is forgotten last
+        done = self._done.pop(trace_id, None) or SeenSpans()  # re-inserted: the most recent trace is forgotten last
         done.remember(spans, claimed=claimed, cap=self._done_cap)
         self._done[trace_id] = done
         while len(self._done) > self._join.max_done_traces:
@@ -479,7 +393,7 @@ class TraceAssembler:
                 self._outcome(c.OUTCOME_NO_ANCHOR, 1)
             self._remember(trace_id, trace.spans.values(), claimed=False)
 
-    def _resolve_unanswered(self, trace_id: str, trace: _Trace, gateway_id: str) -> None:
+    def _resolve_unanswered(self, trace_id: str, trace: PendingTrace, gateway_id: str) -> None:
         """The failure window of a gateway span passed: its anchors with what they have, else a failed request."""
         key: _GroupKey = (_GATEWAY, gateway_id, "")
         if self._group(trace, key):
@@ -496,7 +410,7 @@ class TraceAssembler:
             return
         self._claim(trace_id, trace, key, [], scope)
         self._outcome(c.OUTCOME_FAILED, 1)
-        self._emit(self._failed_request(gateway, scope, reason))
+        self._emit(self._build.failed(gateway, scope, reason))
 
     def _is_llm_call(self, scope: list[Span]) -> bool:
         view = View(scope)
@@ -527,22 +441,25 @@ class TraceAssembler:
     def _emit_group(
         self,
         trace_id: str,
-        trace: _Trace,
+        trace: PendingTrace,
         key: _GroupKey,
         outcome: str,
-        lender: _Trace | None = None,
+        lender: PendingTrace | None = None,
         *,
         anchors: list[Span] | None = None,
     ) -> None:
         anchors = self._group(trace, key) if anchors is None else anchors
         scope = self._scope(trace, key, anchors)
         lent = [s for s in lender.spans.values() if s.span_id not in lender.anchors] if lender is not None else []
-        request = self._request(trace, anchors, [*scope, *lent], outcome, key)
+        gateway = trace.spans.get(key[1]) if key[0] == _GATEWAY else None
+        request = self._build.request(trace, anchors, [*scope, *lent], outcome, gateway)
         self._claim(trace_id, trace, key, anchors, scope)
         self._outcome(request.outcome, 1)
         self._emit(request)
 
-    def _claim(self, trace_id: str, trace: _Trace, key: _GroupKey, anchors: list[Span], scope: list[Span]) -> None:
+    def _claim(
+        self, trace_id: str, trace: PendingTrace, key: _GroupKey, anchors: list[Span], scope: list[Span]
+    ) -> None:
         """The spans of an emitted request leave the pending trace; shared ancestors of a gateway stay."""
         if key[0] == _GATEWAY:
             gateway = trace.spans[key[1]]
@@ -560,82 +477,6 @@ class TraceAssembler:
         trace.emitted = True
         self._remember(trace_id, claimed, claimed=True)
 
-    def _request(
-        self, trace: _Trace, anchors: list[Span], companions: list[Span], outcome: str, key: _GroupKey
-    ) -> JoinedRequest:
-        gateway = trace.spans.get(key[1]) if key[0] == _GATEWAY else None
-        if gateway is None and key[0] == _GATEWAY:
-            gateway = next((s for s in companions if s.span_id == key[1]), None)
-        disaggregated = shapes.disaggregated([*companions, *(s for a in anchors for s in trace.ancestors(a))])
-        if disaggregated:
-            decode = _decode_stage(trace, anchors)
-            if decode is None:  # the decode stage never came: the client got no answer from a decode pod
-                scope = [*anchors, *companions]
-                reason = shapes.failure_reason(scope, answered=not self._join.unanswered_are_aborted)
-                return self._failed_request(gateway or anchors[0], scope, reason or c.FAILURE_ABORTED)
-            return self._disaggregated_request(
-                trace, decode, anchors=anchors, companions=companions, outcome=outcome, gateway=gateway
-            )
-        primary = _primary(trace, anchors)
-        request = build_request(self._mapping, primary, companions, outcome, self._latency_scorers)
-        if len(anchors) > 1:
-            _merge_choices(self._mapping, request, anchors)
-        request.arrival_ns = _arrival(trace, primary, anchors, gateway)
-        if any(a.failed for a in anchors):
-            request.failure_reason = shapes.failure_reason(anchors, answered=True) or c.FAILURE_ERROR
-        return request
-
-    def _disaggregated_request(
-        self,
-        trace: _Trace,
-        decode: Span,
-        *,
-        anchors: list[Span],
-        companions: list[Span],
-        outcome: str,
-        gateway: Span | None,
-    ) -> JoinedRequest:
-        request = build_request(self._mapping, decode, companions, outcome, self._latency_scorers)
-        request.arrival_ns = _arrival(trace, decode, anchors, gateway)
-        prefill = [a for a in anchors if a is not decode]
-        if prefill:
-            stage = View([max(prefill, key=lambda s: s.end_ns)])
-            request.prefill_pod = self._mapping.string("pod", stage)
-            request.prefill_queue_seconds = self._mapping.number("queue_seconds", stage)
-            request.prefill_seconds_on_prefill_pod = self._mapping.number("prefill_seconds", stage)
-        if request.ttft_source != c.TTFT_GATEWAY and request.server_ttft_seconds is not None:
-            routing = next((s for s in trace.ancestors(decode) if shapes.is_sidecar_routing(s)), None)
-            origin, source = (routing, c.TTFT_PD_SIDECAR) if routing is not None else (gateway, c.TTFT_PD_GATEWAY)
-            if origin is not None and origin.start_ns > 0 and decode.start_ns >= origin.start_ns:
-                request.ttft_seconds = (decode.start_ns - origin.start_ns) / 1e9 + request.server_ttft_seconds
-                request.ttft_source = source
-        if decode.failed:
-            request.failure_reason = shapes.failure_reason([decode], answered=True) or c.FAILURE_ERROR
-        return request
-
-    def _failed_request(self, head: Span, scope: list[Span], reason: str) -> JoinedRequest:
-        request = build_request(
-            self._mapping, head, [s for s in scope if s is not head], c.OUTCOME_FAILED, self._latency_scorers
-        )
-        for name in (
-            "ttft_seconds",
-            "ttft_source",
-            "server_ttft_seconds",
-            "e2e_seconds",
-            "queue_seconds",
-            "prefill_seconds",
-            "decode_seconds",
-            "completion_tokens",
-            "prompt_tokens",
-            "pod",
-        ):
-            setattr(request, name, None)  # the gateway's own numbers are no model server's
-        if request.routing == c.ROUTING_UNKNOWN:
-            request.routing = c.ROUTING_NONE  # refused before it was scheduled
-        request.failure_reason = reason
-        request.arrival_ns = head.start_ns
-        return request
-
 
 def _encloses(span: Span, gateway: Span) -> bool:
     """A sibling of the gateway span that started before it and ended after it: the same call's."""
@@ -644,123 +485,3 @@ def _encloses(span: Span, gateway: Span) -> bool:
         and span.start_ns <= gateway.start_ns
         and span.end_ns >= gateway.end_ns
     )
-
-
-def _leg_of(trace: _Trace, anchor: Span) -> str | None:
-    """The P/D leg an anchor ran in: its nearest sidecar leg span above it."""
-    for above in trace.ancestors(anchor):
-        found = shapes.leg(above)
-        if found is not None:
-            return found
-    return None
-
-
-def _decode_stage(trace: _Trace, anchors: list[Span]) -> Span | None:
-    legs = [a for a in anchors if _leg_of(trace, a) == "decode"]
-    if legs:
-        return max(legs, key=lambda s: (s.end_ns, s.start_ns))
-    if any(_leg_of(trace, a) is not None for a in anchors) or len(anchors) < 2:
-        return None
-    return max(anchors, key=lambda s: (s.end_ns, s.start_ns))  # sidecar tracing off: the stage that ended last
-
-
-def _primary(trace: _Trace, anchors: list[Span]) -> Span:
-    """The anchor whose ancestors come first in the request's view: the decode stage, else the first."""
-    return _decode_stage(trace, anchors) or anchors[0] if len(anchors) > 1 else anchors[0]
-
-
-def _arrival(trace: _Trace, primary: Span, anchors: list[Span], gateway: Span | None) -> int:
-    if gateway is not None and gateway.start_ns > 0:
-        return gateway.start_ns
-    chain = trace.ancestors(primary)
-    if chain and chain[-1].start_ns > 0:
-        return chain[-1].start_ns
-    return min((a.start_ns for a in anchors if a.start_ns > 0), default=primary.start_ns)
-
-
-def _merge_choices(mapping: Mapping, request: JoinedRequest, anchors: list[Span]) -> None:
-    """n > 1: one request with the first token of the fastest choice, the pace of the slowest, all the tokens."""
-    ttfts, tpots, e2es, tokens = [], [], [], []
-    for anchor in anchors:
-        view = View([anchor])
-        ttft, e2e = mapping.number("ttft_seconds", view), mapping.number("e2e_seconds", view)
-        completion = mapping.number("completion_tokens", view)
-        if ttft is not None:
-            ttfts.append(ttft)
-        if e2e is not None:
-            e2es.append(e2e)
-        if completion is not None:
-            tokens.append(completion)
-        tpot = tpot_seconds(e2e, ttft, completion)
-        if tpot is not None:
-            tpots.append(tpot)
-    request.choices = len(anchors)
-    if request.ttft_source == c.TTFT_MODEL_SERVER and ttfts:
-        request.ttft_seconds = min(ttfts)
-    request.server_ttft_seconds = min(ttfts) if ttfts else request.server_ttft_seconds
-    request.e2e_seconds = max(e2es) if e2es else request.e2e_seconds
-    request.completion_tokens = sum(tokens) if len(tokens) == len(anchors) else None
-    request.tpot_seconds = max(tpots) if tpots else None
-
-
-def build_request(
-    mapping: Mapping, anchor: Span, companions: list[Span], outcome: str, latency_scorers: frozenset[str] = frozenset()
-) -> JoinedRequest:
-    """Read every field: model-server facts from the anchor, gateway facts from companions first.
-
-    The model server's own numbers (latencies, tokens, its pod) come from its span alone: a gateway's
-    value under the same attribute name must not stand in for them.
-    """
-    own = View([anchor])
-    gateway = View([*companions, anchor])
-    number, string = mapping.number, mapping.string
-    gateway_ttft = number("gateway_ttft_seconds", gateway)
-    if gateway_ttft is None:
-        gateway_ttft_ms = number("gateway_ttft_ms", gateway)
-        gateway_ttft = gateway_ttft_ms / 1000.0 if gateway_ttft_ms is not None else None
-    server_ttft = number("ttft_seconds", own)
-    if gateway_ttft is not None:
-        ttft, ttft_source = gateway_ttft, c.TTFT_GATEWAY
-    elif server_ttft is not None:
-        ttft, ttft_source = server_ttft, c.TTFT_MODEL_SERVER
-    else:
-        ttft, ttft_source = None, None
-    return JoinedRequest(
-        trace_id=anchor.trace_id,
-        span_id=anchor.span_id,
-        outcome=outcome,
-        request_id=string("request_id", gateway),
-        requested_model=string("requested_model", gateway) or None,
-        target_model=string("target_model", own) or string("target_model", gateway) or None,
-        pool=string("pool", gateway),
-        pod=string("pod", own),  # the model-server span names its pod; a gateway's pod is not it
-        endpoint=string("endpoint", gateway),
-        slo_ttft_ms=mapping.header_number("slo_ttft_ms", gateway),
-        slo_tpot_ms=mapping.header_number("slo_tpot_ms", gateway),
-        routing=shapes.routing(companions, latency_scorers) or _routing(mapping, gateway),
-        predicted_ttft_ms=number("predicted_ttft_ms", gateway),
-        predicted_tpot_ms=number("predicted_tpot_ms", gateway),
-        ttft_seconds=ttft,
-        ttft_source=ttft_source,
-        server_ttft_seconds=server_ttft,
-        e2e_seconds=number("e2e_seconds", own),
-        queue_seconds=number("queue_seconds", own),
-        prefill_seconds=number("prefill_seconds", own),
-        decode_seconds=number("decode_seconds", own),
-        prompt_tokens=number("prompt_tokens", own),
-        completion_tokens=number("completion_tokens", own),
-        prefix_cache_score=number("prefix_cache_score", gateway),
-        start_ns=anchor.start_ns,
-        end_ns=anchor.end_ns,
-        arrival_ns=anchor.start_ns,
-    )
-
-
-def _routing(mapping: Mapping, view: View) -> str:
-    """The late-2025 EPP profile headers: x-prediction-based-scheduling (true/false), or presence of ...-off."""
-    flag = mapping.header_bool("prediction_based_scheduling", view)
-    if flag is True:
-        return c.ROUTING_PREDICTED
-    if flag is False or mapping.present("prediction_based_scheduling_off", view):
-        return c.ROUTING_DEFAULT
-    return c.ROUTING_UNKNOWN

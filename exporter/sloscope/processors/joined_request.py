@@ -1,0 +1,219 @@
+"""Building one :class:`JoinedRequest` from the spans the trace assembler grouped for it.
+
+The assembler decides which spans make a request; this module reads them: the model server's own
+numbers from its span alone, the gateway's facts from the companions nearest first, and the rules
+of requests made of several model-server spans (P/D stages on the decode pod with the client's
+TTFT, the choices of ``n > 1``) and of failed requests (``docs/sending-traces.md``).
+"""
+
+from __future__ import annotations
+
+from sloscope import conventions as c
+from sloscope.attributes import Mapping, View
+from sloscope.processors import span_shapes as shapes
+from sloscope.processors.trace_state import PendingTrace
+from sloscope.records import JoinedRequest, Span
+from sloscope.slo.evaluate import tpot_seconds
+
+
+class RequestBuilder:
+    """Reads requests out of grouped spans with the configured attribute mapping."""
+
+    def __init__(self, mapping: Mapping, latency_scorers: frozenset[str], *, unanswered_are_aborted: bool) -> None:
+        self._mapping = mapping
+        self._latency_scorers = latency_scorers
+        self._unanswered_are_aborted = unanswered_are_aborted
+
+    def request(
+        self, trace: PendingTrace, anchors: list[Span], companions: list[Span], outcome: str, gateway: Span | None
+    ) -> JoinedRequest:
+        """One request of model-server spans: P/D stages, ``n > 1`` choices, or a single span."""
+        disaggregated = shapes.disaggregated([*companions, *(s for a in anchors for s in trace.ancestors(a))])
+        if disaggregated:
+            decode = _decode_stage(trace, anchors)
+            if decode is None:  # the decode stage never came: the client got no answer from a decode pod
+                scope = [*anchors, *companions]
+                reason = shapes.failure_reason(scope, answered=not self._unanswered_are_aborted)
+                return self.failed(gateway or anchors[0], scope, reason or c.FAILURE_ABORTED)
+            return self._disaggregated_request(
+                trace, decode, anchors=anchors, companions=companions, outcome=outcome, gateway=gateway
+            )
+        primary = primary_anchor(trace, anchors)
+        request = build_request(self._mapping, primary, companions, outcome, self._latency_scorers)
+        if len(anchors) > 1:
+            _merge_choices(self._mapping, request, anchors)
+        request.arrival_ns = _arrival(trace, primary, anchors, gateway)
+        if any(a.failed for a in anchors):
+            request.failure_reason = shapes.failure_reason(anchors, answered=True) or c.FAILURE_ERROR
+        return request
+
+    def _disaggregated_request(
+        self,
+        trace: PendingTrace,
+        decode: Span,
+        *,
+        anchors: list[Span],
+        companions: list[Span],
+        outcome: str,
+        gateway: Span | None,
+    ) -> JoinedRequest:
+        request = build_request(self._mapping, decode, companions, outcome, self._latency_scorers)
+        request.arrival_ns = _arrival(trace, decode, anchors, gateway)
+        prefill = [a for a in anchors if a is not decode]
+        if prefill:
+            stage = View([max(prefill, key=lambda s: s.end_ns)])
+            request.prefill_pod = self._mapping.string("pod", stage)
+            request.prefill_queue_seconds = self._mapping.number("queue_seconds", stage)
+            request.prefill_seconds_on_prefill_pod = self._mapping.number("prefill_seconds", stage)
+        if request.ttft_source != c.TTFT_GATEWAY and request.server_ttft_seconds is not None:
+            routing = next((s for s in trace.ancestors(decode) if shapes.is_sidecar_routing(s)), None)
+            origin, source = (routing, c.TTFT_PD_SIDECAR) if routing is not None else (gateway, c.TTFT_PD_GATEWAY)
+            if origin is not None and origin.start_ns > 0 and decode.start_ns >= origin.start_ns:
+                request.ttft_seconds = (decode.start_ns - origin.start_ns) / 1e9 + request.server_ttft_seconds
+                request.ttft_source = source
+        if decode.failed:
+            request.failure_reason = shapes.failure_reason([decode], answered=True) or c.FAILURE_ERROR
+        return request
+
+    def failed(self, head: Span, scope: list[Span], reason: str) -> JoinedRequest:
+        request = build_request(
+            self._mapping, head, [s for s in scope if s is not head], c.OUTCOME_FAILED, self._latency_scorers
+        )
+        for name in (
+            "ttft_seconds",
+            "ttft_source",
+            "server_ttft_seconds",
+            "e2e_seconds",
+            "queue_seconds",
+            "prefill_seconds",
+            "decode_seconds",
+            "completion_tokens",
+            "prompt_tokens",
+            "pod",
+        ):
+            setattr(request, name, None)  # the gateway's own numbers are no model server's
+        if request.routing == c.ROUTING_UNKNOWN:
+            request.routing = c.ROUTING_NONE  # refused before it was scheduled
+        request.failure_reason = reason
+        request.arrival_ns = head.start_ns
+        return request
+
+
+def leg_of(trace: PendingTrace, anchor: Span) -> str | None:
+    """The P/D leg an anchor ran in: its nearest sidecar leg span above it."""
+    for above in trace.ancestors(anchor):
+        found = shapes.leg(above)
+        if found is not None:
+            return found
+    return None
+
+
+def _decode_stage(trace: PendingTrace, anchors: list[Span]) -> Span | None:
+    legs = [a for a in anchors if leg_of(trace, a) == "decode"]
+    if legs:
+        return max(legs, key=lambda s: (s.end_ns, s.start_ns))
+    if any(leg_of(trace, a) is not None for a in anchors) or len(anchors) < 2:
+        return None
+    return max(anchors, key=lambda s: (s.end_ns, s.start_ns))  # sidecar tracing off: the stage that ended last
+
+
+def primary_anchor(trace: PendingTrace, anchors: list[Span]) -> Span:
+    """The anchor whose ancestors come first in the request's view: the decode stage, else the first."""
+    return _decode_stage(trace, anchors) or anchors[0] if len(anchors) > 1 else anchors[0]
+
+
+def _arrival(trace: PendingTrace, primary: Span, anchors: list[Span], gateway: Span | None) -> int:
+    if gateway is not None and gateway.start_ns > 0:
+        return gateway.start_ns
+    chain = trace.ancestors(primary)
+    if chain and chain[-1].start_ns > 0:
+        return chain[-1].start_ns
+    return min((a.start_ns for a in anchors if a.start_ns > 0), default=primary.start_ns)
+
+
+def _merge_choices(mapping: Mapping, request: JoinedRequest, anchors: list[Span]) -> None:
+    """n > 1: one request with the first token of the fastest choice, the pace of the slowest, all the tokens."""
+    ttfts, tpots, e2es, tokens = [], [], [], []
+    for anchor in anchors:
+        view = View([anchor])
+        ttft, e2e = mapping.number("ttft_seconds", view), mapping.number("e2e_seconds", view)
+        completion = mapping.number("completion_tokens", view)
+        if ttft is not None:
+            ttfts.append(ttft)
+        if e2e is not None:
+            e2es.append(e2e)
+        if completion is not None:
+            tokens.append(completion)
+        tpot = tpot_seconds(e2e, ttft, completion)
+        if tpot is not None:
+            tpots.append(tpot)
+    request.choices = len(anchors)
+    if request.ttft_source == c.TTFT_MODEL_SERVER and ttfts:
+        request.ttft_seconds = min(ttfts)
+    request.server_ttft_seconds = min(ttfts) if ttfts else request.server_ttft_seconds
+    request.e2e_seconds = max(e2es) if e2es else request.e2e_seconds
+    request.completion_tokens = sum(tokens) if len(tokens) == len(anchors) else None
+    request.tpot_seconds = max(tpots) if tpots else None
+
+
+def build_request(
+    mapping: Mapping, anchor: Span, companions: list[Span], outcome: str, latency_scorers: frozenset[str] = frozenset()
+) -> JoinedRequest:
+    """Read every field: model-server facts from the anchor, gateway facts from companions first.
+
+    The model server's own numbers (latencies, tokens, its pod) come from its span alone: a gateway's
+    value under the same attribute name must not stand in for them.
+    """
+    own = View([anchor])
+    gateway = View([*companions, anchor])
+    number, string = mapping.number, mapping.string
+    gateway_ttft = number("gateway_ttft_seconds", gateway)
+    if gateway_ttft is None:
+        gateway_ttft_ms = number("gateway_ttft_ms", gateway)
+        gateway_ttft = gateway_ttft_ms / 1000.0 if gateway_ttft_ms is not None else None
+    server_ttft = number("ttft_seconds", own)
+    if gateway_ttft is not None:
+        ttft, ttft_source = gateway_ttft, c.TTFT_GATEWAY
+    elif server_ttft is not None:
+        ttft, ttft_source = server_ttft, c.TTFT_MODEL_SERVER
+    else:
+        ttft, ttft_source = None, None
+    return JoinedRequest(
+        trace_id=anchor.trace_id,
+        span_id=anchor.span_id,
+        outcome=outcome,
+        request_id=string("request_id", gateway),
+        requested_model=string("requested_model", gateway) or None,
+        target_model=string("target_model", own) or string("target_model", gateway) or None,
+        pool=string("pool", gateway),
+        pod=string("pod", own),  # the model-server span names its pod; a gateway's pod is not it
+        endpoint=string("endpoint", gateway),
+        slo_ttft_ms=mapping.header_number("slo_ttft_ms", gateway),
+        slo_tpot_ms=mapping.header_number("slo_tpot_ms", gateway),
+        routing=shapes.routing(companions, latency_scorers) or _routing(mapping, gateway),
+        predicted_ttft_ms=number("predicted_ttft_ms", gateway),
+        predicted_tpot_ms=number("predicted_tpot_ms", gateway),
+        ttft_seconds=ttft,
+        ttft_source=ttft_source,
+        server_ttft_seconds=server_ttft,
+        e2e_seconds=number("e2e_seconds", own),
+        queue_seconds=number("queue_seconds", own),
+        prefill_seconds=number("prefill_seconds", own),
+        decode_seconds=number("decode_seconds", own),
+        prompt_tokens=number("prompt_tokens", own),
+        completion_tokens=number("completion_tokens", own),
+        prefix_cache_score=number("prefix_cache_score", gateway),
+        start_ns=anchor.start_ns,
+        end_ns=anchor.end_ns,
+        arrival_ns=anchor.start_ns,
+    )
+
+
+def _routing(mapping: Mapping, view: View) -> str:
+    """The late-2025 EPP profile headers: x-prediction-based-scheduling (true/false), or presence of ...-off."""
+    flag = mapping.header_bool("prediction_based_scheduling", view)
+    if flag is True:
+        return c.ROUTING_PREDICTED
+    if flag is False or mapping.present("prediction_based_scheduling_off", view):
+        return c.ROUTING_DEFAULT
+    return c.ROUTING_UNKNOWN

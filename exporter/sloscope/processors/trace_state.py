@@ -1,0 +1,103 @@
+"""What the trace assembler holds per trace: the pending spans, and what it remembers of past ones.
+
+A pending trace keeps its spans with a child index, so a request's subtree and ancestor chain are
+found without scanning; spans of emitted requests leave it and are remembered by id only, which
+is what tells a retried span (a duplicate) and one arriving under an emitted request (late) from
+a later LLM call of the same trace.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from sloscope import conventions as c
+from sloscope.records import Span
+
+
+@dataclass(slots=True)
+class PendingTrace:
+    first_seen: float
+    spans: dict[str, Span] = field(default_factory=dict)
+    children: dict[str, list[str]] = field(default_factory=dict)  # parent span id -> child span ids held
+    anchors: dict[str, None] = field(default_factory=dict)  # anchor span ids not yet emitted, in arrival order
+    gateways: dict[str, None] = field(default_factory=dict)  # gateway span ids not yet resolved
+    bare: deque[str] = field(default_factory=deque)  # spans that carry nothing: the first to go when full
+    request_ids: list[str] = field(default_factory=list)  # companion request ids indexed for this trace
+    anchor_request_ids: list[str] = field(default_factory=list)  # anchors waiting for a companion by id
+    lent: bool = False  # a companion of this trace completed an anchor of another trace
+    emitted: bool = False  # a request of this trace was emitted
+
+    def add(self, span: Span) -> None:
+        self.spans[span.span_id] = span
+        if span.parent_span_id:
+            self.children.setdefault(span.parent_span_id, []).append(span.span_id)
+
+    def remove(self, span_id: str) -> None:
+        span = self.spans.pop(span_id)
+        siblings = self.children.get(span.parent_span_id)
+        if siblings is not None:
+            siblings.remove(span_id)
+            if not siblings:
+                del self.children[span.parent_span_id]
+
+    def ancestors(self, span: Span) -> list[Span]:
+        """The held ancestors of ``span``, nearest first, up to the first one missing."""
+        chain: list[Span] = []
+        seen = {span.span_id}
+        parent = span.parent_span_id
+        while parent and parent not in seen:
+            above = self.spans.get(parent)
+            if above is None:
+                break
+            chain.append(above)
+            seen.add(parent)
+            parent = above.parent_span_id
+        return chain
+
+    def chain_complete(self, span: Span) -> bool:
+        """True when every ancestor of ``span`` up to a root span is held (a parent cycle never is)."""
+        chain = self.ancestors(span)
+        top = chain[-1] if chain else span
+        return not top.parent_span_id
+
+    def descendants(self, span_id: str) -> list[Span]:
+        out: list[Span] = []
+        stack = list(self.children.get(span_id, ()))
+        seen = {span_id}
+        while stack:
+            child_id = stack.pop()
+            if child_id in seen:
+                continue
+            seen.add(child_id)
+            out.append(self.spans[child_id])
+            stack.extend(self.children.get(child_id, ()))
+        return out
+
+
+@dataclass(slots=True)
+class SeenSpans:
+    """What is remembered of a trace's spans once they left the pending trace."""
+
+    seen: dict[str, None] = field(default_factory=dict)  # span ids held before: a second copy is a duplicate
+    claimed: dict[str, None] = field(default_factory=dict)  # spans of emitted requests: a child of one is late
+    parents: dict[str, None] = field(default_factory=dict)  # their parents: one arriving now is late
+
+    def remember(self, spans: Iterable[Span], *, claimed: bool, cap: int) -> None:
+        for span in spans:
+            self.seen[span.span_id] = None
+            if claimed:
+                self.claimed[span.span_id] = None
+                if span.parent_span_id:
+                    self.parents[span.parent_span_id] = None
+        for ids in (self.seen, self.claimed, self.parents):
+            while len(ids) > cap:  # a trace that never ends forgets its oldest spans first
+                del ids[next(iter(ids))]
+
+    def verdict(self, span: Span) -> str | None:
+        if span.span_id in self.seen:
+            return c.DROP_DUPLICATE
+        if span.span_id in self.parents or span.parent_span_id in self.claimed:
+            return c.DROP_LATE
+        return None

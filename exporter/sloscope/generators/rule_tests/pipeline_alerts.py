@@ -203,8 +203,10 @@ def _join_tests(rules: _Rules, t: r.AlertThresholds) -> list[Test]:
             _series(
                 c.TRACES_JOINED.exposed_name, {c.OUTCOME: c.OUTCOME_ANCHOR_ONLY}, _counter(100 - joined_share, minutes)
             ),
-            # Traces without a model-server span are not requests: they do not count against the ratio.
+            # Traces without a model-server span, and failed requests (no model-server span either), join
+            # nothing: they do not count against the ratio, so an outage does not page as a join problem.
             _series(c.TRACES_JOINED.exposed_name, {c.OUTCOME: c.OUTCOME_NO_ANCHOR}, _counter(500, minutes)),
+            _series(c.TRACES_JOINED.exposed_name, {c.OUTCOME: c.OUTCOME_FAILED}, _counter(500, minutes)),
         ]
 
     tests = []

@@ -31,6 +31,7 @@ from sloscope.generators.rules.names import (
     SPANS_DROPPED,
 )
 from sloscope.generators.rules.thresholds import (
+    ANCHORED_OUTCOMES,
     FOLDED_WINDOW,
     JOINED_OUTCOMES,
     LOST_SPAN_REASONS,
@@ -136,7 +137,8 @@ def _evicting_traces(t: AlertThresholds, runbook_base: str) -> Rule:
 
 def _join_ratio_low(t: AlertThresholds, runbook_base: str) -> Rule:
     joined = _selector(c.TRACES_JOINED.exposed_name, {c.OUTCOME: _one_of(JOINED_OUTCOMES)})
-    emitted = _selector(c.TRACES_JOINED.exposed_name, {c.OUTCOME: _Not(c.OUTCOME_NO_ANCHOR)})
+    # Requests with a model-server span: a trace without one (no_anchor) or a failed request joins nothing.
+    emitted = _selector(c.TRACES_JOINED.exposed_name, {c.OUTCOME: _one_of(ANCHORED_OUTCOMES)})
     expr = (
         f"sum without ({c.OUTCOME}) (rate({joined}[{PIPELINE_WINDOW}]))\n"
         f"  / sum without ({c.OUTCOME}) (rate({emitted}[{PIPELINE_WINDOW}]))\n"

@@ -22,6 +22,7 @@ LOST_SPAN_REASONS = (c.DROP_INVALID, c.DROP_LATE, c.DROP_PENDING_CAP, c.DROP_TRA
 # rate_limited, no_predictor) or the request itself (no_features).
 FAILED_SHADOW_REASONS = (c.SKIP_FAILED, c.SKIP_NO_POD_STATE, c.SKIP_QUEUE_FULL)
 JOINED_OUTCOMES = (c.OUTCOME_JOINED, c.OUTCOME_JOINED_BY_REQUEST_ID)
+ANCHORED_OUTCOMES = (*JOINED_OUTCOMES, c.OUTCOME_ANCHOR_ONLY, c.OUTCOME_EVICTED)  # emitted with a model-server span
 
 
 @dataclass(frozen=True)

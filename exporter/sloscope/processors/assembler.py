@@ -249,6 +249,13 @@ class TraceAssembler:
         They carry its request id; or, when its EPP spans carry none (refused before scheduling), they
         share the gateway span's parent and enclose it in time and carry no other call's request id.
         """
+        candidates = [
+            s
+            for s in trace.spans.values()
+            if s.span_id not in listed and s.span_id not in trace.anchors and not self._in_a_gateway(trace, s)
+        ]
+        if not candidates:  # the usual case: every span of the trace is in some gateway's subtree
+            return []
         request_ids = self._request_ids_under(trace, gateway.span_id)
         request_ids.update(filter(None, (self._joinable_id([a]) for a in anchors)))
         others: set[str] = set()
@@ -257,9 +264,7 @@ class TraceAssembler:
                 if other != gateway.span_id:
                     others |= self._request_ids_under(trace, other)
         out = []
-        for span in trace.spans.values():
-            if span.span_id in listed or span.span_id in trace.anchors or self._in_a_gateway(trace, span):
-                continue
+        for span in candidates:
             request_id = self._joinable_id([span])
             same_id = request_id is not None and request_id in request_ids
             if same_id or (not request_ids and request_id not in others and _encloses(span, gateway)):
@@ -271,13 +276,14 @@ class TraceAssembler:
     def _try_complete(self, trace_id: str, trace: PendingTrace) -> None:
         for key, anchors in self._groups(trace).items():
             if key[0] == _GATEWAY:
-                if self._stages_complete(trace, key, anchors):
-                    self._emit_group(trace_id, trace, key, c.OUTCOME_JOINED)
+                scope = self._scope(trace, key, anchors)
+                if self._stages_complete(trace, anchors, scope):
+                    self._emit_group(trace_id, trace, key, c.OUTCOME_JOINED, anchors=anchors, scope=scope)
                 continue
             if not trace.chain_complete(anchors[0]):
                 continue
-            if self._scope(trace, key, anchors):
-                self._emit_group(trace_id, trace, key, c.OUTCOME_JOINED)
+            if scope := self._scope(trace, key, anchors):
+                self._emit_group(trace_id, trace, key, c.OUTCOME_JOINED, anchors=anchors, scope=scope)
             elif not self._join.by_request_id:
                 self._emit_group(trace_id, trace, key, c.OUTCOME_ANCHOR_ONLY)
             elif (other := self._companion_trace(anchors[0])) is not None:
@@ -290,9 +296,9 @@ class TraceAssembler:
                     trace.anchor_request_ids.append(request_id)
         self._close_if_finished(trace_id, trace)
 
-    def _stages_complete(self, trace: PendingTrace, key: _GroupKey, anchors: list[Span]) -> bool:
+    @staticmethod
+    def _stages_complete(trace: PendingTrace, anchors: list[Span], scope: list[Span]) -> bool:
         """A P/D request is complete once its decode stage is here; any other once an anchor is."""
-        scope = self._scope(trace, key, anchors)
         if not shapes.disaggregated([*scope, *(s for a in anchors for s in trace.ancestors(a))]):
             return True
         if any(leg_of(trace, a) == "decode" for a in anchors):
@@ -447,9 +453,10 @@ class TraceAssembler:
         lender: PendingTrace | None = None,
         *,
         anchors: list[Span] | None = None,
+        scope: list[Span] | None = None,
     ) -> None:
         anchors = self._group(trace, key) if anchors is None else anchors
-        scope = self._scope(trace, key, anchors)
+        scope = self._scope(trace, key, anchors) if scope is None else scope
         lent = [s for s in lender.spans.values() if s.span_id not in lender.anchors] if lender is not None else []
         gateway = trace.spans.get(key[1]) if key[0] == _GATEWAY else None
         request = self._build.request(trace, anchors, [*scope, *lent], outcome, gateway)
@@ -468,12 +475,15 @@ class TraceAssembler:
         else:
             shared = set()
         claimed = [*anchors, *(s for s in scope if s.span_id not in shared)]
-        for span in claimed:
-            trace.anchors.pop(span.span_id, None)
-            if span.span_id in trace.spans:
-                trace.remove(span.span_id)
-        if trace.bare:
-            trace.bare = deque(s for s in trace.bare if s in trace.spans)
+        if len(claimed) == len(trace.spans):  # the usual case: the request was the whole trace
+            trace.clear()
+        else:
+            for span in claimed:
+                trace.anchors.pop(span.span_id, None)
+                if span.span_id in trace.spans:
+                    trace.remove(span.span_id)
+            if trace.bare:
+                trace.bare = deque(s for s in trace.bare if s in trace.spans)
         trace.emitted = True
         self._remember(trace_id, claimed, claimed=True)
 

@@ -42,6 +42,14 @@ class PendingTrace:
             if not siblings:
                 del self.children[span.parent_span_id]
 
+    def clear(self) -> None:
+        """Every span left (their request was emitted); gateways, bare spans and anchors with them."""
+        self.spans.clear()
+        self.children.clear()
+        self.anchors.clear()
+        self.gateways.clear()
+        self.bare.clear()
+
     def ancestors(self, span: Span) -> list[Span]:
         """The held ancestors of ``span``, nearest first, up to the first one missing."""
         chain: list[Span] = []

@@ -192,6 +192,8 @@ CAUSE_CASES = [
     # queue 0.7 / 0.5 = 1.4 against decode 0.6 / 0.5 = 1.2
     ("both, queue over most", (False, False, False), {Q: 0.7, P: 0.1, D: 0.6}, "queueing"),
     ("both, no decode time", (False, False, False), {Q: 0.7, P: 0.1}, "unknown"),
+    ("failed: shed with a TTFT target", (True, False, False), {"failure_reason": "shed"}, "failed"),  # type: ignore[dict-item]
+    ("failed, missed both", (False, False, False), {Q: 0.7, "failure_reason": "error"}, "failed"),  # type: ignore[dict-item]
     ("met everything", (True, True, True), {Q: 0.7}, None),
     ("eligible for nothing", (None, None, None), {Q: 0.7}, None),
 ]  # fmt: skip
@@ -211,17 +213,22 @@ def test_causes_table_per_class() -> None:
     table = records(analysis.causes(frame(*rows)))  # type: ignore[arg-type]
     got = [(r["slo_class"], r["missed"], r["cause"], r["requests"]) for r in table]
     assert got == [
+        ("interactive", "both", "failed", 1),
         ("interactive", "both", "queueing", 1),
         ("interactive", "both", "prefill", 1),
         ("interactive", "both", "decode", 1),
         ("interactive", "both", "unknown", 1),
+        ("interactive", "tpot", "failed", 1),
         ("interactive", "tpot", "decode", 2),
         ("interactive", "ttft", "queueing", 2),
         ("interactive", "ttft", "prefill", 1),
         ("interactive", "ttft", "unknown", 1),
         ("standard", "tpot", "decode", 1),
     ]
-    assert [r["share"] for r in table] == pytest.approx([0.1, 0.1, 0.1, 0.1, 0.2, 0.2, 0.1, 0.1, 1.0])
+    twelfth = 1 / 12
+    assert [r["share"] for r in table] == pytest.approx(
+        [twelfth] * 5 + [twelfth, 2 * twelfth, 2 * twelfth] + [twelfth] * 2 + [1.0]
+    )
 
 
 def test_causes_of_a_window_without_violations_is_an_empty_table() -> None:

@@ -64,7 +64,7 @@ __all__ = [
 BIN_LADDER_SECONDS = (3600, 1800, 900, 300, 60, 30, 10, 5)
 """Bins the burn-over-time table may use: the longest that still gives ``MIN_BINS`` bins over the data."""
 MIN_BINS = 12
-CAUSES = ("queueing", "prefill", "decode", "unknown")
+CAUSES = ("failed", "queueing", "prefill", "decode", "unknown")
 HEADROOM_PERCENTILES = (0.05, 0.10, 0.25, 0.50, 0.75, 0.90, 0.95)
 ROUTINGS = (ROUTING_PREDICTED, ROUTING_DEFAULT, ROUTING_UNKNOWN)
 """The routing profiles, in the order of the routing table's columns; any other value counts as unknown."""
@@ -337,7 +337,8 @@ def violation_cause(requests: pd.DataFrame) -> pd.Series:
     - missed both: the phase that used the largest share of its own budget: queue / TTFT target,
       prefill / TTFT target, decode / (TPOT target x (completion_tokens - 1)); ties in the order
       queueing, prefill, decode;
-    - ``unknown`` when a value the rule needs is missing.
+    - ``unknown`` when a value the rule needs is missing;
+    - ``failed`` for a failed, shed, timed-out or aborted request, whatever it missed: no phase was slow.
     """
     missed_ttft = requests["ttft_met"].eq(False).fillna(False).astype(bool)
     missed_tpot = requests["tpot_met"].eq(False).fillna(False).astype(bool)
@@ -361,6 +362,8 @@ def violation_cause(requests: pd.DataFrame) -> pd.Series:
     picked = shares.fillna(-np.inf).idxmax(axis=1)  # first of equal maxima: the documented order
     cause[both & shares_known] = picked[both & shares_known]
     cause[both & ~shares_known] = "unknown"
+    if "failure_reason" in requests:  # stores written before failures were recorded have no such column
+        cause[requests["failure_reason"].notna() & (missed_ttft | missed_tpot)] = "failed"
     return cause
 
 

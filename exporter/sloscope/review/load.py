@@ -37,6 +37,7 @@ COLUMNS = (
     "prediction_quantile",
     "ttft_headroom_seconds",
     "tpot_headroom_seconds",
+    "failure_reason",
 )
 """The columns the review reads (the store has more; see ``sloscope.store.schema``)."""
 

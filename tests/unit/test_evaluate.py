@@ -159,3 +159,23 @@ def test_an_unusable_model_server_ttft_is_counted_when_tpot_needs_it() -> None:
     assert evaluation.ttft.eligible  # the gateway's TTFT is fine for the TTFT SLO
     assert not evaluation.tpot.eligible
     assert evaluation.invalid_fields == ("ttft_seconds",)
+
+
+def test_a_request_of_several_choices_is_judged_on_the_tpot_the_assembler_set() -> None:
+    evaluation = evaluate(base_request(tpot_seconds=0.06, completion_tokens=33.0), default_spec())
+    assert (evaluation.tpot_seconds, evaluation.tpot.eligible, evaluation.tpot.met) == (0.06, True, False)
+
+
+@pytest.mark.parametrize("reason", ["error", "shed", "timeout", "aborted"])
+def test_a_failed_request_is_a_bad_event_of_every_slo_it_carried(reason: str) -> None:
+    evaluation = evaluate(base_request(failure_reason=reason), default_spec())
+    verdicts = [evaluation.verdict(slo) for slo in ("ttft", "tpot", "goodput")]
+    assert [(v.eligible, v.met) for v in verdicts] == [(True, False)] * 3
+    assert (evaluation.ttft.target, evaluation.tpot.target) == (0.2, 0.05)
+    assert (evaluation.ttft_seconds, evaluation.tpot_seconds) == (None, None)  # no latency sample of the service
+
+
+def test_a_failed_request_without_slo_is_eligible_for_none() -> None:
+    evaluation = evaluate(base_request(failure_reason="shed", slo_ttft_ms=None, slo_tpot_ms=None), default_spec())
+    assert not any(evaluation.verdict(slo).eligible for slo in ("ttft", "tpot", "goodput"))
+    assert evaluation.slo_class == default_spec().default_class

@@ -108,3 +108,33 @@ def test_the_pool_of_a_request_without_one_comes_from_its_pod() -> None:
         publisher.publish(request, evaluate(request, default_spec()))
     assert registry.get_sample_value("sloscope_pod_requests_total", {"pool": "pool-a", "pod": "vllm-0"}) == 1
     assert registry.get_sample_value("sloscope_pod_requests_total", {"pool": "unknown", "pod": "elsewhere"}) == 1
+
+
+def test_failed_requests_by_reason_start_at_zero_with_their_label_set() -> None:
+    registry, publisher = make()
+    publish(registry, publisher, target_model="m")  # a healthy request creates the label set
+    labels = {"model": "m", "pool": "pool-a", "slo_class": "interactive", "routing": "unknown"}
+    failed = "sloscope_requests_failed_total"
+    assert [registry.get_sample_value(failed, {**labels, "reason": r}) for r in ("error", "shed", "timeout")] == [0] * 3
+    publish(registry, publisher, target_model="m", failure_reason="shed", ttft_seconds=None, pod=None)
+    assert registry.get_sample_value(failed, {**labels, "reason": "shed"}) == 1
+    assert registry.get_sample_value(failed, {**labels, "reason": "aborted"}) == 0
+    assert registry.get_sample_value("sloscope_requests_total", labels) == 2
+    assert registry.get_sample_value("sloscope_slo_violations_total", {**labels, "slo": "ttft"}) == 2
+    assert registry.get_sample_value("sloscope_slo_violations_total", {**labels, "slo": "goodput"}) == 2
+    hist = {"model": "m", "pool": "pool-a", "slo_class": "interactive"}
+    assert registry.get_sample_value("sloscope_ttft_seconds_count", hist) == 1  # a failure is no latency sample
+
+
+def test_a_request_whose_spans_name_no_model_takes_its_pools() -> None:
+    registry = CollectorRegistry()
+    publisher = PrometheusPublisher(
+        registry, default_spec(), Limits(), Telemetry(registry), "unknown", model_of_pool={"pool-a": "Qwen/Qwen3-8B"}
+    )
+    publish(registry, publisher)  # vLLM 0.33 sets no gen_ai.response.model
+    publish(registry, publisher, pool="pool-b")
+    base = {"slo_class": "interactive", "routing": "unknown"}
+    assert (
+        registry.get_sample_value("sloscope_requests_total", {**base, "model": "Qwen/Qwen3-8B", "pool": "pool-a"}) == 1
+    )
+    assert registry.get_sample_value("sloscope_requests_total", {**base, "model": "unknown", "pool": "pool-b"}) == 1

@@ -4,6 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+__all__ = ["Completion", "PodSnapshot", "SimRequest", "ns"]
+
+
+def ns(seconds: float) -> int:
+    """A span timestamp: unix seconds as integer nanoseconds, as the demo's spans carry them."""
+    return round(seconds * 1e9)
+
 
 @dataclass(slots=True)
 class SimRequest:

@@ -65,6 +65,8 @@ class Decision:
     features: Features  # what the router knew of the chosen pod, as sent to the predictor
     predicted_ttft_ms: float | None = None
     predicted_tpot_ms: float | None = None
+    candidates: tuple[tuple[str, PodSnapshot], ...] = ()  # every pod considered, with the state routed on
+    latency_scores: tuple[float, ...] = ()  # prediction-based: each candidate's score (0..1, higher is better)
 
 
 class Router:
@@ -166,16 +168,20 @@ class Router:
             ttft_room = ttft_headroom(request.slo_ttft_ms or 0.0, ttft)  # no SLO counts as 0, as in the EPP
             tpot_room = tpot_headroom(request.slo_tpot_ms or 0.0, tpot, self._buffer, min(running, default=None))
             scored.append((pod, row, ttft, tpot, ttft_room, tpot_room))
+        candidates = self._candidates(self._pods)
         if request.slo_ttft_ms is None and request.slo_tpot_ms is None:
             pod, row, ttft, tpot, _, _ = min(scored, key=lambda s: s[2])
-            return Decision(pod.name, "predicted", row, ttft, tpot)
+            scores = tuple(1.0 - v for v in _normalized([s[2] for s in scored]))
+            return Decision(pod.name, "predicted", row, ttft, tpot, candidates, scores)
         positive = [s for s in scored if s[4] > 0 and s[5] > 0]
         tier, pick_least = (positive, True) if positive else (scored, False)
         ttft_n, tpot_n = _normalized([s[4] for s in tier]), _normalized([s[5] for s in tier])
         combined = [TTFT_WEIGHT * a + TPOT_WEIGHT * b for a, b in zip(ttft_n, tpot_n, strict=True)]
         index = combined.index(min(combined) if pick_least else max(combined))
         pod, row, ttft, tpot, _, _ = tier[index]
-        return Decision(pod.name, "predicted", row, ttft, tpot)
+        in_tier = {s[0].name: 1.0 - v if pick_least else v for s, v in zip(tier, combined, strict=True)}
+        scores = tuple(in_tier.get(s[0].name, 0.0) for s in scored)
+        return Decision(pod.name, "predicted", row, ttft, tpot, candidates, scores)
 
     async def _predict(self, rows: list[Features]) -> list[tuple[float, float]] | None:
         url = self._prediction_urls[self._turn % len(self._prediction_urls)]
@@ -190,9 +196,22 @@ class Router:
         except (httpx.HTTPError, ValueError, KeyError, TypeError):
             return None  # not ready or failing: route by load, as the EPP falls back
 
-    def _least_loaded(self, request: SimRequest, routing: str) -> Decision:
+    def pick_prefill(self, request: SimRequest, decode: Decision) -> Decision:
+        """P/D: the prefill stage's pod, the least loaded of the others (the demo's prefill profile)."""
+        others = [p for p in self._pods if p.name != decode.pod]
+        return self._least_loaded(request, decode.routing, others or self._pods)
+
+    def released(self, request: SimRequest, decision: Decision) -> None:
+        """The request left its pod without completing (failed, aborted): forget it there, learn nothing."""
+        self._running_tpot_slos[decision.pod].pop(request.request_id, None)
+
+    def _candidates(self, pods: Sequence[RouterPod]) -> tuple[tuple[str, PodSnapshot], ...]:
+        return tuple((p.name, self._state[p.name]) for p in pods)
+
+    def _least_loaded(self, request: SimRequest, routing: str, pods: Sequence[RouterPod] | None = None) -> Decision:
+        pods = self._pods if pods is None else pods
         pod = min(
-            self._pods,
+            pods,
             key=lambda p: (
                 self._state[p.name].waiting,
                 self._state[p.name].running,
@@ -200,7 +219,7 @@ class Router:
                 self._rng.random(),
             ),
         )
-        return Decision(pod.name, routing, self._features(pod.name, request))
+        return Decision(pod.name, routing, self._features(pod.name, request), candidates=self._candidates(pods))
 
     async def _refresh_loop(self) -> None:
         while True:

@@ -115,9 +115,10 @@ class Workload:
             if self._rng.random() * peak <= self._load.at(t):
                 yield t, self.request()
 
-    def request(self) -> SimRequest:
+    def request(self, traffic_class: TrafficClass | None = None) -> SimRequest:
+        """The next request: of a class drawn by the shares, or of ``traffic_class``."""
         rng = self._rng
-        cls = rng.choices(CLASSES, weights=[c.share for c in CLASSES])[0]
+        cls = rng.choices(CLASSES, weights=[c.share for c in CLASSES])[0] if traffic_class is None else traffic_class
         return SimRequest(
             request_id=f"demo-{next(self._ids):06d}",
             slo_class=cls.name,
@@ -128,6 +129,11 @@ class Workload:
             slo_tpot_ms=cls.slo_tpot_ms,
             arrival=0.0,
         )
+
+    def output_tokens(self, slo_class: str) -> int:
+        """An output length drawn as for a request of the class."""
+        cls = next(c for c in CLASSES if c.name == slo_class)
+        return _length(self._rng, cls.output_median, cls.sigma, MAX_OUTPUT_TOKENS)
 
 
 def _length(rng: random.Random, median: int, sigma: float, cap: int) -> int:

@@ -20,6 +20,8 @@ class Readout:
     requests: Counter[tuple[str, str]] = field(default_factory=Counter)  # (slo_class, routing)
     eligible: Counter[tuple[str, str, str]] = field(default_factory=Counter)  # (slo_class, routing, slo)
     violations: Counter[tuple[str, str, str]] = field(default_factory=Counter)
+    failed: Counter[tuple[str, str, str]] = field(default_factory=Counter)  # (slo_class, routing, reason)
+    per_pod: Counter[str] = field(default_factory=Counter)  # requests counted on each pod
     predictions: Counter[tuple[str, str]] = field(default_factory=Counter)  # (signal, source)
     covered: Counter[tuple[str, str]] = field(default_factory=Counter)
     pods: dict[str, dict[str, float]] = field(default_factory=lambda: defaultdict(dict))  # pod -> gauge -> value
@@ -50,21 +52,27 @@ _POD_GAUGES = {
 }
 
 
+# counter sample -> (the Readout's counter, the labels of its key, summed over the others)
+_COUNTERS = {
+    "sloscope_requests_total": ("requests", ("slo_class", "routing")),
+    "sloscope_slo_requests_total": ("eligible", ("slo_class", "routing", "slo")),
+    "sloscope_slo_violations_total": ("violations", ("slo_class", "routing", "slo")),
+    "sloscope_requests_failed_total": ("failed", ("slo_class", "routing", "reason")),
+    "sloscope_pod_requests_total": ("per_pod", ("pod",)),
+    "sloscope_predictions_total": ("predictions", ("signal", "source")),
+    "sloscope_prediction_covered_total": ("covered", ("signal", "source")),
+}
+
+
 def parse(text: str) -> Readout:
     out = Readout()
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             name, labels, value = sample.name, sample.labels, sample.value
-            if name == "sloscope_requests_total":
-                out.requests[(labels["slo_class"], labels["routing"])] += round(value)
-            elif name == "sloscope_slo_requests_total":
-                out.eligible[(labels["slo_class"], labels["routing"], labels["slo"])] += round(value)
-            elif name == "sloscope_slo_violations_total":
-                out.violations[(labels["slo_class"], labels["routing"], labels["slo"])] += round(value)
-            elif name == "sloscope_predictions_total":
-                out.predictions[(labels["signal"], labels["source"])] += round(value)
-            elif name == "sloscope_prediction_covered_total":
-                out.covered[(labels["signal"], labels["source"])] += round(value)
+            if name in _COUNTERS:
+                counter, keys = _COUNTERS[name]
+                key = tuple(labels[k] for k in keys)
+                getattr(out, counter)[key[0] if len(key) == 1 else key] += round(value)
             elif name in _POD_GAUGES:
                 out.pods[labels["pod"]][_POD_GAUGES[name]] = value
             elif name == "sloscope_pod_headroom_seconds":

@@ -6,6 +6,14 @@ again here (not by calling sloscope's evaluator): TTFT is the model server's, TP
 needs every SLO the request carries. The floats are the ones put on the spans, so the verdicts agree
 exactly with sloscope's unless sloscope is wrong.
 
+The llm-d demo adds (docs/demo.md): a P/D request counts once, on its decode pod, with the client's TTFT,
+from the start of the sidecar's forward_request span (gateway.request without sidecar spans) to the decode
+pod's first token, ``(decode start ns - routing start ns) / 1e9 + decode TTFT`` from the integer nanoseconds
+the spans carry; its TPOT is the decode stage's own. An n > 1 request counts once with the smallest TTFT of
+its choices and the largest per-choice TPOT. A failed request (:class:`FailedOutcome`) counts as a request,
+in its failure reason, and as eligible for and violating every SLO it carried (goodput too, when it carried
+any); it has no latency, and no pod: sloscope counts it on pod ``unknown``.
+
 Predictions: the router's own prediction for the pod it chose, the one the EPP routes on. True coverage
 is the share of requests whose actual latency was at most that prediction.
 """
@@ -15,26 +23,57 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 from sloscope.demo.records import Completion, SimRequest
 
-__all__ = ["GroundTruth", "Outcome"]
+__all__ = ["FailedOutcome", "GroundTruth", "Outcome"]
 
 SLOS = ("ttft", "tpot", "goodput")
+NO_POD = "unknown"  # the pod label of a request whose spans name no pod (a failed one reached none that exported)
+
+
+def _tpot(completion: Completion) -> float | None:
+    n = completion.completion_tokens
+    return (completion.e2e - completion.ttft) / (n - 1) if n >= 2 else None
 
 
 @dataclass(frozen=True)
 class Outcome:
+    """A request that completed. ``completion`` is the one counted: the decode stage of a P/D request."""
+
     request: SimRequest
     completion: Completion
     routing: str  # "predicted" or "default"
     predicted_ttft_ms: float | None  # the router's prediction for the chosen pod
     predicted_tpot_ms: float | None
+    choices: tuple[Completion, ...] = ()  # n > 1: every choice
+    routing_start_ns: int | None = None  # P/D: the start of the span the client's TTFT counts from
+    decode_start_ns: int | None = None  # P/D: the decode stage's llm_request start, as exported
+
+    @property
+    def ttft(self) -> float:
+        if self.routing_start_ns is not None and self.decode_start_ns is not None:
+            return (self.decode_start_ns - self.routing_start_ns) / 1e9 + self.completion.ttft
+        if self.choices:
+            return min(c.ttft for c in self.choices)
+        return self.completion.ttft
 
     @property
     def tpot(self) -> float | None:
-        n = self.completion.completion_tokens
-        return (self.completion.e2e - self.completion.ttft) / (n - 1) if n >= 2 else None
+        if self.choices:
+            per_choice = [t for t in map(_tpot, self.choices) if t is not None]
+            return max(per_choice) if per_choice else None
+        return _tpot(self.completion)
+
+
+@dataclass(frozen=True)
+class FailedOutcome:
+    """A request that failed: reason shed, timeout, error or aborted; routing none when refused before scheduling."""
+
+    request: SimRequest
+    routing: str
+    reason: str
 
 
 @dataclass
@@ -48,13 +87,19 @@ class GroundTruth:
     predictions: Counter[str] = field(default_factory=Counter)  # by signal
     covered: Counter[str] = field(default_factory=Counter)
     per_pod: Counter[str] = field(default_factory=Counter)
+    failed: Counter[tuple[str, str, str]] = field(default_factory=Counter)  # (slo_class, routing, reason)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def add(self, outcome: Outcome) -> None:
+    def _class(self, request: SimRequest) -> str:
+        return request.slo_class if request.slo_ttft_ms is not None else self.default_class
+
+    def add(self, outcome: Outcome | FailedOutcome) -> None:
+        if isinstance(outcome, FailedOutcome):
+            self._add_failed(outcome)
+            return
         request, completion = outcome.request, outcome.completion
-        cls = request.slo_class if request.slo_ttft_ms is not None else self.default_class
-        key = (cls, outcome.routing)
-        ttft, tpot = completion.ttft, outcome.tpot
+        key = (self._class(request), outcome.routing)
+        ttft, tpot = outcome.ttft, outcome.tpot
         verdicts: dict[str, bool] = {}
         if request.slo_ttft_ms is not None:
             verdicts["ttft"] = ttft <= request.slo_ttft_ms / 1000.0
@@ -76,6 +121,26 @@ class GroundTruth:
                 if actual is not None and predicted_ms is not None and predicted_ms > 0:
                     self.predictions[signal] += 1
                     self.covered[signal] += actual <= predicted_ms / 1000.0
+
+    def _add_failed(self, outcome: FailedOutcome) -> None:
+        request = outcome.request
+        key = (self._class(request), outcome.routing)
+        targets = (("ttft", request.slo_ttft_ms), ("tpot", request.slo_tpot_ms))
+        carried = [slo for slo, target in targets if target is not None]
+        if carried:
+            carried.append("goodput")
+        with self._lock:
+            self.requests[key] += 1
+            self.per_pod[NO_POD] += 1
+            self.failed[(*key, outcome.reason)] += 1
+            for slo in carried:
+                self.eligible[(*key, slo)] += 1
+                self.violations[(*key, slo)] += 1
+
+    def counts(self, name: str) -> Counter[Any]:
+        """A copy of one of the counters (requests, eligible, violations, failed, per_pod), taken under the lock."""
+        with self._lock:
+            return Counter(getattr(self, name))
 
     @property
     def total(self) -> int:

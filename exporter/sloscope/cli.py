@@ -68,6 +68,13 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--prediction-servers", type=int, default=2, help="prediction servers (default 2)")
     demo.add_argument("--seed", type=int, default=1, help="seed of every random choice (default 1)")
     demo.add_argument(
+        "--upstream",
+        choices=("llm-d", "gie-2025"),
+        default="llm-d",
+        help="what the gateway and the pods are: llm-d-router with vLLM 0.33 and agent clients (default), or the "
+        "late-2025 gateway's spans (gie-2025)",
+    )
+    demo.add_argument(
         "--workdir", type=Path, help="folder for sloscope's settings, spec and log (default: a new temp folder)"
     )
     demo.add_argument(
@@ -195,6 +202,7 @@ def _demo(args: argparse.Namespace) -> int:
         seed=args.seed,
         rate=args.rate,
         burst_factor=args.burst_factor,
+        upstream=args.upstream,
         workdir=args.workdir,
         store=args.store.resolve() if args.store is not None else None,
     )

@@ -1,4 +1,7 @@
-"""A seeded demo end to end: sloscope's published counts equal the simulator's ground truth exactly.
+"""A seeded demo end to end, for each upstream: sloscope's published counts equal the simulator's ground truth exactly.
+
+``llm-d`` (today's llm-d-router and vLLM 0.33: agent sessions, P/D, n > 1, failed requests) and ``gie-2025``
+(the late-2025 gateway's spans) each run once.
 
 Everything is real: simulated pods serve vLLM pages over HTTP, the learning predictor answers over HTTP,
 the router and pods export spans with the OpenTelemetry SDK over OTLP/gRPC to a ``sloscope serve`` child
@@ -23,9 +26,9 @@ from pathlib import Path
 
 import pytest
 
+from sloscope.demo.compare import differences
 from sloscope.demo.readout import Readout
 from sloscope.demo.runner import Demo, DemoOptions
-from sloscope.demo.truth import GroundTruth
 
 pytestmark = pytest.mark.integration
 
@@ -57,8 +60,8 @@ async def keep_training(demo: Demo) -> None:
         await demo.predictor.sync_now()
 
 
-def run(options: DemoOptions) -> tuple[GroundTruth, Readout, dict[str, tuple[float, float]], bool]:
-    async def scenario() -> tuple[GroundTruth, Readout, dict[str, tuple[float, float]], bool]:
+def run(options: DemoOptions) -> tuple[Demo, Readout, dict[str, tuple[float, float]], bool]:
+    async def scenario() -> tuple[Demo, Readout, dict[str, tuple[float, float]], bool]:
         demo = Demo(options)
         await demo.start()
         try:
@@ -81,24 +84,41 @@ def run(options: DemoOptions) -> tuple[GroundTruth, Readout, dict[str, tuple[flo
             shadow = (after.covered[key] - before.covered[key]) / compared
             (covered_1, n_1), (covered_0, n_0) = demo.truth.coverage_counts(signal), truth_before[signal]
             coverage[signal] = (shadow, (covered_1 - covered_0) / (n_1 - n_0))
-        return demo.truth, after, coverage, counted_all
+        return demo, after, coverage, counted_all
 
     return asyncio.run(scenario())
 
 
-def test_a_seeded_demo_matches_its_ground_truth(tmp_path: Path) -> None:
-    truth, figures, coverage, counted_all = run(
-        DemoOptions(pods=4, rate=6.5, burst_factor=2.0, seed=7, retrain_seconds=1e9, workdir=tmp_path)
+@pytest.mark.parametrize("upstream", ["llm-d", "gie-2025"])
+def test_a_seeded_demo_matches_its_ground_truth(tmp_path: Path, upstream: str) -> None:
+    demo, figures, coverage, counted_all = run(
+        DemoOptions(
+            pods=4, rate=6.5, burst_factor=2.0, seed=7, retrain_seconds=1e9, workdir=tmp_path, upstream=upstream
+        )
     )
+    truth = demo.truth
+    print("differences:", differences(truth, figures))
     assert counted_all
     assert truth.total > 300
-    # counts per class and routing profile, eligibility and violations per SLO: exactly equal
+    # counts per class and routing profile, eligibility and violations per SLO, failures per reason, requests
+    # per pod: exactly equal
     assert figures.requests == truth.requests
     assert figures.eligible == truth.eligible
     assert figures.violations == truth.violations
+    assert figures.failed == truth.failed
+    assert figures.per_pod == truth.per_pod
     assert sum(truth.violations.values()) > 0, "the run should miss some SLOs; raise the load if it does not"
     assert {cls for cls, _ in truth.requests} == {"interactive", "standard", "batch"}
-    assert {routing for _, routing in truth.requests} == {"predicted", "default"}
+    if upstream == "llm-d":
+        # every shape of today's upstream was sent and counted
+        assert {routing for _, routing in truth.requests} == {"predicted", "default", "none"}
+        assert {reason for *_, reason in +truth.failed} == {"shed", "timeout", "error", "aborted"}
+        print("calls by shape:", dict(demo.shapes))
+        assert set(demo.shapes) >= {"chat", "completions", "n3", "pd-nixl", "pd-p2p", "pd-off", "aborted"}
+        assert set(demo.shapes) >= {"error", "shed", "admitter-refused", "timeout"}
+    else:
+        assert {routing for _, routing in truth.requests} == {"predicted", "default"}
+        assert not +truth.failed
     # shadow coverage against the router's own predictions, after the warm-up
     print({signal: f"shadow {shadow:.3f}, truth {real:.3f}" for signal, (shadow, real) in coverage.items()})
     for signal, (shadow, real) in coverage.items():

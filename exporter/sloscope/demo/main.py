@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from sloscope.demo.compare import differences
 from sloscope.demo.prometheus import PrometheusServer
 from sloscope.demo.readout import Readout
 from sloscope.demo.runner import Demo, DemoOptions
@@ -21,6 +22,7 @@ __all__ = ["run_demo"]
 
 _READ_EVERY = 1.0
 _LOG_EVERY = 10.0
+_MISMATCHES_SHOWN = 20
 
 
 async def run_demo(
@@ -36,7 +38,8 @@ async def run_demo(
     try:
         console.print(
             f"[bold]sloscope demo[/]: {options.pods} pods, {options.prediction_servers} prediction servers, "
-            f"{options.duration:.0f} s, seed {options.seed}; starting the fleet and sloscope ..."
+            f"{options.duration:.0f} s, seed {options.seed}, upstream {options.upstream}; "
+            "starting the fleet and sloscope ..."
         )
         await demo.start()
         if prometheus is not None:
@@ -104,8 +107,21 @@ def _summary(
         console.print(f"[red]sloscope's /metrics could not be read; see {demo.sloscope.log_path}[/]")
         return
     console.print(_counts_table(truth, final))
+    failed = _failed_table(truth, final)
+    if failed.row_count:
+        console.print(failed)
+    pods = truth.counts("per_pod")
+    console.print(
+        "requests per pod (sloscope / truth): "
+        + ", ".join(_pair(final.per_pod[pod], pods[pod]) + f" {pod}" for pod in sorted(set(pods) | set(final.per_pod)))
+    )
     verdict = "[green]equal[/]" if counted_all else "[red]not equal[/]"
     console.print(f"requests: the simulator served {truth.total}, sloscope counted {final.total}: {verdict}")
+    mismatches = differences(truth, final)
+    for line in mismatches[:_MISMATCHES_SHOWN]:
+        console.print(f"[red]differs[/]: {line}")
+    if len(mismatches) > _MISMATCHES_SHOWN:
+        console.print(f"[red]... and {len(mismatches) - _MISMATCHES_SHOWN} more counts differ[/]")
     for signal_name in ("ttft", "tpot"):
         shadow, real = final.coverage(signal_name), truth.coverage(signal_name)
         if shadow is not None and real is not None:
@@ -141,6 +157,17 @@ def _counts_table(truth: GroundTruth, final: Readout) -> Table:
         row += [_pair(final.eligible[(cls, routing, s)], truth.eligible[(cls, routing, s)]) for s in SLOS]
         row += [_pair(final.violations[(cls, routing, s)], truth.violations[(cls, routing, s)]) for s in SLOS]
         table.add_row(*row)
+    return table
+
+
+def _failed_table(truth: GroundTruth, final: Readout) -> Table:
+    table = Table(title="Failed requests: sloscope / simulator truth", title_justify="left")
+    for column in ("class", "routing", "reason", "failed"):
+        table.add_column(column, justify="right" if column == "failed" else "left")
+    expected = truth.counts("failed")
+    for key in sorted(set(expected) | set(final.failed)):
+        if final.failed[key] or expected[key]:  # sloscope starts every reason of a label set at 0
+            table.add_row(*key, _pair(final.failed[key], expected[key]))
     return table
 
 

@@ -6,6 +6,14 @@ router. Then the clients send requests for ``duration`` seconds; each request is
 counted in the ground truth and exported as spans. At the end the demo drains: it waits for the requests
 in flight, flushes the span exporters, and waits until sloscope has counted every request; then it stops
 everything in reverse order (sloscope with SIGTERM, so it drains and flushes as in production).
+
+The ``upstream`` option chooses what the clients, the gateway and the pods are:
+
+* ``llm-d`` (the default): today's llm-d-router and vLLM 0.33. The clients are agents whose sessions hold a
+  few sequential calls in one trace (:mod:`sloscope.demo.agents`); the calls run through
+  :class:`~sloscope.demo.calls.CallRunner` (P/D, n > 1, failures) and are exported by
+  :mod:`sloscope.demo.llmd_spans`. When the traffic ends, a session makes no further call.
+* ``gie-2025``: the late-2025 gateway: independent requests and the spans of :mod:`sloscope.demo.spans`.
 """
 
 from __future__ import annotations
@@ -16,12 +24,19 @@ import logging
 import random
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from sloscope.demo import readout as readouts
+from sloscope.demo.agents import AgentWorkload, Session
+from sloscope.demo.calls import CallRunner, outcome
+from sloscope.demo.compare import differences
+from sloscope.demo.llmd_spans import LlmdSpanEmitter
 from sloscope.demo.pod import PodParams, SimPod
 from sloscope.demo.pod_server import PodServers, serve_pods
 from sloscope.demo.predictor_servers import PredictorFleet
@@ -33,7 +48,9 @@ from sloscope.demo.truth import GroundTruth, Outcome
 from sloscope.demo.view import Status
 from sloscope.demo.workload import Load, Workload, demo_spec
 
-__all__ = ["POD", "Demo", "DemoOptions"]
+__all__ = ["POD", "UPSTREAMS", "Demo", "DemoOptions"]
+
+UPSTREAMS = ("llm-d", "gie-2025")
 
 # An 8B model on one H100-class GPU: about 17k prefill tokens/s, an 8 ms decode pass at batch 1, 160k tokens
 # of KV cache. At the default load the fleet runs at about half its capacity between bursts and past it during
@@ -67,6 +84,11 @@ class DemoOptions:
     workdir: Path | None = None
     store: Path | None = None  # sloscope writes its record store here when set
     retrain_seconds: float = RETRAIN_SECONDS
+    upstream: str = "llm-d"  # one of UPSTREAMS: what the gateway and the pods are (see the module docstring)
+
+    def __post_init__(self) -> None:
+        if self.upstream not in UPSTREAMS:
+            raise ValueError(f"upstream must be one of {', '.join(UPSTREAMS)}, not {self.upstream!r}")
 
 
 class Demo:
@@ -83,12 +105,16 @@ class Demo:
         ]
         self._pods_by_name = {pod.name: pod for pod in self.pods}
         self._workload = Workload(self.load, options.model, random.Random(self._seeds[-3]))
+        self._agents = AgentWorkload(self.load, options.model, random.Random(self._seeds[-3]))
         self.sent = 0
         self.done = 0
+        self.shapes: Counter[str] = Counter()  # llm-d: calls served, by CallRecord.shape
         self._http = httpx.AsyncClient(trust_env=False)
         self._predictor: PredictorFleet | None = None
         self._servers: PodServers | None = None
-        self._spans: SpanEmitter | None = None
+        self._spans: SpanEmitter | LlmdSpanEmitter | None = None
+        self._calls: CallRunner | None = None
+        self._closing = False  # the traffic ended: sessions make no further call
         self._router: Router | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._inflight: set[asyncio.Task[None]] = set()
@@ -112,10 +138,14 @@ class Demo:
         self._servers = await serve_pods(self.pods)
         addresses = [(pod.name, self._servers.address_of(pod.name)) for pod in self.pods]
         settings = demo_settings(
-            options.pool, addresses, self._predictor.training_url, self._predictor.prediction_urls, store=options.store
+            options.pool,
+            addresses,
+            self._predictor.training_url,
+            self._predictor.prediction_urls,
+            store=options.store,
+            upstream=options.upstream,
         )
         await self.sloscope.start(settings, demo_spec(options.model))
-        self._spans = SpanEmitter(self.sloscope.otlp_grpc, [pod.name for pod in self.pods])
         self._router = Router(
             [RouterPod(name, address) for name, address in addresses],
             self._predictor.prediction_urls,
@@ -124,6 +154,19 @@ class Demo:
             random.Random(self._seeds[-2]),
             default_share=options.default_share,
         )
+        if options.upstream == "llm-d":
+            endpoint = self.sloscope.otlp_grpc
+            self._spans = LlmdSpanEmitter(
+                [pod.name for pod in self.pods],
+                lambda: BatchSpanProcessor(
+                    OTLPSpanExporter(endpoint=endpoint, insecure=True),
+                    schedule_delay_millis=500,
+                    max_export_batch_size=512,
+                ),
+            )
+            self._calls = CallRunner(self._router, lambda pod, request: self._pods_by_name[pod].submit(request))
+        else:
+            self._spans = SpanEmitter(self.sloscope.otlp_grpc, [pod.name for pod in self.pods])
         self._tasks.append(asyncio.create_task(self._router.run(), name="demo-router"))
 
     async def run_traffic(self, stop: asyncio.Event, duration: float | None = None) -> None:
@@ -131,20 +174,32 @@ class Demo:
 
         A second call goes on with the same seeded stream (new request ids) and a new load curve.
         """
+        self._closing = False
+        try:
+            await self._arrive(stop, self.options.duration if duration is None else duration)
+        finally:
+            self._closing = True
+
+    async def _arrive(self, stop: asyncio.Event, duration: float) -> None:
         loop = asyncio.get_running_loop()
         self._started_at = time.monotonic()
         start = loop.time()
-        duration = self.options.duration if duration is None else duration
-        for offset, request in self._workload.arrivals(duration):
+        arrivals = (
+            self._agents.arrivals(duration) if self.options.upstream == "llm-d" else self._workload.arrivals(duration)
+        )
+        for offset, item in arrivals:
             delay = start + offset - loop.time()
             if delay > 0:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), delay)
             if stop.is_set():
                 return
-            request.arrival = time.time()
-            self.sent += 1
-            task = asyncio.create_task(self._serve(request))
+            if isinstance(item, Session):
+                task = asyncio.create_task(self._session(item))
+            else:
+                item.arrival = time.time()
+                self.sent += 1
+                task = asyncio.create_task(self._serve(item))
             self._inflight.add(task)
             task.add_done_callback(self._inflight.discard)
         remaining = start + duration - loop.time()
@@ -152,8 +207,24 @@ class Demo:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), remaining)
 
+    async def _session(self, session: Session) -> None:
+        """An agent's calls, one after the other, until the session or the traffic ends."""
+        assert self._calls is not None and isinstance(self._spans, LlmdSpanEmitter)
+        for call in session.calls:
+            if call.think_seconds > 0:
+                await asyncio.sleep(call.think_seconds)
+            if self._closing:
+                return
+            call.request.arrival = time.time()
+            self.sent += 1
+            record = await self._calls.run(session, call)
+            self.truth.add(outcome(record))
+            self._spans.emit(record)
+            self.shapes[record.shape] += 1
+            self.done += 1
+
     async def _serve(self, request: SimRequest) -> None:
-        assert self._router is not None and self._spans is not None and self._servers is not None
+        assert self._router is not None and isinstance(self._spans, SpanEmitter) and self._servers is not None
         decision = await self._router.route(request)
         routed_at = time.time()
         completion = await self._pods_by_name[decision.pod].submit(request)
@@ -182,8 +253,18 @@ class Demo:
         while time.monotonic() < deadline:
             figures = await self.read()
             if figures is not None and figures.total >= self.truth.total:
-                return figures.total == self.truth.total
+                return await self._settled_equal(deadline)
             await asyncio.sleep(0.5)
+        return False
+
+    async def _settled_equal(self, deadline: float) -> bool:
+        """Every request counted: whether every compared count is equal (read again, a scrape can race a record)."""
+        for attempt in range(3):
+            figures = await self.read()
+            if figures is not None and not differences(self.truth, figures):
+                return True
+            if attempt < 2 and time.monotonic() < deadline:
+                await asyncio.sleep(1.0)
         return False
 
     async def read(self) -> readouts.Readout | None:

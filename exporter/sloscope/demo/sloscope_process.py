@@ -19,8 +19,9 @@ from typing import Any
 
 import yaml
 
-__all__ = ["SloscopeProcess", "demo_settings"]
+__all__ = ["FAILURE_WINDOW_SECONDS", "SloscopeProcess", "demo_settings"]
 
+FAILURE_WINDOW_SECONDS = 4.0  # join.failure_window_seconds of the llm-d demo (the default is 15 s)
 _LISTENING = re.compile(r"otlp_grpc=\S+:(\d+) otlp_http=\S+:(\d+) metrics=\S+:(\d+)")
 
 
@@ -32,8 +33,14 @@ def demo_settings(
     *,
     metrics_port: int = 0,
     store: Path | None = None,
+    upstream: str = "gie-2025",
 ) -> dict[str, Any]:
-    """Settings for the simulated pool: pods by address and name, the predictor, fast loops for a short run."""
+    """Settings for the simulated pool: pods by address and name, the predictor, fast loops for a short run.
+
+    For the llm-d upstream, a failed request (no model-server span) is emitted 4 s after its gateway span
+    arrived rather than 15 s, and a trace holds up to 256 spans: an agent session's five calls, P/D ones
+    included, make up to about 150.
+    """
     settings: dict[str, Any] = {
         "slo_spec": "slo.yaml",
         "listeners": {"host": "127.0.0.1", "otlp_grpc_port": 0, "otlp_http_port": 0, "metrics_port": metrics_port},
@@ -55,6 +62,8 @@ def demo_settings(
             }
         ],
     }
+    if upstream == "llm-d":
+        settings["join"].update({"failure_window_seconds": FAILURE_WINDOW_SECONDS, "max_spans_per_trace": 256})
     if store is not None:
         settings["store"] = {"enabled": True, "directory": str(store), "flush_interval_seconds": 5.0}
     return settings

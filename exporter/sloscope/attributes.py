@@ -34,7 +34,9 @@ NUMBER_FIELDS = (
     "completion_tokens",
 )
 # Fields whose value must be a string (or an array of strings: a captured header) when present.
-STRING_FIELDS = ("request_id", "requested_model", "target_model", "pool", "pod", "endpoint")
+STRING_FIELDS = ("requested_model", "target_model", "pool", "pod", "endpoint")
+# Identifiers: a string, or an integer read as its decimal string (TensorRT-LLM's gen_ai.request.id).
+ID_FIELDS = ("request_id",)
 # Header-derived fields: strings parsed leniently.
 HEADER_FIELDS = ("slo_ttft_ms", "slo_tpot_ms", "prediction_based_scheduling", "prediction_based_scheduling_off")
 
@@ -54,16 +56,22 @@ class Mapping:
     def __init__(self, config: Attributes) -> None:
         self.default_pool = config.default_pool
         self._order = {
-            name: _compile(getattr(config, name)) for name in (*NUMBER_FIELDS, *STRING_FIELDS, *HEADER_FIELDS)
+            name: _compile(getattr(config, name))
+            for name in (*NUMBER_FIELDS, *STRING_FIELDS, *ID_FIELDS, *HEADER_FIELDS)
         }
         # span attribute key -> (field, expected type), for the per-span check at intake
         self._typed: dict[str, tuple[str, str]] = {}
-        for kind, names in (("a string", STRING_FIELDS), ("a number", NUMBER_FIELDS)):
+        for kind, names in (
+            ("a string", STRING_FIELDS),
+            ("a number", NUMBER_FIELDS),
+            ("a string or an integer", ID_FIELDS),
+        ):
             for name in names:
                 for key in _span_keys(self._order[name]):
                     self._typed.setdefault(key, (name, kind))
         self._number_keys = frozenset(k for k, (_, kind) in self._typed.items() if kind == "a number")
         self._string_keys = frozenset(k for k, (_, kind) in self._typed.items() if kind == "a string")
+        self._id_keys = frozenset(k for k, (_, kind) in self._typed.items() if kind == "a string or an integer")
 
     def span_keys(self, *extra: str) -> frozenset[str]:
         """Every span attribute some field reads (plus ``extra``): what the decoder needs to convert."""
@@ -79,6 +87,7 @@ class Mapping:
         # Set intersections run in C, so only the few mapped keys a span carries are looked at.
         bad = [k for k in keys & self._number_keys if type(attrs[k]) not in _NUMBER_TYPES]
         bad += [k for k in keys & self._string_keys if _as_string(attrs[k]) is None]
+        bad += [k for k in keys & self._id_keys if _as_id(attrs[k]) is None]
         if not bad:
             return None
         key = next(k for k in attrs if k in bad)  # the first in the span's own order: the same message every run
@@ -107,6 +116,9 @@ class Mapping:
 
     def string(self, name: str, view: View) -> str | None:
         return _as_string(self.raw(name, view))
+
+    def identifier(self, name: str, view: View) -> str | None:
+        return _as_id(self.raw(name, view))
 
     def header_number(self, name: str, view: View) -> float | None:
         """A header such as x-slo-ttft-ms: a float in a string (or a one-element array); None if unusable."""
@@ -173,6 +185,12 @@ def _as_string(value: AttributeValue) -> str | None:
     if isinstance(value, list) and value and isinstance(value[0], str):
         return value[0]  # a captured header: the OpenTelemetry convention is an array of values
     return None
+
+
+def _as_id(value: AttributeValue) -> str | None:
+    if type(value) is int:
+        return str(value)
+    return _as_string(value)
 
 
 def _wrong_type(span: Span, key: str, name: str, expected: str, value: AttributeValue) -> str:

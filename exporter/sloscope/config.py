@@ -123,6 +123,12 @@ class Join(_Section):
         description="How long after a gateway span arrives to wait for its model-server span before the request "
         "counts as failed (exporters batch for up to 5 s each, so keep this well above the join window).",
     )
+    max_request_seconds: float = Field(
+        default=600.0,
+        gt=0,
+        description="The longest an LLM call may take: a P/D prefill stage waits this long for its decode stage "
+        "when no gateway span says the request is over.",
+    )
     unanswered_are_aborted: bool = Field(
         default=True,
         description="A gateway request with no error and no model-server span counts as aborted (vLLM emits no "
@@ -154,7 +160,9 @@ class Attributes(_Section):
         default_factory=lambda: ["inference_pool", "gateway.inference_pool", "resource.k8s.inferencepool.name"]
     )
     pod: list[str] = Field(
-        default_factory=lambda: ["resource.k8s.pod.name", "resource.service.instance.id", "resource.host.name"]
+        default_factory=lambda: ["resource.k8s.pod.name", "resource.host.name"],
+        description="Not resource.service.instance.id: the OpenTelemetry SDK fills it with a random uuid per "
+        "process (vLLM 0.33 sets no pod name), a new label value at every restart; the endpoint is the fallback.",
     )
     endpoint: list[str] = Field(
         default_factory=lambda: [

@@ -252,7 +252,7 @@ def test_an_anchor_still_waiting_when_its_trace_expires_keeps_its_companions() -
 def test_the_pod_comes_from_the_model_server_span_only() -> None:
     h = Harness()
     epp = span(1, 1, "gateway.request", gateway_attributes(), resource={"k8s.pod.name": "epp-0"})
-    server = span(1, 2, "llm_request", vllm_attributes(), parent=1, resource={"service.instance.id": "vllm-a"})
+    server = span(1, 2, "llm_request", vllm_attributes(), parent=1, resource={"host.name": "vllm-a"})
     h.feed(epp, server)
     assert h.emitted[0].pod == "vllm-a"
 

@@ -513,3 +513,56 @@ def test_spans_that_carry_nothing_make_way_for_the_next_call() -> None:
     h.feed(*epp_call(1, 10, request_id="a"), vllm033(1, 19, 10, pod_name="vllm-a", request_id="chatcmpl-a"))
     assert [r.request_id for r in h.emitted] == ["a"]
     assert h.dropped == {c.DROP_TRACE_TOO_LARGE: 7}
+
+
+def test_a_long_pd_decode_is_waited_for_and_counted_once() -> None:
+    h = Harness(window_seconds=5.0, failure_window_seconds=15.0)
+    spans = nixl_request(1)
+    gateway, decode_vllm = spans[0], spans[-1]
+    h.feed(*spans[1:-1])  # the EPP's inner spans, the sidecar's and the prefill stage; the decode streams on
+    h.advance(120.0)
+    assert h.emitted == []
+    h.feed(decode_vllm)
+    h.feed(gateway)
+    [request] = h.emitted
+    assert (request.pod, request.failure_reason, request.outcome) == ("decode-0", None, c.OUTCOME_JOINED)
+    h.advance(60.0)
+    assert len(h.emitted) == 1
+
+
+def test_a_prefill_stage_whose_decode_never_comes_is_a_failed_request_once_the_gateway_is_over() -> None:
+    h = Harness(window_seconds=5.0, failure_window_seconds=15.0)
+    spans = nixl_request(1)
+    h.feed(*spans[:-1])
+    h.advance(15.0)
+    [request] = h.emitted
+    assert (request.failure_reason, request.prefill_pod, request.pod) == (c.FAILURE_ABORTED, None, None)
+
+
+def test_an_epp_trace_apart_from_envoy_and_vllm_is_one_request() -> None:
+    """Envoy forwards its own traceparent to vLLM while the EPP, seeing none, starts a trace of its own: the
+    two meet by the x-request-id the EPP read and forwarded (pkg/epp/handlers/server.go:442-449)."""
+    h = Harness(failure_window_seconds=2.0)
+    envoy = span(
+        1,
+        1,
+        "ingress",
+        {"http.request.header.x-request-id": ["x1"], "http.request.header.x-llm-d-slo-ttft-ms": ["300"]},
+        resource={"service.name": "envoy"},
+    )
+    h.feed(*epp_call(2, 10, request_id="x1", parent=0))  # the EPP's trace first
+    h.feed(envoy, vllm033(1, 3, 1, pod_name="vllm-a", request_id="chatcmpl-x1"))
+    [request] = h.emitted
+    assert (request.outcome, request.routing, request.slo_ttft_ms) == (
+        c.OUTCOME_JOINED_BY_REQUEST_ID,
+        c.ROUTING_PREDICTED,
+        300.0,
+    )
+    h.feed(*epp_call(4, 10, request_id="x2", parent=0))  # and once with the EPP's trace last
+    h.feed(
+        vllm033(3, 3, 1, pod_name="vllm-a", request_id="chatcmpl-x2"),
+        span(3, 1, "ingress", {"http.request.header.x-request-id": ["x2"]}),
+    )
+    h.advance(2.0)
+    assert [r.outcome for r in h.emitted] == [c.OUTCOME_JOINED_BY_REQUEST_ID, c.OUTCOME_JOINED_BY_REQUEST_ID]
+    assert h.outcomes[c.OUTCOME_FAILED] == 0

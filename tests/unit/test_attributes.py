@@ -43,7 +43,14 @@ def test_configured_order_first_then_the_nearest_span() -> None:
 
 def test_resource_attributes_are_read_with_the_resource_prefix() -> None:
     s = span(1, 1, "llm_request", {}, resource={"service.instance.id": "inst-1", "host.name": "h"})
-    assert MAPPING.string("pod", View([s])) == "inst-1"
+    assert MAPPING.string("pod", View([s])) == "h"  # never the SDK's random service.instance.id
+
+
+def test_an_integer_request_id_reads_as_its_decimal_string() -> None:
+    """TensorRT-LLM puts its internal integer request id in gen_ai.request.id (not checked against a release)."""
+    s = span(1, 1, "llm_request", {"gen_ai.request.id": 42})
+    assert (MAPPING.check(s), MAPPING.identifier("request_id", View([s]))) == (None, "42")
+    assert MAPPING.check(span(1, 1, "llm_request", {"gen_ai.request.id": 4.2})) is not None
 
 
 @pytest.mark.parametrize(

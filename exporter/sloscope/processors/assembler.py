@@ -81,6 +81,7 @@ class TraceAssembler:
         self._done: OrderedDict[str, SeenSpans] = OrderedDict()
         self._companions_by_request_id: dict[str, str] = {}  # request id -> trace id
         self._anchors_by_request_id: dict[str, tuple[str, str]] = {}  # request id -> (trace id, span id)
+        self._answered: dict[str, None] = {}  # request ids of emitted model-server spans, oldest first
 
     @property
     def pending(self) -> int:
@@ -105,7 +106,9 @@ class TraceAssembler:
 
     def _is_bare(self, span: Span) -> bool:
         """A span that tells nothing by itself (an agent's tool call): kept only while there is room."""
-        return not span.attributes and span.name not in self._gateway_names and shapes.leg(span) is None
+        if span.attributes or span.name in self._gateway_names:
+            return False
+        return shapes.leg(span) is None and not shapes.is_sidecar_routing(span) and not shapes.is_scheduling(span)
 
     def _add(self, span: Span, now: float) -> bool:
         trace_id = span.trace_id
@@ -126,7 +129,7 @@ class TraceAssembler:
             return False
         trace.add(span)
         if self._is_anchor(span):
-            trace.anchors[span.span_id] = None
+            trace.anchors[span.span_id] = now
             self._anchor_deadlines.append((now + self._join.window_seconds, trace_id, span.span_id))
             return True
         if span.name in self._gateway_names:
@@ -168,8 +171,10 @@ class TraceAssembler:
         request_id = self._joinable_id([span])
         if request_id is None:
             return
-        self._companions_by_request_id[request_id] = trace_id
-        trace.request_ids.append(request_id)
+        indexed = self._traces.get(self._companions_by_request_id.get(request_id, ""))
+        if indexed is None or indexed is trace or not indexed.gateways or trace.gateways:
+            self._companions_by_request_id[request_id] = trace_id  # a trace with the gateway span keeps the id
+            trace.request_ids.append(request_id)
         waiting = self._anchors_by_request_id.pop(request_id, None)
         if waiting is not None and waiting[0] != trace_id:
             other = self._traces.get(waiting[0])
@@ -180,7 +185,7 @@ class TraceAssembler:
                 )
 
     def _joinable_id(self, spans: list[Span]) -> str | None:
-        raw = self._mapping.string("request_id", View(spans))
+        raw = self._mapping.identifier("request_id", View(spans))
         if not raw:
             return None
         match = self._request_id.match(raw)
@@ -282,7 +287,11 @@ class TraceAssembler:
                 continue
             if not trace.chain_complete(anchors[0]):
                 continue
-            if scope := self._scope(trace, key, anchors):
+            gateway_trace = self._gateway_trace(trace, anchors[0])
+            if gateway_trace is not None:  # the EPP's spans in a trace of their own (a gateway forwarded another)
+                self._lend(gateway_trace)
+                self._emit_group(trace_id, trace, key, c.OUTCOME_JOINED_BY_REQUEST_ID, gateway_trace, anchors=anchors)
+            elif scope := self._scope(trace, key, anchors):
                 self._emit_group(trace_id, trace, key, c.OUTCOME_JOINED, anchors=anchors, scope=scope)
             elif not self._join.by_request_id:
                 self._emit_group(trace_id, trace, key, c.OUTCOME_ANCHOR_ONLY)
@@ -329,6 +338,13 @@ class TraceAssembler:
     def _group(self, trace: PendingTrace, key: _GroupKey) -> list[Span]:
         return [trace.spans[a] for a in trace.anchors if self._key(trace, trace.spans[a]) == key]
 
+    def _gateway_trace(self, trace: PendingTrace, anchor: Span) -> PendingTrace | None:
+        """Another pending trace holding the gateway span of the anchor's request id, if joining by id is on."""
+        if not self._join.by_request_id:
+            return None
+        other = self._companion_trace(anchor)
+        return other if other is not None and other is not trace and other.gateways else None
+
     def _companion_trace(self, anchor: Span) -> PendingTrace | None:
         request_id = self._joinable_id([anchor])
         other_id = self._companions_by_request_id.get(request_id) if request_id else None
@@ -350,6 +366,13 @@ class TraceAssembler:
             if waiting is not None and waiting[0] == trace_id:
                 del self._anchors_by_request_id[request_id]
 
+    def _answered_id(self, request_id: str | None) -> None:
+        if request_id is None:
+            return
+        self._answered[request_id] = None
+        while len(self._answered) > self._join.max_done_traces:
+            del self._answered[next(iter(self._answered))]
+
     def _remember(self, trace_id: str, spans: Iterable[Span], *, claimed: bool) -> None:
         done = self._done.pop(trace_id, None) or SeenSpans()  # re-inserted: the most recent trace is forgotten last
         done.remember(spans, claimed=claimed, cap=self._done_cap)
@@ -367,8 +390,8 @@ class TraceAssembler:
         while deadlines and deadlines[0][0] <= now:
             _, trace_id, anchor_id = deadlines.popleft()
             trace = self._traces.get(trace_id)
-            if trace is None or anchor_id not in trace.anchors:
-                continue
+            if trace is None or anchor_id not in trace.anchors or self._awaits_decode(trace, anchor_id):
+                continue  # a prefill stage waits for its decode stage: the gateway's failure window decides
             self._finish_with_what_it_has(trace_id, trace, anchor_id, c.OUTCOME_JOINED)
             self._close_if_finished(trace_id, trace)
         deadlines = self._gateway_deadlines
@@ -387,9 +410,12 @@ class TraceAssembler:
             if trace.first_seen + ttl > now:
                 break
             # An anchor that arrived late in its trace's life can still be waiting when the trace expires.
-            while trace.anchors:
-                self._finish_with_what_it_has(trace_id, trace, next(iter(trace.anchors)), c.OUTCOME_JOINED)
-            if trace.gateways:  # a gateway still inside its failure window keeps the trace a while longer
+            longest = self._join.max_request_seconds
+            decoding = [a for a, at in trace.anchors.items() if now - at < longest and self._awaits_decode(trace, a)]
+            for anchor_id in [a for a in trace.anchors if a not in decoding]:
+                if anchor_id in trace.anchors:
+                    self._finish_with_what_it_has(trace_id, trace, anchor_id, c.OUTCOME_JOINED)
+            if trace.gateways or decoding:  # a gateway in its failure window, or a long decode, keeps the trace
                 self._traces.move_to_end(trace_id)
                 trace.first_seen = now
                 continue
@@ -398,6 +424,13 @@ class TraceAssembler:
             if not trace.lent and not trace.emitted:
                 self._outcome(c.OUTCOME_NO_ANCHOR, 1)
             self._remember(trace_id, trace.spans.values(), claimed=False)
+
+    def _awaits_decode(self, trace: PendingTrace, anchor_id: str) -> bool:
+        """A P/D prefill stage whose decode stage has not come: the decode may stream for minutes."""
+        anchor = trace.spans[anchor_id]
+        key = self._key(trace, anchor)
+        anchors = self._group(trace, key)
+        return not self._stages_complete(trace, anchors, self._scope(trace, key, anchors))
 
     def _resolve_unanswered(self, trace_id: str, trace: PendingTrace, gateway_id: str) -> None:
         """The failure window of a gateway span passed: its anchors with what they have, else a failed request."""
@@ -410,6 +443,8 @@ class TraceAssembler:
         scope = [gateway, *self._scope(trace, key, [gateway])]
         if not self._is_llm_call(scope):
             return  # not an LLM call: it stays a companion until the trace expires, as any span
+        if self._request_ids_under(trace, gateway_id) & self._answered.keys():
+            return  # a model server answered it in another trace (the gateway forwarded another traceparent)
         answered = not self._join.unanswered_are_aborted
         reason = shapes.failure_reason(scope, answered=answered)
         if reason is None:
@@ -461,6 +496,8 @@ class TraceAssembler:
         gateway = trace.spans.get(key[1]) if key[0] == _GATEWAY else None
         request = self._build.request(trace, anchors, [*scope, *lent], outcome, gateway)
         self._claim(trace_id, trace, key, anchors, scope)
+        for anchor in anchors:
+            self._answered_id(self._joinable_id([anchor]))
         self._outcome(request.outcome, 1)
         self._emit(request)
 

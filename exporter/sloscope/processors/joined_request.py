@@ -182,7 +182,7 @@ def build_request(
         trace_id=anchor.trace_id,
         span_id=anchor.span_id,
         outcome=outcome,
-        request_id=string("request_id", gateway),
+        request_id=mapping.identifier("request_id", gateway),
         requested_model=string("requested_model", gateway) or None,
         target_model=string("target_model", own) or string("target_model", gateway) or None,
         pool=string("pool", gateway),

@@ -58,6 +58,11 @@ def is_sidecar_routing(span: Span) -> bool:
     return name == _SIDECAR_ROUTING or (name.startswith(_SIDECAR_SERVER_PREFIX) and " " in name)
 
 
+def is_scheduling(span: Span) -> bool:
+    """The EPP's scheduling spans, which say whether and how a request was routed."""
+    return span.name in _SCHEDULING or span.name.startswith(_SCORER_PREFIX)
+
+
 def disaggregated(spans: Iterable[Span]) -> bool:
     """True when the EPP chose P/D for the request or the sidecar ran a prefill or decode leg."""
     return any(leg(s) is not None or s.attributes.get(DISAGGREGATION_USED) is True for s in spans)

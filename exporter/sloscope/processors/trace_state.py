@@ -21,7 +21,7 @@ class PendingTrace:
     first_seen: float
     spans: dict[str, Span] = field(default_factory=dict)
     children: dict[str, list[str]] = field(default_factory=dict)  # parent span id -> child span ids held
-    anchors: dict[str, None] = field(default_factory=dict)  # anchor span ids not yet emitted, in arrival order
+    anchors: dict[str, float] = field(default_factory=dict)  # anchor span id -> arrival, not yet emitted
     gateways: dict[str, None] = field(default_factory=dict)  # gateway span ids not yet resolved
     bare: deque[str] = field(default_factory=deque)  # spans that carry nothing: the first to go when full
     request_ids: list[str] = field(default_factory=list)  # companion request ids indexed for this trace

@@ -167,6 +167,8 @@ def test_a_later_call_of_a_trace_still_joins_after_the_trace_expired() -> None:
     h.feed(*epp_call(1, 10, request_id="a"), vllm033(1, 19, 10, pod_name="vllm-a", request_id="chatcmpl-a"))
     h.advance(60.0)
     h.feed(*epp_call(1, 20, request_id="b"), vllm033(1, 29, 20, pod_name="vllm-b", request_id="chatcmpl-b"))
+    assert [(r.request_id, r.pod) for r in h.emitted] == [("a", "vllm-a")]
+    h.advance(5.0)  # no SLO header came, and the agent's root never will: the window ends the wait
     assert [(r.request_id, r.pod) for r in h.emitted] == [("a", "vllm-a"), ("b", "vllm-b")]
     h.feed(span(1, 17, "filter_endpoints", {}, parent=12, resource=EPP))  # under call a, emitted long ago
     h.feed(*epp_call(1, 10, request_id="a"))  # an exporter retries call a's batch
@@ -180,6 +182,7 @@ def test_vllm_under_the_callers_span_joins_its_gateway_by_request_id() -> None:
     h.feed(*epp_call(1, 10, request_id="a"), *epp_call(1, 20, request_id="b", scorer="prefix-cache-scorer"))
     h.feed(vllm033(1, 29, AGENT_ROOT, pod_name="vllm-b", request_id="chatcmpl-b"))
     h.feed(vllm033(1, 19, AGENT_ROOT, pod_name="vllm-a", request_id="chatcmpl-a"))
+    h.advance(5.0)
     assert [(r.request_id, r.routing, r.arrival_ns) for r in h.emitted] == [
         ("b", c.ROUTING_DEFAULT, T0),
         ("a", c.ROUTING_PREDICTED, T0),
@@ -511,6 +514,7 @@ def test_spans_that_carry_nothing_make_way_for_the_next_call() -> None:
     h = Harness(max_spans_per_trace=8)
     h.feed(*(span(1, 100 + i, "tool_call", {}, parent=AGENT_ROOT) for i in range(8)))  # an agent's own spans
     h.feed(*epp_call(1, 10, request_id="a"), vllm033(1, 19, 10, pod_name="vllm-a", request_id="chatcmpl-a"))
+    h.advance(5.0)
     assert [r.request_id for r in h.emitted] == ["a"]
     assert h.dropped == {c.DROP_TRACE_TOO_LARGE: 7}
 
@@ -566,3 +570,39 @@ def test_an_epp_trace_apart_from_envoy_and_vllm_is_one_request() -> None:
     h.advance(2.0)
     assert [r.outcome for r in h.emitted] == [c.OUTCOME_JOINED_BY_REQUEST_ID, c.OUTCOME_JOINED_BY_REQUEST_ID]
     assert h.outcomes[c.OUTCOME_FAILED] == 0
+
+
+def test_a_chunked_decode_counts_every_chunk_of_one_request() -> None:
+    """--decode-chunk-size > 0: chunked_decode under the decode leg, one HTTP POST and vLLM request per chunk
+    (pkg/sidecar/proxy/decode.go:63-98)."""
+    h = Harness()
+    spans = nixl_request(1)
+    chunked = span(1, 36, "chunked_decode", {}, parent=34, resource=SIDECAR, start_ns=T0 + 160 * MS)
+    second_post = span(1, 37, "HTTP POST", {}, parent=36, resource=SIDECAR, start_ns=T0 + 2200 * MS)
+    second = vllm033(
+        1, 42, 37, pod_name="decode-0", request_id="chatcmpl-pd", start_ms=2200, ttft=0.01, e2e=1.0, tokens=50
+    )
+    h.feed(*spans[:-1], chunked, second_post, second, spans[-1])
+    [request] = h.emitted
+    assert (request.pod, request.prefill_pod, request.completion_tokens) == ("decode-0", "prefill-0", 151)
+    assert request.ttft_seconds == pytest.approx(0.150 + 0.02, abs=1e-12)  # the first chunk's first token
+    assert request.e2e_seconds == pytest.approx(2.2 + 1.0 - 0.161, abs=1e-9)
+
+
+def test_a_request_waits_for_the_span_with_its_slo_headers() -> None:
+    """The EPP's gateway.request ends before Envoy's span and the client's (they hold the headers): a request
+    whose headers have not come waits for its chain to the root, or for the join window."""
+    h = Harness()
+    client = span(1, 5, "POST", {"http.request.header.x-llm-d-slo-ttft-ms": ["250"]}, parent=0)
+    h.feed(*epp_call(1, 10, request_id="w", parent=5), vllm033(1, 19, 10, pod_name="vllm-a", request_id="chatcmpl-w"))
+    assert h.emitted == []
+    h.feed(client)
+    assert [(r.slo_ttft_ms, r.outcome) for r in h.emitted] == [(250.0, c.OUTCOME_JOINED)]
+
+
+def test_a_passthrough_request_is_no_llm_call() -> None:
+    """The EPP schedules a POST no parser claims (/tokenize) with a request id and no model."""
+    h = Harness(failure_window_seconds=1.0, trace_ttl_seconds=5.0)
+    h.feed(*epp_call(1, 10, request_id="t", parent=0, model=""))
+    h.advance(5.0)
+    assert (h.emitted, h.outcomes[c.OUTCOME_NO_ANCHOR]) == ([], 1)

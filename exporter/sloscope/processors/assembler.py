@@ -282,7 +282,7 @@ class TraceAssembler:
         for key, anchors in self._groups(trace).items():
             if key[0] == _GATEWAY:
                 scope = self._scope(trace, key, anchors)
-                if self._stages_complete(trace, anchors, scope):
+                if self._stages_complete(trace, anchors, scope) and self._headers_settled(trace, key, scope):
                     self._emit_group(trace_id, trace, key, c.OUTCOME_JOINED, anchors=anchors, scope=scope)
                 continue
             if not trace.chain_complete(anchors[0]):
@@ -304,6 +304,11 @@ class TraceAssembler:
                     self._anchors_by_request_id[request_id] = (trace_id, anchors[0].span_id)
                     trace.anchor_request_ids.append(request_id)
         self._close_if_finished(trace_id, trace)
+
+    def _headers_settled(self, trace: PendingTrace, key: _GroupKey, scope: list[Span]) -> bool:
+        """The EPP's spans carry no SLO headers: a gateway's or client's span does, and it ends after the EPP's.
+        A request is complete once that span is here, or its chain to the trace root is, or its window passed."""
+        return self._has_slo(View(scope)) or trace.chain_complete(trace.spans[key[1]])
 
     @staticmethod
     def _stages_complete(trace: PendingTrace, anchors: list[Span], scope: list[Span]) -> bool:
@@ -454,13 +459,21 @@ class TraceAssembler:
         self._emit(self._build.failed(gateway, scope, reason))
 
     def _is_llm_call(self, scope: list[Span]) -> bool:
+        """A model, an SLO header or a gen_ai attribute beyond the request id: a /tokenize or a GET that the
+        EPP passes through is scheduled with a request id and no model, and is no LLM call."""
         view = View(scope)
-        mapping = self._mapping
-        if mapping.string("requested_model", view) or mapping.string("target_model", view):
+        if self._names_a_model(view) or self._has_slo(view):
             return True
-        if mapping.present("slo_ttft_ms", view) or mapping.present("slo_tpot_ms", view):
-            return True
-        return any(key.startswith("gen_ai.") for key in view.attributes)
+        return any(
+            key.startswith("gen_ai.") and key != "gen_ai.request.id" and value not in ("", None)
+            for key, value in view.attributes.items()
+        )
+
+    def _names_a_model(self, view: View) -> bool:
+        return bool(self._mapping.string("requested_model", view) or self._mapping.string("target_model", view))
+
+    def _has_slo(self, view: View) -> bool:
+        return self._mapping.present("slo_ttft_ms", view) or self._mapping.present("slo_tpot_ms", view)
 
     def flush(self) -> int:
         """Emit every waiting anchor with what it has (shutdown): nothing accepted is lost. Returns how many."""

@@ -59,7 +59,10 @@ class RequestBuilder:
     ) -> JoinedRequest:
         request = build_request(self._mapping, decode, companions, outcome, self._latency_scorers)
         request.arrival_ns = _arrival(trace, decode, anchors, gateway)
-        prefill = [a for a in anchors if a is not decode]
+        chunks = [a for a in anchors if leg_of(trace, a) == "decode"] or [decode]
+        if len(chunks) > 1:  # chunked decode (--decode-chunk-size): one vLLM request per chunk
+            _merge_chunks(self._mapping, request, decode, chunks)
+        prefill = [a for a in anchors if a not in chunks]
         if prefill:
             stage = View([max(prefill, key=lambda s: s.end_ns)])
             request.prefill_pod = self._mapping.string("pod", stage)
@@ -109,9 +112,10 @@ def leg_of(trace: PendingTrace, anchor: Span) -> str | None:
 
 
 def _decode_stage(trace: PendingTrace, anchors: list[Span]) -> Span | None:
+    """The decode stage: under the sidecar's decode leg (its first chunk, when chunked), else the last to end."""
     legs = [a for a in anchors if leg_of(trace, a) == "decode"]
     if legs:
-        return max(legs, key=lambda s: (s.end_ns, s.start_ns))
+        return min(legs, key=lambda s: (s.start_ns, s.end_ns))
     if any(leg_of(trace, a) is not None for a in anchors) or len(anchors) < 2:
         return None
     return max(anchors, key=lambda s: (s.end_ns, s.start_ns))  # sidecar tracing off: the stage that ended last
@@ -129,6 +133,15 @@ def _arrival(trace: PendingTrace, primary: Span, anchors: list[Span], gateway: S
     if chain and chain[-1].start_ns > 0:
         return chain[-1].start_ns
     return min((a.start_ns for a in anchors if a.start_ns > 0), default=primary.start_ns)
+
+
+def _merge_chunks(mapping: Mapping, request: JoinedRequest, first: Span, chunks: list[Span]) -> None:
+    """The first chunk's first token; every chunk's tokens; from the first chunk's start to the last's end."""
+    tokens = [mapping.number("completion_tokens", View([chunk])) for chunk in chunks]
+    decode = [mapping.number("decode_seconds", View([chunk])) for chunk in chunks]
+    request.completion_tokens = sum(t for t in tokens if t is not None) if None not in tokens else None
+    request.decode_seconds = sum(d for d in decode if d is not None) if None not in decode else None
+    request.e2e_seconds = (max(chunk.end_ns for chunk in chunks) - first.start_ns) / 1e9
 
 
 def _merge_choices(mapping: Mapping, request: JoinedRequest, anchors: list[Span]) -> None:

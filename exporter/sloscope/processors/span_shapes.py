@@ -118,10 +118,11 @@ def failure_reason(spans: Iterable[Span], *, answered: bool) -> str | None:
         400 <= code < 500 and code not in _NOT_CLIENT for code in codes
     ):
         return c.FAILURE_INVALID
-    if 429 in codes or "cannot be admitted" in text or ("resourceexhausted" in text and "timed out" not in text):
-        return c.FAILURE_SHED
+    # A queue timeout is answered 429 too (ResourceExhausted): its message says it timed out, so look first.
     if "timed out" in text or "deadline exceeded" in text or 504 in codes or 408 in codes:
         return c.FAILURE_TIMEOUT
+    if 429 in codes or "cannot be admitted" in text or "resourceexhausted" in text:
+        return c.FAILURE_SHED
     if "client disconnected" in text or "context canceled" in text or 499 in codes:
         return c.FAILURE_ABORTED
     if messages or any(code >= 500 for code in codes):

@@ -68,7 +68,11 @@ def run(options: DemoOptions) -> tuple[Demo, Readout, dict[str, tuple[float, flo
             learning = asyncio.create_task(keep_training(demo))
             await demo.run_traffic(asyncio.Event(), duration=WARM_UP_SECONDS)
             learning.cancel()
-            assert await demo.drain(timeout=90)
+            if not await demo.drain(timeout=90):
+                figures = await demo.read()
+                raise AssertionError(
+                    f"after the warm-up: {differences(demo.truth, figures) if figures else 'no /metrics'}"
+                )
             before = await settled(demo.read)
             truth_before = {s: demo.truth.coverage_counts(s) for s in SIGNALS}
             await demo.run_traffic(asyncio.Event(), duration=MEASURED_SECONDS)

@@ -7,5 +7,8 @@ clients -> router --(POST /predict/bulk/strict)--> prediction server
              |  \\--(POST /add_training_data_bulk)-> training server  <-- health polls
              v
            pods (continuous batching) --/metrics-------------------> scrape loop
-           spans (gateway.request, llm_request) --OTLP------------> receivers
+           spans (Envoy, EPP, P/D sidecars, vLLM) --OTLP----------> receivers
+
+``--upstream llm-d`` (the default) simulates today's llm-d-router and vLLM 0.33 with agent clients
+(agents.py, calls.py, llmd_spans.py); ``--upstream gie-2025`` the late-2025 gateway (workload.py, spans.py).
 """

@@ -115,6 +115,8 @@ def _summary(
         "requests per pod (sloscope / truth): "
         + ", ".join(_pair(final.per_pod[pod], pods[pod]) + f" {pod}" for pod in sorted(set(pods) | set(final.per_pod)))
     )
+    if demo.shapes:
+        console.print("calls served: " + ", ".join(f"{shape} {n}" for shape, n in sorted(demo.shapes.items())))
     verdict = "[green]equal[/]" if counted_all else "[red]not equal[/]"
     console.print(f"requests: the simulator served {truth.total}, sloscope counted {final.total}: {verdict}")
     mismatches = differences(truth, final)

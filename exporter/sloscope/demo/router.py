@@ -20,6 +20,9 @@ A share of requests (``default_share``) carries ``x-prediction-based-scheduling:
 default profile: the least loaded pod (queue, then batch, then KV), so attainment under both profiles can be
 compared (the ``routing`` label).
 
+For a P/D request (the llm-d demo), the decode pod is picked as above and the prefill pod is the least
+loaded of the others (:meth:`Router.pick_prefill`).
+
 After each request, the router sends the EPP's training samples to the training server
 (``/add_training_data_bulk``, batched every ``train_flush_seconds``): a TTFT sample with
 ``num_tokens_generated`` 0 and a TPOT sample with 1, both with the features it routed on.

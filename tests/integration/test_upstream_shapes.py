@@ -52,7 +52,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from sloscope.store.read import read_records
 from sloscope.store.schema import SCHEMA
-from sloscope.testing import gateway_attributes, vllm_attributes
+from sloscope.testing import gateway_attributes, vllm_033_attributes, vllm_attributes
 
 from .conftest import Server, wait_until
 
@@ -499,40 +499,6 @@ class Epp:
 
 
 # ---- model servers, clients, gateways ---------------------------------------------------------------
-
-
-def vllm_033_attributes(
-    *,
-    request_id: str,
-    ttft: float,
-    e2e: float,
-    completion_tokens: int,
-    prompt_tokens: int = 1450,
-    queue: float = 0.004,
-    max_tokens: int = 256,
-    temperature: float = 0.7,
-) -> dict[str, Any]:
-    """vllm/v1/engine/output_processor.py:957-993 (0.33.0): seconds as floats, no gen_ai.response.model,
-    temperature only when truthy, n = 1 per engine request."""
-    prefill = max(ttft - queue - 0.002, 0.0)
-    decode = max(e2e - ttft - 0.001, 0.0) if completion_tokens > 1 else 0.0
-    attributes: dict[str, Any] = {
-        "gen_ai.latency.time_to_first_token": ttft,
-        "gen_ai.latency.e2e": e2e,
-        "gen_ai.latency.time_in_queue": queue,
-        "gen_ai.usage.prompt_tokens": prompt_tokens,
-        "gen_ai.usage.completion_tokens": completion_tokens,
-        "gen_ai.latency.time_in_model_prefill": prefill,
-        "gen_ai.latency.time_in_model_decode": decode,
-        "gen_ai.latency.time_in_model_inference": prefill + decode,
-        "gen_ai.request.id": request_id,
-        "gen_ai.request.top_p": 1.0,
-        "gen_ai.request.max_tokens": max_tokens,
-    }
-    if temperature:
-        attributes["gen_ai.request.temperature"] = temperature
-    attributes["gen_ai.request.n"] = 1
-    return attributes
 
 
 class VllmPod:

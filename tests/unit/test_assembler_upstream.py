@@ -17,7 +17,7 @@ from sloscope import conventions as c
 from sloscope.loading import default_spec
 from sloscope.records import JoinedRequest, Span
 from sloscope.slo.evaluate import evaluate
-from sloscope.testing import span
+from sloscope.testing import span, vllm_033_attributes
 from tests.unit.test_assembler import Harness
 
 T0 = 1_700_000_000_000_000_000
@@ -45,18 +45,15 @@ def vllm033(
     status: tuple[int, str] = (0, ""),
 ) -> Span:
     """vLLM 0.33's llm_request: no gen_ai.response.model, no pod name unless the deployment sets it."""
-    attributes = {
-        "gen_ai.latency.time_to_first_token": ttft,
-        "gen_ai.latency.e2e": e2e,
-        "gen_ai.latency.time_in_queue": 0.01,
-        "gen_ai.usage.prompt_tokens": 100,
-        "gen_ai.usage.completion_tokens": tokens,
-        "gen_ai.latency.time_in_model_prefill": ttft * 0.5,
-        "gen_ai.latency.time_in_model_decode": e2e - ttft,
-        "gen_ai.request.id": request_id,
-        "gen_ai.request.max_tokens": 256 if tokens > 1 else 1,
-        "gen_ai.request.n": 1,
-    }
+    attributes = vllm_033_attributes(
+        request_id=request_id,
+        ttft=ttft,
+        e2e=e2e,
+        completion_tokens=tokens,
+        prompt_tokens=100,
+        queue=0.01,
+        max_tokens=256 if tokens > 1 else 1,
+    )
     return span(
         trace,
         span_id,

@@ -122,3 +122,15 @@ def test_the_demo_command_refuses_bad_options_before_starting_anything(capsys: p
     assert "--pods and --prediction-servers must be at least 1" in capsys.readouterr().err
     assert main(["demo", "--with-prometheus", "/nonexistent/prometheus"]) == 2
     assert "no Prometheus binary found" in capsys.readouterr().err
+
+
+def test_the_demo_has_two_upstreams_and_llm_d_is_the_default(capsys: pytest.CaptureFixture[str]) -> None:
+    from sloscope.cli import main
+    from sloscope.demo.runner import DemoOptions
+
+    assert DemoOptions().upstream == "llm-d"
+    with pytest.raises(ValueError, match="upstream must be one of llm-d, gie-2025"):
+        DemoOptions(upstream="gie-2024")
+    with pytest.raises(SystemExit):
+        main(["demo", "--upstream", "gie-2024"])
+    assert "invalid choice: 'gie-2024'" in capsys.readouterr().err

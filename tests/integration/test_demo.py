@@ -12,7 +12,9 @@ scraped, as of each request's arrival. This test checks that reconstruction: the
 a warm-up (retrained every 5 s by the test), then its model is held fixed for the measured phase, so a
 shadow prediction and the router's prediction differ only by the pod state they were given. Over that
 phase the coverage of the shadow predictions must be within 0.06 of the coverage of the router's own
-(measured in four runs: differences of 0.004 to 0.033).
+(measured in four runs: differences of 0.004 to 0.033). With the llm-d upstream the measured phase holds
+fewer predicted requests (about 6 % fail and have no prediction, and agent sessions think between calls), so
+the same difference is noisier: 0.002 to 0.056 over five runs; the tolerance there is 0.08.
 (With retraining during the measured phase the gap also carries model drift: a shadow prediction made
 after a retrain uses a newer model than the router did. Measured that way: 0.02 to 0.14, larger for TPOT,
 whose predictions sit close to the actuals; see docs/demo.md.)
@@ -32,7 +34,7 @@ from sloscope.demo.runner import Demo, DemoOptions
 
 pytestmark = pytest.mark.integration
 
-COVERAGE_TOLERANCE = 0.06
+COVERAGE_TOLERANCE = {"gie-2025": 0.06, "llm-d": 0.08}
 RETRAIN_EVERY_SECONDS = 5.0
 WARM_UP_SECONDS = 45.0
 MEASURED_SECONDS = 45.0
@@ -126,7 +128,7 @@ def test_a_seeded_demo_matches_its_ground_truth(tmp_path: Path, upstream: str) -
     # shadow coverage against the router's own predictions, after the warm-up
     print({signal: f"shadow {shadow:.3f}, truth {real:.3f}" for signal, (shadow, real) in coverage.items()})
     for signal, (shadow, real) in coverage.items():
-        assert abs(shadow - real) <= COVERAGE_TOLERANCE, f"{signal}: shadow {shadow:.3f}, truth {real:.3f}"
+        assert abs(shadow - real) <= COVERAGE_TOLERANCE[upstream], f"{signal}: shadow {shadow:.3f}, truth {real:.3f}"
     # the pods sloscope scraped are the simulator's, and the predictor's quantile is known
     assert set(figures.pods) == {"vllm-0", "vllm-1", "vllm-2", "vllm-3"}
     assert figures.quantile == 0.9

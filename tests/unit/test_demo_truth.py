@@ -115,7 +115,7 @@ def test_a_failed_request_is_a_bad_event_for_every_slo_it_carried(
     assert truth.failed == Counter({("interactive", label, reason): 1, ("batch", label, reason): 1})
     every_slo = Counter({("interactive", label, slo): 1 for slo in ("ttft", "tpot", "goodput")})
     assert truth.eligible == truth.violations == every_slo  # the batch request carried no SLO
-    assert truth.per_pod == Counter({"unknown": 2})
+    assert truth.per_pod == Counter()  # it reached no pod
     assert truth.predictions == Counter()
 
 
@@ -145,14 +145,14 @@ sloscope_requests_failed_total{model="m",pool="p",slo_class="interactive",routin
 sloscope_requests_failed_total{model="m",pool="p",slo_class="interactive",routing="none",reason="error"} 0
 # TYPE sloscope_pod_requests counter
 sloscope_pod_requests_total{pool="p",pod="vllm-1"} 2
-sloscope_pod_requests_total{pool="p",pod="unknown"} 1
+sloscope_pod_requests_total{pool="p",pod="vllm-2"} 0
 """
 
 
 def test_the_readout_reads_failures_and_pods() -> None:
     figures = parse(PAGE)
     assert figures.failed == Counter({("interactive", "none", "shed"): 1, ("interactive", "none", "error"): 0})
-    assert figures.per_pod == Counter({"vllm-1": 2, "unknown": 1})
+    assert figures.per_pod == Counter({"vllm-1": 2, "vllm-2": 0})
     assert figures.requests == Counter({("interactive", "predicted"): 2, ("interactive", "none"): 1})
 
 
@@ -171,6 +171,5 @@ def test_the_comparison_lists_every_count_that_differs() -> None:
         eligible=Counter({("interactive", "none", "ttft"): 1, ("interactive", "none", "goodput"): 1}),
         violations=Counter({("interactive", "none", "ttft"): 1, ("interactive", "none", "goodput"): 1}),
         failed=Counter({("interactive", "none", "shed"): 1, ("interactive", "none", "error"): 0}),
-        per_pod=Counter({"unknown": 1}),
     )
     assert differences(truth, figures) == []  # a series at 0 equals a count never made

@@ -124,6 +124,9 @@ def test_failed_requests_by_reason_start_at_zero_with_their_label_set() -> None:
     assert registry.get_sample_value("sloscope_slo_violations_total", {**labels, "slo": "goodput"}) == 2
     hist = {"model": "m", "pool": "pool-a", "slo_class": "interactive"}
     assert registry.get_sample_value("sloscope_ttft_seconds_count", hist) == 1  # a failure is no latency sample
+    pods = {"pool": "pool-a", "pod": "pod-1"}
+    assert registry.get_sample_value("sloscope_pod_requests_total", pods) == 1  # the shed one reached no pod
+    assert registry.get_sample_value("sloscope_pod_requests_total", {**pods, "pod": "unknown"}) is None
 
 
 def test_a_request_whose_spans_name_no_model_takes_its_pools() -> None:

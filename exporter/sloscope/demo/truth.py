@@ -12,7 +12,7 @@ pod's first token, ``(decode start ns - routing start ns) / 1e9 + decode TTFT`` 
 the spans carry; its TPOT is the decode stage's own. An n > 1 request counts once with the smallest TTFT of
 its choices and the largest per-choice TPOT. A failed request (:class:`FailedOutcome`) counts as a request,
 in its failure reason, and as eligible for and violating every SLO it carried (goodput too, when it carried
-any); it has no latency, and no pod: sloscope counts it on pod ``unknown``.
+any); it has no latency and no pod, so no pod's count has it.
 
 Predictions: the router's own prediction for the pod it chose, the one the EPP routes on. True coverage
 is the share of requests whose actual latency was at most that prediction.
@@ -30,7 +30,6 @@ from sloscope.demo.records import Completion, SimRequest
 __all__ = ["FailedOutcome", "GroundTruth", "Outcome"]
 
 SLOS = ("ttft", "tpot", "goodput")
-NO_POD = "unknown"  # the pod label of a request whose spans name no pod (a failed one reached none that exported)
 
 
 def _tpot(completion: Completion) -> float | None:
@@ -131,7 +130,6 @@ class GroundTruth:
             carried.append("goodput")
         with self._lock:
             self.requests[key] += 1
-            self.per_pod[NO_POD] += 1
             self.failed[(*key, outcome.reason)] += 1
             for slo in carried:
                 self.eligible[(*key, slo)] += 1

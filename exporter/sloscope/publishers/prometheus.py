@@ -112,7 +112,9 @@ class PrometheusPublisher:
                 self._start_failures(base)
             if request.failure_reason is not None:
                 self._failed.inc((*base, request.failure_reason))
-            self._pod_requests.inc((pool, pod))
+            on_a_pod = request.failure_reason is None or bool(request.pod or request.endpoint)
+            if on_a_pod:  # a request refused or lost before any pod is no pod's
+                self._pod_requests.inc((pool, pod))
             for field in evaluation.invalid_fields:
                 self._invalid.inc((field,))
             for slo in c.SLOS:
@@ -122,7 +124,8 @@ class PrometheusPublisher:
                 self._slo_requests.inc((*base, slo))
                 if not verdict.met:
                     self._slo_violations.inc((*base, slo))
-                    self._pod_violations.inc((pool, pod, slo))
+                    if on_a_pod:
+                        self._pod_violations.inc((pool, pod, slo))
             if evaluation.ttft_seconds is not None:
                 self._ttft.observe((model, pool, slo_class), evaluation.ttft_seconds, request.trace_id)
             if evaluation.tpot_seconds is not None:

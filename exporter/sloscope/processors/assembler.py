@@ -11,9 +11,12 @@ them. Anchors of one gateway are one request: P/D stages (counted once, on the d
 the choices of ``n > 1``.
 
 A request is emitted once its anchors are there and reach their gateway (P/D: once the decode
-stage is there), or its whole chain to the trace root when it has no gateway; else when the join
-window has passed since the anchor *arrived* (arrival time, not span time: exporters batch and
-clocks differ), with what it has. Completion is checked after each whole batch, so the choices of
+stage is there) and either an SLO header or the gateway's chain to the trace root has come (the
+Envoy or client span holding the headers ends after the EPP's), or, without a gateway, once its
+whole chain to the trace root has; else when the join window has passed since the anchor
+*arrived* (arrival time, not span time: exporters batch and clocks differ), with what it has. A
+P/D prefill stage's window does not end the wait for its decode stage, which may stream for
+minutes: the gateway's failure window or ``join.max_request_seconds`` does. Completion is checked after each whole batch, so the choices of
 one request exported together are counted once. A gateway span that no anchor joins within the
 failure window is a failed request (``docs/sending-traces.md`` gives the reasons), if it was an
 LLM call at all. When the anchor's own trace has no companion and joining by request id is on, a

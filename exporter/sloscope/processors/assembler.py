@@ -16,11 +16,12 @@ Envoy or client span holding the headers ends after the EPP's), or, without a ga
 whole chain to the trace root has; else when the join window has passed since the anchor
 *arrived* (arrival time, not span time: exporters batch and clocks differ), with what it has. A
 P/D prefill stage's window does not end the wait for its decode stage, which may stream for
-minutes: the gateway's failure window or ``join.max_request_seconds`` does. Completion is checked after each whole batch, so the choices of
-one request exported together are counted once. A gateway span that no anchor joins within the
-failure window is a failed request (``docs/sending-traces.md`` gives the reasons), if it was an
-LLM call at all. When the anchor's own trace has no companion and joining by request id is on, a
-companion of another trace carrying the same request id is used (EPPs before 2026).
+minutes: the gateway's failure window or ``join.max_request_seconds`` does. Completion is checked
+after each whole batch, so the choices of one request exported together are counted once. A
+gateway span that no anchor joins within the failure window is a failed request
+(``docs/sending-traces.md`` gives the reasons), if it was an LLM call at all. When the anchor's
+own trace has no companion and joining by request id is on, a companion of another trace
+carrying the same request id is used (EPPs before 2026).
 
 Traces stay open for later calls: spans of an emitted request leave the pending trace and are
 remembered, so a retried span is a duplicate and one arriving under an emitted request is late,

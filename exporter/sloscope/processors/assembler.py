@@ -312,7 +312,7 @@ class TraceAssembler:
     def _headers_settled(self, trace: PendingTrace, key: _GroupKey, scope: list[Span]) -> bool:
         """The EPP's spans carry no SLO headers: a gateway's or client's span does, and it ends after the EPP's.
         A request is complete once that span is here, or its chain to the trace root is, or its window passed."""
-        return self._has_slo(View(scope)) or trace.chain_complete(trace.spans[key[1]])
+        return trace.chain_complete(trace.spans[key[1]]) or self._has_slo(View(scope))
 
     @staticmethod
     def _stages_complete(trace: PendingTrace, anchors: list[Span], scope: list[Span]) -> bool:

@@ -27,11 +27,10 @@ from sloscope.attributes import Mapping
 from sloscope.config import Attributes, Join
 from sloscope.processors.assembler import TraceAssembler
 from sloscope.records import Span
-from sloscope.testing import gateway_attributes, span, vllm_033_attributes, vllm_attributes
+from sloscope.testing import epp_spans, gateway_attributes, span, vllm_033_attributes, vllm_attributes
 
 T0 = 1_764_582_000_000_000_000
 MS = 1_000_000
-EPP = {"service.name": "llm-d-epp"}
 SIDECAR = {"service.name": "llm-d-disagg-sidecar"}
 MODEL = "Qwen/Qwen3-8B"
 
@@ -69,48 +68,17 @@ def gie_2025(requests: int) -> list[list[Span]]:
 
 
 def _epp_call(trace: int, base: int, request_id: str, start: int) -> list[Span]:
-    ids = {"gen_ai.request.model": MODEL, "gen_ai.request.id": request_id}
-    return [
-        span(
-            trace,
-            base + 8,
-            "ingress",
-            {"http.request.header.x-request-id": [request_id], "http.request.header.x-llm-d-slo-ttft-ms": ["500"]},
-            parent=1,
-            resource={"service.name": "envoy"},
-            start_ns=start - MS,
-        ),
-        span(trace, base, "gateway.request", {}, parent=1, resource=EPP, start_ns=start),
-        span(
-            trace,
-            base + 1,
-            "gateway.request_orchestration",
-            {"target_model": MODEL, "request_prio": 0},
-            parent=base,
-            resource=EPP,
-            start_ns=start,
-        ),
-        span(
-            trace,
-            base + 2,
-            "run_scheduler_profile",
-            {"llm_d.epp.scheduling.profile.name": "default"},
-            parent=base + 1,
-            resource=EPP,
-            start_ns=start,
-        ),
-        span(trace, base + 3, "llm_d.epp.scoring", ids, parent=base + 2, resource=EPP, start_ns=start),
-        span(
-            trace,
-            base + 4,
-            "llm_d.epp.scorer.latency-scorer",
-            {"llm_d.epp.scorer.type": "latency-scorer", **ids},
-            parent=base + 3,
-            resource=EPP,
-            start_ns=start,
-        ),
-        span(trace, base + 5, "pick_endpoints", ids, parent=base + 2, resource=EPP, start_ns=start),
-    ]
+    """Envoy's span with the headers beside the EPP's spans of the call, both under the agent's root."""
+    envoy = span(
+        trace,
+        base + 8,
+        "ingress",
+        {"http.request.header.x-request-id": [request_id], "http.request.header.x-llm-d-slo-ttft-ms": ["500"]},
+        parent=1,
+        resource={"service.name": "envoy"},
+        start_ns=start - MS,
+    )
+    return [envoy, *epp_spans(trace, base, request_id=request_id, parent=1, start_ns=start, model=MODEL)]
 
 
 def _vllm(trace: int, span_id: int, parent: int, *, request_id: str, start: int, n: int, tokens: int = 11) -> Span:

@@ -128,6 +128,66 @@ def span(
     )
 
 
+def epp_spans(
+    trace: int,
+    base: int,
+    *,
+    request_id: str,
+    parent: int,
+    start_ns: int,
+    scorer: str | None = "latency-scorer",
+    status: tuple[int, str] = (0, ""),
+    orchestration_status: tuple[int, str] = (0, ""),
+    model: str = "Qwen/Qwen3-8B",
+) -> list[Span]:
+    """The llm-d-router EPP's spans of one call (ebab6879: ``pkg/epp/handlers/server.go:460``,
+    ``pkg/epp/requestcontrol/director.go:242-267``, ``pkg/epp/scheduling/scheduler_profile.go:153-382``):
+    gateway.request (no attributes) > orchestration > [run_scheduler_profile > scoring > scorer, pick].
+    Span ids are ``base`` to ``base + 5``; ``scorer=None`` stops before scheduling (a refused call)."""
+    ms = 1_000_000
+    resource = {"service.name": "llm-d-epp"}
+    spans = [
+        span(trace, base, "gateway.request", {}, parent=parent, resource=resource, start_ns=start_ns, status=status),
+        span(
+            trace,
+            base + 1,
+            "gateway.request_orchestration",
+            {"target_model": model, "request_prio": 0},
+            parent=base,
+            resource=resource,
+            start_ns=start_ns + ms,
+            status=orchestration_status,
+        ),
+    ]
+    if scorer is None:
+        return spans
+    ids = {"gen_ai.request.id": request_id, **({"gen_ai.request.model": model} if model else {})}
+    profile = {"llm_d.epp.scheduling.profile.name": "default"}
+    return [
+        *spans,
+        span(
+            trace,
+            base + 2,
+            "run_scheduler_profile",
+            profile,
+            parent=base + 1,
+            resource=resource,
+            start_ns=start_ns + 2 * ms,
+        ),
+        span(trace, base + 3, "llm_d.epp.scoring", ids, parent=base + 2, resource=resource, start_ns=start_ns + 2 * ms),
+        span(
+            trace,
+            base + 4,
+            f"llm_d.epp.scorer.{scorer}",
+            {"llm_d.epp.scorer.type": scorer, **ids},
+            parent=base + 3,
+            resource=resource,
+            start_ns=start_ns + 2 * ms,
+        ),
+        span(trace, base + 5, "pick_endpoints", ids, parent=base + 2, resource=resource, start_ns=start_ns + 3 * ms),
+    ]
+
+
 def any_value(value: Any) -> AnyValue:
     if isinstance(value, bool):
         return AnyValue(bool_value=value)

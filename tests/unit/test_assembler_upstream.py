@@ -17,7 +17,7 @@ from sloscope import conventions as c
 from sloscope.loading import default_spec
 from sloscope.records import JoinedRequest, Span
 from sloscope.slo.evaluate import evaluate
-from sloscope.testing import span, vllm_033_attributes
+from sloscope.testing import epp_spans, span, vllm_033_attributes
 from tests.unit.test_assembler import Harness
 
 T0 = 1_700_000_000_000_000_000
@@ -73,52 +73,10 @@ def epp_call(
     *,
     request_id: str,
     parent: int = AGENT_ROOT,
-    scorer: str | None = "latency-scorer",
     start_ms: int = 0,
-    status: tuple[int, str] = (0, ""),
-    orchestration_status: tuple[int, str] = (0, ""),
-    model: str = "Qwen/Qwen3-8B",
+    **fields: Any,
 ) -> list[Span]:
-    """gateway.request (no attributes) > orchestration > [run_scheduler_profile > scoring > scorer, pick]."""
-    start = T0 + start_ms * MS
-    spans = [
-        span(trace, base, "gateway.request", {}, parent=parent, resource=EPP, start_ns=start, status=status),
-        span(
-            trace,
-            base + 1,
-            "gateway.request_orchestration",
-            {"target_model": model, "request_prio": 0},
-            parent=base,
-            resource=EPP,
-            start_ns=start + MS,
-            status=orchestration_status,
-        ),
-    ]
-    if scorer is not None:
-        ids = {"gen_ai.request.model": model, "gen_ai.request.id": request_id}
-        spans += [
-            span(
-                trace,
-                base + 2,
-                "run_scheduler_profile",
-                {"llm_d.epp.scheduling.profile.name": "default"},
-                parent=base + 1,
-                resource=EPP,
-                start_ns=start + 2 * MS,
-            ),
-            span(trace, base + 3, "llm_d.epp.scoring", ids, parent=base + 2, resource=EPP, start_ns=start + 2 * MS),
-            span(
-                trace,
-                base + 4,
-                f"llm_d.epp.scorer.{scorer}",
-                {"llm_d.epp.scorer.type": scorer, **ids},
-                parent=base + 3,
-                resource=EPP,
-                start_ns=start + 2 * MS,
-            ),
-            span(trace, base + 5, "pick_endpoints", ids, parent=base + 2, resource=EPP, start_ns=start + 3 * MS),
-        ]
-    return spans
+    return epp_spans(trace, base, request_id=request_id, parent=parent, start_ns=T0 + start_ms * MS, **fields)
 
 
 def ingress(trace: int, span_id: int, *, request_id: str, ttft_header: str, name: str = "x-llm-d-slo-ttft-ms") -> Span:

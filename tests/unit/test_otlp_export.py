@@ -155,6 +155,14 @@ def test_status_names_each_missed_slo_with_its_numbers() -> None:
     assert status_description(record) == "SLO violated: ttft 250 ms > 200 ms, tpot 62.5 ms > 50 ms, goodput"
 
 
+def test_a_failed_request_says_why_and_the_slos_it_missed() -> None:
+    record = violating_record(failure_reason="timeout", prefill_pod="prefill-0")
+    attributes = evaluation_attributes(record)
+    assert (attributes["sloscope.failure.reason"], attributes["sloscope.prefill.pod"]) == ("timeout", "prefill-0")
+    assert status_description(record) == "request failed (timeout); SLO violated: ttft 250 ms > 200 ms, goodput"
+    assert "sloscope.failure.reason" not in evaluation_attributes(violating_record())
+
+
 def test_http_endpoint_without_a_path_gets_the_traces_path() -> None:
     assert http_traces_url("http://tempo:4318") == "http://tempo:4318/v1/traces"
     assert http_traces_url("tempo:4318/") == "http://tempo:4318/v1/traces"

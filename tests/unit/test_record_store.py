@@ -78,6 +78,32 @@ def test_unknown_values_are_null_never_zero() -> None:
     assert row["pod_waiting"] is None and row["predicted_ttft_seconds"] is None
 
 
+def test_a_failed_pd_request_of_several_choices_keeps_its_reason_and_stages() -> None:
+    failed = to_table([record(1, failure_reason="shed", ttft_seconds=None, pod=None)]).to_pylist()[0]
+    assert (failed["failure_reason"], failed["ttft_met"], failed["goodput_met"], failed["ttft_seconds"]) == (
+        "shed",
+        False,
+        False,
+        None,
+    )
+    staged = record(
+        2,
+        choices=3,
+        prefill_pod="prefill-0",
+        prefill_queue_seconds=0.004,
+        prefill_seconds_on_prefill_pod=0.12,
+        ttft_source="pd_sidecar",
+    )
+    row = to_table([staged]).to_pylist()[0]
+    assert (row["choices"], row["prefill_pod"], row["prefill_queue_seconds"], row["prefill_stage_seconds"]) == (
+        3,
+        "prefill-0",
+        0.004,
+        0.12,
+    )
+    assert (row["failure_reason"], row["ttft_source"]) == (None, "pd_sidecar")
+
+
 def test_a_target_that_could_not_be_judged_stays_on_record() -> None:
     row = to_table([record(1, ttft_seconds=None, server_ttft_seconds=None)]).to_pylist()[0]
     assert row["ttft_met"] is None and row["ttft_target_seconds"] == 0.5

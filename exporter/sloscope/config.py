@@ -340,7 +340,9 @@ class Pool(_Section):
     )
     scheme: Literal["http", "https"] = "http"
     model: str | None = Field(
-        default=None, description="Count only this model_name's series (pods serving several models)."
+        default=None,
+        description="Count only this model_name's series (pods serving several models); also the model label of "
+        "the pool's requests whose spans name no model (vLLM 0.33 sets no gen_ai.response.model).",
     )
     scrape_interval_seconds: float | None = Field(default=None, gt=0, description="Overrides scrape.interval_seconds.")
     scrape_timeout_seconds: float | None = Field(default=None, gt=0, description="Overrides scrape.timeout_seconds.")

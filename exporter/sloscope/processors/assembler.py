@@ -42,7 +42,7 @@ from sloscope import conventions as c
 from sloscope.attributes import Mapping, View
 from sloscope.config import Join
 from sloscope.processors import span_shapes as shapes
-from sloscope.processors.joined_request import RequestBuilder, leg_of, primary_anchor
+from sloscope.processors.joined_request import RequestBuilder, disaggregated, leg_of, primary_anchor
 from sloscope.processors.trace_state import PendingTrace, SeenSpans
 from sloscope.records import JoinedRequest, Span
 
@@ -317,7 +317,7 @@ class TraceAssembler:
     @staticmethod
     def _stages_complete(trace: PendingTrace, anchors: list[Span], scope: list[Span]) -> bool:
         """A P/D request is complete once its decode stage is here; any other once an anchor is."""
-        if not shapes.disaggregated([*scope, *(s for a in anchors for s in trace.ancestors(a))]):
+        if not disaggregated(trace, anchors, scope):
             return True
         if any(leg_of(trace, a) == "decode" for a in anchors):
             return True

@@ -8,6 +8,8 @@ TTFT, the choices of ``n > 1``) and of failed requests (``docs/sending-traces.md
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from sloscope import conventions as c
 from sloscope.attributes import Mapping, View
 from sloscope.processors import span_shapes as shapes
@@ -28,8 +30,7 @@ class RequestBuilder:
         self, trace: PendingTrace, anchors: list[Span], companions: list[Span], outcome: str, gateway: Span | None
     ) -> JoinedRequest:
         """One request of model-server spans: P/D stages, ``n > 1`` choices, or a single span."""
-        disaggregated = shapes.disaggregated([*companions, *(s for a in anchors for s in trace.ancestors(a))])
-        if disaggregated:
+        if disaggregated(trace, anchors, companions):
             decode = _decode_stage(trace, anchors)
             if decode is None:  # the decode stage never came: the client got no answer from a decode pod
                 scope = [*anchors, *companions]
@@ -111,6 +112,11 @@ def leg_of(trace: PendingTrace, anchor: Span) -> str | None:
     return None
 
 
+def disaggregated(trace: PendingTrace, anchors: list[Span], companions: list[Span]) -> bool:
+    """A P/D request: the EPP chose P/D, or a sidecar leg span is among its companions or above its anchors."""
+    return shapes.disaggregated([*companions, *(s for a in anchors for s in trace.ancestors(a))])
+
+
 def _decode_stage(trace: PendingTrace, anchors: list[Span]) -> Span | None:
     """The decode stage: under the sidecar's decode leg (its first chunk, when chunked), else the last to end."""
     legs = [a for a in anchors if leg_of(trace, a) == "decode"]
@@ -123,7 +129,7 @@ def _decode_stage(trace: PendingTrace, anchors: list[Span]) -> Span | None:
 
 def primary_anchor(trace: PendingTrace, anchors: list[Span]) -> Span:
     """The anchor whose ancestors come first in the request's view: the decode stage, else the first."""
-    return _decode_stage(trace, anchors) or anchors[0] if len(anchors) > 1 else anchors[0]
+    return _decode_stage(trace, anchors) or anchors[0]
 
 
 def _arrival(trace: PendingTrace, primary: Span, anchors: list[Span], gateway: Span | None) -> int:
@@ -137,10 +143,8 @@ def _arrival(trace: PendingTrace, primary: Span, anchors: list[Span], gateway: S
 
 def _merge_chunks(mapping: Mapping, request: JoinedRequest, first: Span, chunks: list[Span]) -> None:
     """The first chunk's first token; every chunk's tokens; from the first chunk's start to the last's end."""
-    tokens = [mapping.number("completion_tokens", View([chunk])) for chunk in chunks]
-    decode = [mapping.number("decode_seconds", View([chunk])) for chunk in chunks]
-    request.completion_tokens = sum(t for t in tokens if t is not None) if None not in tokens else None
-    request.decode_seconds = sum(d for d in decode if d is not None) if None not in decode else None
+    request.completion_tokens = _total(mapping.number("completion_tokens", View([chunk])) for chunk in chunks)
+    request.decode_seconds = _total(mapping.number("decode_seconds", View([chunk])) for chunk in chunks)
     request.e2e_seconds = (max(chunk.end_ns for chunk in chunks) - first.start_ns) / 1e9
 
 
@@ -155,8 +159,7 @@ def _merge_choices(mapping: Mapping, request: JoinedRequest, anchors: list[Span]
             ttfts.append(ttft)
         if e2e is not None:
             e2es.append(e2e)
-        if completion is not None:
-            tokens.append(completion)
+        tokens.append(completion)
         tpot = tpot_seconds(e2e, ttft, completion)
         if tpot is not None:
             tpots.append(tpot)
@@ -165,8 +168,18 @@ def _merge_choices(mapping: Mapping, request: JoinedRequest, anchors: list[Span]
         request.ttft_seconds = min(ttfts)
     request.server_ttft_seconds = min(ttfts) if ttfts else request.server_ttft_seconds
     request.e2e_seconds = max(e2es) if e2es else request.e2e_seconds
-    request.completion_tokens = sum(tokens) if len(tokens) == len(anchors) else None
+    request.completion_tokens = _total(tokens)
     request.tpot_seconds = max(tpots) if tpots else None
+
+
+def _total(values: Iterable[float | None]) -> float | None:
+    """The sum, or None (unknown) when any of the values is."""
+    total = 0.0
+    for value in values:
+        if value is None:
+            return None
+        total += value
+    return total
 
 
 def build_request(

@@ -52,7 +52,6 @@ class PrometheusPublisher:
         self._default_pool = default_pool
         self._pool_of_pod = pool_of_pod
         self._model_of_pool = model_of_pool or {}
-        self._failure_bases: set[tuple[str, ...]] = set()
         self._last: tuple[JoinedRequest | None, tuple[str, str]] = (None, ("", ""))
         folded = telemetry.label_values_folded
         self._guard = LabelGuard(limits.max_label_values, lambda label: folded.labels(label).inc())
@@ -108,7 +107,7 @@ class PrometheusPublisher:
         base = (model, pool, slo_class, request.routing)
         with self._series.lock:
             self._requests.inc(base)
-            if base not in self._failure_bases:  # every reason at 0 from the label set's first request on
+            if (*base, c.FAILURE_ERROR) not in self._failed.values:  # every reason at 0 from the first request on
                 self._start_failures(base)
             if request.failure_reason is not None:
                 self._failed.inc((*base, request.failure_reason))
@@ -133,7 +132,6 @@ class PrometheusPublisher:
 
     def _start_failures(self, base: tuple[str, ...]) -> None:
         """So that the first failure of a label set is an increase Prometheus sees, not a new series at 1."""
-        self._failure_bases.add(base)
         for reason in c.FAILURE_REASONS:
             self._failed.inc((*base, reason), 0.0)
 

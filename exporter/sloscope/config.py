@@ -251,6 +251,9 @@ class StaticTarget(_Section):
     pod: str | None = Field(
         default=None, description="The pod's name, as its spans name it (k8s.pod.name); the address if unset."
     )
+    labels: dict[str, str] = Field(
+        default_factory=dict, description="The pod's labels, like llm-d.ai/role and llm-d.ai/engine-type."
+    )
 
 
 class FileSD(_Section):

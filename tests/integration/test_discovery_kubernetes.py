@@ -283,7 +283,11 @@ def test_list_then_watch_follows_readiness_additions_and_deletions(api: FakeKube
     reports = run(api, SELECTOR, body)
 
     assert reports.lists == [pods(A), pods(A, B), pods(A, B, C), pods(B, C)]  # no report for events that change nothing
-    assert reports.targets[-1] == [Target("llama", C, ADDRESS[C]), Target("llama", B, ADDRESS[B])]  # by pod name
+    assert [(t.pool, t.pod, t.address) for t in reports.targets[-1]] == [
+        ("llama", C, ADDRESS[C]),
+        ("llama", B, ADDRESS[B]),
+    ]
+    assert {t.label("app") for t in reports.targets[-1]} == {APP}  # the pods' metadata labels come along
     assert api.lists() == [{"labelSelector": f"app={APP}"}]
     watches = api.watch_requests()
     assert [query["resourceVersion"] for query in watches] == ["418523", "418800", "418870"]  # list, bookmark, DELETED

@@ -92,8 +92,8 @@ def test_json_file_with_labels_pod_names_and_timing() -> None:
     assert parse_file("llama", "/etc/sloscope/targets.json", text) == [
         Target("llama", "vllm-0", "10.52.3.17:8000", interval_seconds=2.0, timeout_seconds=0.5),
         Target("llama", "vllm-1", "10.52.5.9:8000"),  # an empty pod label counts as unset
-        Target("llama", "10.52.7.21:8000", "10.52.7.21:8000"),
-        Target("llama", "10.52.7.22:8000", "10.52.7.22:8000"),
+        Target("llama", "10.52.7.21:8000", "10.52.7.21:8000", labels=(("team", "search"),)),
+        Target("llama", "10.52.7.22:8000", "10.52.7.22:8000", labels=(("team", "search"),)),
         Target("llama", "10.52.9.2:8000", "10.52.9.2:8000"),
     ]
 

@@ -32,8 +32,12 @@ def _ready(pod: dict[str, Any], status: str) -> None:
             condition["status"] = status
 
 
-def test_a_ready_running_pod_is_a_target_at_its_ip_and_the_port() -> None:
-    assert pod_target("llama", base_pod(), 8000) == Target("llama", NAME, "10.52.3.17:8000")
+LABELS = (("app", "vllm-llama3-8b-instruct"), ("pod-template-hash", "7d9f8c6b5d"))  # the recorded pod's
+
+
+def test_a_ready_running_pod_is_a_target_at_its_ip_and_the_port_with_its_labels() -> None:
+    assert pod_target("llama", base_pod(), 8000) == Target("llama", NAME, "10.52.3.17:8000", labels=LABELS)
+    assert pod_target("llama", base_pod(), 8000).label("app") == "vllm-llama3-8b-instruct"  # type: ignore[union-attr]
 
 
 def _pending(pod: dict[str, Any]) -> None:
@@ -110,7 +114,7 @@ def test_pods_that_are_not_targets(change: Any) -> None:
 def test_an_ipv6_pod_ip_is_bracketed() -> None:
     pod = base_pod()
     pod["status"]["podIP"] = "fd00:10:52::3:17"
-    assert pod_target("llama", pod, 8000) == Target("llama", NAME, "[fd00:10:52::3:17]:8000")
+    assert pod_target("llama", pod, 8000) == Target("llama", NAME, "[fd00:10:52::3:17]:8000", labels=LABELS)
 
 
 def test_every_recorded_pod_once_ready_in_the_watch() -> None:

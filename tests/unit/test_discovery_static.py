@@ -16,7 +16,7 @@ def test_reports_the_list_once_and_runs_until_cancelled() -> None:
         "llama",
         [
             StaticTarget(address="10.52.3.17:8000", pod="vllm-llama3-8b-instruct-7d9f8c6b5d-x2k9p"),
-            StaticTarget(address="vllm-1.vllm.llm.svc:8000"),
+            StaticTarget(address="vllm-1.vllm.llm.svc:8000", labels={"llm-d.ai/role": "decode", "app": "vllm"}),
         ],
     )
 
@@ -36,7 +36,12 @@ def test_reports_the_list_once_and_runs_until_cancelled() -> None:
     assert reports == [
         [
             Target("llama", "vllm-llama3-8b-instruct-7d9f8c6b5d-x2k9p", "10.52.3.17:8000"),
-            Target("llama", "vllm-1.vllm.llm.svc:8000", "vllm-1.vllm.llm.svc:8000"),  # no pod: named by its address
+            Target(  # no pod: named by its address
+                "llama",
+                "vllm-1.vllm.llm.svc:8000",
+                "vllm-1.vllm.llm.svc:8000",
+                labels=(("app", "vllm"), ("llm-d.ai/role", "decode")),
+            ),
         ]
     ]
 

@@ -8,11 +8,11 @@ for a bad file or a failed API call: it logs, counts, keeps its last good list a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-__all__ = ["Discovery", "Target", "Update"]
+__all__ = ["Discovery", "Target", "Update", "sorted_labels"]
 
 
 @dataclass(frozen=True)
@@ -21,6 +21,9 @@ class Target:
 
     ``interval_seconds`` and ``timeout_seconds`` override the pool's scrape settings for this target
     (file_sd's ``__scrape_interval__`` and ``__scrape_timeout__`` labels, as in Prometheus).
+    ``labels`` are the pod's labels (Kubernetes metadata labels, a file_sd group's labels, a static
+    target's ``labels``), sorted by name: the EPP reads a pod's role (``llm-d.ai/role``) and engine
+    (``llm-d.ai/engine-type``) from them, and so does sloscope. A tuple, so that a target stays hashable.
     """
 
     pool: str
@@ -28,10 +31,20 @@ class Target:
     address: str
     interval_seconds: float | None = None
     timeout_seconds: float | None = None
+    labels: tuple[tuple[str, str], ...] = ()
 
     @property
     def key(self) -> tuple[str, str]:
         return (self.pool, self.pod)
+
+    def label(self, name: str) -> str | None:
+        """The value of the pod label ``name``, None when the pod has none."""
+        return next((value for key, value in self.labels if key == name), None)
+
+
+def sorted_labels(labels: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:
+    """``labels`` as a :attr:`Target.labels` value."""
+    return tuple(sorted((labels or {}).items()))
 
 
 Update = Callable[[Sequence[Target]], None]

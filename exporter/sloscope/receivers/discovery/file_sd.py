@@ -22,7 +22,7 @@ from typing import Any, Literal
 import yaml
 
 from sloscope.config import FileSD
-from sloscope.receivers.discovery import Target, Update
+from sloscope.receivers.discovery import Target, Update, sorted_labels
 
 __all__ = [
     "FileSDDiscovery",
@@ -149,12 +149,17 @@ def targets_from_groups(pool: str, groups: Any) -> list[Target]:
         if interval is not None and timeout is not None and timeout > interval:
             raise FileSDError(f"{where}: {TIMEOUT_LABEL} is longer than {INTERVAL_LABEL}")
         named = next((labels[name] for name in POD_LABELS if labels.get(name)), None)
+        pod_labels = sorted_labels(
+            {name: value for name, value in labels.items() if not name.startswith("__") and name not in POD_LABELS}
+        )
         for address in _addresses(group, where):
             pod = named or address
             if pod in seen:
                 raise FileSDError(f"{where}: pod {pod!r} of {address} is already the pod of {seen[pod]}")
             seen[pod] = address
-            out.append(Target(pool, pod, address, interval_seconds=interval, timeout_seconds=timeout))
+            out.append(
+                Target(pool, pod, address, interval_seconds=interval, timeout_seconds=timeout, labels=pod_labels)
+            )
     return out
 
 

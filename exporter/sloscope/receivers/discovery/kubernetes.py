@@ -25,7 +25,7 @@ from kubernetes.config.config_exception import ConfigException
 from kubernetes.watch import Watch
 
 from sloscope.config import KubernetesSD
-from sloscope.receivers.discovery import Target, Update
+from sloscope.receivers.discovery import Target, Update, sorted_labels
 
 __all__ = [
     "INFERENCE_POOL_APIS",
@@ -83,7 +83,9 @@ def pod_target(pool: str, pod: Mapping[str, Any], port: int) -> Target | None:
     if metadata.get("deletionTimestamp") or status.get("phase") != "Running" or not is_ready(pod):
         return None
     host = f"[{ip}]" if ":" in ip else ip  # an IPv6 pod IP
-    return Target(pool, name, f"{host}:{port}")
+    labels = _mapping(metadata.get("labels"))
+    pod_labels = sorted_labels({str(k): v for k, v in labels.items() if isinstance(v, str)})
+    return Target(pool, name, f"{host}:{port}", labels=pod_labels)
 
 
 def format_selector(labels: Mapping[str, str]) -> str:

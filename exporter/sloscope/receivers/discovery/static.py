@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Sequence
 
 from sloscope.config import StaticTarget
-from sloscope.receivers.discovery import Target, Update
+from sloscope.receivers.discovery import Target, Update, sorted_labels
 
 __all__ = ["StaticDiscovery"]
 
@@ -16,7 +16,10 @@ class StaticDiscovery:
 
     def __init__(self, pool: str, targets: Sequence[StaticTarget]) -> None:
         self._targets = tuple(
-            Target(pool=pool, pod=target.pod or target.address, address=target.address) for target in targets
+            Target(
+                pool=pool, pod=target.pod or target.address, address=target.address, labels=sorted_labels(target.labels)
+            )
+            for target in targets
         )
 
     async def run(self, update: Update) -> None:

@@ -227,25 +227,70 @@ PREDICTOR_TRAINING_SAMPLES = _m(
 )
 PREDICTOR_QUANTILE = _m("predictor_quantile", "gauge", (POOL,), "Quantile the latency predictor models (0.9: p90).")
 
-# The EPP's own SLO series, re-published with their label defects put right.
+# The EPP's own SLO series, re-published with their label defects put right. Actual latencies carry the
+# model labels only; the plugin's predictions, prediction durations and violations also name the plugin
+# instance that recorded them (llm-d-router's plugin_name/plugin_type; "" on EPPs that write none).
+PLUGIN_NAME = "plugin_name"
+PLUGIN_TYPE = "plugin_type"
+STATUS = "status"
+EPP_TYPE_E2E = "e2e"  # a violation type: the EPP's "ttft" violation when its TTFT is end-to-end latency
 _EPP = (POOL, MODEL, TARGET_MODEL)
-EPP_TTFT_SECONDS = _m("epp_ttft_seconds", "histogram", _EPP, "The EPP's actual TTFT histogram.")
+_EPP_PLUGIN = (*_EPP, PLUGIN_NAME, PLUGIN_TYPE)
+EPP_TTFT_SECONDS = _m(
+    "epp_ttft_seconds", "histogram", _EPP, "The EPP's actual TTFT histogram (streamed responses only)."
+)
+EPP_E2E_SECONDS = _m(
+    "epp_e2e_seconds",
+    "histogram",
+    _EPP,
+    "What the EPP records as TTFT when it is end-to-end latency: non-streamed responses, or the plugin "
+    "running with streamingMode off.",
+)
 EPP_PREDICTED_TTFT_SECONDS = _m(
     "epp_predicted_ttft_seconds",
     "histogram",
-    _EPP,
-    "The EPP's predicted TTFT histogram (a re-prediction at response-header time, not the routing one).",
+    _EPP_PLUGIN,
+    "The EPP's predicted TTFT histogram (llm-d-router: the routing-time prediction for the chosen endpoint).",
 )
-EPP_TPOT_SECONDS = _m("epp_tpot_seconds", "histogram", _EPP, "The EPP's actual (sampled average) TPOT histogram.")
-EPP_PREDICTED_TPOT_SECONDS = _m("epp_predicted_tpot_seconds", "histogram", _EPP, "The EPP's predicted TPOT histogram.")
+EPP_PREDICTED_E2E_SECONDS = _m(
+    "epp_predicted_e2e_seconds",
+    "histogram",
+    _EPP_PLUGIN,
+    "The EPP's predicted TTFT when its plugin runs with streamingMode off, where that is a predicted "
+    "end-to-end latency.",
+)
+EPP_TPOT_SECONDS = _m(
+    "epp_tpot_seconds", "histogram", _EPP, "The EPP's actual TPOT histogram (average per request, streamed)."
+)
+EPP_PREDICTED_TPOT_SECONDS = _m(
+    "epp_predicted_tpot_seconds",
+    "histogram",
+    _EPP_PLUGIN,
+    "The EPP's predicted TPOT histogram (llm-d-router: the routing-time prediction for the chosen endpoint).",
+)
 EPP_TTFT_PREDICTION_DURATION_SECONDS = _m(
-    "epp_ttft_prediction_duration_seconds", "histogram", _EPP, "Time the EPP spent on TTFT predictions."
+    "epp_ttft_prediction_duration_seconds",
+    "histogram",
+    _EPP_PLUGIN,
+    "Time the EPP spent on TTFT predictions (llm-d-router: one bulk call per routed request).",
 )
 EPP_TPOT_PREDICTION_DURATION_SECONDS = _m(
-    "epp_tpot_prediction_duration_seconds", "histogram", _EPP, "Time the EPP spent on TPOT predictions."
+    "epp_tpot_prediction_duration_seconds",
+    "histogram",
+    _EPP_PLUGIN,
+    "Time the EPP spent on TPOT predictions (llm-d-router: the same bulk call as the TTFT one).",
 )
 EPP_SLO_VIOLATIONS = _m(
-    "epp_slo_violations", "counter", (*_EPP, TYPE), "The EPP's SLO violation counter, by type (ttft, tpot)."
+    "epp_slo_violations",
+    "counter",
+    (*_EPP_PLUGIN, TYPE),
+    "The EPP's SLO violation counter, by type (ttft, tpot; e2e where its TTFT is end-to-end latency).",
+)
+EPP_SCHEDULER_ATTEMPTS = _m(
+    "epp_scheduler_attempts",
+    "counter",
+    (POOL, TARGET_MODEL, POD, STATUS),
+    "The EPP's scheduling attempts, by status and the pod it picked (pod \"\" on failure or where not named).",
 )
 
 # Self-monitoring.
@@ -417,12 +462,15 @@ ALL_METRICS: tuple[MetricDef, ...] = (
     PREDICTOR_TRAINING_SAMPLES,
     PREDICTOR_QUANTILE,
     EPP_TTFT_SECONDS,
+    EPP_E2E_SECONDS,
     EPP_PREDICTED_TTFT_SECONDS,
+    EPP_PREDICTED_E2E_SECONDS,
     EPP_TPOT_SECONDS,
     EPP_PREDICTED_TPOT_SECONDS,
     EPP_TTFT_PREDICTION_DURATION_SECONDS,
     EPP_TPOT_PREDICTION_DURATION_SECONDS,
     EPP_SLO_VIOLATIONS,
+    EPP_SCHEDULER_ATTEMPTS,
     SPANS_RECEIVED,
     SPANS_DROPPED,
     OTLP_REQUESTS,

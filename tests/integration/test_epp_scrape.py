@@ -123,7 +123,8 @@ def test_fixture_page_scraped_and_republished(epp: FakeEPP, rig: Rig) -> None:
         f'sloscope_epp_ttft_seconds_bucket{{le="+Inf",{labels}}} 1.0',
         f"sloscope_epp_ttft_seconds_count{{{labels}}} 1.0",
         f"sloscope_epp_ttft_seconds_sum{{{labels}}} 0.231",
-        f'sloscope_epp_slo_violations_total{{{labels},type="ttft"}} 1.0',
+        f'sloscope_epp_slo_violations_total{{model="{LLAMA}",plugin_name="",plugin_type="",pool="pool-a",'
+        f'target_model="{LLAMA}",type="ttft"}} 1.0',
     ]
     assert rig.scrapes(c.RESULT_SUCCESS) == 1
 

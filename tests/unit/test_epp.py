@@ -71,6 +71,12 @@ def epp_page(model_name: str = "", target_model_name: str = LLAMA, *, defective_
     return "\n".join(lines) + "\n"
 
 
+def key_of(name: str, model: str, target: str, plugin: tuple[str, str] = ("", "")) -> tuple[str, ...]:
+    """The series key of a republished histogram: plugin labels on the plugin's families only."""
+    definition = next(d for d in EPP_HISTOGRAMS if d.name == name)
+    return (POOL, model, target, *plugin) if c.PLUGIN_NAME in definition.labels else (POOL, model, target)
+
+
 def page_of(text: str, openmetrics: bool = False) -> EPPPage:
     return normalize(PARSER.parse(text, openmetrics=openmetrics), POOL)
 
@@ -94,9 +100,12 @@ def test_fixture_comments_and_abbreviations_are_not_samples(fixture_text: str) -
     # The header's "..." notes and the "(request_predicted_tpot_seconds ... analogous)" line are comments;
     # the consolidated gauge and the plugin histogram are other families.
     assert len(samples) == 15
-    assert {s.family for s in samples} == EPP_FAMILIES - {
-        "inference_objective_request_predicted_tpot_seconds",
-        "inference_objective_request_tpot_prediction_duration_seconds",
+    assert {s.family for s in samples} == {
+        "inference_objective_request_ttft_seconds",
+        "inference_objective_request_predicted_ttft_seconds",
+        "inference_objective_request_tpot_seconds",
+        "inference_objective_request_ttft_prediction_duration_seconds",
+        "inference_objective_request_slo_violation",
     }
 
 
@@ -106,7 +115,7 @@ def test_fixture_ttft_histogram_and_violation_exact(fixture_text: str) -> None:
     assert page.histograms[c.EPP_TTFT_SECONDS.name] == {
         key: HistogramSeries(buckets=((0.2, 0.0), (0.4, 1.0), (math.inf, 1.0)), sum=0.231, count=1.0)
     }
-    assert page.violations == {(POOL, LLAMA, LLAMA, "ttft"): 1.0}
+    assert page.violations == {(POOL, LLAMA, LLAMA, "", "", "ttft"): 1.0}
 
 
 def test_fixture_every_family_gets_model_and_target_model(fixture_text: str) -> None:
@@ -134,7 +143,7 @@ def test_fixture_duration_series_labels_put_right(fixture_text: str) -> None:
     page = page_of(fixture_text)
     (duration,) = [d for d in page.dropped if "prediction_duration" in d.family]
     assert duration.labels == (("model_name", LLAMA), ("target_model_name", ""))  # as the EPP wrote them
-    assert duration.key == (POOL, LLAMA, LLAMA)
+    assert duration.key == (POOL, LLAMA, LLAMA, "", "")
 
 
 def test_fixture_rendered_exactly(fixture_text: str) -> None:
@@ -146,7 +155,8 @@ def test_fixture_rendered_exactly(fixture_text: str) -> None:
         f'sloscope_epp_ttft_seconds_bucket{{le="+Inf",{labels}}} 1.0',
         f"sloscope_epp_ttft_seconds_count{{{labels}}} 1.0",
         f"sloscope_epp_ttft_seconds_sum{{{labels}}} 0.231",
-        f'sloscope_epp_slo_violations_total{{{labels},type="ttft"}} 1.0',
+        f'sloscope_epp_slo_violations_total{{model="{LLAMA}",plugin_name="",plugin_type="",pool="{POOL}",'
+        f'target_model="{LLAMA}",type="ttft"}} 1.0',
     ]
     d = c.EPP_SLO_VIOLATIONS
     assert f"# HELP {d.exposed_name} {d.help}" in lines
@@ -165,10 +175,10 @@ def test_defective_page_every_family_put_right() -> None:
     for family, (name, bounds, value) in FAMILIES.items():
         (series,) = page.histograms[name].items()
         key, histogram = series
-        assert key == (POOL, LLAMA, LLAMA), family
+        assert key == key_of(name, LLAMA, LLAMA), family
         assert [le for le, _ in histogram.buckets] == [*map(float, bounds), math.inf]
         assert (histogram.sum, histogram.count) == (value, 1.0)
-    assert page.violations == {(POOL, LLAMA, LLAMA, "ttft"): 1.0}
+    assert page.violations == {(POOL, LLAMA, LLAMA, "", "", "ttft"): 1.0}
 
 
 @pytest.mark.parametrize(
@@ -203,8 +213,8 @@ def test_labels_put_right_only_where_defective(
     assert (page.models_filled, page.labels_swapped) == fixes
     for family, (name, _, _) in FAMILIES.items():
         expected = duration_labels if family in DURATIONS else slo_labels
-        assert list(page.histograms[name]) == [(POOL, *expected)], family
-    assert list(page.violations) == [(POOL, *slo_labels, "ttft")]
+        assert list(page.histograms[name]) == [key_of(name, *expected)], family
+    assert list(page.violations) == [(POOL, *slo_labels, "", "", "ttft")]
 
 
 def test_fixed_page_buckets_pass_unchanged() -> None:
@@ -326,9 +336,9 @@ def test_broken_counter_is_dropped(value: str) -> None:
         f'{name}{{model_name="",target_model_name="{LLAMA}",type="tpot"}} {value}\n'
     )
     page = page_of(text)
-    assert page.violations == {(POOL, LLAMA, LLAMA, "ttft"): 3.0}
+    assert page.violations == {(POOL, LLAMA, LLAMA, "", "", "ttft"): 3.0}
     (dropped,) = page.dropped
-    assert dropped.key == (POOL, LLAMA, LLAMA, "tpot")
+    assert dropped.key == (POOL, LLAMA, LLAMA, "", "", "tpot")
     assert "negative or not finite" in dropped.reason
 
 
@@ -382,7 +392,8 @@ def test_registry_sample_values() -> None:
     page = page_of(epp_page())
     registry.register(EPPCollector(lambda: [page]))
     labels = {"pool": POOL, "model": LLAMA, "target_model": LLAMA}
-    assert registry.get_sample_value("sloscope_epp_slo_violations_total", {**labels, "type": "ttft"}) == 1.0
-    assert registry.get_sample_value("sloscope_epp_tpot_prediction_duration_seconds_sum", labels) == 0.0024
+    plugin = {**labels, "plugin_name": "", "plugin_type": ""}
+    assert registry.get_sample_value("sloscope_epp_slo_violations_total", {**plugin, "type": "ttft"}) == 1.0
+    assert registry.get_sample_value("sloscope_epp_tpot_prediction_duration_seconds_sum", plugin) == 0.0024
     assert registry.get_sample_value("sloscope_epp_tpot_seconds_bucket", {**labels, "le": "0.02"}) == 1.0
     assert registry.get_sample_value("sloscope_epp_tpot_seconds_bucket", {**labels, "le": "0.01"}) == 0.0

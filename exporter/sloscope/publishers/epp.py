@@ -2,78 +2,96 @@
 
 A custom Collector (client_python's way to proxy metrics from another system): at every scrape of
 sloscope's /metrics it renders each pool's latest :class:`~sloscope.receivers.epp.EPPPage` as
-histogram and counter families. Nothing is stored here; a pool whose page is missing or stale
-simply has no series. Bucket boundaries are the EPP's own, written as prometheus_client writes
-``le`` (``floatToGoString``: ``0.2``, ``1.0``, ``3600.0``, ``+Inf``).
+histogram and counter families. Nothing is stored here but the label cap's admitted values; a pool
+whose page is missing or stale simply has no series. Bucket boundaries are the EPP's own, written as
+prometheus_client writes ``le`` (``floatToGoString``: ``0.2``, ``1.0``, ``3600.0``, ``+Inf``).
+
+The scheduler-attempt counter names the pod the EPP picked; its ``pod`` label goes through the same
+per-label cap as every other ``pod`` label (``limits.max_label_values``): past the cap, pods fold into
+``__other__`` and their counts are added up. The plugin labels need no cap: their values are the plugin
+instances of the EPP's own configuration.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
 
 from sloscope import conventions as c
+from sloscope.publishers.cardinality import LabelGuard
 from sloscope.receivers.epp import EPPPage
+from sloscope.receivers.epp_page import REPUBLISHED_COUNTERS, REPUBLISHED_HISTOGRAMS, SeriesKey
 
-__all__ = ["EPP_HISTOGRAMS", "EPPCollector"]
+__all__ = ["EPP_COUNTERS", "EPP_HISTOGRAMS", "EPPCollector"]
 
-EPP_HISTOGRAMS: tuple[c.MetricDef, ...] = (
-    c.EPP_TTFT_SECONDS,
-    c.EPP_PREDICTED_TTFT_SECONDS,
-    c.EPP_TPOT_SECONDS,
-    c.EPP_PREDICTED_TPOT_SECONDS,
-    c.EPP_TTFT_PREDICTION_DURATION_SECONDS,
-    c.EPP_TPOT_PREDICTION_DURATION_SECONDS,
-)
-"""The histogram families, in the order they are rendered; the counter follows them."""
+EPP_HISTOGRAMS: tuple[c.MetricDef, ...] = REPUBLISHED_HISTOGRAMS
+"""The histogram families, in the order they are rendered; the counters follow them."""
+EPP_COUNTERS: tuple[c.MetricDef, ...] = REPUBLISHED_COUNTERS
 
 
 class EPPCollector:
     """Renders the pages ``pages()`` returns (one per pool; ``None`` for a pool without a current page).
 
-    Wire it as ``EPPCollector(lambda: [scraper.latest for scraper in scrapers])``. ``collect()``
-    runs in the /metrics handler's thread; pages are immutable, so it reads them without a lock.
+    Wire it as ``EPPCollector(lambda: [scraper.latest for scraper in scrapers], limits, on_fold)``.
+    ``collect()`` runs in the /metrics handler's threads; pages are immutable, and the label cap is
+    taken under a lock.
     """
 
-    def __init__(self, pages: Callable[[], Iterable[EPPPage | None]]) -> None:
+    def __init__(
+        self,
+        pages: Callable[[], Iterable[EPPPage | None]],
+        max_label_values: Mapping[str, int] | None = None,
+        on_fold: Callable[[str], None] | None = None,
+    ) -> None:
         self._pages = pages
+        limits = {c.POD: max_label_values[c.POD]} if max_label_values and c.POD in max_label_values else {}
+        self._guard = LabelGuard(limits, on_fold or (lambda label: None))
+        self._lock = threading.Lock()
 
     def describe(self) -> Iterator[Metric]:
         """The families without samples, so the registry learns the names without calling ``collect()``."""
-        return _families([])
+        return self._families([])
 
     def collect(self) -> Iterator[Metric]:
         pages: dict[str, EPPPage] = {}
         for page in self._pages():
             if page is not None:
                 pages.setdefault(page.pool, page)  # pool names are unique (Settings checks); first wins
-        return _families([pages[pool] for pool in sorted(pages)])
+        return self._families([pages[pool] for pool in sorted(pages)])
 
+    def _families(self, pages: list[EPPPage]) -> Iterator[Metric]:
+        for definition in EPP_HISTOGRAMS:
+            histogram = HistogramMetricFamily(definition.name, definition.help, labels=definition.labels)
+            for page in pages:
+                series = page.histograms.get(definition.name, {})
+                for key in sorted(series):
+                    value = series[key]
+                    buckets = [(_le(le), count) for le, count in value.buckets]
+                    histogram.add_metric(list(key), buckets, value.sum)
+            yield histogram
+        for definition in EPP_COUNTERS:
+            counter = CounterMetricFamily(definition.name, definition.help, labels=definition.labels)
+            for page in pages:
+                values = self._capped(definition, page.counters.get(definition.name, {}))
+                for key in sorted(values):
+                    counter.add_metric(list(key), values[key])
+            yield counter
 
-def _families(pages: list[EPPPage]) -> Iterator[Metric]:
-    for definition in EPP_HISTOGRAMS:
-        histogram = HistogramMetricFamily(definition.name, definition.help, labels=definition.labels)
-        for page in pages:
-            series = page.histograms.get(definition.name, {})
-            for key in sorted(series):
-                value = series[key]
-                buckets = [(_le(le), count) for le, count in value.buckets]
-                histogram.add_metric(_values(definition, key), buckets, value.sum)
-        yield histogram
-    d = c.EPP_SLO_VIOLATIONS
-    counter = CounterMetricFamily(d.name, d.help, labels=d.labels)
-    for page in pages:
-        for vkey in sorted(page.violations):
-            counter.add_metric(_values(d, vkey), page.violations[vkey])
-    yield counter
-
-
-def _values(definition: c.MetricDef, key: tuple[str, ...]) -> list[str]:
-    """Label values in the definition's label order (keys are (pool, model, target_model[, type]))."""
-    by_name = dict(zip((c.POOL, c.MODEL, c.TARGET_MODEL, c.TYPE), key, strict=False))
-    return [by_name[label] for label in definition.labels]
+    def _capped(self, definition: c.MetricDef, values: Mapping[SeriesKey, float]) -> Mapping[SeriesKey, float]:
+        """The series with their ``pod`` value through the cap, folded series added up."""
+        if c.POD not in definition.labels:
+            return values
+        at = definition.labels.index(c.POD)
+        out: dict[SeriesKey, float] = {}
+        with self._lock:
+            for key in sorted(values):  # sorted: which pods the cap admits first does not depend on dict order
+                pod = self._guard.admit(c.POD, key[at]) if key[at] else ""
+                capped = (*key[:at], pod, *key[at + 1 :])
+                out[capped] = out.get(capped, 0.0) + values[key]
+        return out
 
 
 def _le(bound: float) -> str:

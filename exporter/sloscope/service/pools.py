@@ -142,7 +142,14 @@ class PoolMonitor:
         registry.register(PodStateCollector(self.history, names))
         registry.register(PredictorHealthCollector(lambda: [h.snapshot for h in self.health]))
         registry.register(self.headroom)
-        registry.register(EPPCollector(lambda: [scraper.latest for scraper in self.epp]))
+        folded = telemetry.label_values_folded
+        registry.register(
+            EPPCollector(
+                lambda: [scraper.latest for scraper in self.epp],
+                settings.limits.max_label_values,
+                lambda label: folded.labels(label).inc(),
+            )
+        )
         self._tasks: list[asyncio.Task[None]] = []
         self._enabled = bool(pools)
 

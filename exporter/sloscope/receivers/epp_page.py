@@ -1,0 +1,418 @@
+"""One scrape of the EPP's ``/metrics`` as sloscope series: the right family of each twin, labels put right.
+
+Two EPP generations are in the field, and sloscope reads both.
+
+**llm-d-router** (llm-d/llm-d-router, read at ebab6879) writes most series twice from the same
+``Record*`` call: an ``llm_d_epp_*`` family and a deprecated twin under the old prefix. Its
+latency-predicting plugin (``predicted-latency-producer``, ``pkg/epp/framework/plugins/requestcontrol/
+dataproducer/predictedlatency/metrics.go``) writes the predictions, the prediction durations and the SLO
+violations as ``llm_d_epp_request_*`` with ``plugin_name``/``plugin_type`` labels, twinned by
+``inference_objective_request_*`` without them; its own actual TTFT and TPOT exist only as
+``inference_objective_request_{ttft,tpot}_seconds``, deprecated in favour of the EPP core's
+``llm_d_epp_request_ttft_seconds{streaming}`` and ``llm_d_epp_request_streaming_tpot_seconds``
+(``pkg/epp/metrics/llm_d_router_metrics.go:143,156``; measured by the request handler for every
+request, TPOT from the reported completion tokens rather than from response chunks). The scheduler's
+attempts are ``llm_d_epp_scheduler_attempts_total`` (twin ``inference_extension_scheduler_attempts_total``).
+
+**The late-2025 gateway-api-inference-extension EPP** (4d37fbca) writes ``inference_objective_request_*``
+only, without plugin labels, and ``inference_extension_scheduler_attempts_total{status}``.
+
+Each republished family reads the first of its sources present on the page (:data:`_CHOICES`): the
+``llm_d_epp_*`` family when the page has it, else its twin. The twins hold the same observations, so
+reading one family per republished series never counts a request twice.
+
+**Streaming.** llm-d-router's plugin has a ``streamingMode`` setting, off by default (``plugin.go:237,266``).
+Off, it records its "TTFT" at the end of the response, so it is end-to-end latency, and records no TPOT
+at all, neither actual nor predicted (``requestcontrol_hooks.go:151-185``). A plugin key (model, target
+model, plugin) whose predicted TTFT has observations and whose predicted TPOT has none is therefore a
+plugin running with streaming off; its predicted TTFT is republished as ``sloscope_epp_predicted_e2e_seconds``
+and its ``ttft`` violations as type ``e2e``. The core's TTFT says per request whether the response was
+streamed (``streaming="false"``: "this equals total request duration", ``llm_d_router_metrics.go:143``);
+those series go to ``sloscope_epp_e2e_seconds``. The late-2025 EPP records TTFT only on a streamed chunk
+(``slo_aware_router/requestcontrol_hooks.go:187-200`` @4d37fbca), so its pages are read as streaming.
+
+**Predictions.** On llm-d-router the predicted TTFT and TPOT are the predictions made at routing time for
+the chosen endpoint (Produce stores them, ``PreRequest`` and the first token read them back,
+``requestcontrol_hooks.go:228-243,292-303``); the late-2025 EPP recorded a re-prediction made when the
+first token arrived and an average of sampled TPOT predictions.
+
+Two label defects, still present at ebab6879, are put right per series, so that a fixed EPP passes unchanged:
+
+- The plugin never assigns the incoming (requested) model name (``predictedlatency/plugin.go:379`` declares
+  it, nothing sets it), so its series carry ``model_name=""``. A series with an empty
+  ``model_name`` and a non-empty ``target_model_name`` gets ``model`` = the target model: exact unless the
+  pool rewrites model names, in which case ``model`` names the model served, not the one asked for.
+- The prediction-duration histograms are recorded with the two model labels in the wrong order
+  (``predictedlatency/training.go:254-255``): ``model_name`` holds the target model, ``target_model_name``
+  the empty incoming one. A duration series with an empty ``target_model_name`` and a non-empty
+  ``model_name`` has the two swapped back, then the empty model is filled as above.
+
+A swap cannot be recognized once the EPP fills in the incoming model (both labels non-empty); such series
+pass through as written. Extra labels (``fairness_id``, ``priority``, ``namespace``, ``port``) are not kept:
+series that become one are added up, histograms only when their bucket boundaries agree.
+
+Histograms keep the EPP's own bucket boundaries. A series that is incomplete or inconsistent (no ``+Inf``
+bucket, cumulative counts that decrease, a missing ``_sum`` or ``_count``, a ``_count`` other than the
+``+Inf`` bucket, a non-finite or negative count) is dropped, never repaired; so is a counter series whose
+value is negative or not finite. :func:`normalize` lists what it dropped in :attr:`EPPPage.dropped`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from sloscope import conventions as c
+from sloscope.receivers.exposition import Sample
+
+__all__ = ["EPP_FAMILIES", "DroppedSeries", "EPPPage", "HistogramSeries", "normalize"]
+
+_Split = Literal["", "streaming_label", "streaming_mode"]
+
+
+@dataclass(frozen=True)
+class _Source:
+    """One EPP family and how its series become sloscope series."""
+
+    family: str  # a counter's without "_total", as OpenMetrics names the family
+    plugin: bool = False  # carries plugin_name/plugin_type (llm-d-router's plugin families)
+    swapped: bool = False  # written with its two model labels swapped (prediction durations)
+    split: _Split = ""  # how series that are end-to-end latency are told apart (module docstring)
+
+
+_LLMD = "llm_d_epp_request_"
+_GIE = "inference_objective_request_"
+_PREDICTED_TTFT = (
+    _Source(f"{_LLMD}predicted_ttft_seconds", plugin=True, split="streaming_mode"),
+    _Source(f"{_GIE}predicted_ttft_seconds", split="streaming_mode"),
+)
+_PREDICTED_TPOT = (_Source(f"{_LLMD}predicted_tpot_seconds", plugin=True), _Source(f"{_GIE}predicted_tpot_seconds"))
+_PLUGIN_TTFT = _Source(f"{_GIE}ttft_seconds", split="streaming_mode")
+_PLUGIN_TPOT = _Source(f"{_GIE}tpot_seconds")
+
+_HISTOGRAM_CHOICES: Mapping[c.MetricDef, tuple[_Source, ...]] = {
+    c.EPP_TTFT_SECONDS: (_Source(f"{_LLMD}ttft_seconds", split="streaming_label"), _PLUGIN_TTFT),
+    c.EPP_TPOT_SECONDS: (_Source(f"{_LLMD}streaming_tpot_seconds"), _PLUGIN_TPOT),
+    c.EPP_PREDICTED_TTFT_SECONDS: _PREDICTED_TTFT,
+    c.EPP_PREDICTED_TPOT_SECONDS: _PREDICTED_TPOT,
+    c.EPP_TTFT_PREDICTION_DURATION_SECONDS: (
+        _Source(f"{_LLMD}ttft_prediction_duration_seconds", plugin=True, swapped=True),
+        _Source(f"{_GIE}ttft_prediction_duration_seconds", swapped=True),
+    ),
+    c.EPP_TPOT_PREDICTION_DURATION_SECONDS: (
+        _Source(f"{_LLMD}tpot_prediction_duration_seconds", plugin=True, swapped=True),
+        _Source(f"{_GIE}tpot_prediction_duration_seconds", swapped=True),
+    ),
+}
+"""Each republished histogram and its sources, preferred first; the first present on the page is read."""
+
+_VIOLATIONS = (
+    _Source(f"{_LLMD}slo_violation", plugin=True, split="streaming_mode"),
+    _Source(f"{_GIE}slo_violation", split="streaming_mode"),
+)
+_ATTEMPTS = (_Source("llm_d_epp_scheduler_attempts"), _Source("inference_extension_scheduler_attempts"))
+_COUNTER_CHOICES: Mapping[c.MetricDef, tuple[_Source, ...]] = {
+    c.EPP_SLO_VIOLATIONS: _VIOLATIONS,
+    c.EPP_SCHEDULER_ATTEMPTS: _ATTEMPTS,
+}
+_E2E_OF: Mapping[c.MetricDef, c.MetricDef] = {
+    c.EPP_TTFT_SECONDS: c.EPP_E2E_SECONDS,
+    c.EPP_PREDICTED_TTFT_SECONDS: c.EPP_PREDICTED_E2E_SECONDS,
+}
+"""Where a TTFT series goes when it is end-to-end latency."""
+
+_HISTOGRAM_FAMILIES = frozenset(s.family for sources in _HISTOGRAM_CHOICES.values() for s in sources)
+_COUNTER_FAMILIES = frozenset(s.family for sources in _COUNTER_CHOICES.values() for s in sources)
+EPP_FAMILIES: frozenset[str] = _HISTOGRAM_FAMILIES | _COUNTER_FAMILIES
+"""The families read from the EPP's page (the parser selects ``_bucket``, ``_sum``, ``_count``, ``_total``)."""
+
+REPUBLISHED_HISTOGRAMS: tuple[c.MetricDef, ...] = (
+    c.EPP_TTFT_SECONDS,
+    c.EPP_E2E_SECONDS,
+    c.EPP_PREDICTED_TTFT_SECONDS,
+    c.EPP_PREDICTED_E2E_SECONDS,
+    c.EPP_TPOT_SECONDS,
+    c.EPP_PREDICTED_TPOT_SECONDS,
+    c.EPP_TTFT_PREDICTION_DURATION_SECONDS,
+    c.EPP_TPOT_PREDICTION_DURATION_SECONDS,
+)
+REPUBLISHED_COUNTERS: tuple[c.MetricDef, ...] = (c.EPP_SLO_VIOLATIONS, c.EPP_SCHEDULER_ATTEMPTS)
+
+# The EPP's label names.
+_MODEL_NAME = "model_name"
+_TARGET_MODEL_NAME = "target_model_name"
+_PLUGIN_NAME = "plugin_name"
+_PLUGIN_TYPE = "plugin_type"
+_STREAMING = "streaming"
+_TYPE = "type"
+_STATUS = "status"
+_ENDPOINT_NAME = "endpoint_name"
+_LE = "le"
+
+_Labels = tuple[tuple[str, str], ...]  # label pairs as written on the page, sorted
+SeriesKey = tuple[str, ...]
+"""The label values of one republished series, in its MetricDef's label order (``pool`` first)."""
+_PluginKey = tuple[str, str, str, str]  # (model, target_model, plugin_name, plugin_type)
+
+
+@dataclass(frozen=True)
+class HistogramSeries:
+    """One histogram series as the EPP wrote it: cumulative buckets by ascending ``le``, ``+Inf`` last."""
+
+    buckets: tuple[tuple[float, float], ...]
+    sum: float
+    count: float
+
+
+@dataclass(frozen=True)
+class DroppedSeries:
+    """A series left out of a page, and why. ``key`` holds the label values after normalization."""
+
+    family: str  # the EPP's family name (a counter's with "_total")
+    labels: _Labels  # as on the page, ``le`` excluded
+    key: SeriesKey
+    reason: str
+
+
+@dataclass(frozen=True)
+class EPPPage:
+    """One scrape of one pool's EPP, normalized; never mutated after :func:`normalize` built it.
+
+    ``histograms`` and ``counters`` map every republished family name (``MetricDef.name``) to its series,
+    keyed by their label values in the family's label order.
+    """
+
+    pool: str
+    histograms: Mapping[str, Mapping[SeriesKey, HistogramSeries]]
+    counters: Mapping[str, Mapping[SeriesKey, float]]
+    dropped: tuple[DroppedSeries, ...] = ()
+    models_filled: int = 0  # series whose empty model_name was filled from target_model_name
+    labels_swapped: int = 0  # duration series whose two model labels were swapped back
+    sources: tuple[str, ...] = ()  # the EPP families read, sorted
+    streaming_off: frozenset[_PluginKey] = frozenset()  # plugin keys found running with streamingMode off
+
+    @property
+    def violations(self) -> Mapping[SeriesKey, float]:
+        return self.counters[c.EPP_SLO_VIOLATIONS.name]
+
+
+@dataclass
+class _RawHistogram:
+    buckets: list[tuple[str, float]] = field(default_factory=list)  # (le as written, count)
+    sums: list[float] = field(default_factory=list)
+    counts: list[float] = field(default_factory=list)
+
+
+@dataclass
+class _Page:
+    """What :func:`normalize` accumulates before freezing it into an :class:`EPPPage`."""
+
+    pool: str
+    histograms: dict[str, dict[SeriesKey, HistogramSeries]]
+    counters: dict[str, dict[SeriesKey, float]]
+    dropped: list[DroppedSeries] = field(default_factory=list)
+    filled: int = 0
+    swapped: int = 0
+
+
+def normalize(samples: Iterable[Sample], pool: str) -> EPPPage:
+    """The EPP's samples as sloscope series of ``pool``: one family per twin, labels put right, broken series dropped.
+
+    Pure: reads only its arguments. Samples of other families, OpenMetrics ``_created`` samples and
+    timestamps are ignored.
+    """
+    raw_histograms, raw_counters = _group(samples)
+    present = {family for family, _ in raw_histograms} | {family for family, _ in raw_counters}
+    llmd = any(family.startswith("llm_d_epp_") for family in present)
+    page = _Page(
+        pool,
+        {d.name: {} for d in REPUBLISHED_HISTOGRAMS},
+        {d.name: {} for d in REPUBLISHED_COUNTERS},
+    )
+    chosen = {d: _first_present(sources, present) for d, sources in {**_HISTOGRAM_CHOICES, **_COUNTER_CHOICES}.items()}
+    off: set[_PluginKey] = set()
+    if llmd:  # the late-2025 EPP has no streamingMode: it records TTFT on a streamed chunk only
+        off |= _streaming_off(raw_histograms, chosen[c.EPP_PREDICTED_TTFT_SECONDS], chosen[c.EPP_PREDICTED_TPOT_SECONDS])
+        off |= _streaming_off(raw_histograms, _PLUGIN_TTFT, _PLUGIN_TPOT)
+
+    for (family, labels), raw in raw_histograms.items():
+        for definition, source in chosen.items():
+            if source is not None and source.family == family:
+                _add_histogram(page, definition, source, labels, raw, off)
+    for (family, labels), values in raw_counters.items():
+        for definition, source in chosen.items():
+            if source is not None and source.family == family:
+                _add_counter(page, definition, source, labels, values, off)
+
+    read = sorted(s.family for s in chosen.values() if s is not None)
+    return EPPPage(
+        pool, page.histograms, page.counters, tuple(page.dropped), page.filled, page.swapped, tuple(read), frozenset(off)
+    )
+
+
+def _first_present(sources: tuple[_Source, ...], present: set[str]) -> _Source | None:
+    return next((s for s in sources if s.family in present), None)
+
+
+def _group(
+    samples: Iterable[Sample],
+) -> tuple[dict[tuple[str, _Labels], _RawHistogram], dict[tuple[str, _Labels], list[float]]]:
+    """The samples by series as written on the page: histograms by (family, labels without ``le``)."""
+    histograms: dict[tuple[str, _Labels], _RawHistogram] = {}
+    counters: dict[tuple[str, _Labels], list[float]] = {}
+    for sample in samples:
+        family, name = sample.family, sample.name
+        if family in _HISTOGRAM_FAMILIES:
+            suffix = name[len(family) :]
+            if suffix not in ("_bucket", "_sum", "_count"):
+                continue  # OpenMetrics "_created", or a sample named like the family itself
+            labels = tuple(sorted((k, v) for k, v in sample.labels.items() if k != _LE))
+            raw = histograms.setdefault((family, labels), _RawHistogram())
+            if suffix == "_bucket":
+                raw.buckets.append((sample.labels.get(_LE, ""), sample.value))
+            elif suffix == "_sum":
+                raw.sums.append(sample.value)
+            else:
+                raw.counts.append(sample.value)
+        elif family in _COUNTER_FAMILIES and name == f"{family}_total":
+            counters.setdefault((family, tuple(sorted(sample.labels.items()))), []).append(sample.value)
+    return histograms, counters
+
+
+def _streaming_off(
+    raw: Mapping[tuple[str, _Labels], _RawHistogram], ttft: _Source | None, tpot: _Source | None
+) -> set[_PluginKey]:
+    """Plugin keys with TTFT observations and no TPOT observation: a plugin whose streamingMode is off.
+
+    With streaming on, every request whose TTFT the plugin records had a later chunk, so its TPOT is
+    recorded too (requestcontrol_hooks.go:151-185 @ebab6879); with streaming off, no TPOT ever is.
+    """
+    if ttft is None:
+        return set()
+
+    def observed(source: _Source | None) -> set[_PluginKey]:
+        keys: set[_PluginKey] = set()
+        for (family, labels), series in raw.items():
+            if source is not None and family == source.family and any(count > 0 for count in series.counts):
+                keys.add(_plugin_key(source, dict(labels))[0])
+        return keys
+
+    return observed(ttft) - observed(tpot)
+
+
+def _plugin_key(source: _Source, labels: Mapping[str, str]) -> tuple[_PluginKey, bool, bool]:
+    """((model, target_model, plugin_name, plugin_type), whether model was filled, whether swapped back)."""
+    model = labels.get(_MODEL_NAME, "")
+    target = labels.get(_TARGET_MODEL_NAME, "")
+    swapped = source.swapped and not target and bool(model)
+    if swapped:
+        model, target = target, model
+    filled = not model and bool(target)
+    if filled:
+        model = target
+    plugin = (labels.get(_PLUGIN_NAME, ""), labels.get(_PLUGIN_TYPE, "")) if source.plugin else ("", "")
+    return (model, target, *plugin), filled, swapped
+
+
+def _place(
+    definition: c.MetricDef, source: _Source, labels: Mapping[str, str], off: set[_PluginKey], pool: str
+) -> tuple[c.MetricDef, SeriesKey, bool, bool]:
+    """(the republished family, the series key, filled, swapped) of one EPP series."""
+    if definition is c.EPP_SCHEDULER_ATTEMPTS:
+        return definition, (pool, labels.get(_TARGET_MODEL_NAME, ""), labels.get(_ENDPOINT_NAME, ""), labels.get(_STATUS, "")), False, False
+    key, filled, swapped = _plugin_key(source, labels)
+    e2e = (source.split == "streaming_label" and labels.get(_STREAMING) == "false") or (
+        source.split == "streaming_mode" and key in off
+    )
+    if definition is c.EPP_SLO_VIOLATIONS:
+        kind = labels.get(_TYPE, "")
+        if e2e and kind == c.SLO_TTFT:
+            kind = c.EPP_TYPE_E2E
+        return definition, (pool, *key, kind), filled, swapped
+    if e2e:
+        definition = _E2E_OF[definition]
+    values = (pool, *key) if c.PLUGIN_NAME in definition.labels else (pool, *key[:2])
+    return definition, values, filled, swapped
+
+
+def _add_histogram(
+    page: _Page,
+    definition: c.MetricDef,
+    source: _Source,
+    labels: _Labels,
+    raw: _RawHistogram,
+    off: set[_PluginKey],
+) -> None:
+    definition, key, filled, swapped = _place(definition, source, dict(labels), off, page.pool)
+    series, reason = _histogram(raw)
+    out = page.histograms[definition.name]
+    if series is not None and key in out:
+        series, reason = _add_histograms(out[key], series)
+    if series is None:
+        page.dropped.append(DroppedSeries(source.family, labels, key, reason))
+        return
+    out[key] = series
+    page.filled += filled
+    page.swapped += swapped
+
+
+def _add_counter(
+    page: _Page,
+    definition: c.MetricDef,
+    source: _Source,
+    labels: _Labels,
+    values: list[float],
+    off: set[_PluginKey],
+) -> None:
+    definition, key, filled, _ = _place(definition, source, dict(labels), off, page.pool)
+    value = values[0]
+    if len(values) > 1:
+        reason = "the same series twice on the page"
+    elif not math.isfinite(value) or value < 0:
+        reason = f"counter value {value!r} is negative or not finite"
+    else:
+        out = page.counters[definition.name]
+        out[key] = out.get(key, 0.0) + value
+        page.filled += filled
+        return
+    page.dropped.append(DroppedSeries(f"{source.family}_total", labels, key, reason))
+
+
+def _histogram(raw: _RawHistogram) -> tuple[HistogramSeries | None, str]:
+    """The series, or None and the reason it cannot be published."""
+    bounds: dict[float, float] = {}
+    for le_text, count in raw.buckets:
+        try:
+            le = float(le_text)
+        except ValueError:
+            return None, f"bucket boundary le={le_text!r} is not a number"
+        if math.isnan(le):
+            return None, "bucket boundary le=NaN"
+        if le in bounds:
+            return None, f"bucket le={le_text!r} twice"
+        if not math.isfinite(count) or count < 0:
+            return None, f"bucket count {count!r} is negative or not finite"
+        bounds[le] = count
+    if math.inf not in bounds:
+        return None, "no +Inf bucket"
+    if len(raw.sums) != 1 or len(raw.counts) != 1:
+        return None, "not exactly one _sum and one _count"
+    buckets = tuple(sorted(bounds.items()))
+    if any(later < earlier for (_, earlier), (_, later) in itertools.pairwise(buckets)):
+        return None, "cumulative bucket counts decrease"
+    total, count = raw.sums[0], raw.counts[0]
+    if not math.isfinite(total):
+        return None, f"_sum {total!r} is not finite"
+    if count != buckets[-1][1]:
+        return None, f"_count {count!r} differs from the +Inf bucket {buckets[-1][1]!r}"
+    return HistogramSeries(buckets, total, count), ""
+
+
+def _add_histograms(a: HistogramSeries, b: HistogramSeries) -> tuple[HistogramSeries | None, str]:
+    if [le for le, _ in a.buckets] != [le for le, _ in b.buckets]:
+        return None, "same labels as another series after normalization, with other bucket boundaries"
+    buckets = tuple((le, x + y) for (le, x), (_, y) in zip(a.buckets, b.buckets, strict=True))
+    return HistogramSeries(buckets, a.sum + b.sum, a.count + b.count), ""

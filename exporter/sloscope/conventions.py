@@ -290,7 +290,7 @@ EPP_SCHEDULER_ATTEMPTS = _m(
     "epp_scheduler_attempts",
     "counter",
     (POOL, TARGET_MODEL, POD, STATUS),
-    "The EPP's scheduling attempts, by status and the pod it picked (pod \"\" on failure or where not named).",
+    'The EPP\'s scheduling attempts, by status and the pod it picked (pod "" on failure or where not named).',
 )
 
 # Self-monitoring.

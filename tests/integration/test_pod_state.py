@@ -182,7 +182,8 @@ def test_epp_series_are_republished_with_their_labels_put_right(env: Env) -> Non
     labels = {"pool": POOL, "model": MODEL, "target_model": MODEL}  # the EPP wrote model_name=""
     wait_until(lambda: server.value("sloscope_epp_ttft_seconds_count", **labels) == 1, what="EPP page scraped")
     assert server.value("sloscope_epp_ttft_seconds_sum", **labels) == 0.231
-    assert server.value("sloscope_epp_slo_violations_total", type="ttft", **labels) == 1
+    violations = {**labels, "plugin_name": "", "plugin_type": "", "type": "ttft"}  # this EPP names no plugin
+    assert server.value("sloscope_epp_slo_violations_total", **violations) == 1
     assert server.value("sloscope_scrapes_total", kind="epp", result="success") >= 1
 
 

@@ -81,3 +81,33 @@ def sglang_page(model: str, *, queued: float, running: float, token_usage: float
         "# TYPE sglang:gen_throughput gauge\n"
         f"sglang:gen_throughput{{{labels}}} 1234.5\n"
     )
+
+
+def llmd_epp_page(shared: Path) -> str:
+    """The EPP page constructed from llm-d-router's code at ebab6879 (fixtures/llm-d-router/epp-metrics.prom)."""
+    return (shared / "fixtures" / "llm-d-router" / "epp-metrics.prom").read_text()
+
+
+def without_families(page: str, *families: str) -> str:
+    """``page`` without the HELP, TYPE and sample lines of ``families`` (comment lines are kept)."""
+    names = "|".join(map(re.escape, families))
+    line = re.compile(rf"^(# (HELP|TYPE) )?({names})(_bucket|_sum|_count|_total)?[ {{]")
+    return "".join(kept for kept in page.splitlines(keepends=True) if not line.match(kept))
+
+
+def llmd_epp_page_streaming_off(shared: Path) -> str:
+    """The llm-d page as a default deployment with non-streaming clients writes it.
+
+    The plugin's streamingMode is off by default (predictedlatency/plugin.go:266 @ebab6879), so it
+    records no TPOT, actual or predicted (requestcontrol_hooks.go:151-185); the responses are not
+    streamed, so the core TTFT carries streaming="false" and no streaming TPOT exists
+    (pkg/epp/metrics/metrics.go:703-706, 718-720).
+    """
+    page = without_families(
+        llmd_epp_page(shared),
+        "llm_d_epp_request_predicted_tpot_seconds",
+        "inference_objective_request_predicted_tpot_seconds",
+        "inference_objective_request_tpot_seconds",
+        "llm_d_epp_request_streaming_tpot_seconds",
+    )
+    return page.replace('streaming="true"', 'streaming="false"')

@@ -8,7 +8,8 @@ prometheus_client writes ``le`` (``floatToGoString``: ``0.2``, ``1.0``, ``3600.0
 
 The scheduler-attempt counter names the pod the EPP picked; its ``pod`` label goes through the same
 per-label cap as every other ``pod`` label (``limits.max_label_values``): past the cap, pods fold into
-``__other__`` and their counts are added up. The plugin labels need no cap: their values are the plugin
+``__other__`` and their counts are added up; ``sloscope_label_values_folded_total{label="pod"}`` counts
+each folded pod once (every render folds it again). The plugin labels need no cap: their values are the plugin
 instances of the EPP's own configuration.
 """
 
@@ -48,7 +49,9 @@ class EPPCollector:
     ) -> None:
         self._pages = pages
         limits = {c.POD: max_label_values[c.POD]} if max_label_values and c.POD in max_label_values else {}
-        self._guard = LabelGuard(limits, on_fold or (lambda label: None))
+        self._guard = LabelGuard(limits, lambda label: None)
+        self._on_fold = on_fold or (lambda label: None)
+        self._folded: set[str] = set()  # counted once each: every render folds them again
         self._lock = threading.Lock()
 
     def describe(self) -> Iterator[Metric]:
@@ -89,6 +92,9 @@ class EPPCollector:
         with self._lock:
             for key in sorted(values):  # sorted: which pods the cap admits first does not depend on dict order
                 pod = self._guard.admit(c.POD, key[at]) if key[at] else ""
+                if pod == c.OTHER and key[at] not in self._folded:
+                    self._folded.add(key[at])
+                    self._on_fold(c.POD)
                 capped = (*key[:at], pod, *key[at + 1 :])
                 out[capped] = out.get(capped, 0.0) + values[key]
         return out

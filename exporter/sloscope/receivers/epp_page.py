@@ -211,8 +211,13 @@ class _Page:
     """What :func:`normalize` accumulates before freezing it into an :class:`EPPPage`."""
 
     pool: str
-    histograms: dict[str, dict[SeriesKey, HistogramSeries]]
-    counters: dict[str, dict[SeriesKey, float]]
+    off: set[_PluginKey]
+    histograms: dict[str, dict[SeriesKey, HistogramSeries]] = field(
+        default_factory=lambda: {d.name: {} for d in REPUBLISHED_HISTOGRAMS}
+    )
+    counters: dict[str, dict[SeriesKey, float]] = field(
+        default_factory=lambda: {d.name: {} for d in REPUBLISHED_COUNTERS}
+    )
     dropped: list[DroppedSeries] = field(default_factory=list)
     filled: int = 0
     swapped: int = 0
@@ -227,29 +232,35 @@ def normalize(samples: Iterable[Sample], pool: str) -> EPPPage:
     raw_histograms, raw_counters = _group(samples)
     present = {family for family, _ in raw_histograms} | {family for family, _ in raw_counters}
     llmd = any(family.startswith("llm_d_epp_") for family in present)
-    page = _Page(
-        pool,
-        {d.name: {} for d in REPUBLISHED_HISTOGRAMS},
-        {d.name: {} for d in REPUBLISHED_COUNTERS},
-    )
     chosen = {d: _first_present(sources, present) for d, sources in {**_HISTOGRAM_CHOICES, **_COUNTER_CHOICES}.items()}
     off: set[_PluginKey] = set()
     if llmd:  # the late-2025 EPP has no streamingMode: it records TTFT on a streamed chunk only
-        off |= _streaming_off(raw_histograms, chosen[c.EPP_PREDICTED_TTFT_SECONDS], chosen[c.EPP_PREDICTED_TPOT_SECONDS])
-        off |= _streaming_off(raw_histograms, _PLUGIN_TTFT, _PLUGIN_TPOT)
+        off |= _streaming_off(
+            raw_histograms, chosen[c.EPP_PREDICTED_TTFT_SECONDS], chosen[c.EPP_PREDICTED_TPOT_SECONDS]
+        )
+        if chosen[c.EPP_TTFT_SECONDS] == _PLUGIN_TTFT:  # the core TTFT, when present, says it per request
+            off |= _streaming_off(raw_histograms, _PLUGIN_TTFT, _PLUGIN_TPOT)
+    page = _Page(pool, off)
 
     for (family, labels), raw in raw_histograms.items():
         for definition, source in chosen.items():
             if source is not None and source.family == family:
-                _add_histogram(page, definition, source, labels, raw, off)
+                _add_histogram(page, definition, source, labels, raw)
     for (family, labels), values in raw_counters.items():
         for definition, source in chosen.items():
             if source is not None and source.family == family:
-                _add_counter(page, definition, source, labels, values, off)
+                _add_counter(page, definition, source, labels, values)
 
     read = sorted(s.family for s in chosen.values() if s is not None)
     return EPPPage(
-        pool, page.histograms, page.counters, tuple(page.dropped), page.filled, page.swapped, tuple(read), frozenset(off)
+        pool,
+        page.histograms,
+        page.counters,
+        tuple(page.dropped),
+        page.filled,
+        page.swapped,
+        tuple(read),
+        frozenset(off),
     )
 
 
@@ -322,7 +333,12 @@ def _place(
 ) -> tuple[c.MetricDef, SeriesKey, bool, bool]:
     """(the republished family, the series key, filled, swapped) of one EPP series."""
     if definition is c.EPP_SCHEDULER_ATTEMPTS:
-        return definition, (pool, labels.get(_TARGET_MODEL_NAME, ""), labels.get(_ENDPOINT_NAME, ""), labels.get(_STATUS, "")), False, False
+        return (
+            definition,
+            (pool, labels.get(_TARGET_MODEL_NAME, ""), labels.get(_ENDPOINT_NAME, ""), labels.get(_STATUS, "")),
+            False,
+            False,
+        )
     key, filled, swapped = _plugin_key(source, labels)
     e2e = (source.split == "streaming_label" and labels.get(_STREAMING) == "false") or (
         source.split == "streaming_mode" and key in off
@@ -344,9 +360,8 @@ def _add_histogram(
     source: _Source,
     labels: _Labels,
     raw: _RawHistogram,
-    off: set[_PluginKey],
 ) -> None:
-    definition, key, filled, swapped = _place(definition, source, dict(labels), off, page.pool)
+    definition, key, filled, swapped = _place(definition, source, dict(labels), page.off, page.pool)
     series, reason = _histogram(raw)
     out = page.histograms[definition.name]
     if series is not None and key in out:
@@ -365,9 +380,8 @@ def _add_counter(
     source: _Source,
     labels: _Labels,
     values: list[float],
-    off: set[_PluginKey],
 ) -> None:
-    definition, key, filled, _ = _place(definition, source, dict(labels), off, page.pool)
+    definition, key, filled, _ = _place(definition, source, dict(labels), page.off, page.pool)
     value = values[0]
     if len(values) > 1:
         reason = "the same series twice on the page"

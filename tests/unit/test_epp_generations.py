@@ -1,0 +1,216 @@
+"""normalize on both EPP generations: llm-d-router's llm_d_epp_* twins, the late-2025 inference_objective_* page.
+
+The llm-d page is fixtures/llm-d-router/epp-metrics.prom, constructed from llm-d/llm-d-router at
+ebab687927f5331c1b39defcb579a07951bce56c (each family's `# src:` comment cites its file:line). Paths below
+are relative to pkg/epp/ of that commit; predictedlatency/ = framework/plugins/requestcontrol/dataproducer/
+predictedlatency/.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from sloscope import conventions as c
+from sloscope.publishers.epp import EPPCollector
+from sloscope.receivers.epp import EPP_FAMILIES, EPPPage, normalize
+from sloscope.receivers.exposition import ExpositionParser
+from tests.support.page_server import llmd_epp_page, llmd_epp_page_streaming_off, without_families
+
+QWEN = "Qwen/Qwen3-8B"
+LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
+POOL = "llama-pd-pool"
+PLUGIN = ("predicted-latency-producer", "predicted-latency-producer")  # (plugin_name, plugin_type) on the page
+PARSER = ExpositionParser(EPP_FAMILIES)
+ACTUAL = (POOL, QWEN, QWEN)
+PLUGGED = (*ACTUAL, *PLUGIN)
+LLMD_TWINS = (
+    "llm_d_epp_request_predicted_ttft_seconds",
+    "llm_d_epp_request_predicted_tpot_seconds",
+    "llm_d_epp_request_ttft_prediction_duration_seconds",
+    "llm_d_epp_request_tpot_prediction_duration_seconds",
+    "llm_d_epp_request_slo_violation_total",
+    "llm_d_epp_request_ttft_seconds",
+    "llm_d_epp_request_streaming_tpot_seconds",
+    "llm_d_epp_scheduler_attempts_total",
+)
+
+
+def page_of(text: str) -> EPPPage:
+    return normalize(PARSER.parse(text), POOL)
+
+
+def summary(page: EPPPage) -> dict[str, dict[tuple[str, ...], tuple[float, float]]]:
+    """(sum, count) of every republished histogram series, by family; empty families left out."""
+    return {
+        name: {key: (h.sum, h.count) for key, h in series.items()} for name, series in page.histograms.items() if series
+    }
+
+
+@pytest.fixture
+def llmd(shared: Path) -> str:
+    return llmd_epp_page(shared)
+
+
+def test_llmd_page_every_family_exact(llmd: str) -> None:
+    """Each republished family reads the llm_d_epp_* twin, once: counts are the scenario's, not doubled."""
+    page = page_of(llmd)
+    assert page.dropped == ()
+    assert summary(page) == {
+        # core TTFT, metrics/llm_d_router_metrics.go:143, streaming="true" (metrics.go:703-706)
+        c.EPP_TTFT_SECONDS.name: {ACTUAL: (0.513, 3.0)},
+        # core streaming TPOT, metrics/llm_d_router_metrics.go:156
+        c.EPP_TPOT_SECONDS.name: {ACTUAL: (0.05331991862261236, 3.0)},
+        # predictedlatency/metrics.go:105,155 (plugin labels), recorded at requestcontrol_hooks.go:168,182
+        c.EPP_PREDICTED_TTFT_SECONDS.name: {PLUGGED: (0.475, 3.0)},
+        c.EPP_PREDICTED_TPOT_SECONDS.name: {PLUGGED: (0.056, 3.0)},
+        # predictedlatency/metrics.go:125,175: one bulk call per routed request, the same duration twice
+        # (training.go:254-255)
+        c.EPP_TTFT_PREDICTION_DURATION_SECONDS.name: {PLUGGED: (0.0148, 5.0)},
+        c.EPP_TPOT_PREDICTION_DURATION_SECONDS.name: {PLUGGED: (0.0148, 5.0)},
+    }
+    assert page.counters == {
+        c.EPP_SLO_VIOLATIONS.name: {(*PLUGGED, "ttft"): 1.0},  # predictedlatency/metrics.go:194
+        # metrics/llm_d_router_metrics.go:262; endpoint_name = the pod picked (metrics.go:825-850)
+        c.EPP_SCHEDULER_ATTEMPTS.name: {
+            (POOL, QWEN, "llama-decode-0", "success"): 3.0,
+            (POOL, QWEN, "llama-decode-1", "success"): 2.0,
+        },
+    }
+    assert page.sources == tuple(sorted(f.removesuffix("_total") for f in LLMD_TWINS))
+    assert page.streaming_off == frozenset()
+
+
+def test_llmd_ttft_is_the_core_family_with_its_own_buckets(llmd: str) -> None:
+    """The core TTFT's buckets end at 120 s (llm_d_router_metrics.go:147-150); the plugin's went to 3600 s."""
+    (ttft,) = page_of(llmd).histograms[c.EPP_TTFT_SECONDS.name].values()
+    assert [le for le, _ in ttft.buckets][-3:] == [60.0, 120.0, math.inf]
+    assert ttft.buckets[:5] == ((0.005, 0.0), (0.025, 0.0), (0.05, 0.0), (0.1, 1.0), (0.2, 2.0))
+
+
+def test_label_defects_still_present_upstream_are_put_right(llmd: str) -> None:
+    """Both defects are still in llm-d-router at ebab6879, on both twins.
+
+    - model_name="": predictedLatencyCtx.incomingModelName is declared (predictedlatency/plugin.go:379) and
+      never assigned, yet passed as model_name (requestcontrol_hooks.go:167-184).
+    - swapped: the prediction durations are recorded with (TargetModel, incomingModelName)
+      (predictedlatency/training.go:254-255), so model_name holds the target model.
+    """
+    written = {(s.name, s.labels.get("model_name"), s.labels.get("target_model_name")) for s in PARSER.parse(llmd)}
+    assert ("llm_d_epp_request_predicted_ttft_seconds_count", "", QWEN) in written
+    assert ("llm_d_epp_request_ttft_prediction_duration_seconds_count", QWEN, "") in written
+    page = page_of(llmd)
+    # predicted ttft, predicted tpot, two durations (after the swap) and the violation counter
+    assert (page.models_filled, page.labels_swapped) == (5, 2)
+    assert set(page.histograms[c.EPP_TTFT_PREDICTION_DURATION_SECONDS.name]) == {PLUGGED}
+
+
+def test_twin_absent_falls_back_to_inference_objective(llmd: str) -> None:
+    """An EPP writing only the deprecated twins: the same values, without plugin labels, still once each."""
+    page = page_of(without_families(llmd, *(f.removesuffix("_total") for f in LLMD_TWINS)))
+    nameless = (*ACTUAL, "", "")
+    assert summary(page) == {
+        c.EPP_TTFT_SECONDS.name: {ACTUAL: (0.513, 3.0)},  # predictedlatency/metrics.go:85
+        c.EPP_TPOT_SECONDS.name: {ACTUAL: (0.05331991862261236, 3.0)},  # predictedlatency/metrics.go:135
+        c.EPP_PREDICTED_TTFT_SECONDS.name: {nameless: (0.475, 3.0)},
+        c.EPP_PREDICTED_TPOT_SECONDS.name: {nameless: (0.056, 3.0)},
+        c.EPP_TTFT_PREDICTION_DURATION_SECONDS.name: {nameless: (0.0148, 5.0)},
+        c.EPP_TPOT_PREDICTION_DURATION_SECONDS.name: {nameless: (0.0148, 5.0)},
+    }
+    assert page.counters[c.EPP_SLO_VIOLATIONS.name] == {(*nameless, "ttft"): 1.0}
+    # the page leaves out the inference_extension_* twins (its trailer), so no scheduler attempts remain
+    assert page.counters[c.EPP_SCHEDULER_ATTEMPTS.name] == {}
+    (ttft,) = page.histograms[c.EPP_TTFT_SECONDS.name].values()
+    assert ttft.buckets[-2:] == ((3600.0, 3.0), (math.inf, 3.0))  # the plugin's generalLatencyBuckets
+
+
+def test_streaming_off_is_not_republished_as_ttft(shared: Path) -> None:
+    """streamingMode off (the default, predictedlatency/plugin.go:266): TTFT is e2e, no TPOT is recorded.
+
+    The plugin records its "TTFT" at end of stream (requestcontrol_hooks.go:159-168: "In non-streaming mode,
+    TTFT represents full e2e latency") and TPOT only when more than one chunk was seen after the first
+    (:174-182), which needs streaming mode (:151-157). The core TTFT of a non-streamed response "equals total
+    request duration" (metrics/llm_d_router_metrics.go:143).
+    """
+    page = page_of(llmd_epp_page_streaming_off(shared))
+    assert page.dropped == ()
+    assert summary(page) == {
+        c.EPP_E2E_SECONDS.name: {ACTUAL: (0.513, 3.0)},
+        c.EPP_PREDICTED_E2E_SECONDS.name: {PLUGGED: (0.475, 3.0)},
+        c.EPP_TTFT_PREDICTION_DURATION_SECONDS.name: {PLUGGED: (0.0148, 5.0)},
+        c.EPP_TPOT_PREDICTION_DURATION_SECONDS.name: {PLUGGED: (0.0148, 5.0)},
+    }
+    assert page.counters[c.EPP_SLO_VIOLATIONS.name] == {(*PLUGGED, c.EPP_TYPE_E2E): 1.0}
+    assert page.streaming_off == frozenset({(QWEN, QWEN, *PLUGIN)})
+
+
+def test_streaming_off_plugin_fallback_without_core_ttft(shared: Path) -> None:
+    """Without the core TTFT family the plugin's own TTFT is read; streaming off, it is e2e too."""
+    text = without_families(llmd_epp_page_streaming_off(shared), "llm_d_epp_request_ttft_seconds")
+    page = page_of(text)
+    assert summary(page)[c.EPP_E2E_SECONDS.name] == {ACTUAL: (0.513, 3.0)}
+    assert c.EPP_TTFT_SECONDS.name not in summary(page)
+    assert (QWEN, QWEN, "", "") in page.streaming_off
+
+
+def test_late_2025_page_is_read_as_streaming(shared: Path) -> None:
+    """The late-2025 EPP records TTFT on a streamed chunk only (slo_aware_router/requestcontrol_hooks.go:187-200
+    @4d37fbca): a page with TTFT and no TPOT is TTFT, not e2e."""
+    text = (shared / "fixtures/epp/slo-metrics-constructed-from-code.prom").read_text()
+    page = page_of(without_families(text, "inference_objective_request_tpot_seconds"))
+    assert summary(page) == {c.EPP_TTFT_SECONDS.name: {(POOL, LLAMA, LLAMA): (0.231, 1.0)}}
+    assert page.streaming_off == frozenset()
+    assert page.counters[c.EPP_SLO_VIOLATIONS.name] == {(POOL, LLAMA, LLAMA, "", "", "ttft"): 1.0}
+
+
+def test_scheduler_attempts_twins_read_once() -> None:
+    """llm-d-router writes both scheduler families from RecordSchedulerAttempt (metrics/metrics.go:825-850)."""
+    labels = f'endpoint_name="pod-a",namespace="ns",port="8000",status="success",target_model_name="{QWEN}"'
+    failure = f'endpoint_name="",namespace="",port="",status="failure",target_model_name="{QWEN}"'
+    both = "".join(
+        f"{family}{{{labels}}} 4\n{family}{{{failure}}} 1\n"
+        for family in ("inference_extension_scheduler_attempts_total", "llm_d_epp_scheduler_attempts_total")
+    )
+    expected = {(POOL, QWEN, "pod-a", "success"): 4.0, (POOL, QWEN, "", "failure"): 1.0}
+    assert page_of(both).counters[c.EPP_SCHEDULER_ATTEMPTS.name] == expected
+    deprecated_only = without_families(both, "llm_d_epp_scheduler_attempts")
+    assert page_of(deprecated_only).counters[c.EPP_SCHEDULER_ATTEMPTS.name] == expected
+
+
+def test_late_2025_scheduler_attempts_have_no_pod(shared: Path) -> None:
+    """pkg/epp/metrics/testdata/scheduler_attempts_total_metrics of gateway-api-inference-extension: status only."""
+    page = page_of((shared / "fixtures/epp/scheduler_attempts_total_metrics").read_text())
+    assert page.counters[c.EPP_SCHEDULER_ATTEMPTS.name] == {
+        (POOL, "", "", "failure"): 5.0,
+        (POOL, "", "", "success"): 10.0,
+    }
+
+
+def test_scheduler_attempt_pods_go_through_the_pod_cap(llmd: str) -> None:
+    """Past the pod cap, pods fold into __other__ (their counts added) and each folded pod is counted once."""
+    folds: list[str] = []
+    page = page_of(llmd)
+    registry = CollectorRegistry()
+    registry.register(EPPCollector(lambda: [page], {"pod": 1, "model": 50}, folds.append))
+    attempts = "sloscope_epp_scheduler_attempts_total"
+    labels = {"pool": POOL, "target_model": QWEN, "status": "success"}
+    for _ in range(2):  # a second render folds the same pod again, and does not count it again
+        assert registry.get_sample_value(attempts, {**labels, "pod": "llama-decode-0"}) == 3.0
+        assert registry.get_sample_value(attempts, {**labels, "pod": c.OTHER}) == 2.0
+        assert registry.get_sample_value(attempts, {**labels, "pod": "llama-decode-1"}) is None
+    assert folds == ["pod"]
+
+
+def test_llmd_page_rendered_with_plugin_labels(llmd: str) -> None:
+    registry = CollectorRegistry()
+    page = page_of(llmd)
+    registry.register(EPPCollector(lambda: [page]))
+    plugin = {"pool": POOL, "model": QWEN, "target_model": QWEN, "plugin_name": PLUGIN[0], "plugin_type": PLUGIN[1]}
+    assert registry.get_sample_value("sloscope_epp_predicted_ttft_seconds_count", plugin) == 3.0
+    assert registry.get_sample_value("sloscope_epp_slo_violations_total", {**plugin, "type": "ttft"}) == 1.0
+    actual = {"pool": POOL, "model": QWEN, "target_model": QWEN}
+    assert registry.get_sample_value("sloscope_epp_ttft_seconds_bucket", {**actual, "le": "0.2"}) == 2.0
+    assert registry.get_sample_value("sloscope_epp_ttft_seconds_bucket", {**actual, "le": "120.0"}) == 3.0

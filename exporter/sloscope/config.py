@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from sloscope.receivers.protocols import MetricSpec
+from sloscope.receivers.protocols import ALIASES, MetricSpec
 
 _CAPPED_LABELS = {"model": 50, "pool": 50, "slo_class": 20, "pod": 2000}
 
@@ -336,7 +336,13 @@ class Pool(_Section):
     """One InferencePool: its model servers, their protocol, its latency predictor and its EPP."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="The pool label.")
-    protocol: Literal["vllm", "sglang", "triton-trtllm", "trtllm-serve", "tgi"] = "vllm"
+    protocol: Literal["vllm", "sglang", "triton-tensorrt-llm", "triton", "trtllm-serve", "tgi", "triton-trtllm"] = (
+        Field(
+            default="vllm",
+            description="The pods' protocol, by the EPP's engine names (triton-trtllm: the old name of "
+            "triton-tensorrt-llm); a pod's llm-d.ai/engine-type label naming another one wins.",
+        )
+    )
     metrics: MetricOverrides = Field(default_factory=MetricOverrides)
     metrics_path: str | None = Field(
         default=None, description="Path of the pods' metrics page; the protocol's if unset."
@@ -352,6 +358,11 @@ class Pool(_Section):
     targets: Targets = Field(default_factory=Targets)
     predictor: PredictorServers | None = None
     epp: EPPMetrics | None = None
+
+    @field_validator("protocol")
+    @classmethod
+    def _canonical_protocol(cls, value: str) -> str:
+        return ALIASES.get(value, value)
 
 
 class Scrape(_Section):

@@ -32,6 +32,7 @@ ROLE = "role"
 PURPOSE = "purpose"
 TARGET_MODEL = "target_model"
 TYPE = "type"
+PROTOCOL = "protocol"  # a model server's protocol (the EPP's engine type): vllm, sglang, ...
 
 # Label values with a fixed meaning.
 OTHER = "__other__"  # label values beyond the per-label cap fold into this one
@@ -59,6 +60,10 @@ TTFT_PD_GATEWAY = "pd_gateway"  # P/D without sidecar spans: the gateway span's 
 TTFT_MODEL_SERVER = "model_server"  # the model server's own gen_ai.latency.time_to_first_token
 SIGNAL_TTFT = "ttft"
 SIGNAL_TPOT = "tpot"
+# The engines' own latency histograms also know these signals.
+SIGNAL_QUEUE = "queue"  # time waiting in the engine's queue
+SIGNAL_ITL = "itl"  # inter-token latency, one observation per token
+SIGNAL_E2E = "e2e"  # end-to-end request latency in the engine
 SIGNALS = (SIGNAL_TTFT, SIGNAL_TPOT)
 SOURCE_SPAN = "span"  # the prediction the EPP made, carried on a span
 SOURCE_SHADOW = "shadow"  # asked of the prediction server by sloscope afterwards
@@ -150,6 +155,20 @@ POD_UP = _m("pod_up", "gauge", _POD, "1 when the pod's last metrics scrape succe
 POD_SCRAPE_AGE_SECONDS = _m(
     "pod_scrape_age_seconds", "gauge", _POD, "Seconds since the pod's state was last scraped successfully."
 )
+POD_SLEEPING = _m(
+    "pod_sleeping",
+    "gauge",
+    _POD,
+    "1 when every engine of the pod is asleep (vLLM sleep mode), 0 when awake; absent when the server publishes "
+    "no sleep state. A sleeping pod has no headroom and is not counted in sloscope_pool_pods.",
+)
+ENGINE_LATENCY_SECONDS = _m(
+    "engine_latency_seconds",
+    "histogram",
+    (POOL, MODEL, PROTOCOL, SIGNAL),
+    "The model servers' own request-latency histograms (signal queue, ttft, itl, tpot, e2e), summed over the "
+    "pool's pods from their increases between scrapes; unsampled, unlike the span-based series.",
+)
 
 # Predicted versus actual.
 _PRED = (MODEL, POOL, SIGNAL, SOURCE)
@@ -203,7 +222,9 @@ POOL_PODS_WITH_HEADROOM = _m(
     (POOL, SLO_CLASS),
     "Pods whose TTFT and TPOT headroom for the class's reference request are both positive.",
 )
-POOL_PODS = _m("pool_pods", "gauge", (POOL,), "Pods of the pool whose state is known (scraped recently).")
+POOL_PODS = _m(
+    "pool_pods", "gauge", (POOL,), "Pods of the pool whose state is known (scraped recently), sleeping ones left out."
+)
 
 # Predictor health.
 PREDICTOR_UP = _m("predictor_up", "gauge", (POOL, SERVER, ROLE), "1 when a predictor server answers ready, else 0.")
@@ -446,6 +467,8 @@ ALL_METRICS: tuple[MetricDef, ...] = (
     POD_REQUESTS_RUNNING,
     POD_UP,
     POD_SCRAPE_AGE_SECONDS,
+    POD_SLEEPING,
+    ENGINE_LATENCY_SECONDS,
     PREDICTION_RATIO,
     PREDICTION_COVERED,
     PREDICTIONS,

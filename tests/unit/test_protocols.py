@@ -23,6 +23,7 @@ from sloscope.receivers.protocols import (
     MetricSpec,
     PodState,
     Protocol,
+    canonical,
     with_overrides,
 )
 
@@ -42,11 +43,14 @@ def test_vllm_fixture_page(shared: Path) -> None:
     # vllm:kv_cache_usage_perc 0.5873, all engine="0"; no LoRA series (the run had LoRA off), and the
     # num_requests_waiting_by_reason neighbours (2.0 + 1.0) must not be added in.
     page = (shared / "fixtures/vllm/metrics-vllm-0.33.0.txt").read_text()
-    assert state(VLLM, page) == PodState(
-        waiting=3.0, running=27.0, kv_cache_utilization=0.5873, lora=None, models=frozenset({LLAMA})
+    # vllm:engine_sleep_state{sleep_state="awake"} 1.0: awake.
+    whole = PodState(3.0, 27.0, 0.5873, None, frozenset({LLAMA}), sleeping=False)
+    assert state(VLLM, page) == whole
+    assert state(VLLM, page, model=LLAMA) == whole
+    # Another model's filter empties the pod's gauges; the EPP, which filters nothing, still reads the page.
+    assert state(VLLM, page, model="other") == PodState(
+        None, None, None, None, frozenset({LLAMA}), routing=PodState(3.0, 27.0, 0.5873, None, frozenset({LLAMA}))
     )
-    assert state(VLLM, page, model=LLAMA) == state(VLLM, page)
-    assert state(VLLM, page, model="other") == PodState(None, None, None, None, frozenset({LLAMA}))
 
 
 # --- hand-written pages ----------------------------------------------------------------------------
@@ -114,9 +118,11 @@ nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type="fraction",model="tensorrt
 """
 
 
-def test_triton_page_selects_by_label() -> None:
-    # Triton names the model in "model", not "model_name": no models seen.
-    assert state(TRITON_TRTLLM, TRITON_PAGE) == PodState(2.0, 5.0, 0.3, None, frozenset())
+def test_triton_page_selects_by_label_and_names_its_model_in_model() -> None:
+    whole = PodState(2.0, 5.0, 0.3, None, frozenset({"tensorrt_llm"}))
+    assert state(TRITON_TRTLLM, TRITON_PAGE) == whole
+    assert state(TRITON_TRTLLM, TRITON_PAGE, model="tensorrt_llm") == whole
+    assert state(TRITON_TRTLLM, TRITON_PAGE, model="other").waiting is None
 
 
 TRTLLM_SERVE_PAGE = f"""\
@@ -151,6 +157,7 @@ tgi_batch_current_max_tokens 4096
 def test_tgi_page_has_no_kv_signal() -> None:
     assert TGI.kv_cache == ()
     assert state(TGI, TGI_PAGE) == PodState(3.0, 8.0, None, None, frozenset())
+    assert state(TGI, TGI_PAGE, model=LLAMA) == state(TGI, TGI_PAGE)  # TGI names no model: nothing to filter
 
 
 TWO_ENGINES = f"""\
@@ -174,12 +181,15 @@ vllm:lora_requests_info{{engine="1",max_lora="2",running_lora_adapters="b",waiti
 
 
 def test_data_parallel_engines_sum_counts_and_average_kv_cache() -> None:
+    lora = LoraState(running=("b",), waiting=("c",), max_lora=2)
+    # The EPP reads engine 0's series, the first on the page (spec.go:406-431 at llm-d-router ebab6879).
     assert state(VLLM, TWO_ENGINES) == PodState(
         waiting=7.0,
         running=30.0,
         kv_cache_utilization=0.5,
-        lora=LoraState(running=("b",), waiting=("c",), max_lora=2),
+        lora=lora,
         models=frozenset({LLAMA}),
+        routing=PodState(3.0, 10.0, 0.25, lora, frozenset({LLAMA})),
     )
 
 
@@ -199,12 +209,17 @@ vllm:kv_cache_usage_perc{engine="0",model_name="qwen"} 0.125
 """
 
 
+BOTH = frozenset({"llama", "qwen"})
+AS_EPP = PodState(5.0, 10.0, 0.5, None, BOTH)
+
+
 @pytest.mark.parametrize(
     ("model", "expected"),
     [
-        pytest.param("llama", PodState(5.0, 10.0, 0.5, None, frozenset({"llama", "qwen"})), id="llama only"),
-        pytest.param("qwen", PodState(2.0, 1.0, 0.125, None, frozenset({"llama", "qwen"})), id="qwen only"),
-        pytest.param(None, PodState(7.0, 11.0, 0.3125, None, frozenset({"llama", "qwen"})), id="no model: all"),
+        # the EPP filters no model: it reads the first series, llama's
+        pytest.param("llama", PodState(5.0, 10.0, 0.5, None, BOTH), id="llama only"),
+        pytest.param("qwen", PodState(2.0, 1.0, 0.125, None, BOTH, routing=AS_EPP), id="qwen only"),
+        pytest.param(None, PodState(7.0, 11.0, 0.3125, None, BOTH, routing=AS_EPP), id="no model: all"),
     ],
 )
 def test_two_models_on_one_pod(model: str | None, expected: PodState) -> None:
@@ -222,6 +237,12 @@ vllm:lora_requests_info{max_lora="4",running_lora_adapters="sql-lora",waiting_lo
 
 def test_lora_newest_series_by_value_wins() -> None:
     assert state(VLLM, LORA).lora == LoraState(running=("sql-lora", "chat-lora"), waiting=("x",), max_lora=4)
+
+
+def test_lora_is_read_without_the_model_filter() -> None:
+    # vllm:lora_requests_info has the labels max_lora, waiting/running_lora_adapters only
+    # (vllm/v1/metrics/loggers.py:1103-1112 of vLLM 0.33.0): a model filter must not drop it.
+    assert state(VLLM, LORA, model=LLAMA).lora == state(VLLM, LORA).lora
 
 
 def test_lora_with_empty_lists_and_unreadable_max_lora() -> None:
@@ -281,6 +302,12 @@ def test_families_cover_every_spec() -> None:
         "vllm:kv_cache_usage_perc",
         "vllm:gpu_cache_usage_perc",
         "vllm:lora_requests_info",
+        "vllm:engine_sleep_state",
+        "vllm:request_queue_time_seconds",
+        "vllm:time_to_first_token_seconds",
+        "vllm:inter_token_latency_seconds",
+        "vllm:request_time_per_output_token_seconds",
+        "vllm:e2e_request_latency_seconds",
     }
     assert TRITON_TRTLLM.families == {"nv_trt_llm_request_metrics", "nv_trt_llm_kv_cache_block_metrics"}
     assert TGI.families == {"tgi_queue_size", "tgi_batch_current_size"}
@@ -370,3 +397,71 @@ def test_override_of_kv_cache_replaces_every_alternative() -> None:
 def test_override_refuses_a_bad_spec() -> None:
     with pytest.raises(ValueError, match="unmatched braces"):
         with_overrides(VLLM, running="vllm:num_requests_running{engine=0")
+
+
+# --- the EPP's engines -------------------------------------------------------------------------------
+
+# defaultEngineConfigs of llm-d-router ebab6879,
+# pkg/epp/framework/plugins/datalayer/extractor/metrics/factories.go:195-252: name -> (queued, running, kv, lora).
+EPP_DEFAULTS = {
+    "vllm": (
+        "vllm:num_requests_waiting",
+        "vllm:num_requests_running",
+        "vllm:kv_cache_usage_perc",
+        "vllm:lora_requests_info",
+    ),
+    "sglang": ("sglang:num_queue_reqs", "sglang:num_running_reqs", "sglang:token_usage", None),
+    "trtllm-serve": ("trtllm_num_requests_waiting", "trtllm_num_requests_running", "trtllm_kv_cache_utilization", None),
+    "triton-tensorrt-llm": (
+        "nv_trt_llm_request_metrics{request_type=waiting}",
+        "nv_trt_llm_request_metrics{request_type=scheduled}",
+        "nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type=fraction}",
+        None,
+    ),
+    "triton": ("nv_inference_pending_request_count", "nv_inference_exec_count", None, None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EPP_DEFAULTS))
+def test_builtin_protocols_read_the_epps_default_series(name: str) -> None:
+    protocol = BUILTIN[name]
+    queued, running, kv, lora = (None if text is None else MetricSpec.parse(text) for text in EPP_DEFAULTS[name])
+    assert (protocol.waiting, protocol.running, protocol.lora) == (queued, running, lora)
+    # the EPP's one KV-cache series is sloscope's preferred alternative (vLLM also reads the pre-0.10 name)
+    assert (protocol.kv_cache[0] if protocol.kv_cache else None) == kv
+
+
+def test_engine_names_and_the_old_triton_name() -> None:
+    # tgi is sloscope's own: the EPP has no TGI mapping
+    assert set(BUILTIN) == {*EPP_DEFAULTS, "tgi"}
+    assert canonical("triton-trtllm") == "triton-tensorrt-llm" == TRITON_TRTLLM.name
+    assert canonical("vllm") == "vllm"
+
+
+def test_the_routing_view_takes_the_newest_timestamp_then_the_first() -> None:
+    # getLatestMetric keeps a sample only when its timestamp is greater (spec.go:416-424): engine 1's
+    # later timestamp wins; without timestamps (counted as 0) the first sample in page order does.
+    page = (
+        f'vllm:num_requests_waiting{{engine="0",model_name="{LLAMA}"}} 3.0 1000\n'
+        f'vllm:num_requests_waiting{{engine="1",model_name="{LLAMA}"}} 4.9 2000\n'
+        f'vllm:num_requests_running{{engine="0",model_name="{LLAMA}"}} 1.0\n'
+        f'vllm:num_requests_running{{engine="1",model_name="{LLAMA}"}} 2.0\n'
+    )
+    routing = state(VLLM, page).routing
+    assert routing is not None
+    assert (routing.waiting, routing.running) == (4.0, 1.0)  # an integer, as the EPP reads a queue size
+
+
+SLEEPING = f"""\
+# TYPE vllm:engine_sleep_state gauge
+vllm:engine_sleep_state{{engine="0",model_name="{LLAMA}",sleep_state="awake"}} 0.0
+vllm:engine_sleep_state{{engine="0",model_name="{LLAMA}",sleep_state="weights_offloaded"}} 1.0
+vllm:engine_sleep_state{{engine="0",model_name="{LLAMA}",sleep_state="discard_all"}} 0.0
+"""
+
+
+def test_sleep_state() -> None:
+    # vllm/v1/metrics/loggers.py:593-617,1335-1352 of vLLM 0.33.0: awake 0 while asleep, all engines at once.
+    assert state(VLLM, SLEEPING).sleeping is True
+    assert state(VLLM, SLEEPING.replace('"awake"} 0.0', '"awake"} 1.0')).sleeping is False
+    assert state(SGLANG, SGLANG_PAGE).sleeping is None  # no sleep state published

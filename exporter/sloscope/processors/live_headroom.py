@@ -6,6 +6,9 @@ against the pod's latest fresh scraped state. Headroom follows the EPP
 (:mod:`sloscope.slo.headroom`); the tightest TPOT SLO running on the pod is taken from the requests
 that ended within ``running_slo_window_seconds``.
 
+A sleeping pod (vLLM's sleep mode) is left out: its empty queue and cache would predict ideal headroom
+on a pod that cannot serve until it is woken, and count it among the pool's pods with headroom.
+
 When a pool's predictor cannot answer, its headroom series disappear rather than keep stale values:
 an old "positive" would tell an operator there is room when nobody knows.
 """
@@ -96,6 +99,8 @@ class LiveHeadroom(Collector):
         now = self._clock()
         rows: list[tuple[PodKey, SLOClass, Features]] = []
         for key, sample in self._history.fresh(pool, now):
+            if sample.state.sleeping:
+                continue
             for cls in self._classes:
                 ref = cls.reference
                 features = features_of(sample.state, ref.prompt_tokens, self._predictions, ref.prefix_cache_score)

@@ -3,6 +3,10 @@
 Rendering at collect time (a custom Collector, not Gauge objects set by the scrape loop) means a
 pod that discovery forgot has no series to leave behind: its series end when its record is expired,
 and ``sloscope_pod_scrape_age_seconds`` is exact at the moment Prometheus reads it.
+
+A sleeping pod (vLLM's sleep mode) publishes near-empty queues and cache, which would read as the
+best pod of the pool: ``sloscope_pod_sleeping`` marks it and ``sloscope_pool_pods`` leaves it out, so
+the pool's share of pods with headroom is a share of the pods that can serve.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ class PodStateCollector(Collector):
             c.POD_KV_CACHE_UTILIZATION,
             c.POD_REQUESTS_WAITING,
             c.POD_REQUESTS_RUNNING,
+            c.POD_SLEEPING,
             c.POOL_PODS,
         ):
             yield _family(definition)
@@ -49,15 +54,17 @@ class PodStateCollector(Collector):
             _family(c.POD_REQUESTS_WAITING),
             _family(c.POD_REQUESTS_RUNNING),
         )
+        sleeping = _family(c.POD_SLEEPING)
         fresh = dict.fromkeys(self._pools, 0)
         for record in self._history.snapshot():
-            if record.target.pool in fresh and self._history.is_fresh(record, now):
+            latest = record.latest
+            asleep = latest is not None and latest.state.sleeping is True
+            if record.target.pool in fresh and self._history.is_fresh(record, now) and not asleep:
                 fresh[record.target.pool] += 1
             if record.last_attempt is None:
                 continue  # discovered, never scraped yet: nothing is known
             labels = [record.target.pool, record.target.pod]
             up.add_metric(labels, 1.0 if record.up else 0.0)
-            latest = record.latest
             if latest is None:
                 continue
             age.add_metric(labels, max(now - latest.at, 0.0))
@@ -65,10 +72,11 @@ class PodStateCollector(Collector):
                 (kv, latest.state.kv_cache_utilization),
                 (waiting, latest.state.waiting),
                 (running, latest.state.running),
+                (sleeping, None if latest.state.sleeping is None else float(latest.state.sleeping)),
             ):
                 if value is not None:
                     family.add_metric(labels, value)
         pods = _family(c.POOL_PODS)
         for pool, count in fresh.items():
             pods.add_metric([pool], float(count))
-        yield from (up, age, kv, waiting, running, pods)
+        yield from (up, age, kv, waiting, running, sleeping, pods)

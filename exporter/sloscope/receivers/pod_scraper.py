@@ -9,6 +9,12 @@ discovery is marked vanished and forgotten by :meth:`PodHistory.expire` after th
 
 A scrape never raises into the loop: network and HTTP failures, pages that do not parse, all end
 as one ``sloscope_scrapes_total{kind="model_server",result=...}`` increment and a down pod.
+
+A pool may mix engines. As the EPP does, each pod's protocol is named by its ``llm-d.ai/engine-type``
+label, else the legacy ``inference.networking.k8s.io/engine-type`` one; a pod without either, or
+with a value that names no built-in protocol, uses the pool's ``protocol`` (the EPP's default engine;
+llm-d-router ebab6879 extractor.go:229-245, mapping_registry.go:24-35,77-96). The pool's series
+overrides apply to its own protocol only, as the EPP's flags configure one engine.
 """
 
 from __future__ import annotations
@@ -26,27 +32,54 @@ import httpx
 from sloscope import conventions as c
 from sloscope.config import Pool, Scrape
 from sloscope.processors.pod_history import PodHistory
+from sloscope.publishers.engine_latency import EngineLatencyCollector
 from sloscope.receivers.discovery import Target
+from sloscope.receivers.engine_latency import engine_histograms
 from sloscope.receivers.exposition import ExpositionError, ExpositionParser
 from sloscope.receivers.http_fetch import fetch
-from sloscope.receivers.protocols import BUILTIN, Protocol, with_overrides
+from sloscope.receivers.protocols import BUILTIN, Protocol, canonical, with_overrides
 from sloscope.telemetry import Telemetry
 
-__all__ = ["PodScraper", "PoolScrapeConfig", "protocol_of", "scrape_offset"]
+__all__ = [
+    "ENGINE_TYPE_LABEL",
+    "LEGACY_ENGINE_TYPE_LABEL",
+    "PodScraper",
+    "PoolScrapeConfig",
+    "engine_type",
+    "protocol_of",
+    "scrape_offset",
+]
 
 log = logging.getLogger(__name__)
+
+ENGINE_TYPE_LABEL = "llm-d.ai/engine-type"  # the EPP's DefaultEngineTypeLabelKey
+LEGACY_ENGINE_TYPE_LABEL = "inference.networking.k8s.io/engine-type"  # the EPP's deprecated GAIE key
 
 
 def protocol_of(pool: Pool) -> Protocol:
     """The pool's protocol with its per-pool series overrides applied."""
     overrides = pool.metrics
     return with_overrides(
-        BUILTIN[pool.protocol],
+        BUILTIN[canonical(pool.protocol)],
         waiting=overrides.waiting,
         running=overrides.running,
         kv_cache=overrides.kv_cache,
         lora=overrides.lora,
     )
+
+
+def engine_type(target: Target) -> str | None:
+    """The engine a pod's labels name, as the EPP reads them: the current key, else the legacy one."""
+    return target.label(ENGINE_TYPE_LABEL) or target.label(LEGACY_ENGINE_TYPE_LABEL) or None
+
+
+@dataclass(frozen=True)
+class _Engine:
+    """One protocol as a pool scrapes it: the protocol, its page parser and its path."""
+
+    protocol: Protocol
+    parser: ExpositionParser
+    path: str
 
 
 def scrape_offset(target: Target, interval: float) -> float:
@@ -60,23 +93,36 @@ class PoolScrapeConfig:
     """What scraping one pool's pods needs, built once per pool."""
 
     pool: Pool
-    protocol: Protocol
+    protocol: Protocol  # the pool's own, for pods whose labels name no other
     parser: ExpositionParser
     path: str
     interval: float
     timeout: float
+    engines: Mapping[str, _Engine]  # by protocol name; the pool's own with its overrides
 
     @classmethod
     def of(cls, pool: Pool, scrape: Scrape) -> PoolScrapeConfig:
-        protocol = protocol_of(pool)
+        own = protocol_of(pool)
+        engines = {
+            protocol.name: _Engine(
+                protocol, ExpositionParser(protocol.families), pool.metrics_path or protocol.metrics_path
+            )
+            for protocol in (own if name == own.name else BUILTIN[name] for name in BUILTIN)
+        }
+        default = engines[own.name]
         return cls(
             pool=pool,
-            protocol=protocol,
-            parser=ExpositionParser(protocol.families),
-            path=pool.metrics_path or protocol.metrics_path,
+            protocol=own,
+            parser=default.parser,
+            path=default.path,
             interval=pool.scrape_interval_seconds or scrape.interval_seconds,
             timeout=pool.scrape_timeout_seconds or scrape.timeout_seconds,
+            engines=engines,
         )
+
+    def engine_of(self, target: Target) -> _Engine:
+        """The pod's protocol: the one its engine-type label names, else the pool's."""
+        return self.engines.get(engine_type(target) or "", self.engines[self.protocol.name])
 
 
 class PodScraper:
@@ -88,10 +134,12 @@ class PodScraper:
         history: PodHistory,
         telemetry: Telemetry,
         http: httpx.AsyncClient,
+        latency: EngineLatencyCollector | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._configs = {pool.name: PoolScrapeConfig.of(pool, settings) for pool in pools}
         self._history = history
+        self._latency = latency
         self._telemetry = telemetry
         self._http = http
         self._clock = clock
@@ -117,19 +165,23 @@ class PodScraper:
 
     def url_of(self, target: Target) -> str:
         config = self._configs[target.pool]
-        return f"{config.pool.scheme}://{target.address}{config.path}"
+        return f"{config.pool.scheme}://{target.address}{config.engine_of(target).path}"
 
     async def scrape_once(self, target: Target) -> str:
         """Scrape one target now and record the outcome; returns the result label."""
         config = self._configs[target.pool]
+        engine, model = config.engine_of(target), config.pool.model
         timeout = target.timeout_seconds or config.timeout
         async with self._semaphore:
             fetched = await fetch(self._http, self.url_of(target), timeout)
         result, state = fetched.result, None
         if fetched.ok:
             try:
-                samples = config.parser.parse(fetched.text, openmetrics=fetched.openmetrics)
-                state = config.protocol.pod_state(samples, config.pool.model)
+                samples = engine.parser.parse(fetched.text, openmetrics=fetched.openmetrics)
+                state = engine.protocol.pod_state(samples, model)
+                if self._latency is not None:
+                    histograms = engine_histograms(engine.protocol, samples, model)
+                    self._latency.observe(target.key, engine.protocol.name, histograms, model)
             except ExpositionError as exc:
                 result = c.RESULT_PARSE_ERROR
                 log.warning("scrape of %s: unreadable page: %s", self.url_of(target), exc)
@@ -156,6 +208,8 @@ class PodScraper:
     def expire(self) -> None:
         """Forget pods past their grace period (called periodically by the owner)."""
         for key in self._history.expire(self._clock()):
+            if self._latency is not None:
+                self._latency.forget(key)
             log.info("pod %s/%s forgotten after the vanished grace period", *key)
 
     async def stop(self) -> None:

@@ -6,6 +6,11 @@ where each signal comes from, in the EPP's own flag syntax ``name{label=value}``
 ``--total-queued-requests-metric`` and friends), so that a pool configured for the EPP can be
 configured for sloscope with the same strings. :func:`with_overrides` replaces single signals per pool.
 
+The built-in protocols carry the EPP's engine names and default series (llm-d-router ebab6879,
+``pkg/epp/framework/plugins/datalayer/extractor/metrics/factories.go:195-252``), plus what the EPP does
+not read: the label a server names its model in (``model_name``; Triton's ``model``; TGI none), vLLM's
+sleep state and the engines' own request-latency histograms (:mod:`sloscope.receivers.engine_latency`).
+
 :meth:`Protocol.pod_state` is pure: samples in (from ``ExpositionParser(protocol.families)``), a
 :class:`PodState` out. A signal the page lacks is ``None``, never an exception: a model server that
 renames a series must cost a gauge, not the scrape loop.
@@ -19,12 +24,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
+from sloscope import conventions as c
 from sloscope.receivers.exposition import Sample
 
 __all__ = [
+    "ALIASES",
     "BUILTIN",
     "SGLANG",
     "TGI",
+    "TRITON",
     "TRITON_TRTLLM",
     "TRTLLM_SERVE",
     "VLLM",
@@ -32,10 +40,11 @@ __all__ = [
     "MetricSpec",
     "PodState",
     "Protocol",
+    "canonical",
     "with_overrides",
 ]
 
-MODEL_NAME = "model_name"  # the label a server puts the served model's name in
+MODEL_NAME = "model_name"  # the label vLLM, SGLang and trtllm-serve put the served model's name in
 _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 
@@ -114,13 +123,22 @@ class LoraState:
 
 @dataclass(frozen=True)
 class PodState:
-    """What one page says about a pod; each signal ``None`` when the page lacks it."""
+    """What one page says about a pod; each signal ``None`` when the page lacks it.
+
+    The gauges describe the whole pod (summed over data-parallel engines). ``routing`` holds the values
+    as the EPP reads them (the first matching series of each spec, no model filter) when they differ
+    from the whole pod's, else None: features of what the EPP asked read ``state.routing or state``.
+    ``sleeping`` is True when every engine of the page says it is asleep (vLLM's sleep mode), None when
+    the server publishes no sleep state.
+    """
 
     waiting: float | None
     running: float | None
     kv_cache_utilization: float | None  # 0..1
     lora: LoraState | None
-    models: frozenset[str]  # distinct model_name values on the protocol's series, before any model filter
+    models: frozenset[str]  # distinct model-label values on the protocol's series, before any model filter
+    sleeping: bool | None = None
+    routing: PodState | None = None
 
 
 @dataclass(frozen=True)
@@ -130,6 +148,11 @@ class Protocol:
     ``kv_cache`` lists alternatives in order of preference; the first one present on the page is
     used. vLLM renamed ``vllm:gpu_cache_usage_perc`` to ``vllm:kv_cache_usage_perc`` around 0.10/0.11,
     and a pool may run both versions during an upgrade.
+
+    ``model_label`` is the label the server names its model in; a pool's model filter applies only to
+    series that carry it (None: the server names no model, nothing is filtered). ``sleep`` selects the
+    series that reads 1 while an engine is awake and 0 while it sleeps. ``latency`` maps a latency
+    signal (``queue``, ``ttft``, ``itl``, ``tpot``, ``e2e``) to the server's own histogram family.
     """
 
     name: str
@@ -138,15 +161,24 @@ class Protocol:
     kv_cache: tuple[MetricSpec, ...] = ()
     lora: MetricSpec | None = None
     metrics_path: str = "/metrics"
+    model_label: str | None = MODEL_NAME
+    sleep: MetricSpec | None = None
+    latency: tuple[tuple[str, str], ...] = ()
 
     @property
     def specs(self) -> tuple[MetricSpec, ...]:
-        return tuple(s for s in (self.waiting, self.running, *self.kv_cache, self.lora) if s is not None)
+        return tuple(s for s in (self.waiting, self.running, *self.kv_cache, self.lora, self.sleep) if s is not None)
 
     @property
     def families(self) -> frozenset[str]:
         """The names to give :class:`~sloscope.receivers.exposition.ExpositionParser`."""
-        return frozenset(spec.name for spec in self.specs)
+        return frozenset(spec.name for spec in self.specs) | {family for _, family in self.latency}
+
+    def carries_model(self, sample: Sample, model: str | None) -> bool:
+        """Whether the model filter keeps ``sample``: no filter, no model label on it, or the label says ``model``."""
+        if model is None or self.model_label is None or self.model_label not in sample.labels:
+            return True
+        return sample.labels[self.model_label] == model
 
     def pod_state(self, samples: Iterable[Sample], model: str | None = None) -> PodState:
         """The pod's state from one page's samples; only ``model``'s series count when it is given.
@@ -155,20 +187,29 @@ class Protocol:
         sizes are per engine, so the pod's are their sums. KV-cache utilization is averaged: each
         engine has its own KV cache of the same size (same model, same flags), so the pod's used
         share is the mean of the engines' shares, whereas a sum could exceed 1. LoRA info is a
-        snapshot stamped with its time, so the newest across engines wins.
+        snapshot stamped with its time, so the newest across engines wins; vLLM's
+        ``vllm:lora_requests_info`` names no model, so it is read without the model filter.
         """
         names = {spec.name for spec in self.specs}
-        seen = [s for s in samples if s.name in names]
-        models = frozenset(s.labels[MODEL_NAME] for s in seen if MODEL_NAME in s.labels)
-        if model is not None:
-            seen = [s for s in seen if s.labels.get(MODEL_NAME) == model]
-        return PodState(
+        page = [s for s in samples if s.name in names]
+        label = self.model_label
+        models = frozenset(s.labels[label] for s in page if label is not None and label in s.labels)
+        seen = [s for s in page if self.carries_model(s, model)]
+        whole = PodState(
             waiting=_count(seen, self.waiting),
             running=_count(seen, self.running),
             kv_cache_utilization=_kv_cache(seen, self.kv_cache),
-            lora=_lora(seen, self.lora),
+            lora=_lora(page, self.lora),
             models=models,
+            sleeping=_sleeping(seen, self.sleep),
         )
+        routing = replace(
+            whole,
+            waiting=_first_count(page, self.waiting),
+            running=_first_count(page, self.running),
+            kv_cache_utilization=_first_kv(page, self.kv_cache),
+        )
+        return whole if routing == whole else replace(whole, routing=routing)
 
 
 def _count(samples: Sequence[Sample], spec: MetricSpec | None) -> float | None:
@@ -186,6 +227,45 @@ def _kv_cache(samples: Sequence[Sample], specs: Sequence[MetricSpec]) -> float |
         if values:
             return math.fsum(values) / len(values)
     return None
+
+
+def _first(samples: Sequence[Sample], spec: MetricSpec | None) -> float | None:
+    """The value of the one sample the EPP reads: the matching one with the newest timestamp, the first of equals.
+
+    The EPP's ``Spec.getLatestMetric`` (spec.go:406-431 at llm-d-router ebab6879) keeps a sample only
+    when its timestamp is greater than the kept one's, starting from -1; a sample without a timestamp
+    counts as 0, so on a page without timestamps the first matching sample in page order wins.
+    """
+    if spec is None:
+        return None
+    chosen: Sample | None = None
+    for sample in samples:
+        if spec.matches(sample) and (chosen is None or (sample.timestamp or 0.0) > (chosen.timestamp or 0.0)):
+            chosen = sample
+    return None if chosen is None else chosen.value
+
+
+def _first_count(samples: Sequence[Sample], spec: MetricSpec | None) -> float | None:
+    """As the EPP reads a queue or batch size: an integer (``int(extractValue(metric))``, extractor.go:132,141)."""
+    value = _first(samples, spec)
+    return float(math.trunc(value)) if value is not None and math.isfinite(value) and value >= 0 else None
+
+
+def _first_kv(samples: Sequence[Sample], specs: Sequence[MetricSpec]) -> float | None:
+    """The first alternative present on the page, read as the EPP reads one; unusable outside 0..1."""
+    for spec in specs:
+        value = _first(samples, spec)
+        if value is not None:
+            return value if 0 <= value <= 1 else None
+    return None
+
+
+def _sleeping(samples: Sequence[Sample], spec: MetricSpec | None) -> bool | None:
+    """Asleep when every engine's awake series reads 0 (vLLM sets all engines at once, loggers.py:1335-1352)."""
+    if spec is None:
+        return None
+    values = [s.value for s in samples if spec.matches(s) and not math.isnan(s.value)]
+    return all(v == 0 for v in values) if values else None
 
 
 def _lora(samples: Sequence[Sample], spec: MetricSpec | None) -> LoraState | None:
@@ -240,39 +320,79 @@ def with_overrides(
 
 _p = MetricSpec.parse
 
-VLLM = Protocol(
+QUEUE, TTFT, ITL, TPOT, E2E = c.SIGNAL_QUEUE, c.SIGNAL_TTFT, c.SIGNAL_ITL, c.SIGNAL_TPOT, c.SIGNAL_E2E
+
+VLLM = Protocol(  # vllm/v1/metrics/loggers.py of vLLM 0.33.0: 499-617 (labels, sleep state), 925-975 (histograms)
     name="vllm",
     waiting=_p("vllm:num_requests_waiting"),
     running=_p("vllm:num_requests_running"),
     kv_cache=(_p("vllm:kv_cache_usage_perc"), _p("vllm:gpu_cache_usage_perc")),
     lora=_p("vllm:lora_requests_info"),
+    sleep=_p("vllm:engine_sleep_state{sleep_state=awake}"),
+    latency=(
+        (QUEUE, "vllm:request_queue_time_seconds"),
+        (TTFT, "vllm:time_to_first_token_seconds"),
+        (ITL, "vllm:inter_token_latency_seconds"),
+        (TPOT, "vllm:request_time_per_output_token_seconds"),
+        (E2E, "vllm:e2e_request_latency_seconds"),
+    ),
 )
-SGLANG = Protocol(
+SGLANG = Protocol(  # sglang 0.5.23 srt/observability/metrics_collector.py: 365-405, 838, 1807-1822, 2040-2073
     name="sglang",
     waiting=_p("sglang:num_queue_reqs"),
     running=_p("sglang:num_running_reqs"),
     kv_cache=(_p("sglang:token_usage"),),
+    latency=(
+        (QUEUE, "sglang:queue_time_seconds"),
+        (TTFT, "sglang:time_to_first_token_seconds"),
+        (ITL, "sglang:inter_token_latency_seconds"),
+        (TPOT, "sglang:request_time_per_output_token_seconds"),
+        (E2E, "sglang:e2e_request_latency_seconds"),
+    ),
 )
-TRITON_TRTLLM = Protocol(
-    name="triton-trtllm",
+TRITON_TRTLLM = Protocol(  # tensorrtllm_backend README.md:420-446 at 0b9d7d5: labels model, version
+    name="triton-tensorrt-llm",
     waiting=_p("nv_trt_llm_request_metrics{request_type=waiting}"),
     running=_p("nv_trt_llm_request_metrics{request_type=scheduled}"),
     kv_cache=(_p("nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type=fraction}"),),
+    model_label="model",
 )
-TRTLLM_SERVE = Protocol(
+TRITON = Protocol(  # Triton for non-LLM models, as the EPP's "triton" engine: its counters, no KV cache
+    name="triton",
+    waiting=_p("nv_inference_pending_request_count"),
+    running=_p("nv_inference_exec_count"),
+    model_label="model",
+)
+TRTLLM_SERVE = Protocol(  # TensorRT-LLM tensorrt_llm/metrics/collector.py at 050f80de (labels model_name, engine_type)
     name="trtllm-serve",
     waiting=_p("trtllm_num_requests_waiting"),
     running=_p("trtllm_num_requests_running"),
     kv_cache=(_p("trtllm_kv_cache_utilization"),),
     metrics_path="/prometheus/metrics",
+    latency=(
+        (QUEUE, "trtllm_request_queue_time_seconds"),
+        (TTFT, "trtllm_time_to_first_token_seconds"),
+        (TPOT, "trtllm_time_per_output_token_seconds"),
+        (E2E, "trtllm_e2e_request_latency_seconds"),
+    ),
 )
-TGI = Protocol(  # TGI publishes no KV-cache utilization
+TGI = Protocol(  # TGI publishes no KV-cache utilization and names no model (backends/v3/src at db931fc)
     name="tgi",
     waiting=_p("tgi_queue_size"),
     running=_p("tgi_batch_current_size"),
+    model_label=None,
 )
 
 BUILTIN: Mapping[str, Protocol] = MappingProxyType(
-    {p.name: p for p in (VLLM, SGLANG, TRITON_TRTLLM, TRTLLM_SERVE, TGI)}
+    {p.name: p for p in (VLLM, SGLANG, TRITON_TRTLLM, TRITON, TRTLLM_SERVE, TGI)}
 )
-"""The built-in protocols by name, as a pool's configuration names them."""
+"""The built-in protocols by the EPP's engine names, as a pool's configuration and a pod's
+``llm-d.ai/engine-type`` label name them."""
+
+ALIASES: Mapping[str, str] = MappingProxyType({"triton-trtllm": TRITON_TRTLLM.name})
+"""Older names accepted in the settings (sloscope called Triton's TensorRT-LLM backend ``triton-trtllm``)."""
+
+
+def canonical(name: str) -> str:
+    """The built-in protocol name for ``name`` or one of its aliases."""
+    return ALIASES.get(name, name)

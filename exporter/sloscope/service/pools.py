@@ -24,7 +24,7 @@ import httpx
 from prometheus_client import CollectorRegistry
 
 from sloscope.config import Settings
-from sloscope.conventions import SKIP_SHUTDOWN
+from sloscope.conventions import MODEL, SKIP_SHUTDOWN
 from sloscope.predictor.client import PredictionClient
 from sloscope.predictor.health import PredictorHealth
 from sloscope.processors.live_headroom import LiveHeadroom
@@ -32,6 +32,8 @@ from sloscope.processors.pod_history import PodHistory
 from sloscope.processors.predictions import PredictionSeries, PredictionTracker
 from sloscope.processors.running_slos import RunningSLOs
 from sloscope.processors.shadow import ShadowPredictor
+from sloscope.publishers.cardinality import LabelGuard
+from sloscope.publishers.engine_latency import EngineLatencyCollector
 from sloscope.publishers.epp import EPPCollector
 from sloscope.publishers.pod_state import PodStateCollector
 from sloscope.publishers.predictor_health import PredictorHealthCollector
@@ -84,8 +86,16 @@ class PoolMonitor:
             limits=httpx.Limits(max_connections=scrape.max_concurrency + 16, max_keepalive_connections=None),
             trust_env=False,
         )
+        folded = telemetry.label_values_folded
+        guard = LabelGuard({MODEL: settings.limits.max_label_values[MODEL]}, lambda label: folded.labels(label).inc())
+        self.engine_latency = EngineLatencyCollector(guard)
         self.scraper = PodScraper(
-            pools=pools, settings=scrape, history=self.history, telemetry=telemetry, http=self._http
+            pools=pools,
+            settings=scrape,
+            history=self.history,
+            telemetry=telemetry,
+            http=self._http,
+            latency=self.engine_latency,
         )
         self.discovery = DiscoveryManager(pools)
         series = PredictionSeries(registry, names)
@@ -140,6 +150,7 @@ class PoolMonitor:
         ]
         self._health_interval = predictions.health_interval_seconds
         registry.register(PodStateCollector(self.history, names))
+        registry.register(self.engine_latency)
         registry.register(PredictorHealthCollector(lambda: [h.snapshot for h in self.health]))
         registry.register(self.headroom)
         folded = telemetry.label_values_folded

@@ -48,7 +48,7 @@ for _window in (ATTAINMENT_WINDOW, *BURN_WINDOWS):
 
 def dashboard(spec: SLOSpec) -> Any:
     """The SLO overview of ``spec``: traffic, routing comparison, latency, then one row per SLO class."""
-    panels = [*_traffic(), *_routing(), *_latency()]
+    panels = [*_traffic(), *_routing(), *_latency(), *_engine_crosscheck()]
     for cls in spec.classes:
         panels += _class_row(spec, cls)
     return d.build(
@@ -201,6 +201,55 @@ def _latency() -> list[Any]:
                 trace_links=True,
             )
         )
+    return panels
+
+
+_ENGINE_FILTERS = (var(c.MODEL), var(c.POOL))
+_ENGINE_SIGNALS = ((c.TTFT_SECONDS, c.SIGNAL_TTFT, "TTFT"), (c.TPOT_SECONDS, c.SIGNAL_TPOT, "TPOT"))
+
+
+def _engine_crosscheck() -> list[Any]:
+    """Span-based latency against the model servers' own unsampled histograms, and the share the spans cover."""
+    panels: list[Any] = [d.row("Span-based against engine-based latency")]
+    for metric, signal, name in _ENGINE_SIGNALS:
+        spans = rate(series(metric, "_bucket"), _ENGINE_FILTERS)
+        engine = rate(series(c.ENGINE_LATENCY_SECONDS, "_bucket"), (*_ENGINE_FILTERS, eq(c.SIGNAL, signal)))
+        panels.append(
+            d.timeseries(
+                f"{name}: spans against the engines' own histograms",
+                f"p50 and p90 of the {name} sloscope measures from spans (the sampled requests the EPP traces) and of "
+                f"the {name} the model servers observe for every request they serve (vLLM, SGLang, trtllm-serve "
+                "histograms, signal "
+                f"{signal}). Close lines say the sampled spans describe the traffic; the engine's TTFT starts at its "
+                "own arrival, so it leaves out the gateway and EPP time the span-based TTFT includes.",
+                [
+                    d.Query(f"histogram_quantile({q}, {sum_by(('le',), spans)})", f"p{round(q * 100)} spans")
+                    for q in (0.5, 0.9)
+                ]
+                + [
+                    d.Query(f"histogram_quantile({q}, {sum_by(('le',), engine)})", f"p{round(q * 100)} engines")
+                    for q in (0.5, 0.9)
+                ],
+                unit=d.SECONDS,
+            )
+        )
+    sampled = rate(series(c.TTFT_SECONDS, "_count"), _ENGINE_FILTERS)
+    served = rate(series(c.ENGINE_LATENCY_SECONDS, "_count"), (*_ENGINE_FILTERS, eq(c.SIGNAL, c.SIGNAL_TTFT)))
+    panels.append(
+        d.timeseries(
+            "Sampled share of requests",
+            "Requests sloscope judged from spans over the requests the model servers served (their TTFT histogram's "
+            "count), per pool and model. The EPP traces 10 % of requests by default: the SLO series describe this "
+            "share of the traffic.",
+            [
+                d.Query(
+                    f"{sum_by((c.POOL, c.MODEL), sampled)} / {sum_by((c.POOL, c.MODEL), served)}",
+                    "{{pool}} {{model}}",
+                )
+            ],
+            unit=d.PERCENT,
+        )
+    )
     return panels
 
 

@@ -228,14 +228,26 @@ def test_sloscope_serve_scrapes_the_epp_with_its_token_and_never_logs_it(
         "credentials_file": str(token_file),
         "tls_config": {"ca_file": str(pki.ca), "server_name": pki.server_name},
     }
-    server = serve(
-        log_level="DEBUG",
-        scrape={"interval_seconds": 0.2},
-        pools=[{"name": "pool-a", "epp": {"metrics_url": epp.url, "auth": auth}}],
-    )
+    # The pods' pages (here the same server) get a token of their own, one the server does not know.
+    pod_token = token_file.with_name("pod-token")
+    pod_token.write_text("pod-token-unknown-to-the-server")
+    pod_auth = {**auth, "credentials_file": str(pod_token)}
+    address = epp.url.removeprefix("https://").removesuffix("/metrics")
+    pool = {
+        "name": "pool-a",
+        "scheme": "https",
+        "auth": pod_auth,
+        "targets": {"static": [{"address": address, "pod": "vllm-0"}]},
+        "epp": {"metrics_url": epp.url, "auth": auth},
+    }
+    server = serve(log_level="DEBUG", scrape={"interval_seconds": 0.2}, pools=[pool])
     wait_until(lambda: server.value("sloscope_epp_ttft_seconds_count", **_labels()) == 1.0, what="the EPP's series")
-    assert set(epp.authorizations) == {f"Bearer {TOKEN}"}
-    assert server.value(f"{c.SCRAPES.name}_total", kind=c.KIND_EPP, result=c.RESULT_AUTH_ERROR) == 0
+    scrapes = f"{c.SCRAPES.name}_total"
+    wait_until(lambda: server.value(scrapes, kind=c.KIND_MODEL_SERVER, result=c.RESULT_AUTH_ERROR) >= 1, what="pods")
+    # Each kind sent its own token and counted its own outcome.
+    assert set(epp.authorizations) == {f"Bearer {TOKEN}", "Bearer pod-token-unknown-to-the-server"}
+    assert server.value(scrapes, kind=c.KIND_EPP, result=c.RESULT_AUTH_ERROR) == 0
+    assert server.value(scrapes, kind=c.KIND_MODEL_SERVER, result=c.RESULT_SUCCESS) == 0
     rotate(token_file, "not-a-known-token")
     wait_until(
         lambda: server.value(f"{c.SCRAPES.name}_total", kind=c.KIND_EPP, result=c.RESULT_AUTH_ERROR) >= 1,
@@ -245,7 +257,7 @@ def test_sloscope_serve_scrapes_the_epp_with_its_token_and_never_logs_it(
     log = "\n".join(server.log)
     assert f"EPP of pool pool-a: scraped with the bearer token in {token_file}" in log
     assert "scrape failed (auth_error: HTTP 401: Unauthorized)" in log
-    assert TOKEN not in log and "not-a-known-token" not in log
+    assert TOKEN not in log and "not-a-known-token" not in log and "pod-token-unknown" not in log
 
 
 def _labels() -> dict[str, str]:

@@ -252,17 +252,20 @@ def _tune_gc() -> None:
 
 def _serve(config: Path | None, spec: Path | None) -> int:
     from sloscope.loading import ConfigError, load
+    from sloscope.redaction import RedactingFilter, redact_text
     from sloscope.service.server import Service
 
     try:
         loaded = load(config, spec)
     except ConfigError as exc:
         for line in exc.lines:
-            print(line, file=sys.stderr)
+            print(redact_text(line), file=sys.stderr)
         return 2
     logging.basicConfig(
         level=loaded.settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
+    for handler in logging.getLogger().handlers:  # a URL's user:password never reaches the log
+        handler.addFilter(RedactingFilter())
     # httpx logs every scrape and prediction call at INFO; sloscope counts them in its own series instead.
     logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLevelName(loaded.settings.log_level)))
     _tune_gc()

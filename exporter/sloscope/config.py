@@ -317,6 +317,53 @@ class MetricOverrides(_Section):
         return self
 
 
+class TLSConfig(_Section):
+    """TLS of the connections to one kind of target, named as in Prometheus's ``tls_config``.
+
+    The files are loaded when the first request needs them, and again after a failure, so a Secret
+    mounted late is picked up; a certificate changed later needs a restart.
+    """
+
+    ca_file: str | None = Field(
+        default=None, description="PEM bundle the server's certificate is verified against; the system's if unset."
+    )
+    cert_file: str | None = Field(
+        default=None,
+        description="Client certificate (PEM) for mutual TLS (an EPP started with --metrics-client-ca-file asks one).",
+    )
+    key_file: str | None = Field(default=None, description="Private key (PEM) of cert_file.")
+    server_name: str | None = Field(
+        default=None, description="Name the server's certificate must carry, also sent as SNI; the URL's host if unset."
+    )
+    insecure_skip_verify: bool = Field(
+        default=False, description="Accept any server certificate (a self-signed one); the connection stays encrypted."
+    )
+
+    @model_validator(mode="after")
+    def _pair(self) -> TLSConfig:
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ValueError("set both cert_file and key_file, or neither")
+        return self
+
+
+class HTTPClientConfig(_Section):
+    """Credentials and TLS for scraping one kind of target, as Prometheus's ``authorization`` and ``tls_config``.
+
+    Credentials come only from files, never from the settings themselves, and are never logged.
+    """
+
+    credentials_file: str | None = Field(
+        default=None,
+        description="File holding a bearer token, sent as Authorization: Bearer. Read at every request: "
+        "ServiceAccount tokens rotate.",
+    )
+    tls_config: TLSConfig = Field(default_factory=TLSConfig)
+
+
+SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+"""The pod's ServiceAccount token, which the EPP's metrics authentication accepts (docs/discovery.md)."""
+
+
 class PredictorServers(_Section):
     """The latency predictor of a pool: one training server, one or more prediction servers."""
 
@@ -324,12 +371,20 @@ class PredictorServers(_Section):
     prediction_urls: list[str] = Field(
         default_factory=list, description="Base URLs of the prediction servers (ports 8001...), used in turn."
     )
+    auth: HTTPClientConfig | None = Field(
+        default=None, description="Credentials and TLS for the training and prediction servers; none if unset."
+    )
 
 
 class EPPMetrics(_Section):
     """The EPP's own /metrics, re-published as sloscope_epp_* with their label defects put right."""
 
     metrics_url: str = Field(description="Full URL, like http://epp:9090/metrics.")
+    auth: HTTPClientConfig | None = Field(
+        default=None,
+        description="Credentials and TLS for the EPP's /metrics. Unset: the pod's ServiceAccount token when sloscope "
+        "runs in Kubernetes (the EPP authenticates /metrics by default), else none. {} sends no credentials.",
+    )
 
 
 class Pool(_Section):
@@ -348,6 +403,9 @@ class Pool(_Section):
         default=None, description="Path of the pods' metrics page; the protocol's if unset."
     )
     scheme: Literal["http", "https"] = "http"
+    auth: HTTPClientConfig | None = Field(
+        default=None, description="Credentials and TLS for the model-server pods' metrics pages; none if unset."
+    )
     model: str | None = Field(
         default=None,
         description="Count only this model_name's series (pods serving several models); also the model label of "

@@ -396,7 +396,19 @@ RESULT_TIMEOUT = "timeout"
 RESULT_CONNECTION_ERROR = "connection_error"
 RESULT_HTTP_ERROR = "http_error"
 RESULT_PARSE_ERROR = "parse_error"
-SCRAPE_RESULTS = (RESULT_SUCCESS, RESULT_TIMEOUT, RESULT_CONNECTION_ERROR, RESULT_HTTP_ERROR, RESULT_PARSE_ERROR)
+RESULT_AUTH_ERROR = "auth_error"  # 401 or 403: the target refused sloscope's credentials (or their absence)
+RESULT_CREDENTIALS_ERROR = "credentials_error"  # sloscope could not read its own token or TLS files; nothing sent
+RESULT_TLS_ERROR = "tls_error"  # the TLS handshake failed: a certificate not verified, a wrong server name
+SCRAPE_RESULTS = (
+    RESULT_SUCCESS,
+    RESULT_TIMEOUT,
+    RESULT_CONNECTION_ERROR,
+    RESULT_HTTP_ERROR,
+    RESULT_PARSE_ERROR,
+    RESULT_AUTH_ERROR,
+    RESULT_CREDENTIALS_ERROR,
+    RESULT_TLS_ERROR,
+)
 # Calls to a prediction server (labels of PREDICTOR_REQUESTS); 422 is "rejected", an open breaker "circuit_open".
 PURPOSE_SHADOW = "shadow"
 PURPOSE_HEADROOM = "headroom"

@@ -180,8 +180,8 @@ def test_dashboards_can_be_left_out(render: Callable[..., Rendered]) -> None:
 
 def test_discovery_gets_a_role_per_pool_namespace_and_nothing_more(render: Callable[..., Rendered]) -> None:
     rendered = render("inferencepool-values.yaml")
-    assert not rendered.all("ClusterRole")
-    assert not rendered.all("ClusterRoleBinding")
+    # Discovery is namespaced; the one cluster-scoped grant is the EPP's /metrics (tests/charts/test_chart_epp_auth.py).
+    assert [r["metadata"]["name"] for r in rendered.all("ClusterRole")] == ["sloscope-epp-metrics"]
     roles = {r["metadata"]["namespace"]: r["rules"] for r in rendered.all("Role")}
     pods = {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}
     assert roles == {

@@ -126,3 +126,20 @@ The settings' shutdown times (their defaults when unset), checked against the po
 {{- fail (printf "terminationGracePeriodSeconds (%v) must be at least shutdown_grace_seconds + final_scrape_wait_seconds + 3 = %v: the kubelet would kill sloscope before it drains and is scraped a last time" .Values.terminationGracePeriodSeconds $needed) }}
 {{- end }}
 {{- end }}
+
+{{/*
+"true" when a pool's EPP is scraped with the pod's ServiceAccount token: its `epp.auth` is unset (sloscope's
+default in a pod, as the EPP authenticates /metrics by default) or names that token file.
+*/}}
+{{- define "sloscope.eppToken" -}}
+{{- $token := "/var/run/secrets/kubernetes.io/serviceaccount/token" }}
+{{- $uses := false }}
+{{- range $pool := (.Values.config.pools | default list) }}
+{{- if $pool.epp }}
+{{- if or (not (hasKey $pool.epp "auth")) (kindIs "invalid" $pool.epp.auth) (eq (dig "credentials_file" "" ($pool.epp.auth | default dict)) $token) }}
+{{- $uses = true }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- $uses }}
+{{- end }}

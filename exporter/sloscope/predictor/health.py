@@ -46,6 +46,7 @@ from sloscope import conventions as c
 from sloscope.config import PredictorServers
 from sloscope.receivers.exposition import ExpositionParser
 from sloscope.receivers.http_fetch import Fetched, fetch, fetch_json
+from sloscope.redaction import redact_url
 from sloscope.telemetry import Telemetry
 
 __all__ = [
@@ -154,7 +155,7 @@ class PredictorHealth:
         coverage = previous.coverage
         samples = previous.training_samples
         if self._training_url is not None and training is not None:
-            servers.append(ServerStatus(self._training_url, c.ROLE_TRAINING, training.up))
+            servers.append(ServerStatus(redact_url(self._training_url), c.ROLE_TRAINING, training.up))
             if training.last_modified is not None:
                 last_modified = training.last_modified
             if training.coverage is not None:
@@ -162,7 +163,7 @@ class PredictorHealth:
             if training.samples is not None:
                 samples = training.samples
         for url, prediction in zip(self._prediction_urls, predictions, strict=True):
-            servers.append(ServerStatus(url, c.ROLE_PREDICTION, prediction.up))
+            servers.append(ServerStatus(redact_url(url), c.ROLE_PREDICTION, prediction.up))  # a label value
             if quantile is None:
                 quantile = prediction.quantile
         if quantile is None and training is not None:

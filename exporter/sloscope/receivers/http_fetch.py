@@ -1,13 +1,18 @@
 """One GET of a metrics page or a JSON endpoint, with every failure turned into a result value.
 
 Scrapers of model servers, the EPP and the predictor servers share this, so that "timeout",
-"connection_error", "http_error" and "parse_error" mean the same thing in every
-``sloscope_scrapes_total{kind,result}`` series, and no scrape failure ever raises into a loop.
+"connection_error", "http_error", "parse_error", "auth_error", "credentials_error" and "tls_error"
+mean the same thing in every ``sloscope_scrapes_total{kind,result}`` series, and no scrape failure
+ever raises into a loop. 401 and 403 are ``auth_error``, not ``http_error``: controller-runtime's
+metrics filter, which the EPP runs by default, answers 401 to a missing or refused token and 403
+"Authorization denied for user <name>" when the token's account lacks ``get`` on ``/metrics``; the
+first line of that body is kept in ``error`` for the log, since it names the account.
 """
 
 from __future__ import annotations
 
 import json
+import ssl
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +20,7 @@ import httpx
 
 from sloscope import conventions as c
 from sloscope.receivers.exposition import is_openmetrics
+from sloscope.receivers.http_auth import CredentialsError
 
 __all__ = ["ACCEPT_TEXT", "MAX_PAGE_BYTES", "Fetched", "fetch", "fetch_json"]
 
@@ -22,6 +28,8 @@ __all__ = ["ACCEPT_TEXT", "MAX_PAGE_BYTES", "Fetched", "fetch", "fetch_json"]
 # "vllm:" sample names, and the text format is what every model server writes by default.
 ACCEPT_TEXT = "text/plain;version=0.0.4;q=1,*/*;q=0.1"
 MAX_PAGE_BYTES = 16 * 1024 * 1024  # a vLLM page is ~60 kB; a larger body is refused, not buffered
+_AUTH_STATUSES = frozenset({401, 403})
+_REASON_BYTES = 200  # of a refusal's body, for the log
 
 
 @dataclass(frozen=True)
@@ -44,6 +52,8 @@ async def fetch(client: httpx.AsyncClient, url: str, timeout: float, accept: str
     """GET ``url``; non-2xx is ``http_error`` (with the status), an oversize body ``parse_error``."""
     try:
         async with client.stream("GET", url, headers={"Accept": accept}, timeout=timeout) as response:
+            if response.status_code in _AUTH_STATUSES:
+                return Fetched(c.RESULT_AUTH_ERROR, status=response.status_code, error=await _refusal(response))
             if not 200 <= response.status_code < 300:
                 return Fetched(c.RESULT_HTTP_ERROR, status=response.status_code, error=f"HTTP {response.status_code}")
             body = bytearray()
@@ -53,15 +63,42 @@ async def fetch(client: httpx.AsyncClient, url: str, timeout: float, accept: str
                     return Fetched(c.RESULT_PARSE_ERROR, status=response.status_code, error="body too large")
             seconds = response.elapsed.total_seconds()
             content_type = response.headers.get("content-type", "")
+    except CredentialsError as exc:
+        return Fetched(c.RESULT_CREDENTIALS_ERROR, error=str(exc))
     except httpx.TimeoutException:
         return Fetched(c.RESULT_TIMEOUT, error=f"no answer within {timeout:g}s")
     except httpx.HTTPError as exc:  # refused, reset, DNS, protocol errors
+        if _tls_failure(exc):
+            return Fetched(c.RESULT_TLS_ERROR, error=f"{type(exc).__name__}: {exc}")
         return Fetched(c.RESULT_CONNECTION_ERROR, error=f"{type(exc).__name__}: {exc}")
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
         return Fetched(c.RESULT_PARSE_ERROR, status=response.status_code, error=f"not UTF-8: {exc}")
     return Fetched(c.RESULT_SUCCESS, text, is_openmetrics(content_type), response.status_code, seconds=seconds)
+
+
+async def _refusal(response: httpx.Response) -> str:
+    """``HTTP 403: <the first line of the body>``, from at most a few hundred bytes of it."""
+    body = bytearray()
+    async for chunk in response.aiter_bytes():
+        body += chunk
+        if len(body) >= _REASON_BYTES:
+            break
+    lines = body[:_REASON_BYTES].decode("utf-8", "replace").strip().splitlines()
+    return f"HTTP {response.status_code}: {lines[0]}" if lines else f"HTTP {response.status_code}"
+
+
+def _tls_failure(exc: BaseException) -> bool:
+    """Whether an SSL error (an unverified certificate, a name mismatch, a refused handshake) caused ``exc``."""
+    seen: BaseException | None = exc
+    for _ in range(8):  # httpx -> httpcore -> ssl; bounded in case of a cycle
+        if seen is None:
+            return False
+        if isinstance(seen, ssl.SSLError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 async def fetch_json(client: httpx.AsyncClient, url: str, timeout: float) -> tuple[Fetched, Any]:

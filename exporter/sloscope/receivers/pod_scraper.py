@@ -135,13 +135,16 @@ class PodScraper:
         telemetry: Telemetry,
         http: httpx.AsyncClient,
         latency: EngineLatencyCollector | None = None,
+        pool_clients: Mapping[str, httpx.AsyncClient] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        """``pool_clients``: the client of each pool whose pods have credentials or TLS; others use ``http``."""
         self._configs = {pool.name: PoolScrapeConfig.of(pool, settings) for pool in pools}
         self._history = history
         self._latency = latency
         self._telemetry = telemetry
         self._http = http
+        self._pool_clients = dict(pool_clients or {})
         self._clock = clock
         self._semaphore = asyncio.Semaphore(settings.max_concurrency)
         self._tasks: dict[tuple[str, str], tuple[Target, asyncio.Task[None]]] = {}
@@ -173,7 +176,7 @@ class PodScraper:
         engine, model = config.engine_of(target), config.pool.model
         timeout = target.timeout_seconds or config.timeout
         async with self._semaphore:
-            fetched = await fetch(self._http, self.url_of(target), timeout)
+            fetched = await fetch(self._pool_clients.get(target.pool, self._http), self.url_of(target), timeout)
         result, state = fetched.result, None
         if fetched.ok:
             try:

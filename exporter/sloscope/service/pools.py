@@ -39,6 +39,7 @@ from sloscope.publishers.pod_state import PodStateCollector
 from sloscope.publishers.predictor_health import PredictorHealthCollector
 from sloscope.receivers.discovery.manager import DiscoveryManager
 from sloscope.receivers.epp import EPPScraper
+from sloscope.receivers.http_auth import HTTPClients, epp_auth
 from sloscope.receivers.pod_scraper import PodScraper
 from sloscope.records import JoinedRequest, RequestRecord
 from sloscope.slo.spec import SLOSpec
@@ -82,13 +83,18 @@ class PoolMonitor:
         names = [pool.name for pool in pools]
         self.history = history
         self.running = RunningSLOs()
-        self._http = httpx.AsyncClient(
-            limits=httpx.Limits(max_connections=scrape.max_concurrency + 16, max_keepalive_connections=None),
-            trust_env=False,
+        # One client per credentials and TLS setting (TLS belongs to a connection pool); the unset share one.
+        self._clients = HTTPClients(
+            httpx.Limits(max_connections=scrape.max_concurrency + 16, max_keepalive_connections=None)
         )
         folded = telemetry.label_values_folded
         guard = LabelGuard({MODEL: settings.limits.max_label_values[MODEL]}, lambda label: folded.labels(label).inc())
         self.engine_latency = EngineLatencyCollector(guard)
+        self._http = self._clients.get(None)
+        epp_auth_of = {pool.name: epp_auth(pool.epp.auth) for pool in pools if pool.epp is not None}
+        predictor_http = {
+            pool.name: self._clients.get(pool.predictor.auth) for pool in pools if pool.predictor is not None
+        }
         self.scraper = PodScraper(
             pools=pools,
             settings=scrape,
@@ -96,6 +102,7 @@ class PoolMonitor:
             telemetry=telemetry,
             http=self._http,
             latency=self.engine_latency,
+            pool_clients={pool.name: self._clients.get(pool.auth) for pool in pools},
         )
         self.discovery = DiscoveryManager(pools)
         series = PredictionSeries(registry, names)
@@ -103,14 +110,14 @@ class PoolMonitor:
             pool.name: PredictionClient(
                 pool.predictor.prediction_urls,
                 predictions,
-                self._http,
+                predictor_http[pool.name],
                 count=functools.partial(series.call, pool.name),
             )
             for pool in pools
             if pool.predictor is not None and pool.predictor.prediction_urls
         }
         self.health = [
-            PredictorHealth(pool.name, pool.predictor, self._http, telemetry, scrape.timeout_seconds)
+            PredictorHealth(pool.name, pool.predictor, predictor_http[pool.name], telemetry, scrape.timeout_seconds)
             for pool in pools
             if pool.predictor is not None
         ]
@@ -139,7 +146,7 @@ class PoolMonitor:
             EPPScraper(
                 pool.name,
                 pool.epp.metrics_url,
-                self._http,
+                self._clients.get(epp_auth_of[pool.name]),
                 telemetry,
                 pool.scrape_interval_seconds or scrape.interval_seconds,
                 pool.scrape_timeout_seconds or scrape.timeout_seconds,
@@ -148,12 +155,15 @@ class PoolMonitor:
             for pool in pools
             if pool.epp is not None
         ]
+        for pool, auth in epp_auth_of.items():
+            token = auth.credentials_file if auth is not None else None
+            how = f"with the bearer token in {token}" if token else "without a token"
+            log.info("EPP of pool %s: scraped %s", pool, how)
         self._health_interval = predictions.health_interval_seconds
         registry.register(PodStateCollector(self.history, names))
         registry.register(self.engine_latency)
         registry.register(PredictorHealthCollector(lambda: [h.snapshot for h in self.health]))
         registry.register(self.headroom)
-        folded = telemetry.label_values_folded
         registry.register(
             EPPCollector(
                 lambda: [scraper.latest for scraper in self.epp],
@@ -202,8 +212,7 @@ class PoolMonitor:
         if self._enabled:
             await self.discovery.stop()
             await self.scraper.stop()
-        if not self._http.is_closed:
-            await self._http.aclose()
+        await self._clients.aclose()
 
 
 async def _keep(name: str, job: Callable[[], Awaitable[Any]], every: float | None) -> None:

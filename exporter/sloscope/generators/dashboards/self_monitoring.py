@@ -172,8 +172,8 @@ def _scrapes() -> list[Any]:
         d.row("Scrapes and label caps"),
         d.timeseries(
             "Scrapes by kind and result",
-            "Scrapes per second of model-server pods, EPPs, training and prediction servers, by result (success, "
-            "timeout, connection_error, http_error, parse_error).",
+            "Scrapes per second of model-server pods, EPPs, training and prediction servers, by result "
+            f"({', '.join(c.SCRAPE_RESULTS)}).",
             [d.Query(sum_by((c.KIND, c.RESULT), scrapes), "{{kind}} {{result}}")],
             unit=d.PER_SECOND,
             width=8,

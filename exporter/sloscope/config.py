@@ -406,6 +406,22 @@ class Predictions(_Section):
     health_interval_seconds: float = Field(
         default=15.0, gt=0, description="How often predictor servers' health endpoints are polled."
     )
+    epp_generation: Literal["auto", "gie-2025", "llm-d"] = Field(
+        default="auto",
+        description="Which EPP's prediction call shadow predictions reproduce (docs/predictions.md): gie-2025 "
+        "(whitespace words, the pod's running count), llm-d (prompt tokens, the EPP's in-flight counts, pod_type); "
+        "auto tells them apart by the pool's EPP page, else by the prediction servers' answers.",
+    )
+    endpoint_role_label: str = Field(
+        default="",
+        description="The llm-d EPP's endpointRoleLabel (e.g. llm-d.ai/role): pod_type is the pod's value of this "
+        "label; empty, as the EPP's default, sends no pod_type.",
+    )
+    inflight_producer: str = Field(
+        default="inflight-load-producer",
+        min_length=1,
+        description="The llm-d EPP's in-flight load producer the latency plugin reads (its inFlightLoadProducerName).",
+    )
 
 
 class Headroom(_Section):

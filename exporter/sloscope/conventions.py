@@ -189,6 +189,12 @@ PREDICTOR_REQUESTS = _m(
     (POOL, PURPOSE, RESULT),
     "Calls sloscope made to a prediction server (purpose shadow or headroom), by result.",
 )
+PREDICTOR_RETRIES = _m(
+    "predictor_retries",
+    "counter",
+    (POOL, PURPOSE),
+    "Batches sent once more to another prediction server of the pool (breaker closed) after a failed call.",
+)
 
 # Live headroom and saturation.
 POD_HEADROOM_SECONDS = _m(

@@ -49,12 +49,13 @@ import itertools
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import httpx
 
 from sloscope import conventions as c
+from sloscope.receivers.epp_inflight import INFLIGHT_FAMILIES
 from sloscope.receivers.exposition import ExpositionError, ExpositionParser, Sample
 from sloscope.receivers.http_fetch import fetch
 from sloscope.telemetry import Telemetry
@@ -287,6 +288,7 @@ class EPPScraper:
         *,
         stale_after: float,
         clock: Callable[[], float] = time.monotonic,
+        on_samples: Callable[[str, Sequence[Sample]], None] | None = None,
     ) -> None:
         if interval <= 0 or timeout <= 0 or stale_after <= 0:
             raise ValueError("interval, timeout and stale_after must be positive")
@@ -298,7 +300,8 @@ class EPPScraper:
         self._timeout = timeout
         self._stale_after = stale_after
         self._clock = clock
-        self._parser = ExpositionParser(EPP_FAMILIES)
+        self._parser = ExpositionParser(EPP_FAMILIES | INFLIGHT_FAMILIES)
+        self._on_samples = on_samples  # each good page's samples (pool, samples): the in-flight history
         self._latest: tuple[EPPPage, float] | None = None
         self._failing = False
         self._warned: set[tuple[str, _Labels, str]] = set()
@@ -318,7 +321,10 @@ class EPPScraper:
         result, page, error = fetched.result, None, ""
         if fetched.ok:
             try:
-                page = normalize(self._parser.parse(fetched.text, openmetrics=fetched.openmetrics), self.pool)
+                samples = self._parser.parse(fetched.text, openmetrics=fetched.openmetrics)
+                page = normalize(samples, self.pool)
+                if self._on_samples is not None:
+                    self._on_samples(self.pool, samples)
             except ExpositionError as exc:
                 result, error = c.RESULT_PARSE_ERROR, str(exc)
         else:

@@ -4,7 +4,7 @@ Two generations of the endpoint picker call the latency predictor, both with ``P
 /predict/bulk/strict`` and ``num_tokens_generated`` 1, and differ in what they send:
 
 - **gie-2025**, the late-2025 Gateway API Inference Extension EPP (``slo_aware_router/
-  latencypredictor_helper.go:335-348`` at gateway-api-inference-extension 0f0dff68): the six
+  latencypredictor_helper.go:334-348`` at gateway-api-inference-extension 0f0dff68): the six
   original features, ``input_token_length`` = the prompt's whitespace word count
   (``len(strings.Fields(prompt))``), ``num_request_running`` = the pod's scraped running count.
 - **llm-d**, the llm-d-router EPP (``predictedlatency/prediction.go:60-88`` and ``training.go:33-59,

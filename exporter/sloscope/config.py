@@ -381,7 +381,7 @@ class Predictions(_Section):
     shadow: bool = Field(default=True, description="Ask the prediction server when a request carries none.")
     share: float = Field(default=1.0, ge=0, le=1, description="Share of completed requests to shadow-predict.")
     max_per_second: float = Field(default=200.0, gt=0, description="Shadow predictions asked per second at most.")
-    batch_size: int = Field(default=100, ge=1, le=100, description="Requests per /predict/bulk call (EPP: 100).")
+    batch_size: int = Field(default=100, ge=1, le=100, description="Requests per /predict/bulk/strict call (EPP: 100).")
     batch_wait_seconds: float = Field(default=1.0, gt=0, description="Longest wait to fill a batch.")
     timeout_seconds: float = Field(default=2.0, gt=0, description="Timeout of one prediction call.")
     max_pending: int = Field(default=10_000, ge=1, description="Requests waiting for a shadow prediction.")

@@ -450,7 +450,7 @@ class Predictions(_Section):
     shadow: bool = Field(default=True, description="Ask the prediction server when a request carries none.")
     share: float = Field(default=1.0, ge=0, le=1, description="Share of completed requests to shadow-predict.")
     max_per_second: float = Field(default=200.0, gt=0, description="Shadow predictions asked per second at most.")
-    batch_size: int = Field(default=100, ge=1, le=100, description="Requests per /predict/bulk call (EPP: 100).")
+    batch_size: int = Field(default=100, ge=1, le=100, description="Requests per /predict/bulk/strict call (EPP: 100).")
     batch_wait_seconds: float = Field(default=1.0, gt=0, description="Longest wait to fill a batch.")
     timeout_seconds: float = Field(default=2.0, gt=0, description="Timeout of one prediction call.")
     max_pending: int = Field(default=10_000, ge=1, description="Requests waiting for a shadow prediction.")
@@ -474,6 +474,22 @@ class Predictions(_Section):
     )
     health_interval_seconds: float = Field(
         default=15.0, gt=0, description="How often predictor servers' health endpoints are polled."
+    )
+    epp_generation: Literal["auto", "gie-2025", "llm-d"] = Field(
+        default="auto",
+        description="Which EPP's prediction call shadow predictions reproduce (docs/predictions.md): gie-2025 "
+        "(whitespace words, the pod's running count), llm-d (prompt tokens, the EPP's in-flight counts, pod_type); "
+        "auto tells them apart by the pool's EPP page, else by the prediction servers' answers.",
+    )
+    endpoint_role_label: str = Field(
+        default="",
+        description="The llm-d EPP's endpointRoleLabel (e.g. llm-d.ai/role): pod_type is the pod's value of this "
+        "label; empty, as the EPP's default, sends no pod_type.",
+    )
+    inflight_producer: str = Field(
+        default="inflight-load-producer",
+        min_length=1,
+        description="The llm-d EPP's in-flight load producer the latency plugin reads (its inFlightLoadProducerName).",
     )
 
 

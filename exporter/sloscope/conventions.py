@@ -208,6 +208,12 @@ PREDICTOR_REQUESTS = _m(
     (POOL, PURPOSE, RESULT),
     "Calls sloscope made to a prediction server (purpose shadow or headroom), by result.",
 )
+PREDICTOR_RETRIES = _m(
+    "predictor_retries",
+    "counter",
+    (POOL, PURPOSE),
+    "Batches sent once more to another prediction server of the pool (breaker closed) after a failed call.",
+)
 
 # Live headroom and saturation.
 POD_HEADROOM_SECONDS = _m(
@@ -488,6 +494,7 @@ ALL_METRICS: tuple[MetricDef, ...] = (
     HEADROOM_SECONDS,
     SHADOW_SKIPPED,
     PREDICTOR_REQUESTS,
+    PREDICTOR_RETRIES,
     POD_HEADROOM_SECONDS,
     POOL_PODS_WITH_HEADROOM,
     POOL_PODS,

@@ -45,9 +45,13 @@ def servers() -> Iterator[Callable[..., PredictionServer]]:
 class Counted:
     def __init__(self) -> None:
         self.calls: list[tuple[str, str]] = []
+        self.retries: list[str] = []
 
     def __call__(self, purpose: str, result: str) -> None:
         self.calls.append((purpose, result))
+
+    def retried(self, purpose: str) -> None:
+        self.retries.append(purpose)
 
     def results(self) -> list[str]:
         return [result for _, result in self.calls]
@@ -90,7 +94,7 @@ def predict_all(
     async def go() -> tuple[list[list[Prediction | None]], PredictionClient]:
         async with httpx.AsyncClient() as http:
             kwargs = {"clock": clock} if clock is not None else {}
-            client = PredictionClient(urls, settings, http, counted, **kwargs)
+            client = PredictionClient(urls, settings, http, counted, retried=counted.retried, **kwargs)
             out = []
             for i, batch in enumerate(batches):
                 if between is not None:
@@ -155,7 +159,7 @@ def test_a_validation_error_is_rejected_for_the_whole_batch_and_leaves_the_break
     assert results[:3] == [[None, None, None]] * 3
     assert results[3] == [expected_prediction(f) for f in features(2)]
     assert counted.results() == [c.RESULT_REJECTED] * 3 + [c.RESULT_SUCCESS]
-    assert server.behaviour.calls == ["/predict/bulk"] * 4
+    assert server.behaviour.calls == ["/predict/bulk/strict"] * 4
     assert server.behaviour.bulk_requests == [[f.to_json() for f in features(2)]]  # the 422s never got in
     assert client.breaker_states() == {server.url: "closed"}
 
@@ -185,7 +189,7 @@ def test_a_failing_server_opens_its_breaker_and_is_not_called_while_open(
     results, counted, client = predict_all([server.url], [features(2)] * 5, settings, FakeClock())
     assert results == [[None, None]] * 5
     assert counted.results() == [c.RESULT_HTTP_ERROR] * 3 + [c.RESULT_CIRCUIT_OPEN] * 2
-    assert server.behaviour.calls == ["/predict/bulk"] * 3
+    assert server.behaviour.calls == ["/predict/bulk/strict"] * 3
     assert client.breaker_states() == {server.url: "open"}
 
 
@@ -197,7 +201,7 @@ def test_every_batch_finding_all_breakers_open_is_counted_without_a_call(
     results, counted, _ = predict_all([server.url], [features(1), features(250)], settings, FakeClock())
     assert results == [[None], [None] * 250]
     assert counted.results() == [c.RESULT_HTTP_ERROR] + [c.RESULT_CIRCUIT_OPEN] * 3
-    assert server.behaviour.calls == ["/predict/bulk"]
+    assert server.behaviour.calls == ["/predict/bulk/strict"]
 
 
 def test_an_open_breaker_recovers_through_one_trial_call(servers: Callable[..., PredictionServer]) -> None:
@@ -230,31 +234,43 @@ def test_an_open_breaker_recovers_through_one_trial_call(servers: Callable[..., 
     assert client.breaker_states() == {server.url: "closed"}
 
 
-def test_batches_avoid_a_server_whose_breaker_is_open(servers: Callable[..., PredictionServer]) -> None:
+def test_a_failed_batch_is_retried_once_on_another_healthy_replica(servers: Callable[..., PredictionServer]) -> None:
+    """The first server fails the call; the same body goes to the second, whose answer is used; counted."""
     failing, healthy = servers(fail=True), servers()
     settings = Predictions(breaker_failures=1)
     results, counted, client = predict_all([failing.url, healthy.url], [features(1)] * 4, settings, FakeClock())
-    assert results[0] == [None]
-    assert results[1:] == [[expected_prediction(features(1)[0])]] * 3
-    assert counted.results() == [c.RESULT_HTTP_ERROR] + [c.RESULT_SUCCESS] * 3
-    assert failing.behaviour.calls == ["/predict/bulk"]
-    assert healthy.behaviour.bulk_sizes == [1, 1, 1]
+    assert results == [[expected_prediction(features(1)[0])]] * 4
+    assert counted.results() == [c.RESULT_HTTP_ERROR] + [c.RESULT_SUCCESS] * 4
+    assert counted.retries == [SHADOW]
+    assert failing.behaviour.calls == ["/predict/bulk/strict"]
+    assert healthy.behaviour.bulk_sizes == [1, 1, 1, 1]
+    assert failing.behaviour.received == [healthy.behaviour.received[0]]  # the same request, sent twice
     assert client.breaker_states() == {failing.url: "open", healthy.url: "closed"}
 
 
-def test_a_per_item_error_gives_none_at_its_index_only(servers: Callable[..., PredictionServer]) -> None:
-    server = servers(item_errors={1})
-    asked = features(3)
-    (results,), counted, client = predict_all([server.url], [asked])
-    assert results == [expected_prediction(asked[0]), None, expected_prediction(asked[2])]
-    assert counted.calls == [(SHADOW, c.RESULT_SUCCESS)]
-    assert client.breaker_states() == {server.url: "closed"}
+def test_a_batch_failing_on_both_replicas_is_failed_after_one_retry(servers: Callable[..., PredictionServer]) -> None:
+    first, second = servers(fail=True), servers(fail=True)
+    (results,), counted, _ = predict_all([first.url, second.url], [features(2)])
+    assert results == [None, None]
+    assert counted.results() == [c.RESULT_HTTP_ERROR, c.RESULT_HTTP_ERROR]
+    assert counted.retries == [SHADOW]
+    assert len(first.behaviour.calls) == len(second.behaviour.calls) == 1
+
+
+def test_a_rejected_batch_is_not_retried(servers: Callable[..., PredictionServer]) -> None:
+    first, second = servers(), servers()
+    bad = features(1, kv_cache_percentage=1.3)
+    (results,), counted, _ = predict_all([first.url, second.url], [bad])
+    assert results == [None]
+    assert counted.results() == [c.RESULT_REJECTED]
+    assert counted.retries == []
+    assert second.behaviour.calls == []
 
 
 def test_a_server_without_models_answers_no_prediction_and_counts_as_failing(
     servers: Callable[..., PredictionServer],
 ) -> None:
-    # The real /predict/bulk answers 200 with every prediction null when its models are not loaded.
+    # The real /predict/bulk/strict answers 503 "Models not ready" when its models are not loaded.
     server = servers(ready=False)
     settings = Predictions(breaker_failures=2)
     results, counted, client = predict_all([server.url], [features(3)] * 3, settings, FakeClock())

@@ -26,26 +26,39 @@ Switches (:class:`PredictionBehaviour`, changed by tests at any time):
   documented shape (``predictions[i]`` null, ``errors`` gets ``{"index", "error", "request"}``). The
   real server reports per-item errors in this shape; it fails a subset only in its pre-validation.
 
-Every request's path is recorded in ``calls`` (even when failing), the validated ``requests`` list
-of each ``/predict/bulk`` call in ``bulk_requests``.
+Requests are validated with the llm-d predictor's request model (``LlmdPredictionRequest``: the six
+features and ``pod_type``, ``prefill_tokens_in_flight``, ``decode_tokens_in_flight``,
+``encoder_matched_size``, ``encoder_input_size`` with their constraints), which a late-2025 server's
+looser model accepts too. ``/predict/bulk/strict`` behaves as the real one
+(``predict_bulk_strict_endpoint`` of llm-d-latency-predictor ``prediction/prediction_server.py`` at
+b5d19f17): every item predicted, or the whole call refused (503 "Models not ready", 422 for a
+feature out of range); its answer has no ``errors``.
+
+Every request's path is recorded in ``calls`` (even when failing), every POST body as received (the
+parsed JSON, or the raw bytes when it is not JSON) in ``received`` as ``(path, body)``, before any
+switch applies, and the validated ``requests`` list of each ``/predict/bulk`` and
+``/predict/bulk/strict`` call that got through validation in ``bulk_requests`` (the fields the
+request set, as sent).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import FastAPI, HTTPException, status
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sloscope.predictor.api import (
     BulkPredictionError,
-    BulkPredictionRequest,
     BulkPredictionResponse,
     BulkPredictionResponseWithErrors,
-    PredictionRequest,
+    LlmdBulkPredictionRequest,
+    LlmdPredictionRequest,
     PredictionResponse,
     StatusResponse,
 )
@@ -103,6 +116,7 @@ class PredictionBehaviour:
     delay_seconds: float = 0.0
     item_errors: set[int] = field(default_factory=set)
     calls: list[str] = field(default_factory=list)
+    received: list[tuple[str, Any]] = field(default_factory=list)
     bulk_requests: list[list[dict[str, Any]]] = field(default_factory=list)
 
     @property
@@ -113,7 +127,44 @@ class PredictionBehaviour:
 _NOT_READY = "Models not ready"
 
 
-def _predict(request: PredictionRequest, now: datetime) -> PredictionResponse:
+class _BodyRecorder:
+    """ASGI middleware: reads each POST body whole, records it in ``behaviour.received``, replays it."""
+
+    def __init__(self, app: ASGIApp, behaviour: PredictionBehaviour) -> None:
+        self.app = app
+        self.behaviour = behaviour
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        body, more = b"", True
+        while more:
+            message = await receive()
+            body += message.get("body", b"")
+            more = message.get("more_body", False) and message["type"] == "http.request"
+        try:
+            parsed: Any = json.loads(body)
+        except ValueError:
+            parsed = body
+        self.behaviour.received.append((scope["path"], parsed))
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+
+def _sent(request: LlmdBulkPredictionRequest) -> list[dict[str, Any]]:
+    return [r.model_dump(exclude_unset=True) for r in request.requests]
+
+
+def _predict(request: LlmdPredictionRequest, now: datetime) -> PredictionResponse:
     features = request.model_dump()
     return PredictionResponse(
         ttft_ms=max(0.0, predicted_ttft_ms(features)),
@@ -129,6 +180,7 @@ def create_prediction_app(behaviour: PredictionBehaviour, release: asyncio.Event
     """The prediction server's routes, driven by ``behaviour``; ``release`` cuts delays short."""
     app = FastAPI(title="stand-in prediction server")
     install_switches(app, behaviour, release)
+    app.add_middleware(_BodyRecorder, behaviour=behaviour)  # added last: outermost, sees every body
 
     @app.get("/status", response_model=StatusResponse)
     async def status_endpoint() -> StatusResponse:
@@ -142,13 +194,14 @@ def create_prediction_app(behaviour: PredictionBehaviour, release: asyncio.Event
         )
 
     @app.post("/predict", response_model=PredictionResponse)
-    async def predict_endpoint(request: PredictionRequest) -> PredictionResponse:
+    async def predict_endpoint(request: LlmdPredictionRequest) -> PredictionResponse:
         if not behaviour.ready:
             raise HTTPException(status_code=503, detail=_NOT_READY)
         return _predict(request, datetime.now(UTC))
 
     @app.post("/predict/bulk/strict", response_model=BulkPredictionResponse)
-    async def predict_bulk_strict_endpoint(request: BulkPredictionRequest) -> BulkPredictionResponse:
+    async def predict_bulk_strict_endpoint(request: LlmdBulkPredictionRequest) -> BulkPredictionResponse:
+        behaviour.bulk_requests.append(_sent(request))
         if not behaviour.ready:
             raise HTTPException(status_code=503, detail=_NOT_READY)
         now = datetime.now(UTC)
@@ -162,8 +215,8 @@ def create_prediction_app(behaviour: PredictionBehaviour, release: asyncio.Event
         )
 
     @app.post("/predict/bulk", response_model=BulkPredictionResponseWithErrors)
-    async def predict_bulk_endpoint(request: BulkPredictionRequest) -> BulkPredictionResponseWithErrors:
-        behaviour.bulk_requests.append([r.model_dump() for r in request.requests])
+    async def predict_bulk_endpoint(request: LlmdBulkPredictionRequest) -> BulkPredictionResponseWithErrors:
+        behaviour.bulk_requests.append(_sent(request))
         now = datetime.now(UTC)
         predictions: list[PredictionResponse | None] = []
         errors: list[BulkPredictionError] = []

@@ -79,7 +79,7 @@ def test_the_request_is_a_bulk_post_of_the_features() -> None:
     assert results == [Prediction(50.0, 10.0, 0.9, "xgboost"), Prediction(60.0, 12.5, 0.9, "xgboost")]
     assert counted == [(c.PURPOSE_SHADOW, c.RESULT_SUCCESS)]
     (request,) = seen
-    assert (request.method, str(request.url)) == ("POST", URL + "/predict/bulk")
+    assert (request.method, str(request.url)) == ("POST", URL + "/predict/bulk/strict")
     assert request.headers["content-type"] == "application/json"
     assert json.loads(request.content) == {"requests": [f.to_json() for f in FEATURES]}
 

@@ -18,9 +18,33 @@ def recorded_requests(shared: Path) -> list[dict[str, Any]]:
 
 
 def test_features_have_exactly_the_fields_of_a_recorded_request(shared: Path) -> None:
+    """The late-2025 request object: the six fields, nothing else (a Features without in-flight counts)."""
     for request in recorded_requests(shared):
-        assert [f.name for f in dataclasses.fields(Features)] == list(request)
+        assert [f.name for f in dataclasses.fields(Features)][:6] == list(request)
         assert Features(**request).to_json() == request
+
+
+def test_the_llm_d_shape_is_the_llm_d_epps_request_object(shared: Path) -> None:
+    """With in-flight counts, the fields of llm-d-router's PredictionRequest in its JSON order.
+
+    latencypredictorclient/types.go:188-203 at llm-d-router ebab6879: the six, encoder_input_size,
+    encoder_matched_size, pod_type (`omitempty`), prefill_tokens_in_flight, decode_tokens_in_flight; the
+    recorded llm-d bodies carry the same names (fixtures/predictor/llm-d/requests/).
+    """
+    path = shared / "fixtures" / "predictor" / "llm-d" / "requests" / "predict-bulk-request-new-fields.json"
+    recorded = json.loads(path.read_text())["requests"][1]
+    features = Features(**recorded)
+    assert features.to_json() == {**recorded, "encoder_input_size": 0, "encoder_matched_size": 0}
+    assert list(features.to_json()) == [
+        *list(recorded)[:6],
+        "encoder_input_size",
+        "encoder_matched_size",
+        "pod_type",
+        "prefill_tokens_in_flight",
+        "decode_tokens_in_flight",
+    ]
+    monolithic = Features(0.1, 10, 0, 1, 1, 0.0, prefill_tokens_in_flight=0)
+    assert "pod_type" not in monolithic.to_json()
 
 
 def test_to_json_writes_every_field_by_its_api_name() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -14,7 +15,8 @@ from sloscope.processors.predictions import PredictionSeries, PredictionTracker
 from sloscope.processors.running_slos import RunningSLOs
 from sloscope.processors.shadow import TokenBucket, features_of
 from sloscope.receivers.discovery import Target
-from sloscope.receivers.protocols import PodState
+from sloscope.receivers.exposition import ExpositionParser
+from sloscope.receivers.protocols import VLLM, PodState
 from sloscope.records import JoinedRequest, PodStateAtArrival, RequestRecord
 from sloscope.slo.evaluate import evaluate
 from sloscope.slo.spec import SLOSpec
@@ -34,6 +36,16 @@ def test_features_are_what_the_epp_sends() -> None:
         prefix_cache_score=0.0,
     )
     assert features_of(STATE, 400, settings, prefix_cache_score=0.8).prefix_cache_score == 0.8  # type: ignore[union-attr]
+
+
+def test_a_data_parallel_pod_is_asked_about_with_the_engine_the_epp_reads() -> None:
+    """The whole pod's gauges sum both engines (6 waiting, 24 running); the EPP reads engine 0's series."""
+    page = (Path(__file__).parents[1] / "data" / "engines" / "vllm-0.33-data-parallel.prom").read_text()
+    state = VLLM.pod_state(ExpositionParser(VLLM.families).parse(page))
+    assert (state.waiting, state.running) == (6.0, 24.0)
+    features = features_of(state, 400, Predictions())
+    assert features is not None
+    assert (features.num_request_waiting, features.num_request_running, features.kv_cache_percentage) == (1, 10, 0.25)
 
 
 def test_features_without_kv_cache_send_zero_and_without_queue_none() -> None:

@@ -17,6 +17,8 @@ __all__ = [
     "BulkPredictionResponse",
     "BulkPredictionResponseWithErrors",
     "BulkTrainingRequest",
+    "LlmdBulkPredictionRequest",
+    "LlmdPredictionRequest",
     "PredictionRequest",
     "PredictionResponse",
     "StatusResponse",
@@ -92,3 +94,22 @@ class BulkPredictionResponseWithErrors(BaseModel):
     successful_predictions: int
     failed_predictions: int
     processing_time_ms: float
+
+
+class LlmdPredictionRequest(PredictionRequest):
+    """The llm-d latency predictor's request object: the six features and five optional ones.
+
+    ``common/types.py`` / ``prediction/prediction_server.py`` at llm-d-latency-predictor b5d19f17 (and
+    ``fixtures/predictor/llm-d/openapi-prediction-server.trimmed.json``). A late-2025 server ignores
+    the extra fields (pydantic's default), so a request of this shape suits both.
+    """
+
+    pod_type: str | None = Field(default="", description="Pod type: 'prefill', 'decode', or '' for monolithic")
+    prefill_tokens_in_flight: int = Field(default=0, ge=0)
+    decode_tokens_in_flight: int = Field(default=0, ge=0)
+    encoder_matched_size: int = Field(default=0, ge=0, description="Encoder cache matched size (multimodal)")
+    encoder_input_size: int = Field(default=0, ge=0, description="Encoder input size (multimodal)")
+
+
+class LlmdBulkPredictionRequest(BaseModel):
+    requests: list[LlmdPredictionRequest] = Field(..., min_length=1, max_length=10000)

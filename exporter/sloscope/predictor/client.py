@@ -1,26 +1,36 @@
 """Asks the prediction servers of a pool for TTFT/TPOT predictions, the way the EPP does.
 
-Requests go out as ``POST /predict/bulk`` in batches of at most ``settings.batch_size`` (the EPP's
-bulk calls carry up to 100), one batch per server in round-robin order, all batches of one
-:meth:`PredictionClient.predict` call at once. Each server has its own :class:`CircuitBreaker`;
-a server whose breaker is open is skipped, and a batch finding every breaker open is answered
-without a call (counted ``circuit_open``).
+Requests go out as ``POST /predict/bulk/strict``, the endpoint both EPP generations call at routing
+time (``PredictBulkStrict``: gateway-api-inference-extension ``slo_aware_router/
+latencypredictor_helper.go:348`` at 0f0dff68, llm-d-router ``predictedlatency/training.go:237`` at
+ebab6879), in batches of at most ``settings.batch_size`` (the EPP's bulk calls carry up to 100), one
+batch per server in round-robin order, all batches of one :meth:`PredictionClient.predict` call at
+once. Each server has its own :class:`CircuitBreaker`; a server whose breaker is open is skipped,
+and a batch finding every breaker open is answered without a call (counted ``circuit_open``).
+
+A batch whose call fails (timeout, refused connection, 5xx, unreadable answer) is sent once more to
+another server of the pool whose breaker is closed, if there is one, before its requests count as
+failed; each such second attempt is reported to ``retried(purpose)``. A 422 is not retried: every
+replica validates alike.
 
 What the prediction server answers (``prediction_server.py`` of the latency predictor, recorded in
-``fixtures/predictor/``) and what the client makes of it:
+``fixtures/predictor/`` and ``fixtures/predictor/llm-d/``) and what the client makes of it:
 
-- 200 with ``predictions`` (one entry per request, ``null`` for a failed one) and ``errors`` (objects
-  ``{"index", "error", "request"}``): the predictions by index, ``None`` where the entry is null or
-  listed in ``errors``; counted ``success``. The real server fails items this way only all at once:
-  when its models are not loaded it answers 200 with every entry null and one error per item
-  ("Batch prediction error: 503: Models not ready"). A 200 without a single prediction is therefore
-  counted ``http_error`` and trips the breaker, like the 503 its other endpoints give.
+- 200 with ``predictions`` (one entry per request): the predictions by index. ``/predict/bulk/strict``
+  either predicts every item or fails the whole call (503 "Models not ready" when its models are not
+  loaded, 500 when predicting raises: ``predict_bulk_strict_endpoint`` at llm-d-latency-predictor
+  b5d19f17); ``null`` entries or an ``errors`` list (``{"index", "error", "request"}``, the shape of
+  ``/predict/bulk``) are read as failed items, and a 200 without a single prediction is counted
+  ``http_error`` and trips the breaker.
 - 422: FastAPI's validation error (a feature out of range, a missing field): the request was wrong,
   not the server, so it is counted ``rejected`` and neither trips nor closes the breaker. The whole
   batch is refused (validation happens before any item is predicted).
 - any other status (500, 503, 404 of a wrong URL), a timeout, a refused or reset connection, or a body
   that is not the documented JSON: ``http_error`` / ``timeout`` / ``connection_error`` /
-  ``parse_error``, a failure for the breaker, ``None`` for the batch.
+  ``parse_error``, a failure for the breaker, ``None`` for the batch (after the retry).
+
+Whether the answers carry ``objective_type`` (the llm-d predictor's do) is kept in
+:attr:`PredictionClient.speaks_objective`, for telling EPP generations apart.
 
 Nothing here raises for server trouble; results are always index-aligned with the input.
 """
@@ -40,12 +50,13 @@ import httpx
 
 from sloscope import conventions as c
 from sloscope.config import Predictions
-from sloscope.predictor.breaker import OPEN, BreakerState, CircuitBreaker
+from sloscope.predictor.breaker import CLOSED, OPEN, BreakerState, CircuitBreaker
 from sloscope.predictor.features import Features, Prediction
 
 __all__ = ["BULK_PATH", "PredictionClient"]
 
-BULK_PATH = "/predict/bulk"
+BULK_PATH = "/predict/bulk/strict"
+_RETRIED = frozenset({c.RESULT_TIMEOUT, c.RESULT_CONNECTION_ERROR, c.RESULT_HTTP_ERROR, c.RESULT_PARSE_ERROR})
 _REJECTED_STATUS = 422  # FastAPI's request validation error
 
 log = logging.getLogger(__name__)
@@ -60,11 +71,12 @@ class _Server:
 
 
 class PredictionClient:
-    """Batched, round-robin ``/predict/bulk`` calls to one pool's prediction servers.
+    """Batched, round-robin ``/predict/bulk/strict`` calls to one pool's prediction servers.
 
     ``count(purpose, result)`` is called once per HTTP call with one of ``conventions.PREDICTOR_RESULTS``
-    (and once per batch answered ``circuit_open`` without a call). ``clock`` drives the breakers
-    (monotonic seconds). Use from one event loop.
+    (and once per batch answered ``circuit_open`` without a call); ``retried(purpose)`` once per batch
+    sent again to another server after a failed call. ``clock`` drives the breakers (monotonic
+    seconds). Use from one event loop.
     """
 
     def __init__(
@@ -74,6 +86,7 @@ class PredictionClient:
         http: httpx.AsyncClient,
         count: Callable[[str, str], None] | None = None,
         *,
+        retried: Callable[[str], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not urls:
@@ -81,6 +94,9 @@ class PredictionClient:
         self._settings = settings
         self._http = http
         self._count = count or _no_count
+        self._retried = retried or _no_retry
+        self.speaks_objective: bool | None = None
+        """Whether the last successful answer's predictions carried ``objective_type``; None before one."""
         self._servers = [
             _Server(url.rstrip("/"), CircuitBreaker(settings.breaker_failures, settings.breaker_open_seconds, clock))
             for url in urls
@@ -113,9 +129,19 @@ class PredictionClient:
         if server is None:
             self._count(purpose, c.RESULT_CIRCUIT_OPEN)
             return missing
+        result, predictions = await self._call(server, body, len(batch), purpose)
+        if result in _RETRIED:
+            other = self._pick_other(server)
+            if other is not None:
+                self._retried(purpose)
+                result, predictions = await self._call(other, body, len(batch), purpose)
+        return predictions if predictions is not None else missing
+
+    async def _call(self, server: _Server, body: bytes, size: int, purpose: str) -> tuple[str, Result | None]:
+        """One call to ``server`` (whose breaker let it through), counted and told to its breaker."""
         breaker = server.breaker
         try:
-            result, predictions = await self._post(server.url, body, len(batch))
+            result, predictions = await self._post(server.url, body, size)
         except BaseException:  # cancelled: the call says nothing about the server
             breaker.abandon()
             raise
@@ -133,7 +159,7 @@ class PredictionClient:
                     result,
                     self._settings.breaker_open_seconds,
                 )
-        return predictions if predictions is not None else missing
+        return result, predictions
 
     def _pick(self) -> _Server | None:
         servers = self._servers
@@ -142,6 +168,16 @@ class PredictionClient:
             if servers[index].breaker.allow():
                 self._next = (index + 1) % len(servers)
                 return servers[index]
+        return None
+
+    def _pick_other(self, failed: _Server) -> _Server | None:
+        """Another server whose breaker is closed (a healthy replica), next in turn after ``failed``."""
+        servers = self._servers
+        start = servers.index(failed)
+        for step in range(1, len(servers)):
+            server = servers[(start + step) % len(servers)]
+            if server.breaker.state == CLOSED and server.breaker.allow():
+                return server
         return None
 
     async def _post(self, url: str, body: bytes, size: int) -> tuple[str, Result | None]:
@@ -169,11 +205,12 @@ class PredictionClient:
             return c.RESULT_PARSE_ERROR, None
         if size and all(p is None for p in predictions):
             return c.RESULT_HTTP_ERROR, predictions  # the server could not predict at all (models not loaded)
+        self.speaks_objective = _speaks_objective(document)
         return c.RESULT_SUCCESS, predictions
 
 
 def _parse_bulk(document: Any, size: int) -> Result | None:
-    """The predictions of a ``/predict/bulk`` response, or None when it is not one for ``size`` requests."""
+    """The predictions of a ``/predict/bulk/strict`` (or ``/predict/bulk``) answer; None unless one for ``size``."""
     if not isinstance(document, dict):
         return None
     entries = document.get("predictions")
@@ -195,6 +232,11 @@ def _parse_bulk(document: Any, size: int) -> Result | None:
     return out
 
 
+def _speaks_objective(document: dict[str, Any]) -> bool:
+    """Whether the answer's predictions name their objective (``objective_type``: the llm-d predictor)."""
+    return any(isinstance(e, dict) and "objective_type" in e for e in document["predictions"])
+
+
 def _prediction(entry: Any) -> Prediction | None:
     if not isinstance(entry, dict):
         return None
@@ -213,4 +255,8 @@ def _is_int(value: Any) -> bool:
 
 
 def _no_count(purpose: str, result: str) -> None:
+    pass
+
+
+def _no_retry(purpose: str) -> None:
     pass

@@ -16,18 +16,27 @@ __all__ = ["Features", "Prediction"]
 
 @dataclass(frozen=True)
 class Features:
-    """One request's features, as the EPP sends them to a prediction server."""
+    """One request's features, as the EPP sends them to a prediction server.
+
+    The first six are every generation's. ``prefill_tokens_in_flight`` is None for the late-2025 GIE
+    EPP, which sent only those six; the llm-d EPP's request object also carries the multimodal
+    encoder sizes (0 for text), ``pod_type`` (omitted when empty) and the two in-flight token counts
+    (``latencypredictorclient/types.go:188-203`` at llm-d-router ebab6879).
+    """
 
     kv_cache_percentage: float  # KV-cache utilization of the pod, 0..1
-    input_token_length: int  # the EPP sends the prompt's whitespace word count
+    input_token_length: int  # whitespace words (late-2025 GIE EPP) or prompt tokens (llm-d EPP)
     num_request_waiting: int
     num_request_running: int
     num_tokens_generated: int
     prefix_cache_score: float  # prefix-cache hit ratio, 0..1
+    pod_type: str = ""  # the pod's role label value ("prefill", "decode", ...), "" for monolithic
+    prefill_tokens_in_flight: int | None = None  # the EPP's in-flight uncached prompt tokens on the endpoint
+    decode_tokens_in_flight: int = 0  # the llm-d EPP's routing-time call leaves it 0
 
-    def to_json(self) -> dict[str, float | int]:
-        """The request object of ``POST /predict`` (one item of ``/predict/bulk``'s ``requests``)."""
-        return {
+    def to_json(self) -> dict[str, float | int | str]:
+        """The request object of ``POST /predict`` (one item of ``/predict/bulk/strict``'s ``requests``)."""
+        body: dict[str, float | int | str] = {
             "kv_cache_percentage": self.kv_cache_percentage,
             "input_token_length": self.input_token_length,
             "num_request_waiting": self.num_request_waiting,
@@ -35,6 +44,16 @@ class Features:
             "num_tokens_generated": self.num_tokens_generated,
             "prefix_cache_score": self.prefix_cache_score,
         }
+        if self.prefill_tokens_in_flight is None:
+            return body
+        # Go's encoding/json order of the llm-d PredictionRequest; pod_type is `omitempty`.
+        body["encoder_input_size"] = 0
+        body["encoder_matched_size"] = 0
+        if self.pod_type:
+            body["pod_type"] = self.pod_type
+        body["prefill_tokens_in_flight"] = self.prefill_tokens_in_flight
+        body["decode_tokens_in_flight"] = self.decode_tokens_in_flight
+        return body
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from sloscope.predictor.client import PredictionClient
 from sloscope.predictor.features import Features
 from sloscope.processors.pod_history import PodHistory, PodKey
 from sloscope.processors.running_slos import RunningSLOs
-from sloscope.processors.shadow import features_of
+from sloscope.processors.shadow import RoutingFeatures
 from sloscope.slo.headroom import is_positive, tpot_headroom, ttft_headroom
 from sloscope.slo.spec import SLOClass, SLOSpec
 
@@ -64,6 +64,7 @@ class LiveHeadroom(Collector):
         clients: Mapping[str, PredictionClient],
         settings: Headroom,
         predictions: Predictions,
+        features: RoutingFeatures | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._classes = [cls for cls in spec.classes if any(t is not None for t in cls.reference_targets())]
@@ -72,6 +73,7 @@ class LiveHeadroom(Collector):
         self._clients = clients
         self._settings = settings
         self._predictions = predictions
+        self._features = features or RoutingFeatures(predictions, history, clients=clients)
         self._clock = clock
         self._latest: dict[str, list[PodHeadroom]] = {}
         self._lock = threading.Lock()
@@ -103,7 +105,7 @@ class LiveHeadroom(Collector):
                 continue
             for cls in self._classes:
                 ref = cls.reference
-                features = features_of(sample.state, ref.prompt_tokens, self._predictions, ref.prefix_cache_score)
+                features = self._features(key, sample.state, now, ref.prompt_tokens, ref.prefix_cache_score)
                 if features is not None:
                     rows.append((key, cls, features))
         if not rows:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from sloscope.receivers.discovery import Target
 from sloscope.receivers.protocols import PodState
 
-__all__ = ["PodHistory", "PodRecord", "PodSample"]
+__all__ = ["PodHistory", "PodKey", "PodRecord", "PodSample"]
 
 PodKey = tuple[str, str]  # (pool, pod)
 
@@ -111,6 +111,12 @@ class PodHistory:
                 if key is not None and (pool is None or key[0] == pool):
                     return key
         return None
+
+    def target(self, key: PodKey) -> Target | None:
+        """The pod's target as discovery last reported it (its address and labels), None when unknown."""
+        with self._lock:
+            record = self._pods.get(key)
+            return record.target if record is not None else None
 
     def as_of(self, key: PodKey, at: float) -> PodSample | None:
         """The newest sample taken at or before ``at`` and no older than ``stale_after``."""

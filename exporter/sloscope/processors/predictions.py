@@ -51,12 +51,14 @@ class PredictionSeries:
         self._headroom = series.histogram(c.HEADROOM_SECONDS, HEADROOM_BUCKETS)
         self._skipped = series.counter(c.SHADOW_SKIPPED)
         self._calls = series.counter(c.PREDICTOR_REQUESTS)
+        self._retries = series.counter(c.PREDICTOR_RETRIES)
         for pool in pools:  # the vocabulary exists at zero, so rate() works from the first failure
             for reason in c.SKIP_REASONS:
                 self._skipped.inc((pool, reason), 0.0)
             for purpose in (c.PURPOSE_SHADOW, c.PURPOSE_HEADROOM):
                 for result in c.PREDICTOR_RESULTS:
                     self._calls.inc((pool, purpose, result), 0.0)
+                self._retries.inc((pool, purpose), 0.0)
         registry.register(series)
 
     def compared(
@@ -94,6 +96,10 @@ class PredictionSeries:
     def call(self, pool: str, purpose: str, result: str) -> None:
         with self._series.lock:
             self._calls.inc((pool, purpose, result))
+
+    def retried(self, pool: str, purpose: str) -> None:
+        with self._series.lock:
+            self._retries.inc((pool, purpose))
 
 
 @dataclass(slots=True)

@@ -2,14 +2,17 @@
 
 No released EPP puts its predictions on spans, so sloscope rebuilds the EPP's routing-time call:
 the features of the pod the request went to **as of the request's arrival** (the newest scraped
-sample at or before it, from :class:`PodHistory`), and the request's own features, sent to the
-pool's prediction server's ``/predict/bulk`` in batches of at most 100, as the EPP's client does.
+sample at or before it, from :class:`PodHistory`; for the llm-d EPP also its in-flight counts of
+that moment, from :class:`InflightHistory`), and the request's own features, sent to the pool's
+prediction server's ``/predict/bulk/strict`` in batches of at most 100, as the EPP's client does.
+What each EPP generation sends is in :mod:`sloscope.predictor.generation`; :class:`RoutingFeatures`
+picks the pool's generation and builds its request objects, for shadow and live headroom alike.
 
-Differences from the EPP's own prediction, which docs/predictions.md spells out: the pod state is a
-scrape at most one interval older than what the EPP saw; ``input_token_length`` is the prompt's
-token count times ``words_per_token`` (the EPP counts whitespace words, spans carry tokens); the
-prefix-cache score is the span's when present, else a configured default; and the model may
-have been retrained between routing and the shadow call.
+Differences from the EPP's own prediction, which docs/predictions.md spells out: the pod state and
+in-flight counts are scrapes at most one interval older than what the EPP saw; for the late-2025
+EPP ``input_token_length`` is the prompt's token count times ``words_per_token`` (it counted
+whitespace words, spans carry tokens); the prefix-cache score is the span's when present, else a
+configured default; and the model may have been retrained between routing and the shadow call.
 
 Bounded and polite: a token bucket caps calls per second, each call has a timeout, each server a
 circuit breaker (in the client), and every request that gets no prediction is counted by reason.
@@ -27,34 +30,129 @@ from sloscope import conventions as c
 from sloscope.config import Predictions
 from sloscope.predictor.client import PredictionClient
 from sloscope.predictor.features import Features
-from sloscope.processors.pod_history import PodHistory
+from sloscope.predictor.generation import GIE_2025, LLM_D, Generation, resolve
+from sloscope.processors.inflight_history import InflightHistory
+from sloscope.processors.pod_history import PodHistory, PodKey
 from sloscope.processors.predictions import Pending, PredictionTracker
+from sloscope.receivers.epp_inflight import EndpointLoad
 from sloscope.receivers.protocols import PodState
 
-__all__ = ["ShadowPredictor", "TokenBucket", "features_of"]
+__all__ = ["RoutingFeatures", "ShadowPredictor", "TokenBucket", "features_of"]
 
 log = logging.getLogger(__name__)
 
 
-def features_of(
-    state: PodState, prompt_tokens: float, settings: Predictions, prefix_cache_score: float | None = None
-) -> Features | None:
-    """The features the EPP would send for a request of ``prompt_tokens`` tokens to a pod in ``state``.
+def _as_the_epp_reads(state: PodState) -> PodState:
+    """The series of a pod the EPP's features come from.
 
-    None when the pod's queue or batch size is unknown (the page lacked the series). A missing
-    KV-cache utilization (TGI publishes none) is sent as 0, as the EPP does for a metric it lacks.
+    A data-parallel pod's gauges are summed over its engines, but the EPP routes on the first series
+    that matches (:attr:`PodState.routing`): the prediction must be asked with what the EPP saw.
     """
-    if state.waiting is None or state.running is None or prompt_tokens < 0:
+    return state.routing or state
+
+
+def features_of(
+    state: PodState,
+    prompt_tokens: float,
+    settings: Predictions,
+    prefix_cache_score: float | None = None,
+    *,
+    generation: Generation = GIE_2025,
+    load: EndpointLoad | None = None,
+    pod_type: str = "",
+) -> Features | None:
+    """The features ``generation``'s EPP would send for a request of ``prompt_tokens`` tokens to a pod in ``state``.
+
+    ``load`` is the EPP's in-flight count for the pod's endpoint (llm-d only): None when there is no
+    EPP page to read it from, in which case the llm-d EPP's own fallback applies (the pod's running
+    count, 0 tokens in flight). None when the pod's queue or batch size is unknown (the page lacked
+    the series). A missing KV-cache utilization (TGI publishes none) is sent as 0, as the EPP does for
+    a metric it lacks.
+    """
+    engine = _as_the_epp_reads(state)
+    if engine.waiting is None or engine.running is None or prompt_tokens < 0:
         return None
     score = prefix_cache_score if prefix_cache_score is not None else settings.prefix_cache_score
+    kv = min(max(engine.kv_cache_utilization or 0.0, 0.0), 1.0)
+    score = min(max(score, 0.0), 1.0)
+    if generation != LLM_D:
+        return Features(
+            kv_cache_percentage=kv,
+            input_token_length=round(prompt_tokens * settings.words_per_token),
+            num_request_waiting=round(engine.waiting),
+            num_request_running=round(engine.running),
+            num_tokens_generated=settings.tokens_generated,
+            prefix_cache_score=score,
+        )
     return Features(
-        kv_cache_percentage=min(max(state.kv_cache_utilization or 0.0, 0.0), 1.0),
-        input_token_length=round(prompt_tokens * settings.words_per_token),
-        num_request_waiting=round(state.waiting),
-        num_request_running=round(state.running),
+        kv_cache_percentage=kv,
+        input_token_length=round(prompt_tokens),
+        num_request_waiting=round(engine.waiting),
+        num_request_running=load.requests if load is not None else round(engine.running),
         num_tokens_generated=settings.tokens_generated,
-        prefix_cache_score=min(max(score, 0.0), 1.0),
+        prefix_cache_score=score,
+        pod_type=pod_type,
+        prefill_tokens_in_flight=load.tokens if load is not None else 0,
     )
+
+
+class RoutingFeatures:
+    """The request objects a pool's EPP would send: its generation, its in-flight counts, the pod's role.
+
+    Reads the pod's labels from :class:`PodHistory` (discovery's targets), the in-flight counts from
+    ``inflight`` (None: no EPP page is read) and the prediction servers' answers from ``clients``.
+    """
+
+    def __init__(
+        self,
+        settings: Predictions,
+        history: PodHistory,
+        inflight: InflightHistory | None = None,
+        clients: Mapping[str, PredictionClient] | None = None,
+    ) -> None:
+        self._settings = settings
+        self._history = history
+        self._inflight = inflight
+        self._clients = clients or {}
+        self._told: dict[str, Generation] = {}
+
+    def generation(self, pool: str) -> Generation:
+        """The pool's EPP generation now (the setting, or what ``auto`` sees); logged when it changes."""
+        client = self._clients.get(pool)
+        generation = resolve(
+            self._settings.epp_generation,
+            self._inflight.is_llm_d(pool) if self._inflight is not None else None,
+            client.speaks_objective if client is not None else None,
+        )
+        if self._told.get(pool) != generation:
+            self._told[pool] = generation
+            log.info("pool %s: shadow predictions ask as the %s EPP does", pool, generation)
+        return generation
+
+    def __call__(
+        self, key: PodKey, state: PodState, at: float, prompt_tokens: float, prefix_cache_score: float | None
+    ) -> Features | None:
+        """The features for a request of ``prompt_tokens`` routed to pod ``key`` (in ``state``) at ``at``."""
+        pool, pod = key
+        generation = self.generation(pool)
+        if generation != LLM_D:
+            return features_of(state, prompt_tokens, self._settings, prefix_cache_score)
+        page = self._inflight.as_of(pool, at) if self._inflight is not None else None
+        return features_of(
+            state,
+            prompt_tokens,
+            self._settings,
+            prefix_cache_score,
+            generation=LLM_D,
+            load=page.load(pod) if page is not None and page.llm_d else None,
+            pod_type=self._pod_type(key),
+        )
+
+    def _pod_type(self, key: PodKey) -> str:
+        """The pod's value of the EPP's role label, "" without one (as the EPP's ``buildPredictionRequest``)."""
+        label = self._settings.endpoint_role_label
+        target = self._history.target(key) if label else None
+        return (target.label(label) or "") if target is not None else ""
 
 
 class TokenBucket:
@@ -82,11 +180,14 @@ class ShadowPredictor:
         clients: Mapping[str, PredictionClient],
         settings: Predictions,
         bucket: TokenBucket | None = None,
+        *,
+        features: RoutingFeatures | None = None,
     ) -> None:
         self._tracker = tracker
         self._history = history
         self._clients = clients
         self._settings = settings
+        self._routing = features or RoutingFeatures(settings, history, clients=clients)
         self._bucket = bucket or TokenBucket(settings.max_per_second, max(settings.max_per_second, 1.0))
 
     async def run(self) -> None:
@@ -142,8 +243,8 @@ class ShadowPredictor:
             return None
         sample = self._history.as_of(pending.key, pending.arrival) if pending.key is not None else None
         features = (
-            features_of(sample.state, request.prompt_tokens, self._settings, request.prefix_cache_score)
-            if sample is not None
+            self._routing(pending.key, sample.state, pending.arrival, request.prompt_tokens, request.prefix_cache_score)
+            if sample is not None and pending.key is not None
             else None
         )
         if features is None:

@@ -17,11 +17,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import httpx
 
 from sloscope import conventions as c
+from sloscope.receivers.epp_inflight import INFLIGHT_FAMILIES
 from sloscope.receivers.epp_page import (
     EPP_FAMILIES,
     DroppedSeries,
@@ -65,6 +66,7 @@ class EPPScraper:
         *,
         stale_after: float,
         clock: Callable[[], float] = time.monotonic,
+        on_samples: Callable[[str, Sequence[Sample]], None] | None = None,
     ) -> None:
         if interval <= 0 or timeout <= 0 or stale_after <= 0:
             raise ValueError("interval, timeout and stale_after must be positive")
@@ -76,7 +78,8 @@ class EPPScraper:
         self._timeout = timeout
         self._stale_after = stale_after
         self._clock = clock
-        self._parser = ExpositionParser(EPP_FAMILIES)
+        self._parser = ExpositionParser(EPP_FAMILIES | INFLIGHT_FAMILIES)
+        self._on_samples = on_samples  # each good page's samples (pool, samples): the in-flight history
         self._latest: tuple[EPPPage, float] | None = None
         self._failing = False
         self._warned: set[tuple[str, _Labels, str]] = set()
@@ -103,6 +106,8 @@ class EPPScraper:
                 result, error = c.RESULT_PARSE_ERROR, str(exc)
             else:
                 page = self._read(samples)
+                if self._on_samples is not None:
+                    self._on_samples(self.pool, samples)
         else:
             error = f"{fetched.result}: {fetched.error}"
         now = self._clock()

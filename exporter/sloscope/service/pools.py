@@ -27,11 +27,12 @@ from sloscope.config import Settings
 from sloscope.conventions import MODEL, SKIP_SHUTDOWN
 from sloscope.predictor.client import PredictionClient
 from sloscope.predictor.health import PredictorHealth
+from sloscope.processors.inflight_history import InflightHistory
 from sloscope.processors.live_headroom import LiveHeadroom
 from sloscope.processors.pod_history import PodHistory
 from sloscope.processors.predictions import PredictionSeries, PredictionTracker
 from sloscope.processors.running_slos import RunningSLOs
-from sloscope.processors.shadow import ShadowPredictor
+from sloscope.processors.shadow import RoutingFeatures, ShadowPredictor
 from sloscope.publishers.cardinality import LabelGuard
 from sloscope.publishers.engine_latency import EngineLatencyCollector
 from sloscope.publishers.epp import EPPCollector
@@ -112,6 +113,7 @@ class PoolMonitor:
                 predictions,
                 predictor_http[pool.name],
                 count=functools.partial(series.call, pool.name),
+                retried=functools.partial(series.retried, pool.name),
             )
             for pool in pools
             if pool.predictor is not None and pool.predictor.prediction_urls
@@ -133,7 +135,11 @@ class PoolMonitor:
             quantile_of=self._quantile_of,
             sink=sink,
         )
-        self.shadow = ShadowPredictor(self.tracker, self.history, self.clients, predictions)
+        self.inflight = InflightHistory(
+            scrape.history_samples, scrape.stale_after_seconds, producer=predictions.inflight_producer
+        )
+        routing = RoutingFeatures(predictions, self.history, self.inflight, self.clients)
+        self.shadow = ShadowPredictor(self.tracker, self.history, self.clients, predictions, features=routing)
         self.headroom = LiveHeadroom(
             spec=spec,
             history=self.history,
@@ -141,6 +147,7 @@ class PoolMonitor:
             clients=self.clients,
             settings=settings.headroom,
             predictions=predictions,
+            features=routing,
         )
         self.epp = [
             EPPScraper(
@@ -151,6 +158,7 @@ class PoolMonitor:
                 pool.scrape_interval_seconds or scrape.interval_seconds,
                 pool.scrape_timeout_seconds or scrape.timeout_seconds,
                 stale_after=scrape.stale_after_seconds,
+                on_samples=self.inflight.record,
             )
             for pool in pools
             if pool.epp is not None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 
 import httpx
 import pytest
@@ -13,6 +14,7 @@ from sloscope import conventions as c
 from sloscope.config import Predictions
 from sloscope.predictor.client import PredictionClient
 from sloscope.predictor.features import Features, Prediction
+from sloscope.receivers.http_auth import BearerTokenFile
 from tests.support.prediction_server import PredictionBehaviour, PredictionServer, expected_prediction
 
 pytestmark = pytest.mark.integration
@@ -255,6 +257,43 @@ def test_a_batch_failing_on_both_replicas_is_failed_after_one_retry(servers: Cal
     assert counted.results() == [c.RESULT_HTTP_ERROR, c.RESULT_HTTP_ERROR]
     assert counted.retries == [SHADOW]
     assert len(first.behaviour.calls) == len(second.behaviour.calls) == 1
+
+
+def test_prediction_calls_send_the_token_file_and_a_refusal_is_an_auth_error_retried_elsewhere(
+    servers: Callable[..., PredictionServer], tmp_path: Path
+) -> None:
+    """The token comes from a file at each call; a 401 counts ``auth_error`` (as scrapes count it) and is retried."""
+    token = tmp_path / "token"
+    token.write_text("s3cret\n")
+    refusing, accepting = servers(require_token="other"), servers(require_token="s3cret")
+    counted = Counted()
+
+    async def go() -> list[Prediction | None]:
+        async with httpx.AsyncClient(auth=BearerTokenFile(str(token))) as http:
+            client = PredictionClient(
+                [refusing.url, accepting.url], Predictions(), http, counted, retried=counted.retried
+            )
+            return await client.predict(features(1), SHADOW)
+
+    assert asyncio.run(go()) == [expected_prediction(features(1)[0])]
+    assert counted.results() == [c.RESULT_AUTH_ERROR, c.RESULT_SUCCESS]
+    assert counted.retries == [SHADOW]
+    assert accepting.behaviour.bulk_sizes == [1]
+
+
+def test_an_unreadable_token_file_is_a_credentials_error_and_nothing_is_sent(
+    servers: Callable[..., PredictionServer], tmp_path: Path
+) -> None:
+    server = servers(require_token="s3cret")
+    counted = Counted()
+
+    async def go() -> list[Prediction | None]:
+        async with httpx.AsyncClient(auth=BearerTokenFile(str(tmp_path / "missing"))) as http:
+            return await PredictionClient([server.url], Predictions(), http, counted).predict(features(1), SHADOW)
+
+    assert asyncio.run(go()) == [None]
+    assert counted.results() == [c.RESULT_CREDENTIALS_ERROR]
+    assert server.behaviour.calls == []
 
 
 def test_a_rejected_batch_is_not_retried(servers: Callable[..., PredictionServer]) -> None:

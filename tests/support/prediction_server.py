@@ -114,6 +114,7 @@ class PredictionBehaviour:
     ready: bool = True
     fail: bool = False
     delay_seconds: float = 0.0
+    require_token: str | None = None
     item_errors: set[int] = field(default_factory=set)
     calls: list[str] = field(default_factory=list)
     received: list[tuple[str, Any]] = field(default_factory=list)

@@ -20,7 +20,8 @@ from fastapi.responses import JSONResponse
 
 
 def install_switches(app: FastAPI, behaviour: Any, release: asyncio.Event | None) -> None:
-    """Records every call's path in ``behaviour.calls``, then applies ``delay_seconds`` and ``fail``.
+    """Records every call's path in ``behaviour.calls``, then applies ``delay_seconds``, ``fail`` and
+    ``require_token`` (when the behaviour has one: 401 unless ``Authorization: Bearer <token>``).
 
     ``release`` (set by :meth:`RunningServer.stop`) cuts a delay short.
     """
@@ -36,6 +37,9 @@ def install_switches(app: FastAPI, behaviour: Any, release: asyncio.Event | None
                     await asyncio.wait_for(release.wait(), behaviour.delay_seconds)
         if behaviour.fail:
             return JSONResponse({"detail": "Internal Server Error"}, status_code=500)
+        token = getattr(behaviour, "require_token", None)
+        if token is not None and request.headers.get("authorization") != f"Bearer {token}":
+            return JSONResponse({"detail": "Unauthorized"}, status_code=401)  # a proxy in front of the server
         return await call_next(request)
 
 

@@ -27,7 +27,9 @@ What the prediction server answers (``prediction_server.py`` of the latency pred
   batch is refused (validation happens before any item is predicted).
 - any other status (500, 503, 404 of a wrong URL), a timeout, a refused or reset connection, or a body
   that is not the documented JSON: ``http_error`` / ``timeout`` / ``connection_error`` /
-  ``parse_error``, a failure for the breaker, ``None`` for the batch (after the retry).
+  ``parse_error``, a failure for the breaker, ``None`` for the batch (after the retry). 401/403, a
+  failed TLS handshake and an unreadable token file are ``auth_error`` / ``tls_error`` /
+  ``credentials_error``, classified as the scrapes classify them (``receivers/http_fetch.py``).
 
 Whether the answers carry ``objective_type`` (the llm-d predictor's do) is kept in
 :attr:`PredictionClient.speaks_objective`, for telling EPP generations apart.
@@ -52,11 +54,22 @@ from sloscope import conventions as c
 from sloscope.config import Predictions
 from sloscope.predictor.breaker import CLOSED, OPEN, BreakerState, CircuitBreaker
 from sloscope.predictor.features import Features, Prediction
+from sloscope.receivers.http_auth import CredentialsError
+from sloscope.receivers.http_fetch import failure_result, status_result
 
 __all__ = ["BULK_PATH", "PredictionClient"]
 
 BULK_PATH = "/predict/bulk/strict"
-_RETRIED = frozenset({c.RESULT_TIMEOUT, c.RESULT_CONNECTION_ERROR, c.RESULT_HTTP_ERROR, c.RESULT_PARSE_ERROR})
+_RETRIED = frozenset(
+    {
+        c.RESULT_TIMEOUT,
+        c.RESULT_CONNECTION_ERROR,
+        c.RESULT_HTTP_ERROR,
+        c.RESULT_PARSE_ERROR,
+        c.RESULT_AUTH_ERROR,  # replicas may sit behind different proxies
+        c.RESULT_TLS_ERROR,
+    }
+)
 _REJECTED_STATUS = 422  # FastAPI's request validation error
 
 log = logging.getLogger(__name__)
@@ -188,14 +201,12 @@ class PredictionClient:
                 headers={"Content-Type": "application/json", "Accept": "application/json"},
                 timeout=self._settings.timeout_seconds,
             )
-        except httpx.TimeoutException:
-            return c.RESULT_TIMEOUT, None
-        except (httpx.HTTPError, httpx.InvalidURL):  # refused, reset, protocol errors, an unusable URL
-            return c.RESULT_CONNECTION_ERROR, None
+        except (httpx.HTTPError, httpx.InvalidURL, CredentialsError) as exc:  # refused, reset, TLS, an unusable URL
+            return failure_result(exc), None
         if response.status_code == _REJECTED_STATUS:
             return c.RESULT_REJECTED, None
         if not 200 <= response.status_code < 300:
-            return c.RESULT_HTTP_ERROR, None
+            return status_result(response.status_code), None
         try:
             document = json.loads(response.content)
         except ValueError:  # not JSON, not UTF-8

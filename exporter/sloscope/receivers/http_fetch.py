@@ -52,10 +52,10 @@ async def fetch(client: httpx.AsyncClient, url: str, timeout: float, accept: str
     """GET ``url``; non-2xx is ``http_error`` (with the status), an oversize body ``parse_error``."""
     try:
         async with client.stream("GET", url, headers={"Accept": accept}, timeout=timeout) as response:
-            if response.status_code in _AUTH_STATUSES:
-                return Fetched(c.RESULT_AUTH_ERROR, status=response.status_code, error=await _refusal(response))
             if not 200 <= response.status_code < 300:
-                return Fetched(c.RESULT_HTTP_ERROR, status=response.status_code, error=f"HTTP {response.status_code}")
+                result = status_result(response.status_code)
+                error = await _refusal(response) if result == c.RESULT_AUTH_ERROR else f"HTTP {response.status_code}"
+                return Fetched(result, status=response.status_code, error=error)
             body = bytearray()
             async for chunk in response.aiter_bytes():
                 body += chunk
@@ -68,9 +68,7 @@ async def fetch(client: httpx.AsyncClient, url: str, timeout: float, accept: str
     except httpx.TimeoutException:
         return Fetched(c.RESULT_TIMEOUT, error=f"no answer within {timeout:g}s")
     except httpx.HTTPError as exc:  # refused, reset, DNS, protocol errors
-        if _tls_failure(exc):
-            return Fetched(c.RESULT_TLS_ERROR, error=f"{type(exc).__name__}: {exc}")
-        return Fetched(c.RESULT_CONNECTION_ERROR, error=f"{type(exc).__name__}: {exc}")
+        return Fetched(failure_result(exc), error=f"{type(exc).__name__}: {exc}")
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -87,6 +85,20 @@ async def _refusal(response: httpx.Response) -> str:
             break
     lines = body[:_REASON_BYTES].decode("utf-8", "replace").strip().splitlines()
     return f"HTTP {response.status_code}: {lines[0]}" if lines else f"HTTP {response.status_code}"
+
+
+def status_result(status: int) -> str:
+    """The result of an answer that is not a 2xx: a refusal of the credentials, or another HTTP error."""
+    return c.RESULT_AUTH_ERROR if status in _AUTH_STATUSES else c.RESULT_HTTP_ERROR
+
+
+def failure_result(exc: Exception) -> str:
+    """The result of a call that raised: sloscope's own files unreadable, a timeout, TLS, or the connection."""
+    if isinstance(exc, CredentialsError):
+        return c.RESULT_CREDENTIALS_ERROR
+    if isinstance(exc, httpx.TimeoutException):
+        return c.RESULT_TIMEOUT
+    return c.RESULT_TLS_ERROR if _tls_failure(exc) else c.RESULT_CONNECTION_ERROR
 
 
 def _tls_failure(exc: BaseException) -> bool:

@@ -283,6 +283,10 @@ def test_the_published_series(
         (c.PREDICTOR_COVERAGE_OFFLINE_RATIO.name, (("pool", "pool-a"), ("signal", "tpot"))): 0.90526316,
         (c.PREDICTOR_QUANTILE.name, (("pool", "pool-a"),)): 0.9,
         (c.PREDICTOR_TRAINING_SAMPLES.name, (("pool", "pool-a"), ("signal", "ttft"))): 64.0,
+        (c.PREDICTOR_OBJECTIVE.name, (("objective", "mean"), ("pool", "pool-a"))): 0.0,
+        (c.PREDICTOR_OBJECTIVE.name, (("objective", "quantile"), ("pool", "pool-a"))): 1.0,
+        (c.PREDICTOR_TRAINED.name, (("pool", "pool-a"), ("signal", "tpot"))): 1.0,
+        (c.PREDICTOR_TRAINED.name, (("pool", "pool-a"), ("signal", "ttft"))): 1.0,
     }
     clock.now += 60
     age = registry.get_sample_value(c.PREDICTOR_MODEL_AGE_SECONDS.name, {"pool": "pool-a", "signal": "ttft"})

@@ -277,8 +277,7 @@ PREDICTOR_RMSE_OFFLINE_SECONDS = _m(
     "predictor_rmse_offline_seconds",
     "gauge",
     (POOL, SIGNAL),
-    "Root mean squared error a mean-objective training server measured on its held-out test set (newest "
-    "evaluation).",
+    "Root mean squared error a mean-objective training server measured on its held-out test set (newest evaluation).",
 )
 PREDICTOR_TRAINED = _m(
     "predictor_trained",

@@ -21,8 +21,8 @@ import logging
 import math
 import re
 from collections.abc import Callable, Iterator
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest

@@ -33,6 +33,7 @@ PURPOSE = "purpose"
 TARGET_MODEL = "target_model"
 TYPE = "type"
 PROTOCOL = "protocol"  # a model server's protocol (the EPP's engine type): vllm, sglang, ...
+OBJECTIVE = "objective"
 
 # Label values with a fixed meaning.
 OTHER = "__other__"  # label values beyond the per-label cap fold into this one
@@ -71,6 +72,10 @@ SOURCES = (SOURCE_SPAN, SOURCE_SHADOW)
 SOURCE_NONE = "none"  # no prediction: in the record store and the exported spans only, never a series label
 ROLE_TRAINING = "training"
 ROLE_PREDICTION = "prediction"
+# What the latency predictor predicts (its LATENCY_OBJECTIVE_TYPE; values of the objective label).
+OBJECTIVE_QUANTILE = "quantile"  # the quantile of the latency (p90 by default): judged by coverage and pinball loss
+OBJECTIVE_MEAN = "mean"  # the mean latency: judged by bias, MAE and RMSE
+OBJECTIVES = (OBJECTIVE_QUANTILE, OBJECTIVE_MEAN)
 
 MetricType = Literal["counter", "gauge", "histogram", "info"]
 
@@ -189,6 +194,36 @@ PREDICTION_PINBALL_LOSS = _m(
     "Sum of the pinball (quantile) loss of the predictions at the predictor's quantile; divide its rate by the "
     "rate of sloscope_predictions_total for the mean loss over any window.",
 )
+# Mean-objective predictors: sums and a count, so that PromQL takes bias, MAE and RMSE over any window.
+MEAN_PREDICTIONS = _m(
+    "mean_predictions", "counter", _PRED, "Requests whose actual latency was compared with a mean prediction."
+)
+MEAN_PREDICTION_PREDICTED = _m(
+    "mean_prediction_predicted_seconds",
+    "counter",
+    _PRED,
+    "Sum of the mean predictions compared (the denominator of the relative bias).",
+)
+MEAN_PREDICTION_ERROR = _m(
+    "mean_prediction_error_seconds",
+    "counter",
+    _PRED,
+    "Sum of actual minus predicted latency of mean predictions; over sloscope_mean_predictions_total: the bias "
+    "(positive: the predictor predicts too low).",
+)
+MEAN_PREDICTION_ABSOLUTE_ERROR = _m(
+    "mean_prediction_absolute_error_seconds",
+    "counter",
+    _PRED,
+    "Sum of |actual - predicted| of mean predictions; over sloscope_mean_predictions_total: the MAE.",
+)
+MEAN_PREDICTION_SQUARED_ERROR = _m(
+    "mean_prediction_squared_error_seconds_squared",
+    "counter",
+    _PRED,
+    "Sum of (actual - predicted)^2 of mean predictions, in square seconds; the square root of it over "
+    "sloscope_mean_predictions_total: the RMSE.",
+)
 HEADROOM_SECONDS = _m(
     "headroom_seconds",
     "histogram",
@@ -253,6 +288,31 @@ PREDICTOR_TRAINING_SAMPLES = _m(
     "Samples the training server holds to fit the signal's model (the sum of its training_samples_count buckets).",
 )
 PREDICTOR_QUANTILE = _m("predictor_quantile", "gauge", (POOL,), "Quantile the latency predictor models (0.9: p90).")
+PREDICTOR_OBJECTIVE = _m(
+    "predictor_objective",
+    "gauge",
+    (POOL, OBJECTIVE),
+    "1 for what the latency predictor predicts (objective quantile or mean), 0 for the other.",
+)
+PREDICTOR_MAE_OFFLINE_SECONDS = _m(
+    "predictor_mae_offline_seconds",
+    "gauge",
+    (POOL, SIGNAL),
+    "Mean absolute error a mean-objective training server measured on its held-out test set (newest evaluation).",
+)
+PREDICTOR_RMSE_OFFLINE_SECONDS = _m(
+    "predictor_rmse_offline_seconds",
+    "gauge",
+    (POOL, SIGNAL),
+    "Root mean squared error a mean-objective training server measured on its held-out test set (newest evaluation).",
+)
+PREDICTOR_TRAINED = _m(
+    "predictor_trained",
+    "gauge",
+    (POOL, SIGNAL),
+    "1 when the signal's model looks trained, 0 when it looks reset to the default model (no training samples, "
+    "default-model markers on /metrics or /status, the same prediction for different features).",
+)
 
 # The EPP's own SLO series, re-published with their label defects put right. Actual latencies carry the
 # model labels only; the plugin's predictions, prediction durations and violations also name the plugin
@@ -494,6 +554,11 @@ ALL_METRICS: tuple[MetricDef, ...] = (
     PREDICTION_COVERED,
     PREDICTIONS,
     PREDICTION_PINBALL_LOSS,
+    MEAN_PREDICTIONS,
+    MEAN_PREDICTION_PREDICTED,
+    MEAN_PREDICTION_ERROR,
+    MEAN_PREDICTION_ABSOLUTE_ERROR,
+    MEAN_PREDICTION_SQUARED_ERROR,
     HEADROOM_SECONDS,
     SHADOW_SKIPPED,
     PREDICTOR_REQUESTS,
@@ -506,6 +571,10 @@ ALL_METRICS: tuple[MetricDef, ...] = (
     PREDICTOR_COVERAGE_OFFLINE_RATIO,
     PREDICTOR_TRAINING_SAMPLES,
     PREDICTOR_QUANTILE,
+    PREDICTOR_OBJECTIVE,
+    PREDICTOR_MAE_OFFLINE_SECONDS,
+    PREDICTOR_RMSE_OFFLINE_SECONDS,
+    PREDICTOR_TRAINED,
     EPP_TTFT_SECONDS,
     EPP_E2E_SECONDS,
     EPP_PREDICTED_TTFT_SECONDS,

@@ -138,7 +138,8 @@ class RequestRecord:
     prediction_source: str  # "span", "shadow" or "none"
     predicted_ttft_seconds: float | None = None
     predicted_tpot_seconds: float | None = None
-    prediction_quantile: float | None = None
+    prediction_quantile: float | None = None  # None for a mean prediction
+    prediction_objective: str | None = None  # "quantile" or "mean"; None without a prediction
     prediction_skipped: str | None = None  # why there is no prediction (a shadow skip reason), else None
     ttft_headroom_seconds: float | None = None  # SLO - predicted at routing
     tpot_headroom_seconds: float | None = None

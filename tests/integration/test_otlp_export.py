@@ -282,6 +282,7 @@ def test_serve_exports_the_verdict_under_the_vllm_span_in_jaeger(serve: Callable
         "sloscope.violated": ["ttft", "goodput"],
         "sloscope.prediction.source": "span",
         "sloscope.prediction.quantile": 0.9,
+        "sloscope.prediction.objective": "quantile",
     }
     assert r2[1].context is not None
     r2_spans = jaeger.trace(format(r2[1].context.trace_id, "032x"))  # stored with R1's originals, in one request

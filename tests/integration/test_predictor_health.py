@@ -121,14 +121,16 @@ def test_a_healthy_predictor(
         coverage=RECORDED_COVERAGE,
         polled_at=snapshot.polled_at,
         training_samples={"ttft": 64.0},  # the recorded page keeps 6 of its 800 bucket lines
+        objective=c.OBJECTIVE_QUANTILE,  # the late-2025 predictor states none
+        untrained={"ttft": (), "tpot": ()},  # the probe got two different predictions
     )
     assert snapshot.coverage == {"ttft": 0.86909091, "tpot": 0.90526316}
     assert snapshot.model_age_seconds(NOW) == {"ttft": 600.0, "tpot": NOW - TPOT_WRITTEN}
     assert snapshot.model_age_seconds(NOW)["tpot"] == pytest.approx(599.801085, abs=1e-6)
     assert sorted(training.behaviour.calls) == ["/metrics", "/models/list", "/readyz"]
-    assert sorted(prediction.behaviour.calls) == ["/readyz", "/status"]
+    assert sorted(prediction.behaviour.calls) == ["/predict", "/predict", "/readyz", "/status"]
     assert poller.scrapes(c.KIND_TRAINING_SERVER, c.RESULT_SUCCESS) == 3
-    assert poller.scrapes(c.KIND_PREDICTION_SERVER, c.RESULT_SUCCESS) == 2
+    assert poller.scrapes(c.KIND_PREDICTION_SERVER, c.RESULT_SUCCESS) == 4
 
 
 def test_the_snapshot_is_none_before_the_first_poll_then_the_latest(
@@ -281,6 +283,10 @@ def test_the_published_series(
         (c.PREDICTOR_COVERAGE_OFFLINE_RATIO.name, (("pool", "pool-a"), ("signal", "tpot"))): 0.90526316,
         (c.PREDICTOR_QUANTILE.name, (("pool", "pool-a"),)): 0.9,
         (c.PREDICTOR_TRAINING_SAMPLES.name, (("pool", "pool-a"), ("signal", "ttft"))): 64.0,
+        (c.PREDICTOR_OBJECTIVE.name, (("objective", "mean"), ("pool", "pool-a"))): 0.0,
+        (c.PREDICTOR_OBJECTIVE.name, (("objective", "quantile"), ("pool", "pool-a"))): 1.0,
+        (c.PREDICTOR_TRAINED.name, (("pool", "pool-a"), ("signal", "tpot"))): 1.0,
+        (c.PREDICTOR_TRAINED.name, (("pool", "pool-a"), ("signal", "ttft"))): 1.0,
     }
     clock.now += 60
     age = registry.get_sample_value(c.PREDICTOR_MODEL_AGE_SECONDS.name, {"pool": "pool-a", "signal": "ttft"})

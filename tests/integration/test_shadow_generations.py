@@ -225,7 +225,8 @@ def test_llm_d_features_come_from_the_epps_in_flight_page_as_of_arrival(llm_d: L
     idle = llm_d_features(running=0, tokens=0, pod_type=None)
     key = lambda row: (row["num_request_running"], row.get("pod_type", ""))  # noqa: E731
     assert sorted(rows(llm_d.healthy), key=key) == sorted([at_t1, at_t1, at_t2, idle], key=key)
-    assert set(llm_d.healthy.behaviour.calls) <= {STRICT, "/status", "/healthz", "/readyz"}
+    # the shadow calls are strict; /predict is the health poll's probe of a constant (reset) model
+    assert set(llm_d.healthy.behaviour.calls) <= {STRICT, "/predict", "/status", "/healthz", "/readyz"}
     assert STRICT in llm_d.healthy.behaviour.calls
 
     # The first batch went to the failing replica first, then once to the healthy one: counted.

@@ -25,6 +25,13 @@ Switches (:class:`PredictionBehaviour`, changed by tests at any time):
 - ``item_errors``: indexes of a ``/predict/bulk`` request answered with a per-item error in the
   documented shape (``predictions[i]`` null, ``errors`` gets ``{"index", "error", "request"}``). The
   real server reports per-item errors in this shape; it fails a subset only in its pre-validation.
+- ``require_token``: when set, every route answers 401 without ``Authorization: Bearer <token>``.
+- ``objective``: when set ("quantile" or "mean"), every prediction answer carries ``objective_type`` as the
+  llm-d latency predictor's do (prediction/prediction_server.py:913-919 at b5d19f1); unset, none does,
+  as with the late-2025 predictor.
+- ``constant_ms``: when set, every prediction is this (ttft_ms, tpot_ms), whatever the features: what a
+  prediction server serving the default models of a reset training server answers.
+- ``status_body``: when set, ``/status`` answers these bytes (e.g. a recorded llm-d ``/status``).
 
 Requests are validated with the llm-d predictor's request model (``LlmdPredictionRequest``: the six
 features and ``pod_type``, ``prefill_tokens_in_flight``, ``decode_tokens_in_flight``,
@@ -50,13 +57,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from fastapi import FastAPI, HTTPException, status
+from fastapi import FastAPI, HTTPException, Response, status
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sloscope.predictor.api import (
     BulkPredictionError,
-    BulkPredictionResponse,
-    BulkPredictionResponseWithErrors,
     LlmdBulkPredictionRequest,
     LlmdPredictionRequest,
     PredictionResponse,
@@ -116,6 +121,9 @@ class PredictionBehaviour:
     delay_seconds: float = 0.0
     require_token: str | None = None
     item_errors: set[int] = field(default_factory=set)
+    objective: str | None = None
+    constant_ms: tuple[float, float] | None = None
+    status_body: str | None = None
     calls: list[str] = field(default_factory=list)
     received: list[tuple[str, Any]] = field(default_factory=list)
     bulk_requests: list[list[dict[str, Any]]] = field(default_factory=list)
@@ -165,16 +173,20 @@ def _sent(request: LlmdBulkPredictionRequest) -> list[dict[str, Any]]:
     return [r.model_dump(exclude_unset=True) for r in request.requests]
 
 
-def _predict(request: LlmdPredictionRequest, now: datetime) -> PredictionResponse:
+def _predict(request: LlmdPredictionRequest, now: datetime, behaviour: PredictionBehaviour) -> dict[str, Any]:
     features = request.model_dump()
-    return PredictionResponse(
-        ttft_ms=max(0.0, predicted_ttft_ms(features)),
-        tpot_ms=max(0.0, predicted_tpot_ms(features)),
+    ttft, tpot = behaviour.constant_ms or (predicted_ttft_ms(features), predicted_tpot_ms(features))
+    answer = PredictionResponse(
+        ttft_ms=max(0.0, ttft),
+        tpot_ms=max(0.0, tpot),
         predicted_at=now,
         model_type=MODEL_TYPE,
         quantile=QUANTILE,
         last_model_load=LAST_MODEL_LOAD,
-    )
+    ).model_dump(mode="json")
+    if behaviour.objective is not None:
+        answer["objective_type"] = behaviour.objective
+    return answer
 
 
 def create_prediction_app(behaviour: PredictionBehaviour, release: asyncio.Event | None = None) -> FastAPI:
@@ -183,8 +195,10 @@ def create_prediction_app(behaviour: PredictionBehaviour, release: asyncio.Event
     install_switches(app, behaviour, release)
     app.add_middleware(_BodyRecorder, behaviour=behaviour)  # added last: outermost, sees every body
 
-    @app.get("/status", response_model=StatusResponse)
-    async def status_endpoint() -> StatusResponse:
+    @app.get("/status", response_model=None)
+    async def status_endpoint() -> StatusResponse | Response:
+        if behaviour.status_body is not None:
+            return Response(behaviour.status_body, media_type="application/json")
         return StatusResponse(
             is_ready=behaviour.ready,
             model_type=MODEL_TYPE,
@@ -194,51 +208,51 @@ def create_prediction_app(behaviour: PredictionBehaviour, release: asyncio.Event
             models_exist={"ttft_model": behaviour.ready, "tpot_model": behaviour.ready},
         )
 
-    @app.post("/predict", response_model=PredictionResponse)
-    async def predict_endpoint(request: LlmdPredictionRequest) -> PredictionResponse:
+    @app.post("/predict")
+    async def predict_endpoint(request: LlmdPredictionRequest) -> dict[str, Any]:
         if not behaviour.ready:
             raise HTTPException(status_code=503, detail=_NOT_READY)
-        return _predict(request, datetime.now(UTC))
+        return _predict(request, datetime.now(UTC), behaviour)
 
-    @app.post("/predict/bulk/strict", response_model=BulkPredictionResponse)
-    async def predict_bulk_strict_endpoint(request: LlmdBulkPredictionRequest) -> BulkPredictionResponse:
+    @app.post("/predict/bulk/strict")
+    async def predict_bulk_strict_endpoint(request: LlmdBulkPredictionRequest) -> dict[str, Any]:
         behaviour.bulk_requests.append(_sent(request))
         if not behaviour.ready:
             raise HTTPException(status_code=503, detail=_NOT_READY)
         now = datetime.now(UTC)
-        predictions = [_predict(r, now) for r in request.requests]
-        return BulkPredictionResponse(
-            predictions=predictions,
-            total_requests=len(request.requests),
-            successful_predictions=len(predictions),
-            failed_predictions=0,
-            processing_time_ms=0.1,
-        )
+        predictions = [_predict(r, now, behaviour) for r in request.requests]
+        return {
+            "predictions": predictions,
+            "total_requests": len(request.requests),
+            "successful_predictions": len(predictions),
+            "failed_predictions": 0,
+            "processing_time_ms": 0.1,
+        }
 
-    @app.post("/predict/bulk", response_model=BulkPredictionResponseWithErrors)
-    async def predict_bulk_endpoint(request: LlmdBulkPredictionRequest) -> BulkPredictionResponseWithErrors:
+    @app.post("/predict/bulk")
+    async def predict_bulk_endpoint(request: LlmdBulkPredictionRequest) -> dict[str, Any]:
         behaviour.bulk_requests.append(_sent(request))
         now = datetime.now(UTC)
-        predictions: list[PredictionResponse | None] = []
-        errors: list[BulkPredictionError] = []
+        predictions: list[dict[str, Any] | None] = []
+        errors: list[dict[str, Any]] = []
         for index, item in enumerate(request.requests):
             if not behaviour.ready:
                 error = f"Batch prediction error: 503: {_NOT_READY}"
             elif index in behaviour.item_errors:
                 error = "stand-in: error asked for by the test"
             else:
-                predictions.append(_predict(item, now))
+                predictions.append(_predict(item, now, behaviour))
                 continue
             predictions.append(None)
-            errors.append(BulkPredictionError(index=index, error=error, request=item))
-        return BulkPredictionResponseWithErrors(
-            predictions=predictions,
-            errors=errors,
-            total_requests=len(request.requests),
-            successful_predictions=len(request.requests) - len(errors),
-            failed_predictions=len(errors),
-            processing_time_ms=0.1,
-        )
+            errors.append(BulkPredictionError(index=index, error=error, request=item).model_dump(mode="json"))
+        return {
+            "predictions": predictions,
+            "errors": errors,
+            "total_requests": len(request.requests),
+            "successful_predictions": len(request.requests) - len(errors),
+            "failed_predictions": len(errors),
+            "processing_time_ms": 0.1,
+        }
 
     @app.get("/healthz", status_code=status.HTTP_200_OK)
     async def health_check() -> dict[str, str]:

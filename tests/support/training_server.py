@@ -5,7 +5,9 @@ It serves the recorded ``/metrics`` page (``training-server-metrics-xgboost.txt`
 fixtures folder given to it. Switches (:class:`TrainingBehaviour`): ``ready=False`` makes ``/readyz``
 answer 503 ``{"detail": "Models are not ready."}`` as the real server does before it has models;
 ``fail`` and ``delay_seconds`` as for the prediction stand-in; ``metrics`` and ``models_list`` replace
-the recorded bodies.
+the recorded bodies. ``llmd="quantile"`` or ``"mean"`` serves the capture of the llm-d latency predictor
+run in that objective instead (``fixtures/predictor/llm-d/<objective>/training-server-metrics.txt`` and
+``training-server-get-endpoints.txt``, training/training_server.py at b5d19f1).
 """
 
 from __future__ import annotations
@@ -29,31 +31,40 @@ class TrainingBehaviour:
     delay_seconds: float = 0.0
     metrics: str | None = None
     models_list: str | None = None
+    llmd: str | None = None  # "quantile" or "mean": serve the llm-d capture of that objective
     calls: list[str] = field(default_factory=list)
 
 
-def recorded_get_bodies(shared: Path) -> dict[str, str]:
-    """The bodies of ``training-server-get-endpoints.txt`` by path (sections start with ``== GET <path>``)."""
+def _folder(shared: Path, llmd: str | None) -> Path:
+    base = shared / "fixtures" / "predictor"
+    return base if llmd is None else base / "llm-d" / llmd
+
+
+def recorded_get_bodies(shared: Path, llmd: str | None = None) -> dict[str, str]:
+    """The bodies of ``training-server-get-endpoints.txt`` by path (sections start with ``== GET <path>``;
+    the llm-d captures add `` -> <status> <content-type>``)."""
     bodies: dict[str, str] = {}
     path: str | None = None
     lines: list[str] = []
-    text = (shared / "fixtures" / "predictor" / "training-server-get-endpoints.txt").read_text()
+    text = (_folder(shared, llmd) / "training-server-get-endpoints.txt").read_text()
     for line in [*text.splitlines(), "== GET"]:
         if line.startswith("== GET"):
             if path is not None:
                 bodies[path] = "\n".join(lines).strip()
-            path, lines = line.removeprefix("== GET").strip(), []
+            path, lines = line.removeprefix("== GET").split(" -> ")[0].strip(), []
         else:
             lines.append(line)
     return bodies
 
 
-def recorded_metrics_page(shared: Path) -> str:
+def recorded_metrics_page(shared: Path, llmd: str | None = None) -> str:
     """The recorded training-server ``/metrics`` page without the capture's header comments.
 
-    The real server writes no comment lines; the three at the top of the fixture are provenance notes.
+    The real server writes no comment lines; the three at the top of the late-2025 fixture are provenance
+    notes (the llm-d captures have none).
     """
-    text = (shared / "fixtures" / "predictor" / "training-server-metrics-xgboost.txt").read_text()
+    name = "training-server-metrics-xgboost.txt" if llmd is None else "training-server-metrics.txt"
+    text = (_folder(shared, llmd) / name).read_text()
     return "".join(line for line in text.splitlines(keepends=True) if not line.startswith("#"))
 
 
@@ -61,8 +72,8 @@ def create_training_app(behaviour: TrainingBehaviour, shared: Path, release: asy
     """The training server's health routes with the recorded bodies, driven by ``behaviour``."""
     app = FastAPI(title="stand-in training server")
     install_switches(app, behaviour, release)
-    bodies = recorded_get_bodies(shared)
-    page = recorded_metrics_page(shared)
+    bodies = recorded_get_bodies(shared, behaviour.llmd)
+    page = recorded_metrics_page(shared, behaviour.llmd)
 
     @app.get("/metrics", status_code=status.HTTP_200_OK)
     async def metrics() -> Response:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from sloscope.predictor.features import Features, Prediction
+from sloscope.predictor.features import Features, Prediction, parse_objective
 
 
 def recorded_requests(shared: Path) -> list[dict[str, Any]]:
@@ -80,4 +80,16 @@ def test_prediction_carries_the_recorded_response_fields_it_needs(shared: Path) 
     body = json.loads((shared / "fixtures" / "predictor" / "prediction-server-predict-response.json").read_text())
     prediction = Prediction(body["ttft_ms"], body["tpot_ms"], body["quantile"], body["model_type"])
     assert prediction == Prediction(138.25979614257812, 21.054443359375, 0.9, "xgboost")
-    assert {f.name for f in dataclasses.fields(Prediction)} <= set(body)
+    # objective is read from objective_type, which only the llm-d predictor writes (absent here: quantile).
+    assert {f.name for f in dataclasses.fields(Prediction)} - {"objective"} <= set(body)
+    assert prediction.objective == "quantile"
+
+
+def test_the_objective_of_an_answer(shared: Path) -> None:
+    """``objective_type`` of the llm-d predictor (prediction/prediction_server.py:917 at b5d19f1)."""
+    for objective in ("quantile", "mean"):
+        path = shared / "fixtures" / "predictor" / "llm-d" / objective / "predict-response-new-fields.json"
+        assert parse_objective(json.loads(path.read_text())["objective_type"]) == objective
+    assert parse_objective(None) == "quantile"
+    with pytest.raises(ValueError, match="unknown objective_type 'median'"):
+        parse_objective("median")

@@ -104,7 +104,7 @@ def test_pools_not_polled_yet_have_no_series_and_pools_are_kept_apart() -> None:
     assert len(got) == 10
 
 
-def test_describe_names_the_five_families_without_reading_snapshots() -> None:
+def test_describe_names_the_families_without_reading_snapshots() -> None:
     def never() -> list[PredictorSnapshot | None]:
         raise AssertionError("describe must not collect")
 
@@ -115,5 +115,9 @@ def test_describe_names_the_five_families_without_reading_snapshots() -> None:
         c.PREDICTOR_COVERAGE_OFFLINE_RATIO.name,
         c.PREDICTOR_QUANTILE.name,
         c.PREDICTOR_TRAINING_SAMPLES.name,
+        c.PREDICTOR_OBJECTIVE.name,
+        c.PREDICTOR_MAE_OFFLINE_SECONDS.name,
+        c.PREDICTOR_RMSE_OFFLINE_SECONDS.name,
+        c.PREDICTOR_TRAINED.name,
     ]
     CollectorRegistry().register(collector)  # registration uses describe()

@@ -265,6 +265,27 @@ def test_coverage_per_signal_source_and_pool() -> None:
     assert [r["gap"] for r in table] == pytest.approx([0.1, 0.1, -0.9, 2 / 3 - 0.9])
 
 
+def test_mean_predictions_are_judged_by_bias_mae_and_rmse_not_coverage() -> None:
+    def mean(seconds: float, actual: float, predicted: float, **more: Any) -> dict[str, Any]:
+        return prediction(seconds, "shadow", actual, predicted, prediction_objective="mean", **more)
+
+    requests = frame(
+        mean(0, 0.75, 0.5),  # error +0.25
+        mean(1, 0.25, 0.5),  # error -0.25
+        mean(2, 1.5, 1.0),  # error +0.5
+        prediction(3, "shadow", 0.1, 0.2, pool="q"),  # a quantile prediction of another pool
+    )
+    assert [(r["pool"], r["compared"]) for r in records(analysis.coverage(requests))] == [("q", 1)]
+    (row,) = records(analysis.mean_error(requests))
+    assert (row["signal"], row["source"], row["pool"], row["compared"]) == ("ttft", "shadow", "p", 3)
+    # By hand: errors 0.25, -0.25, 0.5 over predictions 0.5, 0.5, 1.0.
+    assert row["bias"] == pytest.approx(0.5 / 3)
+    assert row["relative_bias"] == pytest.approx((0.5 / 3) / (2.0 / 3))  # 0.25: actual 25% above
+    assert row["mae"] == pytest.approx(1.0 / 3)
+    assert row["rmse"] == pytest.approx((0.375 / 3) ** 0.5)
+    assert analysis.mean_error(frame(prediction(0, "span", 0.2, 0.3))).empty  # quantile rows only
+
+
 def test_reliability_bins_predictions_into_equal_count_bins() -> None:
     # predictions 0.1 .. 2.0; in the first quarter actual = predicted, then twice, half and equal again
     rows = []

@@ -106,7 +106,7 @@ def test_review_writes_html_markdown_charts_and_tables(store: Path, tmp_path: Pa
     assert "| ttft | interactive | m | 100 | 4 | 0.9600 | 0.9900 |" in markdown
     assert "| ttft | interactive | 0.9900 | 50 | 2 | 0.9600 | 50 | 2 | 0.9600 | 0 | 0 | — | 0.0000 |" in markdown
     assert sorted(p.name for p in (out.parent / "weekly-tables").iterdir()) == [
-        "attainment.csv", "burn.csv", "causes.csv", "coverage.csv", "headroom.csv", "reliability.csv",
+        "attainment.csv", "burn.csv", "causes.csv", "coverage.csv", "headroom.csv", "mean_error.csv", "reliability.csv",
         "routing.csv", "worst_periods.csv", "worst_pods.csv",
     ]  # fmt: skip
 

@@ -53,7 +53,7 @@ import httpx
 from sloscope import conventions as c
 from sloscope.config import Predictions
 from sloscope.predictor.breaker import CLOSED, OPEN, BreakerState, CircuitBreaker
-from sloscope.predictor.features import Features, Prediction
+from sloscope.predictor.features import Features, Prediction, parse_objective
 from sloscope.receivers.http_auth import CredentialsError
 from sloscope.receivers.http_fetch import failure_result, status_result
 
@@ -252,8 +252,12 @@ def _prediction(entry: Any) -> Prediction | None:
     if not isinstance(entry, dict):
         return None
     ttft, tpot, quantile, model_type = (entry.get(k) for k in ("ttft_ms", "tpot_ms", "quantile", "model_type"))
+    try:
+        objective = parse_objective(entry.get("objective_type"))
+    except ValueError:
+        return None
     if _is_number(ttft) and _is_number(tpot) and _is_number(quantile) and isinstance(model_type, str):
-        return Prediction(float(ttft), float(tpot), float(quantile), model_type)
+        return Prediction(float(ttft), float(tpot), float(quantile), model_type, objective)
     return None
 
 

@@ -10,8 +10,11 @@ client counts as ``rejected``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["Features", "Prediction"]
+from sloscope import conventions as c
+
+__all__ = ["Features", "Prediction", "parse_objective"]
 
 
 @dataclass(frozen=True)
@@ -58,9 +61,29 @@ class Features:
 
 @dataclass(frozen=True)
 class Prediction:
-    """A prediction server's answer for one request: the ``quantile`` (0.9: p90) of TTFT and TPOT."""
+    """A prediction server's answer for one request: TTFT and TPOT at its ``objective``.
+
+    ``objective`` is ``quantile`` (the ``quantile`` of the latency, 0.9: p90) or ``mean`` (the mean latency;
+    the server still reports a ``quantile``, which then means nothing).
+    """
 
     ttft_ms: float
     tpot_ms: float
     quantile: float
     model_type: str
+    objective: str = c.OBJECTIVE_QUANTILE
+
+
+def parse_objective(value: Any) -> str:
+    """The objective an answer states in ``objective_type``; absent (None) is ``quantile``.
+
+    The llm-d latency predictor writes ``objective_type`` ("quantile" or "mean", its ``ObjectiveType``) into
+    every answer, ``/status`` and ``/metrics`` (prediction/prediction_server.py:917,925 and
+    training/training_server.py:1523 at b5d19f1); the late-2025 predictor has no such field and predicts a
+    quantile. Raises ``ValueError`` for any other value.
+    """
+    if value is None:
+        return c.OBJECTIVE_QUANTILE
+    if value not in c.OBJECTIVES:
+        raise ValueError(f"unknown objective_type {value!r}")
+    return str(value)

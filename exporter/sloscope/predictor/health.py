@@ -1,4 +1,4 @@
-"""Health of one pool's latency predictor: readiness, quantile, model age and offline coverage.
+"""Health of one pool's latency predictor: readiness, objective, quantile, model age, offline accuracy, training.
 
 One :meth:`PredictorHealth.poll_once` GETs, all at once (endpoints as in ``training_server.py`` and
 ``prediction_server.py`` of the latency predictor, recorded in ``fixtures/predictor/``):
@@ -6,22 +6,31 @@ One :meth:`PredictorHealth.poll_once` GETs, all at once (endpoints as in ``train
 - the training server's ``/readyz`` (200 ``{"status": "ready"}`` once both models exist, else 503
   ``{"detail": "Models are not ready."}``), ``/models/list`` (``models.<signal>.last_modified``: the
   model file's mtime as an ISO timestamp with offset, ``null`` while it does not exist) and
-  ``/metrics`` (untyped text: ``model_quantile{}`` and the coverage rings below);
+  ``/metrics`` (untyped text, read by :mod:`sloscope.predictor.training_page`: objective, quantile, the
+  coverage or MAE/RMSE rings, sample counts, ensemble state);
 - each prediction server's ``/readyz`` (200, or 503 ``{"detail": "Models are not ready"}``) and
-  ``/status`` (``is_ready``, ``quantile``).
+  ``/status`` (``is_ready``, ``quantile``; the llm-d predictor adds ``objective_type``, ``ensemble_active``
+  and the gated models in ``models_exist``, prediction/prediction_server.py:966-995 at b5d19f1);
+- then each prediction server that answered ready gets two ``POST /predict`` with the probe requests of
+  :mod:`sloscope.predictor.reset` (``/predict`` is in both predictor generations; the answers carry
+  ``objective_type`` too): the same prediction for both is the mark of the default model.
 
 A training server is up when ``/readyz`` answers 2xx; a prediction server when ``/readyz`` answers
 2xx and ``/status`` says ``is_ready: true``. The quantile comes from the first prediction server (in
 configured order) whose ``/status`` answered, else from the training server's ``model_quantile{}``:
-the prediction servers' is the quantile the predictions are made at.
+the prediction servers' is the quantile the predictions are made at. The objective likewise: the first
+prediction server that answered (a probe answer before its ``/status``), else the training server's
+``objective_type`` line; a server that states none (the late-2025 predictor) predicts a quantile. A change
+of objective is logged once. ``trained`` holds, per signal some source spoke of, the reset markers found
+(:func:`sloscope.predictor.reset.untrained_markers`; empty: trained); a change is logged once.
 
-Coverage rings: the training server keeps the coverage of its last five evaluations in a
-``deque(maxlen=5)`` per signal and writes them as ``ttft_coverage_percent{idx="N"}`` with
-``enumerate`` over the deque, so ``idx`` is the position from the oldest kept evaluation (0) to the
+Coverage rings (and the MAE/RMSE rings of a mean-objective server): the training server keeps its last
+five evaluations in a ``deque(maxlen=5)`` per signal and writes them as ``ttft_coverage_percent{idx="N"}``
+with ``enumerate`` over the deque, so ``idx`` is the position from the oldest kept evaluation (0) to the
 newest. When a sixth evaluation is appended the deque drops the oldest and every position shifts
 down: the indices never wrap, and the **highest idx present is always the newest evaluation**.
-That one is published, divided by 100. The ring is emptied by the training server's ``/flush``;
-then no coverage is published.
+That one is published (coverage divided by 100, MAE/RMSE by 1000: they are in ms). A ring is emptied by
+the training server's ``/flush``, and a server in the other mode writes none; then none is published.
 
 Each GET counts ``telemetry.scrape(kind, result)`` once (``training_server`` / ``prediction_server``);
 a 2xx whose body is not the documented shape counts ``parse_error``. A value, once fetched, is kept
@@ -32,20 +41,23 @@ down shows up=0 and the values it gave before stay. Values never fetched are abs
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
-import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, TypeGuard, TypeVar
 
 import httpx
 
 from sloscope import conventions as c
 from sloscope.config import PredictorServers
-from sloscope.receivers.exposition import ExpositionParser
-from sloscope.receivers.http_fetch import Fetched, fetch, fetch_json
+from sloscope.predictor import reset
+from sloscope.predictor.features import parse_objective
+from sloscope.predictor.training_page import TrainingPage, newest_of_ring, read_training_page
+from sloscope.receivers.http_auth import CredentialsError
+from sloscope.receivers.http_fetch import Fetched, failure_result, fetch, fetch_json, status_result
 from sloscope.redaction import redact_url
 from sloscope.telemetry import Telemetry
 
@@ -53,23 +65,19 @@ __all__ = [
     "PredictorHealth",
     "PredictorSnapshot",
     "ServerStatus",
+    "Status",
     "newest_coverage",
     "parse_last_modified",
     "parse_status",
     "parse_training_metrics",
     "parse_training_samples",
+    "read_status",
 ]
 
 log = logging.getLogger(__name__)
 
-_QUANTILE = "model_quantile"
-_COVERAGE = {c.SIGNAL_TTFT: "ttft_coverage_percent", c.SIGNAL_TPOT: "tpot_coverage_percent"}
-_PARSER = ExpositionParser([_QUANTILE, *_COVERAGE.values()])
-_SAMPLES = "training_samples_count"  # one line per (model, queue, cache, prefix) bucket
-_SAMPLES_PARSER = ExpositionParser([_SAMPLES])
-
-_INDEX = re.compile(r"[0-9]+")
 _T = TypeVar("_T")
+_GATED = {signal: f"{signal}_gated" for signal in c.SIGNALS}  # models_exist keys of the llm-d predictor
 
 
 @dataclass(frozen=True)
@@ -90,14 +98,27 @@ class PredictorSnapshot:
     quantile: float | None = None
     model_last_modified: Mapping[str, float] = field(default_factory=dict)  # signal -> seconds since the epoch
     coverage: Mapping[str, float] = field(default_factory=dict)  # signal -> ratio 0..1 of the newest evaluation
-    polled_at: float = 0.0
-    training_samples: Mapping[str, float] = field(
-        default_factory=dict
-    )  # signal -> samples held for its model  # seconds since the epoch, by the health poller's clock
+    polled_at: float = 0.0  # seconds since the epoch, by the health poller's clock
+    training_samples: Mapping[str, float] = field(default_factory=dict)  # signal -> samples held for its model
+    objective: str | None = None  # conventions.OBJECTIVES
+    mae_offline: Mapping[str, float] = field(default_factory=dict)  # signal -> seconds, newest evaluation
+    rmse_offline: Mapping[str, float] = field(default_factory=dict)
+    untrained: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # signal -> reset markers; () trained
 
     def model_age_seconds(self, now: float) -> dict[str, float]:
         """Seconds from each signal's model write to ``now`` (negative if the clocks disagree that much)."""
         return {signal: now - modified for signal, modified in self.model_last_modified.items()}
+
+
+@dataclass(frozen=True)
+class Status:
+    """A prediction server's ``/status``: readiness, quantile, objective and the gated models it lacks."""
+
+    is_ready: bool
+    quantile: float | None = None
+    objective: str = c.OBJECTIVE_QUANTILE
+    gated_absent: frozenset[str] = frozenset()  # signals whose models_exist.<signal>_gated is false
+    lists_gated: bool = False  # models_exist has gated keys at all (the llm-d predictor in ensemble mode)
 
 
 class _ShapeError(ValueError):
@@ -107,16 +128,16 @@ class _ShapeError(ValueError):
 @dataclass(frozen=True)
 class _Training:
     up: bool
-    quantile: float | None = None
     last_modified: dict[str, float] | None = None  # None: /models/list not read this time
-    coverage: dict[str, float] | None = None  # None: /metrics not read this time
-    samples: dict[str, float] | None = None  # None: /metrics not read this time
+    page: TrainingPage | None = None  # None: /metrics not read this time
 
 
 @dataclass(frozen=True)
 class _Prediction:
     up: bool
-    quantile: float | None = None
+    status: Status | None = None
+    probe_objective: str | None = None  # None: not probed, or no usable answer
+    constant: frozenset[str] | None = None  # None: not probed
 
 
 class PredictorHealth:
@@ -150,28 +171,35 @@ class PredictorHealth:
         training, predictions = await asyncio.gather(self._poll_training(), self._poll_predictions())
         previous = self._snapshot or PredictorSnapshot(self.pool, ())
         servers: list[ServerStatus] = []
-        quantile: float | None = None
         last_modified = previous.model_last_modified
-        coverage = previous.coverage
-        samples = previous.training_samples
+        page: TrainingPage | None = None
         if self._training_url is not None and training is not None:
             servers.append(ServerStatus(redact_url(self._training_url), c.ROLE_TRAINING, training.up))
             if training.last_modified is not None:
                 last_modified = training.last_modified
-            if training.coverage is not None:
-                coverage = training.coverage
-            if training.samples is not None:
-                samples = training.samples
+            page = training.page
         for url, prediction in zip(self._prediction_urls, predictions, strict=True):
             servers.append(ServerStatus(redact_url(url), c.ROLE_PREDICTION, prediction.up))  # a label value
-            if quantile is None:
-                quantile = prediction.quantile
-        if quantile is None and training is not None:
-            quantile = training.quantile
-        if quantile is None:
-            quantile = previous.quantile
+        statuses = [p.status for p in predictions if p.status is not None]
+        quantile = _first(
+            [s.quantile for s in statuses] + [page.quantile if page else None, previous.quantile],
+        )
+        objective = _first(
+            [p.probe_objective or (p.status.objective if p.status else None) for p in predictions]
+            + [page.objective if page else None, previous.objective]
+        )
         snapshot = PredictorSnapshot(
-            self.pool, tuple(servers), quantile, dict(last_modified), dict(coverage), self._clock(), dict(samples)
+            self.pool,
+            tuple(servers),
+            quantile,
+            dict(last_modified),
+            dict(page.coverage) if page else dict(previous.coverage),
+            self._clock(),
+            dict(page.samples) if page else dict(previous.training_samples),
+            objective,
+            dict(page.mae_seconds) if page else dict(previous.mae_offline),
+            dict(page.rmse_seconds) if page else dict(previous.rmse_offline),
+            _untrained(page, statuses, predictions, previous),
         )
         _log_changes(previous, snapshot)
         self._snapshot = snapshot
@@ -186,19 +214,16 @@ class PredictorHealth:
             self._get_json(c.KIND_TRAINING_SERVER, base + "/models/list", parse_last_modified),
             self._get(c.KIND_TRAINING_SERVER, base + "/metrics", text=True),
         )
-        quantile: float | None = None
-        coverage: dict[str, float] | None = None
-        samples: dict[str, float] | None = None
+        page: TrainingPage | None = None
         if metrics.ok:
             try:
-                quantile, coverage = parse_training_metrics(metrics.text, metrics.openmetrics)
-                samples = parse_training_samples(metrics.text, metrics.openmetrics)
-            except ValueError as exc:  # ExpositionError or an idx that is not a number
+                page = read_training_page(metrics.text, metrics.openmetrics)
+            except ValueError as exc:  # ExpositionError, an idx that is not a number, an unknown objective
                 log.debug("training server %s: unreadable /metrics: %s", base, exc)
                 self._telemetry.scrape(c.KIND_TRAINING_SERVER, c.RESULT_PARSE_ERROR)
             else:
                 self._telemetry.scrape(c.KIND_TRAINING_SERVER, c.RESULT_SUCCESS)
-        return _Training(ready.ok, quantile, models, coverage, samples)
+        return _Training(ready.ok, models, page)
 
     async def _poll_predictions(self) -> list[_Prediction]:
         return list(await asyncio.gather(*(self._poll_prediction(url) for url in self._prediction_urls)))
@@ -206,12 +231,39 @@ class PredictorHealth:
     async def _poll_prediction(self, base: str) -> _Prediction:
         ready, status = await asyncio.gather(
             self._get(c.KIND_PREDICTION_SERVER, base + "/readyz"),
-            self._get_json(c.KIND_PREDICTION_SERVER, base + "/status", parse_status),
+            self._get_json(c.KIND_PREDICTION_SERVER, base + "/status", read_status),
         )
         if status is None:
             return _Prediction(False)
-        is_ready, quantile = status
-        return _Prediction(ready.ok and is_ready, quantile)
+        up = ready.ok and status.is_ready
+        if not up:
+            return _Prediction(False, status)
+        answers = await asyncio.gather(*(self._probe(base, features.to_json()) for features in reset.PROBE))
+        usable = [a for a in answers if a is not None]
+        if len(usable) < len(answers):
+            return _Prediction(up, status)
+        probed = reset.constant_signals([(ttft, tpot) for ttft, tpot, _ in usable])
+        return _Prediction(up, status, usable[-1][2], frozenset(probed))
+
+    async def _probe(self, base: str, request: dict[str, float | int | str]) -> tuple[float, float, str] | None:
+        """``POST /predict`` of one probe request: (ttft_ms, tpot_ms, objective), or None; counted once."""
+        kind, url = c.KIND_PREDICTION_SERVER, base + "/predict"
+        try:
+            response = await self._http.post(url, json=request, timeout=self._timeout)
+        except (httpx.HTTPError, httpx.InvalidURL, CredentialsError) as exc:
+            result = failure_result(exc)
+        else:
+            ok = 200 <= response.status_code < 300
+            result = c.RESULT_SUCCESS if ok else status_result(response.status_code)
+        answer = None
+        if result == c.RESULT_SUCCESS:
+            try:
+                answer = _probe_answer(json.loads(response.content))
+            except ValueError as exc:
+                log.debug("%s %s: unexpected body: %s", kind, url, exc)
+                result = c.RESULT_PARSE_ERROR
+        self._telemetry.scrape(kind, result)
+        return answer
 
     async def _get(self, kind: str, url: str, *, text: bool = False) -> Fetched:
         """A GET counted here unless ``text``: a page to parse is counted once its parse is known."""
@@ -237,6 +289,45 @@ class PredictorHealth:
             return None
         self._telemetry.scrape(kind, c.RESULT_SUCCESS)
         return value
+
+
+def _first(values: Iterable[_T | None]) -> _T | None:
+    return next((v for v in values if v is not None), None)
+
+
+def _untrained(
+    page: TrainingPage | None,
+    statuses: list[Status],
+    predictions: list[_Prediction],
+    previous: PredictorSnapshot,
+) -> dict[str, tuple[str, ...]]:
+    """The reset markers per signal from this poll; the previous ones where no source answered this time."""
+    probed = [p.constant for p in predictions if p.constant is not None]
+    known: set[str] = set()
+    if page is not None:
+        known.update(page.samples)
+        if page.ensemble_mode is not None:
+            known.update(c.SIGNALS)
+    if probed or any(s.lists_gated for s in statuses):
+        known.update(c.SIGNALS)
+    if not known:
+        return dict(previous.untrained)
+    return reset.untrained_markers(
+        samples=page.samples if page else {},
+        training_default=page is not None and page.default_models,
+        gated_absent=[signal for status in statuses for signal in status.gated_absent],
+        constant=[signal for found in probed for signal in found],
+        known=known,
+    )
+
+
+def _probe_answer(document: Any) -> tuple[float, float, str]:
+    if not isinstance(document, dict):
+        raise _ShapeError("not an object")
+    ttft, tpot = document.get("ttft_ms"), document.get("tpot_ms")
+    if not (_is_number(ttft) and _is_number(tpot)):
+        raise _ShapeError("no numeric ttft_ms and tpot_ms")
+    return float(ttft), float(tpot), parse_objective(document.get("objective_type"))
 
 
 def parse_last_modified(document: Any) -> dict[str, float]:
@@ -270,14 +361,35 @@ def parse_last_modified(document: Any) -> dict[str, float]:
     return out
 
 
-def parse_status(document: Any) -> tuple[bool, float | None]:
-    """``is_ready`` and ``quantile`` of a prediction server's ``/status`` body; ``ValueError`` if it is none."""
+def read_status(document: Any) -> Status:
+    """A prediction server's ``/status`` body; ``ValueError`` if it has no boolean ``is_ready`` or a field of
+    another type.
+
+    ``objective_type`` absent (the late-2025 predictor) is quantile. A gated model is absent when
+    ``models_exist`` lists its key as false: the llm-d predictor lists ``ttft_gated``/``tpot_gated`` only with
+    ensemble mode on (prediction_server.py:978-983 at b5d19f1), and before the first real retrain they are
+    false (fixtures ``llm-d/*/fresh-prediction-server-status.json``).
+    """
     if not isinstance(document, dict) or not isinstance(document.get("is_ready"), bool):
         raise _ShapeError("no boolean 'is_ready'")
     quantile = document.get("quantile")
     if quantile is not None and not _is_number(quantile):
         raise _ShapeError("'quantile' is not a number")
-    return document["is_ready"], None if quantile is None else float(quantile)
+    models = document.get("models_exist")
+    gated = {signal: models.get(key) for signal, key in _GATED.items()} if isinstance(models, dict) else {}
+    return Status(
+        document["is_ready"],
+        None if quantile is None else float(quantile),
+        parse_objective(document.get("objective_type")),
+        frozenset(signal for signal, exists in gated.items() if exists is False),
+        any(exists is not None for exists in gated.values()),
+    )
+
+
+def parse_status(document: Any) -> tuple[bool, float | None]:
+    """``is_ready`` and ``quantile`` of a prediction server's ``/status`` body; ``ValueError`` if it is none."""
+    status = read_status(document)
+    return status.is_ready, status.quantile
 
 
 def parse_training_metrics(text: str, openmetrics: bool = False) -> tuple[float | None, dict[str, float]]:
@@ -285,14 +397,8 @@ def parse_training_metrics(text: str, openmetrics: bool = False) -> tuple[float 
 
     Raises ``ValueError`` (an ``ExpositionError``) for a malformed line of those families.
     """
-    samples = _PARSER.parse(text, openmetrics=openmetrics)
-    quantile = next((s.value for s in samples if s.name == _QUANTILE), None)
-    coverage: dict[str, float] = {}
-    for signal, family in _COVERAGE.items():
-        newest = newest_coverage((s.labels, s.value) for s in samples if s.name == family)
-        if newest is not None:
-            coverage[signal] = newest / 100.0
-    return quantile, coverage
+    page = read_training_page(text, openmetrics)
+    return page.quantile, dict(page.coverage)
 
 
 def parse_training_samples(text: str, openmetrics: bool = False) -> dict[str, float]:
@@ -301,12 +407,7 @@ def parse_training_samples(text: str, openmetrics: bool = False) -> dict[str, fl
     The training server keeps samples in (queue, cache, prefix) buckets per model and publishes one line per
     bucket; their sum is what the next fit learns from. Signals with no line are left out.
     """
-    totals: dict[str, float] = {}
-    for sample in _SAMPLES_PARSER.parse(text, openmetrics=openmetrics):
-        model = sample.labels.get("model")
-        if sample.name == _SAMPLES and model in c.SIGNALS and sample.value >= 0:
-            totals[model] = totals.get(model, 0.0) + sample.value
-    return totals
+    return dict(read_training_page(text, openmetrics).samples)
 
 
 def newest_coverage(samples: Iterable[tuple[Mapping[str, str], float]]) -> float | None:
@@ -314,25 +415,35 @@ def newest_coverage(samples: Iterable[tuple[Mapping[str, str], float]]) -> float
 
     Raises ``ValueError`` for an ``idx`` that is not a non-negative integer.
     """
-    best: tuple[int, float] | None = None
-    for labels, value in samples:
-        raw = labels.get("idx", "")
-        if not _INDEX.fullmatch(raw):
-            raise _ShapeError(f"coverage sample with idx={raw!r}")
-        index = int(raw)
-        if best is None or index > best[0]:
-            best = (index, value)
-    return None if best is None else best[1]
+    return newest_of_ring(samples)
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _log_changes(previous: PredictorSnapshot, current: PredictorSnapshot) -> None:
-    before = {(s.url, s.role): s.up for s in previous.servers}
+    if previous.objective is not None and current.objective != previous.objective:
+        log.warning(
+            "latency predictor of pool %s now predicts the %s (was the %s)",
+            current.pool,
+            current.objective,
+            previous.objective,
+        )
+    for signal, markers in sorted(current.untrained.items()):
+        before = previous.untrained.get(signal)
+        if markers and markers != before:
+            log.warning(
+                "latency predictor of pool %s: the %s model looks reset to its default (%s)",
+                current.pool,
+                signal,
+                ", ".join(markers),
+            )
+        elif not markers and before:
+            log.info("latency predictor of pool %s: the %s model is trained again", current.pool, signal)
+    was_up = {(s.url, s.role): s.up for s in previous.servers}
     for server in current.servers:
-        was = before.get((server.url, server.role))
+        was = was_up.get((server.url, server.role))
         if was is not None and was != server.up:
             log.warning(
                 "predictor %s server %s of pool %s is %s",

@@ -4,9 +4,14 @@
 evaluator). For each evaluated request it:
 
 1. notes the request's TPOT SLO on its pod, for the "tightest TPOT SLO running there" of headroom;
-2. compares the predictions carried on its spans, when there are any (``source="span"``);
+2. compares the predictions carried on its spans, when there are any (``source="span"``), at the objective
+   the pool's predictor was last polled with;
 3. otherwise queues it for a shadow prediction (``source="shadow"``, see
    :mod:`sloscope.processors.shadow`), subject to the configured share, or counts why not.
+
+A comparison is counted by the objective of its prediction: a quantile prediction feeds coverage, the
+ratio histogram and the pinball loss; a mean one the error sums of bias, MAE and RMSE (never coverage
+against a quantile it does not predict). A pool whose predictor changes objective is logged once per change.
 
 Nothing here waits on the network: the worker only appends to a bounded deque, so a slow or dead
 predictor can never hold up the SLO series.
@@ -14,6 +19,7 @@ predictor can never hold up the SLO series.
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 from collections import deque
@@ -29,7 +35,7 @@ from sloscope.processors.running_slos import RunningSLOs
 from sloscope.publishers.buckets import HEADROOM_BUCKETS, RATIO_BUCKETS
 from sloscope.publishers.series import SeriesCollector
 from sloscope.records import Evaluation, JoinedRequest, PodStateAtArrival, RequestRecord
-from sloscope.slo.accuracy import compare
+from sloscope.slo.accuracy import compare, compare_mean
 from sloscope.slo.headroom import tpot_headroom
 from sloscope.slo.headroom import ttft_headroom as ttft_headroom_of
 from sloscope.slo.spec import is_valid_target
@@ -37,6 +43,8 @@ from sloscope.slo.spec import is_valid_target
 __all__ = ["Pending", "PredictionSeries", "PredictionTracker"]
 
 DEFAULT_QUANTILE = 0.9  # the predictor's default, used until a server has said otherwise
+
+log = logging.getLogger(__name__)
 
 
 class PredictionSeries:
@@ -48,6 +56,11 @@ class PredictionSeries:
         self._covered = series.counter(c.PREDICTION_COVERED)
         self._predictions = series.counter(c.PREDICTIONS)
         self._loss = series.counter(c.PREDICTION_PINBALL_LOSS)
+        self._mean_count = series.counter(c.MEAN_PREDICTIONS)
+        self._mean_predicted = series.counter(c.MEAN_PREDICTION_PREDICTED)
+        self._mean_error = series.counter(c.MEAN_PREDICTION_ERROR)
+        self._mean_absolute = series.counter(c.MEAN_PREDICTION_ABSOLUTE_ERROR)
+        self._mean_squared = series.counter(c.MEAN_PREDICTION_SQUARED_ERROR)
         self._headroom = series.histogram(c.HEADROOM_SECONDS, HEADROOM_BUCKETS)
         self._skipped = series.counter(c.SHADOW_SKIPPED)
         self._calls = series.counter(c.PREDICTOR_REQUESTS)
@@ -71,12 +84,24 @@ class PredictionSeries:
         predicted: float | None,
         quantile: float,
         trace_id: str,
+        objective: str = c.OBJECTIVE_QUANTILE,
     ) -> bool:
-        """Counts one prediction against its actual (seconds); False when either was unusable."""
+        """Counts one prediction against its actual (seconds) by its objective; False when either was unusable."""
+        key = (*labels, signal, source)
+        if objective == c.OBJECTIVE_MEAN:
+            terms = compare_mean(actual, predicted)
+            if terms is None:
+                return False
+            with self._series.lock:
+                self._mean_count.inc(key)
+                self._mean_predicted.inc(key, terms.predicted)
+                self._mean_error.inc(key, terms.error)  # signed: a counter's sum may fall, rate() of it stays right
+                self._mean_absolute.inc(key, terms.absolute)
+                self._mean_squared.inc(key, terms.squared)
+            return True
         comparison = compare(actual, predicted, quantile)
         if comparison is None:
             return False
-        key = (*labels, signal, source)
         with self._series.lock:
             self._predictions.inc(key)
             if comparison.covered:
@@ -127,6 +152,7 @@ class PredictionTracker:
         labels: Callable[[JoinedRequest], tuple[str, str]],
         predicted_pools: set[str],
         quantile_of: Callable[[str], float | None] = lambda pool: None,
+        objective_of: Callable[[str], str | None] = lambda pool: None,
         rng: random.Random | None = None,
         sink: Callable[[RequestRecord], None] | None = None,
     ) -> None:
@@ -138,6 +164,8 @@ class PredictionTracker:
         self._labels = labels
         self._predicted_pools = predicted_pools
         self._quantile_of = quantile_of
+        self._objective_of = objective_of
+        self._objectives: dict[str, str] = {}  # pool -> objective of its last comparison, to log a change once
         self._rng = rng or random.Random()
         self._sink = sink  # record sinks (store, OTLP export); None: nothing is recorded
         self._pending: deque[Pending] = deque()
@@ -162,6 +190,7 @@ class PredictionTracker:
                 predicted_ttft=_seconds(request.predicted_ttft_ms),
                 predicted_tpot=_seconds(request.predicted_tpot_ms),
                 quantile=self._quantile_of(pool) or DEFAULT_QUANTILE,
+                objective=self._objective_of(pool) or c.OBJECTIVE_QUANTILE,
             )
         elif not self._settings.shadow:
             self.unpredicted(pending, None)
@@ -212,9 +241,11 @@ class PredictionTracker:
         predicted_ttft: float | None,
         predicted_tpot: float | None,
         quantile: float,
+        objective: str = c.OBJECTIVE_QUANTILE,
     ) -> None:
-        """Compare a request's predictions (seconds) with its actuals, and its headroom at routing."""
+        """Compare a request's predictions (seconds) with its actuals at ``objective``, and its headroom at routing."""
         request, evaluation, labels = pending.request, pending.evaluation, pending.labels
+        self._note_objective(pending.pool, objective)
         trace_id = request.trace_id
         series = self.series
         for signal, actual, predicted in (
@@ -229,6 +260,7 @@ class PredictionTracker:
                 predicted=predicted,
                 quantile=quantile,
                 trace_id=trace_id,
+                objective=objective,
             )
         slo_ttft, slo_tpot = _target_seconds(request.slo_ttft_ms), _target_seconds(request.slo_tpot_ms)
         ttft_headroom = tpot_headroom_value = None
@@ -241,9 +273,17 @@ class PredictionTracker:
         if self._sink is not None:
             record = self._record_of(pending, source)
             record.predicted_ttft_seconds, record.predicted_tpot_seconds = predicted_ttft, predicted_tpot
-            record.prediction_quantile = quantile
+            record.prediction_objective = objective
+            record.prediction_quantile = quantile if objective == c.OBJECTIVE_QUANTILE else None
             record.ttft_headroom_seconds, record.tpot_headroom_seconds = ttft_headroom, tpot_headroom_value
             self._sink(record)
+
+    def _note_objective(self, pool: str, objective: str) -> None:
+        with self._lock:
+            before = self._objectives.get(pool)
+            self._objectives[pool] = objective
+        if before is not None and before != objective:
+            log.warning("predictions of pool %s are now %s predictions (were %s)", pool, objective, before)
 
     def _record_of(self, pending: Pending, source: str, skipped: str | None = None) -> RequestRecord:
         """The request's record, with the state of its pod as of its arrival when one was scraped."""

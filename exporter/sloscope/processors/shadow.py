@@ -264,6 +264,7 @@ class ShadowPredictor:
                 predicted_ttft=prediction.ttft_ms / 1000.0,
                 predicted_tpot=prediction.tpot_ms / 1000.0,
                 quantile=prediction.quantile,
+                objective=prediction.objective,
             )
             done += 1
         return done

@@ -47,6 +47,7 @@ VIOLATED = "sloscope.violated"
 INVALID_FIELDS = "sloscope.invalid_fields"
 PREDICTION_SOURCE = "sloscope.prediction.source"
 PREDICTION_QUANTILE = "sloscope.prediction.quantile"
+PREDICTION_OBJECTIVE = "sloscope.prediction.objective"
 PREDICTION_SKIPPED = "sloscope.prediction.skipped"
 POD_WAITING = "sloscope.pod.waiting"
 POD_RUNNING = "sloscope.pod.running"
@@ -67,7 +68,7 @@ ATTRIBUTES: tuple[tuple[str, str], ...] = (
     (TTFT_TARGET, "TTFT target, ms."),
     (TTFT_ACTUAL, "Measured TTFT, ms."),
     (TTFT_SOURCE, "Where the measured TTFT came from: gateway, pd_sidecar, pd_gateway or model_server."),
-    (TTFT_PREDICTED, "Predicted TTFT, ms (the predictor's quantile, not a mean)."),
+    (TTFT_PREDICTED, "Predicted TTFT, ms (the predictor's quantile or mean: see sloscope.prediction.objective)."),
     (TTFT_HEADROOM, "TTFT target minus predicted TTFT at routing, ms; negative when the pod was predicted to miss."),
     (TTFT_MET, "Whether TTFT met its target; set only when the request was eligible for the TTFT SLO."),
     (TPOT_TARGET, "TPOT target, ms."),
@@ -79,7 +80,8 @@ ATTRIBUTES: tuple[tuple[str, str], ...] = (
     (VIOLATED, "The SLOs missed (ttft, tpot, goodput), in that order; absent when none was."),
     (INVALID_FIELDS, "Inputs the evaluator found unusable (e.g. ttft_seconds); absent when none."),
     (PREDICTION_SOURCE, "span (the EPP's prediction), shadow (asked by sloscope) or none (always set)."),
-    (PREDICTION_QUANTILE, "Quantile the predictor predicts (e.g. 0.9)."),
+    (PREDICTION_QUANTILE, "Quantile the predictor predicts (e.g. 0.9); absent for a mean prediction."),
+    (PREDICTION_OBJECTIVE, "quantile or mean: what the prediction is; absent without one."),
     (PREDICTION_SKIPPED, "Why there is no shadow prediction (sampled_out, no_pod_state, failed, ...)."),
     (POD_WAITING, "Requests waiting on the pod at arrival (scraped)."),
     (POD_RUNNING, "Requests running on the pod at arrival (scraped)."),
@@ -137,6 +139,7 @@ def evaluation_attributes(record: RequestRecord) -> dict[str, Any]:
         (VIOLATED, violated_slos(record) or None),
         (INVALID_FIELDS, list(evaluation.invalid_fields) or None),
         (PREDICTION_QUANTILE, _known(record.prediction_quantile)),
+        (PREDICTION_OBJECTIVE, record.prediction_objective),
         (PREDICTION_SKIPPED, record.prediction_skipped),
         (FAILURE_REASON, request.failure_reason),
         (PREFILL_POD, request.prefill_pod),

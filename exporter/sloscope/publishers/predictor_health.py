@@ -1,7 +1,11 @@
 """The latency predictors' health as gauges, rendered from the latest poll of every pool at scrape time.
 
 ``sloscope_predictor_up{pool,server,role}``, ``sloscope_predictor_model_age_seconds{pool,signal}``,
-``sloscope_predictor_coverage_offline_ratio{pool,signal}`` and ``sloscope_predictor_quantile{pool}``.
+``sloscope_predictor_coverage_offline_ratio{pool,signal}``, ``sloscope_predictor_quantile{pool}``,
+``sloscope_predictor_training_samples{pool,signal}``, ``sloscope_predictor_objective{pool,objective}`` (1 for
+the objective of the newest answer, 0 for the other, so a change shows as two crossing lines),
+``sloscope_predictor_{mae,rmse}_offline_seconds{pool,signal}`` (mean-objective training servers) and
+``sloscope_predictor_trained{pool,signal}`` (0 while any reset marker is found).
 The model age is computed when Prometheus reads it, from the model's write time, so it grows between
 polls and is exact at scrape time. A value the poller never got has no series (never a 0), and a
 pool not polled yet has none at all.
@@ -10,7 +14,7 @@ pool not polled yet has none at all.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -27,6 +31,10 @@ _DEFINITIONS = (
     c.PREDICTOR_COVERAGE_OFFLINE_RATIO,
     c.PREDICTOR_QUANTILE,
     c.PREDICTOR_TRAINING_SAMPLES,
+    c.PREDICTOR_OBJECTIVE,
+    c.PREDICTOR_MAE_OFFLINE_SECONDS,
+    c.PREDICTOR_RMSE_OFFLINE_SECONDS,
+    c.PREDICTOR_TRAINED,
 )
 
 
@@ -51,19 +59,27 @@ class PredictorHealthCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         now = self._clock()
-        up, age, coverage, quantile, samples = (_family(d) for d in _DEFINITIONS)
+        up, age, coverage, quantile, samples, objective, mae, rmse, trained = (_family(d) for d in _DEFINITIONS)
         for snapshot in self._snapshots():
             if snapshot is None:
                 continue  # not polled yet: nothing is known
             pool = snapshot.pool
             for server in snapshot.servers:
                 up.add_metric([pool, server.url, server.role], 1.0 if server.up else 0.0)
-            for signal, seconds in sorted(snapshot.model_age_seconds(now).items()):
-                age.add_metric([pool, signal], seconds)
-            for signal, ratio in sorted(snapshot.coverage.items()):
-                coverage.add_metric([pool, signal], ratio)
+            _per_signal(age, pool, snapshot.model_age_seconds(now))
+            _per_signal(coverage, pool, snapshot.coverage)
             if snapshot.quantile is not None:
                 quantile.add_metric([pool], snapshot.quantile)
-            for signal, count in sorted(snapshot.training_samples.items()):
-                samples.add_metric([pool, signal], count)
-        yield from (up, age, coverage, quantile, samples)
+            _per_signal(samples, pool, snapshot.training_samples)
+            if snapshot.objective is not None:
+                for each in c.OBJECTIVES:
+                    objective.add_metric([pool, each], 1.0 if each == snapshot.objective else 0.0)
+            _per_signal(mae, pool, snapshot.mae_offline)
+            _per_signal(rmse, pool, snapshot.rmse_offline)
+            _per_signal(trained, pool, {s: 0.0 if markers else 1.0 for s, markers in snapshot.untrained.items()})
+        yield from (up, age, coverage, quantile, samples, objective, mae, rmse, trained)
+
+
+def _per_signal(family: GaugeMetricFamily, pool: str, values: Mapping[str, float]) -> None:
+    for signal, value in sorted(values.items()):
+        family.add_metric([pool, signal], value)

@@ -6,7 +6,9 @@ Definitions (docs/review.md explains how to read them):
   budget consumed = (violations / eligible) / (1 - objective) over the window (1.0 = the whole budget);
 - burn rate over a bin = the bin's error ratio / (1 - objective);
 - coverage = share of compared requests (actual and predicted both known) with actual <= predicted,
-  read against the predictor's quantile;
+  read against the predictor's quantile, for quantile predictions only;
+- for mean predictions (``prediction_objective`` mean) instead: bias (mean of actual - predicted), relative
+  bias (over the mean prediction), MAE and RMSE;
 - headroom at routing = target - predicted (the store's ``*_headroom_seconds``);
 - routing: attainment per routing profile (``predicted``, ``default``, ``unknown``) side by side, the difference
   predicted - default, and a two-sided two-proportion z-test of that difference (pooled proportion; see
@@ -49,6 +51,7 @@ __all__ = [
     "coverage",
     "eligible",
     "headroom",
+    "mean_error",
     "objectives",
     "reliability",
     "routing",
@@ -393,6 +396,9 @@ def _compared(requests: pd.DataFrame, signal: str) -> pd.DataFrame:
     predicted = requests[f"predicted_{signal}_seconds"]
     keep = requests["prediction_source"].isin(SOURCES) & actual.notna() & predicted.notna()
     rows = requests.loc[keep, ["pool", "prediction_source", "prediction_quantile"]].copy()
+    objective = requests.get("prediction_objective")
+    # Rows written before the store had the column are quantile predictions (the only kind then judged).
+    rows["objective"] = "quantile" if objective is None else objective[keep].fillna("quantile").astype(str)
     rows["actual"] = actual[keep].astype(float)
     rows["predicted"] = predicted[keep].astype(float)
     rows["covered"] = rows["actual"] <= rows["predicted"]
@@ -400,12 +406,18 @@ def _compared(requests: pd.DataFrame, signal: str) -> pd.DataFrame:
     return rows.rename(columns={"prediction_source": "source", "prediction_quantile": "quantile"})
 
 
+def _compared_of(requests: pd.DataFrame, objective: str) -> pd.DataFrame:
+    rows = pd.concat([_compared(requests, signal) for signal in SIGNALS], ignore_index=True)
+    return rows[rows["objective"] == objective] if not rows.empty else rows
+
+
 def coverage(requests: pd.DataFrame) -> pd.DataFrame:
     """Per signal, source, pool and the predictor's quantile: compared, covered, coverage and coverage - quantile.
 
-    A well-calibrated quantile-q predictor covers a share q of the requests; below q it predicts too low.
+    A well-calibrated quantile-q predictor covers a share q of the requests; below q it predicts too low. Mean
+    predictions are left out (see :func:`mean_error`): half of them are exceeded by design.
     """
-    rows = pd.concat([_compared(requests, signal) for signal in SIGNALS], ignore_index=True)
+    rows = _compared_of(requests, "quantile")
     columns = ["signal", "source", "pool", "quantile", "compared", "covered", "coverage", "gap"]
     if rows.empty:
         return pd.DataFrame(columns=columns)
@@ -420,6 +432,31 @@ def coverage(requests: pd.DataFrame) -> pd.DataFrame:
     return table[columns]
 
 
+def mean_error(requests: pd.DataFrame) -> pd.DataFrame:
+    """Per signal, source and pool, the mean predictions: compared, bias (mean of actual - predicted, s),
+    relative bias (over the mean prediction; positive: predicts too low), MAE and RMSE (s)."""
+    columns = ["signal", "source", "pool", "compared", "bias", "relative_bias", "mae", "rmse"]
+    rows = _compared_of(requests, "mean")
+    if rows.empty:
+        return pd.DataFrame(columns=columns)
+    rows = rows.assign(error=rows["actual"] - rows["predicted"])
+    rows = rows.assign(absolute=rows["error"].abs(), squared=rows["error"] ** 2)
+    table = (
+        rows.groupby(["signal", "source", "pool"])
+        .agg(
+            compared=("error", "size"),
+            bias=("error", "mean"),
+            predicted=("predicted", "mean"),
+            mae=("absolute", "mean"),
+            mse=("squared", "mean"),
+        )
+        .reset_index()
+    )
+    table["relative_bias"] = table["bias"] / table["predicted"]
+    table["rmse"] = table["mse"] ** 0.5
+    return table[columns]
+
+
 def reliability(requests: pd.DataFrame, bins: int = 10) -> pd.DataFrame:
     """Per signal and source: the compared requests cut into ``bins`` equal-count bins of the predicted value
     (``pd.qcut``, deciles by default; fewer when predictions repeat), and in each bin the predicted median, the
@@ -429,7 +466,7 @@ def reliability(requests: pd.DataFrame, bins: int = 10) -> pd.DataFrame:
     """
     columns = ["signal", "source", "bin", "requests", "predicted_low", "predicted_high", "predicted_median"]
     columns += ["quantile", "actual_quantile", "coverage"]
-    rows = pd.concat([_compared(requests, signal) for signal in SIGNALS], ignore_index=True)
+    rows = _compared_of(requests, "quantile")
     parts = []
     for (signal, source), group in rows.groupby(["signal", "source"], sort=True):
         q = float(group["quantile"].fillna(0.9).median())

@@ -35,6 +35,7 @@ COLUMNS = (
     "predicted_ttft_seconds",
     "predicted_tpot_seconds",
     "prediction_quantile",
+    "prediction_objective",
     "ttft_headroom_seconds",
     "tpot_headroom_seconds",
     "failure_reason",

@@ -118,6 +118,7 @@ def store_sections(requests: pd.DataFrame, spec: SLOSpec) -> tuple[pd.DataFrame,
     causes = analysis.causes(requests)
     coverage = analysis.coverage(requests)
     reliability = analysis.reliability(requests)
+    mean_error = analysis.mean_error(requests)
     headroom = analysis.headroom(requests)
     sections = [
         Section("Attainment and error budget", _ATTAINMENT, tables=[("attainment", attainment)]),
@@ -155,9 +156,12 @@ def store_sections(requests: pd.DataFrame, spec: SLOSpec) -> tuple[pd.DataFrame,
             "Coverage = share of requests with actual <= predicted; a quantile-q predictor should cover q of them "
             "(gap = coverage - q; negative: it predicts too low, and routing trusts too-optimistic numbers). The "
             "reliability plot cuts the predictions into deciles and plots the q-quantile of the actual values "
-            "against the median prediction of each: calibrated bins lie on the diagonal.",
+            "against the median prediction of each: calibrated bins lie on the diagonal. Both for quantile "
+            "predictions only; a pool whose predictor predicts the mean is judged in mean_error instead: bias = mean "
+            "of actual - predicted (relative_bias over the mean prediction; positive: it predicts too low), MAE and "
+            "RMSE, in seconds.",
             charts=_chart("reliability", "Reliability plot", charts.reliability_chart(reliability)),
-            tables=[("coverage", coverage), ("reliability", reliability)],
+            tables=[("coverage", coverage), ("reliability", reliability), ("mean_error", mean_error)],
         ),
         Section(
             "Headroom at routing",

@@ -26,7 +26,7 @@ from prometheus_client import CollectorRegistry
 from sloscope.config import Settings
 from sloscope.conventions import MODEL, SKIP_SHUTDOWN
 from sloscope.predictor.client import PredictionClient
-from sloscope.predictor.health import PredictorHealth
+from sloscope.predictor.health import PredictorHealth, PredictorSnapshot
 from sloscope.processors.inflight_history import InflightHistory
 from sloscope.processors.live_headroom import LiveHeadroom
 from sloscope.processors.pod_history import PodHistory
@@ -133,6 +133,7 @@ class PoolMonitor:
             labels=labels,
             predicted_pools=set(self.clients),
             quantile_of=self._quantile_of,
+            objective_of=self._objective_of,
             sink=sink,
         )
         self.inflight = InflightHistory(
@@ -182,11 +183,20 @@ class PoolMonitor:
         self._tasks: list[asyncio.Task[None]] = []
         self._enabled = bool(pools)
 
-    def _quantile_of(self, pool: str) -> float | None:
+    def _snapshot_of(self, pool: str) -> PredictorSnapshot | None:
         for health in self.health:
             if health.pool == pool and health.snapshot is not None:
-                return health.snapshot.quantile
+                return health.snapshot
         return None
+
+    def _quantile_of(self, pool: str) -> float | None:
+        snapshot = self._snapshot_of(pool)
+        return snapshot.quantile if snapshot is not None else None
+
+    def _objective_of(self, pool: str) -> str | None:
+        """The objective the pool's predictor was last polled with: that of the EPP's predictions on spans."""
+        snapshot = self._snapshot_of(pool)
+        return snapshot.objective if snapshot is not None else None
 
     async def start(self) -> None:
         if not self._enabled or self._tasks:

@@ -7,6 +7,12 @@ compared with the quantile; a well-calibrated p90 model covers 90% of requests. 
 would call a perfect p90 model "biased high". Beside coverage: the ratio actual / predicted (its
 distribution shows by how much misses miss) and the pinball loss, the loss a quantile regression
 minimises, so that two predictors of the same quantile can be ranked.
+
+A predictor run with ``LATENCY_OBJECTIVE_TYPE=mean`` (the llm-d router's chart does) predicts the mean
+instead, and about half the requests then exceed their prediction by design: coverage against a quantile
+it does not predict means nothing. A mean prediction is judged by its error ``actual - predicted``: the
+mean error is the **bias** (positive: too low), the mean absolute error (MAE) and the root mean squared
+error (RMSE) its spread; :func:`compare_mean` gives the terms whose sums make them.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-__all__ = ["Comparison", "compare", "pinball_loss"]
+__all__ = ["Comparison", "MeanComparison", "compare", "compare_mean", "pinball_loss"]
 
 
 def pinball_loss(actual: float, predicted: float, quantile: float) -> float:
@@ -36,16 +42,39 @@ class Comparison(NamedTuple):
     loss: float  # pinball loss, seconds
 
 
+class MeanComparison(NamedTuple):
+    """One mean prediction against its actual; seconds (``squared`` in square seconds)."""
+
+    predicted: float
+    error: float  # actual - predicted
+    absolute: float  # |actual - predicted|
+    squared: float  # (actual - predicted) ** 2
+
+
+def compare_mean(actual: float | None, predicted: float | None) -> MeanComparison | None:
+    """The error terms of a mean prediction, or None when either value is missing or unusable (as :func:`compare`)."""
+    if not _usable(actual, predicted):
+        return None
+    assert actual is not None and predicted is not None
+    error = actual - predicted
+    return MeanComparison(predicted, error, abs(error), error * error)
+
+
+def _usable(actual: float | None, predicted: float | None) -> bool:
+    if actual is None or predicted is None:
+        return False
+    return math.isfinite(actual) and math.isfinite(predicted) and actual >= 0 and predicted > 0
+
+
 def compare(actual: float | None, predicted: float | None, quantile: float) -> Comparison | None:
     """The comparison, or None when either value is missing or unusable.
 
     A prediction must be positive and finite (a ratio to zero means nothing); an actual must be
     finite and not negative. ``quantile`` must lie strictly between 0 and 1.
     """
-    if actual is None or predicted is None:
+    if not _usable(actual, predicted):
         return None
-    if not (math.isfinite(actual) and math.isfinite(predicted)) or actual < 0 or predicted <= 0:
-        return None
+    assert actual is not None and predicted is not None
     if not 0.0 < quantile < 1.0:
         raise ValueError(f"quantile must lie in (0, 1), got {quantile}")
     return Comparison(actual / predicted, actual <= predicted, pinball_loss(actual, predicted, quantile))

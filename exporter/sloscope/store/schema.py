@@ -189,15 +189,21 @@ COLUMNS: tuple[Column, ...] = (
     Column(
         "predicted_ttft_seconds",
         pa.float64(),
-        "Predicted TTFT (the predictor's quantile).",
+        "Predicted TTFT (the predictor's quantile, or its mean: see prediction_objective).",
         lambda r: r.predicted_ttft_seconds,
     ),
     Column("predicted_tpot_seconds", pa.float64(), "Predicted TPOT.", lambda r: r.predicted_tpot_seconds),
     Column(
         "prediction_quantile",
         pa.float64(),
-        "The quantile the predictor predicts (0.9 by default).",
+        "The quantile the predictor predicts (0.9 by default); null for a mean prediction.",
         lambda r: r.prediction_quantile,
+    ),
+    Column(
+        "prediction_objective",
+        pa.string(),
+        "What the prediction is: quantile (judge by coverage) or mean (judge by bias, MAE, RMSE); null without one.",
+        lambda r: r.prediction_objective,
     ),
     Column(
         "ttft_headroom_seconds",

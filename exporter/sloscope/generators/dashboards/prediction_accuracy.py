@@ -1,9 +1,11 @@
 """The "Prediction accuracy" dashboard: is the latency predictor the router trusts right?
 
-The predictor is a quantile model (p90 by default), so the first question is coverage, the share of requests
-whose actual latency stayed under the prediction, against the quantile it claims (docs/predictions.md). The
-ratio actual / predicted says by how much the misses miss, the pinball loss ranks predictors of one quantile,
-and the health row says whether a bad number comes from a stale or absent model. Ratios of counters use a
+A quantile predictor (p90 by default) is judged first by coverage, the share of requests whose actual latency
+stayed under the prediction, against the quantile it claims (docs/predictions.md); the ratio actual / predicted
+says by how much the misses miss, the pinball loss ranks predictors of one quantile. A mean predictor (the
+llm-d router's default) feeds none of those: its row shows bias, MAE and RMSE from the error sums. The health
+row says which objective each pool's predictor has, and whether a bad number comes from a stale, absent or
+reset model. Ratios of counters use a
 window the viewer picks (``$window``): coverage over a few minutes of sampled traffic is mostly noise.
 """
 
@@ -26,6 +28,7 @@ _POOL = (var(c.POOL),)
 _PRED_BY = (c.POOL, c.SIGNAL, c.SOURCE)
 _MISS_FACTORS = (1.25, 2.0)
 _TOLERANCE = 0.05
+_BIAS = 0.2  # AlertThresholds.bias_max_ratio
 _SIGNAL_TITLES = {c.SIGNAL_TTFT: "TTFT", c.SIGNAL_TPOT: "TPOT"}
 
 
@@ -43,12 +46,13 @@ def dashboard(spec: SLOSpec) -> Any:
         tags=["predictions"],
         variables=[
             v.datasource_variable(),
-            v.label_variable(c.POOL, c.PREDICTIONS, "Pool"),
-            v.label_variable(c.MODEL, c.PREDICTIONS, "Model", narrowed_by=(c.POOL,)),
+            # Every evaluated request's pool, so pools whose predictor predicts the mean are listed too.
+            v.label_variable(c.POOL, c.REQUESTS, "Pool"),
+            v.label_variable(c.MODEL, c.REQUESTS, "Model", narrowed_by=(c.POOL,)),
             v.interval_variable("window", "Window", _WINDOWS, "1h"),
             v.traces_variable(),
         ],
-        panels=[*_coverage(), *_ratio(), *_by_model(), *_health()],
+        panels=[*_coverage(), *_ratio(), *_by_model(), *_mean(), *_health()],
     )
 
 
@@ -56,6 +60,55 @@ def _coverage_of(by: tuple[str, ...], window: str = WINDOW) -> str:
     covered = sum_by(by, rate(series(c.PREDICTION_COVERED), _FILTERS, window))
     compared = sum_by(by, rate(series(c.PREDICTIONS), _FILTERS, window))
     return f"{covered} / {compared}"
+
+
+def _per_mean_prediction(sum_of: c.MetricDef, by: tuple[str, ...] = _PRED_BY) -> str:
+    """``sum_of`` over the count of mean predictions, over $window: bias, MAE or mean squared error."""
+    return (
+        f"{sum_by(by, rate(series(sum_of), _FILTERS, WINDOW))} / "
+        f"{sum_by(by, rate(series(c.MEAN_PREDICTIONS), _FILTERS, WINDOW))}"
+    )
+
+
+def _mean() -> list[Any]:
+    relative = (
+        f"{sum_by(_PRED_BY, rate(series(c.MEAN_PREDICTION_ERROR), _FILTERS, WINDOW))} / "
+        f"{sum_by(_PRED_BY, rate(series(c.MEAN_PREDICTION_PREDICTED), _FILTERS, WINDOW))}"
+    )
+    legend = "{{pool}} {{signal}} {{source}}"
+    return [
+        d.row("Mean predictions: bias, MAE, RMSE"),
+        d.timeseries(
+            "Relative bias by pool, signal and source",
+            'For predictors of the mean (sloscope_predictor_objective{objective="mean"}): mean of actual - '
+            "predicted over the mean prediction, over $window. Positive: actual latency runs above the predictions "
+            f"(optimistic routing); negative: below. SloscopePredictorBiased alerts beyond ±{_BIAS:.0%}.",
+            [d.Query(relative, legend)],
+            unit=d.PERCENT,
+            width=8,
+            thresholds=d.steps(d.BLUE, (-_BIAS, d.TRANSPARENT), (_BIAS, d.RED)),
+            threshold_style="line+area",
+        ),
+        d.timeseries(
+            "Bias and MAE",
+            "Bias (mean of actual - predicted) and MAE (mean of |actual - predicted|) in seconds over $window, "
+            "from the error sums of mean predictions.",
+            [
+                d.Query(_per_mean_prediction(c.MEAN_PREDICTION_ERROR), f"bias {legend}"),
+                d.Query(_per_mean_prediction(c.MEAN_PREDICTION_ABSOLUTE_ERROR), f"MAE {legend}"),
+            ],
+            unit=d.SECONDS,
+            width=8,
+        ),
+        d.timeseries(
+            "RMSE",
+            "Root mean squared error of mean predictions over $window, seconds. Well above the MAE: a few requests "
+            "are off by a lot.",
+            [d.Query(f"sqrt({_per_mean_prediction(c.MEAN_PREDICTION_SQUARED_ERROR)})", legend)],
+            unit=d.SECONDS,
+            width=8,
+        ),
+    ]
 
 
 def _quantile() -> str:
@@ -227,6 +280,51 @@ def _health() -> list[Any]:
     by = (c.POOL, c.SIGNAL)
     return [
         d.row("Predictor health"),
+        d.stat(
+            "Objective",
+            "What each pool's predictor predicts (sloscope_predictor_objective == 1): quantile (judged by coverage) "
+            "or mean (judged by bias, MAE, RMSE).",
+            [
+                d.Query(
+                    f"max by ({c.POOL}, {c.OBJECTIVE}) ({sel(series(c.PREDICTOR_OBJECTIVE), _POOL)}) == 1",
+                    "{{pool}} {{objective}}",
+                )
+            ],
+            unit=d.NONE,
+            thresholds=d.steps(d.BLUE),
+            width=6,
+            height=8,
+            sparkline=False,
+        ),
+        d.stat(
+            "Trained",
+            "1 (trained) or 0 (reset): a model reset to its default predicts a constant while its servers answer "
+            "ready (no training samples, default-model markers, or the same prediction for two very different probe "
+            "requests).",
+            [d.Query(max_by(by, sel(series(c.PREDICTOR_TRAINED), _POOL)), "{{pool}} {{signal}}")],
+            unit=d.NONE,
+            thresholds=d.steps(d.RED, (1, d.GREEN)),
+            width=6,
+            height=8,
+            sparkline=False,
+        ),
+        d.timeseries(
+            "Offline against online MAE (mean predictors)",
+            "MAE and RMSE a mean-objective training server measured on its held-out samples (offline) against the "
+            "MAE of routed requests over $window (online). Online well above offline: live traffic differs from "
+            "what the predictor learnt from.",
+            [
+                d.Query(
+                    max_by(by, sel(series(c.PREDICTOR_MAE_OFFLINE_SECONDS), _POOL)), "{{pool}} {{signal}} MAE offline"
+                ),
+                d.Query(
+                    max_by(by, sel(series(c.PREDICTOR_RMSE_OFFLINE_SECONDS), _POOL)), "{{pool}} {{signal}} RMSE offline"
+                ),
+                d.Query(_per_mean_prediction(c.MEAN_PREDICTION_ABSOLUTE_ERROR, by), "{{pool}} {{signal}} MAE online"),
+            ],
+            unit=d.SECONDS,
+            width=12,
+        ),
         d.stat(
             "Predictor servers",
             "1 (up) when a training or prediction server answers ready (/readyz, and /status is_ready for prediction "

@@ -1,5 +1,5 @@
-"""Tests of the predictor alerts: calibration drift, a predictor server down, a stale model, pool headroom and
-failing shadow predictions."""
+"""Tests of the predictor alerts: calibration drift (quantile predictors), bias (mean predictors), an untrained
+model, a predictor server down, a stale model, pool headroom and failing shadow predictions."""
 
 from __future__ import annotations
 
@@ -27,6 +27,8 @@ from sloscope.slo.spec import SLOSpec
 def _predictor_tests(spec: SLOSpec, rules: _Rules, t: r.AlertThresholds) -> list[Test]:
     return [
         *_calibration_tests(rules, t),
+        *_bias_tests(rules, t),
+        *_untrained_tests(rules, t),
         *_predictor_down_tests(rules, t),
         *_model_stale_tests(rules, t),
         *_headroom_tests(spec, rules, t),
@@ -61,6 +63,17 @@ def _calibration_tests(rules: _Rules, t: r.AlertThresholds) -> list[Test]:
                 alert_rule_test=_held(name, judged_at + hold, expected),
             )
         )
+        tests.append(
+            _group(
+                f"{name} stays silent for the same coverage of a predictor of the mean",
+                [
+                    *predictor(round(coverage * compared), compared),
+                    quantile_series,
+                    *_objective(c.OBJECTIVE_MEAN, minutes),
+                ],
+                alert_rule_test=[_alert_case(name, judged_at + hold)],
+            )
+        )
     silent_at = hold + 2
     series = [*predictor(90, 100, signal=c.SIGNAL_TPOT), quantile_series]
     if t.calibration_min_predictions > silent_at:
@@ -73,6 +86,75 @@ def _calibration_tests(rules: _Rules, t: r.AlertThresholds) -> list[Test]:
         )
     )
     return tests
+
+
+def _objective(objective: str, minutes: int) -> list[dict[str, str]]:
+    """The pool's objective series: 1 for ``objective``, 0 for the other."""
+    return [
+        _series(
+            c.PREDICTOR_OBJECTIVE.exposed_name,
+            {c.POOL: POOL, c.OBJECTIVE: each},
+            _gauge(int(each == objective), minutes),
+        )
+        for each in c.OBJECTIVES
+    ]
+
+
+def _bias_tests(rules: _Rules, t: r.AlertThresholds) -> list[Test]:
+    name, hold = r.PREDICTOR_BIASED, _minutes(t.calibration_for)
+    minutes = hold + 10
+    which = {c.MODEL: MODEL, c.POOL: POOL, c.SIGNAL: c.SIGNAL_TTFT, c.SOURCE: c.SOURCE_SHADOW}
+    compared = 100
+    judged_at = max(1, math.ceil(t.calibration_min_predictions / compared))
+    bias = round(2 * t.bias_max_ratio, 2)  # actual latency this share above the predictions
+
+    def predictor(error_per_request: float) -> list[dict[str, str]]:
+        # 100 mean predictions a minute of 0.5 s each, off by error_per_request seconds each.
+        return [
+            _series(c.MEAN_PREDICTIONS.exposed_name, which, _counter(compared, minutes)),
+            _series(c.MEAN_PREDICTION_PREDICTED.exposed_name, which, _counter(compared * 0.5, minutes)),
+            _series(c.MEAN_PREDICTION_ERROR.exposed_name, which, _counter(compared * error_per_request, minutes)),
+        ]
+
+    labels = {c.POOL: POOL, c.SIGNAL: c.SIGNAL_TTFT, c.SOURCE: c.SOURCE_SHADOW}
+    biased = predictor(bias * 0.5)
+    return [
+        _group(
+            f"{name} fires when actual latency runs {bias:.0%} above a mean predictor's predictions",
+            [*biased, *_objective(c.OBJECTIVE_MEAN, minutes)],
+            alert_rule_test=_held(name, judged_at + hold, rules.expect(name, labels, bias)),
+        ),
+        _group(
+            f"{name} stays silent for an unbiased mean predictor",
+            [*predictor(0.0), *_objective(c.OBJECTIVE_MEAN, minutes)],
+            alert_rule_test=[_alert_case(name, judged_at + hold)],
+        ),
+        _group(
+            f"{name} stays silent for the sums of a predictor that now predicts a quantile",
+            [*biased, *_objective(c.OBJECTIVE_QUANTILE, minutes)],
+            alert_rule_test=[_alert_case(name, judged_at + hold)],
+        ),
+    ]
+
+
+def _untrained_tests(rules: _Rules, t: r.AlertThresholds) -> list[Test]:
+    name, hold = r.PREDICTOR_UNTRAINED, _minutes(t.untrained_for)
+    minutes, reset_at = hold + 20, 10
+    which = {c.POOL: POOL, c.SIGNAL: c.SIGNAL_TTFT}
+    reset = _series(c.PREDICTOR_TRAINED.exposed_name, which, _switch(1, 0, reset_at, minutes))
+    replica = _series(c.PREDICTOR_TRAINED.exposed_name, {**which, "instance": "sloscope-1:9464"}, _gauge(1, minutes))
+    return [
+        _group(
+            f"{name} fires when a model looks reset for {t.untrained_for}",
+            [reset],
+            alert_rule_test=_held(name, reset_at + hold, rules.expect(name, which, 0.0)),
+        ),
+        _group(
+            f"{name} stays silent while one sloscope replica sees the model trained",
+            [reset, replica],
+            alert_rule_test=[_alert_case(name, reset_at + hold)],
+        ),
+    ]
 
 
 def _predictor_down_tests(rules: _Rules, t: r.AlertThresholds) -> list[Test]:

@@ -11,6 +11,8 @@ GROUP_PIPELINE_ALERTS = "sloscope-pipeline-alerts"
 ERROR_BUDGET_BURN_PAGE = "SloscopeErrorBudgetBurnPage"
 ERROR_BUDGET_BURN_TICKET = "SloscopeErrorBudgetBurnTicket"
 PREDICTOR_CALIBRATION_DRIFT = "SloscopePredictorCalibrationDrift"
+PREDICTOR_BIASED = "SloscopePredictorBiased"
+PREDICTOR_UNTRAINED = "SloscopePredictorUntrained"
 PREDICTOR_DOWN = "SloscopePredictorDown"
 PREDICTOR_MODEL_STALE = "SloscopePredictorModelStale"
 POOL_HEADROOM_EXHAUSTED = "SloscopePoolHeadroomExhausted"
@@ -30,6 +32,8 @@ ALERT_NAMES = (
     ERROR_BUDGET_BURN_PAGE,
     ERROR_BUDGET_BURN_TICKET,
     PREDICTOR_CALIBRATION_DRIFT,
+    PREDICTOR_BIASED,
+    PREDICTOR_UNTRAINED,
     PREDICTOR_DOWN,
     PREDICTOR_MODEL_STALE,
     POOL_HEADROOM_EXHAUSTED,

@@ -1,5 +1,5 @@
-"""The ``sloscope-predictor-alerts`` group: calibration, availability and freshness of the latency predictor,
-pod headroom, shadow predictions."""
+"""The ``sloscope-predictor-alerts`` group: calibration (quantile predictors) or bias (mean predictors),
+training, availability and freshness of the latency predictor, pod headroom, shadow predictions."""
 
 from __future__ import annotations
 
@@ -18,9 +18,11 @@ from sloscope.generators.rules.common import (
 )
 from sloscope.generators.rules.names import (
     POOL_HEADROOM_EXHAUSTED,
+    PREDICTOR_BIASED,
     PREDICTOR_CALIBRATION_DRIFT,
     PREDICTOR_DOWN,
     PREDICTOR_MODEL_STALE,
+    PREDICTOR_UNTRAINED,
     SHADOW_PREDICTIONS_FAILING,
 )
 from sloscope.generators.rules.thresholds import FAILED_SHADOW_REASONS, PIPELINE_WINDOW, AlertThresholds
@@ -39,9 +41,12 @@ def _calibration_drift(t: AlertThresholds, runbook_base: str) -> Rule:
     deviation = f"(\n    {covered}\n    / {compared}\n    - on ({c.POOL}) group_left {quantile}\n  )"
     count = f"sum by ({by}) (increase({_selector(c.PREDICTIONS.exposed_name, sources)}[{window}]))"
     limit = _num(t.calibration_max_deviation)
+    # Not for a predictor of the mean: half its requests exceed their prediction by design. A pool whose
+    # objective is unknown (no predictor polled) is judged as a quantile one, the late-2025 predictor's.
     expr = (
         f"(\n  {deviation} > {limit}\n  or\n  {deviation} < -{limit}\n)\n"
-        f"and on ({by})\n{count} >= {t.calibration_min_predictions}"
+        f"and on ({by})\n{count} >= {t.calibration_min_predictions}\n"
+        f"unless on ({c.POOL})\n{_objective_is(c.OBJECTIVE_MEAN)}"
     )
     return _alert(
         PREDICTOR_CALIBRATION_DRIFT,
@@ -55,6 +60,64 @@ def _calibration_drift(t: AlertThresholds, runbook_base: str) -> Rule:
             f"(coverage minus quantile; negative: optimistic, the EPP sends requests to pods that then miss their "
             f"SLO; positive: pessimistic, it refuses pods that had room). Alerts beyond "
             f"{_pct(t.calibration_max_deviation)} with at least {t.calibration_min_predictions} predictions."
+        ),
+        runbook_base=runbook_base,
+    )
+
+
+def _objective_is(objective: str) -> str:
+    """Pools whose predictor now predicts ``objective`` (max over sloscope replicas)."""
+    selector = _selector(c.PREDICTOR_OBJECTIVE.exposed_name, {c.OBJECTIVE: objective})
+    return f"max by ({c.POOL}) ({selector}) == 1"
+
+
+def _bias(t: AlertThresholds, runbook_base: str) -> Rule:
+    by = _by((c.POOL, c.SIGNAL, c.SOURCE))
+    sources = {c.SOURCE: _one_of(c.SOURCES)}
+    window = t.calibration_window
+
+    def summed(definition: c.MetricDef, fn: str = "rate") -> str:
+        return f"sum by ({by}) ({fn}({_selector(definition.exposed_name, sources)}[{window}]))"
+
+    # Relative: the bias over the mean prediction, so one threshold serves TTFT (s) and TPOT (ms) alike.
+    bias = f"(\n    {summed(c.MEAN_PREDICTION_ERROR)}\n    / {summed(c.MEAN_PREDICTION_PREDICTED)}\n  )"
+    limit = _num(t.bias_max_ratio)
+    expr = (
+        f"(\n  {bias} > {limit}\n  or\n  {bias} < -{limit}\n)\n"
+        f"and on ({by})\n{summed(c.MEAN_PREDICTIONS, 'increase')} >= {t.calibration_min_predictions}\n"
+        f"unless on ({c.POOL})\n{_objective_is(c.OBJECTIVE_QUANTILE)}"
+    )
+    return _alert(
+        PREDICTOR_BIASED,
+        expr,
+        severity=TICKET,
+        hold=t.calibration_for,
+        summary="A mean latency predictor predicts too low or too high on average.",
+        description=(
+            f"Over the last {window}, the {_label(c.SIGNAL)} predictions of the mean-objective predictor of pool "
+            f"{_label(c.POOL)} (source {_label(c.SOURCE)}) were off by {VALUE_PERCENT} of the mean prediction on "
+            f"average (actual minus predicted; positive: it predicts too low, the EPP sends requests to pods that "
+            f"then miss their SLO; negative: too high, it refuses pods that had room). Alerts beyond "
+            f"{_pct(t.bias_max_ratio)} with at least {t.calibration_min_predictions} predictions."
+        ),
+        runbook_base=runbook_base,
+    )
+
+
+def _untrained(t: AlertThresholds, runbook_base: str) -> Rule:
+    # max over sloscope replicas: one replica seeing a trained model is enough.
+    expr = f"max by ({_by((c.POOL, c.SIGNAL))}) ({c.PREDICTOR_TRAINED.exposed_name}) == 0"
+    return _alert(
+        PREDICTOR_UNTRAINED,
+        expr,
+        severity=TICKET,
+        hold=t.untrained_for,
+        summary="The latency predictor looks reset to its default model.",
+        description=(
+            f"The {_label(c.SIGNAL)} model of pool {_label(c.POOL)} has looked untrained for {t.untrained_for}: "
+            f"the training server holds no samples, reports its default models, or the prediction servers "
+            f"predict the same latency for very different requests. The servers answer ready, but the EPP "
+            f"routes on a constant."
         ),
         runbook_base=runbook_base,
     )
@@ -145,6 +208,8 @@ def _shadow_failing(t: AlertThresholds, runbook_base: str) -> Rule:
 def predictor_alerts(thresholds: AlertThresholds, runbook_base: str) -> list[Rule]:
     return [
         _calibration_drift(thresholds, runbook_base),
+        _bias(thresholds, runbook_base),
+        _untrained(thresholds, runbook_base),
         _predictor_down(thresholds, runbook_base),
         _model_stale(thresholds, runbook_base),
         _headroom_exhausted(thresholds, runbook_base),

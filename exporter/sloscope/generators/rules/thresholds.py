@@ -47,6 +47,13 @@ class AlertThresholds:
     """Predictions needed in the window before coverage is judged: at 200 a calibrated p90 model has a standard
     deviation of 2 points, so 0.1 is five of them."""
     calibration_for: str = "30m"
+    bias_max_ratio: float = 0.2
+    """A mean predictor's bias (actual minus predicted) may reach this share of its mean prediction (0.2: actual
+    latency 20% above or below the predictions), over ``calibration_window`` with ``calibration_min_predictions``,
+    for ``calibration_for``."""
+    untrained_for: str = "10m"
+    """How long a model may look reset to its default before it alerts: a restarted training server refits
+    within a few retrain intervals once the EPP sends it samples again."""
     predictor_down_for: str = "5m"
     model_stale_seconds: int = 7200
     """Age of a signal's model above which training is considered stopped (the training server retrains

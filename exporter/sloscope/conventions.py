@@ -379,6 +379,18 @@ EPP_SCHEDULER_ATTEMPTS = _m(
     (POOL, TARGET_MODEL, POD, STATUS),
     'The EPP\'s scheduling attempts, by status and the pod it picked (pod "" on failure or where not named).',
 )
+EPP_INFLIGHT_REQUESTS = _m(
+    "epp_inflight_requests",
+    "gauge",
+    (POOL, POD),
+    "Requests the llm-d EPP has routed to the pod and not yet seen end (its in-flight load producer), all ranks.",
+)
+EPP_INFLIGHT_TOKENS = _m(
+    "epp_inflight_tokens",
+    "gauge",
+    (POOL, POD),
+    "Uncached prompt tokens of the requests in flight to the pod, as the llm-d EPP counts them, all ranks.",
+)
 
 # Self-monitoring.
 SPANS_RECEIVED = _m("spans_received", "counter", (TRANSPORT,), "Spans accepted by a receiver.")
@@ -585,6 +597,8 @@ ALL_METRICS: tuple[MetricDef, ...] = (
     EPP_TPOT_PREDICTION_DURATION_SECONDS,
     EPP_SLO_VIOLATIONS,
     EPP_SCHEDULER_ATTEMPTS,
+    EPP_INFLIGHT_REQUESTS,
+    EPP_INFLIGHT_TOKENS,
     SPANS_RECEIVED,
     SPANS_DROPPED,
     OTLP_REQUESTS,

@@ -99,7 +99,28 @@ def test_llmd_scheduler_attempts_by_pod_under_the_cap(env: Env) -> None:
     }
     assert attempts == {"llama-decode-0": 3.0, "__other__": 2.0}
     assert server.value("sloscope_epp_scheduler_attempts_total", pod="llama-decode-0", **labels) == 3
-    assert server.value("sloscope_label_values_folded_total", label="pod") == 1
+    # llama-decode-1 here, llama-prefill-0 in the in-flight gauges: each folded pod counted once
+    assert server.value("sloscope_label_values_folded_total", label="pod") == 2
+
+
+def test_llmd_in_flight_load_per_pod_under_the_cap(env: Env) -> None:
+    """llm_d_epp_inflight_{requests,tokens} (inflightload/metrics.go:32-48 @ebab6879) per pod, ranks summed.
+
+    The page has llama-decode-0 at 0/0, llama-decode-1 and llama-prefill-0 at 1 request / 2100 tokens each;
+    with a pod cap of 1 (llama-decode-0 admitted first) the other two fold into ``__other__``, added up.
+    """
+    samples = env.server.samples()
+
+    def per_pod(name: str, pool: str) -> dict[str, float]:
+        return {
+            dict(labels)["pod"]: value
+            for (family, labels), value in samples.items()
+            if family == name and dict(labels).get("pool") == pool
+        }
+
+    assert per_pod("sloscope_epp_inflight_requests", "llmd") == {"llama-decode-0": 0.0, "__other__": 2.0}
+    assert per_pod("sloscope_epp_inflight_tokens", "llmd") == {"llama-decode-0": 0.0, "__other__": 4200.0}
+    assert per_pod("sloscope_epp_inflight_requests", "gie") == {}  # the late-2025 EPP has no in-flight producer
 
 
 def test_streaming_off_published_as_end_to_end(env: Env) -> None:

@@ -11,6 +11,10 @@ per-label cap as every other ``pod`` label (``limits.max_label_values``): past t
 ``__other__`` and their counts are added up; ``sloscope_label_values_folded_total{label="pod"}`` counts
 each folded pod once (every render folds it again). The plugin labels need no cap: their values are the plugin
 instances of the EPP's own configuration.
+
+The llm-d EPP's in-flight gauges (the load its latency plugin routes on, read by
+:mod:`sloscope.receivers.epp_inflight` for shadow predictions) are re-published per pod, summed over the
+pod's data-parallel ranks as the pod gauges are, through the same ``pod`` cap.
 """
 
 from __future__ import annotations
@@ -18,25 +22,28 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
-from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
 
 from sloscope import conventions as c
 from sloscope.publishers.cardinality import LabelGuard
 from sloscope.receivers.epp import EPPPage
+from sloscope.receivers.epp_inflight import InflightPage
 from sloscope.receivers.epp_page import REPUBLISHED_COUNTERS, REPUBLISHED_HISTOGRAMS, SeriesKey
 
-__all__ = ["EPP_COUNTERS", "EPP_HISTOGRAMS", "EPPCollector"]
+__all__ = ["EPP_COUNTERS", "EPP_GAUGES", "EPP_HISTOGRAMS", "EPPCollector"]
 
 EPP_HISTOGRAMS: tuple[c.MetricDef, ...] = REPUBLISHED_HISTOGRAMS
 """The histogram families, in the order they are rendered; the counters follow them."""
 EPP_COUNTERS: tuple[c.MetricDef, ...] = REPUBLISHED_COUNTERS
+EPP_GAUGES: tuple[c.MetricDef, ...] = (c.EPP_INFLIGHT_REQUESTS, c.EPP_INFLIGHT_TOKENS)
 
 
 class EPPCollector:
     """Renders the pages ``pages()`` returns (one per pool; ``None`` for a pool without a current page).
 
-    Wire it as ``EPPCollector(lambda: [scraper.latest for scraper in scrapers], limits, on_fold)``.
+    Wire it as ``EPPCollector(lambda: [scraper.latest for scraper in scrapers], limits, on_fold, inflight)``
+    where ``inflight()`` gives each pool's newest in-flight page (None when stale or never scraped).
     ``collect()`` runs in the /metrics handler's threads; pages are immutable, and the label cap is
     taken under a lock.
     """
@@ -46,8 +53,10 @@ class EPPCollector:
         pages: Callable[[], Iterable[EPPPage | None]],
         max_label_values: Mapping[str, int] | None = None,
         on_fold: Callable[[str], None] | None = None,
+        inflight: Callable[[], Iterable[tuple[str, InflightPage | None]]] | None = None,
     ) -> None:
         self._pages = pages
+        self._inflight = inflight or (lambda: ())
         limits = {c.POD: max_label_values[c.POD]} if max_label_values and c.POD in max_label_values else {}
         self._guard = LabelGuard(limits, lambda label: None)
         self._on_fold = on_fold or (lambda label: None)
@@ -56,16 +65,17 @@ class EPPCollector:
 
     def describe(self) -> Iterator[Metric]:
         """The families without samples, so the registry learns the names without calling ``collect()``."""
-        return self._families([])
+        return self._families([], [])
 
     def collect(self) -> Iterator[Metric]:
         pages: dict[str, EPPPage] = {}
         for page in self._pages():
             if page is not None:
                 pages.setdefault(page.pool, page)  # pool names are unique (Settings checks); first wins
-        return self._families([pages[pool] for pool in sorted(pages)])
+        inflight = sorted((pool, page) for pool, page in self._inflight() if page is not None and page.llm_d)
+        return self._families([pages[pool] for pool in sorted(pages)], inflight)
 
-    def _families(self, pages: list[EPPPage]) -> Iterator[Metric]:
+    def _families(self, pages: list[EPPPage], inflight: list[tuple[str, InflightPage]]) -> Iterator[Metric]:
         for definition in EPP_HISTOGRAMS:
             histogram = HistogramMetricFamily(definition.name, definition.help, labels=definition.labels)
             for page in pages:
@@ -82,6 +92,18 @@ class EPPCollector:
                 for key in sorted(values):
                     counter.add_metric(list(key), values[key])
             yield counter
+        for definition in EPP_GAUGES:
+            gauge = GaugeMetricFamily(definition.name, definition.help, labels=definition.labels)
+            tokens = definition is c.EPP_INFLIGHT_TOKENS
+            for pool, loads in inflight:
+                per_pod: dict[SeriesKey, float] = {
+                    (pool, pod): float(sum(load.tokens if tokens else load.requests for load in ranks.values()))
+                    for pod, ranks in loads.pods.items()
+                }
+                values = self._capped(definition, per_pod)
+                for key in sorted(values):
+                    gauge.add_metric(list(key), values[key])
+            yield gauge
 
     def _capped(self, definition: c.MetricDef, values: Mapping[SeriesKey, float]) -> Mapping[SeriesKey, float]:
         """The series with their ``pod`` value through the cap, folded series added up."""

@@ -178,6 +178,7 @@ class PoolMonitor:
                 lambda: [scraper.latest for scraper in self.epp],
                 settings.limits.max_label_values,
                 lambda label: folded.labels(label).inc(),
+                lambda: [(scraper.pool, self.inflight.latest(scraper.pool)) for scraper in self.epp],
             )
         )
         self._tasks: list[asyncio.Task[None]] = []

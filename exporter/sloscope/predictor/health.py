@@ -11,9 +11,11 @@ One :meth:`PredictorHealth.poll_once` GETs, all at once (endpoints as in ``train
 - each prediction server's ``/readyz`` (200, or 503 ``{"detail": "Models are not ready"}``) and
   ``/status`` (``is_ready``, ``quantile``; the llm-d predictor adds ``objective_type``, ``ensemble_active``
   and the gated models in ``models_exist``, prediction/prediction_server.py:966-995 at b5d19f1);
-- then each prediction server that answered ready gets two ``POST /predict`` with the probe requests of
+- then, unless the probe is off (``probe=False``, the ``predictions.reset_probe`` setting), each prediction
+  server that answered ready gets two ``POST /predict`` with the probe requests of
   :mod:`sloscope.predictor.reset` (``/predict`` is in both predictor generations; the answers carry
-  ``objective_type`` too): the same prediction for both is the mark of the default model.
+  ``objective_type`` too): the same prediction for both is the mark of the default model. Without the
+  probe a reset shows only by its other markers, and the objective comes from ``/status`` and ``/metrics``.
 
 A training server is up when ``/readyz`` answers 2xx; a prediction server when ``/readyz`` answers
 2xx and ``/status`` says ``is_ready: true``. The quantile comes from the first prediction server (in
@@ -128,8 +130,10 @@ class PredictorHealth:
         timeout: float,
         *,
         clock: Callable[[], float] = time.time,
+        probe: bool = True,
     ) -> None:
         self.pool = pool
+        self._probe_enabled = probe
         self._training_url = servers.training_url.rstrip("/") if servers.training_url else None
         self._prediction_urls = [url.rstrip("/") for url in servers.prediction_urls]
         self._http = http
@@ -214,6 +218,8 @@ class PredictorHealth:
         up = ready.ok and status.is_ready
         if not up:
             return _Prediction(False, status)
+        if not self._probe_enabled:
+            return _Prediction(up, status)
         answers = await asyncio.gather(*(self._probe(base, features.to_json()) for features in reset.PROBE))
         usable = [a for a in answers if a is not None]
         if len(usable) < len(answers):

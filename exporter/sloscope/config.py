@@ -475,6 +475,11 @@ class Predictions(_Section):
     health_interval_seconds: float = Field(
         default=15.0, gt=0, description="How often predictor servers' health endpoints are polled."
     )
+    reset_probe: bool = Field(
+        default=True,
+        description="At each health poll, ask every ready prediction server two POST /predict of very different "
+        "requests: the same answer for both marks a model reset to its default (docs/predictions.md).",
+    )
     epp_generation: Literal["auto", "gie-2025", "llm-d"] = Field(
         default="auto",
         description="Which EPP's prediction call shadow predictions reproduce (docs/predictions.md): gie-2025 "

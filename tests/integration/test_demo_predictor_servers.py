@@ -21,7 +21,8 @@ from sloscope.demo.predictor_servers import PredictorFleet
 from sloscope.demo.quantile_model import MODEL_TYPE, OnlineQuantileModel
 from sloscope.predictor.client import PredictionClient
 from sloscope.predictor.features import Features
-from sloscope.predictor.health import PredictorHealth, parse_last_modified, parse_training_metrics
+from sloscope.predictor.health import PredictorHealth
+from sloscope.predictor.status import parse_last_modified, parse_training_metrics
 from sloscope.telemetry import Telemetry
 
 pytestmark = pytest.mark.integration

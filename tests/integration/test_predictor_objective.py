@@ -19,7 +19,6 @@ import asyncio
 import json
 import logging
 import math
-import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -39,7 +38,7 @@ from sloscope.publishers.predictor_health import PredictorHealthCollector
 from sloscope.telemetry import Telemetry
 from tests.support.prediction_server import PredictionBehaviour, PredictionServer, predicted_tpot_ms, predicted_ttft_ms
 from tests.support.serving import RunningServer
-from tests.support.training_server import TrainingBehaviour, TrainingServer, recorded_metrics_page
+from tests.support.training_server import TrainingBehaviour, TrainingServer, recorded_metrics_page, without_samples
 
 pytestmark = pytest.mark.integration
 
@@ -64,14 +63,16 @@ def start() -> Iterator[Callable[[RunningServer], RunningServer]]:
         server.stop()
 
 
-def polls(servers: PredictorServers, count: int = 1, between: Callable[[int], None] | None = None) -> list[Any]:
+def polls(
+    servers: PredictorServers, count: int = 1, between: Callable[[int], None] | None = None, *, probe: bool = True
+) -> list[Any]:
     """``count`` polls of one PredictorHealth; ``between(i)`` runs before poll i > 0. The snapshots and the
     published samples after the last poll."""
 
     async def run() -> list[Any]:
         async with httpx.AsyncClient() as http:
             registry = CollectorRegistry()
-            health = PredictorHealth(POOL, servers, http, Telemetry(registry), 5.0)
+            health = PredictorHealth(POOL, servers, http, Telemetry(registry), 5.0, probe=probe)
             snapshots = []
             for index in range(count):
                 if index and between is not None:
@@ -93,8 +94,8 @@ def published(collector: PredictorHealthCollector, definition: c.MetricDef) -> d
     return out
 
 
-def one_poll(servers: PredictorServers) -> tuple[PredictorSnapshot, PredictorHealthCollector]:
-    snapshots, collector = polls(servers)
+def one_poll(servers: PredictorServers, *, probe: bool = True) -> tuple[PredictorSnapshot, PredictorHealthCollector]:
+    snapshots, collector = polls(servers, probe=probe)
     return snapshots[-1], collector
 
 
@@ -306,12 +307,7 @@ def test_a_fresh_prediction_server_status_marks_both_models_default(
 def test_a_training_server_with_no_samples_is_untrained(
     shared: Path, start: Callable[[RunningServer], RunningServer]
 ) -> None:
-    page = re.sub(
-        r"^(training_samples_count\{[^}]*\}) \d+$",
-        r"\1 0",
-        recorded_metrics_page(shared, c.OBJECTIVE_MEAN),
-        flags=re.M,
-    )
+    page = without_samples(recorded_metrics_page(shared, c.OBJECTIVE_MEAN))
     training = start(TrainingServer(shared, TrainingBehaviour(llmd=c.OBJECTIVE_MEAN, metrics=page)))
     snapshot, collector = one_poll(PredictorServers(training_url=training.url))
     assert snapshot.training_samples == {"ttft": 0.0, "tpot": 0.0}
@@ -359,3 +355,17 @@ def test_nothing_is_said_of_training_without_a_source(start: Callable[[RunningSe
     snapshot, collector = one_poll(PredictorServers(prediction_urls=[server.url]))
     assert snapshot.untrained == {}
     assert published(collector, c.PREDICTOR_TRAINED) == {}
+
+
+def test_without_the_reset_probe_nothing_is_predicted_and_the_status_speaks(
+    shared: Path, start: Callable[[RunningServer], RunningServer]
+) -> None:
+    # A reset llm-d prediction server in mean mode: constant predictions, its gated models absent.
+    body = llmd(shared, c.OBJECTIVE_MEAN, "fresh-prediction-server-status.json")
+    behaviour = PredictionBehaviour(objective=c.OBJECTIVE_MEAN, constant_ms=(10.0, 10.0), status_body=body)
+    server = start(PredictionServer(behaviour))
+    snapshot, collector = one_poll(PredictorServers(prediction_urls=[server.url]), probe=False)
+    assert "/predict" not in server.behaviour.calls and server.behaviour.received == []
+    assert snapshot.objective == c.OBJECTIVE_MEAN  # from /status alone
+    assert snapshot.untrained == {"ttft": (MARKER_DEFAULT_MODELS,), "tpot": (MARKER_DEFAULT_MODELS,)}  # no constant
+    assert published(collector, c.PREDICTOR_TRAINED) == {("ttft",): 0.0, ("tpot",): 0.0}

@@ -13,6 +13,7 @@ run in that objective instead (``fixtures/predictor/llm-d/<objective>/training-s
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,6 +67,14 @@ def recorded_metrics_page(shared: Path, llmd: str | None = None) -> str:
     name = "training-server-metrics-xgboost.txt" if llmd is None else "training-server-metrics.txt"
     text = (_folder(shared, llmd) / name).read_text()
     return "".join(line for line in text.splitlines(keepends=True) if not line.startswith("#"))
+
+
+def without_samples(page: str) -> str:
+    """``page`` with every ``training_samples_count`` line at 0: a training server restarted, its samples lost
+    (they live in memory, training/training_server.py:1628-1640 at b5d19f1)."""
+    emptied, count = re.subn(r"^(training_samples_count\{[^}]*\}) \d+$", r"\1 0", page, flags=re.M)
+    assert count, "the page has no training_samples_count line"
+    return emptied
 
 
 def create_training_app(behaviour: TrainingBehaviour, shared: Path, release: asyncio.Event | None = None) -> FastAPI:

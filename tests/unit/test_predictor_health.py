@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sloscope.predictor.health import (
+from sloscope.predictor.status import (
     newest_coverage,
     parse_last_modified,
     parse_status,

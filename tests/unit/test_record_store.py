@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import math
+import re
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pandas as pd
@@ -298,3 +301,59 @@ def test_every_column_has_an_arrow_type_pandas_understands() -> None:
     assert list(frame.columns) == SCHEMA.names
     assert isinstance(SCHEMA.field("end_time").type, pa.TimestampType)
     assert str(frame["end_time"].dtype) == "datetime64[ns, UTC]"
+
+
+def _docs_blocks(language: str) -> list[str]:
+    text = (Path(__file__).parents[2] / "docs" / "record-store.md").read_text()
+    return re.findall(rf"^```{language}\n(.*?)^```", text, flags=re.M | re.S)
+
+
+def _predicted(n: int, pool: str, objective: str | None, predicted: float | None, end_ns: int, **fields: Any) -> Any:
+    row = record(n, end_ns=end_ns, pool=pool, **fields)
+    if objective is not None:
+        row.prediction_source, row.prediction_objective = "shadow", objective
+        row.predicted_ttft_seconds = predicted
+        row.prediction_quantile = 0.9 if objective == "quantile" else None
+    return row
+
+
+def test_the_documented_queries_run_as_written_on_a_store_of_known_rows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docs/record-store.md's pandas snippet and DuckDB queries, their path pointed at a store written here.
+
+    Actual TTFT 0.2 s everywhere (one row against a 100 ms SLO: the one violation). pool-a: quantile predictions
+    0.25, 0.15, 0.3 s (two cover), one mean prediction of 0.1 s that coverage must leave out, one request without
+    a prediction; pool-b: mean predictions 0.1 and 0.25 s (errors +0.1 and -0.05 s).
+    """
+    end_ns = (time.time_ns() // HOUR_NS) * HOUR_NS - HOUR_NS // 2  # half an hour before this hour began
+    rows = [
+        _predicted(0, "pool-a", "quantile", 0.25, end_ns),
+        _predicted(1, "pool-a", "quantile", 0.15, end_ns),
+        _predicted(2, "pool-a", "quantile", 0.3, end_ns, slo_ttft_ms=100.0),
+        _predicted(3, "pool-a", "mean", 0.1, end_ns),
+        _predicted(4, "pool-a", None, None, end_ns),
+        _predicted(5, "pool-b", "mean", 0.1, end_ns),
+        _predicted(6, "pool-b", "mean", 0.25, end_ns),
+    ]
+    hour = datetime.fromtimestamp(end_ns // HOUR_NS * HOUR_NS / 1e9, UTC)
+    write_atomic(tmp_path, hour, to_table(rows), hour)
+    here = lambda block: block.replace("/var/lib/sloscope/records", str(tmp_path))  # noqa: E731
+
+    (snippet,) = _docs_blocks("python")
+    exec(here(snippet).replace("2026-11-23", f"{hour:%Y-%m-%d}"), {})
+    assert float(capsys.readouterr().out) == pytest.approx(1 - 1 / 7)  # TTFT attainment
+
+    coverage, mean = _docs_blocks("sql")
+    assert duckdb.sql(here(coverage)).fetchall() == [("interactive", 7, 1, pytest.approx(2 / 3), 0.9)]
+    assert duckdb.sql(here(mean)).fetchall() == [
+        ("pool-a", 1, pytest.approx(0.1), pytest.approx(1.0), pytest.approx(0.1), pytest.approx(0.1)),
+        (
+            "pool-b",
+            2,
+            pytest.approx(0.025),  # (0.1 - 0.05) / 2
+            pytest.approx(0.05 / 0.35),
+            pytest.approx(0.075),
+            pytest.approx(math.sqrt((0.1**2 + 0.05**2) / 2)),
+        ),
+    ]

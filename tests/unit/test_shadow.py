@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import random
 from pathlib import Path
 
@@ -227,3 +228,47 @@ def test_a_request_whose_pod_was_never_scraped_has_no_pod_state() -> None:
     h = Harness(shadow=False)
     h.publish(pod="vllm-9")
     assert h.records[0].pod_state is None
+
+
+def test_a_change_of_objective_is_logged_once_per_change_and_each_prediction_counted_by_its_own(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    h = Harness()
+    objective = ["quantile"]
+    h.tracker._objective_of = lambda pool: objective[0]  # the pool's predictor as last polled
+    for n in range(3):
+        h.publish(trace_id=f"{n:032x}")
+    first, second, third = h.tracker.take(10)
+    with caplog.at_level(logging.INFO, logger="sloscope.processors.predictions"):
+        h.tracker.record(first, source="shadow", predicted_ttft=0.2, predicted_tpot=0.03, quantile=0.9)
+        h.tracker.record(
+            second, source="shadow", predicted_ttft=0.1, predicted_tpot=0.03, quantile=0.9, objective="mean"
+        )
+        h.tracker.record(
+            third, source="shadow", predicted_ttft=0.2, predicted_tpot=0.02, quantile=0.9, objective="mean"
+        )
+        objective[0] = "mean"
+        h.publish(trace_id="ef" * 16, predicted_ttft_ms=100.0)  # a span prediction at the polled objective
+        objective[0] = "quantile"
+        h.publish(trace_id="fe" * 16, predicted_ttft_ms=100.0)
+    assert [r.getMessage() for r in caplog.records] == [
+        "predictions of pool pool-a are now mean predictions (were quantile)",
+        "predictions of pool pool-a are now quantile predictions (were mean)",
+    ]
+    assert all(r.levelno == logging.WARNING for r in caplog.records)
+    assert [(r.prediction_objective, r.prediction_quantile) for r in h.records] == [
+        ("quantile", 0.9),
+        ("mean", None),
+        ("mean", None),
+        ("mean", None),
+        ("quantile", 0.9),
+    ]
+    shadow = {"model": "llama", "pool": "pool-a", "signal": "ttft", "source": "shadow"}
+    span = {**shadow, "source": "span"}
+    assert h.value("sloscope_predictions_total", **shadow) == 1
+    assert h.value("sloscope_mean_predictions_total", **shadow) == 2
+    # actual TTFT 0.15 s against 0.1 and 0.2 s: errors +0.05 and -0.05 s, bias 0, MAE 0.05 s
+    assert h.value("sloscope_mean_prediction_error_seconds_total", **shadow) == pytest.approx(0.0, abs=1e-12)
+    assert h.value("sloscope_mean_prediction_absolute_error_seconds_total", **shadow) == pytest.approx(0.1)
+    assert h.value("sloscope_mean_predictions_total", **span) == 1
+    assert h.value("sloscope_predictions_total", **span) == 1

@@ -11,9 +11,11 @@ One :meth:`PredictorHealth.poll_once` GETs, all at once (endpoints as in ``train
 - each prediction server's ``/readyz`` (200, or 503 ``{"detail": "Models are not ready"}``) and
   ``/status`` (``is_ready``, ``quantile``; the llm-d predictor adds ``objective_type``, ``ensemble_active``
   and the gated models in ``models_exist``, prediction/prediction_server.py:966-995 at b5d19f1);
-- then each prediction server that answered ready gets two ``POST /predict`` with the probe requests of
+- then, unless the probe is off (``probe=False``, the ``predictions.reset_probe`` setting), each prediction
+  server that answered ready gets two ``POST /predict`` with the probe requests of
   :mod:`sloscope.predictor.reset` (``/predict`` is in both predictor generations; the answers carry
-  ``objective_type`` too): the same prediction for both is the mark of the default model.
+  ``objective_type`` too): the same prediction for both is the mark of the default model. Without the
+  probe a reset shows only by its other markers, and the objective comes from ``/status`` and ``/metrics``.
 
 A training server is up when ``/readyz`` answers 2xx; a prediction server when ``/readyz`` answers
 2xx and ``/status`` says ``is_ready: true``. The quantile comes from the first prediction server (in
@@ -46,16 +48,15 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Any, TypeGuard, TypeVar
+from typing import Any, TypeVar
 
 import httpx
 
 from sloscope import conventions as c
 from sloscope.config import PredictorServers
 from sloscope.predictor import reset
-from sloscope.predictor.features import parse_objective
-from sloscope.predictor.training_page import TrainingPage, newest_of_ring, read_training_page
+from sloscope.predictor.status import Status, parse_last_modified, probe_answer, read_status
+from sloscope.predictor.training_page import TrainingPage, read_training_page
 from sloscope.receivers.http_auth import CredentialsError
 from sloscope.receivers.http_fetch import Fetched, failure_result, fetch, fetch_json, status_result
 from sloscope.redaction import redact_url
@@ -65,19 +66,11 @@ __all__ = [
     "PredictorHealth",
     "PredictorSnapshot",
     "ServerStatus",
-    "Status",
-    "newest_coverage",
-    "parse_last_modified",
-    "parse_status",
-    "parse_training_metrics",
-    "parse_training_samples",
-    "read_status",
 ]
 
 log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
-_GATED = {signal: f"{signal}_gated" for signal in c.SIGNALS}  # models_exist keys of the llm-d predictor
 
 
 @dataclass(frozen=True)
@@ -111,21 +104,6 @@ class PredictorSnapshot:
 
 
 @dataclass(frozen=True)
-class Status:
-    """A prediction server's ``/status``: readiness, quantile, objective and the gated models it lacks."""
-
-    is_ready: bool
-    quantile: float | None = None
-    objective: str = c.OBJECTIVE_QUANTILE
-    gated_absent: frozenset[str] = frozenset()  # signals whose models_exist.<signal>_gated is false
-    lists_gated: bool = False  # models_exist has gated keys at all (the llm-d predictor in ensemble mode)
-
-
-class _ShapeError(ValueError):
-    """A 2xx body that is not what the endpoint documents."""
-
-
-@dataclass(frozen=True)
 class _Training:
     up: bool
     last_modified: dict[str, float] | None = None  # None: /models/list not read this time
@@ -152,8 +130,10 @@ class PredictorHealth:
         timeout: float,
         *,
         clock: Callable[[], float] = time.time,
+        probe: bool = True,
     ) -> None:
         self.pool = pool
+        self._probe_enabled = probe
         self._training_url = servers.training_url.rstrip("/") if servers.training_url else None
         self._prediction_urls = [url.rstrip("/") for url in servers.prediction_urls]
         self._http = http
@@ -238,6 +218,8 @@ class PredictorHealth:
         up = ready.ok and status.is_ready
         if not up:
             return _Prediction(False, status)
+        if not self._probe_enabled:
+            return _Prediction(up, status)
         answers = await asyncio.gather(*(self._probe(base, features.to_json()) for features in reset.PROBE))
         usable = [a for a in answers if a is not None]
         if len(usable) < len(answers):
@@ -258,7 +240,7 @@ class PredictorHealth:
         answer = None
         if result == c.RESULT_SUCCESS:
             try:
-                answer = _probe_answer(json.loads(response.content))
+                answer = probe_answer(json.loads(response.content))
             except ValueError as exc:
                 log.debug("%s %s: unexpected body: %s", kind, url, exc)
                 result = c.RESULT_PARSE_ERROR
@@ -319,107 +301,6 @@ def _untrained(
         constant=[signal for found in probed for signal in found],
         known=known,
     )
-
-
-def _probe_answer(document: Any) -> tuple[float, float, str]:
-    if not isinstance(document, dict):
-        raise _ShapeError("not an object")
-    ttft, tpot = document.get("ttft_ms"), document.get("tpot_ms")
-    if not (_is_number(ttft) and _is_number(tpot)):
-        raise _ShapeError("no numeric ttft_ms and tpot_ms")
-    return float(ttft), float(tpot), parse_objective(document.get("objective_type"))
-
-
-def parse_last_modified(document: Any) -> dict[str, float]:
-    """Seconds since the epoch of each signal's model write, from a ``/models/list`` body.
-
-    A model that does not exist (``last_modified: null``) is left out. A timestamp without an offset
-    (the real server always writes one) is read as UTC. Raises ``ValueError`` for another shape.
-    """
-    models = document.get("models") if isinstance(document, dict) else None
-    if not isinstance(models, dict):
-        raise _ShapeError("no 'models' object")
-    out: dict[str, float] = {}
-    for signal in c.SIGNALS:
-        entry = models.get(signal)
-        if entry is None:
-            continue
-        if not isinstance(entry, dict):
-            raise _ShapeError(f"models.{signal} is not an object")
-        stamp = entry.get("last_modified")
-        if stamp is None:
-            continue
-        if not isinstance(stamp, str):
-            raise _ShapeError(f"models.{signal}.last_modified is not a string")
-        try:
-            moment = datetime.fromisoformat(stamp)
-            if moment.tzinfo is None:
-                moment = moment.replace(tzinfo=UTC)
-            out[signal] = moment.timestamp()
-        except (ValueError, OverflowError) as exc:
-            raise _ShapeError(f"models.{signal}.last_modified: {exc}") from exc
-    return out
-
-
-def read_status(document: Any) -> Status:
-    """A prediction server's ``/status`` body; ``ValueError`` if it has no boolean ``is_ready`` or a field of
-    another type.
-
-    ``objective_type`` absent (the late-2025 predictor) is quantile. A gated model is absent when
-    ``models_exist`` lists its key as false: the llm-d predictor lists ``ttft_gated``/``tpot_gated`` only with
-    ensemble mode on (prediction_server.py:978-983 at b5d19f1), and before the first real retrain they are
-    false (fixtures ``llm-d/*/fresh-prediction-server-status.json``).
-    """
-    if not isinstance(document, dict) or not isinstance(document.get("is_ready"), bool):
-        raise _ShapeError("no boolean 'is_ready'")
-    quantile = document.get("quantile")
-    if quantile is not None and not _is_number(quantile):
-        raise _ShapeError("'quantile' is not a number")
-    models = document.get("models_exist")
-    gated = {signal: models.get(key) for signal, key in _GATED.items()} if isinstance(models, dict) else {}
-    return Status(
-        document["is_ready"],
-        None if quantile is None else float(quantile),
-        parse_objective(document.get("objective_type")),
-        frozenset(signal for signal, exists in gated.items() if exists is False),
-        any(exists is not None for exists in gated.values()),
-    )
-
-
-def parse_status(document: Any) -> tuple[bool, float | None]:
-    """``is_ready`` and ``quantile`` of a prediction server's ``/status`` body; ``ValueError`` if it is none."""
-    status = read_status(document)
-    return status.is_ready, status.quantile
-
-
-def parse_training_metrics(text: str, openmetrics: bool = False) -> tuple[float | None, dict[str, float]]:
-    """``model_quantile{}`` and the newest coverage ratio per signal of a training server's ``/metrics``.
-
-    Raises ``ValueError`` (an ``ExpositionError``) for a malformed line of those families.
-    """
-    page = read_training_page(text, openmetrics)
-    return page.quantile, dict(page.coverage)
-
-
-def parse_training_samples(text: str, openmetrics: bool = False) -> dict[str, float]:
-    """Training samples held per signal: the sum of ``training_samples_count{model=...}`` over its buckets.
-
-    The training server keeps samples in (queue, cache, prefix) buckets per model and publishes one line per
-    bucket; their sum is what the next fit learns from. Signals with no line are left out.
-    """
-    return dict(read_training_page(text, openmetrics).samples)
-
-
-def newest_coverage(samples: Iterable[tuple[Mapping[str, str], float]]) -> float | None:
-    """The value at the highest integer ``idx`` among ``(labels, value)`` pairs (the newest evaluation).
-
-    Raises ``ValueError`` for an ``idx`` that is not a non-negative integer.
-    """
-    return newest_of_ring(samples)
-
-
-def _is_number(value: Any) -> TypeGuard[int | float]:
-    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _log_changes(previous: PredictorSnapshot, current: PredictorSnapshot) -> None:

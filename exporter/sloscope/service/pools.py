@@ -119,7 +119,14 @@ class PoolMonitor:
             if pool.predictor is not None and pool.predictor.prediction_urls
         }
         self.health = [
-            PredictorHealth(pool.name, pool.predictor, predictor_http[pool.name], telemetry, scrape.timeout_seconds)
+            PredictorHealth(
+                pool.name,
+                pool.predictor,
+                predictor_http[pool.name],
+                telemetry,
+                scrape.timeout_seconds,
+                probe=predictions.reset_probe,
+            )
             for pool in pools
             if pool.predictor is not None
         ]

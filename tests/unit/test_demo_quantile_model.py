@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from sloscope import conventions as c
 from sloscope.demo.quantile_model import (
     MIN_PREDICTION_MS,
     MODEL_TYPE,
@@ -302,3 +303,32 @@ def test_coefficients_are_the_same_line_in_raw_units() -> None:
 )
 def test_prefill_score_buckets_are_the_real_servers(score: float, bucket: int) -> None:
     assert prefill_score_bucket(score) == bucket
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_mean_objective_converges_to_the_known_mean_and_measures_mae_and_rmse(seed: int) -> None:
+    """Mean mode, as the llm-d predictor runs under llm-d-router's chart: squared-loss SGD, MAE/RMSE rings."""
+    data = random.Random(seed)
+    model = OnlineQuantileModel(0.9, random.Random(seed + 100), objective=c.OBJECTIVE_MEAN)
+    for _ in range(5):
+        model.add(synthetic(data, 1000))
+        model.retrain()
+    middle = model.predict(Features(0.5, 1000, 5, 15, 100, 0.5))
+    assert middle is not None
+    # the synthetic load's conditional means: Exp(mean m) adds m
+    assert middle.ttft_ms == pytest.approx(20.0 + 0.1 * 1000 + 30.0, rel=0.05)
+    assert middle.tpot_ms == pytest.approx(5.0 + 0.5 * 15 + 4.0, rel=0.05)
+    assert (middle.objective, middle.quantile) == (c.OBJECTIVE_MEAN, 0.9)
+    fresh = synthetic(data, 5000)
+    errors = [e.actual_ttft_ms - p.ttft_ms for e in fresh if (p := model.predict(features_of(e)))]
+    assert sum(errors) / len(errors) == pytest.approx(0.0, abs=2.0)  # unbiased, to 2 ms of a 30 ms noise
+    rings = model.metrics().rings["ttft"]
+    assert type(rings)._fields == ("mae", "rmse")
+    # Exp(30 ms) noise around the mean: MAE 2/e * 30 = 22.1 ms, RMSE 30 ms, plus the model's misfit
+    assert rings.mae[-1] == pytest.approx(22.1, rel=0.1)  # type: ignore[union-attr]
+    assert rings.rmse[-1] == pytest.approx(30.0, rel=0.1)  # type: ignore[union-attr]
+
+
+def test_an_unknown_objective_is_refused() -> None:
+    with pytest.raises(ValueError, match="objective"):
+        OnlineQuantileModel(0.9, objective="median")

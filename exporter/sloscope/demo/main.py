@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from sloscope import conventions as c
 from sloscope.demo.compare import differences
 from sloscope.demo.prometheus import PrometheusServer
 from sloscope.demo.readout import Readout
@@ -125,6 +126,15 @@ def _summary(
     if len(mismatches) > _MISMATCHES_SHOWN:
         console.print(f"[red]... and {len(mismatches) - _MISMATCHES_SHOWN} more counts differ[/]")
     for signal_name in ("ttft", "tpot"):
+        if final.objective == c.OBJECTIVE_MEAN:  # a mean predictor: bias and MAE, no coverage
+            mean, own = final.bias_and_mae(signal_name), truth.bias_and_mae(signal_name)
+            if mean is not None and own is not None:
+                console.print(
+                    f"{signal_name.upper()} mean predictions (bias actual - predicted / MAE): shadow predictions "
+                    f"{mean[0] * 1000:+.1f} / {mean[1] * 1000:.1f} ms, the router's own {own[0] * 1000:+.1f} / "
+                    f"{own[1] * 1000:.1f} ms (see docs/predictions.md on mean predictions)"
+                )
+            continue
         shadow, real = final.coverage(signal_name), truth.coverage(signal_name)
         if shadow is not None and real is not None:
             console.print(

@@ -22,7 +22,7 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 from sloscope.demo.pod import SimPod
 
-__all__ = ["PodServers", "serve_pods"]
+__all__ = ["PageServer", "PodServers", "serve_page", "serve_pods"]
 
 METRICS_PATH = "/metrics"
 _IDLE_TIMEOUT_S = 60.0  # a connection with no complete request head for this long is closed
@@ -136,6 +136,20 @@ class PodServers:
         await asyncio.gather(*(server.stop() for server, _ in self._servers.values()))
 
 
+PageServer = _PodServer
+"""One page server (:func:`serve_page`); ``await server.stop()`` closes it."""
+
+
+async def serve_page(page: Callable[[], str], host: str = "127.0.0.1") -> tuple[PageServer, str]:
+    """Serves ``GET /metrics`` answering ``page()`` on ``host`` and a free port; returns it and its ``host:port``.
+
+    The demo's EPP page is served this way, like a pod's.
+    """
+    server = _PodServer(page)
+    server.server = await asyncio.start_server(server.handle, host, 0, limit=_MAX_HEAD_BYTES)
+    return server, f"{host}:{server.server.sockets[0].getsockname()[1]}"
+
+
 async def serve_pods(pods: Sequence[SimPod], host: str = "127.0.0.1") -> PodServers:
     """Starts one page server per pod on ``host`` and a free port, in the running event loop.
 
@@ -149,10 +163,7 @@ async def serve_pods(pods: Sequence[SimPod], host: str = "127.0.0.1") -> PodServ
     started: dict[str, tuple[_PodServer, str]] = {}
     try:
         for pod in pods:
-            server = _PodServer(pod.metrics_text)
-            server.server = await asyncio.start_server(server.handle, host, 0, limit=_MAX_HEAD_BYTES)
-            port = server.server.sockets[0].getsockname()[1]
-            started[pod.name] = (server, f"{host}:{port}")
+            started[pod.name] = await serve_page(pod.metrics_text, host)
     except BaseException:
         await PodServers(started).stop()
         raise

@@ -43,6 +43,7 @@ from datetime import UTC, datetime
 import uvicorn
 from fastapi import FastAPI
 
+from sloscope import conventions as c
 from sloscope.demo.prediction_server import PredictionState, create_prediction_app
 from sloscope.demo.quantile_model import (
     OnlineQuantileModel,
@@ -108,7 +109,10 @@ async def _serve(app: FastAPI, host: str, name: str) -> _Running:
 class PredictorFleet:
     """A training server over ``model`` and prediction servers syncing from it, on loopback.
 
-    Without ``model``, a fresh :class:`OnlineQuantileModel` at quantile 0.9 whose rng is seeded with ``seed``.
+    Without ``model``, a fresh :class:`OnlineQuantileModel` at quantile 0.9 whose rng is seeded with ``seed``, of
+    ``objective`` (quantile if None). With ``objective`` set the servers answer as the llm-d predictor's, which
+    announce it (``objective_type`` on predictions, /status and the training /metrics page); without it, as the
+    late-2025 ones, which do not.
     Background tasks retrain every ``retrain_seconds`` (when entries arrived) and sync every
     ``sync_seconds``; :meth:`retrain_now` and :meth:`sync_now` do the same on demand.
     """
@@ -118,6 +122,7 @@ class PredictorFleet:
         model: OnlineQuantileModel | None = None,
         *,
         seed: int = 0,
+        objective: str | None = None,
         retrain_seconds: float = 5.0,
         sync_seconds: float = 2.0,
         host: str = "127.0.0.1",
@@ -125,7 +130,12 @@ class PredictorFleet:
     ) -> None:
         if retrain_seconds <= 0 or sync_seconds <= 0:
             raise ValueError("retrain_seconds and sync_seconds must be > 0")
-        self.model = model if model is not None else OnlineQuantileModel(0.9, random.Random(seed))
+        self.model = (
+            model
+            if model is not None
+            else OnlineQuantileModel(0.9, random.Random(seed), objective=objective or c.OBJECTIVE_QUANTILE)
+        )
+        self._announce = objective is not None
         self.training_url = ""
         self.prediction_urls: list[str] = []
         self._retrain_seconds = retrain_seconds
@@ -145,11 +155,13 @@ class PredictorFleet:
             raise ValueError("a predictor fleet needs at least one prediction server")
         self._stopping.clear()
         try:
-            training = await _serve(create_training_app(self.model, self._clock), self._host, "training server")
+            app = create_training_app(self.model, self._clock, announce_objective=self._announce)
+            training = await _serve(app, self._host, "training server")
             self._running.append(training)
             self.training_url = training.url
             for index in range(n_prediction_servers):
-                state = PredictionState(training.url, self.model.quantile)
+                objective = self.model.objective if self._announce else None
+                state = PredictionState(training.url, self.model.quantile, objective=objective)
                 state.sync(self.model, self._now())
                 app = create_prediction_app(state, self._clock)
                 running = await _serve(app, self._host, f"prediction server {index}")

@@ -1,4 +1,4 @@
-"""The demo's latency predictor: two linear quantile regressors (TTFT, TPOT) trained online by SGD.
+"""The demo's latency predictor: two linear regressors (TTFT, TPOT) trained online by SGD, of a quantile or the mean.
 
 The real training server (``latencypredictor/training_server.py`` of gateway-api-inference-extension)
 fits XGBoost with the pinball loss at quantile 0.9 on everything it has kept, every
@@ -40,6 +40,15 @@ starts from the previous model re-expressed exactly in the new standardization (
 first fit starts from the empirical quantile of the targets. Predictions are never below
 ``MIN_PREDICTION_MS``.
 
+The mean objective (``objective="mean"``, as llm-d-router's chart runs the llm-d predictor with
+``LATENCY_OBJECTIVE_TYPE: "mean"``): the same features, standardization, warm starts, schedule and averaging,
+with the squared loss instead of the pinball loss, so the model predicts the conditional mean. The step is
+``lr(k) * (prediction - actual)`` with the error clipped at ``MEAN_ERROR_CLIP`` standard deviations of the
+targets (one long request must not throw the line away); the first fit starts from the targets' mean. After
+each fit it is evaluated on the test set as the llm-d training server evaluates a mean model: the mean
+absolute error and the root mean squared error (ms), in rings of five (:class:`MeanRings`). Predictions
+carry ``objective`` "mean"; ``quantile`` stays the configured one, as the llm-d servers report 0.9 in mean mode.
+
 Deterministic: given the rng and the same sequence of calls, every fit and prediction is the same.
 Thread-safe: ``retrain`` may run in a worker thread while ``add`` and ``predict`` are called.
 """
@@ -70,6 +79,7 @@ __all__ = [
     "TPOT_FEATURES",
     "TTFT_FEATURES",
     "LinearQuantileRegressor",
+    "MeanRings",
     "ModelMetrics",
     "ModelSnapshot",
     "OnlineQuantileModel",
@@ -87,6 +97,7 @@ LR_START = 0.05  # step size in standard deviations of the target, at the first 
 LR_DECAY_STEPS = 2000.0
 LR_MIN = 0.003  # the step never shrinks below this, so the model keeps following the load
 RING_SIZE = 5  # evaluations kept, as the real server's deque(maxlen=5)
+MEAN_ERROR_CLIP = 5.0  # mean objective: an SGD step's error is clipped at this many standard deviations of the targets
 
 TTFT_FEATURES = (
     "kv_cache_percentage",
@@ -203,11 +214,18 @@ class LinearQuantileRegressor:
 
 
 class Rings(NamedTuple):
-    """The last five test-set evaluations of one signal, oldest first."""
+    """The last five test-set evaluations of one signal, oldest first (quantile objective)."""
 
     quantile_loss: tuple[float, ...]
     coverage_percent: tuple[float, ...]
     violation_rate_percent: tuple[float, ...]
+
+
+class MeanRings(NamedTuple):
+    """The last five test-set evaluations of one signal, oldest first (mean objective; ms)."""
+
+    mae: tuple[float, ...]
+    rmse: tuple[float, ...]
 
 
 @dataclass(frozen=True)
@@ -219,6 +237,7 @@ class ModelSnapshot:
     tpot: LinearQuantileRegressor | None
     last_modified: Mapping[str, float]  # signal -> seconds since the epoch of its last fit
     generation: int = 0  # retrains that fitted a model so far: a sync loads a snapshot of a higher one
+    objective: str = c.OBJECTIVE_QUANTILE  # what the models predict: the quantile, or the mean
 
     @property
     def ready(self) -> bool:
@@ -226,11 +245,15 @@ class ModelSnapshot:
         return self.ttft is not None and self.tpot is not None
 
     def predict(self, features: Features) -> Prediction | None:
-        """The ``quantile`` of TTFT and TPOT for ``features``; None until both models exist."""
+        """The ``quantile`` (or the mean) of TTFT and TPOT for ``features``; None until both models exist."""
         if self.ttft is None or self.tpot is None:
             return None
         return Prediction(
-            self.ttft.predict_inputs(features), self.tpot.predict_inputs(features), self.quantile, MODEL_TYPE
+            self.ttft.predict_inputs(features),
+            self.tpot.predict_inputs(features),
+            self.quantile,
+            MODEL_TYPE,
+            self.objective,
         )
 
 
@@ -239,15 +262,16 @@ class ModelMetrics:
     """What the training server's ``/metrics`` page shows, taken at one moment."""
 
     snapshot: ModelSnapshot
-    rings: Mapping[str, Rings]
+    rings: Mapping[str, Rings | MeanRings]  # by the snapshot's objective
     training: Mapping[str, tuple[TrainingEntry, ...]]  # the training buffer of each signal, oldest first
     test: Mapping[str, tuple[TrainingEntry, ...]]  # the held-out entries the rings were computed on
 
 
 class OnlineQuantileModel:
-    """Buffers training entries and refits both quantile regressors on :meth:`retrain`.
+    """Buffers training entries and refits both regressors on :meth:`retrain`.
 
-    ``rng`` drives the SGD shuffles (``random.Random(0)`` if None); ``clock`` stamps ``last_modified``.
+    ``rng`` drives the SGD shuffles (``random.Random(0)`` if None); ``clock`` stamps ``last_modified``;
+    ``objective`` is ``quantile`` (the pinball loss at ``quantile``) or ``mean`` (the squared loss).
     """
 
     def __init__(
@@ -261,7 +285,10 @@ class OnlineQuantileModel:
         test_share: float = 0.1,
         min_samples: int = 10,
         epochs: int = 2,
+        objective: str = c.OBJECTIVE_QUANTILE,
     ) -> None:
+        if objective not in c.OBJECTIVES:
+            raise ValueError(f"objective must be one of {', '.join(c.OBJECTIVES)}, got {objective!r}")
         if not 0.0 < quantile < 1.0:
             raise ValueError(f"quantile must be in (0, 1), got {quantile}")
         if min_samples < 2 or epochs < 1 or train_capacity < min_samples or test_capacity < 1:
@@ -269,6 +296,8 @@ class OnlineQuantileModel:
         if not 0.0 <= test_share < 1.0:
             raise ValueError(f"test_share must be in [0, 1), got {test_share}")
         self.quantile = quantile
+        self.objective = objective
+        self._rings_type: type[Rings] | type[MeanRings] = MeanRings if objective == c.OBJECTIVE_MEAN else Rings
         self._rng = rng if rng is not None else random.Random(0)
         self._clock = clock
         self._test_percent = round(test_share * 100)
@@ -276,8 +305,8 @@ class OnlineQuantileModel:
         self._epochs = epochs
         self._train: dict[str, deque[TrainingEntry]] = {s: deque(maxlen=train_capacity) for s in c.SIGNALS}
         self._test: dict[str, deque[TrainingEntry]] = {s: deque(maxlen=test_capacity) for s in c.SIGNALS}
-        self._rings: dict[str, tuple[deque[float], deque[float], deque[float]]] = {
-            s: (deque(maxlen=RING_SIZE), deque(maxlen=RING_SIZE), deque(maxlen=RING_SIZE)) for s in c.SIGNALS
+        self._rings: dict[str, tuple[deque[float], ...]] = {
+            s: tuple(deque(maxlen=RING_SIZE) for _ in self._rings_type._fields) for s in c.SIGNALS
         }
         self._models: dict[str, LinearQuantileRegressor] = {}
         self._last_modified: dict[str, float] = {}
@@ -320,15 +349,22 @@ class OnlineQuantileModel:
                 data = {s: (list(self._train[s]), list(self._test[s])) for s in c.SIGNALS}
                 previous = dict(self._models)
                 self._pending = 0
-            fitted: dict[str, tuple[LinearQuantileRegressor, tuple[float, float, float] | None]] = {}
+            fitted: dict[str, tuple[LinearQuantileRegressor, tuple[float, ...] | None]] = {}
             for signal in c.SIGNALS:
                 train, test = data[signal]
                 if len(train) < self._min_samples:
                     continue
                 model = _fit(
-                    signal, train, previous.get(signal), quantile=self.quantile, rng=self._rng, epochs=self._epochs
+                    signal,
+                    train,
+                    previous.get(signal),
+                    quantile=self.quantile,
+                    rng=self._rng,
+                    epochs=self._epochs,
+                    mean=self.objective == c.OBJECTIVE_MEAN,
                 )
-                fitted[signal] = (model, _evaluate(model, test, self.quantile))
+                evaluate = _evaluate_mean if self.objective == c.OBJECTIVE_MEAN else _evaluate
+                fitted[signal] = (model, evaluate(model, test, self.quantile))
             now = self._clock()
             with self._lock:
                 self._generation += bool(fitted)
@@ -353,7 +389,7 @@ class OnlineQuantileModel:
         with self._lock:
             return ModelMetrics(
                 self._snapshot_unlocked(),
-                {s: Rings(*(tuple(ring) for ring in self._rings[s])) for s in c.SIGNALS},
+                {s: self._rings_type(*(tuple(ring) for ring in self._rings[s])) for s in c.SIGNALS},
                 {s: tuple(self._train[s]) for s in c.SIGNALS},
                 {s: tuple(self._test[s]) for s in c.SIGNALS},
             )
@@ -366,6 +402,7 @@ class OnlineQuantileModel:
             models.get(c.SIGNAL_TPOT),
             dict(self._last_modified),
             self._generation,
+            self.objective,
         )
 
 
@@ -382,8 +419,12 @@ def _fit(
     quantile: float,
     rng: random.Random,
     epochs: int,
+    mean: bool = False,
 ) -> LinearQuantileRegressor:
-    """SGD on the pinball loss over ``entries`` (see the module docstring), warm-started from ``previous``."""
+    """SGD on the pinball loss (the squared loss if ``mean``) over ``entries``, warm-started from ``previous``.
+
+    See the module docstring.
+    """
     rows = [_ROWS[signal](entry) for entry in entries]
     targets = [_target(entry, signal) for entry in entries]
     n, width = len(rows), len(rows[0])
@@ -393,7 +434,8 @@ def _fit(
     spread = math.sqrt(math.fsum((t - target_mean) ** 2 for t in targets) / n)
     target_scale = spread or abs(target_mean) or 1.0  # constant targets: steps relative to their size
     if previous is None:
-        intercept, weights, step = sorted(targets)[min(n - 1, int(quantile * n))], [0.0] * width, 0
+        start = target_mean if mean else sorted(targets)[min(n - 1, int(quantile * n))]
+        intercept, weights, step = start, [0.0] * width, 0
     else:  # the same line in the new standardization: w' = w * s' / s, b' = b + sum(w * (m' - m) / s)
         intercept = previous.intercept + sum(
             w * (m1 - m0) / s0
@@ -410,8 +452,10 @@ def _fit(
         for i in order:
             z = standardized[i]
             predicted = intercept + sum(w * v for w, v in zip(weights, z, strict=True))
-            # d pinball / d prediction: 1 - q when the actual is covered, -q when it is above
-            gradient = (1.0 - quantile) if targets[i] <= predicted else -quantile
+            if mean:  # d squared loss / d prediction, in standard deviations of the targets, clipped
+                gradient = min(max((predicted - targets[i]) / target_scale, -MEAN_ERROR_CLIP), MEAN_ERROR_CLIP)
+            else:  # d pinball / d prediction: 1 - q when the actual is covered, -q when it is above
+                gradient = (1.0 - quantile) if targets[i] <= predicted else -quantile
             delta = learning_rate(step) * target_scale * gradient
             intercept -= delta
             for j in range(width):
@@ -439,6 +483,20 @@ def _evaluate(
         covered += actual <= predicted
     coverage = covered / len(test) * 100.0
     return math.fsum(losses) / len(test), coverage, (len(test) - covered) / len(test) * 100.0
+
+
+def _evaluate_mean(
+    model: LinearQuantileRegressor, test: Sequence[TrainingEntry], quantile: float
+) -> tuple[float, float] | None:
+    """Mean absolute error and root mean squared error (ms) on ``test``; None below 2 samples.
+
+    ``quantile`` is unused: the signature is :func:`_evaluate`'s, so a retrain calls either.
+    """
+    del quantile
+    if len(test) < 2:
+        return None
+    errors = [_target(entry, model.signal) - model.predict_inputs(entry) for entry in test]
+    return math.fsum(abs(e) for e in errors) / len(errors), math.sqrt(math.fsum(e * e for e in errors) / len(errors))
 
 
 def _std(values: Sequence[float], mean: float) -> float:

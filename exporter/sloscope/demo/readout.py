@@ -28,7 +28,13 @@ class Readout:
     headroom: dict[tuple[str, str, str], float] = field(default_factory=dict)  # (pod, slo_class, signal)
     pods_with_headroom: dict[str, float] = field(default_factory=dict)  # slo_class -> pods
     quantile: float | None = None
+    objective: str | None = None  # what the predictor predicts: "quantile" or "mean" (sloscope_predictor_objective)
     predictor_up: dict[str, float] = field(default_factory=dict)  # server -> 0/1
+    # mean predictions, by (signal, source): compared, sum of actual - predicted, sum of its absolute value (s)
+    mean_predictions: Counter[tuple[str, str]] = field(default_factory=Counter)
+    mean_errors: dict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))
+    mean_absolute_errors: dict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))
+    epp: dict[str, float] = field(default_factory=lambda: defaultdict(float))  # sloscope_epp_* sample -> sum
 
     @property
     def total(self) -> int:
@@ -37,6 +43,13 @@ class Readout:
     def coverage(self, signal: str, source: str = "shadow") -> float | None:
         n = self.predictions[(signal, source)]
         return self.covered[(signal, source)] / n if n else None
+
+    def bias_and_mae(self, signal: str, source: str = "shadow") -> tuple[float, float] | None:
+        """Mean predictions: (mean of actual - predicted, mean absolute error), seconds; None before one."""
+        n = self.mean_predictions[(signal, source)]
+        if not n:
+            return None
+        return self.mean_errors[(signal, source)] / n, self.mean_absolute_errors[(signal, source)] / n
 
     def attainment(self, slo_class: str, slo: str) -> float | None:
         eligible = sum(v for (c, _, s), v in self.eligible.items() if c == slo_class and s == slo)
@@ -61,6 +74,11 @@ _COUNTERS = {
     "sloscope_pod_requests_total": ("per_pod", ("pod",)),
     "sloscope_predictions_total": ("predictions", ("signal", "source")),
     "sloscope_prediction_covered_total": ("covered", ("signal", "source")),
+    "sloscope_mean_predictions_total": ("mean_predictions", ("signal", "source")),
+}
+_MEAN_SUMS = {
+    "sloscope_mean_prediction_error_seconds_total": "mean_errors",
+    "sloscope_mean_prediction_absolute_error_seconds_total": "mean_absolute_errors",
 }
 
 
@@ -83,6 +101,12 @@ def parse(text: str) -> Readout:
                 out.quantile = value
             elif name == "sloscope_predictor_up":
                 out.predictor_up[labels["server"]] = value
+            elif name == "sloscope_predictor_objective" and value == 1:
+                out.objective = labels["objective"]
+            elif name in _MEAN_SUMS:
+                getattr(out, _MEAN_SUMS[name])[(labels["signal"], labels["source"])] += value
+            elif name.startswith("sloscope_epp_") and not name.endswith(("_created", "_bucket")):
+                out.epp[name] += value
     return out
 
 

@@ -4,9 +4,13 @@ It follows the endpoint picker's prediction-based profile (the predicted-latency
 
 1. Pod state comes from the router's own frequent scrape of each pod's /metrics (``refresh_seconds``),
    read with vLLM's names, as the EPP reads them: the state it routes on is a little old, like the EPP's.
-2. For each request it sends one ``/predict/bulk/strict`` call with a row per candidate pod: the pod's KV-cache
-   utilization, queue and batch size, the prompt's word count (tokens x 0.75: the EPP counts whitespace
-   words), ``num_tokens_generated`` 1 and a prefix-cache score of 0 (the demo has no prefix cache).
+2. For each request it sends one ``/predict/bulk/strict`` call with a row per candidate pod, the row its EPP
+   generation sends (:mod:`sloscope.predictor.generation`): the pod's KV-cache utilization and queue,
+   ``num_tokens_generated`` 1 and a prefix-cache score of 0 (the demo has no prefix cache); for ``gie-2025``
+   the prompt's word count (tokens x 0.75: that EPP counts whitespace words) and the pod's scraped batch
+   size; for ``llm-d`` the prompt's tokens and, as ``num_request_running`` and ``prefill_tokens_in_flight``,
+   the requests and prompt tokens the router itself has in flight on the pod (its in-flight load producer's
+   counts, ``predictedlatency/plugin.go`` ``readInFlightLoad`` at llm-d-router ebab6879), ``pod_type`` "".
 3. Headroom per pod, as the EPP computes it: TTFT SLO - predicted TTFT; min(TPOT SLO, tightest TPOT SLO of
    the requests it has running on the pod) x buffer - predicted TPOT. Pods with both headrooms positive form
    the positive tier; among them the ``least`` strategy picks the pod with the least headroom (packing
@@ -23,6 +27,10 @@ compared (the ``routing`` label).
 For a P/D request (the llm-d demo), the decode pod is picked as above and the prefill pod is the least
 loaded of the others (:meth:`Router.pick_prefill`).
 
+The router keeps the EPP's own counts (:class:`~sloscope.demo.epp_metrics.EppMetrics`: scheduling attempts,
+in-flight load, prediction durations, the plugin's latencies and violations), which the demo serves as the
+EPP's /metrics page.
+
 After each request, the router sends the EPP's training samples to the training server
 (``/add_training_data_bulk``, batched every ``train_flush_seconds``): a TTFT sample with
 ``num_tokens_generated`` 0 and a TPOT sample with 1, both with the features it routed on.
@@ -34,6 +42,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -41,6 +50,7 @@ from typing import Any
 
 import httpx
 
+from sloscope.demo.epp_metrics import EppMetrics
 from sloscope.demo.records import Completion, PodSnapshot, SimRequest
 from sloscope.predictor.features import Features
 from sloscope.receivers.exposition import ExpositionError, ExpositionParser
@@ -85,7 +95,9 @@ class Router:
         slo_buffer: float = 1.0,
         refresh_seconds: float = 0.1,
         train_flush_seconds: float = 1.0,
+        epp: EppMetrics | None = None,
     ) -> None:
+        """``epp``: the EPP counts to keep, of its generation (a late-2025 EPP's for an unnamed pool if None)."""
         self._pods = list(pods)
         self._prediction_urls = list(prediction_urls)
         self._training_url = training_url
@@ -100,6 +112,7 @@ class Router:
         self._running_tpot_slos: dict[str, dict[str, float]] = {p.name: {} for p in pods}
         self._training: list[dict[str, Any]] = []
         self._turn = 0
+        self.epp = epp or EppMetrics("gie-2025", "pool", "", [(p.name, p.address) for p in pods])
 
     async def run(self) -> None:
         """Refresh pod state and flush training samples until cancelled."""
@@ -128,6 +141,15 @@ class Router:
         """The request ended: forget its TPOT SLO on the pod and queue the EPP's training samples."""
         self._running_tpot_slos[decision.pod].pop(request.request_id, None)
         tokens = completion.completion_tokens
+        self.epp.ended(
+            request.request_id,
+            ttft=completion.ttft,
+            tpot=(completion.e2e - completion.ttft) / (tokens - 1) if tokens >= 2 else None,
+            predicted_ttft=_seconds(decision.predicted_ttft_ms),
+            predicted_tpot=_seconds(decision.predicted_tpot_ms),
+            slo_ttft=_seconds(request.slo_ttft_ms),
+            slo_tpot=_seconds(request.slo_tpot_ms),
+        )
         stamp = datetime.fromtimestamp(completion.finished, UTC).isoformat().replace("+00:00", "Z")
         base = decision.features.to_json()
         self._training.append(
@@ -146,11 +168,23 @@ class Router:
             )
 
     def _started(self, request: SimRequest, pod: str) -> None:
+        self.epp.scheduled(request.request_id, pod, request.prompt_tokens)
         if request.slo_tpot_ms is not None:
             self._running_tpot_slos[pod][request.request_id] = request.slo_tpot_ms
 
     def _features(self, pod: str, request: SimRequest) -> Features:
         state = self._state[pod]
+        if self.epp.generation == "llm-d":
+            requests, tokens = self.epp.inflight(pod)
+            return Features(
+                kv_cache_percentage=min(max(state.kv_cache_utilization, 0.0), 1.0),
+                input_token_length=request.prompt_tokens,
+                num_request_waiting=state.waiting,
+                num_request_running=requests,
+                num_tokens_generated=1,
+                prefix_cache_score=0.0,
+                prefill_tokens_in_flight=tokens,
+            )
         return Features(
             kv_cache_percentage=min(max(state.kv_cache_utilization, 0.0), 1.0),
             input_token_length=round(request.prompt_tokens * WORDS_PER_TOKEN),
@@ -162,9 +196,11 @@ class Router:
 
     async def _predicted(self, request: SimRequest) -> Decision | None:
         rows = [self._features(p.name, request) for p in self._pods]
+        started = time.perf_counter()
         predictions = await self._predict(rows)
         if predictions is None:
             return None
+        self.epp.predicted(time.perf_counter() - started)
         scored = []
         for pod, row, (ttft, tpot) in zip(self._pods, rows, predictions, strict=True):
             running = [slo for slo in self._running_tpot_slos[pod.name].values() if slo > 0]
@@ -202,11 +238,14 @@ class Router:
     def pick_prefill(self, request: SimRequest, decode: Decision) -> Decision:
         """P/D: the prefill stage's pod, the least loaded of the others (the demo's prefill profile)."""
         others = [p for p in self._pods if p.name != decode.pod]
-        return self._least_loaded(request, decode.routing, others or self._pods)
+        prefill = self._least_loaded(request, decode.routing, others or self._pods)
+        self.epp.scheduled(request.request_id, prefill.pod, request.prompt_tokens, primary=False)
+        return prefill
 
     def released(self, request: SimRequest, decision: Decision) -> None:
         """The request left its pod without completing (failed, aborted): forget it there, learn nothing."""
         self._running_tpot_slos[decision.pod].pop(request.request_id, None)
+        self.epp.ended(request.request_id)
 
     def _candidates(self, pods: Sequence[RouterPod]) -> tuple[tuple[str, PodSnapshot], ...]:
         return tuple((p.name, self._state[p.name]) for p in pods)
@@ -257,6 +296,10 @@ class Router:
             )
         except httpx.HTTPError as exc:
             log.debug("router: training samples lost: %s", exc)
+
+
+def _seconds(milliseconds: float | None) -> float | None:
+    return None if milliseconds is None else milliseconds / 1000.0
 
 
 def _normalized(values: list[float]) -> list[float]:

@@ -32,13 +32,15 @@ import httpx
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+from sloscope import conventions as c
 from sloscope.demo import readout as readouts
 from sloscope.demo.agents import AgentWorkload, Session
 from sloscope.demo.calls import CallRunner, outcome
 from sloscope.demo.compare import differences
+from sloscope.demo.epp_metrics import EppMetrics
 from sloscope.demo.llmd_spans import LlmdSpanEmitter
 from sloscope.demo.pod import PodParams, SimPod
-from sloscope.demo.pod_server import PodServers, serve_pods
+from sloscope.demo.pod_server import PageServer, PodServers, serve_page, serve_pods
 from sloscope.demo.predictor_servers import PredictorFleet
 from sloscope.demo.records import SimRequest
 from sloscope.demo.router import Router, RouterPod
@@ -65,6 +67,9 @@ POD = PodParams(
     decode_per_running_s=0.00025,
     decode_per_kv_s=0.010,
 )
+PREDICTOR_OBJECTIVE = {"llm-d": c.OBJECTIVE_MEAN}
+"""The predictor's LATENCY_OBJECTIVE_TYPE per upstream: llm-d-router's chart runs it in mean mode; the late-2025
+predictor is quantile-only and does not say so (no entry)."""
 RETRAIN_SECONDS = 15.0  # the real training server retrains every 30 minutes; 15 s lets a 2-minute demo learn
 
 log = logging.getLogger(__name__)
@@ -112,6 +117,8 @@ class Demo:
         self._http = httpx.AsyncClient(trust_env=False)
         self._predictor: PredictorFleet | None = None
         self._servers: PodServers | None = None
+        self._epp_server: PageServer | None = None
+        self.epp: EppMetrics | None = None  # the EPP's counts, served as its /metrics page (after start())
         self._spans: SpanEmitter | LlmdSpanEmitter | None = None
         self._calls: CallRunner | None = None
         self._closing = False  # the traffic ended: sessions make no further call
@@ -132,11 +139,17 @@ class Demo:
 
     async def start(self) -> None:
         options = self.options
-        self._predictor = PredictorFleet(seed=self._seeds[-1], retrain_seconds=options.retrain_seconds)
+        self._predictor = PredictorFleet(
+            seed=self._seeds[-1],
+            retrain_seconds=options.retrain_seconds,
+            objective=PREDICTOR_OBJECTIVE.get(options.upstream),
+        )
         await self._predictor.start(options.prediction_servers)
         self._tasks += [asyncio.create_task(pod.run(), name=f"demo-{pod.name}") for pod in self.pods]
         self._servers = await serve_pods(self.pods)
         addresses = [(pod.name, self._servers.address_of(pod.name)) for pod in self.pods]
+        self.epp = EppMetrics(options.upstream, options.pool, options.model, addresses)
+        self._epp_server, epp_address = await serve_page(self.epp.page)
         settings = demo_settings(
             options.pool,
             addresses,
@@ -144,6 +157,7 @@ class Demo:
             self._predictor.prediction_urls,
             store=options.store,
             upstream=options.upstream,
+            epp_metrics_url=f"http://{epp_address}/metrics",
         )
         await self.sloscope.start(settings, demo_spec(options.model))
         self._router = Router(
@@ -153,6 +167,7 @@ class Demo:
             self._http,
             random.Random(self._seeds[-2]),
             default_share=options.default_share,
+            epp=self.epp,
         )
         if options.upstream == "llm-d":
             endpoint = self.sloscope.otlp_grpc
@@ -296,6 +311,8 @@ class Demo:
                 await task
         if self._servers is not None:
             await self._servers.stop()
+        if self._epp_server is not None:
+            await self._epp_server.stop()
         if self._predictor is not None:
             await self._predictor.stop()
         await self._http.aclose()

@@ -34,8 +34,12 @@ def demo_settings(
     metrics_port: int = 0,
     store: Path | None = None,
     upstream: str = "gie-2025",
+    epp_metrics_url: str | None = None,
 ) -> dict[str, Any]:
-    """Settings for the simulated pool: pods by address and name, the predictor, fast loops for a short run.
+    """Settings for the simulated pool: pods by address and name, the predictor, its EPP's /metrics, fast loops.
+
+    The EPP's page is scraped without credentials (``auth: {}``): the simulated EPP serves it openly, where a
+    real one authenticates /metrics by default.
 
     For the llm-d upstream, a failed request (no model-server span) is emitted 4 s after its gateway span
     arrived rather than 15 s, and a trace holds up to 256 spans: an agent session's five calls, P/D ones
@@ -62,6 +66,8 @@ def demo_settings(
             }
         ],
     }
+    if epp_metrics_url is not None:
+        settings["pools"][0]["epp"] = {"metrics_url": epp_metrics_url, "auth": {}}
     if upstream == "llm-d":
         settings["join"].update({"failure_window_seconds": FAILURE_WINDOW_SECONDS, "max_spans_per_trace": 256})
     if store is not None:

@@ -30,7 +30,6 @@ from sloscope.demo.quantile_model import (
     ModelMetrics,
     ModelSnapshot,
     OnlineQuantileModel,
-    Rings,
     TrainingEntry,
     prefill_score_bucket,
 )
@@ -42,8 +41,13 @@ _MODEL_NAMES = (c.SIGNAL_TTFT, c.SIGNAL_TPOT, "ttft_scaler", "tpot_scaler")
 _TEXT = "text/plain; version=0.0.4"
 
 
-def create_training_app(model: OnlineQuantileModel, clock: Callable[[], float] = time.time) -> FastAPI:
-    """The training server's routes over ``model`` (retraining is the caller's: see :class:`PredictorFleet`)."""
+def create_training_app(
+    model: OnlineQuantileModel, clock: Callable[[], float] = time.time, *, announce_objective: bool = False
+) -> FastAPI:
+    """The training server's routes over ``model`` (retraining is the caller's: see :class:`PredictorFleet`).
+
+    ``announce_objective``: the llm-d predictor's page, with its ``objective_type`` line.
+    """
     app = FastAPI(title="sloscope demo: latency predictor training server")
     quantile = model.quantile
 
@@ -54,7 +58,8 @@ def create_training_app(model: OnlineQuantileModel, clock: Callable[[], float] =
 
     @app.get("/metrics")
     async def metrics() -> Response:
-        return Response(training_metrics_page(model.metrics()), media_type=_TEXT)
+        page = training_metrics_page(model.metrics(), announce_objective=announce_objective)
+        return Response(page, media_type=_TEXT)
 
     @app.get("/readyz")
     async def readiness_check() -> dict[str, str]:
@@ -162,8 +167,14 @@ _QUEUE_BUCKETS = 5  # waiting requests: 0, 1-2, 3-5, 6-10, 11+
 _CACHE_BUCKETS = 20  # KV-cache utilization in steps of 5%
 
 
-def training_metrics_page(metrics: ModelMetrics) -> str:
+def training_metrics_page(metrics: ModelMetrics, *, announce_objective: bool = False) -> str:
     """The training server's ``/metrics``: the real page's series and line formats, no HELP or TYPE lines.
+
+    With ``announce_objective``, as the llm-d predictor's page (``training/training_server.py`` at
+    llm-d-latency-predictor b5d19f17; ``fixtures/predictor/llm-d/{quantile,mean}/training-server-metrics.txt``):
+    ``objective_type{type="..."} 1`` after ``model_type``, and for the mean objective the MAE and RMSE rings
+    (``ttft_mae``, ``tpot_mae``, ``ttft_rmse``, ``tpot_rmse``) instead of the quantile loss, coverage and
+    violation rings and the two targets. The late-2025 page has no ``objective_type`` line.
 
     As the real server's linear model type: ``<signal>_intercept{}`` and ``<signal>_coef{feature=...}`` in
     raw feature units (placeholders 0.0 before a model exists); sample counts of the training buffer by
@@ -171,7 +182,10 @@ def training_metrics_page(metrics: ModelMetrics) -> str:
     evaluations with ``idx`` 0 the oldest; the targets.
     """
     snapshot, q = metrics.snapshot, metrics.snapshot.quantile
-    lines = [f'model_type{{type="{MODEL_TYPE}"}} 1', f"model_quantile{{}} {q}"]
+    lines = [f'model_type{{type="{MODEL_TYPE}"}} 1']
+    if announce_objective:
+        lines.append(f'objective_type{{type="{snapshot.objective}"}} 1')
+    lines.append(f"model_quantile{{}} {q}")
     for signal, regressor, names in (
         (c.SIGNAL_TTFT, snapshot.ttft, TTFT_FEATURES),
         (c.SIGNAL_TPOT, snapshot.tpot, TPOT_FEATURES),
@@ -205,12 +219,14 @@ def training_metrics_page(metrics: ModelMetrics) -> str:
                     f'training_samples_{label}_total{{model="{signal}",{label}_bucket="{bucket}"{extra}}} {total}'
                 )
     lines.extend(_prefix_lines(metrics.training[c.SIGNAL_TTFT]))
-    for position, family in enumerate(Rings._fields):  # quantile_loss, coverage_percent, violation_rate_percent
+    # quantile_loss, coverage_percent, violation_rate_percent; or mae, rmse
+    for position, family in enumerate(type(metrics.rings[c.SIGNAL_TTFT])._fields):
         for signal in c.SIGNALS:
             ring = metrics.rings[signal][position]
             lines.extend(f'{signal}_{family}{{idx="{i}"}} {value:.6f}' for i, value in enumerate(ring))
-    lines.append(f"target_coverage_percent{{}} {q * 100:.1f}")
-    lines.append(f"target_violation_rate_percent{{}} {(1 - q) * 100:.1f}")
+    if snapshot.objective == c.OBJECTIVE_QUANTILE:
+        lines.append(f"target_coverage_percent{{}} {q * 100:.1f}")
+        lines.append(f"target_violation_rate_percent{{}} {(1 - q) * 100:.1f}")
     return "\n".join(lines) + "\n"
 
 

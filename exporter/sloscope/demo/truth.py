@@ -15,7 +15,9 @@ in its failure reason, and as eligible for and violating every SLO it carried (g
 any); it has no latency and no pod, so no pod's count has it.
 
 Predictions: the router's own prediction for the pod it chose, the one the EPP routes on. True coverage
-is the share of requests whose actual latency was at most that prediction.
+is the share of requests whose actual latency was at most that prediction (what a quantile predictor is
+judged by); the true bias and MAE are the mean of actual - predicted and of its absolute value, in seconds
+(what a mean predictor is judged by). Both are kept, whichever the predictor predicts.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from sloscope.demo.records import Completion, SimRequest
 __all__ = ["FailedOutcome", "GroundTruth", "Outcome"]
 
 SLOS = ("ttft", "tpot", "goodput")
+SIGNALS = ("ttft", "tpot")
 
 
 def _tpot(completion: Completion) -> float | None:
@@ -85,6 +88,8 @@ class GroundTruth:
     violations: Counter[tuple[str, str, str]] = field(default_factory=Counter)
     predictions: Counter[str] = field(default_factory=Counter)  # by signal
     covered: Counter[str] = field(default_factory=Counter)
+    error_sums: dict[str, float] = field(default_factory=lambda: dict.fromkeys(SIGNALS, 0.0))  # actual - predicted, s
+    absolute_error_sums: dict[str, float] = field(default_factory=lambda: dict.fromkeys(SIGNALS, 0.0))
     per_pod: Counter[str] = field(default_factory=Counter)
     failed: Counter[tuple[str, str, str]] = field(default_factory=Counter)  # (slo_class, routing, reason)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -120,6 +125,9 @@ class GroundTruth:
                 if actual is not None and predicted_ms is not None and predicted_ms > 0:
                     self.predictions[signal] += 1
                     self.covered[signal] += actual <= predicted_ms / 1000.0
+                    error = actual - predicted_ms / 1000.0
+                    self.error_sums[signal] += error
+                    self.absolute_error_sums[signal] += abs(error)
 
     def _add_failed(self, outcome: FailedOutcome) -> None:
         request = outcome.request
@@ -149,6 +157,16 @@ class GroundTruth:
         """(covered, compared) so far, to take differences between two moments."""
         with self._lock:
             return self.covered[signal], self.predictions[signal]
+
+    def error_counts(self, signal: str) -> tuple[int, float, float]:
+        """(compared, sum of actual - predicted, sum of its absolute value) so far, seconds."""
+        with self._lock:
+            return self.predictions[signal], self.error_sums[signal], self.absolute_error_sums[signal]
+
+    def bias_and_mae(self, signal: str) -> tuple[float, float] | None:
+        """(mean of actual - predicted, mean absolute error) of the router's predictions, seconds; None before one."""
+        n, errors, absolute = self.error_counts(signal)
+        return (errors / n, absolute / n) if n else None
 
     def coverage(self, signal: str) -> float | None:
         with self._lock:

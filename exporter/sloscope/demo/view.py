@@ -14,6 +14,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
+from sloscope import conventions as c
 from sloscope.demo.readout import Readout
 from sloscope.demo.truth import GroundTruth
 from sloscope.demo.workload import CLASSES
@@ -87,7 +88,14 @@ def _attainment(truth: GroundTruth, readout: Readout | None) -> Table:
     return table
 
 
+def _bias_mae(pair: tuple[float, float] | None) -> str:
+    """A mean predictor's (bias, MAE), seconds, shown in ms."""
+    return "—" if pair is None else f"{pair[0] * 1000:+.1f} / {pair[1] * 1000:.1f} ms"
+
+
 def _predictions(truth: GroundTruth, readout: Readout | None) -> Table:
+    if readout is not None and readout.objective == c.OBJECTIVE_MEAN:
+        return _mean_predictions(truth, readout)
     quantile = readout.quantile if readout and readout.quantile is not None else None
     title = "Prediction coverage" + (f" (target: the predictor's quantile, {quantile:g})" if quantile else "")
     table = Table(title=title, title_justify="left")
@@ -102,6 +110,23 @@ def _predictions(truth: GroundTruth, readout: Readout | None) -> Table:
             _pct(readout.coverage(signal) if readout else None),
             str(compared),
             _pct(truth.coverage(signal)),
+        )
+    return table
+
+
+def _mean_predictions(truth: GroundTruth, readout: Readout) -> Table:
+    """A mean predictor is judged by its bias and MAE, not by coverage against a quantile it does not predict."""
+    table = Table(title="Mean predictions: bias (actual - predicted) / MAE", title_justify="left")
+    table.add_column("signal")
+    table.add_column("sloscope, shadow", justify="right")
+    table.add_column("compared", justify="right")
+    table.add_column("truth (router's predictions)", justify="right")
+    for signal in ("ttft", "tpot"):
+        table.add_row(
+            signal.upper(),
+            _bias_mae(readout.bias_and_mae(signal)),
+            str(readout.mean_predictions[(signal, "shadow")]),
+            _bias_mae(truth.bias_and_mae(signal)),
         )
     return table
 
@@ -147,7 +172,11 @@ def summary_line(status: Status) -> str:
         for cls in CLASSES:
             if cls.slo_ttft_ms is not None:
                 parts.append(f"{cls.name}.ttft={_pct(readout.attainment(cls.name, 'ttft')).strip()}")
-        parts.append(
-            f"coverage.ttft={_pct(readout.coverage('ttft')).strip()} (truth {_pct(truth.coverage('ttft')).strip()})"
-        )
+        if readout.objective == c.OBJECTIVE_MEAN:
+            shadow, own = _bias_mae(readout.bias_and_mae("ttft")), _bias_mae(truth.bias_and_mae("ttft"))
+            parts.append(f"bias/mae.ttft={shadow.replace(' ', '')} (truth {own.replace(' ', '')})")
+        else:
+            parts.append(
+                f"coverage.ttft={_pct(readout.coverage('ttft')).strip()} (truth {_pct(truth.coverage('ttft')).strip()})"
+            )
     return " ".join(parts)

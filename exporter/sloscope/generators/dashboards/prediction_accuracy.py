@@ -30,6 +30,12 @@ _MISS_FACTORS = (1.25, 2.0)
 _TOLERANCE = 0.05
 _BIAS = 0.2  # AlertThresholds.bias_max_ratio
 _SIGNAL_TITLES = {c.SIGNAL_TTFT: "TTFT", c.SIGNAL_TPOT: "TPOT"}
+RELATIVE_BIAS = "Relative bias by pool, signal and source"
+BIAS_AND_MAE = "Bias and MAE"
+RMSE = "RMSE"
+OFFLINE_MAE = "Offline against online MAE (mean predictors)"
+MEAN_OBJECTIVE_PANELS = frozenset({RELATIVE_BIAS, BIAS_AND_MAE, RMSE, OFFLINE_MAE})
+"""The panels that have data only for pools whose predictor predicts the mean."""
 
 
 def dashboard(spec: SLOSpec) -> Any:
@@ -79,7 +85,7 @@ def _mean() -> list[Any]:
     return [
         d.row("Mean predictions: bias, MAE, RMSE"),
         d.timeseries(
-            "Relative bias by pool, signal and source",
+            RELATIVE_BIAS,
             'For predictors of the mean (sloscope_predictor_objective{objective="mean"}): mean of actual - '
             "predicted over the mean prediction, over $window. Positive: actual latency runs above the predictions "
             f"(optimistic routing); negative: below. SloscopePredictorBiased alerts beyond ±{_BIAS:.0%}.",
@@ -90,7 +96,7 @@ def _mean() -> list[Any]:
             threshold_style="line+area",
         ),
         d.timeseries(
-            "Bias and MAE",
+            BIAS_AND_MAE,
             "Bias (mean of actual - predicted) and MAE (mean of |actual - predicted|) in seconds over $window, "
             "from the error sums of mean predictions.",
             [
@@ -101,7 +107,7 @@ def _mean() -> list[Any]:
             width=8,
         ),
         d.timeseries(
-            "RMSE",
+            RMSE,
             "Root mean squared error of mean predictions over $window, seconds. Well above the MAE: a few requests "
             "are off by a lot.",
             [d.Query(f"sqrt({_per_mean_prediction(c.MEAN_PREDICTION_SQUARED_ERROR)})", legend)],
@@ -309,7 +315,7 @@ def _health() -> list[Any]:
             sparkline=False,
         ),
         d.timeseries(
-            "Offline against online MAE (mean predictors)",
+            OFFLINE_MAE,
             "MAE and RMSE a mean-objective training server measured on its held-out samples (offline) against the "
             "MAE of routed requests over $window (online). Online well above offline: live traffic differs from "
             "what the predictor learnt from.",

@@ -395,8 +395,14 @@ class Pool(_Section):
         Field(
             default="vllm",
             description="The pods' protocol, by the EPP's engine names (triton-trtllm: the old name of "
-            "triton-tensorrt-llm); a pod's llm-d.ai/engine-type label naming another one wins.",
+            "triton-tensorrt-llm); a pod's engine label naming another one wins.",
         )
+    )
+    engine_label: str = Field(
+        default="llm-d.ai/engine-type",
+        min_length=1,
+        description="The pod label naming a pod's engine (the EPP's engineLabelKey); the legacy "
+        "inference.networking.k8s.io/engine-type is read when a pod lacks it.",
     )
     metrics: MetricOverrides = Field(default_factory=MetricOverrides)
     metrics_path: str | None = Field(

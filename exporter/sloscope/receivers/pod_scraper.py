@@ -11,7 +11,8 @@ A scrape never raises into the loop: network and HTTP failures, pages that do no
 as one ``sloscope_scrapes_total{kind="model_server",result=...}`` increment and a down pod.
 
 A pool may mix engines. As the EPP does, each pod's protocol is named by its ``llm-d.ai/engine-type``
-label, else the legacy ``inference.networking.k8s.io/engine-type`` one; a pod without either, or
+label (``pools[].engine_label``, the EPP's ``engineLabelKey``), else the legacy
+``inference.networking.k8s.io/engine-type`` one; a pod without either, or
 with a value that names no built-in protocol, uses the pool's ``protocol`` (the EPP's default engine;
 llm-d-router ebab6879 extractor.go:229-245, mapping_registry.go:24-35,77-96). The pool's series
 overrides apply to its own protocol only, as the EPP's flags configure one engine.
@@ -68,9 +69,9 @@ def protocol_of(pool: Pool) -> Protocol:
     )
 
 
-def engine_type(target: Target) -> str | None:
-    """The engine a pod's labels name, as the EPP reads them: the current key, else the legacy one."""
-    return target.label(ENGINE_TYPE_LABEL) or target.label(LEGACY_ENGINE_TYPE_LABEL) or None
+def engine_type(target: Target, key: str = ENGINE_TYPE_LABEL) -> str | None:
+    """The engine a pod's labels name, as the EPP reads them: the configured key, else the legacy one."""
+    return target.label(key) or target.label(LEGACY_ENGINE_TYPE_LABEL) or None
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,7 @@ class PoolScrapeConfig:
 
     def engine_of(self, target: Target) -> _Engine:
         """The pod's protocol: the one its engine-type label names, else the pool's."""
-        return self.engines.get(engine_type(target) or "", self.engines[self.protocol.name])
+        return self.engines.get(engine_type(target, self.pool.engine_label) or "", self.engines[self.protocol.name])
 
 
 class PodScraper:

@@ -21,6 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import tool
 from tests.support.jaeger import Jaeger, start_jaeger
+from tests.support.serving import RunningServer
 
 _LISTENING = re.compile(r"otlp_grpc=\S+:(\d+) otlp_http=\S+:(\d+) metrics=\S+:(\d+)")
 
@@ -138,6 +139,20 @@ def serve(tmp_path: Path) -> Iterator[Callable[..., Server]]:
         if server.process.poll() is None:
             server.process.kill()
             server.process.wait(10)
+
+
+@pytest.fixture
+def start() -> Iterator[Callable[[RunningServer], RunningServer]]:
+    """Starts stand-in servers (the predictor's, on loopback) for one test and stops them after it."""
+    started: list[RunningServer] = []
+
+    def run(server: RunningServer) -> RunningServer:
+        started.append(server.start())
+        return server
+
+    yield run
+    for server in started:
+        server.stop()
 
 
 @pytest.fixture(scope="session")

@@ -40,19 +40,6 @@ class Clock:
 
 
 @pytest.fixture
-def start(shared: Path) -> Iterator[Callable[[RunningServer], RunningServer]]:
-    started: list[RunningServer] = []
-
-    def run(server: RunningServer) -> RunningServer:
-        started.append(server.start())
-        return server
-
-    yield run
-    for server in started:
-        server.stop()
-
-
-@pytest.fixture
 def training(shared: Path, start: Callable[[RunningServer], RunningServer]) -> TrainingServer:
     server = TrainingServer(shared, TrainingBehaviour())
     start(server)

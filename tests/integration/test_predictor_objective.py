@@ -19,7 +19,7 @@ import asyncio
 import json
 import logging
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,19 +48,6 @@ BOTH = {c.SIGNAL_TTFT: (), c.SIGNAL_TPOT: ()}
 
 def llmd(shared: Path, objective: str, name: str) -> str:
     return (shared / "fixtures" / "predictor" / "llm-d" / objective / name).read_text()
-
-
-@pytest.fixture
-def start() -> Iterator[Callable[[RunningServer], RunningServer]]:
-    started: list[RunningServer] = []
-
-    def run(server: RunningServer) -> RunningServer:
-        started.append(server.start())
-        return server
-
-    yield run
-    for server in started:
-        server.stop()
 
 
 def polls(

@@ -123,6 +123,14 @@ TPOT_SECONDS = _m(
     (MODEL, POOL, SLO_CLASS),
     "Actual time per output token after the first, (e2e - ttft) / (completion_tokens - 1).",
 )
+# What each request asked for and got, from the model-server span: tokens per second are the rates of the sums.
+E2E_SECONDS = _m(
+    "e2e_seconds", "histogram", (MODEL, POOL, SLO_CLASS), "End-to-end latency of a request at its model server."
+)
+PROMPT_TOKENS = _m("prompt_tokens", "histogram", (MODEL, POOL, SLO_CLASS), "Prompt (input) tokens of a request.")
+COMPLETION_TOKENS = _m(
+    "completion_tokens", "histogram", (MODEL, POOL, SLO_CLASS), "Completion (output) tokens of a request."
+)
 POD_REQUESTS = _m("pod_requests", "counter", (POOL, POD), "Evaluated requests per pod.")
 POD_SLO_VIOLATIONS = _m("pod_slo_violations", "counter", (POOL, POD, SLO), "SLO violations per pod.")
 INVALID_VALUES = _m(
@@ -549,6 +557,9 @@ ALL_METRICS: tuple[MetricDef, ...] = (
     REQUESTS_FAILED,
     TTFT_SECONDS,
     TPOT_SECONDS,
+    E2E_SECONDS,
+    PROMPT_TOKENS,
+    COMPLETION_TOKENS,
     POD_REQUESTS,
     POD_SLO_VIOLATIONS,
     INVALID_VALUES,

@@ -141,3 +141,20 @@ def test_a_request_whose_spans_name_no_model_takes_its_pools() -> None:
         registry.get_sample_value("sloscope_requests_total", {**base, "model": "Qwen/Qwen3-8B", "pool": "pool-a"}) == 1
     )
     assert registry.get_sample_value("sloscope_requests_total", {**base, "model": "unknown", "pool": "pool-b"}) == 1
+
+
+def test_e2e_latency_and_token_counts_are_observed_when_valid() -> None:
+    registry, publisher = make()
+    publish(registry, publisher, target_model="m", prompt_tokens=600)
+    publish(registry, publisher, target_model="m", prompt_tokens=-1, completion_tokens=None, e2e_seconds=float("nan"))
+    hist = {"model": "m", "pool": "pool-a", "slo_class": "interactive"}
+    assert registry.get_sample_value("sloscope_e2e_seconds_count", hist) == 1
+    assert registry.get_sample_value("sloscope_e2e_seconds_sum", hist) == 0.8
+    assert registry.get_sample_value("sloscope_e2e_seconds_bucket", {**hist, "le": "1.0"}) == 1
+    assert registry.get_sample_value("sloscope_prompt_tokens_count", hist) == 1
+    assert registry.get_sample_value("sloscope_prompt_tokens_sum", hist) == 600
+    assert registry.get_sample_value("sloscope_prompt_tokens_bucket", {**hist, "le": "500.0"}) == 0
+    assert registry.get_sample_value("sloscope_prompt_tokens_bucket", {**hist, "le": "1000.0"}) == 1
+    assert registry.get_sample_value("sloscope_completion_tokens_sum", hist) == 6
+    assert registry.get_sample_value("sloscope_completion_tokens_bucket", {**hist, "le": "5.0"}) == 0
+    assert registry.get_sample_value("sloscope_completion_tokens_bucket", {**hist, "le": "10.0"}) == 1

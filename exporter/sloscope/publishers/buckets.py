@@ -7,7 +7,7 @@ from both.
 
 from __future__ import annotations
 
-__all__ = ["HEADROOM_BUCKETS", "RATIO_BUCKETS", "TPOT_BUCKETS", "TTFT_BUCKETS"]
+__all__ = ["HEADROOM_BUCKETS", "RATIO_BUCKETS", "TOKEN_BUCKETS", "TPOT_BUCKETS", "TTFT_BUCKETS"]
 
 # vLLM's TTFT buckets (seconds) and its inter-token-latency buckets, so the two line up in Grafana.
 # fmt: off
@@ -24,3 +24,6 @@ RATIO_BUCKETS = (0.25, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0, 1.05, 1.1, 1.25, 1.5,
 HEADROOM_BUCKETS = (-10.0, -5.0, -2.5, -1.0, -0.5, -0.25, -0.1, -0.05, -0.025, -0.01, 0.0,
                     0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 # fmt: on
+
+# tokens per request: a 1-2-5 series from 1 to a million, wide enough for any context length.
+TOKEN_BUCKETS = tuple(float(m * 10**e) for e in range(6) for m in (1, 2, 5)) + (1_000_000.0,)

@@ -13,10 +13,11 @@ from prometheus_client import CollectorRegistry, Gauge
 
 from sloscope import conventions as c
 from sloscope.config import Limits
-from sloscope.publishers.buckets import TPOT_BUCKETS, TTFT_BUCKETS
+from sloscope.publishers.buckets import TOKEN_BUCKETS, TPOT_BUCKETS, TTFT_BUCKETS
 from sloscope.publishers.cardinality import LabelGuard
 from sloscope.publishers.series import SeriesCollector
 from sloscope.records import Evaluation, JoinedRequest
+from sloscope.slo.evaluate import valid_seconds, valid_tokens
 from sloscope.slo.spec import SLOSpec
 from sloscope.telemetry import Telemetry
 
@@ -69,6 +70,9 @@ class PrometheusPublisher:
         self._tpot = series.histogram(
             c.TPOT_SECONDS, buckets_with_targets(TPOT_BUCKETS, _spec_targets(spec, c.SLO_TPOT))
         )
+        self._e2e = series.histogram(c.E2E_SECONDS, TTFT_BUCKETS)
+        self._prompt_tokens = series.histogram(c.PROMPT_TOKENS, TOKEN_BUCKETS)
+        self._completion_tokens = series.histogram(c.COMPLETION_TOKENS, TOKEN_BUCKETS)
         registry.register(series)
         _publish_spec(registry, spec)
 
@@ -129,6 +133,17 @@ class PrometheusPublisher:
                 self._ttft.observe((model, pool, slo_class), evaluation.ttft_seconds, request.trace_id)
             if evaluation.tpot_seconds is not None:
                 self._tpot.observe((model, pool, slo_class), evaluation.tpot_seconds, request.trace_id)
+            self._observe_size((model, pool, slo_class), request)
+
+    def _observe_size(self, labels: tuple[str, str, str], request: JoinedRequest) -> None:
+        """E2E latency and token counts, each when the span carried a valid one (a failed request may carry none)."""
+        e2e, prompt, completion = request.e2e_seconds, request.prompt_tokens, request.completion_tokens
+        if e2e is not None and valid_seconds(e2e):
+            self._e2e.observe(labels, e2e, request.trace_id)
+        if prompt is not None and valid_tokens(prompt):
+            self._prompt_tokens.observe(labels, prompt)
+        if completion is not None and valid_tokens(completion):
+            self._completion_tokens.observe(labels, completion)
 
     def _start_failures(self, base: tuple[str, ...]) -> None:
         """So that the first failure of a label set is an increase Prometheus sees, not a new series at 1."""

@@ -36,7 +36,7 @@ def valid_seconds(value: float | None) -> bool:
 
 def tpot_seconds(e2e: float | None, ttft: float | None, completion_tokens: float | None) -> float | None:
     """Time per output token after the first; None when undefined (fewer than 2 tokens) or invalid."""
-    if not (valid_seconds(e2e) and valid_seconds(ttft) and _valid_tokens(completion_tokens)):
+    if not (valid_seconds(e2e) and valid_seconds(ttft) and valid_tokens(completion_tokens)):
         return None
     assert e2e is not None and ttft is not None and completion_tokens is not None
     if completion_tokens < 2 or e2e < ttft:
@@ -44,7 +44,7 @@ def tpot_seconds(e2e: float | None, ttft: float | None, completion_tokens: float
     return (e2e - ttft) / (completion_tokens - 1)
 
 
-def _valid_tokens(value: float | None) -> bool:
+def valid_tokens(value: float | None) -> bool:
     return value is not None and math.isfinite(value) and value >= 0 and value == int(value)
 
 
@@ -113,8 +113,8 @@ def _tpot_problems(request: JoinedRequest, ttft: float | None) -> list[str]:
     """Which inputs made TPOT undefined, leaving out the legitimate case of fewer than two tokens."""
     e2e, tokens = request.e2e_seconds, request.completion_tokens
     if not valid_seconds(e2e):
-        return ["e2e_seconds", *([] if _valid_tokens(tokens) else ["completion_tokens"])]
-    if not _valid_tokens(tokens):
+        return ["e2e_seconds", *([] if valid_tokens(tokens) else ["completion_tokens"])]
+    if not valid_tokens(tokens):
         return ["completion_tokens"]
     assert e2e is not None and tokens is not None
     if ttft is not None and tokens >= 2 and e2e < ttft:
@@ -133,7 +133,7 @@ def _goodput(
     if target_ttft is not None:
         carried.append(ttft)
     if target_tpot is not None:
-        single_token = _valid_tokens(completion_tokens) and (completion_tokens or 0) < 2
+        single_token = valid_tokens(completion_tokens) and (completion_tokens or 0) < 2
         if not single_token:  # a TPOT SLO does not apply to a one-token answer
             carried.append(tpot)
     if not carried or not all(v.eligible for v in carried):

@@ -14,6 +14,7 @@ from jsonschema.exceptions import ValidationError
 from sloscope import conventions as c
 from sloscope.generators.dashboards import dashboards, panel_queries
 from sloscope.generators.dashboards import self_monitoring as self_dashboard
+from sloscope.generators.windows import burn_windows, duration_seconds
 from sloscope.loading import default_spec
 from sloscope.slo.spec import SLOSpec
 
@@ -88,6 +89,7 @@ def known_series() -> set[str]:
     names -= {f"{c.HEADROOM_SECONDS.name}_sum", f"{c.HEADROOM_SECONDS.name}_count"}
     for window in c.RULE_WINDOWS:
         names |= {c.slo_error_ratio_rule(window), c.slo_requests_rate_rule(window)}
+    names.add("ALERTS")  # Prometheus's own series of the alerts its rules evaluate
     return names
 
 
@@ -254,6 +256,9 @@ def test_objectives_and_periods_come_from_the_spec() -> None:
     burn = by_title["premium: TTFT burn rate"]
     assert all(t["expr"].endswith("/ (1 - 0.999)") for t in burn["targets"])
     assert [t["legendFormat"] for t in burn["targets"]] == ["5m", "1h", "6h"]
+    # The 7-day period's alert factors: 2% of the budget in 1h is 3.36x, 5% in 6h 1.4x, 10% in 1d 0.7x, in 3d 0.2333x
+    lines = [s["value"] for s in by_title["batch: TTFT burn rate"]["fieldConfig"]["defaults"]["thresholds"]["steps"]]
+    assert lines[1:] == [pytest.approx(7 / 30), 0.7, 1.4, 3.36]
     rows = [panel["title"] for panel in overview["panels"] if panel["type"] == "row"]
     assert any(r.startswith("Class batch:") and r.endswith("over 7d") for r in rows)
     assert not any("interactive" in title for title in by_title), "only the spec's classes"
@@ -306,3 +311,78 @@ def test_headroom_at_routing_uses_the_inf_bucket_as_its_count() -> None:
     (expr,) = [e for t, e in panel_queries(headroom) if t == "Requests routed with no headroom"]
     assert 'le="0.0"' in expr and 'le="+Inf"' in expr
     assert f"{c.HEADROOM_SECONDS.name}_count" not in expr
+
+
+# ---- what the alerts see ------------------------------------------------------------------------------------
+
+
+def test_burn_rate_lines_are_the_alert_thresholds_from_the_windows() -> None:
+    spec = default_spec()
+    overview = dashboards(spec)["slo-overview.json"]
+    by_title = {panel["title"]: panel for panel in panels(overview)}
+    cls = spec.classes[0]
+    pairs = burn_windows(spec.period_of(cls))
+    expected = sorted(p.factor for p in pairs)
+    burn = by_title[f"{cls.name}: TTFT burn rate"]
+    steps = burn["fieldConfig"]["defaults"]["thresholds"]["steps"]
+    assert [s["value"] for s in steps][1:] == pytest.approx(expected)
+    assert [s["color"] for s in steps][1:] == ["yellow", "orange", "red", "dark-red"]
+    assert burn["fieldConfig"]["defaults"]["custom"]["thresholdsStyle"]["mode"] == "dashed"
+    assert "13.44x over 1h and 5m" in burn["description"]  # the built-in 28 days
+
+
+def test_burn_by_model_and_pool_reads_the_alerts_series_and_links_to_the_pools_pods() -> None:
+    spec = default_spec()
+    rendered = dashboards(spec)
+    overview = rendered["slo-overview.json"]
+    cls = spec.classes[0]
+    table = next(
+        p for p in panels(overview) if p["title"] == f"{cls.name}: burn rate by model and pool, as the alerts see it"
+    )
+    windows = sorted({w for p in burn_windows(spec.period_of(cls)) for w in (p.long, p.short)}, key=duration_seconds)
+    assert [t["legendFormat"] for t in table["targets"]] == windows
+    for target, window in zip(table["targets"], windows, strict=True):
+        assert target["instant"] and "sum" not in target["expr"], "one value per model and pool, as the alerts"
+        for slo in c.SLOS:
+            ratio = f'{c.slo_error_ratio_rule(window)}{{slo_class="{cls.name}", '
+            assert ratio in target["expr"] and f'slo="{slo}"}} / (1 - {cls.objectives.of(slo)})' in target["expr"]
+    (link,) = table["fieldConfig"]["defaults"]["links"]
+    assert link["url"].startswith(f"/d/{rendered['pod-headroom.json']['uid']}?var-pool=${{__data.fields.pool}}")
+    assert f"var-slo_class={cls.name}" in link["url"] and "${__url_time_range}" in link["url"]
+    sampled = next(p for p in panels(overview) if p["title"] == "Sampled share of requests")
+    (link,) = sampled["fieldConfig"]["defaults"]["links"]
+    assert "var-pool=${__field.labels.pool}" in link["url"]
+
+
+def test_ratios_without_a_denominator_say_no_traffic() -> None:
+    overview = dashboards(default_spec())["slo-overview.json"]
+    by_title = {panel["title"]: panel for panel in panels(overview)}
+    for title in ("interactive: TTFT attainment (1h)", "interactive: TTFT burn rate", "Failure share by reason"):
+        defaults = by_title[title]["fieldConfig"]["defaults"]
+        assert defaults["noValue"] == "No traffic", title
+        assert {"type": "special", "options": {"match": "nan", "result": {"text": "No traffic"}}} in defaults[
+            "mappings"
+        ], title
+
+
+def test_firing_alerts_are_annotations_and_a_table() -> None:
+    for dashboard in dashboards(default_spec()).values():
+        annotation = next(a for a in dashboard["annotations"]["list"] if a.get("expr"))
+        assert annotation["expr"] == 'ALERTS{alertstate="firing", alertname=~"Sloscope.+"}'
+        assert annotation["datasource"] == DATASOURCE and annotation["enable"]
+    overview = dashboards(default_spec())["slo-overview.json"]
+    (target,) = next(p for p in panels(overview) if p["title"] == "Firing alerts")["targets"]
+    assert target["expr"] == annotation["expr"] and target["instant"]
+
+
+def test_failures_tokens_and_e2e_have_panels() -> None:
+    queries = dict(panel_queries(dashboards(default_spec())["slo-overview.json"]))
+    assert f"sum by (reason) (rate({c.REQUESTS_FAILED.exposed_name}" in queries["Failed requests by reason"]
+    throughput = [e for t, e in panel_queries(dashboards(default_spec())["slo-overview.json"]) if t.startswith("Token")]
+    assert [f"{m.name}_sum" in e for m, e in zip((c.PROMPT_TOKENS, c.COMPLETION_TOKENS), throughput, strict=True)] == [
+        True,
+        True,
+    ]
+    assert f"{c.COMPLETION_TOKENS.name}_bucket" in queries["Output length percentiles by class"]
+    assert f"{c.PROMPT_TOKENS.name}_bucket" in queries["Prompt length percentiles by class"]
+    assert f"{c.E2E_SECONDS.name}_bucket" in queries["E2E percentiles by class"]

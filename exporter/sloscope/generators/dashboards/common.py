@@ -43,6 +43,12 @@ NONE = "none"
 GREEN, YELLOW, ORANGE, RED, BLUE = "green", "yellow", "orange", "red", "blue"
 TRANSPARENT = "transparent"
 
+NO_TRAFFIC = "No traffic"
+"""What a ratio panel shows where its denominator is zero (0/0 = NaN) or absent, instead of NaN or "No data"."""
+
+FIRING_ALERTS = 'ALERTS{alertstate="firing", alertname=~"Sloscope.+"}'
+"""Prometheus's own series of the generated alerts that fire now (every generated alert is named Sloscope...)."""
+
 Format = Literal["time_series", "table", "heatmap"]
 Steps = list[dict[str, Any]]
 
@@ -155,6 +161,36 @@ def trace_link() -> dict[str, Any]:
     }
 
 
+def dashboard_link(title: str, dashboard_uid: str, variables: dict[str, str], tooltip: str) -> dict[str, Any]:
+    """A data link to another dashboard of the service, keeping the time range, with ``variables`` set.
+
+    Values may name the clicked series' labels (``${__field.labels.pool}``) or a table row's fields
+    (``${__data.fields.pool}``); Grafana URL-encodes them.
+    """
+    query = "&".join(f"var-{name}={value}" for name, value in variables.items())
+    return {
+        "title": title,
+        "url": f"/d/{dashboard_uid}?{query}&${{__url_time_range}}&${{datasource:queryparam}}",
+        "type": "link",
+        "icon": "dashboard",
+        "tooltip": tooltip,
+        "tags": [],
+        "asDropdown": False,
+        "targetBlank": False,
+        "includeVars": False,
+        "keepTime": False,
+    }
+
+
+def _no_traffic(defaults: dict[str, Any]) -> None:
+    """Show :data:`NO_TRAFFIC` for a ratio without a denominator: no series at all, or a 0/0 = NaN value."""
+    defaults["noValue"] = NO_TRAFFIC
+    defaults["mappings"] = [
+        *defaults.get("mappings", []),
+        {"type": "special", "options": {"match": "nan", "result": {"text": NO_TRAFFIC}}},
+    ]
+
+
 def timeseries(
     title: str,
     description: str,
@@ -169,11 +205,18 @@ def timeseries(
     minimum: float | None = None,
     maximum: float | None = None,
     trace_links: bool = False,
+    links: Sequence[dict[str, Any]] = (),
+    no_traffic: bool = False,
 ) -> Any:
-    """A time series panel; ``thresholds`` drawn as ``threshold_style`` (an objective line, a red area...)."""
+    """A time series panel; ``thresholds`` drawn as ``threshold_style`` (an objective line, a red area...).
+
+    ``no_traffic`` for a ratio: where its denominator is zero the panel says so (:data:`NO_TRAFFIC`).
+    """
     defaults: dict[str, Any] = {"min": minimum, "max": maximum}
-    if trace_links:
-        defaults["links"] = [trace_link()]
+    if trace_links or links:
+        defaults["links"] = [*([trace_link()] if trace_links else []), *links]
+    if no_traffic:
+        _no_traffic(defaults)
     return gl.TimeSeries(
         **_common(title, description, queries, width, height),
         unit=unit,
@@ -201,20 +244,24 @@ def stat(
     decimals: int | None = None,
     mappings: Sequence[dict[str, Any]] = (),
     sparkline: bool = True,
+    no_traffic: bool = False,
 ) -> Any:
     """A stat panel coloured by its thresholds, the last value shown (a sparkline of the range behind it)."""
+    ratio: dict[str, Any] = {"mappings": list(mappings)}
+    if no_traffic:
+        _no_traffic(ratio)
     return gl.Stat(
         **_common(title, description, queries, width, height),
         format=unit,
         thresholds=thresholds,
         color={"mode": "thresholds"},
         decimals=decimals,
-        mappings=list(mappings),
+        mappings=ratio["mappings"],
         graphMode="area" if sparkline else "none",
         colorMode="value",
         reduceCalc="lastNotNull",
         textMode="value_and_name" if len(queries) > 1 else "auto",
-        noValue="No data",
+        noValue=ratio.get("noValue", "No data"),
     )
 
 
@@ -271,20 +318,30 @@ def table(
     width: int = 12,
     height: int = 8,
     decimals: int | None = None,
+    thresholds: Steps | None = None,
+    links: Sequence[dict[str, Any]] = (),
+    no_traffic: bool = False,
 ) -> Any:
-    """A table of instant queries, shaped by Grafana transformations (join, organize)."""
+    """A table of instant queries, shaped by Grafana transformations (join, organize).
+
+    With ``thresholds`` the cells' text takes their colour; ``links`` open from every cell (a row's fields are
+    ``${__data.fields.<column>}``).
+    """
+    defaults: dict[str, Any] = {
+        "custom": {"cellOptions": {"type": "color-text" if thresholds else "auto"}},
+        "decimals": decimals,
+        "thresholds": {"mode": "absolute", "steps": thresholds or steps(GREEN)},
+    }
+    if links:
+        defaults["links"] = list(links)
+    if no_traffic:
+        _no_traffic(defaults)
     return gl.Table(
         **_common(title, description, queries, width, height),
         unit=unit,
         transformations=list(transformations),
         extraJson={
-            "fieldConfig": {
-                "defaults": {
-                    "custom": {"cellOptions": {"type": "auto"}},
-                    "decimals": decimals,
-                    "thresholds": {"mode": "absolute", "steps": steps(GREEN)},
-                }
-            },
+            "fieldConfig": {"defaults": defaults},
             "options": {"cellHeight": "sm", "footer": {"show": False, "reducer": ["sum"], "fields": ""}},
         },
     )
@@ -363,7 +420,7 @@ def build(
         timezone="browser",
         time=gl.Time(time_from, "now"),
         templating=gl.Templating(list=list(variables)),
-        annotations=gl.Annotations(list=[_builtin_annotations()]),
+        annotations=gl.Annotations(list=[_builtin_annotations(), _firing_alerts_annotation()]),
         links=[
             gl.DashboardLink(title=service, type="dashboards", tags=[TAG, service], asDropdown=True, includeVars=True)
         ],
@@ -380,6 +437,18 @@ def _builtin_annotations() -> dict[str, Any]:
         "iconColor": "rgba(0, 211, 255, 1)",
         "name": "Annotations & Alerts",
         "type": "dashboard",
+    }
+
+
+def _firing_alerts_annotation() -> dict[str, Any]:
+    """Every generated alert's firing time as a red region on each time series panel, from Prometheus's ALERTS."""
+    return {
+        "datasource": DATASOURCE,
+        "enable": True,
+        "hide": False,
+        "iconColor": RED,
+        "name": "Firing sloscope alerts",
+        "expr": FIRING_ALERTS,
     }
 
 

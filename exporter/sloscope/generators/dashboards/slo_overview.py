@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from sloscope import conventions as c
+from sloscope.generators.dashboards import alerting, pod_headroom
 from sloscope.generators.dashboards import common as d
 from sloscope.generators.dashboards import variables as v
 from sloscope.generators.dashboards.promql import (
@@ -48,9 +49,10 @@ for _window in (ATTAINMENT_WINDOW, *BURN_WINDOWS):
 
 def dashboard(spec: SLOSpec) -> Any:
     """The SLO overview of ``spec``: traffic, routing comparison, latency, then one row per SLO class."""
-    panels = [*_traffic(), *_routing(), *_latency(), *_engine_crosscheck()]
+    pods = d.uid(spec.service, pod_headroom.FILE_NAME)
+    panels = [*_alerts(), *_traffic(), *_failures(), *_routing(), *_latency(), *_sizes(), *_engine_crosscheck(pods)]
     for cls in spec.classes:
-        panels += _class_row(spec, cls)
+        panels += _class_row(spec, cls, pods)
     return d.build(
         title="SLO overview",
         service=spec.service,
@@ -64,6 +66,10 @@ def dashboard(spec: SLOSpec) -> Any:
         panels=panels,
         time_from="now-24h",
     )
+
+
+def _alerts() -> list[Any]:
+    return [d.row("Alerts"), alerting.firing_alerts()]
 
 
 def _traffic() -> list[Any]:
@@ -113,6 +119,40 @@ def _traffic() -> list[Any]:
             unit=d.PERCENT,
             width=8,
             maximum=1,
+            no_traffic=True,
+        ),
+    ]
+
+
+def _failures() -> list[Any]:
+    """Failed requests by reason: how many, and what share of the traffic."""
+    failed = rate(series(c.REQUESTS_FAILED), _FILTERS)
+    reasons = ", ".join(c.FAILURE_REASONS)
+    return [
+        d.row("Failures"),
+        d.timeseries(
+            "Failed requests by reason",
+            f"Requests per second that failed, by reason ({reasons}): error is an error status or HTTP >= 500, shed a "
+            "refusal for load (HTTP 429, the EPP's admission), timeout the EPP's queue or a deadline, aborted a client "
+            "that went away, invalid a client error. All but invalid count as violations of every SLO the request "
+            "carried.",
+            [d.Query(sum_by((c.REASON,), failed), "{{reason}}")],
+            unit=d.REQUESTS_PER_SECOND,
+            stacked=True,
+        ),
+        d.timeseries(
+            "Failure share by reason",
+            "Failed requests of each reason over all evaluated requests, per class: the failure rate a client sees. "
+            "No traffic where no request was evaluated.",
+            [
+                d.Query(
+                    f"{sum_by((c.SLO_CLASS, c.REASON), failed)} / ignoring ({c.REASON}) group_left "
+                    f"{sum_by((c.SLO_CLASS,), rate(series(c.REQUESTS), _FILTERS))}",
+                    "{{slo_class}} {{reason}}",
+                )
+            ],
+            unit=d.PERCENT,
+            no_traffic=True,
         ),
     ]
 
@@ -136,6 +176,7 @@ def _routing() -> list[Any]:
                 unit=d.PERCENT,
                 width=8,
                 maximum=1,
+                no_traffic=True,
             )
         )
     by = (c.SLO_CLASS, c.SLO, c.ROUTING)
@@ -158,6 +199,7 @@ def _routing() -> list[Any]:
                 {"id": "joinByLabels", "options": {"value": c.ROUTING, "join": [c.SLO_CLASS, c.SLO]}},
             ],
             width=16,
+            no_traffic=True,
         ),
         d.timeseries(
             "Request share by routing",
@@ -174,6 +216,7 @@ def _routing() -> list[Any]:
             width=8,
             stacked=True,
             maximum=1,
+            no_traffic=True,
         ),
     ]
     return panels
@@ -181,14 +224,23 @@ def _routing() -> list[Any]:
 
 def _latency() -> list[Any]:
     panels: list[Any] = [d.row("Latency")]
-    for metric, name in ((c.TTFT_SECONDS, "TTFT"), (c.TPOT_SECONDS, "TPOT")):
+    targets = "the spec's targets are bucket boundaries, so the share under a target is exact; "
+    for metric, name, meaning in (
+        (c.TTFT_SECONDS, "TTFT", targets),
+        (c.TPOT_SECONDS, "TPOT", targets),
+        (
+            c.E2E_SECONDS,
+            "E2E",
+            "end-to-end latency at the model server, from the request's arrival to its last token; ",
+        ),
+    ):
         buckets = rate(series(metric, "_bucket"), _FILTERS)
         panels.append(
             d.timeseries(
                 f"{name} percentiles by class",
-                f"p50, p90 and p99 of the actual {name} per SLO class, from the histogram buckets (the spec's targets "
-                "are bucket boundaries, so the share under a target is exact; a percentile in between is "
-                "interpolated). Exemplar dots link to the request's trace in the traces data source.",
+                f"p50, p90 and p99 of the actual {name} per SLO class, from the histogram buckets ({meaning}a "
+                "percentile between boundaries is interpolated). Exemplar dots link to the request's trace in the "
+                "traces data source.",
                 [
                     d.Query(
                         f"histogram_quantile({q}, {sum_by((c.SLO_CLASS, 'le'), buckets)})",
@@ -198,7 +250,55 @@ def _latency() -> list[Any]:
                     for q in (0.5, 0.9, 0.99)
                 ],
                 unit=d.SECONDS,
+                width=8,
                 trace_links=True,
+            )
+        )
+    return panels
+
+
+_TOKENS = "suffix: tokens"
+_TOKEN_RATE = "suffix: tokens/s"
+
+
+def _sizes() -> list[Any]:
+    """Token throughput and the prompt and output lengths of the requests, from the span's token counts."""
+    prompt, completion = (
+        rate(series(c.PROMPT_TOKENS, "_sum"), _FILTERS),
+        rate(series(c.COMPLETION_TOKENS, "_sum"), _FILTERS),
+    )
+    panels: list[Any] = [
+        d.row("Tokens"),
+        d.timeseries(
+            "Token throughput by model",
+            "Prompt (input) and completion (output) tokens per second of the evaluated requests, by model, from the "
+            "token counts on the model-server spans. Counts are of sampled requests when the gateway samples traces: "
+            "divide by the sampled share (below) for the whole traffic.",
+            [
+                d.Query(sum_by((c.MODEL,), prompt), "prompt {{model}}"),
+                d.Query(sum_by((c.MODEL,), completion), "completion {{model}}"),
+            ],
+            unit=_TOKEN_RATE,
+            width=8,
+        ),
+    ]
+    for metric, name in ((c.PROMPT_TOKENS, "Prompt"), (c.COMPLETION_TOKENS, "Output")):
+        buckets = rate(series(metric, "_bucket"), _FILTERS)
+        panels.append(
+            d.timeseries(
+                f"{name} length percentiles by class",
+                f"p50, p90 and p99 of the {name.lower()} tokens per request per SLO class, from the histogram buckets "
+                "(1, 2, 5, 10, ... tokens: a percentile between boundaries is interpolated). Long prompts lengthen "
+                "TTFT, long outputs the end-to-end latency.",
+                [
+                    d.Query(
+                        f"histogram_quantile({q}, {sum_by((c.SLO_CLASS, 'le'), buckets)})",
+                        f"p{round(q * 100)} {{{{slo_class}}}}",
+                    )
+                    for q in (0.5, 0.9, 0.99)
+                ],
+                unit=_TOKENS,
+                width=8,
             )
         )
     return panels
@@ -208,7 +308,7 @@ _ENGINE_FILTERS = (var(c.MODEL), var(c.POOL))
 _ENGINE_SIGNALS = ((c.TTFT_SECONDS, c.SIGNAL_TTFT, "TTFT"), (c.TPOT_SECONDS, c.SIGNAL_TPOT, "TPOT"))
 
 
-def _engine_crosscheck() -> list[Any]:
+def _engine_crosscheck(pods_dashboard_uid: str) -> list[Any]:
     """Span-based latency against the model servers' own unsampled histograms, and the share the spans cover."""
     panels: list[Any] = [d.row("Span-based against engine-based latency")]
     for metric, signal, name in _ENGINE_SIGNALS:
@@ -248,12 +348,20 @@ def _engine_crosscheck() -> list[Any]:
                 )
             ],
             unit=d.PERCENT,
+            no_traffic=True,
+            links=[_pool_link(pods_dashboard_uid, "${__field.labels.pool}", "")],
         )
     )
     return panels
 
 
-def _class_row(spec: SLOSpec, cls: SLOClass) -> list[Any]:
+def _pool_link(pods_dashboard_uid: str, pool: str, slo_class: str) -> dict[str, Any]:
+    """A data link to the pod headroom dashboard with the clicked series' pool (and class) selected."""
+    variables = {c.POOL: pool, **({c.SLO_CLASS: slo_class} if slo_class else {})}
+    return d.dashboard_link(f"Pods of pool {pool}", pods_dashboard_uid, variables, "The pods of this pool")
+
+
+def _class_row(spec: SLOSpec, cls: SLOClass, pods_dashboard_uid: str) -> list[Any]:
     """Attainment, budget and burn rates of one class, its objectives as thresholds and in the queries."""
     objectives = cls.objectives
     period = duration(spec.period_of(cls))
@@ -275,13 +383,15 @@ def _class_row(spec: SLOSpec, cls: SLOClass) -> list[Any]:
                 thresholds=d.at_least(objectives.of(slo)),
                 decimals=2,
                 width=4,
+                no_traffic=True,
             )
         )
     panels.append(_budget(cls, base, period))
     for slo, name in SLO_TITLES.items():
         panels.append(_attainment_by_model(cls, (*base, eq(c.SLO, slo)), slo, name))
     for slo, name in SLO_TITLES.items():
-        panels.append(_burn_rate(cls, (*base, eq(c.SLO, slo)), slo, name))
+        panels.append(_burn_rate(spec, cls, (*base, eq(c.SLO, slo)), slo, name))
+    panels.append(alerting.burn_by_model_and_pool(spec, cls, base, pods_dashboard_uid))
     return panels
 
 
@@ -322,22 +432,26 @@ def _attainment_by_model(cls: SLOClass, matchers: tuple[str, ...], slo: str, nam
         thresholds=d.steps(d.RED, (objective, d.TRANSPARENT)),
         threshold_style="line+area",
         maximum=1,
+        no_traffic=True,
     )
 
 
-def _burn_rate(cls: SLOClass, matchers: tuple[str, ...], slo: str, name: str) -> Any:
+def _burn_rate(spec: SLOSpec, cls: SLOClass, matchers: tuple[str, ...], slo: str, name: str) -> Any:
     objective = cls.objectives.of(slo)
     return d.timeseries(
         f"{cls.name}: {name} burn rate",
-        f"Error ratio / (1 - objective {objective:.2%}) over {', '.join(BURN_WINDOWS)}: 1 spends the error budget "
-        "exactly over the compliance period, above 1 faster. A short window that burns while the long one does not "
-        "is a spike; both burning is an incident.",
+        f"Error ratio / (1 - objective {objective:.2%}) over {', '.join(BURN_WINDOWS)}, summed over the selected "
+        "models and pools weighted by traffic: 1 spends the error budget exactly over the compliance period, above 1 "
+        "faster. A short window that burns while the long one does not is a spike; both burning is an incident. "
+        f"Dashed lines: the alerts' thresholds ({alerting.burn_prose(spec, cls, objective)}); the alerts judge "
+        "each model and pool alone (the table below).",
         [
             d.Query(f"({rule_error_ratio(window, (), matchers)}) / {budget(objective)}", window)
             for window in BURN_WINDOWS
         ],
         unit=d.SHORT,
         width=8,
-        thresholds=d.steps(d.GREEN, (1, d.RED)),
+        thresholds=alerting.burn_steps(spec, cls, objective),
         threshold_style="dashed",
+        no_traffic=True,
     )

@@ -1,0 +1,120 @@
+"""Panels that show the SLOs as the generated burn-rate alerts see them: their thresholds, per model and pool, and
+the alerts that fire.
+
+The alerts compare each (model, pool, class, SLO)'s recorded error ratio over a long and a short window with
+factor x (1 - objective) (:mod:`sloscope.generators.windows`); in burn-rate units (error ratio over the budget)
+that threshold is the factor itself. The thresholds here are computed by the same :class:`BurnWindow` the rule
+generator uses, so a change of windows or factors moves the dashboard lines with the alerts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from fractions import Fraction
+from typing import Any
+
+from sloscope import conventions as c
+from sloscope.generators.dashboards import common as d
+from sloscope.generators.dashboards.promql import budget, eq, number, sel
+from sloscope.generators.windows import PAGE, TICKET, BurnWindow, burn_windows, duration_seconds
+from sloscope.slo.spec import SLOClass, SLOSpec
+
+_SEVERITY_COLOURS = {PAGE: (d.RED, "dark-red"), TICKET: (d.YELLOW, d.ORANGE)}
+
+
+def burn_threshold(pair: BurnWindow, objective: float) -> float:
+    """The burn rate above which ``pair`` fires for ``objective``: its error-ratio threshold over the budget."""
+    return float(pair.exact_threshold(objective) / (1 - Fraction(repr(objective))))
+
+
+def _pairs(spec: SLOSpec, cls: SLOClass) -> tuple[BurnWindow, ...]:
+    return burn_windows(spec.period_of(cls))
+
+
+def burn_steps(spec: SLOSpec, cls: SLOClass, objective: float) -> d.Steps:
+    """Threshold steps at every alert pair's burn rate, tickets yellow and orange, pages red and dark red."""
+    points: dict[float, str] = {}
+    for severity, colours in _SEVERITY_COLOURS.items():
+        pairs = sorted((p for p in _pairs(spec, cls) if p.severity == severity), key=lambda p: p.factor)
+        for pair, colour in zip(pairs, colours, strict=False):
+            points.setdefault(burn_threshold(pair, objective), colour)
+    return d.steps(d.GREEN, *sorted(points.items()))
+
+
+def burn_prose(spec: SLOSpec, cls: SLOClass, objective: float) -> str:
+    """The alert pairs in words, as the burn-rate panels' descriptions state them."""
+    return "; ".join(
+        f"{pair.severity} {number(round(burn_threshold(pair, objective), 4))}x over {pair.long} and {pair.short}"
+        for pair in _pairs(spec, cls)
+    )
+
+
+def alert_windows(spec: SLOSpec, cls: SLOClass) -> list[str]:
+    """Every window an alert pair of the class reads, shortest first."""
+    return sorted({w for p in _pairs(spec, cls) for w in (p.long, p.short)}, key=duration_seconds)
+
+
+def _burn_by_slo(cls: SLOClass, window: str, matchers: Sequence[str]) -> str:
+    """Burn rate per (model, pool, slo) over ``window``: each SLO's recorded ratio over its own budget."""
+    return " or ".join(
+        f"{sel(c.slo_error_ratio_rule(window), (*matchers, eq(c.SLO, slo)))} / {budget(cls.objectives.of(slo))}"
+        for slo in c.SLOS
+    )
+
+
+def burn_by_model_and_pool(spec: SLOSpec, cls: SLOClass, matchers: Sequence[str], pods_dashboard_uid: str) -> Any:
+    """A table of each (model, pool, SLO)'s burn rate over every alert window, coloured at the alerts' thresholds.
+
+    The pool links to the pod headroom dashboard with that pool and the class selected.
+    """
+    windows = alert_windows(spec, cls)
+    objectives = {cls.objectives.of(slo) for slo in c.SLOS}
+    # The cells are coloured at the thresholds of one objective; with several, the strictest (lowest) ones.
+    objective = min(objectives, key=lambda o: min(burn_threshold(p, o) for p in _pairs(spec, cls)))
+    link = d.dashboard_link(
+        "Pods of pool ${__data.fields.pool}",
+        pods_dashboard_uid,
+        {c.POOL: "${__data.fields.pool}", c.SLO_CLASS: cls.name},
+        "The pod headroom dashboard of this row's pool, for this class",
+    )
+    return d.table(
+        f"{cls.name}: burn rate by model and pool, as the alerts see it",
+        "Error ratio over the error budget of each model, pool and SLO of the class, over every window the burn-rate "
+        "alerts read (recording rules, not summed over models or pools: the alerts judge each label set alone). A "
+        "pair of windows fires when both are above its threshold (cells coloured yellow and orange above a ticket's, "
+        "red above a page's): "
+        f"{burn_prose(spec, cls, objective)}; the alerts also need "
+        "enough eligible requests in the long window. No traffic: no eligible request in the window. Click a pool "
+        "for its pods.",
+        [d.Query(_burn_by_slo(cls, window, matchers), window, instant=True, format="table") for window in windows],
+        unit=d.SHORT,
+        decimals=2,
+        transformations=d.merged_columns(*windows),
+        thresholds=burn_steps(spec, cls, objective),
+        links=[link],
+        width=24,
+        no_traffic=True,
+    )
+
+
+def firing_alerts() -> Any:
+    """The generated alerts firing now, one row per alert and label set, from Prometheus's ALERTS series."""
+    return d.table(
+        "Firing alerts",
+        "Every sloscope alert firing now in the Prometheus data source (its ALERTS series), with the labels that say "
+        "where: severity, SLO class and SLO, pool, model. Pending alerts are left out. The same alerts mark their "
+        "firing time on every time series panel (the 'Firing sloscope alerts' annotation).",
+        [d.Query(d.FIRING_ALERTS, instant=True, format="table")],
+        unit=d.NONE,
+        transformations=[
+            {
+                "id": "organize",
+                "options": {
+                    "excludeByName": {"Time": True, "Value": True, "__name__": True, "alertstate": True},
+                    "indexByName": {"alertname": 0, "severity": 1, c.SLO_CLASS: 2, c.SLO: 3, c.POOL: 4, c.MODEL: 5},
+                },
+            }
+        ],
+        width=24,
+        height=6,
+    )

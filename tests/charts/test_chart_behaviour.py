@@ -4,13 +4,14 @@ and rules byte for byte, least-privilege discovery RBAC, and the optional object
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
 from sloscope.generators import RULES_FILE
-from tests.charts.conftest import CASES, NAMESPACE, ROOT, Rendered
+from tests.charts.conftest import CASES, NAMESPACE, ROOT, Rendered, template
 
 MONITORING_KINDS = ("ServiceMonitor", "PodMonitor", "PrometheusRule")
 
@@ -267,3 +268,50 @@ def test_the_network_policy_admits_otlp_and_scrapes_from_the_given_peers(render:
 def test_the_disruption_budget_has_one_bound(render: Callable[..., Rendered], case: str, bound: dict[str, int]) -> None:
     spec = render(case).one("PodDisruptionBudget")["spec"]
     assert {k: v for k, v in spec.items() if k != "selector"} == bound
+
+
+# ---- Grafana data source with exemplar trace links ------------------------------------------------------------
+
+
+def _datasource(rendered: Rendered) -> dict[str, Any]:
+    (configmap,) = [m for m in rendered.all("ConfigMap") if "grafana_datasource" in m["metadata"]["labels"]]
+    assert configmap["metadata"]["labels"]["grafana_datasource"] == "1"
+    (datasource,) = yaml.safe_load(configmap["data"]["sloscope-datasource.yaml"])["datasources"]
+    assert datasource["type"] == "prometheus" and datasource["uid"] == "sloscope-prometheus"
+    return dict(datasource["jsonData"])
+
+
+def test_no_grafana_datasource_by_default(render: Callable[..., Rendered]) -> None:
+    assert not [m for m in render("defaults").all("ConfigMap") if "grafana_datasource" in m["metadata"]["labels"]]
+
+
+def test_exemplars_open_their_trace_in_tempo_by_datasource_uid(render: Callable[..., Rendered]) -> None:
+    rendered = render(
+        "defaults",
+        *("--set", "grafanaDatasource.enabled=true", "--set", "grafanaDatasource.traces.backend=tempo"),
+        *("--set", "grafanaDatasource.traces.tempoDatasourceUid=my-tempo"),
+    )
+    assert _datasource(rendered)["exemplarTraceIdDestinations"] == [{"name": "trace_id", "datasourceUid": "my-tempo"}]
+
+
+def test_exemplars_open_their_trace_in_jaegers_ui_by_url(render: Callable[..., Rendered]) -> None:
+    rendered = render(
+        "defaults",
+        *("--set", "grafanaDatasource.enabled=true", "--set", "grafanaDatasource.traces.backend=jaeger"),
+        *("--set-string", "grafanaDatasource.traces.jaegerUrl=https://jaeger.example.com/trace/${__value.raw}"),
+    )
+    # Grafana expands $VAR in provisioning files: $$ is a literal $, so Grafana reads ${__value.raw} itself.
+    assert _datasource(rendered)["exemplarTraceIdDestinations"] == [
+        {
+            "name": "trace_id",
+            "url": "https://jaeger.example.com/trace/$${__value.raw}",
+            "urlDisplayLabel": "Trace in Jaeger",
+        }
+    ]
+
+
+def test_a_jaeger_backend_without_a_trace_url_is_refused(helm: Path) -> None:
+    result = template(
+        helm, "--set", "grafanaDatasource.enabled=true", "--set", "grafanaDatasource.traces.backend=jaeger"
+    )
+    assert result.returncode != 0 and "jaegerUrl" in result.stderr

@@ -50,9 +50,12 @@ RARE_PANELS = {
     "Invalid request values by field": "counts spans with unusable latency or token values; the demo's are all valid",
     "Label values folded into __other__": "a label's value cap is never reached by 3 pods, 1 model, 3 classes",
 }
+# Shows the page once the breach below has made it fire: checked then (with the annotation of firing alerts).
+ALERT_PANELS = frozenset({"Firing alerts"})
 # The late-2025 demo's predictor predicts a quantile; the mean panels are checked on the llm-d demo's mean one.
 QUANTILE_DEMO_EMPTY = {
     **RARE_PANELS,
+    **dict.fromkeys(ALERT_PANELS, "no alert fires on the light demo load: checked after the breach pages"),
     **dict.fromkeys(MEAN_OBJECTIVE_PANELS, "mean-objective predictors only: test_mean_objective_panels_have_data"),
 }
 
@@ -299,6 +302,12 @@ async def scenario(prometheus_binary: Path, workdir: Path) -> tuple[dict[str, in
             print(f"interactive TTFT error ratio {window} before the breach: {[r['value'][1] for r in result]}")
         print("alerts before the breach:", sorted({(a["labels"]["alertname"], a["state"]) for a in before}))
         waited = await breach_until_paged(http, server.url, demo)
+        await check_panels(http, server.url, started, {}, only=ALERT_PANELS)
+        for dashboard in dashboards(default_spec()).values():
+            for annotation in dashboard["annotations"]["list"]:
+                if "expr" in annotation:
+                    firing = (await query(http, server.url, annotation["expr"]))["data"]["result"]
+                    assert any(a["metric"]["alertname"] == ERROR_BUDGET_BURN_PAGE for a in firing), annotation
         return counts, waited, sum(len(series["exemplars"]) for series in exemplars)
 
 

@@ -26,4 +26,4 @@ HEADROOM_BUCKETS = (-10.0, -5.0, -2.5, -1.0, -0.5, -0.25, -0.1, -0.05, -0.025, -
 # fmt: on
 
 # tokens per request: a 1-2-5 series from 1 to a million, wide enough for any context length.
-TOKEN_BUCKETS = tuple(float(m * 10**e) for e in range(6) for m in (1, 2, 5)) + (1_000_000.0,)
+TOKEN_BUCKETS = (*(float(m * 10**e) for e in range(6) for m in (1, 2, 5)), 1_000_000.0)

@@ -32,10 +32,8 @@ a remote store). Each class gets its own period ratio rule, so one query reads t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from sloscope import conventions as c
-from sloscope.generators.rules.common import Matcher, Rule, _by, _num, _one_of, _selector
+from sloscope.generators.rules.common import Matcher, Rule, _by, _num, _selector
 from sloscope.generators.windows import duration_seconds
 from sloscope.generators.windows import format_duration as _format_duration
 from sloscope.slo.spec import SLOSpec
@@ -66,18 +64,6 @@ def _recorded_period(period_seconds: float) -> bool:
     return _format_duration(period_seconds) not in c.RULE_WINDOWS
 
 
-def _class_matcher(classes: Sequence[str]) -> dict[str, Matcher]:
-    return {c.SLO_CLASS: _one_of(classes) if len(classes) > 1 else classes[0]}
-
-
-def _periods(spec: SLOSpec) -> dict[float, list[str]]:
-    """The spec's distinct compliance periods, each with its classes."""
-    by_period: dict[float, list[str]] = {}
-    for cls in spec.classes:
-        by_period.setdefault(spec.period_of(cls), []).append(cls.name)
-    return dict(sorted(by_period.items()))
-
-
 def objective_rules(spec: SLOSpec) -> list[Rule]:
     """Objective of each class and SLO on every label set that has requests now or a ratio over the period, then
     the error budget and the current burn rate of every label set, joined one to one on those labels."""
@@ -90,7 +76,8 @@ def objective_rules(spec: SLOSpec) -> list[Rule]:
                 f"or\n{_selector(period_ratio_rule(spec.period_of(cls)), matchers)}"
             )
             objective = _num(cls.objectives.of(slo))
-            rules.append({"record": c.SLO_OBJECTIVE_RULE, "expr": f"(\n{present}\n)\n* 0 + {objective}"})
+            expr = f"(\n{present}\n)\n* 0 + {objective}"
+            rules.append({"record": c.SLO_OBJECTIVE_RULE, "expr": expr, "labels": dict(sorted(matchers.items()))})
     if rules:
         rules.append({"record": c.SLO_ERROR_BUDGET_RULE, "expr": f"1 - {c.SLO_OBJECTIVE_RULE}"})
         rules.append(
@@ -109,9 +96,9 @@ def _count(metric: str, record: str, fallback: str | None = None) -> Rule:
     return {"record": record, "expr": expr if fallback is None else f"{expr}\nor\n{fallback} * 0"}
 
 
-def _period_ratio_expr(period: str, classes: Sequence[str]) -> str:
+def _period_ratio_expr(period: str, cls: str) -> str:
     """Violations over requests summed over the period's counts; a label set without requests has no ratio."""
-    matchers = _class_matcher(classes)
+    matchers: dict[str, Matcher] = {c.SLO_CLASS: cls}
     violations = _selector(c.slo_violations_increase_rule(TILE), matchers)
     requests = _selector(c.slo_requests_increase_rule(TILE), matchers)
     return f"sum_over_time({violations}[{period}])\n/\n(sum_over_time({requests}[{period}]) > 0)"
@@ -120,8 +107,7 @@ def _period_ratio_expr(period: str, classes: Sequence[str]) -> str:
 def budget_rules(spec: SLOSpec) -> list[Rule]:
     """Counts over :data:`TILE`, each class's ratio over its compliance period, the period burn rate and the budget
     remaining."""
-    periods = _periods(spec)
-    if not periods:
+    if not spec.classes:
         return []
     requests = c.slo_requests_increase_rule(TILE)
     rules = [
@@ -131,10 +117,11 @@ def budget_rules(spec: SLOSpec) -> list[Rule]:
     for cls in spec.classes:
         period = spec.period_of(cls)
         if _recorded_period(period):
-            expr = _period_ratio_expr(_format_duration(period), [cls.name])
-            rules.append({"record": period_ratio_rule(period), "expr": expr})
-    for period, classes in periods.items():
-        ratio = _selector(period_ratio_rule(period), _class_matcher(classes))
-        rules.append({"record": c.SLO_PERIOD_BURN_RATE_RULE, "expr": f"{ratio}\n/\n{c.SLO_ERROR_BUDGET_RULE}"})
+            expr = _period_ratio_expr(_format_duration(period), cls.name)
+            rules.append({"record": period_ratio_rule(period), "expr": expr, "labels": {c.SLO_CLASS: cls.name}})
+    for cls in spec.classes:
+        ratio = _selector(period_ratio_rule(spec.period_of(cls)), {c.SLO_CLASS: cls.name})
+        expr = f"{ratio}\n/\n{c.SLO_ERROR_BUDGET_RULE}"
+        rules.append({"record": c.SLO_PERIOD_BURN_RATE_RULE, "expr": expr, "labels": {c.SLO_CLASS: cls.name}})
     rules.append({"record": c.SLO_PERIOD_ERROR_BUDGET_REMAINING_RULE, "expr": f"1 - {c.SLO_PERIOD_BURN_RATE_RULE}"})
     return rules

@@ -535,7 +535,9 @@ class Store(_Section):
         description="Records held in memory waiting to be written; beyond it new ones are dropped and counted.",
     )
     retention_hours: float = Field(
-        default=15 * 24.0, gt=0, description="Partitions whose hour ended longer ago than this are deleted."
+        default=28 * 24.0,
+        gt=0,
+        description="Partitions whose hour ended longer ago than this are deleted.",
     )
     max_bytes: int = Field(
         default=10 * 1024**3, gt=0, description="Total size kept; the oldest files go first beyond it."

@@ -645,3 +645,22 @@ def slo_error_ratio_rule(window: str) -> str:
 def slo_requests_rate_rule(window: str) -> str:
     """Eligible requests per second over ``window``, by model, pool, class and SLO."""
     return f"{NAMESPACE}:slo_requests:rate{window}"
+
+
+def slo_requests_increase_rule(window: str) -> str:
+    """Eligible requests counted over ``window``, by model, pool, class and SLO (tiles of the compliance period)."""
+    return f"{NAMESPACE}:slo_requests:increase{window}"
+
+
+def slo_violations_increase_rule(window: str) -> str:
+    """Violations counted over ``window``, by model, pool, class and SLO (tiles of the compliance period)."""
+    return f"{NAMESPACE}:slo_violations:increase{window}"
+
+
+# The error budget as series, named as Sloth names its metadata rules (slo:objective:ratio, ...), by model, pool,
+# class and SLO: real label values, so that they join one to one with the error ratios above.
+SLO_OBJECTIVE_RULE = f"{NAMESPACE}:slo_objective:ratio"
+SLO_ERROR_BUDGET_RULE = f"{NAMESPACE}:slo_error_budget:ratio"
+SLO_CURRENT_BURN_RATE_RULE = f"{NAMESPACE}:slo_current_burn_rate:ratio"
+SLO_PERIOD_BURN_RATE_RULE = f"{NAMESPACE}:slo_period_burn_rate:ratio"
+SLO_PERIOD_ERROR_BUDGET_REMAINING_RULE = f"{NAMESPACE}:slo_period_error_budget_remaining:ratio"

@@ -14,6 +14,7 @@ from jsonschema.exceptions import ValidationError
 from sloscope import conventions as c
 from sloscope.generators.dashboards import dashboards, panel_queries
 from sloscope.generators.dashboards import self_monitoring as self_dashboard
+from sloscope.generators.rules import rule_file
 from sloscope.generators.windows import burn_windows, duration_seconds
 from sloscope.loading import default_spec
 from sloscope.slo.spec import SLOSpec
@@ -87,8 +88,10 @@ def known_series() -> set[str]:
             names.add(metric.exposed_name)
     # Observations can be negative, so prometheus_client publishes no _sum or _count (docs/metrics.md).
     names -= {f"{c.HEADROOM_SECONDS.name}_sum", f"{c.HEADROOM_SECONDS.name}_count"}
-    for window in c.RULE_WINDOWS:
-        names |= {c.slo_error_ratio_rule(window), c.slo_requests_rate_rule(window)}
+    # And every series the generated rules record.
+    names |= {
+        rule["record"] for group in rule_file(default_spec())["groups"] for rule in group["rules"] if "record" in rule
+    }
     names.add("ALERTS")  # Prometheus's own series of the alerts its rules evaluate
     return names
 
@@ -250,8 +253,9 @@ def test_objectives_and_periods_come_from_the_spec() -> None:
     assert [s["value"] for s in attainment["fieldConfig"]["defaults"]["thresholds"]["steps"]][1:] == [0.9]
     budget = by_title["batch: error budget remaining (7d)"]
     exprs = [t["expr"] for t in budget["targets"]]
-    assert all("[7d]" in e for e in exprs)
-    assert [e.rsplit("/", 1)[1].strip() for e in exprs] == ["(1 - 0.9)", "(1 - 0.97)", "(1 - 0.8)"]
+    # The recorded budget series of the class, by real model and pool labels: never a raw increase over 7 days.
+    assert all(c.SLO_PERIOD_ERROR_BUDGET_REMAINING_RULE in e and 'slo_class="batch"' in e for e in exprs)
+    assert not any("increase(" in e or "[7d]" in e for e in exprs)
     assert "premium: error budget remaining (28d)" in by_title
     burn = by_title["premium: TTFT burn rate"]
     assert all(t["expr"].endswith("/ (1 - 0.999)") for t in burn["targets"])

@@ -107,10 +107,11 @@ def test_every_series_in_an_expression_is_published_or_recorded_here(spec: SLOSp
 # ---- structure -----------------------------------------------------------------------------------------
 
 
-def test_the_rule_file_has_the_four_groups_in_order() -> None:
+def test_the_rule_file_has_the_five_groups_in_order() -> None:
     data = r.rule_file(default_spec())
     assert [g["name"] for g in data["groups"]] == [
         "sloscope-slo-recording",
+        "sloscope-slo-budget",
         "sloscope-slo-alerts",
         "sloscope-predictor-alerts",
         "sloscope-pipeline-alerts",
@@ -195,14 +196,6 @@ def test_recording_rules_cover_every_window_by_the_rule_labels() -> None:
         assert ratio.endswith(f"/\n{requests}")
 
 
-def test_the_compliance_period_ratio_is_weighted_by_traffic() -> None:
-    data = r.rule_file(default_spec())
-    expr = {rule["record"]: rule["expr"] for rule in records(data)}[c.slo_error_ratio_rule("28d")]
-    assert "[28d:1h]" in expr
-    assert 'sloscope:slo_requests:rate1h{slo_class=~"interactive|standard"} > 0' in expr
-    assert "avg_over_time" not in expr
-
-
 def test_each_distinct_period_gets_its_own_ratio() -> None:
     by_name = {rule["record"]: rule["expr"] for rule in records(r.rule_file(custom_spec()))}
     assert 'slo_class="premium"' in by_name[c.slo_error_ratio_rule("30d")]
@@ -211,10 +204,12 @@ def test_each_distinct_period_gets_its_own_ratio() -> None:
 
 def test_a_period_that_is_already_a_rule_window_is_not_recorded_twice() -> None:
     spec = base_spec(compliance_period="1d")
-    names = [rule["record"] for rule in records(r.rule_file(spec))]
-    assert len(names) == len(set(names)) == 2 * len(c.RULE_WINDOWS)
-    assert r.period_ratio_rule(86400) is None
-    assert r.period_ratio_rule(5400) is None  # 90 minutes: not whole hours
+    names = [rule["record"] for rule in records(r.rule_file(spec)) if "sloscope:slo_error_ratio:" in rule["record"]]
+    assert len(names) == len(set(names)) == len(c.RULE_WINDOWS)
+    assert r.period_ratio_rule(86400) == c.slo_error_ratio_rule("1d")
+    assert r.period_ratio_rule(5400) == c.slo_error_ratio_rule("90m")
+    with pytest.raises(ValueError, match="whole number of 5m"):
+        r.period_ratio_rule(5430)
 
 
 # ---- SLO alerts ----------------------------------------------------------------------------------------
@@ -264,6 +259,7 @@ def test_the_traffic_guard_counts_requests_in_the_long_window() -> None:
 def test_a_spec_without_classes_has_recording_rules_but_no_slo_alerts() -> None:
     data = r.rule_file(base_spec(classes=[]))
     assert "sloscope-slo-alerts" not in [g["name"] for g in data["groups"]]
+    assert "sloscope-slo-budget" not in [g["name"] for g in data["groups"]]
     assert len(records(data)) == 2 * len(c.RULE_WINDOWS)
 
 

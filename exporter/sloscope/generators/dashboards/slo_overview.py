@@ -19,11 +19,11 @@ from sloscope.generators.dashboards.promql import (
     budget,
     duration,
     eq,
-    increase,
-    missed_share,
+    min_by,
     rate,
     regex,
     rule_error_ratio,
+    sel,
     series,
     slo_missed_share,
     sum_by,
@@ -396,21 +396,21 @@ def _class_row(spec: SLOSpec, cls: SLOClass, pods_dashboard_uid: str) -> list[An
 
 
 def _budget(cls: SLOClass, base: tuple[str, ...], period: str) -> Any:
-    queries = []
-    for slo in c.SLOS:
-        matchers = (*base, eq(c.SLO, slo))
-        missed = missed_share(
-            increase(series(c.SLO_VIOLATIONS), matchers, period),
-            increase(series(c.SLO_REQUESTS), matchers, period),
-            (c.SLO,),
+    queries = [
+        d.Query(
+            min_by((c.SLO,), sel(c.SLO_PERIOD_ERROR_BUDGET_REMAINING_RULE, (*base, eq(c.SLO, slo)))),
+            "{{slo}}",
+            instant=True,
         )
-        queries.append(d.Query(f"1 - ({missed}) / {budget(cls.objectives.of(slo))}", "{{slo}}", instant=True))
+        for slo in c.SLOS
+    ]
     return d.stat(
         f"{cls.name}: error budget remaining ({period})",
         f"1 - error ratio / (1 - objective) over the class's compliance period ({period}), per SLO: 100% = nothing "
-        "spent, 0 = the budget is gone, below 0 = the objective is missed for the period. Violations over eligible "
-        "requests from the raw counters, summed exactly over the selected models and pools, evaluated once at the end "
-        "of the time range; a period longer than Prometheus's retention counts only what is retained.",
+        "spent, 0 = the budget is gone, below 0 = the objective is missed for the period. The lowest of the selected "
+        "models and pools, each counted on its own as its alerts are, evaluated once at the end of the time range. "
+        f"From the recorded {c.SLO_PERIOD_ERROR_BUDGET_REMAINING_RULE}, whose error ratio weighs the period by "
+        f"traffic; Prometheus must keep {period} of the recorded series (docs/dashboards-and-alerts.md).",
         queries,
         unit=d.PERCENT,
         thresholds=d.steps(d.RED, (0, d.ORANGE), (0.25, d.GREEN)),

@@ -1,5 +1,5 @@
-"""Tests of the ``sloscope-slo-recording`` group: exact request rates and error ratios in every window, and the
-traffic weighting of the compliance-period error ratio."""
+"""Tests of the ``sloscope-slo-recording`` and ``sloscope-slo-budget`` groups: exact request rates and error ratios
+in every window, the traffic weighting of the compliance-period error ratio, and every budget series."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 from sloscope import conventions as c
 from sloscope.generators import rules as r
 from sloscope.generators.rule_tests.common import MODEL, POOL, Test, _counter, _group, _series
+from sloscope.generators.rules.budget import TILE
 from sloscope.generators.windows import duration_seconds
 from sloscope.slo.spec import SLOSpec
 
@@ -63,25 +64,62 @@ def _expr_case(
 
 
 def _period_tests(spec: SLOSpec) -> list[Test]:
-    """The compliance-period ratio weighs each hour by its traffic: 0% of 90/min, then 100% of 30/min is 25%."""
+    """The compliance-period ratio weighs each count by its traffic: 0% of 90/min, then 100% of 30/min is 25%.
+
+    Every minute's count of the last 5 minutes holds each request 5 times, in requests and violations alike,
+    provided ``increase()`` extrapolates every count alike (by the 5th minute its 4 sampled minutes leave out):
+    the counters start at 1000, not 0, so that no count is cut short at zero, and stay flat for 10 minutes at
+    both ends, so the first and the newest counts hold no traffic. Then 5 x 1800 / 5 x 7200.
+    """
     if not spec.classes:
         return []
     cls = spec.classes[0]
     name = r.period_ratio_rule(spec.period_of(cls))
-    if name is None:
-        return []
     labels = {c.MODEL: MODEL, c.POOL: POOL, c.SLO_CLASS: cls.name}
     slo = {c.ROUTING: c.ROUTING_PREDICTED, c.SLO: c.SLO_TTFT}
     series = [
-        _series(c.SLO_REQUESTS.exposed_name, {**labels, **slo}, "0+90x60 5430+30x59"),
-        _series(c.SLO_VIOLATIONS.exposed_name, {**labels, **slo}, "0x60 30+30x59"),
+        _series(c.SLO_REQUESTS.exposed_name, {**labels, **slo}, "1000x10 1090+90x59 6430+30x59 8200x10"),
+        _series(c.SLO_VIOLATIONS.exposed_name, {**labels, **slo}, "1000x70 1030+30x59 2800x10"),
     ]
-    case = _expr_case(name, 120, {(name, c.SLO_TTFT): 0.25}, labels)
+    case = _expr_case(name, 140, {(name, c.SLO_TTFT): 0.25}, labels)
     return [
         _group(
             "compliance-period error ratio: a busy hour without misses and a quiet hour of misses weigh by "
-            "traffic (25%), not as a mean of hourly ratios (50%)",
+            "traffic (25%), not as a mean of 5-minute ratios (50%)",
             series,
             promql_expr_test=[case],
-        )
+        ),
+        _budget_test(spec),
     ]
+
+
+def _budget_test(spec: SLOSpec) -> Test:
+    """1 miss in 250 requests a minute for an hour: the budget series of the first class's TTFT SLO, by the real
+    model and pool of the counters, each value computed here as Prometheus computes it in float64."""
+    cls = spec.classes[0]
+    labels = {c.MODEL: MODEL, c.POOL: POOL, c.SLO_CLASS: cls.name}
+    slo = {c.ROUTING: c.ROUTING_PREDICTED, c.SLO: c.SLO_TTFT}
+    series = [
+        _series(c.SLO_REQUESTS.exposed_name, {**labels, **slo}, _counter(250)),
+        _series(c.SLO_VIOLATIONS.exposed_name, {**labels, **slo}, _counter(1)),
+    ]
+    objective = cls.objectives.of(c.SLO_TTFT)
+    budget = 1 - objective
+    ratio = 1 / 250  # in every window and over the period
+    expected = {
+        c.SLO_OBJECTIVE_RULE: objective,
+        c.SLO_ERROR_BUDGET_RULE: budget,
+        c.SLO_CURRENT_BURN_RATE_RULE: ratio / budget,
+        c.slo_requests_increase_rule(TILE): 1250.0,
+        c.slo_violations_increase_rule(TILE): 5.0,
+        r.period_ratio_rule(spec.period_of(cls)): ratio,
+        c.SLO_PERIOD_BURN_RATE_RULE: ratio / budget,
+        c.SLO_PERIOD_ERROR_BUDGET_REMAINING_RULE: 1 - ratio / budget,
+    }
+    cases = [_expr_case(name, 60, {(name, c.SLO_TTFT): value}, labels) for name, value in expected.items()]
+    return _group(
+        f"budget series: 1 miss in 250 requests against the objective {objective:.2%} burns "
+        f"{ratio / budget:.4g}x, leaving {1 - ratio / budget:.2%} of the period's budget, by model and pool",
+        series,
+        promql_expr_test=cases,
+    )

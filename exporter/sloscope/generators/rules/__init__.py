@@ -1,10 +1,12 @@
 """Prometheus recording and alerting rules generated from the SLO spec.
 
-Four groups, as Sloth splits SLI recording rules from alert rules and kubernetes-mixin splits alerts by subject:
+Five groups, as Sloth splits SLI recording rules from alert rules and kubernetes-mixin splits alerts by subject:
 
 - ``sloscope-slo-recording``: per window of :data:`~sloscope.conventions.RULE_WINDOWS`, the eligible-request
   rate and the error ratio by model, pool, SLO class and SLO (the routing label is summed away, and so are
-  replicas: each request is counted by exactly one), plus the error ratio over each class's compliance period.
+  replicas: each request is counted by exactly one), then the objective, error budget and current burn rate.
+- ``sloscope-slo-budget``: requests and violations counted over 5 minutes, and from them the error ratio,
+  burn rate and error budget remaining over each class's compliance period (:mod:`.budget`).
 - ``sloscope-slo-alerts``: multi-window multi-burn-rate alerts per SLO class and SLO, with the class's own
   objective and compliance period (:mod:`sloscope.generators.windows`).
 - ``sloscope-predictor-alerts``: calibration, availability and freshness of the latency predictor, pod headroom,
@@ -20,12 +22,13 @@ The functions return plain data in a stable order; the caller writes the YAML.
 
 The modules, one per job: :mod:`.names` (group and alert names), :mod:`.thresholds` (:class:`AlertThresholds`
 and the fixed windows), :mod:`.common` (PromQL and template helpers, the shape of an alert), one module per
-group (:mod:`.recording`, :mod:`.slo_alerts`, :mod:`.predictor_alerts`, :mod:`.pipeline_alerts`) and
+group (:mod:`.recording`, :mod:`.budget`, :mod:`.slo_alerts`, :mod:`.predictor_alerts`, :mod:`.pipeline_alerts`) and
 :mod:`.files` (the groups assembled into a rule file or a ``PrometheusRule``).
 """
 
 from __future__ import annotations
 
+from sloscope.generators.rules.budget import budget_rules, period_ratio_rule
 from sloscope.generators.rules.files import groups, prometheus_rule, rule_file
 from sloscope.generators.rules.names import (
     ALERT_NAMES,
@@ -35,6 +38,7 @@ from sloscope.generators.rules.names import (
     GROUP_PIPELINE_ALERTS,
     GROUP_PREDICTOR_ALERTS,
     GROUP_SLO_ALERTS,
+    GROUP_SLO_BUDGET,
     GROUP_SLO_RECORDING,
     INVALID_VALUES,
     JOIN_RATIO_LOW,
@@ -55,7 +59,7 @@ from sloscope.generators.rules.names import (
 )
 from sloscope.generators.rules.pipeline_alerts import pipeline_alerts
 from sloscope.generators.rules.predictor_alerts import predictor_alerts
-from sloscope.generators.rules.recording import period_ratio_rule, recording_rules
+from sloscope.generators.rules.recording import recording_rules
 from sloscope.generators.rules.slo_alerts import slo_alerts
 from sloscope.generators.rules.thresholds import DEFAULT_THRESHOLDS, AlertThresholds
 
@@ -68,6 +72,7 @@ __all__ = [
     "GROUP_PIPELINE_ALERTS",
     "GROUP_PREDICTOR_ALERTS",
     "GROUP_SLO_ALERTS",
+    "GROUP_SLO_BUDGET",
     "GROUP_SLO_RECORDING",
     "INVALID_VALUES",
     "JOIN_RATIO_LOW",
@@ -86,6 +91,7 @@ __all__ = [
     "SHADOW_PREDICTIONS_FAILING",
     "SPANS_DROPPED",
     "AlertThresholds",
+    "budget_rules",
     "groups",
     "period_ratio_rule",
     "pipeline_alerts",

@@ -6,11 +6,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from sloscope.generators.rules.budget import BUDGET_INTERVAL, budget_rules
 from sloscope.generators.rules.common import Group
 from sloscope.generators.rules.names import (
     GROUP_PIPELINE_ALERTS,
     GROUP_PREDICTOR_ALERTS,
     GROUP_SLO_ALERTS,
+    GROUP_SLO_BUDGET,
     GROUP_SLO_RECORDING,
 )
 from sloscope.generators.rules.pipeline_alerts import pipeline_alerts
@@ -29,6 +31,7 @@ def groups(
         {"name": GROUP_SLO_RECORDING, "interval": RECORDING_INTERVAL, "rules": recording_rules(spec)},
     ]
     if spec.classes:
+        out.append({"name": GROUP_SLO_BUDGET, "interval": BUDGET_INTERVAL, "rules": budget_rules(spec)})
         out.append({"name": GROUP_SLO_ALERTS, "rules": slo_alerts(spec, thresholds, runbook_base)})
     out.append({"name": GROUP_PREDICTOR_ALERTS, "rules": predictor_alerts(thresholds, runbook_base)})
     out.append({"name": GROUP_PIPELINE_ALERTS, "rules": pipeline_alerts(thresholds, runbook_base)})

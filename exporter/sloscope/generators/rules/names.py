@@ -1,8 +1,9 @@
-"""Names the generated rules carry: the four rule groups and every alert."""
+"""Names the generated rules carry: the rule groups and every alert."""
 
 from __future__ import annotations
 
 GROUP_SLO_RECORDING = "sloscope-slo-recording"
+GROUP_SLO_BUDGET = "sloscope-slo-budget"
 GROUP_SLO_ALERTS = "sloscope-slo-alerts"
 GROUP_PREDICTOR_ALERTS = "sloscope-predictor-alerts"
 GROUP_PIPELINE_ALERTS = "sloscope-pipeline-alerts"

@@ -132,6 +132,33 @@ def test_a_new_label_set_starts_every_sibling_at_zero() -> None:
     assert value("sloscope_pod_slo_violations_total", {**pod, "slo": "ttft"}) == 1
 
 
+def test_the_default_class_starts_an_slo_with_its_first_eligible_request() -> None:
+    """The default class has no objectives (built-in spec: its requests carry no SLO), so no SLO series of it
+    exist until one of its requests is eligible; then violated starts at 0 beside eligible."""
+    registry, publisher = make()
+    publish(registry, publisher, target_model="m", slo_ttft_ms=None)  # no SLO header: class none
+    labels = {"model": "m", "pool": "pool-a", "slo_class": "none", "routing": "unknown"}
+    value = registry.get_sample_value
+    assert value("sloscope_requests_total", labels) == 1
+    assert value("sloscope_requests_failed_total", {**labels, "reason": "error"}) == 0
+    assert value("sloscope_slo_requests_total", {**labels, "slo": "ttft"}) is None
+    spec = default_spec().model_copy(update={"classes": []})  # every request is of the default class
+    registry = CollectorRegistry()
+    publisher = PrometheusPublisher(registry, spec, Limits(), Telemetry(registry), "unknown")
+    request = JoinedRequest(
+        trace_id="ab" * 16,
+        span_id="cd" * 8,
+        outcome="joined",
+        ttft_seconds=0.1,
+        slo_ttft_ms=250,
+        target_model="m",
+        pool="pool-a",
+    )
+    publisher.publish(request, evaluate(request, spec))
+    assert registry.get_sample_value("sloscope_slo_requests_total", {**labels, "slo": "ttft"}) == 1
+    assert registry.get_sample_value("sloscope_slo_violations_total", {**labels, "slo": "ttft"}) == 0
+
+
 def test_siblings_stay_within_the_label_caps() -> None:
     """Siblings are made only for admitted values: a folded model's requests start the __other__ label set once."""
     registry, publisher = make(max_models=1)

@@ -53,6 +53,7 @@ class PrometheusPublisher:
         self._pool_of_pod = pool_of_pod
         self._model_of_pool = model_of_pool or {}
         self._last: tuple[JoinedRequest | None, tuple[str, str]] = (None, ("", ""))
+        self._spec_classes = frozenset(cls.name for cls in spec.classes)  # those with an objective for every SLO
         folded = telemetry.label_values_folded
         for label in limits.max_label_values:  # every capped label, at 0 before its first fold
             folded.labels(label)
@@ -111,7 +112,7 @@ class PrometheusPublisher:
         base = (model, pool, slo_class, request.routing)
         with self._series.lock:
             if base not in self._requests.values:
-                self._start_request(base)
+                self._start_request(base, slo_class)
             self._requests.inc(base)
             if request.failure_reason is not None:
                 self._failed.inc((*base, request.failure_reason))
@@ -126,9 +127,12 @@ class PrometheusPublisher:
                 verdict = evaluation.verdict(slo)
                 if not verdict.eligible:
                     continue
-                self._slo_requests.inc((*base, slo))
+                key = (*base, slo)
+                if key not in self._slo_requests.values:  # the default class's first eligible request
+                    self._slo_violations.start(key)
+                self._slo_requests.inc(key)
                 if not verdict.met:
-                    self._slo_violations.inc((*base, slo))
+                    self._slo_violations.inc(key)
                     if on_a_pod:
                         self._pod_violations.inc((pool, pod, slo))
             if evaluation.ttft_seconds is not None:
@@ -136,14 +140,18 @@ class PrometheusPublisher:
             if evaluation.tpot_seconds is not None:
                 self._tpot.observe((model, pool, slo_class), evaluation.tpot_seconds, request.trace_id)
 
-    def _start_request(self, base: tuple[str, ...]) -> None:
-        """A new (model, pool, class, routing) with every sibling at 0: eligible and violated for every SLO (every
-        class has an objective for each), failed for every reason. The first miss or failure of the label set is
-        then an increase Prometheus sees, not a new series at 1; siblings only of label values the caps admitted.
+    def _start_request(self, base: tuple[str, ...], slo_class: str) -> None:
+        """A new (model, pool, class, routing) with every sibling at 0: failed for every reason and, for a class
+        of the spec (each has an objective for every SLO), eligible and violated for every SLO. The first miss or
+        failure of the label set is then an increase Prometheus sees, not a new series at 1. The default class has
+        no objectives (in the built-in spec its requests carry no SLO): an SLO of it starts with its first
+        eligible request. Siblings are made only of label values the caps admitted.
         """
         self._requests.start(base)
         for reason in c.FAILURE_REASONS:
             self._failed.start((*base, reason))
+        if slo_class not in self._spec_classes:
+            return
         for slo in c.SLOS:
             self._slo_requests.start((*base, slo))
             self._slo_violations.start((*base, slo))

@@ -133,6 +133,11 @@ COMPLETION_TOKENS = _m(
 )
 POD_REQUESTS = _m("pod_requests", "counter", (POOL, POD), "Evaluated requests per pod.")
 POD_SLO_VIOLATIONS = _m("pod_slo_violations", "counter", (POOL, POD, SLO), "SLO violations per pod.")
+# Request values that can be invalid (values of the field label of INVALID_VALUES).
+FIELD_TTFT_SECONDS = "ttft_seconds"
+FIELD_E2E_SECONDS = "e2e_seconds"
+FIELD_COMPLETION_TOKENS = "completion_tokens"
+INVALID_FIELDS = (FIELD_TTFT_SECONDS, FIELD_E2E_SECONDS, FIELD_COMPLETION_TOKENS)
 INVALID_VALUES = _m(
     "invalid_values",
     "counter",

@@ -223,6 +223,18 @@ def rules_every_second(path: Path) -> Path:
     return path
 
 
+async def prometheus_ready(http: httpx.AsyncClient, server: PrometheusServer, workdir: Path) -> None:
+    """Returns once the server answers ready (a bound of 30 s on its start-up, not a measurement)."""
+    for _ in range(60):
+        try:
+            if (await http.get(f"{server.url}/-/ready")).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        await asyncio.sleep(0.5)
+    raise AssertionError(f"Prometheus did not become ready; see {workdir / 'prometheus'}")
+
+
 @contextlib.asynccontextmanager
 async def demo_scraped(
     prometheus_binary: Path, workdir: Path, options: DemoOptions, http: httpx.AsyncClient
@@ -247,15 +259,7 @@ async def demo_scraped(
         )
         await server.start()
         started = time.monotonic()
-        for _ in range(60):
-            try:
-                if (await http.get(f"{server.url}/-/ready")).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            await asyncio.sleep(0.5)
-        else:
-            raise AssertionError(f"Prometheus did not become ready; see {workdir / 'prometheus'}")
+        await prometheus_ready(http, server, workdir)
         traffic = asyncio.create_task(demo.run_traffic(stop, duration=3600.0))
         yield demo, server, started
     finally:

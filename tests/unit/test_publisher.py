@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
+from sloscope import conventions as c
 from sloscope.config import Limits
 from sloscope.loading import default_spec
 from sloscope.publishers.prometheus import PrometheusPublisher, buckets_with_targets
@@ -42,7 +43,7 @@ def test_a_violated_ttft_request() -> None:
     assert registry.get_sample_value("sloscope_requests_total", labels) == 1
     assert registry.get_sample_value("sloscope_slo_requests_total", {**labels, "slo": "ttft"}) == 1
     assert registry.get_sample_value("sloscope_slo_violations_total", {**labels, "slo": "ttft"}) == 1
-    assert registry.get_sample_value("sloscope_slo_requests_total", {**labels, "slo": "tpot"}) is None
+    assert registry.get_sample_value("sloscope_slo_requests_total", {**labels, "slo": "tpot"}) == 0  # not eligible
     assert registry.get_sample_value("sloscope_slo_violations_total", {**labels, "slo": "goodput"}) == 1
     assert (
         registry.get_sample_value(
@@ -108,6 +109,102 @@ def test_the_pool_of_a_request_without_one_comes_from_its_pod() -> None:
         publisher.publish(request, evaluate(request, default_spec()))
     assert registry.get_sample_value("sloscope_pod_requests_total", {"pool": "pool-a", "pod": "vllm-0"}) == 1
     assert registry.get_sample_value("sloscope_pod_requests_total", {"pool": "unknown", "pod": "elsewhere"}) == 1
+
+
+def test_a_new_label_set_starts_every_sibling_at_zero() -> None:
+    """A request that meets its SLO creates the violations of every SLO, eligible and every failure reason at 0,
+    and its pod's violations too, so that the first miss is an increase from 0."""
+    registry, publisher = make()
+    publish(registry, publisher, target_model="m", ttft_seconds=0.1)  # meets its 250 ms TTFT target
+    labels = {"model": "m", "pool": "pool-a", "slo_class": "interactive", "routing": "unknown"}
+    value = registry.get_sample_value
+    assert value("sloscope_requests_total", labels) == 1
+    slos = ("ttft", "tpot", "goodput")
+    assert [value("sloscope_slo_requests_total", {**labels, "slo": s}) for s in slos] == [1, 0, 1]
+    assert [value("sloscope_slo_violations_total", {**labels, "slo": s}) for s in slos] == [0] * 3
+    reasons = ("error", "shed", "timeout", "aborted", "invalid")
+    assert [value("sloscope_requests_failed_total", {**labels, "reason": r}) for r in reasons] == [0] * 5
+    pod = {"pool": "pool-a", "pod": "pod-1"}
+    assert value("sloscope_pod_requests_total", pod) == 1
+    assert [value("sloscope_pod_slo_violations_total", {**pod, "slo": s}) for s in slos] == [0] * 3
+    publish(registry, publisher, target_model="m")  # 300 ms: the first miss adds to the series at 0
+    assert value("sloscope_slo_violations_total", {**labels, "slo": "ttft"}) == 1
+    assert value("sloscope_pod_slo_violations_total", {**pod, "slo": "ttft"}) == 1
+
+
+def test_the_default_class_starts_an_slo_with_its_first_eligible_request() -> None:
+    """The default class has no objectives (built-in spec: its requests carry no SLO), so no SLO series of it
+    exist until one of its requests is eligible; then violated starts at 0 beside eligible."""
+    registry, publisher = make()
+    publish(registry, publisher, target_model="m", slo_ttft_ms=None)  # no SLO header: class none
+    labels = {"model": "m", "pool": "pool-a", "slo_class": "none", "routing": "unknown"}
+    value = registry.get_sample_value
+    assert value("sloscope_requests_total", labels) == 1
+    assert value("sloscope_requests_failed_total", {**labels, "reason": "error"}) == 0
+    assert value("sloscope_slo_requests_total", {**labels, "slo": "ttft"}) is None
+    spec = default_spec().model_copy(update={"classes": []})  # every request is of the default class
+    registry = CollectorRegistry()
+    publisher = PrometheusPublisher(registry, spec, Limits(), Telemetry(registry), "unknown")
+    request = JoinedRequest(
+        trace_id="ab" * 16,
+        span_id="cd" * 8,
+        outcome="joined",
+        ttft_seconds=0.1,
+        slo_ttft_ms=250,
+        target_model="m",
+        pool="pool-a",
+    )
+    publisher.publish(request, evaluate(request, spec))
+    assert registry.get_sample_value("sloscope_slo_requests_total", {**labels, "slo": "ttft"}) == 1
+    assert registry.get_sample_value("sloscope_slo_violations_total", {**labels, "slo": "ttft"}) == 0
+
+
+def test_siblings_stay_within_the_label_caps() -> None:
+    """Siblings are made only for admitted values: a folded model's requests start the __other__ label set once."""
+    registry, publisher = make(max_models=1)
+    for model in ("a", "b", "c"):
+        publish(registry, publisher, target_model=model)
+    models = {
+        dict(sample.labels)["model"]
+        for family in registry.collect()
+        if family.name == "sloscope_slo_violations"
+        for sample in family.samples
+    }
+    assert models == {"a", "__other__"}
+
+
+def test_invalid_values_and_folded_labels_exist_at_zero_from_start_up() -> None:
+    registry, _ = make()
+    for field in ("ttft_seconds", "e2e_seconds", "completion_tokens"):
+        assert registry.get_sample_value("sloscope_invalid_values_total", {"field": field}) == 0
+    for label in ("model", "pool", "slo_class", "pod"):
+        assert registry.get_sample_value("sloscope_label_values_folded_total", {"label": label}) == 0
+
+
+def test_the_invalid_fields_are_the_ones_evaluation_reports() -> None:
+    """Every field the evaluator can name is in the vocabulary created at 0 (and no other)."""
+    spec = default_spec()
+    seen: set[str] = set()
+    for fields in (
+        {"ttft_seconds": None},
+        {"ttft_seconds": -1.0},
+        {"e2e_seconds": float("nan"), "slo_tpot_ms": 50},
+        {"completion_tokens": 2.5, "slo_tpot_ms": 50},
+        {"e2e_seconds": None, "completion_tokens": -1, "slo_tpot_ms": 50},
+        {"server_ttft_seconds": float("inf"), "slo_tpot_ms": 50},
+    ):
+        request = JoinedRequest(
+            trace_id="ab" * 16,
+            span_id="cd" * 8,
+            outcome="joined",
+            ttft_seconds=0.3,
+            e2e_seconds=0.8,
+            completion_tokens=6,
+        )
+        for key, value in fields.items():
+            setattr(request, key, value)
+        seen.update(evaluate(request, spec).invalid_fields)
+    assert seen == set(c.INVALID_FIELDS)
 
 
 def test_failed_requests_by_reason_start_at_zero_with_their_label_set() -> None:

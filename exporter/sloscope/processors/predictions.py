@@ -33,7 +33,7 @@ from sloscope.config import Headroom, Predictions
 from sloscope.processors.pod_history import PodHistory, PodKey
 from sloscope.processors.running_slos import RunningSLOs
 from sloscope.publishers.buckets import HEADROOM_BUCKETS, RATIO_BUCKETS
-from sloscope.publishers.series import SeriesCollector
+from sloscope.publishers.series import CounterFamily, SeriesCollector
 from sloscope.records import Evaluation, JoinedRequest, PodStateAtArrival, RequestRecord
 from sloscope.slo.accuracy import compare, compare_mean
 from sloscope.slo.headroom import tpot_headroom
@@ -65,14 +65,36 @@ class PredictionSeries:
         self._skipped = series.counter(c.SHADOW_SKIPPED)
         self._calls = series.counter(c.PREDICTOR_REQUESTS)
         self._retries = series.counter(c.PREDICTOR_RETRIES)
+        self._quantile_families = (self._predictions, self._covered, self._loss)
+        self._mean_families = (
+            self._mean_count,
+            self._mean_predicted,
+            self._mean_error,
+            self._mean_absolute,
+            self._mean_squared,
+        )
+        self._pools: set[str] = set()
         for pool in pools:  # the vocabulary exists at zero, so rate() works from the first failure
-            for reason in c.SKIP_REASONS:
-                self._skipped.inc((pool, reason), 0.0)
-            for purpose in (c.PURPOSE_SHADOW, c.PURPOSE_HEADROOM):
-                for result in c.PREDICTOR_RESULTS:
-                    self._calls.inc((pool, purpose, result), 0.0)
-                self._retries.inc((pool, purpose), 0.0)
+            self._start_pool(pool)
         registry.register(series)
+
+    def _start_pool(self, pool: str) -> None:
+        """Every skip reason and call result of a pool at 0 (a pool label no setting names: with its first count)."""
+        self._pools.add(pool)
+        for reason in c.SKIP_REASONS:
+            self._skipped.start((pool, reason))
+        for purpose in (c.PURPOSE_SHADOW, c.PURPOSE_HEADROOM):
+            for result in c.PREDICTOR_RESULTS:
+                self._calls.start((pool, purpose, result))
+            self._retries.start((pool, purpose))
+
+    def _start_comparisons(self, families: tuple[CounterFamily, ...], labels: tuple[str, str], source: str) -> None:
+        """The first comparison of (model, pool, source) creates every family of its objective at 0 for both
+        signals: a first uncovered TPOT, or a first covered request after misses, is then an increase."""
+        for signal in c.SIGNALS:
+            key = (*labels, signal, source)
+            for family in families:
+                family.start(key)
 
     def compared(
         self,
@@ -93,6 +115,8 @@ class PredictionSeries:
             if terms is None:
                 return False
             with self._series.lock:
+                if key not in self._mean_count.values:
+                    self._start_comparisons(self._mean_families, labels, source)
                 self._mean_count.inc(key)
                 self._mean_predicted.inc(key, terms.predicted)
                 self._mean_error.inc(key, terms.error)  # signed: a counter's sum may fall, rate() of it stays right
@@ -103,6 +127,8 @@ class PredictionSeries:
         if comparison is None:
             return False
         with self._series.lock:
+            if key not in self._predictions.values:
+                self._start_comparisons(self._quantile_families, labels, source)
             self._predictions.inc(key)
             if comparison.covered:
                 self._covered.inc(key)
@@ -116,14 +142,20 @@ class PredictionSeries:
 
     def skipped(self, pool: str, reason: str, count: int = 1) -> None:
         with self._series.lock:
+            if pool not in self._pools:  # the request's pool label: the default pool or __other__ may be new
+                self._start_pool(pool)
             self._skipped.inc((pool, reason), float(count))
 
     def call(self, pool: str, purpose: str, result: str) -> None:
         with self._series.lock:
+            if pool not in self._pools:
+                self._start_pool(pool)
             self._calls.inc((pool, purpose, result))
 
     def retried(self, pool: str, purpose: str) -> None:
         with self._series.lock:
+            if pool not in self._pools:
+                self._start_pool(pool)
             self._retries.inc((pool, purpose))
 
 

@@ -54,7 +54,10 @@ class PrometheusPublisher:
         self._pool_of_pod = pool_of_pod
         self._model_of_pool = model_of_pool or {}
         self._last: tuple[JoinedRequest | None, tuple[str, str]] = (None, ("", ""))
+        self._spec_classes = frozenset(cls.name for cls in spec.classes)  # those with an objective for every SLO
         folded = telemetry.label_values_folded
+        for label in limits.max_label_values:  # every capped label, at 0 before its first fold
+            folded.labels(label)
         self._guard = LabelGuard(limits.max_label_values, lambda label: folded.labels(label).inc())
         series = self._series = SeriesCollector()
         self._requests = series.counter(c.REQUESTS)
@@ -64,6 +67,8 @@ class PrometheusPublisher:
         self._pod_requests = series.counter(c.POD_REQUESTS)
         self._pod_violations = series.counter(c.POD_SLO_VIOLATIONS)
         self._invalid = series.counter(c.INVALID_VALUES)
+        for field in c.INVALID_FIELDS:  # a fixed vocabulary: at 0 from start-up
+            self._invalid.start((field,))
         self._ttft = series.histogram(
             c.TTFT_SECONDS, buckets_with_targets(TTFT_BUCKETS, _spec_targets(spec, c.SLO_TTFT))
         )
@@ -110,13 +115,15 @@ class PrometheusPublisher:
         pod = admit(c.POD, request.pod or request.endpoint or c.UNKNOWN)
         base = (model, pool, slo_class, request.routing)
         with self._series.lock:
+            if base not in self._requests.values:
+                self._start_request(base, slo_class)
             self._requests.inc(base)
-            if (*base, c.FAILURE_ERROR) not in self._failed.values:  # every reason at 0 from the first request on
-                self._start_failures(base)
             if request.failure_reason is not None:
                 self._failed.inc((*base, request.failure_reason))
             on_a_pod = request.failure_reason is None or bool(request.pod or request.endpoint)
             if on_a_pod:  # a request refused or lost before any pod is no pod's
+                if (pool, pod) not in self._pod_requests.values:
+                    self._start_pod(pool, pod)
                 self._pod_requests.inc((pool, pod))
             for field in evaluation.invalid_fields:
                 self._invalid.inc((field,))
@@ -124,9 +131,12 @@ class PrometheusPublisher:
                 verdict = evaluation.verdict(slo)
                 if not verdict.eligible:
                     continue
-                self._slo_requests.inc((*base, slo))
+                key = (*base, slo)
+                if key not in self._slo_requests.values:  # the default class's first eligible request
+                    self._slo_violations.start(key)
+                self._slo_requests.inc(key)
                 if not verdict.met:
-                    self._slo_violations.inc((*base, slo))
+                    self._slo_violations.inc(key)
                     if on_a_pod:
                         self._pod_violations.inc((pool, pod, slo))
             if evaluation.ttft_seconds is not None:
@@ -145,10 +155,27 @@ class PrometheusPublisher:
         if completion is not None and valid_tokens(completion):
             self._completion_tokens.observe(labels, completion)
 
-    def _start_failures(self, base: tuple[str, ...]) -> None:
-        """So that the first failure of a label set is an increase Prometheus sees, not a new series at 1."""
+    def _start_request(self, base: tuple[str, ...], slo_class: str) -> None:
+        """A new (model, pool, class, routing) with every sibling at 0: failed for every reason and, for a class
+        of the spec (each has an objective for every SLO), eligible and violated for every SLO. The first miss or
+        failure of the label set is then an increase Prometheus sees, not a new series at 1. The default class has
+        no objectives (in the built-in spec its requests carry no SLO): an SLO of it starts with its first
+        eligible request. Siblings are made only of label values the caps admitted.
+        """
+        self._requests.start(base)
         for reason in c.FAILURE_REASONS:
-            self._failed.inc((*base, reason), 0.0)
+            self._failed.start((*base, reason))
+        if slo_class not in self._spec_classes:
+            return
+        for slo in c.SLOS:
+            self._slo_requests.start((*base, slo))
+            self._slo_violations.start((*base, slo))
+
+    def _start_pod(self, pool: str, pod: str) -> None:
+        """A new pod with its violations of every SLO at 0, for the same reason."""
+        self._pod_requests.start((pool, pod))
+        for slo in c.SLOS:
+            self._pod_violations.start((pool, pod, slo))
 
 
 def _publish_spec(registry: CollectorRegistry, spec: SLOSpec) -> None:

@@ -36,6 +36,11 @@ class CounterFamily:
         values = self.values
         values[labels] = values.get(labels, 0.0) + amount
 
+    def start(self, labels: Labels) -> None:
+        """The series at 0 unless it exists: a series born at its first increment hides that increment from
+        ``rate()`` and ``increase()``, which only see changes between two scrapes."""
+        self.values.setdefault(labels, 0.0)
+
     def family(self, values: list[tuple[Labels, float]]) -> Metric:
         d = self.definition
         family = CounterMetricFamily(d.name, d.help, labels=d.labels)

@@ -81,7 +81,7 @@ def evaluate(request: JoinedRequest, spec: SLOSpec) -> Evaluation:
     invalid: list[str] = []
     ttft = request.ttft_seconds if valid_seconds(request.ttft_seconds) else None
     if ttft is None:
-        invalid.append("ttft_seconds")
+        invalid.append(c.FIELD_TTFT_SECONDS)
     # TPOT subtracts TTFT from e2e: both must come from the same clock, the model server's.
     server_ttft = request.server_ttft_seconds if request.server_ttft_seconds is not None else request.ttft_seconds
     server_ttft = server_ttft if valid_seconds(server_ttft) else None
@@ -92,8 +92,8 @@ def evaluate(request: JoinedRequest, spec: SLOSpec) -> Evaluation:
     tpot_needed = target_tpot is not None
     if tpot_needed and tpot is None:
         invalid.extend(_tpot_problems(request, server_ttft))
-        if server_ttft is None and "ttft_seconds" not in invalid:
-            invalid.append("ttft_seconds")  # the model server's own TTFT, needed for TPOT, is unusable
+        if server_ttft is None and c.FIELD_TTFT_SECONDS not in invalid:
+            invalid.append(c.FIELD_TTFT_SECONDS)  # the model server's own TTFT, needed for TPOT, is unusable
 
     ttft_verdict = judge(ttft, target_ttft)
     tpot_verdict = judge(tpot, target_tpot)
@@ -113,12 +113,12 @@ def _tpot_problems(request: JoinedRequest, ttft: float | None) -> list[str]:
     """Which inputs made TPOT undefined, leaving out the legitimate case of fewer than two tokens."""
     e2e, tokens = request.e2e_seconds, request.completion_tokens
     if not valid_seconds(e2e):
-        return ["e2e_seconds", *([] if valid_tokens(tokens) else ["completion_tokens"])]
+        return [c.FIELD_E2E_SECONDS, *([] if valid_tokens(tokens) else [c.FIELD_COMPLETION_TOKENS])]
     if not valid_tokens(tokens):
-        return ["completion_tokens"]
+        return [c.FIELD_COMPLETION_TOKENS]
     assert e2e is not None and tokens is not None
     if ttft is not None and tokens >= 2 and e2e < ttft:
-        return ["e2e_seconds"]  # the last token cannot come before the first
+        return [c.FIELD_E2E_SECONDS]  # the last token cannot come before the first
     return []
 
 

@@ -199,13 +199,8 @@ def _state() -> list[Any]:
             "SLO violations per request by pod",
             "SLO violations per evaluated request on each pod, per SLO. Not an attainment: there is no per-pod count "
             "of eligible requests, so requests without that SLO are in the denominator too. A pod without any "
-            "violation yet shows 0 (one line without an SLO), not an empty panel.",
-            [
-                d.Query(
-                    f"({violations} / on ({c.POOL}, {c.POD}) group_left {requests}) or ({requests} * 0)",
-                    "{{pod}} {{slo}}",
-                )
-            ],
+            "violation yet shows 0 for each SLO: its violation series start at 0 with its first request.",
+            [d.Query(f"{violations} / on ({c.POOL}, {c.POD}) group_left {requests}", "{{pod}} {{slo}}")],
             unit=d.PERCENT,
             width=8,
         ),

@@ -253,3 +253,48 @@ def test_the_routing_chart_draws_attainments_of_0_and_1() -> None:
     png = charts.routing_chart(routing)
     assert png is not None and png.startswith(PNG)
     assert charts.routing_chart(routing[routing["slo"] == "nothing"]) is None
+
+
+HOSTILE_MODEL = "=cmd|' /C calc'!A0"  # a spreadsheet formula (the classic CSV injection)
+HOSTILE_POD = "| =cmd() $x^2$ <script>alert(1)</script> [x](javascript:alert(1)) `code`"
+HOSTILE_POOL = "@SUM(A1) $\\undefinedmacro$"  # mathtext would raise on the unknown command
+
+
+def test_hostile_names_render_as_text_in_html_markdown_csv_and_charts(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    rows = [
+        row(m, HOSTILE_POD if m % 5 == 0 else "a", 0.9 if m % 25 == 0 else 0.2, 0.1 + (m % 10) / 20,
+            model=HOSTILE_MODEL, pool=HOSTILE_POOL, slo_class="interactive")
+        for m in range(60)
+    ]  # fmt: skip
+    write_atomic(root, HOUR, pa.Table.from_pylist(rows, schema=SCHEMA), HOUR)
+    out = tmp_path / "out" / "r.html"
+    assert main(["review", "--store", str(root), *WINDOW, "--out", str(out)]) == 0  # the charts drew: no mathtext
+
+    html = out.read_text()
+    assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert 'href="javascript' not in html
+
+    markdown = out.with_suffix(".md").read_text()
+    assert "<script>" not in markdown and "&lt;script&gt;" in markdown
+    assert re.search(r"(?<!\\)\]\(javascript", markdown) is None  # the brackets are escaped: no link
+    assert r"\| =cmd() \$x^2\$ &lt;script&gt;alert(1)&lt;/script&gt; \[x\](javascript:alert(1)) \`code\`" in markdown
+    lines = markdown.splitlines()
+    header = lines.index(next(line for line in lines if line.startswith("| slo | pool | pod |")))
+    pod_row = next(line for line in lines[header:] if "\\| =cmd" in line)
+
+    def cells(line: str) -> int:
+        return len(re.findall(r"(?<!\\)\|", line))  # unescaped pipes
+
+    assert cells(pod_row) == cells(lines[header])  # the pod's pipe does not split its cell
+
+    tables = out.parent / "r-tables"
+    offenders = read_csv(tables / "offenders.csv")
+    assert {r["model"] for r in offenders} == {"'" + HOSTILE_MODEL}
+    assert {r["pool"] for r in offenders} == {"'" + HOSTILE_POOL}
+    assert {r["pod"] for r in offenders} == {HOSTILE_POD}  # starts with a pipe: no formula, unchanged
+    for path in tables.iterdir():
+        for record in read_csv(path):
+            for value in record.values():
+                assert not value.startswith(("=", "+", "@", "\t", "\r")), (path.name, value)
+                assert not (value.startswith("-") and not re.fullmatch(r"-[0-9.e+-]+", value)), (path.name, value)

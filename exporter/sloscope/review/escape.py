@@ -22,7 +22,7 @@ import pandas as pd
 __all__ = ["csv_cell", "csv_safe", "markdown", "plain"]
 
 _ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
-_PUNCTUATION = re.compile(r"([\\`*_{}\[\]()#+!|~$])")
+_PUNCTUATION = re.compile(r"([\\`*_\[\]#|~$])")  # no brackets, no link; no emphasis, code, heading, cell or math
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 

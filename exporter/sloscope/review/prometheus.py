@@ -195,9 +195,10 @@ def fired_alerts(url: str, window: Window) -> pd.DataFrame:
 
     Each point covers the step before it, so an alert firing for less than a step between two evaluations is
     still seen; the last point is at the window's end, the first covers the window's start (and up to a step
-    before it, when the window is not a whole number of steps). ``first_firing`` is the start of the first step it fired in, ``last_firing`` the end of the last,
-    ``firing_seconds`` = steps it fired in x step (an upper bound at the step's resolution); ``labels`` are its
-    other labels, ``k=v`` joined by ``, ``. One row per alert's label set, the earliest first.
+    before it, when the window is not a whole number of steps). ``first_firing`` is the start of the first step
+    it fired in, ``last_firing`` the end of the last, ``firing_seconds`` = steps it fired in x step (an upper
+    bound at the step's resolution); ``labels`` are its other labels, ``k=v`` joined by ``, ``. One row per
+    alert's label set, the earliest first.
     """
     step = alert_step(window)
     points = -(-round(window.seconds) // step)  # the last point at the window's end: an alert firing now counts

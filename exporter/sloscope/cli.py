@@ -109,14 +109,14 @@ def _add_review(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "Exits 0 on success, 2 on bad options, 1 when the store or Prometheus gives nothing to review. Needs the "
         "review extra: pip install 'sloscope[review]'. See docs/review.md.",
     )
-    source = review.add_mutually_exclusive_group(required=True)
-    source.add_argument(
+    review.add_argument(
         "--store", type=Path, metavar="DIR", help="the record store folder (store.directory in the settings)"
     )
-    source.add_argument(
+    review.add_argument(
         "--prometheus",
         metavar="URL",
-        help="build the attainment and burn tables from Prometheus range queries instead (no store needed)",
+        help="Prometheus: the alerts that fired and the exporter's drop counts; without --store also the "
+        "attainment, burn, routing and worst-pod tables (at least one of --store and --prometheus)",
     )
     review.add_argument(
         "--since",

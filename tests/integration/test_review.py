@@ -35,14 +35,22 @@ import pytest
 import yaml
 
 from sloscope.conventions import (
+    INVALID_VALUES,
     POD,
     POD_REQUESTS,
     POD_SLO_VIOLATIONS,
     POOL,
+    RECORDS,
+    REQUESTS,
+    REQUESTS_FAILED,
     SLO,
     SLO_REQUESTS,
     SLO_VIOLATIONS,
+    SPANS_DROPPED,
+    SPANS_RECEIVED,
+    TRACES_JOINED,
 )
+from tests.support.page_server import PageServer
 
 pytestmark = pytest.mark.integration
 
@@ -82,6 +90,8 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoReview:
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
     review = sloscope("review", "--store", str(store), "--slo-spec", str(work / "slo.yaml"), "--out", str(out))
     assert review.returncode == 0, review.stderr
+    spec = yaml.safe_load((work / "slo.yaml").read_text())
+    assert "compliance_period" not in spec and all("compliance_period" not in c for c in spec["classes"])
     return DemoReview(store, yaml.safe_load((work / "slo.yaml").read_text()), out, review)
 
 
@@ -99,20 +109,34 @@ def test_attainment_matches_an_independent_computation(demo: DemoReview) -> None
         for (slo_class, model), group in judged.groupby(["slo_class", "model"]):
             missed = int((group[f"{slo}_met"] == False).sum())  # noqa: E712 (a column of booleans)
             target = objective[(slo_class, slo)]
-            expected.append((slo, slo_class, model, len(group), missed, 1 - missed / len(group),
-                             missed / len(group) / (1 - target)))  # fmt: skip
+            burn = missed / len(group) / (1 - target)
+            expected.append((slo, slo_class, model, len(group), missed, 1 - missed / len(group), burn,
+                             burn * WEEK / PERIOD, 1 - burn * WEEK / PERIOD))  # fmt: skip
     table = csv(demo.out, "attainment")
-    got = list(table[["slo", "slo_class", "model", "eligible", "violations", "attainment", "budget_consumed"]]
-               .itertuples(index=False, name=None))  # fmt: skip
+    columns = ["slo", "slo_class", "model", "eligible", "violations", "attainment", "mean_burn_rate", "budget_consumed"]
+    got = list(table[[*columns, "budget_remaining"]].itertuples(index=False, name=None))
     assert sorted(g[:5] for g in got) == sorted(e[:5] for e in expected)
     for g, e in zip(sorted(got), sorted(expected), strict=True):
         assert g[5:] == pytest.approx(e[5:], rel=1e-12, abs=1e-15)
     assert sum(e[4] for e in expected) > 0, "the demo should miss some SLOs"
     print("\n" + table.to_string(index=False))
-    # the summary line of each SLO is in the HTML
+    assert table["status"].tolist() == [status(r, b) for r, b in zip(table["budget_remaining"], table["mean_burn_rate"],
+                                                                   strict=True)]  # fmt: skip
+    # the summary line of each SLO is in the HTML, with the worst status of its rows
     html = demo.out.read_text()
     for slo in SLOS:
-        assert re.search(rf"<li>{slo}: (within budget|OVER BUDGET)", html)
+        worst = min(table.loc[table["slo"] == slo, "status"], key=["exhausted", "at risk", "healthy"].index)
+        assert re.search(rf"<li>{slo}: {worst.upper()}[ ;]", html)
+
+
+WEEK, PERIOD = 7 * 86400, 28 * 86400  # the review's default window; the demo spec's compliance period (the default)
+
+
+def status(remaining: float, burn: float) -> str:
+    """The documented error-budget policy, written again."""
+    if remaining <= 0:
+        return "exhausted"
+    return "at risk" if remaining < 0.25 or burn > 1 else "healthy"
 
 
 def z_test(violations_a: float, eligible_a: float, violations_b: float, eligible_b: float) -> tuple[float, float]:
@@ -164,9 +188,106 @@ def test_burn_adds_up_to_the_window(demo: DemoReview) -> None:
     objective = burn.groupby(["slo", "slo_class"])["objective"].first()
     for key, value in last.items():
         assert value == pytest.approx(
-            totals.loc[key, "violations"] / totals.loc[key, "eligible"] / (1 - objective[key])
+            totals.loc[key, "violations"] / totals.loc[key, "eligible"] / (1 - objective[key]) * WEEK / PERIOD
         )
     assert burn["bin_start"].nunique() >= 5  # a 40 s run in 5 s bins
+
+
+def test_policy_and_breakdown_match_an_independent_computation(demo: DemoReview) -> None:
+    rows = requests_of(demo.store)
+    objective = {(c["name"], slo): c["objectives"][slo] for c in demo.spec["classes"] for slo in SLOS}
+    for name, keys in (("policy", ["slo_class"]), ("breakdown", ["slo_class", "pool", "model"])):
+        table = csv(demo.out, name).set_index(["slo", *keys])
+        expected = set()
+        for slo in SLOS:
+            judged = rows[rows[f"{slo}_met"].notna()]
+            for grouped, group in judged.groupby(keys):
+                key = grouped if isinstance(grouped, tuple) else (grouped,)
+                expected.add((slo, *key))
+                got = table.loc[(slo, *key)]
+                missed = int((group[f"{slo}_met"] == False).sum())  # noqa: E712
+                assert (got["eligible"], got["violations"]) == (len(group), missed)
+                target = objective.get((key[0], slo))
+                if target is None:
+                    assert pd.isna(got["status"])
+                    continue
+                burn = missed / len(group) / (1 - target)
+                assert got["mean_burn_rate"] == pytest.approx(burn, rel=1e-12, abs=1e-15)
+                assert got["budget_consumed"] == pytest.approx(burn * WEEK / PERIOD, rel=1e-12, abs=1e-15)
+                assert got["status"] == status(1 - burn * WEEK / PERIOD, burn)
+        assert set(table.index) == expected, name
+
+
+def test_offenders_are_the_worst_misses_with_their_trace_ids(demo: DemoReview) -> None:
+    rows = requests_of(demo.store)
+    table = csv(demo.out, "offenders")
+    for signal in ("ttft", "tpot"):
+        missed = rows[(rows[f"{signal}_met"] == False) & rows[f"{signal}_seconds"].notna()].copy()  # noqa: E712
+        missed["over"] = missed[f"{signal}_seconds"] / missed[f"{signal}_target_seconds"]
+        worst = missed.sort_values(["over", "end_time"], ascending=[False, True]).head(10)
+        got = table[table["signal"] == signal]
+        assert got["trace_id"].tolist() == worst["trace_id"].tolist()
+        assert got["over_target"].tolist() == pytest.approx(worst["over"].tolist(), rel=1e-12)
+        assert all(re.fullmatch(r"[0-9a-f]{32}", t) for t in got["trace_id"])
+    assert (table["signal"] == "ttft").sum() > 0, "the demo should miss some TTFT targets"
+
+
+def bin_of(span_seconds: float) -> int:
+    """The documented bin rule, written again: the longest of the ladder giving 12 bins, else 5 s."""
+    return next((s for s in (3600, 1800, 900, 300, 60, 30, 10, 5) if span_seconds / s >= 12), 5)
+
+
+def test_the_header_and_data_quality_match_the_store(demo: DemoReview) -> None:
+    rows = requests_of(demo.store)
+    first, last = rows["end_time"].min(), rows["end_time"].max()
+    markdown = demo.out.with_suffix(".md").read_text()
+    assert f"requests ended {first:%Y-%m-%d %H:%M:%S}Z to {last:%Y-%m-%d %H:%M:%S}Z" in markdown
+    assert "counts are of sampled requests" in markdown
+
+    step = pd.Timedelta(seconds=bin_of((last - first).total_seconds()))
+    seen = set(rows["end_time"].dt.floor(step))
+    every = pd.date_range(first.floor(step), last.floor(step), freq=step)
+    empty = [b for b in every if b not in seen]
+    gaps = csv(demo.out, "gaps")
+    assert int(gaps["seconds"].sum()) == len(empty) * step.total_seconds()
+    if not empty:
+        assert "none: every bin between the first and the last request has requests" in markdown
+
+    quality = csv(demo.out, "data_quality")
+    assert set(quality["source"]) == {"store"}
+    got = {(r.measure, r.key): r.count for r in quality.itertuples()}
+    expected = {("join outcome", k): v for k, v in rows["join_outcome"].value_counts().items()}
+    expected |= {("failed request", k): v for k, v in rows["failure_reason"].value_counts().items()}
+    expected |= {("prediction skipped", k): v for k, v in rows["prediction_skipped"].value_counts().items()}
+    fields = rows["invalid_fields"].dropna().map(lambda listed: sorted(set(listed))).explode().dropna()
+    expected |= {("invalid value", k): v for k, v in fields.value_counts().items()}
+    assert got == expected
+    assert quality["share"].tolist() == pytest.approx((quality["count"] / len(rows)).tolist(), rel=1e-12)
+    joined = rows["join_outcome"].isin(["joined", "joined_by_request_id"]).mean()
+    assert f"Join ratio {joined * 100:.1f}%" in markdown
+
+
+def test_trend_against_the_previous_period(demo: DemoReview, tmp_path: Path) -> None:
+    rows = requests_of(demo.store)
+    first, last = rows["end_time"].min(), rows["end_time"].max()
+    end = last + pd.Timedelta(seconds=1)
+    middle = first + (end - first) / 2  # the previous period, as long, starts a second before the first request
+    out = tmp_path / "trend.html"
+    ran = sloscope("review", "--store", str(demo.store), "--slo-spec", str(demo.out.parents[1] / "work" / "slo.yaml"),
+                   "--from", middle.isoformat(), "--to", end.isoformat(), "--out", str(out))  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    trend = csv(out, "trend").set_index(["slo", "slo_class"])
+    now, before = rows[rows["end_time"] >= middle], rows[rows["end_time"] < middle]
+    for slo in SLOS:
+        for slo_class, group in now[now[f"{slo}_met"].notna()].groupby("slo_class"):
+            earlier = before[(before["slo_class"] == slo_class) & before[f"{slo}_met"].notna()]
+            got = trend.loc[(slo, slo_class)]
+            attained = group[f"{slo}_met"].astype(bool).mean()
+            assert (got["eligible"], got["previous_eligible"]) == (len(group), len(earlier))
+            assert got["attainment"] == pytest.approx(attained, rel=1e-12)
+            previous = earlier[f"{slo}_met"].astype(bool).mean()
+            assert got["previous_attainment"] == pytest.approx(previous, rel=1e-12)
+            assert got["change"] == pytest.approx(attained - previous, rel=1e-9, abs=1e-12)
 
 
 def cause(row: Any) -> str | None:
@@ -265,6 +386,7 @@ def test_the_report_embeds_its_charts(demo: DemoReview) -> None:
 
 # ---- 2. a real Prometheus with backfilled counters -----------------------------------------------------------
 
+ALERT = "ReviewTestSpansDropped"
 T0 = datetime(2026, 1, 5, tzinfo=UTC)  # samples every minute from T0 to T0 + 180 min
 MINUTES = 181
 
@@ -304,12 +426,28 @@ def series() -> dict[tuple[str, tuple[tuple[str, str], ...]], list[int]]:
         (POD_SLO_VIOLATIONS.exposed_name, ((POD, "vllm-0"), (POOL, "p1"), (SLO, "ttft"))): [2 * m for m in minutes],
         (POD_SLO_VIOLATIONS.exposed_name, ((POD, "vllm-1"), (POOL, "p1"), (SLO, "ttft"))): list(minutes),
         (POD_SLO_VIOLATIONS.exposed_name, ((POD, "vllm-1"), (POOL, "p1"), (SLO, "goodput"))): [3 * m for m in minutes],
+        # self-monitoring, per minute: 1000 spans received, 10 dropped; 100 records written to the store, 2 dropped;
+        # 95 requests joined, 5 anchor only; 100 evaluated requests, 1 invalid TTFT value, 3 shed
+        (SPANS_RECEIVED.exposed_name, (("transport", "grpc"),)): [1000 * m for m in minutes],
+        (SPANS_DROPPED.exposed_name, (("reason", "queue_full"),)): [10 * m for m in minutes],
+        (RECORDS.exposed_name, (("result", "written"), ("sink", "store"))): [100 * m for m in minutes],
+        (RECORDS.exposed_name, (("result", "dropped"), ("sink", "store"))): [2 * m for m in minutes],
+        (TRACES_JOINED.exposed_name, (("outcome", "joined"),)): [95 * m for m in minutes],
+        (TRACES_JOINED.exposed_name, (("outcome", "anchor_only"),)): [5 * m for m in minutes],
+        (
+            REQUESTS.exposed_name,
+            (("model", "m"), ("pool", "p1"), ("routing", "predicted"), ("slo_class", "interactive")),
+        ): [100 * m for m in minutes],
+        (INVALID_VALUES.exposed_name, (("field", "ttft"),)): list(minutes),
+        (REQUESTS_FAILED.exposed_name, (("model", "m"), ("reason", "shed"))): [3 * m for m in minutes],
     }
 
 
 def openmetrics() -> str:
     lines = []
-    for family in (SLO_REQUESTS, SLO_VIOLATIONS, POD_REQUESTS, POD_SLO_VIOLATIONS):
+    families = (SLO_REQUESTS, SLO_VIOLATIONS, POD_REQUESTS, POD_SLO_VIOLATIONS, SPANS_RECEIVED, SPANS_DROPPED, RECORDS,
+                TRACES_JOINED, REQUESTS, INVALID_VALUES, REQUESTS_FAILED)  # fmt: skip
+    for family in families:
         lines.append(f"# TYPE {family.name} counter")
         for (name, labels), values in series().items():
             if name != family.exposed_name:
@@ -335,7 +473,16 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory, prometheus_binary: Path
         [str(promtool), "tsdb", "create-blocks-from", "openmetrics", str(root / "samples.om"), str(data)],
         check=True, capture_output=True, timeout=120,
     )  # fmt: skip
-    (root / "prometheus.yml").write_text("global: {}\n")
+    # live too: a page with a dropped-spans counter, scraped every second, and a rule whose alert fires on it
+    page = PageServer(f'{SPANS_DROPPED.exposed_name}{{reason="queue_full"}} 3\n').__enter__()
+    (root / "rules.yml").write_text(yaml.safe_dump({"groups": [{"name": "review-test", "rules": [{
+        "alert": ALERT, "expr": f'{SPANS_DROPPED.exposed_name}{{job="page"}} > 0', "labels": {"severity": "ticket"},
+    }]}]}))  # fmt: skip
+    (root / "prometheus.yml").write_text(yaml.safe_dump({
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+        "rule_files": [str(root / "rules.yml")],
+        "scrape_configs": [{"job_name": "page", "static_configs": [{"targets": [page.address]}]}],
+    }))  # fmt: skip
     port = free_port()
     with (root / "prometheus.log").open("w") as log:
         process = subprocess.Popen(
@@ -359,6 +506,7 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory, prometheus_binary: Path
     finally:
         process.terminate()
         process.wait(timeout=30)
+        page.__exit__()
 
 
 def at(minutes: int) -> str:
@@ -379,11 +527,13 @@ def test_review_from_prometheus(prometheus: str, tmp_path: Path) -> None:
     assert ttft["eligible"] == pytest.approx(100 * 119 * scale, rel=1e-12)
     assert ttft["violations"] == pytest.approx((2 * 59 + 5 * 60) * scale, rel=1e-12)
     assert ttft["attainment"] == pytest.approx(1 - 418 / 11900, rel=1e-12)
-    assert ttft["budget_consumed"] == pytest.approx(418 / 11900 / 0.01, rel=1e-9)  # the built-in spec: 0.99
-    assert not ttft["within_budget"]
+    assert ttft["mean_burn_rate"] == pytest.approx(418 / 11900 / 0.01, rel=1e-9)  # the built-in spec: 0.99
+    assert ttft["budget_consumed"] == pytest.approx(418 / 11900 / 0.01 * 2 / (28 * 24), rel=1e-9)
+    assert (ttft["within_budget"], ttft["status"]) == (True, "at risk")
     goodput = table.loc[("goodput", "interactive")]
     assert goodput["attainment"] == pytest.approx(0.97, rel=1e-12)
-    assert goodput["budget_consumed"] == pytest.approx(0.03 / 0.05, rel=1e-9)
+    assert goodput["mean_burn_rate"] == pytest.approx(0.03 / 0.05, rel=1e-9)
+    assert goodput["status"] == "healthy"
     standard = table.loc[("ttft", "standard")]
     assert (standard["attainment"], standard["violations"]) == (1.0, 0.0)
     assert standard["eligible"] == pytest.approx(50 * 119 * scale, rel=1e-12)
@@ -432,8 +582,24 @@ def test_review_from_prometheus(prometheus: str, tmp_path: Path) -> None:
     assert pods["violations_per_request"].tolist() == pytest.approx([0.02, 0.02, 0, 0.06, 0, 0], rel=1e-12)
     assert pods["share_of_violations"].tolist() == pytest.approx([2 / 3, 1 / 3, 0, 1, 0, 0], rel=1e-12)
 
+    # data quality from the exporter's own counters: every increase is 120 minutes' worth (the same 120/119)
+    quality = csv(out, "data_quality")
+    assert set(quality["source"]) == {"prometheus"}
+    got = {(r.measure, r.key): (r.count, r.share) for r in quality.itertuples()}
+    assert got == {
+        ("failed request", "shed"): pytest.approx((360, 0.03), rel=1e-9),
+        ("invalid value", "ttft"): pytest.approx((120, 0.01), rel=1e-9),
+        ("join outcome", "anchor_only"): pytest.approx((600, 0.05), rel=1e-9),
+        ("join outcome", "joined"): pytest.approx((11400, 0.95), rel=1e-9),
+        ("records not written", "store/dropped"): pytest.approx((240, 2 / 102), rel=1e-9),
+        ("spans dropped", "queue_full"): pytest.approx((1200, 0.01), rel=1e-9),
+    }
+    assert csv(out, "alerts").empty  # nothing fired in January: the alert rule runs now
+
     html = out.read_text()
-    assert "ttft: OVER BUDGET in 1 of 2 class/model rows" in html
+    assert "<li>Alerts: none fired in the window.</li>" in html
+    # 418 of 11900 over a 1% budget is a mean burn rate of 3.51: 2 hours of it spend 1% of a 28-day budget
+    assert "<li>ttft: AT RISK (1 at risk of 2 class/model rows); most spent: interactive / m, 1.0% of its " in html
     assert "Not available from Prometheus" in html
     assert html.count("data:image/png;base64,") == 3  # routing, burn, pods
 
@@ -444,3 +610,28 @@ def test_an_empty_prometheus_window_exits_1(prometheus: str, tmp_path: Path) -> 
     assert ran.returncode == 1
     assert ran.stderr.strip().startswith(f"review: Prometheus at {prometheus} has no {SLO_REQUESTS.exposed_name}")
     assert ran.stderr.count("\n") == 1
+
+
+def test_alerts_that_fired_come_from_prometheus(demo: DemoReview, prometheus: str, tmp_path: Path) -> None:
+    """The live rule fires on the scraped page (evaluated every second): the review of the demo's store with
+    --prometheus lists it, from Prometheus's ALERTS series, and adds the exporter's counters to data quality."""
+    deadline = time.monotonic() + 60  # a bound on the rule's first evaluations, not a measurement
+    query = f'ALERTS{{alertname="{ALERT}",alertstate="firing"}}'
+    while not httpx.get(f"{prometheus}/api/v1/query", params={"query": query}, timeout=5).json()["data"]["result"]:
+        assert time.monotonic() < deadline, "the test rule never fired"
+        time.sleep(0.5)
+    out = tmp_path / "review.html"
+    ran = sloscope("review", "--store", str(demo.store), "--slo-spec", str(demo.out.parents[1] / "work" / "slo.yaml"),
+                   "--prometheus", prometheus, "--out", str(out))  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    alerts = csv(out, "alerts")
+    assert alerts[["alertname", "severity"]].values.tolist() == [[ALERT, "ticket"]]
+    [labels] = alerts["labels"]
+    assert "reason=queue_full" in labels and "job=page" in labels
+    first = pd.Timestamp(alerts["first_firing"].iloc[0])
+    assert first <= pd.Timestamp(alerts["last_firing"].iloc[0]) <= pd.Timestamp.now(tz="UTC") + pd.Timedelta(minutes=1)
+    assert alerts["firing_seconds"].iloc[0] >= 15
+    html = out.read_text()
+    assert f"<li>Alerts: 1 fired in the window ({ALERT}).</li>" in html
+    quality = csv(out, "data_quality")
+    assert set(quality["source"]) == {"store", "prometheus"}

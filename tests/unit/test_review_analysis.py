@@ -60,6 +60,9 @@ REQUESTS = (
 )
 
 
+PERIOD = 28 * 86400.0  # the spec's compliance period: a window as long gives budget consumed = mean burn rate
+
+
 def records(table: pd.DataFrame) -> list[dict[str, Any]]:
     return [{k: (None if v is pd.NA else v) for k, v in row.items()} for row in table.to_dict("records")]
 
@@ -67,17 +70,17 @@ def records(table: pd.DataFrame) -> list[dict[str, Any]]:
 def test_objectives_come_from_the_spec() -> None:
     table = analysis.objectives(SPEC)
     assert records(table) == [
-        {"slo_class": "interactive", "slo": "ttft", "objective": 0.9},
-        {"slo_class": "interactive", "slo": "tpot", "objective": 0.8},
-        {"slo_class": "interactive", "slo": "goodput", "objective": 0.75},
-        {"slo_class": "standard", "slo": "ttft", "objective": 0.5},
-        {"slo_class": "standard", "slo": "tpot", "objective": 0.5},
-        {"slo_class": "standard", "slo": "goodput", "objective": 0.5},
+        {"slo_class": "interactive", "slo": "ttft", "objective": 0.9, "period_seconds": PERIOD},
+        {"slo_class": "interactive", "slo": "tpot", "objective": 0.8, "period_seconds": PERIOD},
+        {"slo_class": "interactive", "slo": "goodput", "objective": 0.75, "period_seconds": PERIOD},
+        {"slo_class": "standard", "slo": "ttft", "objective": 0.5, "period_seconds": PERIOD},
+        {"slo_class": "standard", "slo": "tpot", "objective": 0.5, "period_seconds": PERIOD},
+        {"slo_class": "standard", "slo": "goodput", "objective": 0.5, "period_seconds": PERIOD},
     ]
 
 
 def test_attainment_and_budget_consumed_per_slo_class_and_model() -> None:
-    table = analysis.attainment(analysis.eligible(frame(*REQUESTS)), analysis.objectives(SPEC))
+    table = analysis.attainment(analysis.eligible(frame(*REQUESTS)), analysis.objectives(SPEC), PERIOD)
     keys = ("slo", "slo_class", "model", "eligible", "violations", "attainment", "budget_consumed", "within_budget")
     got = [tuple(r[k] for k in keys) for r in records(table)]
     expected = [
@@ -98,7 +101,9 @@ def test_attainment_and_budget_consumed_per_slo_class_and_model() -> None:
 
 def test_a_class_without_objective_has_no_verdict() -> None:
     requests = frame(req(0, "unlisted", (True, None, True)))
-    [row] = records(analysis.attainment(analysis.eligible(requests), analysis.objectives(SPEC)).query("slo == 'ttft'"))
+    [row] = records(
+        analysis.attainment(analysis.eligible(requests), analysis.objectives(SPEC), PERIOD).query("slo == 'ttft'")
+    )
     assert row["eligible"] == 1 and row["attainment"] == 1.0
     assert row["objective"] != row["objective"]  # NaN
     assert row["within_budget"] is None
@@ -113,7 +118,7 @@ def test_bins_follow_the_span(span: float, expected: int) -> None:
 
 
 def test_burn_per_bin_with_budget_consumed_so_far() -> None:
-    burn = analysis.burn(analysis.eligible(frame(*REQUESTS)), analysis.objectives(SPEC), 10)
+    burn = analysis.burn(analysis.eligible(frame(*REQUESTS)), analysis.objectives(SPEC), 10, PERIOD)
     ttft = records(burn[(burn["slo"] == "ttft") & (burn["slo_class"] == "interactive")])
     assert [r["bin_start"] for r in ttft] == [pd.Timestamp(T0 + timedelta(seconds=s)) for s in (0, 10, 20)]
     assert [(r["eligible"], r["violations"]) for r in ttft] == [(2, 1), (2, 0), (1, 1)]
@@ -132,10 +137,10 @@ def test_burn_per_bin_with_budget_consumed_so_far() -> None:
 def test_the_last_cumulative_value_is_the_class_budget_consumed() -> None:
     requests = frame(*REQUESTS)
     targets = analysis.objectives(SPEC)
-    burn = analysis.burn(analysis.eligible(requests), targets, 10)
+    burn = analysis.burn(analysis.eligible(requests), targets, 10, PERIOD)
     last = burn.groupby(["slo", "slo_class"])["budget_consumed_cumulative"].last()
     att = (
-        analysis.attainment(analysis.eligible(requests), targets)
+        analysis.attainment(analysis.eligible(requests), targets, PERIOD)
         .groupby(["slo", "slo_class"])[["eligible", "violations"]]
         .sum()
     )
@@ -146,7 +151,7 @@ def test_the_last_cumulative_value_is_the_class_budget_consumed() -> None:
 
 
 def test_worst_periods_rank_bins_by_the_share_of_the_window_budget_they_spent() -> None:
-    burn = analysis.burn(analysis.eligible(frame(*REQUESTS)), analysis.objectives(SPEC), 10)
+    burn = analysis.burn(analysis.eligible(frame(*REQUESTS)), analysis.objectives(SPEC), 10, PERIOD)
     table = records(analysis.worst_periods(burn, limit=5))
     got = [(r["bin_start"] - pd.Timestamp(T0), r["slo"], r["slo_class"], r["violations"]) for r in table]
     s = pd.Timedelta

@@ -70,8 +70,12 @@ def test_review_writes_html_markdown_charts_and_tables(store: Path, tmp_path: Pa
     [ttft] = [r for r in read_csv(out.parent / "weekly-tables" / "attainment.csv") if r["slo"] == "ttft"]
     assert (ttft["slo_class"], ttft["eligible"], ttft["violations"]) == ("interactive", "100", "4")
     assert float(ttft["attainment"]) == 0.96
-    assert float(ttft["budget_consumed"]) == pytest.approx(0.04 / 0.01)
-    assert ttft["within_budget"] == "False"
+    # 4 of 100 missed against a 1% budget: a mean burn rate of 4; over 3 hours of a 28-day period that spends
+    # 4 x 3 / 672 of the period's budget; burning faster than 1 is "at risk" though little is spent
+    assert float(ttft["mean_burn_rate"]) == pytest.approx(0.04 / 0.01)
+    assert float(ttft["budget_consumed"]) == pytest.approx(0.04 / 0.01 * 3 / (28 * 24))
+    assert float(ttft["budget_remaining"]) == pytest.approx(1 - 0.04 / 0.01 * 3 / (28 * 24))
+    assert (ttft["within_budget"], ttft["status"]) == ("True", "at risk")
     causes = read_csv(out.parent / "weekly-tables" / "causes.csv")
     assert [(r["missed"], r["cause"], r["requests"]) for r in causes] == [("ttft", "queueing", "4")]
     pods = read_csv(out.parent / "weekly-tables" / "worst_pods.csv")
@@ -91,7 +95,9 @@ def test_review_writes_html_markdown_charts_and_tables(store: Path, tmp_path: Pa
 
     html = out.read_text()
     assert "<h1>Week 48</h1>" in html
-    assert "ttft: OVER BUDGET in 1 of 1 class/model rows" in html
+    assert (
+        "<li>ttft: AT RISK (1 at risk of 1 class/model rows); most spent: interactive / m, 1.8% of its 28-day " in html
+    )
     images = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', html)
     assert len(images) == 6  # routing, burn, pods, causes, reliability, headroom
     assert all(base64.b64decode(data, validate=True).startswith(PNG) for data in images)
@@ -106,8 +112,9 @@ def test_review_writes_html_markdown_charts_and_tables(store: Path, tmp_path: Pa
     assert "| ttft | interactive | m | 100 | 4 | 0.9600 | 0.9900 |" in markdown
     assert "| ttft | interactive | 0.9900 | 50 | 2 | 0.9600 | 50 | 2 | 0.9600 | 0 | 0 | — | 0.0000 |" in markdown
     assert sorted(p.name for p in (out.parent / "weekly-tables").iterdir()) == [
-        "attainment.csv", "burn.csv", "causes.csv", "coverage.csv", "headroom.csv", "mean_error.csv", "reliability.csv",
-        "routing.csv", "worst_periods.csv", "worst_pods.csv",
+        "attainment.csv", "breakdown.csv", "burn.csv", "causes.csv", "coverage.csv", "data_quality.csv", "gaps.csv",
+        "headroom.csv", "mean_error.csv", "offenders.csv", "policy.csv", "reliability.csv", "routing.csv", "trend.csv",
+        "worst_periods.csv", "worst_pods.csv",
     ]  # fmt: skip
 
 
@@ -189,13 +196,18 @@ def test_bad_options_exit_2(store: Path, args: list[str], message: str, capsys: 
 
 @pytest.mark.parametrize(
     "args",
-    [[], ["--store", "s", "--prometheus", "http://x"], ["--store", "s", "--bogus"]],
-    ids=["none", "both", "unknown"],
+    [["--store", "s", "--bogus"], ["--since"]],
+    ids=["unknown", "no value"],
 )
 def test_argument_errors_exit_2(args: list[str]) -> None:
     with pytest.raises(SystemExit) as exited:
         main(["review", *args])
     assert exited.value.code == 2
+
+
+def test_neither_store_nor_prometheus_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["review"]) == 2
+    assert one_line(capsys) == "review: give --store DIR, --prometheus URL or both"
 
 
 def test_a_bad_spec_exits_2(store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -243,3 +255,52 @@ def test_the_routing_chart_draws_attainments_of_0_and_1() -> None:
     png = charts.routing_chart(routing)
     assert png is not None and png.startswith(PNG)
     assert charts.routing_chart(routing[routing["slo"] == "nothing"]) is None
+
+
+HOSTILE_MODEL = "=cmd|' /C calc'!A0"  # a spreadsheet formula (the classic CSV injection)
+# mathtext raises on the unknown command; then HTML, a link and code
+HOSTILE_POD = "| =cmd() $x^2\\undefinedmacro$ <script>alert(1)</script> [x](javascript:alert(1)) `code`"
+HOSTILE_POOL = "@SUM(A1) $\\undefinedmacro$"  # mathtext would raise on the unknown command
+
+
+def test_hostile_names_render_as_text_in_html_markdown_csv_and_charts(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    rows = [
+        row(m, HOSTILE_POD if m % 5 == 0 else "a", 0.9 if m % 25 == 0 else 0.2, 0.1 + (m % 10) / 20,
+            model=HOSTILE_MODEL, pool=HOSTILE_POOL, slo_class="interactive")
+        for m in range(60)
+    ]  # fmt: skip
+    write_atomic(root, HOUR, pa.Table.from_pylist(rows, schema=SCHEMA), HOUR)
+    out = tmp_path / "out" / "r.html"
+    assert main(["review", "--store", str(root), *WINDOW, "--out", str(out)]) == 0  # the charts drew: no mathtext
+
+    html = out.read_text()
+    assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert 'href="javascript' not in html
+
+    markdown = out.with_suffix(".md").read_text()
+    assert "<script>" not in markdown and "&lt;script&gt;" in markdown
+    assert re.search(r"(?<!\\)\]\(javascript", markdown) is None  # the brackets are escaped: no link
+    assert (
+        r"\| =cmd() \$x^2\\undefinedmacro\$ &lt;script&gt;alert(1)&lt;/script&gt; \[x\](javascript:alert(1)) \`code\`"
+        in markdown
+    )
+    lines = markdown.splitlines()
+    header = lines.index(next(line for line in lines if line.startswith("| slo | pool | pod |")))
+    pod_row = next(line for line in lines[header:] if "\\| =cmd" in line)
+
+    def cells(line: str) -> int:
+        return len(re.findall(r"(?<!\\)\|", line))  # unescaped pipes
+
+    assert cells(pod_row) == cells(lines[header])  # the pod's pipe does not split its cell
+
+    tables = out.parent / "r-tables"
+    offenders = read_csv(tables / "offenders.csv")
+    assert {r["model"] for r in offenders} == {"'" + HOSTILE_MODEL}
+    assert {r["pool"] for r in offenders} == {"'" + HOSTILE_POOL}
+    assert {r["pod"] for r in offenders} == {HOSTILE_POD}  # starts with a pipe: no formula, unchanged
+    for path in tables.iterdir():
+        for record in read_csv(path):
+            for value in record.values():
+                assert not value.startswith(("=", "+", "@", "\t", "\r")), (path.name, value)
+                assert not (value.startswith("-") and not re.fullmatch(r"-[0-9.e+-]+", value)), (path.name, value)

@@ -9,7 +9,12 @@ Modules, one job each:
 - ``load``: the record store's rows in the window as a DataFrame;
 - ``analysis``: pure functions, DataFrames in, DataFrames out (attainment, routing profiles compared, burn,
   worst periods and pods, causes, calibration, headroom);
-- ``prometheus``: the attainment, routing, burn and worst-pod tables from Prometheus queries instead of the store;
+- ``budget``: the period's error budget a window spends, and the error-budget policy's status;
+- ``quality``: the data's gaps, join ratio, invalid values, failures, and the worst-missing requests;
+- ``findings``: the summary's sentences, from the tables;
+- ``prometheus``: the attainment, routing, burn and worst-pod tables from Prometheus queries instead of the store,
+  and the alerts that fired and the exporter's drop counters;
+- ``escape``: span text made safe for Markdown, CSV and chart labels;
 - ``charts``: matplotlib (Agg) figures as PNG bytes;
 - ``render``: HTML and Markdown text from the tables and charts;
 - ``main``: the command: reads, analyses, renders, writes the files.

@@ -3,7 +3,12 @@
 Definitions (docs/review.md explains how to read them):
 
 - attainment = 1 - violations / eligible; error budget = 1 - objective;
-  budget consumed = (violations / eligible) / (1 - objective) over the window (1.0 = the whole budget);
+- mean burn rate over the window = (violations / eligible) / (1 - objective) (1 = spending at exactly the pace
+  that lasts the compliance period);
+- budget consumed = the share of the compliance period's error budget the window spent: violations /
+  ((1 - objective) x the period's expected eligible requests), the period's requests estimated as the window's
+  scaled to the period's length (eligible x period / window); so budget consumed = mean burn rate x window /
+  period, the Google SRE workbook's "budget consumed = burn rate x window / period" (see :mod:`budget`);
 - burn rate over a bin = the bin's error ratio / (1 - objective);
 - coverage = share of compared requests (actual and predicted both known) with actual <= predicted,
   read against the predictor's quantile, for quantile predictions only;
@@ -33,6 +38,7 @@ from sloscope.conventions import (
     SLOS,
     SOURCES,
 )
+from sloscope.review import budget
 from sloscope.slo.spec import SLOSpec
 
 __all__ = [
@@ -44,6 +50,7 @@ __all__ = [
     "SIGNIFICANCE_LEVEL",
     "attainment",
     "attainment_from_counts",
+    "breakdown",
     "burn",
     "burn_from_counts",
     "causes",
@@ -53,9 +60,12 @@ __all__ = [
     "headroom",
     "mean_error",
     "objectives",
+    "policy",
+    "policy_from_counts",
     "reliability",
     "routing",
     "routing_from_counts",
+    "trend",
     "two_proportion_z",
     "violation_cause",
     "wilson_interval",
@@ -79,9 +89,10 @@ _GROUP = ["slo", "slo_class", "model"]
 
 
 def objectives(spec: SLOSpec) -> pd.DataFrame:
-    """One row per (slo_class, slo) with its objective; the default class has none (its requests carry no SLO)."""
-    rows = [(cls.name, slo, cls.objectives.of(slo)) for cls in spec.classes for slo in SLOS]
-    return pd.DataFrame(rows, columns=["slo_class", "slo", "objective"])
+    """One row per (slo_class, slo) with its objective and compliance period (seconds); the default class has none
+    (its requests carry no SLO)."""
+    rows = [(cls.name, slo, cls.objectives.of(slo), float(spec.period_of(cls))) for cls in spec.classes for slo in SLOS]
+    return pd.DataFrame(rows, columns=["slo_class", "slo", "objective", "period_seconds"])
 
 
 def eligible(requests: pd.DataFrame) -> pd.DataFrame:
@@ -105,12 +116,14 @@ def _counts(long: pd.DataFrame, keys: Sequence[str | pd.Series]) -> pd.DataFrame
     return long.groupby(list(keys)).agg(eligible=("violated", "size"), violations=("violated", "sum")).reset_index()
 
 
-def _with_objectives(table: pd.DataFrame, targets: pd.DataFrame) -> pd.DataFrame:
+def _with_objectives(table: pd.DataFrame, targets: pd.DataFrame, window_seconds: float) -> pd.DataFrame:
+    """Attainment, error budget, mean burn rate and the share of the period's budget consumed in the window."""
     table = table.merge(targets, on=["slo_class", "slo"], how="left")
     ratio = table["violations"] / table["eligible"]
     table["attainment"] = 1.0 - ratio
     table["error_budget"] = 1.0 - table["objective"]
-    table["budget_consumed"] = ratio / table["error_budget"]
+    table["mean_burn_rate"] = ratio / table["error_budget"]
+    table["budget_consumed"] = budget.consumed(table["mean_burn_rate"], window_seconds, table["period_seconds"])
     return table
 
 
@@ -126,23 +139,50 @@ def _slo_order(table: pd.DataFrame) -> pd.Series:
     return table["slo"].map(_SLO_ORDER)
 
 
-def attainment(long: pd.DataFrame, targets: pd.DataFrame) -> pd.DataFrame:
+def attainment(long: pd.DataFrame, targets: pd.DataFrame, window_seconds: float) -> pd.DataFrame:
     """Per SLO, class and model over the window (``long`` from :func:`eligible`): eligible, violations,
-    attainment, objective, budget consumed.
+    attainment, objective, mean burn rate, the period's budget consumed and remaining, and the policy status.
 
-    ``within_budget`` is False when more than the whole budget is spent; null when the class has no objective.
+    ``within_budget`` is False when more than the period's whole budget is spent; null when the class has no
+    objective.
     """
-    return attainment_from_counts(_counts(long, _GROUP), targets)
+    return attainment_from_counts(_counts(long, _GROUP), targets, window_seconds)
 
 
-def attainment_from_counts(counts: pd.DataFrame, targets: pd.DataFrame) -> pd.DataFrame:
-    """The attainment table from counts per (slo, slo_class, model): the store's, or Prometheus's increases."""
-    table = _with_objectives(counts[counts["eligible"] > 0], targets)
+def attainment_from_counts(counts: pd.DataFrame, targets: pd.DataFrame, window_seconds: float) -> pd.DataFrame:
+    """The attainment table from counts per ``keys`` (slo, slo_class, model by default; the store's, or
+    Prometheus's increases) over a window of ``window_seconds``."""
+    return _budget_table(counts, targets, window_seconds, ["slo", "slo_class", "model"])
+
+
+def _budget_table(counts: pd.DataFrame, targets: pd.DataFrame, window_seconds: float, keys: list[str]) -> pd.DataFrame:
+    table = _with_objectives(counts[counts["eligible"] > 0], targets, window_seconds)
+    table["budget_remaining"] = 1.0 - table["budget_consumed"]
     table["within_budget"] = (table["budget_consumed"] <= 1.0).astype("boolean")
     table.loc[table["objective"].isna(), "within_budget"] = pd.NA
-    table = table.sort_values(["slo", "slo_class", "model"], key=_slo_first)
-    columns = ["slo", "slo_class", "model", "eligible", "violations", "attainment", "objective"]
-    return table[[*columns, "error_budget", "budget_consumed", "within_budget"]].reset_index(drop=True)
+    table["status"] = budget.status(table["budget_remaining"], table["mean_burn_rate"])
+    table = table.sort_values(keys, key=_slo_first)
+    columns = [*keys, "eligible", "violations", "attainment", "objective", "error_budget", "period_seconds"]
+    columns += ["mean_burn_rate", "budget_consumed", "budget_remaining", "within_budget", "status"]
+    return table[columns].reset_index(drop=True)
+
+
+def policy(long: pd.DataFrame, targets: pd.DataFrame, window_seconds: float) -> pd.DataFrame:
+    """Per SLO and class (models summed): the attainment table's columns, with the error-budget policy status."""
+    return policy_from_counts(_counts(long, ["slo", "slo_class"]), targets, window_seconds)
+
+
+def policy_from_counts(counts: pd.DataFrame, targets: pd.DataFrame, window_seconds: float) -> pd.DataFrame:
+    """The policy table from counts per (slo, slo_class) or finer (summed over the rest)."""
+    keys = ["slo", "slo_class"]
+    summed = counts.groupby(keys, as_index=False)[["eligible", "violations"]].sum()
+    return _budget_table(summed, targets, window_seconds, keys)
+
+
+def breakdown(long: pd.DataFrame, targets: pd.DataFrame, window_seconds: float) -> pd.DataFrame:
+    """Per SLO, class, pool and model: the attainment table's columns, one row per pool and model."""
+    keys = ["slo", "slo_class", "pool", "model"]
+    return _budget_table(_counts(long, keys), targets, window_seconds, keys)
 
 
 def choose_bin(span_seconds: float) -> int:
@@ -156,39 +196,44 @@ def choose_bin(span_seconds: float) -> int:
     return BIN_LADDER_SECONDS[-1]
 
 
-def burn(long: pd.DataFrame, targets: pd.DataFrame, bin_seconds: int) -> pd.DataFrame:
+def burn(long: pd.DataFrame, targets: pd.DataFrame, bin_seconds: int, window_seconds: float) -> pd.DataFrame:
     """Per bin (``bin_start``, aligned to multiples of the bin since the epoch), SLO and class, the models summed.
 
     ``burn_rate`` is the bin's error ratio over the error budget (1 = spending exactly the budget's pace);
-    ``budget_consumed_cumulative`` is the share of the window's budget spent up to the bin's end:
-    violations so far / all eligible in the window / (1 - objective); its last value is the class's
-    budget consumed over the window. Bins without eligible requests are left out.
+    ``budget_consumed_cumulative`` is the share of the period's budget spent up to the bin's end, as
+    ``budget_consumed`` counts it: violations so far / (all eligible in the window x period / window) /
+    (1 - objective); its last value is the class's budget consumed over the window. Bins without eligible
+    requests are left out.
     """
     bin_start = long["end_time"].dt.floor(pd.Timedelta(seconds=bin_seconds)).rename("bin_start")
-    return burn_from_counts(_counts(long, ["slo", "slo_class", bin_start]), targets)
+    return burn_from_counts(_counts(long, ["slo", "slo_class", bin_start]), targets, window_seconds)
 
 
-def burn_from_counts(counts: pd.DataFrame, targets: pd.DataFrame) -> pd.DataFrame:
+def burn_from_counts(counts: pd.DataFrame, targets: pd.DataFrame, window_seconds: float) -> pd.DataFrame:
     """The burn table from counts per (slo, slo_class, bin_start): the store's, or Prometheus's increases."""
-    table = _with_objectives(counts[counts["eligible"] > 0], targets)
+    table = _with_objectives(counts[counts["eligible"] > 0], targets, window_seconds)
     table["error_ratio"] = table["violations"] / table["eligible"]
     table["burn_rate"] = table["error_ratio"] / table["error_budget"]
     table = table.sort_values(["slo", "slo_class", "bin_start"], key=_slo_first).reset_index(drop=True)
     keys = ["slo", "slo_class"]
     total = table.groupby(keys)["eligible"].transform("sum")
     so_far = table.groupby(keys)["violations"].cumsum()
-    table["budget_consumed_cumulative"] = so_far / total / table["error_budget"]
+    table["budget_consumed_cumulative"] = budget.consumed(
+        so_far / total / table["error_budget"], window_seconds, table["period_seconds"]
+    )
     columns = ["bin_start", "slo", "slo_class", "eligible", "violations", "error_ratio", "objective", "burn_rate"]
     return table[[*columns, "budget_consumed_cumulative"]].reset_index(drop=True)
 
 
 def worst_periods(burn_table: pd.DataFrame, limit: int = 10) -> pd.DataFrame:
-    """The bins that spent most of the window's budget: ``budget_share`` = the bin's violations / the window's
-    eligible requests of that SLO and class / (1 - objective). Bins of a class without objective are left out;
-    ties go to the earlier bin."""
+    """The bins that spent most of the period's budget: ``budget_share`` = the bin's part of the window's budget
+    consumed (its violations over the window's, times the class's ``budget_consumed``), so the shares of a class
+    add up to its budget consumed. Bins of a class without objective are left out; ties go to the earlier bin."""
     table = burn_table.dropna(subset=["objective"]).copy()
-    total = table.groupby(["slo", "slo_class"])["eligible"].transform("sum")
-    table["budget_share"] = table["violations"] / total / (1.0 - table["objective"])
+    keys = ["slo", "slo_class"]
+    last = table.groupby(keys)["budget_consumed_cumulative"].transform("last")
+    missed = table.groupby(keys)["violations"].transform("sum")
+    table["budget_share"] = table["violations"] / missed.where(missed > 0) * last
     table = table[table["violations"] > 0]
     table = table.sort_values(["budget_share", "bin_start", "slo", "slo_class"], ascending=[False, True, True, True])
     columns = ["bin_start", "slo", "slo_class", "eligible", "violations", "error_ratio", "burn_rate", "budget_share"]
@@ -510,3 +555,28 @@ def headroom(requests: pd.DataFrame, percentiles: Sequence[float] = HEADROOM_PER
             parts.append(row)
     columns = ["signal", "slo_class", "requests", "negative_share", *(f"p{round(p * 100):02d}" for p in percentiles)]
     return pd.DataFrame(parts, columns=columns)
+
+
+def trend(
+    long: pd.DataFrame, previous: pd.DataFrame | None, targets: pd.DataFrame, window_seconds: float
+) -> pd.DataFrame:
+    """Per SLO and class (models summed): the window's eligible, attainment and mean burn rate beside those of the
+    period of the same length just before it (``previous``, in :func:`eligible`'s long form; None or empty when
+    the store does not reach back that far: the previous columns are then null), and ``change`` = attainment -
+    previous attainment (positive: better than before)."""
+    keys = ["slo", "slo_class"]
+    now = _budget_table(_counts(long, keys), targets, window_seconds, keys)
+    columns = [*keys, "eligible", "attainment", "mean_burn_rate"]
+    table = now[columns]
+    if previous is not None and not previous.empty:
+        before = _budget_table(_counts(previous, keys), targets, window_seconds, keys)[columns]
+    else:
+        before = pd.DataFrame({c: pd.Series(dtype=object if c in keys else float) for c in columns})
+    table = table.merge(before, on=keys, how="outer", suffixes=("", "_previous"))
+    table = table.rename(
+        columns={f"{c}_previous": f"previous_{c}" for c in ("eligible", "attainment", "mean_burn_rate")}
+    )
+    table["change"] = table["attainment"] - table["previous_attainment"]
+    table = table.sort_values(keys, key=_slo_first)
+    order = [*keys, "eligible", "previous_eligible", "attainment", "previous_attainment", "change"]
+    return table[[*order, "mean_burn_rate", "previous_mean_burn_rate"]].reset_index(drop=True)

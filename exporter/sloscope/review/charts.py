@@ -2,24 +2,44 @@
 
 Each function takes the table the analysis made (or the requests, for the histogram) and returns PNG bytes,
 or None when the table is empty. PNGs are written without the timestamp and software metadata, so the same
-tables give the same bytes.
+tables give the same bytes. Every label that may come from a span (class, pod, source) goes through
+:func:`~sloscope.review.escape.plain`, and ``text.usetex`` is off: span text is never parsed as a formula.
 """
 
 from __future__ import annotations
 
+import functools
 import io
+from collections.abc import Callable
+from typing import ParamSpec
 
+import matplotlib
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from sloscope.conventions import ROUTING_DEFAULT, ROUTING_PREDICTED, SIGNALS, SLOS
 from sloscope.review.analysis import CAUSES, wilson_interval
+from sloscope.review.escape import plain
 
 __all__ = ["burn_chart", "causes_chart", "headroom_chart", "pods_chart", "reliability_chart", "routing_chart"]
 
 _DPI = 80
-_COLORS = {"queueing": "#d95f02", "prefill": "#7570b3", "decode": "#1b9e77", "unknown": "#999999"}
+_COLORS = {"failed": "#e7298a", "queueing": "#d95f02", "prefill": "#7570b3", "decode": "#1b9e77", "unknown": "#999999"}
+
+
+_P = ParamSpec("_P")
+
+
+def _without_tex(draw: Callable[_P, bytes | None]) -> Callable[_P, bytes | None]:
+    """Draws with ``text.usetex`` off whatever the user's matplotlibrc says: LaTeX would run on span text."""
+
+    @functools.wraps(draw)
+    def drawn(*args: _P.args, **kwargs: _P.kwargs) -> bytes | None:
+        with matplotlib.rc_context({"text.usetex": False}):
+            return draw(*args, **kwargs)
+
+    return drawn
 
 
 def _png(figure: Figure) -> bytes:
@@ -38,6 +58,7 @@ def _png(figure: Figure) -> bytes:
     return buffer.getvalue()
 
 
+@_without_tex
 def burn_chart(burn: pd.DataFrame) -> bytes | None:
     """Per SLO, one panel: the share of the window's error budget spent over time, one line per class."""
     table = burn.dropna(subset=["objective"])
@@ -48,15 +69,16 @@ def burn_chart(burn: pd.DataFrame) -> bytes | None:
     for i, slo in enumerate(slos, start=1):
         axes = figure.add_subplot(len(slos), 1, i)
         for slo_class, rows in table[table["slo"] == slo].groupby("slo_class", sort=True):
-            axes.step(rows["bin_start"], rows["budget_consumed_cumulative"], where="post", label=str(slo_class))
-        axes.axhline(1.0, color="#c00", linewidth=1, linestyle="--", label="whole budget")
-        axes.set_title(f"{slo}: error budget consumed so far")
+            axes.step(rows["bin_start"], rows["budget_consumed_cumulative"], where="post", label=plain(slo_class))
+        axes.axhline(1.0, color="#c00", linewidth=1, linestyle="--", label="the period's whole budget")
+        axes.set_title(f"{slo}: share of the compliance period's error budget consumed so far")
         axes.set_ylabel("share of budget")
         axes.legend(loc="upper left", fontsize="small")
         axes.grid(alpha=0.3)
     return _png(figure)
 
 
+@_without_tex
 def pods_chart(pods: pd.DataFrame, ratio: str = "error_ratio", label: str = "violations / eligible") -> bytes | None:
     """The ``ratio`` column per pod (the error ratio; violations per request from Prometheus), one group of bars
     per pod, one bar per SLO."""
@@ -69,8 +91,8 @@ def pods_chart(pods: pd.DataFrame, ratio: str = "error_ratio", label: str = "vio
     height = 0.8 / max(len(pivot.columns), 1)
     positions = range(len(pivot))
     for j, slo in enumerate(pivot.columns):
-        axes.barh([p + j * height for p in positions], pivot[slo], height=height, label=str(slo))
-    axes.set_yticks([p + height * (len(pivot.columns) - 1) / 2 for p in positions], list(pivot.index))
+        axes.barh([p + j * height for p in positions], pivot[slo], height=height, label=plain(slo))
+    axes.set_yticks([p + height * (len(pivot.columns) - 1) / 2 for p in positions], [plain(p) for p in pivot.index])
     axes.invert_yaxis()
     axes.set_xlabel(f"{ratio.replace('_', ' ')} ({label})")
     axes.set_title(f"{ratio.replace('_', ' ').capitalize()} per pod")
@@ -79,6 +101,7 @@ def pods_chart(pods: pd.DataFrame, ratio: str = "error_ratio", label: str = "vio
     return _png(figure)
 
 
+@_without_tex
 def routing_chart(routing: pd.DataFrame) -> bytes | None:
     """Per SLO, one panel: each class's attainment under prediction-based and default routing, with 95% Wilson
     intervals, and the class's objective as a tick. Rows without both profiles are left out."""
@@ -106,7 +129,7 @@ def routing_chart(routing: pd.DataFrame) -> bytes | None:
             axes.errorbar(attained, positions, xerr=[low, high], fmt=marker, capsize=3, label=profile)
         objective = rows["objective"].astype(float)
         axes.scatter(objective, range(len(classes)), marker="|", s=300, color="#c00", label="objective")
-        axes.set_yticks(range(len(classes)), classes)
+        axes.set_yticks(range(len(classes)), [plain(c) for c in classes])
         axes.invert_yaxis()
         axes.set_title(f"{slo}: attainment by routing profile (95% Wilson intervals)")
         axes.set_xlabel("attainment")
@@ -115,6 +138,7 @@ def routing_chart(routing: pd.DataFrame) -> bytes | None:
     return _png(figure)
 
 
+@_without_tex
 def causes_chart(causes: pd.DataFrame) -> bytes | None:
     """Violating requests per class, stacked by cause."""
     if causes.empty:
@@ -123,11 +147,13 @@ def causes_chart(causes: pd.DataFrame) -> bytes | None:
     figure = Figure(figsize=(9, 0.5 * len(pivot) + 1.5))
     axes = figure.add_subplot(1, 1, 1)
     left = pd.Series(0.0, index=pivot.index)
+    positions = list(range(len(pivot)))
     for cause in CAUSES:
         if cause not in pivot.columns:
             continue
-        axes.barh(list(pivot.index), pivot[cause], left=left, label=cause, color=_COLORS[cause])
+        axes.barh(positions, pivot[cause], left=left, label=cause, color=_COLORS.get(cause, "#444444"))
         left = left + pivot[cause]
+    axes.set_yticks(positions, [plain(c) for c in pivot.index])
     axes.invert_yaxis()
     axes.set_xlabel("violating requests")
     axes.set_title("Violations by cause")
@@ -135,6 +161,7 @@ def causes_chart(causes: pd.DataFrame) -> bytes | None:
     return _png(figure)
 
 
+@_without_tex
 def reliability_chart(reliability: pd.DataFrame) -> bytes | None:
     """Per signal: the q-quantile of actual against the median prediction per bin, with the diagonal."""
     signals = [s for s in SIGNALS if s in set(reliability["signal"])]
@@ -145,7 +172,7 @@ def reliability_chart(reliability: pd.DataFrame) -> bytes | None:
         axes = figure.add_subplot(1, len(signals), i)
         rows = reliability[reliability["signal"] == signal]
         for source, group in rows.groupby("source", sort=True):
-            axes.plot(group["predicted_median"], group["actual_quantile"], marker="o", label=f"{source}")
+            axes.plot(group["predicted_median"], group["actual_quantile"], marker="o", label=plain(source))
         low = float(min(rows["predicted_median"].min(), rows["actual_quantile"].min()))
         high = float(max(rows["predicted_median"].max(), rows["actual_quantile"].max()))
         axes.plot([low, high], [low, high], color="#555", linestyle="--", linewidth=1, label="calibrated")
@@ -158,6 +185,7 @@ def reliability_chart(reliability: pd.DataFrame) -> bytes | None:
     return _png(figure)
 
 
+@_without_tex
 def headroom_chart(requests: pd.DataFrame) -> bytes | None:
     """Per signal, a histogram of the headroom at routing (target - predicted); left of 0 predicted a miss."""
     columns = [s for s in SIGNALS if requests[f"{s}_headroom_seconds"].notna().any()]

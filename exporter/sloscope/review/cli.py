@@ -16,6 +16,9 @@ __all__ = ["review"]
 
 
 def review(args: argparse.Namespace, now: datetime | None = None) -> int:
+    if args.store is None and args.prometheus is None:
+        print("review: give --store DIR, --prometheus URL or both", file=sys.stderr)
+        return 2
     try:
         window = parse_window(args.since, args.start, args.end, now or datetime.now(UTC))
     except UsageError as exc:

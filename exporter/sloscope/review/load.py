@@ -10,9 +10,11 @@ from sloscope.review import ReviewError
 from sloscope.review.window import Window
 from sloscope.store.read import StoreError, read_records
 
-__all__ = ["COLUMNS", "load_frame"]
+__all__ = ["COLUMNS", "load_frame", "load_previous"]
 
 COLUMNS = (
+    "trace_id",
+    "request_id",
     "end_time",
     "arrival_time",
     "model",
@@ -39,6 +41,9 @@ COLUMNS = (
     "ttft_headroom_seconds",
     "tpot_headroom_seconds",
     "failure_reason",
+    "join_outcome",
+    "invalid_fields",
+    "prediction_skipped",
 )
 """The columns the review reads (the store has more; see ``sloscope.store.schema``)."""
 
@@ -56,6 +61,17 @@ def load_frame(root: Path, window: Window) -> pd.DataFrame:
     if table.num_rows == 0:
         raise ReviewError(f"record store {root} has no requests that ended between {window}")
     return to_frame(table.to_pandas())
+
+
+def load_previous(root: Path, window: Window) -> pd.DataFrame | None:
+    """The requests of the period of the same length just before ``window``, or None when the store has none
+    (retention, or the store is younger than that)."""
+    previous = Window(window.start - (window.end - window.start), window.start)
+    try:
+        table = read_records(root, previous.start, previous.end, COLUMNS)
+    except (StoreError, OSError):
+        return None
+    return to_frame(table.to_pandas()) if table.num_rows else None
 
 
 def to_frame(frame: pd.DataFrame) -> pd.DataFrame:

@@ -2,7 +2,7 @@
 
 Files written for ``--out report.html``::
 
-    report.html            self-contained: tables and the charts embedded as PNG data URIs
+    report.html            self-contained: tables and the charts embedded as PNG data URIs (text escaped)
     report.md              the same report in Markdown; its charts are the PNGs in report-charts/
     report-charts/*.png
     report-tables/*.csv    every table at full precision
@@ -10,20 +10,23 @@ Files written for ``--out report.html``::
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from sloscope import __version__
-from sloscope.conventions import POD_REQUESTS, POD_SLO_VIOLATIONS, SLOS
-from sloscope.review import analysis, charts
-from sloscope.review.load import load_frame
+from sloscope.conventions import POD_REQUESTS, POD_SLO_VIOLATIONS
+from sloscope.review import analysis, budget, charts, findings, quality
+from sloscope.review.escape import csv_safe
+from sloscope.review.load import load_frame, load_previous
+from sloscope.review.prometheus import alert_step
 from sloscope.review.render import Chart, Report, Section, cell, render_html, render_markdown
 from sloscope.review.window import Window
 from sloscope.slo.spec import SLOSpec
 
-__all__ = ["Options", "build_report", "run", "summary", "write_report"]
+__all__ = ["Options", "build_report", "run", "write_report"]
 
 
 @dataclass(frozen=True)
@@ -37,43 +40,31 @@ class Options:
     spec_source: str = "built-in spec"
 
 
-def _percent(value: float) -> str:
-    return f"{value * 100:.1f}%"
-
-
-def summary(attainment: pd.DataFrame) -> list[str]:
-    """One verdict per SLO: within budget when no class and model spent more than its whole error budget."""
-    lines = []
-    for slo in SLOS:
-        rows = attainment[(attainment["slo"] == slo) & attainment["objective"].notna()]
-        if rows.empty:
-            continue
-        worst = rows.sort_values(["budget_consumed", "slo_class", "model"], ascending=[False, True, True]).iloc[0]
-        over = rows[rows["budget_consumed"] > 1.0]
-        verdict = "within budget" if over.empty else f"OVER BUDGET in {len(over)} of {len(rows)} class/model rows"
-        lines.append(
-            f"{slo}: {verdict}; most consumed: {worst['slo_class']} / {worst['model']}, attainment "
-            f"{_percent(float(worst['attainment']))} against an objective of {_percent(float(worst['objective']))}, "
-            f"{_percent(float(worst['budget_consumed']))} of the error budget consumed"
-        )
-    return lines
-
-
 def _chart(name: str, title: str, png: bytes | None) -> list[Chart]:
     return [] if png is None else [Chart(name, title, png)]
 
 
-def _bin_text(seconds: int) -> str:
+def _bin_text(seconds: float) -> str:
+    seconds = round(seconds)
+    if seconds % 86400 == 0:
+        return f"{seconds // 86400} d"
     if seconds % 3600 == 0:
         return f"{seconds // 3600} h"
     return f"{seconds // 60} min" if seconds % 60 == 0 else f"{seconds} s"
 
 
-_ATTAINMENT = (
-    "Per SLO, class and model over the window: attainment = 1 - violations / eligible, against the class's "
-    "objective from the SLO spec. Budget consumed = (violations / eligible) / (1 - objective): 1.0 means the "
-    "whole error budget of the window is spent."
+_BUDGET = (
+    "error_budget = 1 - objective, the share of the compliance period's eligible requests allowed to miss. "
+    "mean_burn_rate = (violations / eligible) / error_budget over the window: 1 spends the budget at exactly the "
+    "pace that lasts the period. budget_consumed = the share of the period's error budget the window spent = "
+    "violations / (error_budget x the period's expected eligible requests), the period's requests estimated as "
+    "the window's scaled to the period (eligible x period / window): so mean_burn_rate x window / period "
+    "(period_seconds, from the spec). budget_remaining = 1 - budget_consumed; status (the error-budget policy): "
+    f"{budget.EXHAUSTED} when nothing remains, {budget.AT_RISK} when under {budget.AT_RISK_REMAINING:g} remains or "
+    f"the mean burn rate is above {budget.AT_RISK_BURN_RATE:g}, else {budget.HEALTHY}. The window counts only its "
+    "own spend: review the whole period for the period's remaining budget."
 )
+_ATTAINMENT = "Per SLO, class and model over the window: attainment = 1 - violations / eligible. " + _BUDGET
 
 
 _ROUTING = (
@@ -96,59 +87,132 @@ def _routing_section(routing: pd.DataFrame, extra: str = "") -> Section:
     )
 
 
-def _burn_text(bin_seconds: int) -> str:
-    return (
-        f"In {_bin_text(bin_seconds)} bins per SLO and class: the error budget consumed so far (the chart; it ends at "
-        "the class's budget consumed over the window) and each bin's burn rate = the bin's error ratio / "
-        "(1 - objective), where 1 spends the budget exactly at the pace that lasts the window. Every bin is in "
-        "the table burn.csv."
+def _burn_section(burn: pd.DataFrame, bin_seconds: int) -> Section:
+    return Section(
+        "Error budget burn over time",
+        f"In {_bin_text(bin_seconds)} bins per SLO and class: the share of the compliance period's error budget "
+        "consumed so far (the chart; it ends at the class's budget_consumed over the window) and each bin's burn "
+        "rate = the bin's error ratio / (1 - objective), where 1 spends the budget exactly at the pace that lasts "
+        "the period. Every bin is in the table burn.csv.",
+        charts=_chart("burn", "Error budget consumed over time", charts.burn_chart(burn)),
+        csv_only=[("burn", burn)],
     )
 
 
-def store_sections(requests: pd.DataFrame, spec: SLOSpec) -> tuple[pd.DataFrame, list[Section]]:
+def _policy_section(policy: pd.DataFrame) -> Section:
+    return Section(
+        "Error-budget policy",
+        "Per SLO and class (models summed): the status of the error-budget policy, from the budget the window "
+        f"left and the pace it burned at. {budget.EXHAUSTED}: the budget is spent, the policy's freeze applies "
+        f"(reliability work before features); {budget.AT_RISK}: under {budget.AT_RISK_REMAINING:g} of it left, or "
+        f"burning faster than {budget.AT_RISK_BURN_RATE:g} (it runs out before the period ends at this pace); "
+        f"{budget.HEALTHY}: neither.",
+        tables=[("policy", policy)],
+    )
+
+
+def _breakdown_section(table: pd.DataFrame) -> Section:
+    return Section(
+        "Breakdown per pool and model",
+        "The attainment and budget columns per SLO, class, pool and model: a class within budget overall can hide "
+        "a pool or model that is not.",
+        tables=[("breakdown", table)],
+    )
+
+
+def _alerts_section(alerts: pd.DataFrame, url: str, window: Window) -> Section:
+    return Section(
+        "Alerts that fired",
+        f"From Prometheus at {url}: every alert firing at some time in the window, from its ALERTS series "
+        f'(max_over_time(ALERTS{{alertstate="firing"}}[{_bin_text(alert_step(window))}]) as a range query of that '
+        "step). first_firing and last_firing are at the step's resolution; firing_seconds counts the steps it "
+        "fired in. Read them beside the burn chart: a page without a burn is noise, a burn without a page a gap.",
+        tables=[("alerts", alerts)],
+    )
+
+
+def _quality_section(quality: pd.DataFrame, gaps: pd.DataFrame, join: float) -> Section:
+    return Section(
+        "Data quality",
+        f"How far the numbers can be trusted. Join ratio {_percent_or_dash(join)}: the share of the store's "
+        "requests whose model-server span was joined with its gateway span (join outcome joined or "
+        "joined_by_request_id); the others lack the EPP's routing or targets. Store rows: requests per join "
+        "outcome, invalid value (a field missing, negative or not finite), failed request (by reason) and "
+        "prediction skipped (by reason), share = of the window's requests. Prometheus rows (with --prometheus): "
+        "the exporter's own increase() over the window: spans dropped (share of spans received), records not "
+        "written (share of the sink's records: lost to the store or the export), join outcomes, invalid values and "
+        "failed requests (share of evaluated requests). gaps: stretches of whole bins between the first and last "
+        "request without any request.",
+        tables=[("data_quality", quality), ("gaps", gaps)],
+    )
+
+
+def _percent_or_dash(value: float) -> str:
+    return "—" if math.isnan(value) else f"{value * 100:.1f}%"
+
+
+_OFFENDERS = (
+    "Per signal, the requests that missed their target by the largest factor (over_target = actual / target), "
+    f"at most {quality.OFFENDER_LIMIT}: open their trace_id in the tracing UI first. Failed requests without "
+    "an actual value are counted in the data quality section instead."
+)
+
+
+def store_sections(
+    requests: pd.DataFrame, spec: SLOSpec, window: Window, previous: pd.DataFrame | None = None
+) -> tuple[list[str], list[Section]]:
+    """The summary's sentences and the sections, from the window's requests (and the previous period's)."""
     targets = analysis.objectives(spec)
     long = analysis.eligible(requests)  # once: the tables that count eligible requests share it
-    attainment = analysis.attainment(long, targets)
+    attainment = analysis.attainment(long, targets, window.seconds)
+    policy = analysis.policy(long, targets, window.seconds)
     span = (requests["end_time"].max() - requests["end_time"].min()).total_seconds()
     bin_seconds = analysis.choose_bin(span)
-    burn = analysis.burn(long, targets, bin_seconds)
+    burn = analysis.burn(long, targets, bin_seconds, window.seconds)
     routing = analysis.routing(long, targets)
-    periods = analysis.worst_periods(burn)
-    pods = analysis.worst_pods(long)
-    causes = analysis.causes(requests)
     coverage = analysis.coverage(requests)
-    reliability = analysis.reliability(requests)
     mean_error = analysis.mean_error(requests)
-    headroom = analysis.headroom(requests)
+    reliability = analysis.reliability(requests)
+    before = analysis.eligible(previous) if previous is not None else None
+    trend = analysis.trend(long, before, targets, window.seconds)
+    summary = [
+        *findings.budget_lines(attainment, window.seconds),
+        *filter(None, [findings.routing_line(routing)]),
+        *findings.calibration_lines(coverage, mean_error),
+        *findings.headroom_lines(requests),
+    ]
+    if previous is None:
+        summary.append(f"Trend: the store has no requests in the {_bin_text(window.seconds)} before the window.")
     sections = [
         Section("Attainment and error budget", _ATTAINMENT, tables=[("attainment", attainment)]),
-        _routing_section(routing),
+        _policy_section(policy),
         Section(
-            "Error budget burn over time",
-            _burn_text(bin_seconds),
-            charts=_chart("burn", "Error budget consumed over time", charts.burn_chart(burn)),
-            csv_only=[("burn", burn)],
+            "Trend against the previous period",
+            f"Per SLO and class: the window beside the {_bin_text(window.seconds)} just before it (previous_*; "
+            "empty when the store does not reach back that far), change = attainment - previous attainment "
+            "(positive: better).",
+            tables=[("trend", trend)],
         ),
+        _breakdown_section(analysis.breakdown(long, targets, window.seconds)),
+        _routing_section(routing),
+        _burn_section(burn, bin_seconds),
         Section(
             "Worst periods",
-            f"The {_bin_text(bin_seconds)} bins that spent the largest share of the window's error budget of an SLO "
-            "and class (budget_share = the bin's violations / the window's eligible requests / (1 - objective)).",
-            tables=[("worst_periods", periods)],
+            f"The {_bin_text(bin_seconds)} bins that spent the largest share of the period's error budget of an SLO "
+            "and class (budget_share = the bin's violations / the window's violations x the class's "
+            "budget_consumed: a class's shares add up to its budget_consumed).",
+            tables=[("worst_periods", analysis.worst_periods(burn))],
         ),
-        Section(
-            "Worst pods",
-            "Per pod and SLO: eligible requests, violations, error ratio and the pod's share of the SLO's violations; "
-            "a pod far above its peers points at the pod, similar ratios everywhere at load or the predictor.",
-            charts=_chart("pods", "Error ratio per pod", charts.pods_chart(pods)),
-            tables=[("worst_pods", pods)],
-        ),
+        _pods_section(analysis.worst_pods(long)),
+        Section("Top offending requests", _OFFENDERS, tables=[("offenders", quality.offenders(requests))]),
         Section(
             "Violations by cause",
             "Each request that missed TTFT or TPOT, by the phase that caused it (from the model server's latency "
             "breakdown). Missed TTFT only: queueing if time in queue >= time in prefill, else prefill. Missed TPOT "
             "only: decode. Missed both: the phase with the largest share of its budget (queue / TTFT target, "
-            "prefill / TTFT target, decode / (TPOT target x (completion tokens - 1))). Unknown: no breakdown.",
-            charts=_chart("causes", "Violations by cause", charts.causes_chart(causes)),
+            "prefill / TTFT target, decode / (TPOT target x (completion tokens - 1))). Failed: the request failed. "
+            "Unknown: no breakdown.",
+            charts=_chart("causes", "Violations by cause", charts.causes_chart(causes := analysis.causes(requests))),
             tables=[("causes", causes)],
         ),
         Section(
@@ -160,7 +224,11 @@ def store_sections(requests: pd.DataFrame, spec: SLOSpec) -> tuple[pd.DataFrame,
             "predictions only; a pool whose predictor predicts the mean is judged in mean_error instead: bias = mean "
             "of actual - predicted (relative_bias over the mean prediction; positive: it predicts too low), MAE and "
             "RMSE, in seconds.",
-            charts=_chart("reliability", "Reliability plot", charts.reliability_chart(reliability)),
+            charts=_chart(
+                "reliability",
+                "Reliability plot",
+                charts.reliability_chart(reliability := analysis.reliability(requests)),
+            ),
             tables=[("coverage", coverage), ("reliability", reliability), ("mean_error", mean_error)],
         ),
         Section(
@@ -169,13 +237,23 @@ def store_sections(requests: pd.DataFrame, spec: SLOSpec) -> tuple[pd.DataFrame,
             "share routed although predicted to miss (no pod had headroom); a thin positive margin means little room "
             "for prediction error.",
             charts=_chart("headroom", "Headroom at routing", charts.headroom_chart(requests)),
-            tables=[("headroom", headroom)],
+            tables=[("headroom", analysis.headroom(requests))],
         ),
     ]
-    return attainment, sections
+    return summary, sections
 
 
-def prometheus_sections(url: str, window: Window, spec: SLOSpec) -> tuple[pd.DataFrame, list[Section]]:
+def _pods_section(pods: pd.DataFrame) -> Section:
+    return Section(
+        "Worst pods",
+        "Per pod and SLO: eligible requests, violations, error ratio and the pod's share of the SLO's violations; "
+        "a pod far above its peers points at the pod, similar ratios everywhere at load or the predictor.",
+        charts=_chart("pods", "Error ratio per pod", charts.pods_chart(pods)),
+        tables=[("worst_pods", pods)],
+    )
+
+
+def prometheus_sections(url: str, window: Window, spec: SLOSpec) -> tuple[list[str], list[Section]]:
     from sloscope.review.prometheus import query_tables
 
     targets = analysis.objectives(spec)
@@ -185,19 +263,16 @@ def prometheus_sections(url: str, window: Window, spec: SLOSpec) -> tuple[pd.Dat
         " From Prometheus: increase() over the window, which extrapolates to the window's edges, so the counts "
         "are estimates (their ratios are exact when both counters have the same samples)."
     )
+    policy = analysis.policy_from_counts(tables.counts, targets, window.seconds)
     sections = [
         Section("Attainment and error budget", _ATTAINMENT + text, tables=[("attainment", tables.attainment)]),
+        _policy_section(policy),
         _routing_section(
             tables.routing,
             " From Prometheus: the counts are increase() estimates, so the test is approximate (it treats them as "
             "counts of requests).",
         ),
-        Section(
-            "Error budget burn over time",
-            _burn_text(bin_seconds),
-            charts=_chart("burn", "Error budget consumed over time", charts.burn_chart(tables.burn)),
-            csv_only=[("burn", tables.burn)],
-        ),
+        _burn_section(tables.burn, bin_seconds),
         Section(
             "Worst pods",
             "Per pod and SLO: every evaluated request on the pod, its violations, violations_per_request = "
@@ -214,31 +289,66 @@ def prometheus_sections(url: str, window: Window, spec: SLOSpec) -> tuple[pd.Dat
         ),
         Section(
             "Not available from Prometheus",
-            "Violations by cause, prediction calibration and headroom need the per-request rows of the record "
-            "store: run the review with --store.",
+            "Violations by cause, prediction calibration, headroom, top offending requests, the breakdown per pool "
+            "and the trend need the per-request rows of the record store: run the review with --store.",
         ),
     ]
-    return tables.attainment, sections
+    summary = [*findings.budget_lines(tables.attainment, window.seconds)]
+    summary += filter(None, [findings.routing_line(tables.routing)])
+    return summary, sections
+
+
+def _span_facts(requests: pd.DataFrame, gaps: pd.DataFrame) -> list[tuple[str, str]]:
+    first, last = requests["end_time"].min(), requests["end_time"].max()
+    span = f"requests ended {cell(first)} to {cell(last)} ({_bin_text((last - first).total_seconds())})"
+    if gaps.empty:
+        holes = "none: every bin between the first and the last request has requests"
+    else:
+        longest = gaps.iloc[int(gaps["seconds"].to_numpy().argmax())]
+        holes = f"{len(gaps)} without requests, {_bin_text(gaps['seconds'].sum())} in all, the longest "
+        holes += f"{_bin_text(longest['seconds'])} from {cell(longest['gap_start'])} (gaps.csv)"
+    return [("Data", span), ("Gaps", holes), ("Counts", quality.SAMPLING_NOTE)]
 
 
 def build_report(options: Options) -> Report:
+    window = options.window
+    facts = [("Window", f"{window} ({_bin_text(window.seconds)})")]
     if options.store is not None:
-        requests = load_frame(options.store, options.window)
-        attainment, sections = store_sections(requests, options.spec)
-        first, last = (cell(requests["end_time"].min()), cell(requests["end_time"].max()))
-        source = f"record store {options.store}: {len(requests)} requests, ended {first} to {last}"
+        requests = load_frame(options.store, window)
+        previous = load_previous(options.store, window)
+        summary, sections = store_sections(requests, options.spec, window, previous)
+        bin_seconds = analysis.choose_bin((requests["end_time"].max() - requests["end_time"].min()).total_seconds())
+        gaps = quality.gaps(requests, bin_seconds)
+        facts += _span_facts(requests, gaps)
+        source = f"record store {options.store}: {len(requests)} requests"
+        store_quality = quality.data_quality(requests)
+        join = quality.join_ratio(requests)
     else:
         assert options.prometheus is not None
-        attainment, sections = prometheus_sections(options.prometheus, options.window, options.spec)
-        source = f"Prometheus at {options.prometheus}"
-    facts = [
-        ("Window", str(options.window)),
+        summary, sections = prometheus_sections(options.prometheus, window, options.spec)
+        source = ""
+        store_quality, gaps, join = None, pd.DataFrame(columns=["gap_start", "gap_end", "seconds"]), math.nan
+    if options.prometheus is not None:
+        from sloscope.review.prometheus import fired_alerts
+        from sloscope.review.prometheus import quality as prometheus_quality
+
+        source = "; ".join(filter(None, [source, f"Prometheus at {options.prometheus}"]))
+        alerts = fired_alerts(options.prometheus, window)
+        summary.append(findings.alerts_line(alerts))
+        sections.append(_alerts_section(alerts, options.prometheus, window))
+        from_prometheus = prometheus_quality(options.prometheus, window)
+        data = from_prometheus if store_quality is None else pd.concat([store_quality, from_prometheus])
+    else:
+        assert store_quality is not None
+        data = store_quality
+    sections.append(_quality_section(data.reset_index(drop=True), gaps, join))
+    facts += [
         ("Source", source),
         ("SLO spec", f"{options.spec_source} (service {options.spec.service})"),
         ("Made by", f"sloscope {__version__}"),
     ]
     title = options.title or f"SLO review: {options.spec.service}"
-    return Report(title, facts, summary(attainment), sections)
+    return Report(title, facts, summary, sections)
 
 
 def write_report(report: Report, out: Path) -> list[Path]:
@@ -258,7 +368,7 @@ def write_report(report: Report, out: Path) -> list[Path]:
         for name, table in [*section.tables, *section.csv_only]:
             table_dir.mkdir(exist_ok=True)
             path = table_dir / f"{name}.csv"
-            table.to_csv(path, index=False)
+            csv_safe(table).to_csv(path, index=False)
             written.append(path)
     return written
 

@@ -15,6 +15,9 @@ and the same for ``sloscope_slo_violations_total``; then per pod::
 ``increase()`` extrapolates to the edges of its range, so the counts are estimates, not integers; eligible and
 violations of one series set share the same samples, so their ratio (the attainment) is exact. Each point of
 the range query covers the bin that ends at it.
+
+With a record store too, Prometheus gives what the store cannot know: the alerts that fired
+(:func:`fired_alerts`) and the exporter's own counts of what it dropped (:func:`quality`).
 """
 
 from __future__ import annotations
@@ -25,16 +28,30 @@ import httpx
 import pandas as pd
 
 from sloscope.conventions import (
+    FIELD,
+    INVALID_VALUES,
     MODEL,
+    OUTCOME,
     POD,
     POD_REQUESTS,
     POD_SLO_VIOLATIONS,
     POOL,
+    REASON,
+    RECORD_DROPPED,
+    RECORD_FAILED,
+    RECORDS,
+    REQUESTS,
+    REQUESTS_FAILED,
+    RESULT,
     ROUTING,
+    SINK,
     SLO,
     SLO_CLASS,
     SLO_REQUESTS,
     SLO_VIOLATIONS,
+    SPANS_DROPPED,
+    SPANS_RECEIVED,
+    TRACES_JOINED,
 )
 from sloscope.review import ReviewError
 from sloscope.review.analysis import (
@@ -45,7 +62,7 @@ from sloscope.review.analysis import (
 )
 from sloscope.review.window import Window
 
-__all__ = ["Tables", "query_tables"]
+__all__ = ["ALERT_COLUMNS", "Tables", "alert_step", "fired_alerts", "quality", "query_tables"]
 
 
 class Tables(NamedTuple):
@@ -53,9 +70,14 @@ class Tables(NamedTuple):
     burn: pd.DataFrame
     routing: pd.DataFrame
     pods: pd.DataFrame
+    counts: pd.DataFrame  # eligible and violations per (slo_class, model, slo): for the policy table
 
 
 _TIMEOUT_SECONDS = 30.0
+
+
+def _client() -> httpx.Client:
+    return httpx.Client(timeout=_TIMEOUT_SECONDS)
 
 
 def _get(client: httpx.Client, url: str, path: str, params: dict[str, str]) -> list[dict[str, Any]]:
@@ -127,7 +149,7 @@ def query_tables(url: str, window: Window, targets: pd.DataFrame, bin_seconds: i
         raise ReviewError(f"the review window ({seconds} s) must be longer than a bin ({bin_seconds} s)")
     requests, violations = SLO_REQUESTS.exposed_name, SLO_VIOLATIONS.exposed_name
     by_model, by_routing, per_bin = (SLO_CLASS, MODEL, SLO), (SLO_CLASS, SLO, ROUTING), (SLO_CLASS, SLO)
-    with httpx.Client(timeout=_TIMEOUT_SECONDS) as client:
+    with _client() as client:
 
         def counts(labels: tuple[str, ...]) -> pd.DataFrame:
             """Eligible and violations per ``labels`` over the window (no violation series: 0)."""
@@ -149,8 +171,97 @@ def query_tables(url: str, window: Window, targets: pd.DataFrame, bin_seconds: i
     if by_model_counts.empty:
         raise ReviewError(f"Prometheus at {url} has no {requests} samples between {window}")
     return Tables(
-        attainment_from_counts(by_model_counts, targets),
-        burn_from_counts(_joined(eligible_bins, missed_bins, [SLO, SLO_CLASS, "bin_start"]), targets),
+        attainment_from_counts(by_model_counts, targets, window.seconds),
+        burn_from_counts(_joined(eligible_bins, missed_bins, [SLO, SLO_CLASS, "bin_start"]), targets, window.seconds),
         routing_from_counts(routing, targets),
         worst_pods_from_counts(pod_requests, pod_violations),
+        by_model_counts,
     )
+
+
+ALERT_COLUMNS = ["alertname", "severity", "labels", "first_firing", "last_firing", "firing_seconds"]
+_MAX_POINTS = 10_000  # Prometheus refuses a range query of more than 11,000 points per series
+
+
+def alert_step(window: Window) -> int:
+    """The step of the alerts query: 15 s, or longer when the window would need more than 10,000 points."""
+    return max(15, -(-round(window.seconds) // _MAX_POINTS))
+
+
+def fired_alerts(url: str, window: Window) -> pd.DataFrame:
+    """Every alert that was firing at some time in ``window``, from Prometheus's ``ALERTS`` series::
+
+        max_over_time(ALERTS{alertstate="firing"}[<step>])     a range query over the window, step = <step>
+
+    Each point covers the step before it, so an alert firing for less than a step between two evaluations is
+    still seen; the last point is at the window's end, the first covers the window's start (and up to a step
+    before it, when the window is not a whole number of steps). ``first_firing`` is the start of the first step
+    it fired in, ``last_firing`` the end of the last, ``firing_seconds`` = steps it fired in x step (an upper
+    bound at the step's resolution); ``labels`` are its other labels, ``k=v`` joined by ``, ``. One row per
+    alert's label set, the earliest first.
+    """
+    step = alert_step(window)
+    points = -(-round(window.seconds) // step)  # the last point at the window's end: an alert firing now counts
+    params = {
+        "query": f'max_over_time(ALERTS{{alertstate="firing"}}[{step}s])',
+        "start": f"{window.end.timestamp() - (points - 1) * step:.3f}",
+        "end": f"{window.end.timestamp():.3f}",
+        "step": f"{step}s",
+    }
+    with _client() as client:
+        result = _get(client, url, "/api/v1/query_range", params)
+    rows = []
+    for series in result:
+        metric = dict(series["metric"])
+        times = [float(at) for at, _ in series["values"]]
+        name, severity = metric.pop("alertname", ""), metric.pop("severity", "")
+        metric.pop("alertstate", None)
+        rows.append(
+            {
+                "alertname": name,
+                "severity": severity,
+                "labels": ", ".join(f"{k}={v}" for k, v in sorted(metric.items())),
+                "first_firing": pd.Timestamp(min(times) - step, unit="s", tz="UTC"),
+                "last_firing": pd.Timestamp(max(times), unit="s", tz="UTC"),
+                "firing_seconds": float(len(times) * step),
+            }
+        )
+    table = pd.DataFrame(rows, columns=ALERT_COLUMNS)
+    return table.sort_values(["first_firing", "alertname", "labels"]).reset_index(drop=True)
+
+
+def quality(url: str, window: Window) -> pd.DataFrame:
+    """The exporter's own counts over ``window`` (``increase()``, summed over replicas), as rows of the data
+    quality table (source ``prometheus``): spans dropped by reason (share: of the spans received), records not
+    written by sink and result (share: of the sink's records), join outcomes (share: of all outcomes), invalid
+    values by field and failed requests by reason (share: of the evaluated requests)."""
+    with _client() as client:
+
+        def one(name: str, labels: tuple[str, ...]) -> pd.DataFrame:
+            return _instant(client, url, name, labels, window, column="count")
+
+        received = one(SPANS_RECEIVED.exposed_name, ())
+        dropped = one(SPANS_DROPPED.exposed_name, (REASON,))
+        records = one(RECORDS.exposed_name, (SINK, RESULT))
+        joined = one(TRACES_JOINED.exposed_name, (OUTCOME,))
+        invalid = one(INVALID_VALUES.exposed_name, (FIELD,))
+        failed = one(REQUESTS_FAILED.exposed_name, (REASON,))
+        evaluated = one(REQUESTS.exposed_name, ())
+
+    def total(table: pd.DataFrame) -> float:
+        return float(table["count"].sum())
+
+    lost = records[records[RESULT].isin((RECORD_DROPPED, RECORD_FAILED))].copy()
+    lost["key"] = lost[SINK] + "/" + lost[RESULT]
+    lost["share"] = lost["count"] / lost[SINK].map(records.groupby(SINK)["count"].sum())
+    parts = [
+        dropped.assign(measure="spans dropped", key=dropped[REASON], share=dropped["count"] / total(received)),
+        lost.assign(measure="records not written"),
+        joined.assign(measure="join outcome", key=joined[OUTCOME], share=joined["count"] / total(joined)),
+        invalid.assign(measure="invalid value", key=invalid[FIELD], share=invalid["count"] / total(evaluated)),
+        failed.assign(measure="failed request", key=failed[REASON], share=failed["count"] / total(evaluated)),
+    ]
+    table = pd.concat([p.reindex(columns=["measure", "key", "count", "share"]) for p in parts], ignore_index=True)
+    table = table.sort_values(["measure", "key"], kind="stable").reset_index(drop=True)
+    table.insert(0, "source", "prometheus")
+    return table

@@ -2,7 +2,8 @@
 
 Both show the same sections and tables. Rendering is pure: it takes a :class:`Report` and returns a string;
 :mod:`sloscope.review.main` writes the files. Numbers are rounded for reading (4 decimals); the CSV tables
-beside the report keep full precision.
+beside the report keep full precision. Every text, the report's own and the spans', is escaped for the format
+(:mod:`sloscope.review.escape`): a model named ``| <script>`` is a model name in both.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 import pandas as pd
+
+from sloscope.review.escape import markdown
 
 __all__ = ["Chart", "Report", "Section", "cell", "render_html", "render_markdown"]
 
@@ -111,7 +114,7 @@ def _markdown_table(table: pd.DataFrame) -> str:
         return "_No rows._\n"
 
     def line(values: list[str]) -> str:
-        return "| " + " | ".join(v.replace("|", "\\|") for v in values) + " |"
+        return "| " + " | ".join(markdown(v) for v in values) + " |"
 
     lines = [line([str(c) for c in table.columns]), "|" + "---|" * len(table.columns)]
     lines += [line(row) for row in _rows(table)]
@@ -120,16 +123,16 @@ def _markdown_table(table: pd.DataFrame) -> str:
 
 def render_markdown(report: Report, chart_folder: str) -> str:
     """Markdown with the charts as images at ``<chart_folder>/<name>.png`` (relative to the Markdown file)."""
-    parts = [f"# {report.title}\n"]
-    parts += [f"- **{label}**: {value}" for label, value in report.facts]
+    parts = [f"# {markdown(report.title)}\n"]
+    parts += [f"- **{markdown(label)}**: {markdown(value)}" for label, value in report.facts]
     parts.append("\n## Summary\n")
-    parts += [f"- {line}" for line in report.summary]
+    parts += [f"- {markdown(line)}" for line in report.summary]
     for section in report.sections:
-        parts.append(f"\n## {section.heading}\n")
-        parts.append(section.text + "\n")
+        parts.append(f"\n## {markdown(section.heading)}\n")
+        parts.append(markdown(section.text) + "\n")
         for chart in section.charts:
-            parts.append(f"![{chart.title}]({chart_folder}/{chart.name}.png)\n")
+            parts.append(f"![{markdown(chart.title)}]({chart_folder}/{chart.name}.png)\n")
         for name, table in section.tables:
-            parts.append(f"### {name}\n")
+            parts.append(f"### {markdown(name)}\n")
             parts.append(_markdown_table(table))
     return "\n".join(parts).rstrip("\n") + "\n"

@@ -102,9 +102,12 @@ def _add_review(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     review = commands.add_parser(
         "review",
         help="write the SLO review report (HTML, Markdown, CSV) from the record store or Prometheus",
-        description="The weekly SLO review: attainment against objective per SLO, class and model with the error "
-        "budget consumed, budget burn over time, worst periods and pods, violations by cause (queueing, prefill, "
-        "decode), prediction calibration (coverage, reliability plot) and headroom at routing. Writes --out (HTML, "
+        description="The weekly SLO review: the report's findings first, then attainment against objective per SLO, "
+        "class, pool and model with the share of the period's error budget the window spent (and the mean burn "
+        "rate beside it), the error-budget policy status, the trend against the previous period, budget burn over "
+        "time, worst periods, pods and requests, violations by cause (queueing, prefill, decode), prediction "
+        "accuracy (coverage of a quantile predictor, bias and MAE of a mean one), headroom at routing, the alerts "
+        "that fired (with --prometheus) and data quality. Writes --out (HTML, "
         "charts embedded), the same name with .md (charts in <stem>-charts/) and CSV tables in <stem>-tables/. "
         "Exits 0 on success, 2 on bad options, 1 when the store or Prometheus gives nothing to review. Needs the "
         "review extra: pip install 'sloscope[review]'. See docs/review.md.",

@@ -40,6 +40,7 @@ from sloscope.generators.rules.names import (
     JOIN_RATIO_LOW,
     LABEL_VALUES_FOLDED,
     NO_SPANS,
+    NOT_SCRAPED,
     POOL_HEADROOM_EXHAUSTED,
     PREDICTOR_BIASED,
     PREDICTOR_CALIBRATION_DRIFT,
@@ -57,7 +58,7 @@ from sloscope.generators.rules.pipeline_alerts import pipeline_alerts
 from sloscope.generators.rules.predictor_alerts import predictor_alerts
 from sloscope.generators.rules.recording import period_ratio_rule, recording_rules
 from sloscope.generators.rules.slo_alerts import slo_alerts
-from sloscope.generators.rules.thresholds import DEFAULT_THRESHOLDS, AlertThresholds
+from sloscope.generators.rules.thresholds import DEFAULT_THRESHOLDS, AlertThresholds, burn_threshold, is_capped
 
 __all__ = [
     "ALERT_NAMES",
@@ -72,6 +73,7 @@ __all__ = [
     "INVALID_VALUES",
     "JOIN_RATIO_LOW",
     "LABEL_VALUES_FOLDED",
+    "NOT_SCRAPED",
     "NO_SPANS",
     "POOL_HEADROOM_EXHAUSTED",
     "PREDICTOR_BIASED",
@@ -86,7 +88,9 @@ __all__ = [
     "SHADOW_PREDICTIONS_FAILING",
     "SPANS_DROPPED",
     "AlertThresholds",
+    "burn_threshold",
     "groups",
+    "is_capped",
     "period_ratio_rule",
     "pipeline_alerts",
     "predictor_alerts",

@@ -85,7 +85,7 @@ def _no_spans_tests(rules: _Rules, t: r.AlertThresholds) -> list[Test]:
 def _not_scraped_tests(rules: _Rules, t: r.AlertThresholds) -> list[Test]:
     name, hold = r.NOT_SCRAPED, _minutes(t.not_scraped_for)
     minutes, down_at = hold + 20, 10
-    job = {**TARGET, "job": t.sloscope_job}
+    job = {**TARGET, "job": t.scrape_job}
 
     def up(labels: dict[str, str], values: str) -> dict[str, str]:
         inner = ", ".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
@@ -99,9 +99,9 @@ def _not_scraped_tests(rules: _Rules, t: r.AlertThresholds) -> list[Test]:
             alert_rule_test=_held(name, down_at + hold, rules.expect(name, job, 0.0)),
         ),
         _group(
-            f"{name} fires when Prometheus has no target of job {t.sloscope_job} at all",
+            f"{name} fires when Prometheus has no target of job {t.scrape_job} at all",
             [up(other, _gauge(1, minutes))],
-            alert_rule_test=_held(name, hold, rules.expect(name, {"job": t.sloscope_job}, 1.0)),
+            alert_rule_test=_held(name, hold, rules.expect(name, {"job": t.scrape_job}, 1.0)),
         ),
         _group(
             f"{name} stays silent while the sloscope target is scraped",

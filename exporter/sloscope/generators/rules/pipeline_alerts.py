@@ -73,7 +73,7 @@ def _no_spans(t: AlertThresholds, runbook_base: str) -> Rule:
 
 
 def _not_scraped(t: AlertThresholds, runbook_base: str) -> Rule:
-    up = _selector("up", {"job": t.sloscope_job})
+    up = _selector("up", {"job": t.scrape_job})
     return _alert(
         NOT_SCRAPED,
         f"{up} == 0\nor\nabsent({up})",
@@ -81,7 +81,7 @@ def _not_scraped(t: AlertThresholds, runbook_base: str) -> Rule:
         hold=t.not_scraped_for,
         summary="Prometheus does not scrape sloscope.",
         description=(
-            f'A target of job "{t.sloscope_job}" failed its scrapes, or Prometheus has no such target at all, for '
+            f'A target of job "{_label("job")}" failed its scrapes, or Prometheus has no such target at all, for '
             f"{t.not_scraped_for}. Every sloscope series is stale: the SLO, predictor and pipeline alerts cannot "
             f"fire, and the dashboards go empty."
         ),

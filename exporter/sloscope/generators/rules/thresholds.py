@@ -79,7 +79,7 @@ class AlertThresholds:
     """Share of requests that may lose their shadow prediction to a failure (per pool, over 15m)."""
     shadow_failed_for: str = "30m"
     no_spans_for: str = "15m"
-    sloscope_job: str = "sloscope"
+    scrape_job: str = "sloscope"
     """The ``job`` label the Prometheus that evaluates these rules gives sloscope's targets (a scrape config's
     ``job_name``; for a ServiceMonitor, the Service's name unless ``jobLabel`` says otherwise). The not-scraped
     alert watches ``up`` of this job; ``sloscope build --job`` sets it."""

@@ -43,7 +43,7 @@ CASES = [
         default_spec(),
         AlertThresholds(
             slo_min_requests=0,
-            calibration_max_deviation=0.05,
+            calibration_tolerance=0.3,
             calibration_min_predictions=50,
             calibration_for="10m",
             model_stale_seconds=1800,

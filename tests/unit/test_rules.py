@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,8 @@ import yaml
 
 from sloscope import conventions as c
 from sloscope.generators import rules as r
-from sloscope.generators.rule_tests import render_template, rule_tests
+from sloscope.generators.rule_tests import render_template, rule_tests, time_to_page, time_to_page_table
+from sloscope.generators.windows import burn_windows
 from sloscope.loading import default_spec
 from sloscope.slo.spec import SLOSpec
 from tests.support.crd import crd_schema as _crd_schema
@@ -92,7 +94,8 @@ def published_names() -> set[str]:
 def test_every_series_in_an_expression_is_published_or_recorded_here(spec: SLOSpec) -> None:
     data = r.rule_file(spec)
     recorded = {rule["record"] for rule in records(data)}
-    allowed = published_names() | recorded
+    # Prometheus's own: the scrape health of sloscope's targets and the series of firing alerts.
+    allowed = published_names() | recorded | {"up", "ALERTS"}
     used: set[str] = set()
     for rule in [*records(data), *alerts(data)]:
         names = series_names(rule["expr"])
@@ -163,6 +166,23 @@ def test_runbook_links_resolve(page: str) -> None:
             assert anchor in {_slug(h) for h in headings}, f"{page}: no heading #{anchor} in {target}"
 
 
+def test_sloscope_build_takes_the_runbook_base_url_and_the_job(tmp_path: Path) -> None:
+    from sloscope.cli import main
+
+    assert (
+        main(
+            ["build", "--out", str(tmp_path), "--runbook-base-url", "https://example.org/rb/", "--job", "obs/sloscope"]
+        )
+        == 0
+    )
+    data = yaml.safe_load((tmp_path / "alerts" / "sloscope-rules.yaml").read_text(encoding="utf-8"))
+    for alert in alerts(data):
+        assert alert["annotations"]["runbook_url"] == f"https://example.org/rb/{alert['alert']}.md"
+    assert any('up{job="obs/sloscope"}' in alert["expr"] for alert in alerts(data))
+    tests = yaml.safe_load((tmp_path / "alerts" / "tests" / "sloscope-rules.test.yaml").read_text(encoding="utf-8"))
+    assert "https://example.org/rb/SloscopeNotScraped.md" in yaml.safe_dump(tests)
+
+
 def test_the_runbook_base_is_a_parameter() -> None:
     data = r.rule_file(default_spec(), runbook_base="https://runbooks.internal/sloscope/")
     for alert in alerts(data):
@@ -172,6 +192,85 @@ def test_the_runbook_base_is_a_parameter() -> None:
 def test_severities_page_only_for_burn_and_headroom() -> None:
     pages = {a["alert"] for a in alerts(r.rule_file(default_spec())) if a["labels"]["severity"] == "page"}
     assert pages == {r.ERROR_BUDGET_BURN_PAGE, r.POOL_HEADROOM_EXHAUSTED}
+
+
+def test_headroom_is_a_ticket_unless_an_slo_burns_in_the_pool() -> None:
+    headroom = [a for a in alerts(r.rule_file(default_spec())) if a["alert"] == r.POOL_HEADROOM_EXHAUSTED]
+    assert [(a["labels"]["severity"], a["expr"].split("\n")[6]) for a in headroom] == [
+        ("ticket", "unless on (pool)"),
+        ("page", "and on (pool)"),
+    ]
+    firing = 'ALERTS{alertname=~"SloscopeErrorBudgetBurnPage|SloscopeErrorBudgetBurnTicket",alertstate="firing"}'
+    assert all(a["expr"].endswith(f"max by (pool) ({firing})") for a in headroom)
+
+
+# ---- burn thresholds that can be reached -----------------------------------------------------------------
+
+
+def test_no_burn_threshold_reaches_an_error_ratio_of_one() -> None:
+    """13.44 x 10% = 1.344 for the 90% goodput objective of the built-in spec: capped, never emitted as is."""
+    for alert in alerts(r.rule_file(default_spec())):
+        if alert["alert"] in (r.ERROR_BUDGET_BURN_PAGE, r.ERROR_BUDGET_BURN_TICKET):
+            for threshold in re.findall(r"slo_error_ratio:rate\w+\{[^}]*\} > ([0-9.e-]+)", alert["expr"]):
+                assert 0 < float(threshold) <= 0.5, (alert["labels"], threshold)
+
+
+def test_a_loose_objective_is_capped_and_says_so() -> None:
+    page = next(
+        a
+        for a in alerts(r.rule_file(default_spec()))
+        if a["alert"] == r.ERROR_BUDGET_BURN_PAGE
+        and a["labels"] == {"severity": "page", "slo": "goodput", "slo_class": "standard"}
+    )
+    assert 'rate1h{slo="goodput",slo_class="standard"} > 0.5\n' in page["expr"]
+    assert "(the ceiling: 13.44x the budget would be 134.4%)" in page["annotations"]["description"]
+    pair = burn_windows(28 * 86400)[0]
+    assert r.burn_threshold(pair, 0.9, r.DEFAULT_THRESHOLDS) == Fraction(1, 2)
+    assert r.is_capped(pair, 0.9, r.DEFAULT_THRESHOLDS)
+    assert r.burn_threshold(pair, 0.99, r.DEFAULT_THRESHOLDS) == Fraction(1344, 10000)
+    assert not r.is_capped(pair, 0.99, r.DEFAULT_THRESHOLDS)
+
+
+def test_time_to_page_of_the_built_in_spec() -> None:
+    """Healthy, then every request missing: the 99% SLOs page after 9 minutes (1h ratio 9/60 > 13.44%), the
+    others after 31 (30/60 is exactly the 50% ceiling, not above it)."""
+    spec = default_spec()
+    delays = {
+        (cls.name, slo): time_to_page(spec, cls, slo, r.DEFAULT_THRESHOLDS).minutes
+        for cls in spec.classes
+        for slo in c.SLOS
+    }
+    assert delays == {
+        ("interactive", "ttft"): 9,
+        ("interactive", "tpot"): 9,
+        ("interactive", "goodput"): 31,
+        ("standard", "ttft"): 31,
+        ("standard", "tpot"): 31,
+        ("standard", "goodput"): 31,
+    }
+
+
+def test_the_docs_state_the_time_to_page_of_each_objective() -> None:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "dashboards-and-alerts.md").read_text(encoding="utf-8")
+    assert time_to_page_table(default_spec()) in text
+
+
+def test_each_slo_has_a_time_to_page_case() -> None:
+    tests = rule_tests(default_spec(), "rules.yaml")["tests"]
+    for cls in default_spec().classes:
+        for slo in c.SLOS:
+            delay = time_to_page(default_spec(), cls, slo, r.DEFAULT_THRESHOLDS)
+            group = next(
+                g
+                for g in tests
+                if g["name"].startswith(
+                    f"{r.ERROR_BUDGET_BURN_PAGE} for {cls.name} {slo} fires {delay.minutes} minutes"
+                )
+            )
+            silent, firing = group["alert_rule_test"]
+            fires_at = delay.healthy_minutes + delay.minutes
+            assert (silent["eval_time"], silent["exp_alerts"]) == (f"{fires_at - 1}m", [])
+            assert firing["eval_time"] == f"{fires_at}m" and len(firing["exp_alerts"]) == 1
 
 
 def test_output_is_deterministic() -> None:
@@ -225,9 +324,10 @@ def test_burn_alerts_use_each_class_objective_and_period() -> None:
     premium_tpot = burn_alert(data, r.ERROR_BUDGET_BURN_TICKET, "premium", "tpot")["expr"]
     assert 'sloscope:slo_error_ratio:rate1d{slo="tpot",slo_class="premium"} > 0.015' in premium_tpot
     assert 'sloscope:slo_error_ratio:rate3d{slo="tpot",slo_class="premium"} > 0.005' in premium_tpot
-    # The spec's 28d period, objective 80%: 13.44 x 20% and 0.9333... x 20%.
+    # The spec's 28d period, objective 80%: 13.44 x 20% = 2.688 no error ratio reaches, capped at the 0.5 ceiling;
+    # 0.9333... x 20% as it is.
     batch_goodput = burn_alert(data, r.ERROR_BUDGET_BURN_PAGE, "batch", "goodput")["expr"]
-    assert 'rate1h{slo="goodput",slo_class="batch"} > 2.688' in batch_goodput
+    assert 'rate1h{slo="goodput",slo_class="batch"} > 0.5\n' in batch_goodput
     batch_ticket = burn_alert(data, r.ERROR_BUDGET_BURN_TICKET, "batch", "goodput")["expr"]
     assert 'rate3d{slo="goodput",slo_class="batch"} > 0.18666666666666668' in batch_ticket
 
@@ -268,19 +368,30 @@ def test_a_spec_without_classes_has_recording_rules_but_no_slo_alerts() -> None:
 
 def test_thresholds_reach_the_expressions_and_holds() -> None:
     thresholds = r.AlertThresholds(
-        headroom_min_share=0.5, headroom_for="20m", model_stale_seconds=3600, calibration_max_deviation=0.05
+        headroom_min_share=0.5,
+        headroom_for="20m",
+        model_stale_seconds=3600,
+        calibration_tolerance=0.3,
+        calibration_sigmas=2.5,
+        scrape_job="monitoring/sloscope",
     )
     by_name = {a["alert"]: a for a in alerts(r.rule_file(default_spec(), thresholds=thresholds))}
-    assert by_name[r.POOL_HEADROOM_EXHAUSTED]["expr"].endswith("< 0.5")
+    assert "< 0.5\n)" in by_name[r.POOL_HEADROOM_EXHAUSTED]["expr"]
     assert by_name[r.POOL_HEADROOM_EXHAUSTED]["for"] == "20m"
     assert by_name[r.PREDICTOR_MODEL_STALE]["expr"].endswith("> 3600")
-    assert "> 0.05\n" in by_name[r.PREDICTOR_CALIBRATION_DRIFT]["expr"]
-    assert "< -0.05\n" in by_name[r.PREDICTOR_CALIBRATION_DRIFT]["expr"]
+    assert by_name[r.PREDICTOR_CALIBRATION_DRIFT]["expr"].count("2.5 * sqrt(") == 2
+    assert by_name[r.PREDICTOR_CALIBRATION_DRIFT]["expr"].count("    0.3\n  )") == 2
+    assert (
+        by_name[r.NOT_SCRAPED]["expr"]
+        == 'up{job="monitoring/sloscope"} == 0\nor\nabsent(up{job="monitoring/sloscope"})'
+    )
 
 
 def test_default_thresholds() -> None:
     t = r.AlertThresholds()
-    assert (t.calibration_max_deviation, t.calibration_window, t.calibration_for) == (0.1, "1h", "30m")
+    assert (t.calibration_tolerance, t.calibration_sigmas, t.calibration_min_predictions) == (0.5, 3.0, 100)
+    assert (t.calibration_window, t.calibration_for) == ("1h", "30m")
+    assert (t.slo_max_error_ratio, t.scrape_job, t.not_scraped_for) == (0.5, "sloscope", "5m")
     assert (t.predictor_down_for, t.model_stale_seconds, t.model_stale_for) == ("5m", 7200, "15m")
     assert (t.headroom_min_share, t.headroom_for) == (0.25, "10m")
 
@@ -291,10 +402,14 @@ def test_default_thresholds() -> None:
         pytest.param({"headroom_for": "10 minutes"}, id="a malformed hold"),
         pytest.param({"calibration_window": "1h30m"}, id="a two-unit window"),
         pytest.param({"spans_dropped_ratio": -0.1}, id="a negative ratio"),
+        pytest.param({"slo_max_error_ratio": 1.0}, id="a ceiling no error ratio exceeds"),
+        pytest.param({"calibration_tolerance": 1.0}, id="a tolerance that hides pessimistic predictors"),
+        pytest.param({"scrape_job": ""}, id="an empty job"),
+        pytest.param({"scrape_job": 'a"b'}, id="a job that breaks the selector"),
     ],
 )
 def test_bad_thresholds_are_refused(changes: dict[str, Any]) -> None:
-    with pytest.raises(ValueError, match=r"duration|negative"):
+    with pytest.raises(ValueError, match=r"duration|negative|between 0 and 1|label value"):
         r.AlertThresholds(**changes)
 
 

@@ -30,7 +30,7 @@ from sloscope.generators import RULES_FILE
 from sloscope.generators.dashboards import dashboards
 from sloscope.generators.preview import preview
 from sloscope.generators.rule_tests import rule_tests
-from sloscope.generators.rules import prometheus_rule, rule_file
+from sloscope.generators.rules import DEFAULT_THRESHOLDS, AlertThresholds, prometheus_rule, rule_file
 from sloscope.generators.windows import format_duration
 from sloscope.slo.spec import SLOSpec
 
@@ -71,8 +71,18 @@ def _spec_yaml(spec: SLOSpec) -> str:
     return header + yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=120)
 
 
-def build(spec: SLOSpec, out: Path, *, runbook_base: str = "docs/runbooks") -> list[Path]:
-    """Write every generated file under ``out``; returns their paths."""
+def build(
+    spec: SLOSpec,
+    out: Path,
+    *,
+    runbook_base: str = "docs/runbooks",
+    thresholds: AlertThresholds = DEFAULT_THRESHOLDS,
+) -> list[Path]:
+    """Write every generated file under ``out``; returns their paths.
+
+    ``runbook_base`` prefixes every alert's ``runbook_url``; the default is relative (``docs/runbooks``, the pages in
+    this repository) because where a deployment publishes them cannot be known here.
+    """
     written: list[Path] = []
 
     def write(relative: str, text: str) -> None:
@@ -87,10 +97,11 @@ def build(spec: SLOSpec, out: Path, *, runbook_base: str = "docs/runbooks") -> l
         write(f"dashboards/{name}", text)
         write(f"{CHART_FILES}/dashboards/{name}", text)
     write("dashboards/README.md", preview(rendered))
-    rules = _yaml(rule_file(spec, runbook_base=runbook_base))
+    rules = _yaml(rule_file(spec, thresholds=thresholds, runbook_base=runbook_base))
     write(f"alerts/{RULES_FILE}", rules)
     write(f"{CHART_FILES}/rules/{RULES_FILE}", rules)
     write(f"{CHART_FILES}/slo.yaml", _spec_yaml(spec))
-    write(f"alerts/{OPERATOR_FILE}", _yaml(prometheus_rule(spec, runbook_base=runbook_base)))
-    write(f"alerts/tests/{TESTS_FILE}", _yaml(rule_tests(spec, f"../{RULES_FILE}", runbook_base=runbook_base)))
+    write(f"alerts/{OPERATOR_FILE}", _yaml(prometheus_rule(spec, thresholds=thresholds, runbook_base=runbook_base)))
+    tests = rule_tests(spec, f"../{RULES_FILE}", thresholds=thresholds, runbook_base=runbook_base)
+    write(f"alerts/tests/{TESTS_FILE}", _yaml(tests))
     return written

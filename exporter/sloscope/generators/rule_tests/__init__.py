@@ -22,6 +22,7 @@ series, test groups, alert cases), one module per rule group (:mod:`.recording`,
 from __future__ import annotations
 
 from sloscope.generators.rule_tests.files import rule_tests
+from sloscope.generators.rule_tests.slo_alerts import TimeToPage, time_to_page, time_to_page_table
 from sloscope.generators.rule_tests.templates import render_template
 
-__all__ = ["render_template", "rule_tests"]
+__all__ = ["TimeToPage", "render_template", "rule_tests", "time_to_page", "time_to_page_table"]

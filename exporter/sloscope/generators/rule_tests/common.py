@@ -4,6 +4,7 @@ alerts whose annotations the expected alerts render."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -52,8 +53,11 @@ def _minutes(duration: str) -> int:
     return seconds // 60
 
 
-def _group(name: str, series: Sequence[dict[str, str]], **cases: list[dict[str, Any]]) -> Test:
-    return {"name": name, "interval": EVALUATION_INTERVAL, "input_series": list(series), **cases}
+def _group(
+    name: str, series: Sequence[dict[str, str]], *, interval: str = EVALUATION_INTERVAL, **cases: list[dict[str, Any]]
+) -> Test:
+    """A test group; ``interval`` is the spacing of the input samples (rules are evaluated every minute)."""
+    return {"name": name, "interval": interval, "input_series": list(series), **cases}
 
 
 @dataclass(frozen=True)
@@ -83,3 +87,43 @@ def _alert_case(name: str, minute: int, alerts: Iterable[dict[str, Any]] = ()) -
 def _held(name: str, fires_at: int, expected: dict[str, Any]) -> list[dict[str, Any]]:
     """Silent one evaluation before ``fires_at``, firing at it (for alerts with a ``for``)."""
     return [_alert_case(name, fires_at - 1), _alert_case(name, fires_at, [expected])]
+
+
+def _accumulated(start: float, step: float, times: int) -> list[float]:
+    """The values of promtool's ``start+stepxtimes``: it adds ``step`` once per sample, as done here, so the floats
+    are the ones promtool feeds Prometheus."""
+    values = []
+    for _ in range(times + 1):
+        values.append(start)
+        start += step
+    return values
+
+
+def _extrapolated(values: Sequence[float], every: int, at: int, window: int, *, counter: bool, rate: bool) -> float:
+    """What Prometheus 3 computes for ``rate()``/``increase()`` (``counter``) or ``delta()`` of a series with a
+    sample every ``every`` minutes from minute 0, evaluated at minute ``at`` over ``window`` minutes.
+
+    The same float operations, in the same order, as ``extrapolatedRate`` in promql/functions.go (Prometheus
+    v3.x, the pinned promtool): samples in the left-open range (at - window, at], extrapolated to the range's
+    edges when they lie within 1.1 average intervals, never below a counter's zero point. Without resets (the
+    series here only grow). The generated tests use it to know the exact minute an alert starts to hold.
+    """
+    start = at - window
+    points = [(minute, values[minute // every]) for minute in range(0, at + 1, every) if minute > start]
+    if len(points) < 2:
+        return math.nan  # no result: Prometheus returns no sample, and no condition on it holds
+    (first_t, first_v), (last_t, last_v) = points[0], points[-1]
+    result = last_v - first_v
+    to_start, to_end = float((first_t - start) * 60), float((at - last_t) * 60)
+    sampled = float((last_t - first_t) * 60)
+    average = sampled / (len(points) - 1)
+    if counter and result > 0 and first_v >= 0:
+        to_start = min(to_start, sampled * (first_v / result))
+    threshold = average * 1.1
+    interval = sampled
+    interval += to_start if to_start < threshold else average / 2
+    interval += to_end if to_end < threshold else average / 2
+    factor = interval / sampled
+    if rate:
+        factor /= window * 60
+    return result * factor

@@ -29,6 +29,7 @@ from sloscope.generators.rule_tests.common import (
 
 def _pipeline_tests(rules: _Rules, t: r.AlertThresholds) -> list[Test]:
     return [
+        *_not_scraped_tests(rules, t),
         *_no_spans_tests(rules, t),
         *_queue_tests(rules, t),
         *_refusing_tests(rules, t),
@@ -49,16 +50,63 @@ def _no_spans_tests(rules: _Rules, t: r.AlertThresholds) -> list[Test]:
     def received(transport: str, values: str) -> dict[str, str]:
         return _series(c.SPANS_RECEIVED.exposed_name, {c.TRANSPORT: transport}, values)
 
+    silent = [received("grpc", _gauge(500, minutes)), received("http", _gauge(0, minutes))]
+    running = _series(c.POD_REQUESTS_RUNNING.exposed_name, {c.POOL: POOL, c.POD: "vllm-0"}, _gauge(3, minutes))
+    idle = _series(c.POD_REQUESTS_RUNNING.exposed_name, {c.POOL: POOL, c.POD: "vllm-0"}, _gauge(0, minutes))
+    attempts = _series(
+        c.EPP_SCHEDULER_ATTEMPTS.exposed_name,
+        {c.POOL: POOL, c.TARGET_MODEL: MODEL, c.POD: "vllm-0", c.STATUS: "success"},
+        _counter(60, minutes),
+    )
     return [
         _group(
-            f"{name} fires when no span arrives on any transport",
-            [received("grpc", _gauge(500, minutes)), received("http", _gauge(0, minutes))],
+            f"{name} fires when no span arrives on any transport while pods run requests",
+            [*silent, running],
             alert_rule_test=_held(name, 1 + hold, rules.expect(name, TARGET, 0.0)),
         ),
         _group(
-            f"{name} stays silent while spans arrive on one transport",
-            [received("grpc", _counter(100, minutes)), received("http", _gauge(0, minutes))],
+            f"{name} fires when no span arrives while the EPP schedules requests to idle-looking pods",
+            [*silent, idle, attempts],
+            alert_rule_test=_held(name, 1 + hold, rules.expect(name, TARGET, 0.0)),
+        ),
+        _group(
+            f"{name} stays silent without spans when no pod runs a request and the EPP schedules none",
+            [*silent, idle],
             alert_rule_test=[_alert_case(name, 1 + hold)],
+        ),
+        _group(
+            f"{name} stays silent while spans arrive on one transport",
+            [received("grpc", _counter(100, minutes)), received("http", _gauge(0, minutes)), running],
+            alert_rule_test=[_alert_case(name, 1 + hold)],
+        ),
+    ]
+
+
+def _not_scraped_tests(rules: _Rules, t: r.AlertThresholds) -> list[Test]:
+    name, hold = r.NOT_SCRAPED, _minutes(t.not_scraped_for)
+    minutes, down_at = hold + 20, 10
+    job = {**TARGET, "job": t.scrape_job}
+
+    def up(labels: dict[str, str], values: str) -> dict[str, str]:
+        inner = ", ".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+        return {"series": f"up{{{inner}}}", "values": values}
+
+    other = {"instance": "node-exporter-0:9100", "job": "node"}
+    return [
+        _group(
+            f"{name} fires when the sloscope target stops answering scrapes",
+            [up(job, _switch(1, 0, down_at, minutes))],
+            alert_rule_test=_held(name, down_at + hold, rules.expect(name, job, 0.0)),
+        ),
+        _group(
+            f"{name} fires when Prometheus has no target of job {t.scrape_job} at all",
+            [up(other, _gauge(1, minutes))],
+            alert_rule_test=_held(name, hold, rules.expect(name, {"job": t.scrape_job}, 1.0)),
+        ),
+        _group(
+            f"{name} stays silent while the sloscope target is scraped",
+            [up(job, _gauge(1, minutes))],
+            alert_rule_test=[_alert_case(name, down_at + hold)],
         ),
     ]
 

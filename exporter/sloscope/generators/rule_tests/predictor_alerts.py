@@ -4,6 +4,8 @@ model, a predictor server down, a stale model, pool headroom and failing shadow 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from sloscope import conventions as c
 from sloscope.generators import rules as r
@@ -11,8 +13,10 @@ from sloscope.generators.rule_tests.common import (
     MODEL,
     POOL,
     Test,
+    _accumulated,
     _alert_case,
     _counter,
+    _extrapolated,
     _gauge,
     _group,
     _held,
@@ -36,55 +40,122 @@ def _predictor_tests(spec: SLOSpec, rules: _Rules, t: r.AlertThresholds) -> list
     ]
 
 
+@dataclass(frozen=True)
+class _Volume:
+    """Predictions of one test volume: ``per_sample`` every ``every`` minutes (n = 200 an hour as 10 every 3m)."""
+
+    name: str
+    per_sample: int
+    every: int
+
+    @property
+    def per_hour(self) -> int:
+        return self.per_sample * 60 // self.every
+
+
+VOLUMES = (_Volume("low", 10, 3), _Volume("high", 200, 1))
+QUANTILE = 0.9
+
+
+def _first_held(holds: Callable[[int], bool], horizon: int) -> int | None:
+    """The first minute from which ``holds`` stays true up to ``horizon``, or None."""
+    start = None
+    for minute in range(1, horizon + 1):
+        start = (minute if start is None else start) if holds(minute) else None
+    return start
+
+
+def _calibration_state(
+    t: r.AlertThresholds, volume: _Volume, coverage: float, minutes: int
+) -> tuple[Callable[[int], bool], Callable[[int], float], list[float], list[float]]:
+    """The alert's condition and value per minute, as Prometheus computes them, and the two counters fed to it."""
+    compared = _accumulated(0, volume.per_sample, minutes // volume.every)
+    covered = _accumulated(0, volume.per_sample * coverage, minutes // volume.every)
+    window = _minutes(t.calibration_window)
+
+    def at(minute: int) -> tuple[float, float]:
+        def rate(values: list[float], rate: bool = True) -> float:
+            return _extrapolated(values, volume.every, minute, window, counter=True, rate=rate)
+
+        ratio = (1 - rate(covered) / rate(compared)) / (1 - QUANTILE)
+        n = rate(compared, rate=False)
+        tolerance = max(
+            t.calibration_sigmas * math.sqrt((1 / n) * (QUANTILE / (1 - QUANTILE))), t.calibration_tolerance
+        )
+        return ratio, (tolerance if n >= t.calibration_min_predictions else math.inf)
+
+    def holds(minute: int) -> bool:
+        ratio, tolerance = at(minute)
+        return ratio > 1 + tolerance or ratio < 1 - tolerance
+
+    return holds, lambda minute: at(minute)[0], covered, compared
+
+
 def _calibration_tests(rules: _Rules, t: r.AlertThresholds) -> list[Test]:
+    """Too optimistic and too pessimistic predictors at n = 200 and n = 12,000 predictions an hour, a miss rate the
+    tolerance accepts at the low volume and not at the high one, a calibrated predictor, a mean one, too few."""
     name, hold = r.PREDICTOR_CALIBRATION_DRIFT, _minutes(t.calibration_for)
-    quantile, limit = 0.9, t.calibration_max_deviation
-    minutes = hold + 10
+    window = _minutes(t.calibration_window)
+    minutes = window + hold + 10
     which = {c.MODEL: MODEL, c.POOL: POOL, c.SIGNAL: c.SIGNAL_TTFT, c.SOURCE: c.SOURCE_SHADOW}
+    labels = {c.POOL: POOL, c.SIGNAL: c.SIGNAL_TTFT, c.SOURCE: c.SOURCE_SHADOW}
+    quantile_series = _series(c.PREDICTOR_QUANTILE.exposed_name, {c.POOL: POOL}, _gauge(QUANTILE, minutes))
+    expected_misses = 1 - QUANTILE
 
-    def predictor(covered: int, compared: int, **labels: str) -> list[dict[str, str]]:
-        return [
-            _series(c.PREDICTION_COVERED.exposed_name, {**which, **labels}, _counter(covered, minutes)),
-            _series(c.PREDICTIONS.exposed_name, {**which, **labels}, _counter(compared, minutes)),
+    def group(title: str, volume: _Volume, coverage: float, fires: bool, extra: Sequence[dict[str, str]] = ()) -> Test:
+        holds, value, _covered, _compared = _calibration_state(t, volume, coverage, minutes)
+        samples = minutes // volume.every
+        series = [
+            _series(c.PREDICTION_COVERED.exposed_name, which, _counter(volume.per_sample * coverage, samples)),
+            _series(c.PREDICTIONS.exposed_name, which, _counter(volume.per_sample, samples)),
+            quantile_series,
+            *extra,
         ]
+        start = _first_held(holds, minutes - 1)
+        every = f"{volume.every}m"
+        title = f"{name} {title} at {volume.per_hour} predictions an hour (coverage {coverage:.4g} of a p90 model)"
+        if fires and not extra:
+            if start is None or start + hold > minutes - 1:
+                raise AssertionError(f"{title}: the alert cannot fire with these thresholds")
+            expected = rules.expect(name, labels, value(start + hold))
+            return _group(title, series, interval=every, alert_rule_test=_held(name, start + hold, expected))
+        return _group(title, series, interval=every, alert_rule_test=[_alert_case(name, minutes - 1)])
 
-    quantile_series = _series(c.PREDICTOR_QUANTILE.exposed_name, {c.POOL: POOL}, _gauge(quantile, minutes))
+    def tolerance(volume: _Volume) -> float:
+        spread = math.sqrt(QUANTILE / ((1 - QUANTILE) * volume.per_hour))
+        return max(t.calibration_sigmas * spread, t.calibration_tolerance)
+
     tests = []
-    coverage = round(max(0.0, quantile - 2 * limit), 2)
-    if abs(coverage - quantile) > limit:
-        compared = 100
-        judged_at = max(1, math.ceil(t.calibration_min_predictions / compared))
-        labels = {c.POOL: POOL, c.SIGNAL: c.SIGNAL_TTFT, c.SOURCE: c.SOURCE_SHADOW}
-        expected = rules.expect(name, labels, coverage - quantile)
-        tests.append(
-            _group(
-                f"{name} fires when a p90 predictor covers {coverage:.0%} of requests",
-                [*predictor(round(coverage * compared), compared), quantile_series],
-                alert_rule_test=_held(name, judged_at + hold, expected),
+    for volume in VOLUMES:
+        tol = tolerance(volume)
+        optimistic = min(round(1 + 1.5 * tol, 1), 1 / expected_misses)  # miss rate as a multiple of 1 - q
+        tests.append(group("fires for a too optimistic predictor", volume, 1 - optimistic * expected_misses, True))
+        if tol < 1:
+            pessimistic = round((1 - tol) / 2, 2)
+            tests.append(
+                group("fires for a too pessimistic predictor", volume, 1 - pessimistic * expected_misses, True)
             )
-        )
-        tests.append(
-            _group(
-                f"{name} stays silent for the same coverage of a predictor of the mean",
-                [
-                    *predictor(round(coverage * compared), compared),
-                    quantile_series,
-                    *_objective(c.OBJECTIVE_MEAN, minutes),
-                ],
-                alert_rule_test=[_alert_case(name, judged_at + hold)],
+        tests.append(group("stays silent for a calibrated predictor", volume, QUANTILE, False))
+    low, high = (tolerance(v) for v in VOLUMES)
+    if high < low:
+        between = round(1 + (low + high) / 2, 2)
+        for volume, fires in zip(VOLUMES, (False, True), strict=True):
+            verb = "fires" if fires else "stays silent"
+            tests.append(
+                group(f"{verb} for misses at {between:.3g}x 1 - q", volume, 1 - between * expected_misses, fires)
             )
-        )
-    silent_at = hold + 2
-    series = [*predictor(90, 100, signal=c.SIGNAL_TPOT), quantile_series]
-    if t.calibration_min_predictions > silent_at:
-        series += predictor(0, 1, source=c.SOURCE_SPAN)  # covers nothing, but a prediction a minute is too few
     tests.append(
-        _group(
-            f"{name} stays silent for a calibrated predictor and for too few predictions",
-            series,
-            alert_rule_test=[_alert_case(name, silent_at)],
+        group(
+            "stays silent for a predictor of the mean",
+            VOLUMES[1],
+            0.5,
+            False,
+            _objective(c.OBJECTIVE_MEAN, minutes),
         )
     )
+    few = _Volume("few", 1, 1)
+    if few.per_hour < t.calibration_min_predictions:
+        tests.append(group("stays silent for too few predictions", few, 0.0, False))
     return tests
 
 
@@ -101,40 +172,67 @@ def _objective(objective: str, minutes: int) -> list[dict[str, str]]:
 
 
 def _bias_tests(rules: _Rules, t: r.AlertThresholds) -> list[Test]:
+    """Latency above and below a mean predictor's predictions (the error sum then falls, which rate() would misread
+    as resets) at both volumes; an unbiased one; the sums of a predictor that now predicts a quantile."""
     name, hold = r.PREDICTOR_BIASED, _minutes(t.calibration_for)
-    minutes = hold + 10
+    minutes = _minutes(t.calibration_window) + hold + 10
     which = {c.MODEL: MODEL, c.POOL: POOL, c.SIGNAL: c.SIGNAL_TTFT, c.SOURCE: c.SOURCE_SHADOW}
-    compared = 100
-    judged_at = max(1, math.ceil(t.calibration_min_predictions / compared))
-    bias = round(2 * t.bias_max_ratio, 2)  # actual latency this share above the predictions
-
-    def predictor(error_per_request: float) -> list[dict[str, str]]:
-        # 100 mean predictions a minute of 0.5 s each, off by error_per_request seconds each.
-        return [
-            _series(c.MEAN_PREDICTIONS.exposed_name, which, _counter(compared, minutes)),
-            _series(c.MEAN_PREDICTION_PREDICTED.exposed_name, which, _counter(compared * 0.5, minutes)),
-            _series(c.MEAN_PREDICTION_ERROR.exposed_name, which, _counter(compared * error_per_request, minutes)),
-        ]
-
     labels = {c.POOL: POOL, c.SIGNAL: c.SIGNAL_TTFT, c.SOURCE: c.SOURCE_SHADOW}
-    biased = predictor(bias * 0.5)
-    return [
-        _group(
-            f"{name} fires when actual latency runs {bias:.0%} above a mean predictor's predictions",
-            [*biased, *_objective(c.OBJECTIVE_MEAN, minutes)],
-            alert_rule_test=_held(name, judged_at + hold, rules.expect(name, labels, bias)),
-        ),
-        _group(
-            f"{name} stays silent for an unbiased mean predictor",
-            [*predictor(0.0), *_objective(c.OBJECTIVE_MEAN, minutes)],
-            alert_rule_test=[_alert_case(name, judged_at + hold)],
-        ),
-        _group(
-            f"{name} stays silent for the sums of a predictor that now predicts a quantile",
-            [*biased, *_objective(c.OBJECTIVE_QUANTILE, minutes)],
-            alert_rule_test=[_alert_case(name, judged_at + hold)],
-        ),
-    ]
+    window = _minutes(t.calibration_window)
+    bias = round(2 * t.bias_max_ratio, 2)  # actual latency this share above (or below) the predictions
+
+    def group(title: str, volume: _Volume, signed_bias: float, objective: str) -> Test:
+        # Mean predictions of 0.5 s each, each off by signed_bias x 0.5 s.
+        samples = minutes // volume.every
+        predicted_step, error_step = volume.per_sample * 0.5, volume.per_sample * 0.5 * signed_bias
+        series = [
+            _series(c.MEAN_PREDICTIONS.exposed_name, which, _counter(volume.per_sample, samples)),
+            _series(c.MEAN_PREDICTION_PREDICTED.exposed_name, which, _counter(predicted_step, samples)),
+            _series(c.MEAN_PREDICTION_ERROR.exposed_name, which, f"0{error_step:+}x{samples}"),
+            *_objective(objective, minutes),
+        ]
+        every = f"{volume.every}m"
+        title = f"{name} {title} at {volume.per_hour} predictions an hour"
+        if signed_bias == 0 or objective != c.OBJECTIVE_MEAN:
+            return _group(title, series, interval=every, alert_rule_test=[_alert_case(name, minutes - 1)])
+        counts = _accumulated(0, volume.per_sample, samples)
+        predicted = _accumulated(0, predicted_step, samples)
+        errors = _accumulated(0, error_step, samples)
+
+        def value(minute: int) -> float:
+            def delta(values: list[float]) -> float:
+                return _extrapolated(values, volume.every, minute, window, counter=False, rate=False)
+
+            return delta(errors) / delta(predicted)
+
+        def holds(minute: int) -> bool:
+            counted = _extrapolated(counts, volume.every, minute, window, counter=True, rate=False)
+            return counted >= t.calibration_min_predictions and abs(value(minute)) > t.bias_max_ratio
+
+        start = _first_held(holds, minutes - 1)
+        if start is None or start + hold > minutes - 1:
+            raise AssertionError(f"{title}: the alert cannot fire with these thresholds")
+        expected = rules.expect(name, labels, value(start + hold))
+        return _group(title, series, interval=every, alert_rule_test=_held(name, start + hold, expected))
+
+    tests = []
+    for volume in VOLUMES:
+        tests.append(
+            group(f"fires when actual latency runs {bias:.0%} above the predictions", volume, bias, c.OBJECTIVE_MEAN)
+        )
+        tests.append(
+            group(f"fires when actual latency runs {bias:.0%} below the predictions", volume, -bias, c.OBJECTIVE_MEAN)
+        )
+    tests.append(group("stays silent for an unbiased mean predictor", VOLUMES[1], 0.0, c.OBJECTIVE_MEAN))
+    tests.append(
+        group(
+            "stays silent for the sums of a predictor that now predicts a quantile",
+            VOLUMES[1],
+            bias,
+            c.OBJECTIVE_QUANTILE,
+        )
+    )
+    return tests
 
 
 def _untrained_tests(rules: _Rules, t: r.AlertThresholds) -> list[Test]:
@@ -203,29 +301,48 @@ def _model_stale_tests(rules: _Rules, t: r.AlertThresholds) -> list[Test]:
 
 
 def _headroom_tests(spec: SLOSpec, rules: _Rules, t: r.AlertThresholds) -> list[Test]:
+    """A ticket when few pods have room, a page when an SLO alert fires in the same pool too (not in another)."""
     name, hold = r.POOL_HEADROOM_EXHAUSTED, _minutes(t.headroom_for)
     cls = spec.classes[0].name if spec.classes else spec.default_class
     minutes, short_at, pods = hold + 20, 10, 20
     with_room = max(0, math.ceil(t.headroom_min_share * pods) - 1)
     which = {c.POOL: POOL, c.SLO_CLASS: cls}
     pool = _series(c.POOL_PODS.exposed_name, {c.POOL: POOL}, _gauge(pods, minutes))
+
+    def burning(pool_name: str) -> dict[str, str]:
+        # The ALERTS series Prometheus keeps for a firing SLO alert (no target labels: it is not scraped).
+        labels = {
+            "alertname": r.ERROR_BUDGET_BURN_PAGE,
+            "alertstate": "firing",
+            c.MODEL: MODEL,
+            c.POOL: pool_name,
+            c.SLO_CLASS: cls,
+            c.SLO: c.SLO_TTFT,
+            "severity": "page",
+        }
+        inner = ", ".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+        return {"series": f"ALERTS{{{inner}}}", "values": _gauge(1, minutes)}
+
     tests = []
     if with_room / pods < t.headroom_min_share:
-        expected = rules.expect(name, which, with_room / pods)
-        tests.append(
-            _group(
-                f"{name} fires when {with_room} of {pods} pods have room for a {cls} request",
-                [
-                    pool,
-                    _series(c.POOL_PODS_WITH_HEADROOM.exposed_name, which, _switch(pods, with_room, short_at, minutes)),
-                ],
-                alert_rule_test=_held(name, short_at + hold, expected),
+        short = _series(c.POOL_PODS_WITH_HEADROOM.exposed_name, which, _switch(pods, with_room, short_at, minutes))
+        for severity, extra, where in (
+            ("ticket", [burning("pool-b")], "while no SLO alert fires in the pool (one fires in another)"),
+            ("page", [burning(POOL)], "while an SLO alert fires in the pool"),
+        ):
+            expected = rules.expect(name, which, with_room / pods, severity=severity)
+            cases = _held(name, short_at + hold, expected)
+            tests.append(
+                _group(
+                    f"{name} is a {severity} when {with_room} of {pods} pods have room for a {cls} request {where}",
+                    [pool, short, *extra],
+                    alert_rule_test=cases,
+                )
             )
-        )
     tests.append(
         _group(
             f"{name} stays silent while every pod has room",
-            [pool, _series(c.POOL_PODS_WITH_HEADROOM.exposed_name, which, _gauge(pods, minutes))],
+            [pool, _series(c.POOL_PODS_WITH_HEADROOM.exposed_name, which, _gauge(pods, minutes)), burning(POOL)],
             alert_rule_test=[_alert_case(name, short_at + hold)],
         )
     )

@@ -1,15 +1,124 @@
 """Tests of the burn-rate alerts, per class and SLO: traffic that pages, traffic between the ticket and the page
-thresholds, and traffic that must stay silent (no violation, too few requests)."""
+thresholds, traffic that must stay silent (no violation, too few requests), and the time to page: how many
+minutes after every request starts missing the page fires (:func:`time_to_page`, also the table in
+docs/dashboards-and-alerts.md)."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from sloscope import conventions as c
 from sloscope.generators import rules as r
-from sloscope.generators.rule_tests.common import MODEL, POOL, Test, _alert_case, _counter, _group, _Rules, _series
-from sloscope.generators.windows import PAGE, TICKET, burn_windows
+from sloscope.generators.rule_tests.common import (
+    MODEL,
+    POOL,
+    Test,
+    _accumulated,
+    _alert_case,
+    _counter,
+    _extrapolated,
+    _group,
+    _num,
+    _Rules,
+    _series,
+)
+from sloscope.generators.windows import PAGE, TICKET, BurnWindow, burn_windows
 from sloscope.slo.spec import SLOClass, SLOSpec
+
+
+@dataclass(frozen=True)
+class TimeToPage:
+    """How soon the page of one class and SLO fires once every request misses, at a steady request rate."""
+
+    minutes: int
+    """Minutes after the last healthy sample at which the page fires (silent one minute before)."""
+    pair: BurnWindow
+    """The window pair that fires first."""
+    value: float
+    """The alert's value then: the error ratio over that pair's long window."""
+    healthy_minutes: int
+    """Minutes of healthy traffic before the failure, enough to fill the longest page window."""
+    per_minute: int
+    """Eligible requests a minute."""
+
+
+def time_to_page(spec: SLOSpec, cls: SLOClass, slo: str, t: r.AlertThresholds) -> TimeToPage:
+    """Healthy traffic for the longest page window, then 100% misses: the first minute the page holds.
+
+    Computed with Prometheus's own ``rate()`` arithmetic (:func:`~.common._extrapolated`) on the series the test
+    feeds promtool, and the rules' thresholds and traffic guard, so the generated promtool case proves it.
+    """
+    objective = cls.objectives.of(slo)
+    pairs = [p for p in burn_windows(spec.period_of(cls)) if p.severity == PAGE]
+    per_minute = max(100, math.ceil(t.slo_min_requests / 60))
+    healthy = max(p.long_seconds for p in pairs) // 60
+    horizon = 2 * healthy + 1
+    requests = _accumulated(0, per_minute, horizon)
+    violations = [0.0] * (healthy + 1) + _accumulated(per_minute, per_minute, horizon - healthy - 1)
+
+    def ratio(minute: int, seconds: int) -> tuple[float, float]:
+        window = seconds // 60
+        total = _extrapolated(requests, 1, minute, window, counter=True, rate=True)
+        return _extrapolated(violations, 1, minute, window, counter=True, rate=True) / total, total
+
+    for minute in range(healthy + 1, horizon + 1):
+        for pair in pairs:
+            threshold = float(r.burn_threshold(pair, objective, t))
+            long_ratio, long_rate = ratio(minute, pair.long_seconds)
+            short_ratio, _ = ratio(minute, pair.short_seconds)
+            counted = long_rate * pair.long_seconds >= t.slo_min_requests
+            if long_ratio > threshold and short_ratio > threshold and counted:
+                return TimeToPage(minute - healthy, pair, long_ratio, healthy, per_minute)
+    raise AssertionError(f"the {slo} page of class {cls.name} never fires on total failure: a rule that cannot fire")
+
+
+def time_to_page_table(spec: SLOSpec, t: r.AlertThresholds = r.DEFAULT_THRESHOLDS) -> str:
+    """The Markdown table of :func:`time_to_page` per class and SLO (docs/dashboards-and-alerts.md carries it)."""
+    lines = [
+        "| class | SLO | objective | 1h page threshold | page fires after | first window pair |",
+        "|---|---|---|---|---|---|",
+    ]
+    for cls in spec.classes:
+        for slo in c.SLOS:
+            objective = cls.objectives.of(slo)
+            first = burn_windows(spec.period_of(cls))[0]
+            threshold = f"{float(r.burn_threshold(first, objective, t)):.4g}"
+            if r.is_capped(first, objective, t):
+                threshold += f" (capped; {float(first.exact_threshold(objective)):.4g} uncapped)"
+            delay = time_to_page(spec, cls, slo, t)
+            lines.append(
+                f"| {cls.name} | {slo} | {objective:g} | {threshold} | {delay.minutes} min | "
+                f"{delay.pair.long} and {delay.pair.short} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def _time_to_page_test(spec: SLOSpec, cls: SLOClass, slo: str, rules: _Rules, t: r.AlertThresholds) -> Test:
+    delay = time_to_page(spec, cls, slo, t)
+    healthy, total = delay.healthy_minutes, delay.per_minute
+    which = {c.SLO_CLASS: cls.name, c.SLO: slo}
+    labels = {c.MODEL: MODEL, c.POOL: POOL, c.ROUTING: c.ROUTING_PREDICTED, **which}
+    minutes = healthy + delay.minutes + 5
+    fires_at = healthy + delay.minutes
+    expected = rules.expect(r.ERROR_BUDGET_BURN_PAGE, {c.MODEL: MODEL, c.POOL: POOL, **which}, delay.value, **which)
+    return _group(
+        f"{r.ERROR_BUDGET_BURN_PAGE} for {cls.name} {slo} fires {delay.minutes} minutes after {total} requests a "
+        f"minute go from no miss to all missing (objective {cls.objectives.of(slo)}; {delay.pair.long} window)",
+        [
+            _series(c.SLO_REQUESTS.exposed_name, labels, _counter(total, minutes)),
+            # The violations counter exists at 0 from the start, as sloscope publishes it with its requests.
+            _series(
+                c.SLO_VIOLATIONS.exposed_name,
+                labels,
+                f"0x{healthy} {_num(total)}+{_num(total)}x{minutes - healthy - 1}",
+            ),
+        ],
+        alert_rule_test=[
+            _alert_case(r.ERROR_BUDGET_BURN_PAGE, fires_at - 1),
+            _alert_case(r.ERROR_BUDGET_BURN_PAGE, fires_at, [expected]),
+        ],
+    )
 
 
 def _traffic(low: float, high: float, min_requests: int) -> tuple[int, int] | None:
@@ -40,8 +149,8 @@ def _burn_tests(spec: SLOSpec, rules: _Rules, t: r.AlertThresholds) -> list[Test
 def _burn_tests_of(spec: SLOSpec, cls: SLOClass, slo: str, rules: _Rules, t: r.AlertThresholds) -> list[Test]:
     objective = cls.objectives.of(slo)
     pairs = burn_windows(spec.period_of(cls))
-    page = [float(p.exact_threshold(objective)) for p in pairs if p.severity == PAGE]
-    ticket = [float(p.exact_threshold(objective)) for p in pairs if p.severity == TICKET]
+    page = [float(r.burn_threshold(p, objective, t)) for p in pairs if p.severity == PAGE]
+    ticket = [float(r.burn_threshold(p, objective, t)) for p in pairs if p.severity == TICKET]
     at = 10
     which = {c.SLO_CLASS: cls.name, c.SLO: slo}
     alert_labels = {c.MODEL: MODEL, c.POOL: POOL, **which}
@@ -53,7 +162,7 @@ def _burn_tests_of(spec: SLOSpec, cls: SLOClass, slo: str, rules: _Rules, t: r.A
             out.append(_series(c.SLO_VIOLATIONS.exposed_name, labels, _counter(missed, 30)))
         return out
 
-    tests: list[Test] = []
+    tests: list[Test] = [_time_to_page_test(spec, cls, slo, rules, t)]
     fast = _traffic(min(page), 1.0, t.slo_min_requests)
     if fast is not None:
         total, missed = fast

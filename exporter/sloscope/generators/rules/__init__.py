@@ -44,6 +44,7 @@ from sloscope.generators.rules.names import (
     JOIN_RATIO_LOW,
     LABEL_VALUES_FOLDED,
     NO_SPANS,
+    NOT_SCRAPED,
     POOL_HEADROOM_EXHAUSTED,
     PREDICTOR_BIASED,
     PREDICTOR_CALIBRATION_DRIFT,
@@ -61,7 +62,7 @@ from sloscope.generators.rules.pipeline_alerts import pipeline_alerts
 from sloscope.generators.rules.predictor_alerts import predictor_alerts
 from sloscope.generators.rules.recording import recording_rules
 from sloscope.generators.rules.slo_alerts import slo_alerts
-from sloscope.generators.rules.thresholds import DEFAULT_THRESHOLDS, AlertThresholds
+from sloscope.generators.rules.thresholds import DEFAULT_THRESHOLDS, AlertThresholds, burn_threshold, is_capped
 
 __all__ = [
     "ALERT_NAMES",
@@ -77,6 +78,7 @@ __all__ = [
     "INVALID_VALUES",
     "JOIN_RATIO_LOW",
     "LABEL_VALUES_FOLDED",
+    "NOT_SCRAPED",
     "NO_SPANS",
     "POOL_HEADROOM_EXHAUSTED",
     "PREDICTOR_BIASED",
@@ -92,7 +94,9 @@ __all__ = [
     "SPANS_DROPPED",
     "AlertThresholds",
     "budget_rules",
+    "burn_threshold",
     "groups",
+    "is_capped",
     "period_ratio_rule",
     "pipeline_alerts",
     "predictor_alerts",

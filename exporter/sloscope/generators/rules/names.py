@@ -19,6 +19,7 @@ PREDICTOR_MODEL_STALE = "SloscopePredictorModelStale"
 POOL_HEADROOM_EXHAUSTED = "SloscopePoolHeadroomExhausted"
 SHADOW_PREDICTIONS_FAILING = "SloscopeShadowPredictionsFailing"
 NO_SPANS = "SloscopeNoSpans"
+NOT_SCRAPED = "SloscopeNotScraped"
 QUEUE_NEARLY_FULL = "SloscopeQueueNearlyFull"
 REFUSING_SPANS = "SloscopeRefusingSpans"
 SPANS_DROPPED = "SloscopeSpansDropped"
@@ -40,6 +41,7 @@ ALERT_NAMES = (
     POOL_HEADROOM_EXHAUSTED,
     SHADOW_PREDICTIONS_FAILING,
     NO_SPANS,
+    NOT_SCRAPED,
     QUEUE_NEARLY_FULL,
     REFUSING_SPANS,
     SPANS_DROPPED,

@@ -24,6 +24,7 @@ from sloscope.generators.rules.names import (
     JOIN_RATIO_LOW,
     LABEL_VALUES_FOLDED,
     NO_SPANS,
+    NOT_SCRAPED,
     QUEUE_NEARLY_FULL,
     RECORDS_LOST,
     REFUSING_SPANS,
@@ -47,16 +48,42 @@ from sloscope.generators.windows import TICKET
 
 
 def _no_spans(t: AlertThresholds, runbook_base: str) -> Rule:
-    expr = f"sum without ({c.TRANSPORT}) (rate({c.SPANS_RECEIVED.exposed_name}[{NO_SPANS_WINDOW}])) == 0"
+    # Only while the same replica sees traffic it should have traced: requests running on the pools' pods (as it
+    # last scraped them), or the EPP scheduling requests. A quiet night with no request is not an alert.
+    target = _by(("job", "instance"))
+    running = f"sum by ({target}) ({c.POD_REQUESTS_RUNNING.exposed_name}) > 0"
+    scheduling = f"sum by ({target}) (rate({c.EPP_SCHEDULER_ATTEMPTS.exposed_name}[{NO_SPANS_WINDOW}])) > 0"
+    expr = (
+        f"sum without ({c.TRANSPORT}) (rate({c.SPANS_RECEIVED.exposed_name}[{NO_SPANS_WINDOW}])) == 0\n"
+        f"and on ({target})\n(\n  {running}\n  or\n  {scheduling}\n)"
+    )
     return _alert(
         NO_SPANS,
         expr,
         severity=TICKET,
         hold=t.no_spans_for,
-        summary="sloscope receives no spans.",
+        summary="sloscope receives no spans while the pools serve requests.",
         description=(
-            f"sloscope {INSTANCE} has accepted no span for at least {t.no_spans_for}: no traffic, or the gateway, "
-            f"the model servers or the collector in front no longer export traces to it. SLO series stop moving."
+            f"sloscope {INSTANCE} has accepted no span for at least {t.no_spans_for} while the pods it scrapes run "
+            f"requests or the EPP schedules them: the gateway, the model servers or the collector in front no longer "
+            f"export traces to it. SLO series stop moving and the SLO alerts cannot fire."
+        ),
+        runbook_base=runbook_base,
+    )
+
+
+def _not_scraped(t: AlertThresholds, runbook_base: str) -> Rule:
+    up = _selector("up", {"job": t.scrape_job})
+    return _alert(
+        NOT_SCRAPED,
+        f"{up} == 0\nor\nabsent({up})",
+        severity=TICKET,
+        hold=t.not_scraped_for,
+        summary="Prometheus does not scrape sloscope.",
+        description=(
+            f'A target of job "{_label("job")}" failed its scrapes, or Prometheus has no such target at all, for '
+            f"{t.not_scraped_for}. Every sloscope series is stale: the SLO, predictor and pipeline alerts cannot "
+            f"fire, and the dashboards go empty."
         ),
         runbook_base=runbook_base,
     )
@@ -245,6 +272,7 @@ def _records_lost(t: AlertThresholds, runbook_base: str) -> Rule:
 
 def pipeline_alerts(thresholds: AlertThresholds, runbook_base: str) -> list[Rule]:
     return [
+        _not_scraped(thresholds, runbook_base),
         _no_spans(thresholds, runbook_base),
         _queue_nearly_full(thresholds, runbook_base),
         _refusing_spans(thresholds, runbook_base),

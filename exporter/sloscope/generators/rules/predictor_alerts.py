@@ -17,6 +17,8 @@ from sloscope.generators.rules.common import (
     _selector,
 )
 from sloscope.generators.rules.names import (
+    ERROR_BUDGET_BURN_PAGE,
+    ERROR_BUDGET_BURN_TICKET,
     POOL_HEADROOM_EXHAUSTED,
     PREDICTOR_BIASED,
     PREDICTOR_CALIBRATION_DRIFT,
@@ -34,17 +36,31 @@ def _calibration_drift(t: AlertThresholds, runbook_base: str) -> Rule:
     by = _by((c.POOL, c.SIGNAL, c.SOURCE))
     sources = {c.SOURCE: _one_of(c.SOURCES)}
     window = t.calibration_window
-    covered = f"sum by ({by}) (rate({_selector(c.PREDICTION_COVERED.exposed_name, sources)}[{window}]))"
-    compared = f"sum by ({by}) (rate({_selector(c.PREDICTIONS.exposed_name, sources)}[{window}]))"
+
+    def summed(definition: c.MetricDef, fn: str = "rate") -> str:
+        return f"sum by ({by}) ({fn}({_selector(definition.exposed_name, sources)}[{window}]))"
+
     quantile = f"max by ({c.POOL}) ({c.PREDICTOR_QUANTILE.exposed_name})"
-    # Signed: coverage minus quantile, so the value says which way the predictor is wrong.
-    deviation = f"(\n    {covered}\n    / {compared}\n    - on ({c.POOL}) group_left {quantile}\n  )"
-    count = f"sum by ({by}) (increase({_selector(c.PREDICTIONS.exposed_name, sources)}[{window}]))"
-    limit = _num(t.calibration_max_deviation)
+    count = summed(c.PREDICTIONS, "increase")
+    # The miss rate against the one the quantile promises, 1 - q: 1 when calibrated, 2 when twice as many requests
+    # miss their prediction (optimistic), 0 when none does (pessimistic). A difference of coverages could not be
+    # symmetric: a p90 model can cover at most 10 points more than q, but 90 points less.
+    ratio = (
+        f"(\n    1 - {summed(c.PREDICTION_COVERED)}\n    / {summed(c.PREDICTIONS)}\n  )\n"
+        f"  / on ({c.POOL}) group_left ()\n  (1 - {quantile})"
+    )
+    # The binomial standard deviation of that ratio over n predictions is sqrt(q / ((1 - q) n)): the tolerance
+    # shrinks with traffic down to a floor, so a quiet pool is not judged on noise and a busy one not held to
+    # a precision no predictor has.
+    spread = f"(1 / {count})\n    * on ({c.POOL}) group_left ()\n    ({quantile} / (1 - {quantile}))"
+    tolerance = (
+        f"clamp_min(\n    {_num(t.calibration_sigmas)} * sqrt(\n    {spread}\n    ),\n    "
+        f"{_num(t.calibration_tolerance)}\n  )"
+    )
     # Not for a predictor of the mean: half its requests exceed their prediction by design. A pool whose
     # objective is unknown (no predictor polled) is judged as a quantile one, the late-2025 predictor's.
     expr = (
-        f"(\n  {deviation} > {limit}\n  or\n  {deviation} < -{limit}\n)\n"
+        f"(\n  (\n  {ratio}\n  > 1 + {tolerance}\n  )\n  or\n  (\n  {ratio}\n  < 1 - {tolerance}\n  )\n)\n"
         f"and on ({by})\n{count} >= {t.calibration_min_predictions}\n"
         f"unless on ({c.POOL})\n{_objective_is(c.OBJECTIVE_MEAN)}"
     )
@@ -53,13 +69,14 @@ def _calibration_drift(t: AlertThresholds, runbook_base: str) -> Rule:
         expr,
         severity=TICKET,
         hold=t.calibration_for,
-        summary="Online coverage of the latency predictor is far from its quantile.",
+        summary="The latency predictor misses its predictions far more or far less often than its quantile says.",
         description=(
-            f"Over the last {window}, the online coverage of the {_label(c.SIGNAL)} predictions of pool "
-            f"{_label(c.POOL)} (source {_label(c.SOURCE)}) differed from the predictor's quantile by {VALUE_PERCENT} "
-            f"(coverage minus quantile; negative: optimistic, the EPP sends requests to pods that then miss their "
-            f"SLO; positive: pessimistic, it refuses pods that had room). Alerts beyond "
-            f"{_pct(t.calibration_max_deviation)} with at least {t.calibration_min_predictions} predictions."
+            f"Over the last {window}, the {_label(c.SIGNAL)} predictions of pool {_label(c.POOL)} (source "
+            f"{_label(c.SOURCE)}) were exceeded at {VALUE_PERCENT} of the rate 1 - q a calibrated quantile-q "
+            f"predictor would be (100%: calibrated; above: optimistic, the EPP sends requests to pods that then miss "
+            f"their SLO; below: pessimistic, it refuses pods that had room). Alerts beyond "
+            f"{t.calibration_sigmas:g} binomial standard deviations of that rate, and never within "
+            f"{_pct(t.calibration_tolerance)} of it, with at least {t.calibration_min_predictions} predictions."
         ),
         runbook_base=runbook_base,
     )
@@ -76,15 +93,21 @@ def _bias(t: AlertThresholds, runbook_base: str) -> Rule:
     sources = {c.SOURCE: _one_of(c.SOURCES)}
     window = t.calibration_window
 
-    def summed(definition: c.MetricDef, fn: str = "rate") -> str:
+    def summed(definition: c.MetricDef, fn: str) -> str:
         return f"sum by ({by}) ({fn}({_selector(definition.exposed_name, sources)}[{window}]))"
 
-    # Relative: the bias over the mean prediction, so one threshold serves TTFT (s) and TPOT (ms) alike.
-    bias = f"(\n    {summed(c.MEAN_PREDICTION_ERROR)}\n    / {summed(c.MEAN_PREDICTION_PREDICTED)}\n  )"
+    # Relative: the bias over the mean prediction, so one threshold serves TTFT (s) and TPOT (ms) alike. The error
+    # sum falls while actual latency runs below the predictions, and rate() reads every fall as a counter reset
+    # (it would report a negative bias as a large positive one): delta() of both sums instead, over windows in
+    # which sloscope did not restart (no reset of the predictions sum).
+    bias = (
+        f"(\n    {summed(c.MEAN_PREDICTION_ERROR, 'delta')}\n    / {summed(c.MEAN_PREDICTION_PREDICTED, 'delta')}\n  )"
+    )
     limit = _num(t.bias_max_ratio)
     expr = (
         f"(\n  {bias} > {limit}\n  or\n  {bias} < -{limit}\n)\n"
         f"and on ({by})\n{summed(c.MEAN_PREDICTIONS, 'increase')} >= {t.calibration_min_predictions}\n"
+        f"unless on ({by})\n{summed(c.MEAN_PREDICTION_PREDICTED, 'resets')} > 0\n"
         f"unless on ({c.POOL})\n{_objective_is(c.OBJECTIVE_QUANTILE)}"
     )
     return _alert(
@@ -162,24 +185,40 @@ def _model_stale(t: AlertThresholds, runbook_base: str) -> Rule:
     )
 
 
-def _headroom_exhausted(t: AlertThresholds, runbook_base: str) -> Rule:
+def _slo_burning() -> str:
+    """Pools where an SLO burn-rate alert (page or ticket) is firing now."""
+    firing = _selector(
+        "ALERTS", {"alertname": _one_of((ERROR_BUDGET_BURN_PAGE, ERROR_BUDGET_BURN_TICKET)), "alertstate": "firing"}
+    )
+    return f"max by ({c.POOL}) ({firing})"
+
+
+def _headroom_exhausted(t: AlertThresholds, runbook_base: str) -> list[Rule]:
+    """A ticket while users are fine, a page when an SLO of the pool burns too: few pods with room is a cause
+    (capacity), and it only needs someone now when the symptom (the SLO burn) is there as well."""
     # max over sloscope replicas, which all compute the same pool state; it also keeps the match one-to-one.
     with_room = f"max by ({_by((c.POOL, c.SLO_CLASS))}) ({c.POOL_PODS_WITH_HEADROOM.exposed_name})"
     pods = f"max by ({c.POOL}) ({c.POOL_PODS.exposed_name})"
-    expr = f"{with_room}\n  / on ({c.POOL}) group_left\n{pods}\n< {_num(t.headroom_min_share)}"
-    return _alert(
-        POOL_HEADROOM_EXHAUSTED,
-        expr,
-        severity=PAGE,
-        hold=t.headroom_for,
-        summary="Few pods of the pool have room for another request of the class.",
-        description=(
-            f"Only {VALUE_PERCENT} of the pods of pool {_label(c.POOL)} could take one more request of class "
-            f"{_label(c.SLO_CLASS)} without a predicted SLO miss (threshold {_pct(t.headroom_min_share)}). With no "
-            f"pod left the EPP routes to the least bad one and requests miss their SLOs: add capacity."
-        ),
-        runbook_base=runbook_base,
+    short = f"(\n  {with_room}\n    / on ({c.POOL}) group_left\n  {pods}\n  < {_num(t.headroom_min_share)}\n)"
+    description = (
+        f"Only {VALUE_PERCENT} of the pods of pool {_label(c.POOL)} could take one more request of class "
+        f"{_label(c.SLO_CLASS)} without a predicted SLO miss (threshold {_pct(t.headroom_min_share)}). With no "
+        f"pod left the EPP routes to the least bad one and requests miss their SLOs: add capacity."
     )
+    rules = []
+    for severity, join, state in ((TICKET, "unless", "No"), (PAGE, "and", "An")):
+        rules.append(
+            _alert(
+                POOL_HEADROOM_EXHAUSTED,
+                f"{short}\n{join} on ({c.POOL})\n{_slo_burning()}",
+                severity=severity,
+                hold=t.headroom_for,
+                summary="Few pods of the pool have room for another request of the class.",
+                description=f"{description} {state} SLO burn-rate alert is firing in the pool.",
+                runbook_base=runbook_base,
+            )
+        )
+    return rules
 
 
 def _shadow_failing(t: AlertThresholds, runbook_base: str) -> Rule:
@@ -212,6 +251,6 @@ def predictor_alerts(thresholds: AlertThresholds, runbook_base: str) -> list[Rul
         _untrained(thresholds, runbook_base),
         _predictor_down(thresholds, runbook_base),
         _model_stale(thresholds, runbook_base),
-        _headroom_exhausted(thresholds, runbook_base),
+        *_headroom_exhausted(thresholds, runbook_base),
         _shadow_failing(thresholds, runbook_base),
     ]

@@ -1,5 +1,9 @@
 """The ``sloscope-slo-alerts`` group: multi-window multi-burn-rate alerts per SLO class and SLO, with the
-class's own objective and compliance period (:mod:`sloscope.generators.windows`)."""
+class's own objective and compliance period (:mod:`sloscope.generators.windows`).
+
+A window whose factor x budget would exceed ``AlertThresholds.slo_max_error_ratio`` (a loose objective: 13.44 x
+10% is above 100%) gets the ceiling as its threshold instead, and its description says so: a rule that can
+never fire is never emitted (:func:`~sloscope.generators.rules.thresholds.burn_threshold`)."""
 
 from __future__ import annotations
 
@@ -19,18 +23,19 @@ from sloscope.generators.rules.common import (
     _text_num,
 )
 from sloscope.generators.rules.names import ERROR_BUDGET_BURN_PAGE, ERROR_BUDGET_BURN_TICKET
-from sloscope.generators.rules.thresholds import AlertThresholds
+from sloscope.generators.rules.thresholds import AlertThresholds, burn_threshold, is_capped
 from sloscope.generators.windows import PAGE, TICKET, BurnWindow, Severity, burn_windows
 from sloscope.generators.windows import format_duration as _format_duration
 from sloscope.slo.spec import SLOClass, SLOSpec
 
 
-def _burn_expr(cls: str, slo: str, objective: float, pairs: Sequence[BurnWindow], min_requests: int) -> str:
+def _burn_expr(cls: str, slo: str, objective: float, pairs: Sequence[BurnWindow], t: AlertThresholds) -> str:
     """Alert when both windows of any pair burn faster than its factor; the value is the long-window ratio."""
     matchers: dict[str, Matcher] = {c.SLO_CLASS: cls, c.SLO: slo}
+    min_requests = t.slo_min_requests
     branches = []
     for pair in pairs:
-        threshold = _num(pair.exact_threshold(objective))
+        threshold = _num(burn_threshold(pair, objective, t))
         conditions = [
             f"{_selector(c.slo_error_ratio_rule(pair.long), matchers)} > {threshold}",
             f"and {_selector(c.slo_error_ratio_rule(pair.short), matchers)} > {threshold}",
@@ -43,11 +48,19 @@ def _burn_expr(cls: str, slo: str, objective: float, pairs: Sequence[BurnWindow]
     return "\nor\n".join(branches)
 
 
-def _pairs_prose(pairs: Sequence[BurnWindow]) -> str:
-    return " or ".join(
-        f"{_text_num(p.factor)}x over {p.long} and {p.short} ({_pct(p.budget_share)} of the budget in {p.long})"
-        for p in pairs
-    )
+def _pairs_prose(pairs: Sequence[BurnWindow], objective: float, t: AlertThresholds) -> str:
+    def one(p: BurnWindow) -> str:
+        if is_capped(p, objective, t):
+            return (
+                f"{_pct(burn_threshold(p, objective, t))} of requests miss over {p.long} and {p.short} (the "
+                f"ceiling: {_text_num(p.factor)}x the budget would be {_pct(p.exact_threshold(objective))})"
+            )
+        return (
+            f"the budget burns {_text_num(p.factor)}x over {p.long} and {p.short} ({_pct(p.budget_share)} of the "
+            f"budget in {p.long})"
+        )
+
+    return " or ".join(one(p) for p in pairs)
 
 
 def _burn_alert(
@@ -74,11 +87,11 @@ def _burn_alert(
         f"Model {_label(c.MODEL)} in pool {_label(c.POOL)}: {VALUE_PERCENT} of the requests of class {cls.name} "
         f"eligible for the {slo} SLO missed it over the alert's long window, against an error budget of "
         f"{_pct(budget)} (objective {_pct(objective)} over {_format_duration(period)}). "
-        f"Fires when the budget burns {_pairs_prose(pairs)}.{guard}"
+        f"Fires when {_pairs_prose(pairs, objective, thresholds)}.{guard}"
     )
     return _alert(
         name,
-        _burn_expr(cls.name, slo, objective, pairs, thresholds.slo_min_requests),
+        _burn_expr(cls.name, slo, objective, pairs, thresholds),
         severity=severity,
         summary=f"{speed} burn of the {slo} error budget of SLO class {cls.name}.",
         description=description,

@@ -4,9 +4,10 @@ rate windows and reason sets of the alerts that have no threshold field."""
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from fractions import Fraction
 
 from sloscope import conventions as c
-from sloscope.generators.windows import duration_seconds
+from sloscope.generators.windows import BurnWindow, duration_seconds
 
 # Rate windows of the alerts that have no threshold field: long enough to smooth scrape jitter, short enough
 # that ``for`` dominates the detection time.
@@ -35,17 +36,28 @@ class AlertThresholds:
     """
 
     slo_min_requests: int = 100
-    """Burn-rate alerts fire only with at least this many eligible (sampled) requests in the long window, so
-    that a few failed requests in a quiet hour do not page. At 100 and a 99% objective, the 1h page needs ~14
-    misses; 0 turns the guard off."""
-    calibration_max_deviation: float = 0.1
-    """Online coverage may differ from the predictor's quantile by this much (0.1: a p90 model covering
-    below 80% or above 100%)."""
+    """Burn-rate alerts fire only when the alert's *long* window (1h, 6h, 1d or 3d) counted at least this many
+    eligible (sampled) requests (its request rate times its length), so that a few failed requests in a quiet
+    hour do not page; the short window has no such guard. At 100 requests in the hour and a 99% objective over
+    28 days, the 1h page needs 14 misses (13.44% of 100); 0 turns the guard off."""
+    slo_max_error_ratio: float = 0.5
+    """Ceiling of every burn-rate threshold. factor x (1 - objective) exceeds 1 for loose objectives (13.44 x
+    10% for a 90% objective over 28 days), and an error ratio never does: such a window could never fire. Above
+    the ceiling the threshold is the ceiling, so total failure pages within ceiling x the long window (30
+    minutes for the 1h page), at a lower burn rate than the window's budget share (5x, not 13.44x, for 90%).
+    Strictly between 0 and 1."""
+    calibration_tolerance: float = 0.5
+    """Floor of the tolerance of the calibration alert, as a share of the expected miss rate 1 - q: a p90 model
+    (1 - q = 10%) may miss its prediction for 5% to 15% of requests. Strictly between 0 and 1, so that a
+    predictor too pessimistic (missing too rarely) can fire as well as one too optimistic."""
+    calibration_sigmas: float = 3.0
+    """The tolerance is at least this many binomial standard deviations of the miss rate of n predictions,
+    sqrt(q (1 - q) / n): it shrinks with the number of predictions down to ``calibration_tolerance``. At n = 200
+    an hour a calibrated p90 model misses 10% +- 2.1 points, so 3 sigmas are 6.4 points (64% of 1 - q)."""
     calibration_window: str = "1h"
-    """Window over which online coverage is measured."""
-    calibration_min_predictions: int = 200
-    """Predictions needed in the window before coverage is judged: at 200 a calibrated p90 model has a standard
-    deviation of 2 points, so 0.1 is five of them."""
+    """Window over which online coverage (and a mean predictor's bias) is measured."""
+    calibration_min_predictions: int = 100
+    """Predictions needed in the window before a predictor is judged at all."""
     calibration_for: str = "30m"
     bias_max_ratio: float = 0.2
     """A mean predictor's bias (actual minus predicted) may reach this share of its mean prediction (0.2: actual
@@ -60,12 +72,18 @@ class AlertThresholds:
     continuously, every few minutes)."""
     model_stale_for: str = "15m"
     headroom_min_share: float = 0.25
-    """Share of a pool's pods that must have room for one more request of a class; below it, pages."""
+    """Share of a pool's pods that must have room for one more request of a class; below it, a ticket, or a
+    page while an SLO alert fires in the same pool."""
     headroom_for: str = "10m"
     shadow_failed_ratio: float = 0.1
     """Share of requests that may lose their shadow prediction to a failure (per pool, over 15m)."""
     shadow_failed_for: str = "30m"
     no_spans_for: str = "15m"
+    scrape_job: str = "sloscope"
+    """The ``job`` label the Prometheus that evaluates these rules gives sloscope's targets (a scrape config's
+    ``job_name``; for a ServiceMonitor, the Service's name unless ``jobLabel`` says otherwise). The not-scraped
+    alert watches ``up`` of this job; ``sloscope build --job`` sets it."""
+    not_scraped_for: str = "5m"
     queue_full_ratio: float = 0.8
     """Fill of the receiver-to-assembler queue above which the worker is falling behind."""
     queue_full_for: str = "5m"
@@ -93,8 +111,25 @@ class AlertThresholds:
             value = getattr(self, field.name)
             if field.name.endswith(("_for", "_window")):
                 duration_seconds(value)  # raises on a malformed duration
+            elif isinstance(value, str):
+                if not value or '"' in value or "\\" in value:
+                    raise ValueError(f"{field.name} must be a non-empty label value without quotes, not {value!r}")
             elif value < 0:
                 raise ValueError(f"{field.name} must not be negative, not {value!r}")
+        for name in ("slo_max_error_ratio", "calibration_tolerance"):
+            if not 0 < getattr(self, name) < 1:
+                raise ValueError(f"{name} must lie strictly between 0 and 1, not {getattr(self, name)!r}")
+
+
+def burn_threshold(pair: BurnWindow, objective: float, thresholds: AlertThresholds) -> Fraction:
+    """The error ratio above which ``pair`` fires for ``objective``: factor x (1 - objective), at most the ceiling
+    ``slo_max_error_ratio`` (exact; the rules render it as the shortest decimal). Dashboards draw these lines."""
+    return min(pair.exact_threshold(objective), Fraction(repr(thresholds.slo_max_error_ratio)))
+
+
+def is_capped(pair: BurnWindow, objective: float, thresholds: AlertThresholds) -> bool:
+    """Whether the ceiling, not the window's budget share, sets ``pair``'s threshold for ``objective``."""
+    return burn_threshold(pair, objective, thresholds) < pair.exact_threshold(objective)
 
 
 DEFAULT_THRESHOLDS = AlertThresholds()

@@ -263,6 +263,10 @@ def test_objectives_and_periods_come_from_the_spec() -> None:
     # The 7-day period's alert factors: 2% of the budget in 1h is 3.36x, 5% in 6h 1.4x, 10% in 1d 0.7x, in 3d 0.2333x
     lines = [s["value"] for s in by_title["batch: TTFT burn rate"]["fieldConfig"]["defaults"]["thresholds"]["steps"]]
     assert lines[1:] == [pytest.approx(7 / 30), 0.7, 1.4, 3.36]
+    # batch's goodput (80%, budget 20%): 3.36 x 20% > the rules' 50% ceiling, so both pages fire at an error ratio
+    # of 0.5, a burn of 2.5 (and the 6h one, 1.4 x 20% = 28%, stays): the lines move with the capped rules
+    goodput = by_title["batch: Goodput burn rate"]["fieldConfig"]["defaults"]["thresholds"]["steps"]
+    assert [s["value"] for s in goodput][1:] == [pytest.approx(7 / 30), 0.7, 1.4, 2.5]
     rows = [panel["title"] for panel in overview["panels"] if panel["type"] == "row"]
     assert any(r.startswith("Class batch:") and r.endswith("over 7d") for r in rows)
     assert not any("interactive" in title for title in by_title), "only the spec's classes"

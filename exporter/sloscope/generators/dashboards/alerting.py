@@ -3,8 +3,9 @@ the alerts that fire.
 
 The alerts compare each (model, pool, class, SLO)'s recorded error ratio over a long and a short window with
 factor x (1 - objective) (:mod:`sloscope.generators.windows`); in burn-rate units (error ratio over the budget)
-that threshold is the factor itself. The thresholds here are computed by the same :class:`BurnWindow` the rule
-generator uses, so a change of windows or factors moves the dashboard lines with the alerts.
+that threshold is the factor itself, unless the ceiling ``slo_max_error_ratio`` caps it (a loose objective). The
+thresholds here are computed by the rule generator's own function, with its default thresholds, so a change of
+windows, factors or the ceiling moves the dashboard lines with the alerts.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from fractions import Fraction
 from typing import Any
 
 from sloscope import conventions as c
+from sloscope.generators import rules
 from sloscope.generators.dashboards import common as d
 from sloscope.generators.dashboards.promql import budget, eq, number, sel
+from sloscope.generators.rules.thresholds import DEFAULT_THRESHOLDS
 from sloscope.generators.windows import PAGE, TICKET, BurnWindow, burn_windows, duration_seconds
 from sloscope.slo.spec import SLOClass, SLOSpec
 
@@ -23,8 +26,9 @@ _SEVERITY_COLOURS = {PAGE: (d.RED, "dark-red"), TICKET: (d.YELLOW, d.ORANGE)}
 
 
 def burn_threshold(pair: BurnWindow, objective: float) -> float:
-    """The burn rate above which ``pair`` fires for ``objective``: its error-ratio threshold over the budget."""
-    return float(pair.exact_threshold(objective) / (1 - Fraction(repr(objective))))
+    """The burn rate above which ``pair`` fires for ``objective``: the rule's error-ratio threshold (capped where
+    factor x budget would pass ``slo_max_error_ratio``) over the budget."""
+    return float(rules.burn_threshold(pair, objective, DEFAULT_THRESHOLDS) / (1 - Fraction(repr(objective))))
 
 
 def _pairs(spec: SLOSpec, cls: SLOClass) -> tuple[BurnWindow, ...]:

@@ -17,6 +17,7 @@ from sloscope import conventions as c
 from sloscope.generators.dashboards import common as d
 from sloscope.generators.dashboards import variables as v
 from sloscope.generators.dashboards.promql import LE_INF, eq, increase, le, max_by, rate, sel, series, sum_by, var
+from sloscope.generators.rules.thresholds import DEFAULT_THRESHOLDS
 from sloscope.publishers.buckets import RATIO_BUCKETS
 from sloscope.slo.spec import SLOSpec
 
@@ -28,7 +29,7 @@ _POOL = (var(c.POOL),)
 _PRED_BY = (c.POOL, c.SIGNAL, c.SOURCE)
 _MISS_FACTORS = (1.25, 2.0)
 _TOLERANCE = 0.05
-_BIAS = 0.2  # AlertThresholds.bias_max_ratio
+_BIAS = DEFAULT_THRESHOLDS.bias_max_ratio  # where SloscopePredictorBiased fires
 _SIGNAL_TITLES = {c.SIGNAL_TTFT: "TTFT", c.SIGNAL_TPOT: "TPOT"}
 RELATIVE_BIAS = "Relative bias by pool, signal and source"
 BIAS_AND_MAE = "Bias and MAE"

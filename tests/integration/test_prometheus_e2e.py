@@ -27,11 +27,13 @@ import httpx
 import pytest
 import yaml
 
+from sloscope import conventions as c
 from sloscope.demo.prometheus import PrometheusServer
 from sloscope.demo.runner import Demo, DemoOptions
 from sloscope.generators.dashboards import dashboards, panel_queries
 from sloscope.generators.dashboards.prediction_accuracy import MEAN_OBJECTIVE_PANELS
-from sloscope.generators.rules import ERROR_BUDGET_BURN_PAGE, rule_file
+from sloscope.generators.rules import DEFAULT_THRESHOLDS, ERROR_BUDGET_BURN_PAGE, burn_threshold, rule_file
+from sloscope.generators.windows import PAGE, burn_windows
 from sloscope.loading import default_spec
 from sloscope.testing import export_request, gateway_attributes, span, to_otlp_json, vllm_attributes
 
@@ -193,6 +195,28 @@ def page_firing(alerts: list[dict[str, Any]]) -> bool:
     )
 
 
+async def page_is_due(http: httpx.AsyncClient, prometheus: str) -> str:
+    """The interactive TTFT page pair whose thresholds both the demo's recorded error ratios exceed, "" for none.
+
+    The thresholds are the rule generator's (``burn_threshold``, capped as the rules are).
+    """
+    spec = default_spec()
+    cls = next(cls for cls in spec.classes if cls.name == "interactive")
+    objective = cls.objectives.of(c.SLO_TTFT)
+    for pair in burn_windows(spec.period_of(cls)):
+        if pair.severity != PAGE:
+            continue
+        threshold = float(burn_threshold(pair, objective, DEFAULT_THRESHOLDS))
+        ratios = []
+        for window in (pair.long, pair.short):
+            expr = f'max({c.slo_error_ratio_rule(window)}{{slo_class="interactive",slo="ttft"}})'
+            result = (await query(http, prometheus, expr))["data"]["result"]
+            ratios.append(float(result[0]["value"][1]) if result else 0.0)
+        if min(ratios) > threshold:
+            return f"{ratios} over {pair.long} and {pair.short}, above {threshold:g}"
+    return ""
+
+
 async def breach_until_paged(http: httpx.AsyncClient, prometheus: str, demo: Demo) -> float:
     """Post breaching requests steadily until the page fires; returns the seconds it took."""
     otlp = f"http://127.0.0.1:{demo.sloscope.http_port}/v1/traces"
@@ -297,9 +321,15 @@ async def scenario(prometheus_binary: Path, workdir: Path) -> tuple[dict[str, in
                 params={"query": "sloscope_ttft_seconds_bucket", "start": time.time() - 600, "end": time.time()},
             )
         ).json()["data"]
-        # the demo alone (a light load) must not page: the page below is the breach's doing
+        # The demo alone (a light load) must not page: the page below is the breach's doing. Its pods run in real
+        # time (a step lasts as long as it really took), so on a starved machine they slow down and the demo misses
+        # on its own; a page is then only allowed where the demo's own error ratios are above a page pair's
+        # thresholds, and the breach below still has to be seen to keep it firing.
         before = (await http.get(f"{server.url}/api/v1/alerts")).json()["data"]["alerts"]
-        assert not page_firing(before), f"{ERROR_BUDGET_BURN_PAGE} fired before the breach: {before}"
+        if page_firing(before):
+            due = await page_is_due(http, server.url)
+            assert due, f"{ERROR_BUDGET_BURN_PAGE} fired before the breach, under every page threshold: {before}"
+            print(f"the demo paged on its own before the breach (a slow machine): its error ratios {due}")
         ratio = 'sloscope:slo_error_ratio:rate{}{{slo_class="interactive",slo="ttft"}}'
         for window in ("5m", "1h"):
             result = (await query(http, server.url, ratio.format(window)))["data"]["result"]

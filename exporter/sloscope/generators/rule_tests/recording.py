@@ -9,7 +9,16 @@ from typing import Any
 
 from sloscope import conventions as c
 from sloscope.generators import rules as r
-from sloscope.generators.rule_tests.common import MODEL, POOL, Test, _counter, _group, _series
+from sloscope.generators.rule_tests.common import (
+    MODEL,
+    POOL,
+    Test,
+    _counter,
+    _extrapolated,
+    _group,
+    _num,
+    _series,
+)
 from sloscope.generators.rules.budget import TILE
 from sloscope.generators.windows import duration_seconds
 from sloscope.slo.spec import SLOSpec
@@ -49,8 +58,49 @@ def _recording_tests(spec: SLOSpec) -> list[Test]:
             series,
             promql_expr_test=cases,
         ),
+        _first_miss_test(cls),
         *_period_tests(spec),
     ]
+
+
+def _first_miss_test(cls: str) -> Test:
+    """3 misses in 120 requests: seen when the violations series starts at 0, lost when it is born at 3.
+
+    sloscope creates a label set's violations at 0 with its first request (docs/metrics.md); a series whose first
+    sample is already 3 has no increase in any window, so its misses never reach a ratio. Requests arrive 24 a
+    minute for 5 minutes, the misses in minute 3. Expected values: the requests' and the violations' ``rate()`` as
+    Prometheus extrapolates them (``_extrapolated``) over 5m at minute 6, samples at minutes 2..6: the 3 misses
+    against 72 requests extrapolated to the window, 1/30; the late-born series 0.
+    """
+    at, window = 6, 5
+    requests = [0.0, 24.0, 48.0, 72.0, 96.0, 120.0, *[120.0] * 5]
+    violations = [0.0, 0.0, 0.0, 3.0, 3.0, 3.0, *[3.0] * 5]
+    rate_of = {
+        name: _extrapolated(values, 1, at, window, counter=True, rate=True)
+        for name, values in (("requests", requests), ("violations", violations))
+    }
+    ratio = c.slo_error_ratio_rule(f"{window}m")
+    started, born = (
+        {c.MODEL: MODEL, c.POOL: POOL, c.SLO_CLASS: cls},
+        {c.MODEL: MODEL, c.POOL: "born-late", c.SLO_CLASS: cls},
+    )
+    slo = {c.ROUTING: c.ROUTING_PREDICTED, c.SLO: c.SLO_TTFT}
+    series = [
+        _series(c.SLO_REQUESTS.exposed_name, {**labels, **slo}, " ".join(_num(v) for v in requests))
+        for labels in (started, born)
+    ]
+    series.append(_series(c.SLO_VIOLATIONS.exposed_name, {**started, **slo}, " ".join(_num(v) for v in violations)))
+    late = " ".join(["_"] * 3 + [_num(v) for v in violations[3:]])  # first sample: 3, at minute 3
+    series.append(_series(c.SLO_VIOLATIONS.exposed_name, {**born, **slo}, late))
+    seen = _expr_case(ratio, at, {(ratio, c.SLO_TTFT): rate_of["violations"] / rate_of["requests"]}, started)
+    lost = _expr_case(ratio, at, {(ratio, c.SLO_TTFT): 0.0}, born)
+    cases = [{**seen, "exp_samples": [*lost["exp_samples"], *seen["exp_samples"]]}]  # one query, both series
+    return _group(
+        "recording rules: the first misses of a label set count when its violations start at 0, and are lost "
+        "when the series is born at its first misses",
+        series,
+        promql_expr_test=cases,
+    )
 
 
 def _expr_case(

@@ -247,8 +247,8 @@ QUANTILE_FAMILIES = (c.PREDICTIONS, c.PREDICTION_COVERED, c.PREDICTION_PINBALL_L
 MEAN_FAMILIES = (
     c.MEAN_PREDICTIONS,
     c.MEAN_PREDICTION_PREDICTED,
-    c.MEAN_PREDICTION_ERROR,
-    c.MEAN_PREDICTION_ABSOLUTE_ERROR,
+    c.MEAN_PREDICTION_UNDERESTIMATE,
+    c.MEAN_PREDICTION_OVERESTIMATE,
     c.MEAN_PREDICTION_SQUARED_ERROR,
 )
 
@@ -269,24 +269,24 @@ def test_a_mean_predictor_is_judged_by_its_error_sums_through_serve(mean: Env, s
     assert (p1_ttft, p1_tpot, p2_ttft, p2_tpot) == pytest.approx((0.14873, 0.024373, 0.20873, 0.024373), abs=1e-12)
 
     expected = {
-        # signal: (sum predicted, sum error, sum |error|, sum error^2), errors as in the module docstring
-        c.SIGNAL_TTFT: (0.35746, -0.00746, 0.09, 0.04873**2 + 0.04127**2),
-        c.SIGNAL_TPOT: (0.048746, 0.011254, 0.02, 0.015627**2 + 0.004373**2),
+        # signal: (sum predicted, sum too low, sum too high, sum error^2), errors as in the module docstring
+        c.SIGNAL_TTFT: (0.35746, 0.04127, 0.04873, 0.04873**2 + 0.04127**2),
+        c.SIGNAL_TPOT: (0.048746, 0.015627, 0.004373, 0.015627**2 + 0.004373**2),
     }
-    for signal, (predicted, error, absolute, squared) in expected.items():
+    for signal, (predicted, under, over, squared) in expected.items():
         labels = key(signal)
         assert server.value(c.MEAN_PREDICTIONS.exposed_name, **labels) == 2.0
         assert server.value(c.MEAN_PREDICTION_PREDICTED.exposed_name, **labels) == pytest.approx(predicted, abs=1e-12)
-        assert server.value(c.MEAN_PREDICTION_ERROR.exposed_name, **labels) == pytest.approx(error, abs=1e-12)
-        assert server.value(c.MEAN_PREDICTION_ABSOLUTE_ERROR.exposed_name, **labels) == pytest.approx(
-            absolute, abs=1e-12
-        )
+        assert server.value(c.MEAN_PREDICTION_UNDERESTIMATE.exposed_name, **labels) == pytest.approx(under, abs=1e-12)
+        assert server.value(c.MEAN_PREDICTION_OVERESTIMATE.exposed_name, **labels) == pytest.approx(over, abs=1e-12)
         assert server.value(c.MEAN_PREDICTION_SQUARED_ERROR.exposed_name, **labels) == pytest.approx(squared, abs=1e-12)
-    # bias, MAE and RMSE as the dashboards take them from the sums
+    # bias = (under - over) / n, MAE = (under + over) / n and RMSE, as the dashboards take them from the sums
     ttft = key(c.SIGNAL_TTFT)
     count = server.value(c.MEAN_PREDICTIONS.exposed_name, **ttft)
-    assert server.value(c.MEAN_PREDICTION_ERROR.exposed_name, **ttft) / count == pytest.approx(-0.00373, abs=1e-12)
-    assert server.value(c.MEAN_PREDICTION_ABSOLUTE_ERROR.exposed_name, **ttft) / count == pytest.approx(0.045)
+    under = server.value(c.MEAN_PREDICTION_UNDERESTIMATE.exposed_name, **ttft)
+    over = server.value(c.MEAN_PREDICTION_OVERESTIMATE.exposed_name, **ttft)
+    assert (under - over) / count == pytest.approx(-0.00373, abs=1e-12)
+    assert (under + over) / count == pytest.approx(0.045)
     rmse = math.sqrt(server.value(c.MEAN_PREDICTION_SQUARED_ERROR.exposed_name, **ttft) / count)
     assert rmse == pytest.approx(math.sqrt((0.04873**2 + 0.04127**2) / 2), abs=1e-12)
     # never judged against a quantile it does not predict: the coverage families do not exist

@@ -332,9 +332,7 @@ def _health() -> list[Any]:
                 d.Query(
                     max_by(by, sel(series(c.PREDICTOR_RMSE_OFFLINE_SECONDS), _POOL)), "{{pool}} {{signal}} RMSE offline"
                 ),
-                d.Query(
-                    _per_mean_prediction(_error(by, signed=False), by), "{{pool}} {{signal}} MAE online"
-                ),
+                d.Query(_per_mean_prediction(_error(by, signed=False), by), "{{pool}} {{signal}} MAE online"),
             ],
             unit=d.SECONDS,
             width=12,

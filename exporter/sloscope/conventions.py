@@ -217,18 +217,22 @@ MEAN_PREDICTION_PREDICTED = _m(
     _PRED,
     "Sum of the mean predictions compared (the denominator of the relative bias).",
 )
-MEAN_PREDICTION_ERROR = _m(
-    "mean_prediction_error_seconds",
+# The error split by its sign into two sums that only grow: a signed sum falls whenever a prediction was too high,
+# and rate() reads every fall as a counter reset. Bias = (under - over) / n, MAE = (under + over) / n.
+MEAN_PREDICTION_UNDERESTIMATE = _m(
+    "mean_prediction_underestimate_seconds",
     "counter",
     _PRED,
-    "Sum of actual minus predicted latency of mean predictions; over sloscope_mean_predictions_total: the bias "
-    "(positive: the predictor predicts too low).",
+    "Sum of max(actual - predicted, 0) of mean predictions: by how much they were too low. Its rate minus that of "
+    "sloscope_mean_prediction_overestimate_seconds_total, over that of sloscope_mean_predictions_total: the bias "
+    "(positive: the predictor predicts too low); the two rates added, over it: the MAE.",
 )
-MEAN_PREDICTION_ABSOLUTE_ERROR = _m(
-    "mean_prediction_absolute_error_seconds",
+MEAN_PREDICTION_OVERESTIMATE = _m(
+    "mean_prediction_overestimate_seconds",
     "counter",
     _PRED,
-    "Sum of |actual - predicted| of mean predictions; over sloscope_mean_predictions_total: the MAE.",
+    "Sum of max(predicted - actual, 0) of mean predictions: by how much they were too high (see "
+    "sloscope_mean_prediction_underestimate_seconds_total).",
 )
 MEAN_PREDICTION_SQUARED_ERROR = _m(
     "mean_prediction_squared_error_seconds_squared",
@@ -584,8 +588,8 @@ ALL_METRICS: tuple[MetricDef, ...] = (
     PREDICTION_PINBALL_LOSS,
     MEAN_PREDICTIONS,
     MEAN_PREDICTION_PREDICTED,
-    MEAN_PREDICTION_ERROR,
-    MEAN_PREDICTION_ABSOLUTE_ERROR,
+    MEAN_PREDICTION_UNDERESTIMATE,
+    MEAN_PREDICTION_OVERESTIMATE,
     MEAN_PREDICTION_SQUARED_ERROR,
     HEADROOM_SECONDS,
     SHADOW_SKIPPED,

@@ -83,7 +83,7 @@ def judged(before: Readout, after: Readout, signal: str) -> tuple[float, int]:
     key = (signal, "shadow")
     if after.objective == c.OBJECTIVE_MEAN:
         compared = after.mean_predictions[key] - before.mean_predictions[key]
-        absolute = after.mean_absolute_errors[key] - before.mean_absolute_errors[key]
+        absolute = after.mean_absolute(signal) - before.mean_absolute(signal)
         return (absolute / compared if compared else 0.0), compared
     compared = after.predictions[key] - before.predictions[key]
     return ((after.covered[key] - before.covered[key]) / compared if compared else 0.0), compared

@@ -193,11 +193,12 @@ def test_mean_predictions_feed_the_error_sums_and_not_coverage(
     def value(definition: c.MetricDef) -> float | None:
         return registry.get_sample_value(definition.exposed_name, key)
 
-    # By hand: errors +0.005 and -0.010 s over 2 predictions of 0.020 and 0.100 s.
+    # By hand: errors +0.005 and -0.010 s over 2 predictions of 0.020 and 0.100 s: too low by 0.005 s, too high by
+    # 0.010 s, so bias (under - over) / n = -0.0025 s (too high) and MAE (under + over) / n = 0.0075 s.
     assert value(c.MEAN_PREDICTIONS) == 2.0
     assert value(c.MEAN_PREDICTION_PREDICTED) == pytest.approx(0.120, abs=1e-12)
-    assert value(c.MEAN_PREDICTION_ERROR) == pytest.approx(-0.005, abs=1e-12)  # bias -0.0025 s: too high
-    assert value(c.MEAN_PREDICTION_ABSOLUTE_ERROR) == pytest.approx(0.015, abs=1e-12)  # MAE 0.0075 s
+    assert value(c.MEAN_PREDICTION_UNDERESTIMATE) == pytest.approx(0.005, abs=1e-12)
+    assert value(c.MEAN_PREDICTION_OVERESTIMATE) == pytest.approx(0.010, abs=1e-12)
     assert value(c.MEAN_PREDICTION_SQUARED_ERROR) == pytest.approx(0.000125, abs=1e-15)  # 25e-6 + 100e-6
     rmse = math.sqrt(value(c.MEAN_PREDICTION_SQUARED_ERROR) or 0.0) / math.sqrt(2.0)
     assert rmse == pytest.approx(math.sqrt(62.5e-6), abs=1e-12)

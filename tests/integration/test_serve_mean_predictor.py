@@ -27,6 +27,7 @@ absent for the same reason.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import math
 import re
@@ -37,12 +38,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 
 from sloscope import conventions as c
+from sloscope.demo.prometheus import PrometheusServer
+from sloscope.generators.dashboards import dashboards, panel_queries
+from sloscope.generators.dashboards.prediction_accuracy import BIAS_AND_MAE
+from sloscope.generators.dashboards.prediction_accuracy import FILE_NAME as PREDICTION_ACCURACY
+from sloscope.loading import default_spec
 from sloscope.testing import export_request, gateway_attributes, span, to_otlp_json, vllm_attributes
 from tests.integration.conftest import Server, start_server, wait_until
+from tests.integration.test_first_miss_counting import samples, scraped
+from tests.integration.test_prometheus_e2e import prometheus_ready, substitute
 from tests.support.page_server import PageServer, vllm_page
 from tests.support.prediction_server import (
     PredictionBehaviour,
@@ -247,8 +256,8 @@ QUANTILE_FAMILIES = (c.PREDICTIONS, c.PREDICTION_COVERED, c.PREDICTION_PINBALL_L
 MEAN_FAMILIES = (
     c.MEAN_PREDICTIONS,
     c.MEAN_PREDICTION_PREDICTED,
-    c.MEAN_PREDICTION_ERROR,
-    c.MEAN_PREDICTION_ABSOLUTE_ERROR,
+    c.MEAN_PREDICTION_UNDERESTIMATE,
+    c.MEAN_PREDICTION_OVERESTIMATE,
     c.MEAN_PREDICTION_SQUARED_ERROR,
 )
 
@@ -269,24 +278,24 @@ def test_a_mean_predictor_is_judged_by_its_error_sums_through_serve(mean: Env, s
     assert (p1_ttft, p1_tpot, p2_ttft, p2_tpot) == pytest.approx((0.14873, 0.024373, 0.20873, 0.024373), abs=1e-12)
 
     expected = {
-        # signal: (sum predicted, sum error, sum |error|, sum error^2), errors as in the module docstring
-        c.SIGNAL_TTFT: (0.35746, -0.00746, 0.09, 0.04873**2 + 0.04127**2),
-        c.SIGNAL_TPOT: (0.048746, 0.011254, 0.02, 0.015627**2 + 0.004373**2),
+        # signal: (sum predicted, sum too low, sum too high, sum error^2), errors as in the module docstring
+        c.SIGNAL_TTFT: (0.35746, 0.04127, 0.04873, 0.04873**2 + 0.04127**2),
+        c.SIGNAL_TPOT: (0.048746, 0.015627, 0.004373, 0.015627**2 + 0.004373**2),
     }
-    for signal, (predicted, error, absolute, squared) in expected.items():
+    for signal, (predicted, under, over, squared) in expected.items():
         labels = key(signal)
         assert server.value(c.MEAN_PREDICTIONS.exposed_name, **labels) == 2.0
         assert server.value(c.MEAN_PREDICTION_PREDICTED.exposed_name, **labels) == pytest.approx(predicted, abs=1e-12)
-        assert server.value(c.MEAN_PREDICTION_ERROR.exposed_name, **labels) == pytest.approx(error, abs=1e-12)
-        assert server.value(c.MEAN_PREDICTION_ABSOLUTE_ERROR.exposed_name, **labels) == pytest.approx(
-            absolute, abs=1e-12
-        )
+        assert server.value(c.MEAN_PREDICTION_UNDERESTIMATE.exposed_name, **labels) == pytest.approx(under, abs=1e-12)
+        assert server.value(c.MEAN_PREDICTION_OVERESTIMATE.exposed_name, **labels) == pytest.approx(over, abs=1e-12)
         assert server.value(c.MEAN_PREDICTION_SQUARED_ERROR.exposed_name, **labels) == pytest.approx(squared, abs=1e-12)
-    # bias, MAE and RMSE as the dashboards take them from the sums
+    # bias = (under - over) / n, MAE = (under + over) / n and RMSE, as the dashboards take them from the sums
     ttft = key(c.SIGNAL_TTFT)
     count = server.value(c.MEAN_PREDICTIONS.exposed_name, **ttft)
-    assert server.value(c.MEAN_PREDICTION_ERROR.exposed_name, **ttft) / count == pytest.approx(-0.00373, abs=1e-12)
-    assert server.value(c.MEAN_PREDICTION_ABSOLUTE_ERROR.exposed_name, **ttft) / count == pytest.approx(0.045)
+    under = server.value(c.MEAN_PREDICTION_UNDERESTIMATE.exposed_name, **ttft)
+    over = server.value(c.MEAN_PREDICTION_OVERESTIMATE.exposed_name, **ttft)
+    assert (under - over) / count == pytest.approx(-0.00373, abs=1e-12)
+    assert (under + over) / count == pytest.approx(0.045)
     rmse = math.sqrt(server.value(c.MEAN_PREDICTION_SQUARED_ERROR.exposed_name, **ttft) / count)
     assert rmse == pytest.approx(math.sqrt((0.04873**2 + 0.04127**2) / 2), abs=1e-12)
     # never judged against a quantile it does not predict: the coverage families do not exist
@@ -384,3 +393,65 @@ def test_a_quantile_predictor_feeds_coverage_and_no_mean_sums_through_serve(quan
     # endpoint only
     assert "/predict" not in quantile.prediction.behaviour.calls
     assert {path for path, _ in quantile.prediction.behaviour.received} == {STRICT}
+
+
+def test_a_negative_bias_reads_negative_through_a_real_prometheus(
+    mean: Env, prometheus_binary: Path, tmp_path: Path
+) -> None:
+    """The dashboard's bias and MAE queries, run by the pinned Prometheus scraping serve, for a predictor too high.
+
+    A first request of one completion token has a TTFT and no TPOT: its comparison starts every TPOT sum at 0, and
+    Prometheus scrapes those zeros. Then request 402 (TPOT 0.02 s against 0.024373 s): too high by 0.004373 s, so
+    bias = (0 - 0.004373) / 1 and MAE = 0.004373 s. Exact through rate() over $window (1h) at the newest sample's
+    timestamp: with every series first stored at 0, Prometheus extrapolates none of them (promql/functions.go
+    ``extrapolatedRate``, the zero point and the range's end: see tests/integration/test_first_miss_counting.py), so
+    each rate is its increase over 3600 s and the ratios are the increases'. A signed error sum would have fallen
+    from 0 to -0.004373 and rate() would have read the fall as a reset: a positive bias.
+    """
+    server = mean.server
+    labels = key(c.SIGNAL_TPOT)
+    count = c.MEAN_PREDICTIONS.exposed_name
+    workdir = tmp_path / "prometheus"
+    workdir.mkdir()
+    prometheus = PrometheusServer(prometheus_binary, workdir, server.metrics_port, rule_files=[], interval="1s")
+    tpot = f'{{signal="{c.SIGNAL_TPOT}", source="{c.SOURCE_SHADOW}"}}'
+
+    async def run() -> dict[str, list[Any]]:
+        await prometheus.start()
+        try:
+            async with httpx.AsyncClient(trust_env=False, timeout=30.0) as http:
+                await prometheus_ready(http, prometheus, workdir)
+                send(server, (Sent(501, 400, 0.10, 0.50, tokens=1),))
+                ttft_compared = functools.partial(is_value, server, count, 1.0, **key(c.SIGNAL_TTFT))
+                wait_until(ttft_compared, what="the first TTFT compared")
+                assert server.value(count, **labels) == 0.0  # started with the first comparison
+                await scraped(http, prometheus.url, f"{c.MEAN_PREDICTION_OVERESTIMATE.exposed_name}{tpot}", 0)
+                await scraped(http, prometheus.url, f"{count}{tpot}", 0)
+                send(server, (REQUESTS[1],))
+                wait_until(functools.partial(is_value, server, count, 1.0, **labels), what="the TPOT compared")
+                await scraped(http, prometheus.url, f"{count}{tpot}", 1)
+                newest = (await samples(http, prometheus.url, f"{count}{tpot}"))[-1][0]
+                out: dict[str, list[Any]] = {}
+                for legend, expr in bias_and_mae_queries():
+                    response = await http.get(
+                        f"{prometheus.url}/api/v1/query", params={"query": expr, "time": f"{newest:.3f}"}
+                    )
+                    out[legend] = response.json()["data"]["result"]
+                return out
+        finally:
+            await prometheus.stop()
+
+    results = asyncio.run(run())
+    by_legend = {
+        legend: {r["metric"]["signal"]: float(r["value"][1]) for r in result} for legend, result in results.items()
+    }
+    assert by_legend["bias"][c.SIGNAL_TPOT] == pytest.approx(-0.004373, abs=1e-12)  # too high reads negative
+    assert by_legend["MAE"][c.SIGNAL_TPOT] == pytest.approx(0.004373, abs=1e-12)
+
+
+def bias_and_mae_queries() -> list[tuple[str, str]]:
+    """The Bias and MAE panel's two queries (bias, then MAE), as Grafana sends them with All selected, $window 1h."""
+    dashboard = dashboards(default_spec())[PREDICTION_ACCURACY]
+    found = [expr for title, expr in panel_queries(dashboard) if title == BIAS_AND_MAE]
+    assert len(found) == 2, found
+    return [(legend, substitute(expr, dashboard, 3600)) for legend, expr in zip(("bias", "MAE"), found, strict=True)]

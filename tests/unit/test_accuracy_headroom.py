@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from sloscope.slo.accuracy import Comparison, compare, pinball_loss
+from sloscope.slo.accuracy import Comparison, MeanComparison, compare, compare_mean, pinball_loss
 from sloscope.slo.headroom import is_positive, tpot_headroom, ttft_headroom
 
 
@@ -47,6 +47,24 @@ def test_compare_refuses_unusable_values(actual: float | None, predicted: float 
 def test_compare_refuses_a_quantile_outside_0_1() -> None:
     with pytest.raises(ValueError, match="quantile"):
         compare(0.1, 0.2, 1.0)
+
+
+@pytest.mark.parametrize(
+    ("actual", "predicted", "expected"),
+    [
+        (0.025, 0.020, MeanComparison(0.020, 0.005, 0.0, 0.005**2)),  # too low by 5 ms
+        (0.090, 0.100, MeanComparison(0.100, 0.0, 0.010, 0.010**2)),  # too high by 10 ms
+        (0.2, 0.2, MeanComparison(0.2, 0.0, 0.0, 0.0)),
+    ],
+)
+def test_compare_mean_splits_the_error_by_its_sign(actual: float, predicted: float, expected: MeanComparison) -> None:
+    """Each term is never negative, so each sum of them only grows, as a counter must."""
+    assert compare_mean(actual, predicted) == pytest.approx(expected, abs=1e-15)
+
+
+def test_compare_mean_refuses_unusable_values() -> None:
+    assert compare_mean(0.2, 0.0) is None
+    assert compare_mean(math.nan, 0.2) is None
 
 
 def test_ttft_headroom_is_slo_minus_prediction() -> None:

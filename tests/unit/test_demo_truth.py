@@ -156,6 +156,24 @@ def test_the_readout_reads_failures_and_pods() -> None:
     assert figures.requests == Counter({("interactive", "predicted"): 2, ("interactive", "none"): 1})
 
 
+MEAN_PAGE = """\
+# TYPE sloscope_mean_predictions counter
+sloscope_mean_predictions_total{model="m",pool="p",signal="ttft",source="shadow"} 2
+# TYPE sloscope_mean_prediction_underestimate_seconds counter
+sloscope_mean_prediction_underestimate_seconds_total{model="m",pool="p",signal="ttft",source="shadow"} 0.005
+# TYPE sloscope_mean_prediction_overestimate_seconds counter
+sloscope_mean_prediction_overestimate_seconds_total{model="m",pool="p",signal="ttft",source="shadow"} 0.01
+"""
+
+
+def test_the_readout_takes_bias_and_mae_from_the_two_error_sums() -> None:
+    """Predictions 20 and 100 ms against actuals 25 and 90 ms: too low by 5 ms, too high by 10 ms."""
+    figures = parse(MEAN_PAGE)
+    assert figures.bias_and_mae("ttft") == pytest.approx((-0.0025, 0.0075), abs=1e-12)
+    assert figures.mean_absolute("ttft") == pytest.approx(0.015, abs=1e-12)
+    assert figures.bias_and_mae("tpot") is None
+
+
 def test_the_comparison_lists_every_count_that_differs() -> None:
     truth = GroundTruth(default_class="batch")
     truth.add(FailedOutcome(request(ttft_ms=500.0, tpot_ms=None), "none", "shed"))

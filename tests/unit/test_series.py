@@ -41,6 +41,15 @@ def test_counter_values_and_exemplars_in_openmetrics() -> None:
     assert 'demo_seconds_bucket{le="1.0",model="m"} 1.0 # {trace_id="0af7651916cd43dd8448eb211c80319c"} 0.5 ' in text
 
 
+def test_a_counter_refuses_to_fall() -> None:
+    """rate() and increase() read every fall of a counter as a reset: a decrement would show as a large increase."""
+    counter = SeriesCollector().counter(COUNTER)
+    counter.inc(("m", "ttft"), 2)
+    with pytest.raises(ValueError, match="can only grow"):
+        counter.inc(("m", "ttft"), -0.5)
+    assert counter.values == {("m", "ttft"): 2}
+
+
 def test_names_are_known_to_the_registry_so_duplicates_are_caught() -> None:
     registry = CollectorRegistry()
     first, second = SeriesCollector(), SeriesCollector()

@@ -267,8 +267,8 @@ def test_a_change_of_objective_is_logged_once_per_change_and_each_prediction_cou
     span = {**shadow, "source": "span"}
     assert h.value("sloscope_predictions_total", **shadow) == 1
     assert h.value("sloscope_mean_predictions_total", **shadow) == 2
-    # actual TTFT 0.15 s against 0.1 and 0.2 s: errors +0.05 and -0.05 s, bias 0, MAE 0.05 s
-    assert h.value("sloscope_mean_prediction_error_seconds_total", **shadow) == pytest.approx(0.0, abs=1e-12)
-    assert h.value("sloscope_mean_prediction_absolute_error_seconds_total", **shadow) == pytest.approx(0.1)
+    # actual TTFT 0.15 s against 0.1 and 0.2 s: too low by 0.05 s once, too high by 0.05 s once: bias 0, MAE 0.05 s
+    assert h.value("sloscope_mean_prediction_underestimate_seconds_total", **shadow) == pytest.approx(0.05)
+    assert h.value("sloscope_mean_prediction_overestimate_seconds_total", **shadow) == pytest.approx(0.05)
     assert h.value("sloscope_mean_predictions_total", **span) == 1
     assert h.value("sloscope_predictions_total", **span) == 1

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from sloscope import conventions as c
+
 __all__ = ["Readout", "read"]
 
 
@@ -30,10 +32,10 @@ class Readout:
     quantile: float | None = None
     objective: str | None = None  # what the predictor predicts: "quantile" or "mean" (sloscope_predictor_objective)
     predictor_up: dict[str, float] = field(default_factory=dict)  # server -> 0/1
-    # mean predictions, by (signal, source): compared, sum of actual - predicted, sum of its absolute value (s)
+    # mean predictions, by (signal, source): compared, and the sums of by how much they were too low, too high (s)
     mean_predictions: Counter[tuple[str, str]] = field(default_factory=Counter)
-    mean_errors: dict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))
-    mean_absolute_errors: dict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))
+    mean_under: dict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))
+    mean_over: dict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))
     epp: dict[str, float] = field(default_factory=lambda: defaultdict(float))  # sloscope_epp_* sample -> sum
 
     @property
@@ -46,10 +48,15 @@ class Readout:
 
     def bias_and_mae(self, signal: str, source: str = "shadow") -> tuple[float, float] | None:
         """Mean predictions: (mean of actual - predicted, mean absolute error), seconds; None before one."""
-        n = self.mean_predictions[(signal, source)]
+        key = (signal, source)
+        n = self.mean_predictions[key]
         if not n:
             return None
-        return self.mean_errors[(signal, source)] / n, self.mean_absolute_errors[(signal, source)] / n
+        return (self.mean_under[key] - self.mean_over[key]) / n, self.mean_absolute(signal, source) / n
+
+    def mean_absolute(self, signal: str, source: str = "shadow") -> float:
+        """The sum of |actual - predicted| of mean predictions, seconds: too low plus too high."""
+        return self.mean_under[(signal, source)] + self.mean_over[(signal, source)]
 
     def attainment(self, slo_class: str, slo: str) -> float | None:
         eligible = sum(v for (c, _, s), v in self.eligible.items() if c == slo_class and s == slo)
@@ -77,8 +84,8 @@ _COUNTERS = {
     "sloscope_mean_predictions_total": ("mean_predictions", ("signal", "source")),
 }
 _MEAN_SUMS = {
-    "sloscope_mean_prediction_error_seconds_total": "mean_errors",
-    "sloscope_mean_prediction_absolute_error_seconds_total": "mean_absolute_errors",
+    c.MEAN_PREDICTION_UNDERESTIMATE.exposed_name: "mean_under",
+    c.MEAN_PREDICTION_OVERESTIMATE.exposed_name: "mean_over",
 }
 
 

@@ -58,8 +58,8 @@ class PredictionSeries:
         self._loss = series.counter(c.PREDICTION_PINBALL_LOSS)
         self._mean_count = series.counter(c.MEAN_PREDICTIONS)
         self._mean_predicted = series.counter(c.MEAN_PREDICTION_PREDICTED)
-        self._mean_error = series.counter(c.MEAN_PREDICTION_ERROR)
-        self._mean_absolute = series.counter(c.MEAN_PREDICTION_ABSOLUTE_ERROR)
+        self._mean_under = series.counter(c.MEAN_PREDICTION_UNDERESTIMATE)
+        self._mean_over = series.counter(c.MEAN_PREDICTION_OVERESTIMATE)
         self._mean_squared = series.counter(c.MEAN_PREDICTION_SQUARED_ERROR)
         self._headroom = series.histogram(c.HEADROOM_SECONDS, HEADROOM_BUCKETS)
         self._skipped = series.counter(c.SHADOW_SKIPPED)
@@ -69,8 +69,8 @@ class PredictionSeries:
         self._mean_families = (
             self._mean_count,
             self._mean_predicted,
-            self._mean_error,
-            self._mean_absolute,
+            self._mean_under,
+            self._mean_over,
             self._mean_squared,
         )
         self._pools: set[str] = set()
@@ -119,8 +119,8 @@ class PredictionSeries:
                     self._start_comparisons(self._mean_families, labels, source)
                 self._mean_count.inc(key)
                 self._mean_predicted.inc(key, terms.predicted)
-                self._mean_error.inc(key, terms.error)  # signed: a counter's sum may fall, rate() of it stays right
-                self._mean_absolute.inc(key, terms.absolute)
+                self._mean_under.inc(key, terms.under)
+                self._mean_over.inc(key, terms.over)
                 self._mean_squared.inc(key, terms.squared)
             return True
         comparison = compare(actual, predicted, quantile)

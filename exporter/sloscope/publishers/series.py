@@ -33,6 +33,10 @@ class CounterFamily:
         self.values: dict[Labels, float] = {}
 
     def inc(self, labels: Labels, amount: float = 1.0) -> None:
+        """Adds ``amount``, never negative (as prometheus_client's Counter): ``rate()`` and ``increase()`` read every
+        fall of a counter as a reset, so a decrement would show as a large increase."""
+        if amount < 0:
+            raise ValueError(f"counter {self.definition.name} can only grow, not by {amount}")
         values = self.values
         values[labels] = values.get(labels, 0.0) + amount
 

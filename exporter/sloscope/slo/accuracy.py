@@ -12,7 +12,9 @@ A predictor run with ``LATENCY_OBJECTIVE_TYPE=mean`` (the llm-d router's chart d
 instead, and about half the requests then exceed their prediction by design: coverage against a quantile
 it does not predict means nothing. A mean prediction is judged by its error ``actual - predicted``: the
 mean error is the **bias** (positive: too low), the mean absolute error (MAE) and the root mean squared
-error (RMSE) its spread; :func:`compare_mean` gives the terms whose sums make them.
+error (RMSE) its spread; :func:`compare_mean` gives the terms whose sums make them. The error comes split by its
+sign (``under``, ``over``) so that every sum only grows, as a Prometheus counter must: bias = (under - over) / n,
+MAE = (under + over) / n.
 """
 
 from __future__ import annotations
@@ -46,8 +48,8 @@ class MeanComparison(NamedTuple):
     """One mean prediction against its actual; seconds (``squared`` in square seconds)."""
 
     predicted: float
-    error: float  # actual - predicted
-    absolute: float  # |actual - predicted|
+    under: float  # max(actual - predicted, 0): too low by this much
+    over: float  # max(predicted - actual, 0): too high by this much (one of the two is 0)
     squared: float  # (actual - predicted) ** 2
 
 
@@ -57,7 +59,7 @@ def compare_mean(actual: float | None, predicted: float | None) -> MeanCompariso
         return None
     assert actual is not None and predicted is not None
     error = actual - predicted
-    return MeanComparison(predicted, error, abs(error), error * error)
+    return MeanComparison(predicted, max(error, 0.0), max(-error, 0.0), error * error)
 
 
 def _usable(actual: float | None, predicted: float | None) -> bool:

@@ -69,19 +69,24 @@ def _coverage_of(by: tuple[str, ...], window: str = WINDOW) -> str:
     return f"{covered} / {compared}"
 
 
-def _per_mean_prediction(sum_of: c.MetricDef, by: tuple[str, ...] = _PRED_BY) -> str:
-    """``sum_of`` over the count of mean predictions, over $window: bias, MAE or mean squared error."""
-    return (
-        f"{sum_by(by, rate(series(sum_of), _FILTERS, WINDOW))} / "
-        f"{sum_by(by, rate(series(c.MEAN_PREDICTIONS), _FILTERS, WINDOW))}"
-    )
+def _summed(metric: c.MetricDef, by: tuple[str, ...]) -> str:
+    return sum_by(by, rate(series(metric), _FILTERS, WINDOW))
+
+
+def _error(by: tuple[str, ...], *, signed: bool) -> str:
+    """The rate of actual - predicted (``signed``: underestimates minus overestimates) or of its absolute value
+    (their sum). Both sums only grow, so rate() of each is right across sloscope restarts."""
+    under, over = _summed(c.MEAN_PREDICTION_UNDERESTIMATE, by), _summed(c.MEAN_PREDICTION_OVERESTIMATE, by)
+    return f"({under} {'-' if signed else '+'} {over})"
+
+
+def _per_mean_prediction(numerator: str, by: tuple[str, ...] = _PRED_BY) -> str:
+    """``numerator`` (a rate) over the rate of mean predictions, over $window: bias, MAE or mean squared error."""
+    return f"{numerator} / {_summed(c.MEAN_PREDICTIONS, by)}"
 
 
 def _mean() -> list[Any]:
-    relative = (
-        f"{sum_by(_PRED_BY, rate(series(c.MEAN_PREDICTION_ERROR), _FILTERS, WINDOW))} / "
-        f"{sum_by(_PRED_BY, rate(series(c.MEAN_PREDICTION_PREDICTED), _FILTERS, WINDOW))}"
-    )
+    relative = f"{_error(_PRED_BY, signed=True)} / {_summed(c.MEAN_PREDICTION_PREDICTED, _PRED_BY)}"
     legend = "{{pool}} {{signal}} {{source}}"
     return [
         d.row("Mean predictions: bias, MAE, RMSE"),
@@ -99,10 +104,11 @@ def _mean() -> list[Any]:
         d.timeseries(
             BIAS_AND_MAE,
             "Bias (mean of actual - predicted) and MAE (mean of |actual - predicted|) in seconds over $window, "
-            "from the error sums of mean predictions.",
+            "from the sums of underestimates (actual above the prediction) and overestimates of mean predictions: "
+            "bias = (under - over) / n, MAE = (under + over) / n.",
             [
-                d.Query(_per_mean_prediction(c.MEAN_PREDICTION_ERROR), f"bias {legend}"),
-                d.Query(_per_mean_prediction(c.MEAN_PREDICTION_ABSOLUTE_ERROR), f"MAE {legend}"),
+                d.Query(_per_mean_prediction(_error(_PRED_BY, signed=True)), f"bias {legend}"),
+                d.Query(_per_mean_prediction(_error(_PRED_BY, signed=False)), f"MAE {legend}"),
             ],
             unit=d.SECONDS,
             width=8,
@@ -111,7 +117,7 @@ def _mean() -> list[Any]:
             RMSE,
             "Root mean squared error of mean predictions over $window, seconds. Well above the MAE: a few requests "
             "are off by a lot.",
-            [d.Query(f"sqrt({_per_mean_prediction(c.MEAN_PREDICTION_SQUARED_ERROR)})", legend)],
+            [d.Query(f"sqrt({_per_mean_prediction(_summed(c.MEAN_PREDICTION_SQUARED_ERROR, _PRED_BY))})", legend)],
             unit=d.SECONDS,
             width=8,
         ),
@@ -327,7 +333,7 @@ def _health() -> list[Any]:
                 d.Query(
                     max_by(by, sel(series(c.PREDICTOR_RMSE_OFFLINE_SECONDS), _POOL)), "{{pool}} {{signal}} RMSE offline"
                 ),
-                d.Query(_per_mean_prediction(c.MEAN_PREDICTION_ABSOLUTE_ERROR, by), "{{pool}} {{signal}} MAE online"),
+                d.Query(_per_mean_prediction(_error(by, signed=False), by), "{{pool}} {{signal}} MAE online"),
             ],
             unit=d.SECONDS,
             width=12,

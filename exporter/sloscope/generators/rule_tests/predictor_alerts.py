@@ -172,8 +172,9 @@ def _objective(objective: str, minutes: int) -> list[dict[str, str]]:
 
 
 def _bias_tests(rules: _Rules, t: r.AlertThresholds) -> list[Test]:
-    """Latency above and below a mean predictor's predictions (the error sum then falls, which rate() would misread
-    as resets) at both volumes; an unbiased one; the sums of a predictor that now predicts a quantile."""
+    """Latency above and below a mean predictor's predictions at both volumes, with requests off both ways (two
+    counters that both grow, the net going either way); an unbiased one; the sums of one that now predicts a
+    quantile."""
     name, hold = r.PREDICTOR_BIASED, _minutes(t.calibration_for)
     minutes = _minutes(t.calibration_window) + hold + 10
     which = {c.MODEL: MODEL, c.POOL: POOL, c.SIGNAL: c.SIGNAL_TTFT, c.SOURCE: c.SOURCE_SHADOW}
@@ -182,28 +183,32 @@ def _bias_tests(rules: _Rules, t: r.AlertThresholds) -> list[Test]:
     bias = round(2 * t.bias_max_ratio, 2)  # actual latency this share above (or below) the predictions
 
     def group(title: str, volume: _Volume, signed_bias: float, objective: str) -> Test:
-        # Mean predictions of 0.5 s each, each off by signed_bias x 0.5 s.
+        # Mean predictions of 0.5 s each, off by `bias` x 0.5 s both ways on average (the spread), plus signed_bias x
+        # 0.5 s in the direction of its sign: under - over is the net error, under + over the absolute one.
         samples = minutes // volume.every
-        predicted_step, error_step = volume.per_sample * 0.5, volume.per_sample * 0.5 * signed_bias
+        predicted_step = volume.per_sample * 0.5
+        under_step = predicted_step * (bias + max(signed_bias, 0.0))
+        over_step = predicted_step * (bias + max(-signed_bias, 0.0))
         series = [
             _series(c.MEAN_PREDICTIONS.exposed_name, which, _counter(volume.per_sample, samples)),
             _series(c.MEAN_PREDICTION_PREDICTED.exposed_name, which, _counter(predicted_step, samples)),
-            _series(c.MEAN_PREDICTION_ERROR.exposed_name, which, f"0{error_step:+}x{samples}"),
+            _series(c.MEAN_PREDICTION_UNDERESTIMATE.exposed_name, which, _counter(under_step, samples)),
+            _series(c.MEAN_PREDICTION_OVERESTIMATE.exposed_name, which, _counter(over_step, samples)),
             *_objective(objective, minutes),
         ]
         every = f"{volume.every}m"
         title = f"{name} {title} at {volume.per_hour} predictions an hour"
         if signed_bias == 0 or objective != c.OBJECTIVE_MEAN:
             return _group(title, series, interval=every, alert_rule_test=[_alert_case(name, minutes - 1)])
-        counts = _accumulated(0, volume.per_sample, samples)
-        predicted = _accumulated(0, predicted_step, samples)
-        errors = _accumulated(0, error_step, samples)
+        counts, predicted, under, over = (
+            _accumulated(0, step, samples) for step in (volume.per_sample, predicted_step, under_step, over_step)
+        )
+
+        def rate(values: list[float], minute: int) -> float:
+            return _extrapolated(values, volume.every, minute, window, counter=True, rate=True)
 
         def value(minute: int) -> float:
-            def delta(values: list[float]) -> float:
-                return _extrapolated(values, volume.every, minute, window, counter=False, rate=False)
-
-            return delta(errors) / delta(predicted)
+            return (rate(under, minute) - rate(over, minute)) / rate(predicted, minute)
 
         def holds(minute: int) -> bool:
             counted = _extrapolated(counts, volume.every, minute, window, counter=True, rate=False)
@@ -223,7 +228,9 @@ def _bias_tests(rules: _Rules, t: r.AlertThresholds) -> list[Test]:
         tests.append(
             group(f"fires when actual latency runs {bias:.0%} below the predictions", volume, -bias, c.OBJECTIVE_MEAN)
         )
-    tests.append(group("stays silent for an unbiased mean predictor", VOLUMES[1], 0.0, c.OBJECTIVE_MEAN))
+    tests.append(
+        group("stays silent for an unbiased mean predictor off both ways alike", VOLUMES[1], 0.0, c.OBJECTIVE_MEAN)
+    )
     tests.append(
         group(
             "stays silent for the sums of a predictor that now predicts a quantile",

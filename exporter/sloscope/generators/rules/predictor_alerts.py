@@ -97,17 +97,13 @@ def _bias(t: AlertThresholds, runbook_base: str) -> Rule:
         return f"sum by ({by}) ({fn}({_selector(definition.exposed_name, sources)}[{window}]))"
 
     # Relative: the bias over the mean prediction, so one threshold serves TTFT (s) and TPOT (ms) alike. The error
-    # sum falls while actual latency runs below the predictions, and rate() reads every fall as a counter reset
-    # (it would report a negative bias as a large positive one): delta() of both sums instead, over windows in
-    # which sloscope did not restart (no reset of the predictions sum).
-    bias = (
-        f"(\n    {summed(c.MEAN_PREDICTION_ERROR, 'delta')}\n    / {summed(c.MEAN_PREDICTION_PREDICTED, 'delta')}\n  )"
-    )
+    # is two sums that only grow (underestimates, overestimates), so rate() of each is right, across restarts too.
+    under, over = summed(c.MEAN_PREDICTION_UNDERESTIMATE, "rate"), summed(c.MEAN_PREDICTION_OVERESTIMATE, "rate")
+    bias = f"(\n    (\n      {under}\n      - {over}\n    )\n    / {summed(c.MEAN_PREDICTION_PREDICTED, 'rate')}\n  )"
     limit = _num(t.bias_max_ratio)
     expr = (
         f"(\n  {bias} > {limit}\n  or\n  {bias} < -{limit}\n)\n"
         f"and on ({by})\n{summed(c.MEAN_PREDICTIONS, 'increase')} >= {t.calibration_min_predictions}\n"
-        f"unless on ({by})\n{summed(c.MEAN_PREDICTION_PREDICTED, 'resets')} > 0\n"
         f"unless on ({c.POOL})\n{_objective_is(c.OBJECTIVE_QUANTILE)}"
     )
     return _alert(

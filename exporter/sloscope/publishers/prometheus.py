@@ -148,11 +148,11 @@ class PrometheusPublisher:
     def _observe_size(self, labels: tuple[str, str, str], request: JoinedRequest) -> None:
         """E2E latency and token counts, each when the span carried a valid one (a failed request may carry none)."""
         e2e, prompt, completion = request.e2e_seconds, request.prompt_tokens, request.completion_tokens
-        if e2e is not None and valid_seconds(e2e):
+        if valid_seconds(e2e):
             self._e2e.observe(labels, e2e, request.trace_id)
-        if prompt is not None and valid_tokens(prompt):
+        if valid_tokens(prompt):
             self._prompt_tokens.observe(labels, prompt)
-        if completion is not None and valid_tokens(completion):
+        if valid_tokens(completion):
             self._completion_tokens.observe(labels, completion)
 
     def _start_request(self, base: tuple[str, ...], slo_class: str) -> None:

@@ -22,6 +22,7 @@ Definitions (docs/configuration.md repeats them for users):
 from __future__ import annotations
 
 import math
+from typing import TypeGuard
 
 from sloscope import conventions as c
 from sloscope.records import Evaluation, JoinedRequest, Verdict
@@ -30,7 +31,7 @@ from sloscope.slo.spec import SLOSpec, is_valid_target
 _NOT_ELIGIBLE = Verdict(eligible=False)
 
 
-def valid_seconds(value: float | None) -> bool:
+def valid_seconds(value: float | None) -> TypeGuard[float]:
     return value is not None and math.isfinite(value) and value >= 0
 
 
@@ -44,7 +45,7 @@ def tpot_seconds(e2e: float | None, ttft: float | None, completion_tokens: float
     return (e2e - ttft) / (completion_tokens - 1)
 
 
-def valid_tokens(value: float | None) -> bool:
+def valid_tokens(value: float | None) -> TypeGuard[float]:
     return value is not None and math.isfinite(value) and value >= 0 and value == int(value)
 
 

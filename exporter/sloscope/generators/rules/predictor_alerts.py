@@ -31,14 +31,26 @@ from sloscope.generators.rules.thresholds import FAILED_SHADOW_REASONS, PIPELINE
 from sloscope.generators.windows import PAGE, TICKET
 from sloscope.generators.windows import format_duration as _format_duration
 
+_ACCURACY_BY = _by((c.POOL, c.SIGNAL, c.SOURCE))
+
+
+def _accuracy_sum(definition: c.MetricDef, window: str, fn: str = "rate") -> str:
+    """``fn`` of a prediction counter over ``window``, per pool, signal and source (span and shadow predictions)."""
+    selector = _selector(definition.exposed_name, {c.SOURCE: _one_of(c.SOURCES)})
+    return f"sum by ({_ACCURACY_BY}) ({fn}({selector}[{window}]))"
+
+
+def _outside(value: str, low: str, high: str) -> str:
+    """``value`` below ``low`` or above ``high``: an alert on a drift either way."""
+    return f"(\n  (\n  {value}\n  > {high}\n  )\n  or\n  (\n  {value}\n  < {low}\n  )\n)\n"
+
 
 def _calibration_drift(t: AlertThresholds, runbook_base: str) -> Rule:
-    by = _by((c.POOL, c.SIGNAL, c.SOURCE))
-    sources = {c.SOURCE: _one_of(c.SOURCES)}
+    by = _ACCURACY_BY
     window = t.calibration_window
 
     def summed(definition: c.MetricDef, fn: str = "rate") -> str:
-        return f"sum by ({by}) ({fn}({_selector(definition.exposed_name, sources)}[{window}]))"
+        return _accuracy_sum(definition, window, fn)
 
     quantile = f"max by ({c.POOL}) ({c.PREDICTOR_QUANTILE.exposed_name})"
     count = summed(c.PREDICTIONS, "increase")
@@ -60,7 +72,7 @@ def _calibration_drift(t: AlertThresholds, runbook_base: str) -> Rule:
     # Not for a predictor of the mean: half its requests exceed their prediction by design. A pool whose
     # objective is unknown (no predictor polled) is judged as a quantile one, the late-2025 predictor's.
     expr = (
-        f"(\n  (\n  {ratio}\n  > 1 + {tolerance}\n  )\n  or\n  (\n  {ratio}\n  < 1 - {tolerance}\n  )\n)\n"
+        f"{_outside(ratio, f'1 - {tolerance}', f'1 + {tolerance}')}"
         f"and on ({by})\n{count} >= {t.calibration_min_predictions}\n"
         f"unless on ({c.POOL})\n{_objective_is(c.OBJECTIVE_MEAN)}"
     )
@@ -89,12 +101,11 @@ def _objective_is(objective: str) -> str:
 
 
 def _bias(t: AlertThresholds, runbook_base: str) -> Rule:
-    by = _by((c.POOL, c.SIGNAL, c.SOURCE))
-    sources = {c.SOURCE: _one_of(c.SOURCES)}
+    by = _ACCURACY_BY
     window = t.calibration_window
 
     def summed(definition: c.MetricDef, fn: str) -> str:
-        return f"sum by ({by}) ({fn}({_selector(definition.exposed_name, sources)}[{window}]))"
+        return _accuracy_sum(definition, window, fn)
 
     # Relative: the bias over the mean prediction, so one threshold serves TTFT (s) and TPOT (ms) alike. The error
     # is two sums that only grow (underestimates, overestimates), so rate() of each is right, across restarts too.
@@ -102,7 +113,7 @@ def _bias(t: AlertThresholds, runbook_base: str) -> Rule:
     bias = f"(\n    (\n      {under}\n      - {over}\n    )\n    / {summed(c.MEAN_PREDICTION_PREDICTED, 'rate')}\n  )"
     limit = _num(t.bias_max_ratio)
     expr = (
-        f"(\n  {bias} > {limit}\n  or\n  {bias} < -{limit}\n)\n"
+        f"{_outside(bias, f'-{limit}', limit)}"
         f"and on ({by})\n{summed(c.MEAN_PREDICTIONS, 'increase')} >= {t.calibration_min_predictions}\n"
         f"unless on ({c.POOL})\n{_objective_is(c.OBJECTIVE_QUANTILE)}"
     )

@@ -8,6 +8,7 @@ read off those files.
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -214,16 +215,18 @@ def serving(tmp_path_factory: pytest.TempPathFactory, shared: Path) -> Iterator[
 def test_a_sleeping_engine_has_no_headroom_and_is_not_a_pod_of_the_pool(serving: Server) -> None:
     server = serving
     headroom = {"pool": "pool-a", "slo_class": "interactive", "signal": "ttft"}
-    wait_until(
-        lambda: server.value("sloscope_pod_headroom_seconds", pod="vllm-awake", **headroom) != 0, what="headroom"
-    )
+    # each pod's first headroom lands in the round after its first scrape: wait for both that have room
+    for pod in ("vllm-awake", "tgi-0"):
+        has_room = functools.partial(server.value, "sloscope_pod_headroom_seconds", pod=pod, **headroom)
+        wait_until(lambda: has_room() != 0, what=f"{pod} headroom")  # noqa: B023 - called within the iteration
     wait_until(lambda: server.value("sloscope_pod_sleeping", pool="pool-a", pod="vllm-asleep") == 1.0, what="asleep")
     assert server.value("sloscope_pod_sleeping", pool="pool-a", pod="vllm-awake") == 0.0
     assert server.value("sloscope_pod_requests_waiting", pool="pool-a", pod="tgi-0") == 5.0  # TGI, by its label
     # vllm-awake and tgi-0 (KV sent as 0) have room; the sleeping pod is neither a pod with headroom nor a pod
     assert server.total("sloscope_pod_headroom_seconds", pod="vllm-asleep") == 0
     assert server.value("sloscope_pool_pods", pool="pool-a") == 2.0
-    assert server.value("sloscope_pool_pods_with_headroom", pool="pool-a", slo_class="interactive") == 2.0
+    pods_with_headroom = {"pool": "pool-a", "slo_class": "interactive"}
+    wait_until(lambda: server.value("sloscope_pool_pods_with_headroom", **pods_with_headroom) == 2.0, what="pool count")
     # the engine histograms of the real page, republished once each pod was scraped twice: no new request yet
     ttft = {"pool": "pool-a", "model": LLAMA, "protocol": "vllm", "signal": "ttft"}
     key = ("sloscope_engine_latency_seconds_count", frozenset(ttft.items()))

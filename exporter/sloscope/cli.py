@@ -24,7 +24,8 @@ def _parser() -> argparse.ArgumentParser:
         "serve",
         help="run the exporter: OTLP receivers, trace join, SLO series on /metrics",
         description="Run the exporter until SIGTERM or SIGINT, then drain, flush and exit 0 "
-        "(1 when the pipeline could not drain in time).",
+        "(1 when the pipeline could not drain in time, 2 on a configuration error, 3 when accepted records "
+        "could not be written by the record store or the OTLP export; docs/operations.md).",
     )
     serve.add_argument("--config", type=Path, help="runtime settings YAML (default: built-in settings)")
     serve.add_argument("--slo-spec", type=Path, help="SLO spec YAML (default: the settings' slo_spec, else built-in)")
@@ -284,5 +285,4 @@ def _serve(config: Path | None, spec: Path | None) -> int:
     # httpx logs every scrape and prediction call at INFO; sloscope counts them in its own series instead.
     logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLevelName(loaded.settings.log_level)))
     _tune_gc()
-    drained = asyncio.run(Service(loaded.settings, loaded.spec).run_until_signal())
-    return 0 if drained else 1
+    return asyncio.run(Service(loaded.settings, loaded.spec).run_until_signal())

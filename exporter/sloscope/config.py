@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from sloscope.receivers.protocols import ALIASES, MetricSpec
+from sloscope.store.replica import REPLICA_ID_PATTERN
 
 _CAPPED_LABELS = {"model": 50, "pool": 50, "slo_class": 20, "pod": 2000}
 
@@ -542,6 +543,23 @@ class Store(_Section):
     max_bytes: int = Field(
         default=10 * 1024**3, gt=0, description="Total size kept; the oldest files go first beyond it."
     )
+    replica_id: str | None = Field(
+        default=None,
+        pattern=REPLICA_ID_PATTERN,
+        description="Names this replica's folder for files being written and appears in its file names, so "
+        "replicas sharing the directory never touch each other's files in flight; the pod name (POD_NAME, "
+        "else HOSTNAME) when unset.",
+    )
+    retry_interval_seconds: float = Field(
+        default=5.0,
+        gt=0,
+        description="After a failed write (disk full, read-only), how soon the held records are written again.",
+    )
+    failure_grace_seconds: float = Field(
+        default=0.0,
+        ge=0,
+        description="How long writes may keep failing before /readyz reports the store not ready.",
+    )
 
 
 class Export(_Section):
@@ -571,6 +589,12 @@ class Export(_Section):
     )
     max_batch_size: int = Field(default=512, ge=1, description="Spans per export request.")
     schedule_delay_seconds: float = Field(default=2.0, gt=0, description="Longest wait before a batch is sent.")
+    failure_grace_seconds: float = Field(
+        default=60.0,
+        ge=0,
+        description="How long exports may keep failing (every export since the first failure) before /readyz "
+        "reports the export not ready.",
+    )
 
 
 class Settings(BaseSettings):

@@ -255,9 +255,10 @@ def test_refused_exports_count_failed_per_span() -> None:
     sink.start()
     for _ in range(3):
         sink.emit(violating_record())
-    assert sink.shutdown(10)
+    assert not sink.shutdown(10)  # the flush at shutdown failed: accepted spans were not sent
     assert sum(failing.batches) == 3
     assert counts(registry) == {"written": 0, "filtered": 0, "dropped": 0, "failed": 3}
+    assert sink.unwritten == 3
 
 
 def test_the_series_exist_at_zero_and_emit_before_start_or_after_shutdown_is_a_drop() -> None:
@@ -294,8 +295,11 @@ def test_a_full_queue_drops_exactly_what_did_not_fit_while_the_endpoint_is_down(
     assert queued(registry) == 2
     assert counts(registry) == {"written": 0, "filtered": 0, "dropped": 3, "failed": 0}
 
-    assert sink.shutdown(30)  # the failing export ends well within the deadline: everything is accounted for
+    # The failing export ends well within the deadline: everything is accounted for, and the two accepted
+    # spans it failed are reported unwritten.
+    assert not sink.shutdown(30)
     assert counts(registry) == {"written": 0, "filtered": 0, "dropped": 3, "failed": 2}
+    assert sink.unwritten == 2
     assert queued(registry) == 0
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import re
 import time
 from datetime import UTC, datetime, timedelta
@@ -18,18 +19,28 @@ from prometheus_client import CollectorRegistry
 
 from sloscope.config import Store
 from sloscope.publishers.record_store import RecordStore
-from sloscope.publishers.sinks import SinkMetrics
+from sloscope.publishers.sinks import FailureWindow, SinkMetrics
 from sloscope.records import PodStateAtArrival
-from sloscope.store.files import INCOMING, clean_incoming, enforce_retention, list_files, write_atomic
+from sloscope.store.files import (
+    ABANDONED_SECONDS,
+    INCOMING,
+    clean_incoming,
+    enforce_retention,
+    list_files,
+    write_atomic,
+)
 from sloscope.store.read import StoreError, read_records
+from sloscope.store.replica import replica_id
 from sloscope.store.schema import COLUMNS, METADATA_KEY, SCHEMA, to_table
 from tests.support.records import BASE_NS, HOUR_NS, record
 
 HOUR = datetime(2026, 11, 30, 10, tzinfo=UTC)
+REPLICA = "sloscope-0"
 
 
 def _store(tmp_path: Path, **overrides: object) -> tuple[RecordStore, CollectorRegistry]:
     registry = CollectorRegistry()
+    overrides.setdefault("replica_id", REPLICA)
     settings = Store(enabled=True, directory=tmp_path / "records", **overrides)  # type: ignore[arg-type]
     return RecordStore(settings, SinkMetrics(registry), registry, clock=lambda: BASE_NS / 1e9 + 7200), registry
 
@@ -125,8 +136,8 @@ def test_the_schema_is_the_column_list_and_carries_its_version() -> None:
 def test_files_are_written_into_hourly_partitions_and_read_back_by_range(tmp_path: Path) -> None:
     first = [record(n) for n in range(3)]  # end 10:00:01 .. 10:00:03
     second = [record(n, end_ns=BASE_NS + HOUR_NS + n * 1_000_000_000) for n in range(10, 12)]  # 11:00:00, 11:00:01
-    write_atomic(tmp_path, HOUR, to_table(first), HOUR)
-    stored = write_atomic(tmp_path, HOUR + timedelta(hours=1), to_table(second), HOUR)
+    write_atomic(tmp_path, HOUR, to_table(first), HOUR, REPLICA)
+    stored = write_atomic(tmp_path, HOUR + timedelta(hours=1), to_table(second), HOUR, REPLICA)
 
     assert stored.path.parent == tmp_path / "date=2026-11-30" / "hour=11"
     assert [f.hour.hour for f in list_files(tmp_path)] == [10, 11]
@@ -143,9 +154,9 @@ def test_files_are_written_into_hourly_partitions_and_read_back_by_range(tmp_pat
 
 
 def test_pandas_and_duckdb_read_the_store_as_one_table(tmp_path: Path) -> None:
-    write_atomic(tmp_path, HOUR, to_table([record(n) for n in range(4)]), HOUR)
-    write_atomic(tmp_path, HOUR, to_table([record(n, slo_ttft_ms=100.0) for n in range(4, 6)]), HOUR)
-    (tmp_path / INCOMING / "half-written.parquet.tmp").write_bytes(b"PAR1 not a whole file")
+    write_atomic(tmp_path, HOUR, to_table([record(n) for n in range(4)]), HOUR, REPLICA)
+    write_atomic(tmp_path, HOUR, to_table([record(n, slo_ttft_ms=100.0) for n in range(4, 6)]), HOUR, REPLICA)
+    (tmp_path / INCOMING / REPLICA / "half-written.parquet.tmp").write_bytes(b"PAR1 not a whole file")
 
     frame = pd.read_parquet(tmp_path)
     assert len(frame) == 6 and int((frame["ttft_met"] == False).sum()) == 2  # noqa: E712
@@ -155,11 +166,11 @@ def test_pandas_and_duckdb_read_the_store_as_one_table(tmp_path: Path) -> None:
 
 
 def test_a_crash_leftover_is_deleted_and_never_read(tmp_path: Path) -> None:
-    write_atomic(tmp_path, HOUR, to_table([record(1)]), HOUR)
-    (tmp_path / INCOMING / "abc.parquet.tmp").write_bytes(b"partial")
+    write_atomic(tmp_path, HOUR, to_table([record(1)]), HOUR, REPLICA)
+    (tmp_path / INCOMING / REPLICA / "abc.parquet.tmp").write_bytes(b"partial")
     assert read_records(tmp_path, HOUR, HOUR + timedelta(hours=1)).num_rows == 1
-    assert clean_incoming(tmp_path) == 1
-    assert list((tmp_path / INCOMING).iterdir()) == []
+    assert clean_incoming(tmp_path, REPLICA) == 1
+    assert list((tmp_path / INCOMING / REPLICA).iterdir()) == []
 
 
 def test_files_of_a_newer_schema_are_refused_with_a_clear_error(tmp_path: Path) -> None:
@@ -181,7 +192,7 @@ def test_retention_deletes_whole_old_hours_then_the_oldest_files_beyond_the_size
     table = to_table([record(1)])
     sizes = []
     for hours_back in (50, 30, 3, 2, 1):
-        sizes.append(write_atomic(tmp_path, HOUR - timedelta(hours=hours_back), table, HOUR).size)
+        sizes.append(write_atomic(tmp_path, HOUR - timedelta(hours=hours_back), table, HOUR, REPLICA).size)
     # 24 h limit: the hours starting 50 h and 30 h back are gone; 3 h, 2 h, 1 h back stay.
     result = enforce_retention(tmp_path, 24 * 3600, max_bytes=10**9, now=HOUR)
     assert (result.by_age, result.by_size, result.files) == (2, 0, 3)
@@ -193,7 +204,7 @@ def test_retention_deletes_whole_old_hours_then_the_oldest_files_beyond_the_size
 
 
 def test_an_hour_is_kept_until_all_of_it_is_past_the_limit(tmp_path: Path) -> None:
-    write_atomic(tmp_path, HOUR, to_table([record(1)]), HOUR)
+    write_atomic(tmp_path, HOUR, to_table([record(1)]), HOUR, REPLICA)
     just_inside = HOUR + timedelta(hours=2)  # the hour ended 1 h ago: kept with a 1 h limit
     assert enforce_retention(tmp_path, 3600, 10**9, just_inside).by_age == 0
     assert enforce_retention(tmp_path, 3600, 10**9, just_inside + timedelta(seconds=1)).by_age == 1
@@ -271,29 +282,138 @@ def test_a_record_arrow_refuses_loses_only_itself(tmp_path: Path) -> None:
     assert (_records_total(registry, "failed"), _records_total(registry, "written")) == (1, 3)
     table = read_records(tmp_path / "records", HOUR, HOUR + timedelta(hours=1))
     assert sorted(table.column("request_id").to_pylist()) == ["req-2", "req-3", "req-4"]
-    assert list((tmp_path / "records" / INCOMING).iterdir()) == []
+    assert list((tmp_path / "records" / INCOMING / REPLICA).iterdir()) == []
 
 
-def test_a_failed_write_counts_its_records_failed(tmp_path: Path) -> None:
+def _block_writes(tmp_path: Path) -> Path:
+    """A file where this replica's folder for files being written should be: every write fails (ENOTDIR)."""
+    blocker = tmp_path / "records" / INCOMING / REPLICA
+    blocker.parent.mkdir(parents=True, exist_ok=True)
+    blocker.write_text("a file where the folder should be")
+    return blocker
+
+
+def test_a_refused_write_keeps_its_records_until_the_store_can_write_again(tmp_path: Path) -> None:
+    store, registry = _store(tmp_path)
+    blocker = _block_writes(tmp_path)
+    for n in range(3):
+        store.emit(record(n))
+    assert store.flush() == 0
+    assert store.queued() == 3 and _records_total(registry, "failed") == 0
+    assert re.fullmatch(rf"cannot write {blocker}/[0-9a-f]{{8}}\.parquet\.tmp: Not a directory", store.problem() or "")
+    store.emit(record(3))  # the newer record waits behind the held ones
+    blocker.unlink()
+    assert store.flush() == 4 and store.problem() is None
+    assert store.shutdown(1.0) and store.unwritten == 0
+    assert (_records_total(registry, "written"), _records_total(registry, "failed")) == (4, 0)
+
+
+def test_the_store_is_reported_only_after_failing_for_its_grace(tmp_path: Path) -> None:
+    now = [100.0]
+    store, _ = _store(tmp_path, failure_grace_seconds=30.0)
+    store._fault = FailureWindow("store", 30.0, clock=lambda: now[0])
+    _block_writes(tmp_path)
+    store.emit(record(1))
+    store.flush()
+    now[0] += 29.0
+    assert store.problem() is None
+    store.flush()  # failing again does not restart the window
+    now[0] += 1.0
+    assert (store.problem() or "").endswith(": Not a directory")
+
+
+def test_while_writes_fail_the_bound_holds_and_drops_are_counted_and_logged_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store, registry = _store(tmp_path, max_buffered_records=3)
+    _block_writes(tmp_path)
+    for n in range(2):
+        store.emit(record(n))
+    store.flush()
+    for n in range(2, 6):
+        store.emit(record(n))
+    assert store.queued() == 3
+    assert _records_total(registry, "dropped") == 3
+    drops = [r.getMessage() for r in caplog.records if "dropped" in r.getMessage()]
+    assert len(drops) == 1 and "3 record(s) held" in drops[0] and "Not a directory" in drops[0]
+
+
+def test_records_still_unwritable_at_shutdown_are_counted_and_reported(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     store, registry = _store(tmp_path)
     store.start()
+    _block_writes(tmp_path)
+    for n in range(5):
+        store.emit(record(n))
+    assert not store.shutdown(5.0)
+    assert store.unwritten == 5
+    assert (_records_total(registry, "failed"), _records_total(registry, "written")) == (5, 0)
+    assert "5 accepted record(s) not written at shutdown: cannot write" in caplog.text
+
+
+def test_a_store_that_cannot_be_created_starts_not_ready(tmp_path: Path) -> None:
+    (tmp_path / "records").write_text("a file where the store should be")
+    store, _ = _store(tmp_path)
+    store.start()
     try:
-        store.emit(record(1))
-        (tmp_path / "records" / INCOMING).write_text("a file where the folder should be")
-        assert store.flush() == 0
+        assert store.problem() == f"cannot write {tmp_path / 'records'}: File exists"
     finally:
-        store.shutdown(5.0)
-    assert (_records_total(registry, "failed"), _records_total(registry, "written")) == (1, 0)
+        store.shutdown(1.0)
 
 
 def test_start_deletes_what_a_crash_left_half_written(tmp_path: Path) -> None:
-    incoming = tmp_path / "records" / INCOMING
+    incoming = tmp_path / "records" / INCOMING / REPLICA
     incoming.mkdir(parents=True)
     (incoming / "dead.parquet.tmp").write_bytes(b"PAR1")
     store, _ = _store(tmp_path)
     store.start()
     store.shutdown(1.0)
     assert list(incoming.iterdir()) == []
+
+
+def test_a_start_leaves_the_files_other_replicas_are_writing(tmp_path: Path) -> None:
+    incoming = tmp_path / INCOMING
+    now = time.time()
+    (incoming / REPLICA).mkdir(parents=True)
+    (incoming / REPLICA / "mine.parquet.tmp").write_bytes(b"PAR1")
+    (incoming / "sloscope-1").mkdir()
+    (incoming / "sloscope-1" / "theirs.parquet.tmp").write_bytes(b"PAR1")  # being written right now
+    (incoming / "gone-pod").mkdir()
+    (incoming / "gone-pod" / "dead.parquet.tmp").write_bytes(b"PAR1")
+    (incoming / "old-layout.parquet.tmp").write_bytes(b"PAR1")  # a version without replica folders
+    for stale in (incoming / "gone-pod" / "dead.parquet.tmp", incoming / "old-layout.parquet.tmp"):
+        os.utime(stale, (now - ABANDONED_SECONDS - 1, now - ABANDONED_SECONDS - 1))
+    assert clean_incoming(tmp_path, REPLICA, now) == 3
+    assert sorted(p.relative_to(incoming).as_posix() for p in incoming.rglob("*")) == [
+        REPLICA,
+        "sloscope-1",
+        "sloscope-1/theirs.parquet.tmp",
+    ]
+
+
+def test_replicas_name_their_files_and_never_share_a_name(tmp_path: Path) -> None:
+    table = to_table([record(1)])
+    mine = write_atomic(tmp_path, HOUR, table, HOUR, "sloscope-0")
+    theirs = write_atomic(tmp_path, HOUR, table, HOUR, "sloscope-1")
+    assert mine.path.name.startswith("part-20261130T100000Z-sloscope-0-")
+    assert theirs.path.name.startswith("part-20261130T100000Z-sloscope-1-")
+    assert read_records(tmp_path, HOUR, HOUR + timedelta(hours=1)).num_rows == 2
+
+
+@pytest.mark.parametrize(
+    ("configured", "environ", "expected"),
+    [
+        pytest.param("r-7", {"POD_NAME": "sloscope-0"}, "r-7", id="the setting wins"),
+        pytest.param(None, {"POD_NAME": "sloscope-6d9f-abcde", "HOSTNAME": "h"}, "sloscope-6d9f-abcde", id="pod name"),
+        pytest.param(None, {"HOSTNAME": "sloscope-1"}, "sloscope-1", id="Kubernetes sets HOSTNAME to the pod name"),
+        pytest.param(None, {"HOSTNAME": "box one/two"}, "box-one-two", id="unsafe characters become dashes"),
+    ],
+)
+def test_the_replica_id_comes_from_the_setting_then_the_pod_name(
+    configured: str | None, environ: dict[str, str], expected: str
+) -> None:
+    assert replica_id(configured, environ) == expected
 
 
 def test_every_column_has_an_arrow_type_pandas_understands() -> None:
@@ -337,7 +457,7 @@ def test_the_documented_queries_run_as_written_on_a_store_of_known_rows(
         _predicted(6, "pool-b", "mean", 0.25, end_ns),
     ]
     hour = datetime.fromtimestamp(end_ns // HOUR_NS * HOUR_NS / 1e9, UTC)
-    write_atomic(tmp_path, hour, to_table(rows), hour)
+    write_atomic(tmp_path, hour, to_table(rows), hour, REPLICA)
     here = lambda block: block.replace("/var/lib/sloscope/records", str(tmp_path))  # noqa: E731
 
     (snippet,) = _docs_blocks("python")

@@ -22,6 +22,10 @@ is counted ``written`` or ``failed``. The invariant, once shut down:
 accepted = written + failed + dropped-at-shutdown, and emitted = accepted + filtered + dropped.
 Counting the in-flight batch against the bound keeps the memory bound honest while an endpoint is
 down and makes the drop count independent of thread timing.
+
+Readiness: once every export since a failed one has failed for ``export.failure_grace_seconds``,
+:meth:`OTLPExport.problem` gives the reason (``/readyz``); a successful export ends it. Spans
+accepted and then failed or dropped after shutdown began are :attr:`OTLPExport.unwritten`.
 """
 
 from __future__ import annotations
@@ -52,8 +56,9 @@ from sloscope.publishers.evaluation_span import (
     status_description,
     violated_slos,
 )
-from sloscope.publishers.sinks import SinkMetrics
+from sloscope.publishers.sinks import FailureWindow, SinkMetrics
 from sloscope.records import RequestRecord
+from sloscope.redaction import redact_url
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -132,6 +137,8 @@ class OTLPExport:
         self._closed = False
         self._abandoned = False
         self._count = metrics.sink(c.SINK_OTLP, lambda: self._in_flight)
+        self._fault = FailureWindow(self.name, settings.failure_grace_seconds)
+        self._unwritten = 0  # accepted, then failed or dropped once shutdown began
         self._provider: TracerProvider | None = None
         self._exporter: _CountingExporter | None = None
         self._tracer: trace.Tracer | None = None
@@ -274,7 +281,21 @@ class OTLPExport:
             self._in_flight = max(self._in_flight - n, 0)
             if exporting:
                 self._exporting = max(self._exporting - n, 0)
+            if self._closed and result != c.RECORD_WRITTEN:
+                self._unwritten += n
         self._count(result, n)
+        if exporting and result == c.RECORD_WRITTEN:
+            self._fault.succeeded()
+        elif exporting and result == c.RECORD_FAILED and not self._abandoned:
+            endpoint = redact_url(self.settings.endpoint)
+            self._fault.failed(f"exports to {endpoint} fail (the last one: {n} span(s), after its retries)")
+
+    def problem(self) -> str | None:
+        return self._fault.problem()
+
+    @property
+    def unwritten(self) -> int:
+        return self._unwritten
 
     # ---- shutdown -----------------------------------------------------------------------------
 
@@ -308,7 +329,7 @@ class OTLPExport:
             done.join(5.0)
             if builder is not None:
                 builder.join(5.0)
-        return self._count_stranded() == 0 and flushed
+        return self._count_stranded() == 0 and flushed and self._unwritten == 0
 
     def _count_stranded(self) -> int:
         """Counts ``dropped`` the spans the processor will never export, and returns how many there were.
@@ -319,6 +340,7 @@ class OTLPExport:
         with self._lock:
             stranded = max(self._in_flight - self._exporting, 0)
             self._in_flight -= stranded
+            self._unwritten += stranded
         if stranded:
             log.warning("OTLP export: %d evaluation spans left unsent by the SDK's batch processor", stranded)
             self._count(c.RECORD_DROPPED, stranded)

@@ -9,6 +9,14 @@ the event loop, so a slow disk costs memory up to the bound, never SLO series.
 Crash safety: a SIGKILL loses what was still in memory, and at most leaves a temporary file that
 the next start deletes; every file in a partition is complete. SIGTERM flushes everything
 accepted before the process exits (:meth:`RecordStore.shutdown`).
+
+A write the filesystem refuses (disk full, read-only, permission denied: any :class:`OSError`)
+loses nothing: its records go back to the front of the buffer and are written again every
+``store.retry_interval_seconds``, and once writes have failed for ``store.failure_grace_seconds``
+:meth:`RecordStore.problem` gives the reason, which ``/readyz`` reports. The buffer's bound still
+holds while they wait: a record beyond it is dropped, counted, and the first drop of a run is
+logged with the reason. What is still held when shutdown ends is logged, counted ``failed`` and
+reported in :attr:`RecordStore.unwritten`.
 """
 
 from __future__ import annotations
@@ -25,9 +33,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from sloscope import conventions as c
 from sloscope.config import Store
-from sloscope.publishers.sinks import SinkMetrics
+from sloscope.publishers.sinks import FailureWindow, SinkMetrics
 from sloscope.records import RequestRecord
 from sloscope.store.files import clean_incoming, enforce_retention, write_atomic
+from sloscope.store.replica import replica_id
 from sloscope.store.schema import to_table
 
 __all__ = ["RecordStore"]
@@ -48,7 +57,12 @@ class RecordStore:
         self._settings = settings
         self._root = settings.directory
         self._clock = clock
+        self.replica = replica_id(settings.replica_id)
         self._buffer: deque[RequestRecord] = deque()
+        self._writing = 0  # taken from the buffer by the write under way; they count against its bound
+        self._dropping = False  # the current run of drops at the bound has been logged
+        self._fault = FailureWindow(self.name, settings.failure_grace_seconds)
+        self._unwritten = 0
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stopping = threading.Event()
@@ -62,60 +76,107 @@ class RecordStore:
         self._deleted = {reason: deleted.labels(reason) for reason in (c.DELETED_AGE, c.DELETED_SIZE)}
 
     def queued(self) -> int:
-        return len(self._buffer)
+        return len(self._buffer) + self._writing
 
     def start(self) -> None:
-        """Creates the store, deletes what a crash left half-written, applies retention, starts writing."""
+        """Creates the store, deletes what a crash left half-written, applies retention, starts writing.
+
+        A store that cannot be created or cleaned does not stop the service: it starts not ready
+        (with the reason) and the writer keeps trying.
+        """
         if self._thread is not None:
             return
-        self._root.mkdir(parents=True, exist_ok=True)
-        leftovers = clean_incoming(self._root)
-        if leftovers:
-            log.warning("record store: deleted %d incomplete file(s) left by an earlier crash", leftovers)
-        self._retain()
+        try:
+            self._root.mkdir(parents=True, exist_ok=True)
+            leftovers = clean_incoming(self._root, self.replica)
+        except OSError as exc:
+            self._fault.failed(_reason(exc, self._root))
+        else:
+            if leftovers:
+                log.warning("record store: deleted %d incomplete file(s) left by an earlier crash", leftovers)
+            self._retain()
+        log.info("record store at %s, replica %s", self._root, self.replica)
         self._thread = threading.Thread(target=self._run, name="sloscope-record-store", daemon=True)
         self._thread.start()
 
     def emit(self, record: RequestRecord) -> None:
-        ready = False
+        ready = first_drop = False
         with self._lock:
-            full = len(self._buffer) >= self._settings.max_buffered_records
-            if not full:
+            held = len(self._buffer) + self._writing
+            full = held >= self._settings.max_buffered_records
+            if full:
+                first_drop, self._dropping = not self._dropping, True
+            else:
+                self._dropping = False
                 self._buffer.append(record)
-                ready = len(self._buffer) >= self._settings.max_rows_per_file
+                # While writes fail the retry timer paces the attempts, not every arriving record.
+                ready = len(self._buffer) >= self._settings.max_rows_per_file and not self._fault.failing
         if full:
             self._count(c.RECORD_DROPPED, 1)
+            if first_drop:
+                why = f" while writes fail ({self._fault.reason})" if self._fault.failing else ""
+                log.error(
+                    "record store: %d record(s) held (store.max_buffered_records)%s; new records are dropped and "
+                    "counted until they are written",
+                    held,
+                    why,
+                )
         elif ready:
             self._wake.set()
 
     def _run(self) -> None:
         interval = self._settings.flush_interval_seconds
+        retry = min(interval, self._settings.retry_interval_seconds)
         while not self._stopping.is_set():
-            self._wake.wait(interval)
+            self._wake.wait(retry if self._fault.failing else interval)
             self._wake.clear()
             self.flush()
         self.flush()  # everything accepted before shutdown
 
     def flush(self) -> int:
-        """Writes every waiting record; returns how many were written. Called by the store's thread."""
+        """Writes every waiting record; returns how many were written. Called by the store's thread.
+
+        When the filesystem refuses a write, that file's records and every later one go back to the
+        front of the buffer, in order, for the next attempt.
+        """
         with self._lock:
             records, self._buffer = list(self._buffer), deque()
-        if not records:
-            return 0
-        written = 0
-        for hour, rows in _by_hour(records, self._clock()).items():
-            for chunk in _chunks(rows, self._settings.max_rows_per_file):
-                written += self._write(hour, chunk)
-        self._retain()
-        return written
+            self._writing = len(records)
+        held_back: list[RequestRecord] = []
+        try:
+            if not records:
+                return 0
+            chunks = [
+                (hour, chunk)
+                for hour, rows in _by_hour(records, self._clock()).items()
+                for chunk in _chunks(rows, self._settings.max_rows_per_file)
+            ]
+            written = 0
+            for n, (hour, chunk) in enumerate(chunks):
+                try:
+                    written += self._write(hour, chunk)
+                except OSError as exc:
+                    self._fault.failed(_reason(exc, self._root))
+                    held_back = [row for _, rest in chunks[n:] for row in rest]
+                    return written
+            self._fault.succeeded()
+            self._retain()
+            return written
+        finally:
+            with self._lock:
+                self._buffer.extendleft(reversed(held_back))
+                self._writing = 0
 
     def _write(self, hour: datetime, rows: list[RequestRecord]) -> int:
+        """Writes one file; raises :class:`OSError` when the filesystem refuses it (the rows are kept)."""
         table = self._table(rows)
         count: int = table.num_rows
         if count == 0:
             return 0
         try:
-            write_atomic(self._root, hour, table, datetime.fromtimestamp(self._clock(), UTC))
+            write_atomic(self._root, hour, table, datetime.fromtimestamp(self._clock(), UTC), self.replica)
+        except OSError:
+            raise
         except Exception:
             log.exception("record store: writing %d record(s) of %s failed; they are lost", count, hour)
             self._count(c.RECORD_FAILED, count)
@@ -153,18 +214,37 @@ class RecordStore:
         self._files.set(result.files)
         self._bytes.set(result.bytes)
 
+    def problem(self) -> str | None:
+        return self._fault.problem()
+
+    @property
+    def unwritten(self) -> int:
+        return self._unwritten
+
     def shutdown(self, timeout: float) -> bool:
-        """Writes everything accepted, then stops; False when the deadline passed first."""
+        """Writes everything accepted, then stops; False when the deadline passed first or records stay unwritten."""
         self._stopping.set()
         self._wake.set()
         if self._thread is None:
             self.flush()
-            return True
-        self._thread.join(timeout)
-        if self._thread.is_alive():
-            log.error("record store: %d record(s) not written within the shutdown deadline", self.queued())
-            return False
-        return True
+        else:
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                self._unwritten = self.queued()
+                log.error("record store: %d record(s) not written within the shutdown deadline", self._unwritten)
+                return False
+        with self._lock:
+            left, self._buffer = len(self._buffer), deque()
+        if left:
+            self._unwritten = left
+            self._count(c.RECORD_FAILED, left)
+            log.error("record store: %d accepted record(s) not written at shutdown: %s", left, self._fault.reason)
+        return left == 0
+
+
+def _reason(exc: OSError, root: object) -> str:
+    """``cannot write <path>: <what the system said>``, the text /readyz and the log show."""
+    return f"cannot write {exc.filename or root}: {exc.strerror or exc}"
 
 
 def _by_hour(records: list[RequestRecord], now: float) -> dict[datetime, list[RequestRecord]]:

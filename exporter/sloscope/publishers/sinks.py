@@ -4,11 +4,16 @@ A sink has the shape of an OpenTelemetry SDK exporter behind its batch processor
 blocks (it appends to a bounded queue, or counts a drop), a thread of the sink's own writes or
 sends, and ``shutdown`` flushes what was accepted within a deadline. Records are emitted from the
 pipeline worker and from the event loop (after a shadow prediction), so ``emit`` is thread-safe.
+
+A sink also says whether it works (:meth:`RecordSink.problem`, the reason once its writes or
+exports have failed for longer than its grace; ``/readyz`` shows it) and, after shutdown, how many
+accepted records it could not write (:attr:`RecordSink.unwritten`; ``serve`` then exits non-zero).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
@@ -18,7 +23,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from sloscope import conventions as c
 from sloscope.records import RequestRecord
 
-__all__ = ["RecordSink", "RecordSinks", "SinkMetrics"]
+__all__ = ["FailureWindow", "RecordSink", "RecordSinks", "SinkMetrics"]
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +38,62 @@ class RecordSink(Protocol):
     def shutdown(self, timeout: float) -> bool:
         """Flush everything accepted and stop; False when the deadline ran out first."""
         ...
+
+    def problem(self) -> str | None:
+        """Why the sink is not working, once it has failed for longer than its grace; None while it works."""
+        ...
+
+    @property
+    def unwritten(self) -> int:
+        """Records accepted and not written (or sent) when shutdown ended; 0 before."""
+        ...
+
+
+class FailureWindow:
+    """Since when a sink's writes have kept failing, and the latest reason; thread-safe.
+
+    ``failed`` starts the window (and logs once), ``succeeded`` ends it (and logs the recovery);
+    :meth:`problem` gives the reason once the window is longer than the grace, so a single failed
+    attempt that the next one repairs does not take the replica out of its Service.
+    """
+
+    def __init__(self, sink: str, grace_seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self._sink = sink
+        self._grace = grace_seconds
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._since: float | None = None
+        self._reason = ""
+
+    def failed(self, reason: str) -> None:
+        with self._lock:
+            first = self._since is None
+            if first:
+                self._since = self._clock()
+            self._reason = reason
+        if first:
+            log.error("record sink %s failing: %s", self._sink, reason)
+
+    def succeeded(self) -> None:
+        with self._lock:
+            since, self._since = self._since, None
+        if since is not None:
+            log.warning("record sink %s works again after %.1fs of failures", self._sink, self._clock() - since)
+
+    @property
+    def failing(self) -> bool:
+        return self._since is not None
+
+    @property
+    def reason(self) -> str:
+        return self._reason
+
+    def problem(self) -> str | None:
+        with self._lock:
+            since, reason = self._since, self._reason
+        if since is None or self._clock() - since < self._grace:
+            return None
+        return reason
 
 
 class SinkMetrics:
@@ -73,6 +134,14 @@ class RecordSinks:
                 sink.emit(record)
             except Exception:
                 log.exception("record sink %s failed on trace %s", sink.name, record.request.trace_id)
+
+    def problems(self) -> dict[str, str]:
+        """The reason of every sink that has failed for longer than its grace, by sink name."""
+        return {sink.name: reason for sink in self.sinks if (reason := sink.problem()) is not None}
+
+    def unwritten(self) -> dict[str, int]:
+        """After shutdown: accepted records each sink could not write or send, for the sinks that lost any."""
+        return {sink.name: n for sink in self.sinks if (n := sink.unwritten)}
 
     def shutdown(self, timeout: float) -> bool:
         """Flushes every sink, sharing one deadline; True when all flushed in time."""

@@ -38,6 +38,8 @@ def create_metrics_app(
     is_ready: Callable[[], bool],
     is_drained: Callable[[], bool] = lambda: False,
     on_final_scrape: Callable[[], None] = lambda: None,
+    sinks: tuple[str, ...] = (),
+    sink_problems: Callable[[], dict[str, str]] = dict,
 ) -> Any:
     app = FastAPI(title="sloscope", version=__version__, docs_url=None, redoc_url=None, openapi_url=None)
     registry = pipeline.registry
@@ -59,11 +61,14 @@ def create_metrics_app(
     async def healthz() -> str:
         return "ok\n"
 
-    @app.get("/readyz", summary="Readiness: every listener is up and the pipeline worker runs")
+    @app.get("/readyz", summary="Readiness: listeners up, pipeline worker running, record sinks writing")
     async def readyz() -> JSONResponse:
         checks = {"listeners": bool(is_ready()), "pipeline": pipeline.running, "accepting": not pipeline.queue.closed}
+        reasons = sink_problems()  # one check per configured sink: false once it has failed beyond its grace
+        checks.update({sink: sink not in reasons for sink in sinks})
         ready = all(checks.values())
-        return JSONResponse({"ready": ready, "checks": checks}, status_code=200 if ready else 503)
+        body = {"ready": ready, "checks": checks, "reasons": reasons}
+        return JSONResponse(body, status_code=200 if ready else 503)
 
     instrument(app, tracer)
     return http_metrics.middleware(app)

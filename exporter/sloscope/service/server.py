@@ -91,6 +91,7 @@ class Service:
         self._skip_final_scrape = False
         self._final_scrape: asyncio.Event | None = None
         self.ports: BoundPorts | None = None
+        self.unwritten_records = 0  # accepted by the record sinks and not written when stop() ended
 
     async def start(self) -> BoundPorts:
         listeners = self.settings.listeners
@@ -105,6 +106,8 @@ class Service:
             is_ready=lambda: self._ready,
             is_drained=lambda: self._drained,
             on_final_scrape=self._final_scrape.set,
+            sinks=tuple(sink.name for sink in self.sinks.sinks),
+            sink_problems=self.sinks.problems,
         )
         metrics_port = await self._serve_http("metrics", metrics_app, listeners.host, listeners.metrics_port)
         try:
@@ -161,7 +164,12 @@ class Service:
             log.error("shutdown: the pipeline did not drain within shutdown_grace_seconds")
         await self.pools.stop(timeout=max(deadline - loop.time(), 0.1))
         flushed = await asyncio.to_thread(self.sinks.shutdown, max(deadline - loop.time(), 1.0))
-        if not flushed:
+        unwritten = self.sinks.unwritten()
+        self.unwritten_records = sum(unwritten.values())
+        if unwritten:
+            by_sink = ", ".join(f"{sink}: {n}" for sink, n in sorted(unwritten.items()))
+            log.error("shutdown: %d acknowledged record(s) were not written (%s)", self.unwritten_records, by_sink)
+        elif not flushed:
             log.error("shutdown: the record sinks did not flush within shutdown_grace_seconds")
         await self._await_final_scrape()
         await self._stop_http("metrics")
@@ -188,8 +196,8 @@ class Service:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
-    async def run_until_signal(self) -> bool:
-        """Serve until SIGTERM or SIGINT, then stop; True when everything accepted was flushed."""
+    async def run_until_signal(self) -> int:
+        """Serve until SIGTERM or SIGINT, then stop; returns the exit status (:func:`exit_status`)."""
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
 
@@ -207,7 +215,19 @@ class Service:
         log.info("sloscope shutting down: draining receivers and the pipeline")
         drained = await self.stop()
         log.info("sloscope stopped")
-        return drained
+        return exit_status(drained, self.unwritten_records)
+
+
+EXIT_OK = 0
+EXIT_NOT_DRAINED = 1  # the pipeline or a sink did not finish within shutdown_grace_seconds
+EXIT_UNWRITTEN = 3  # accepted records were not written by a record sink (store full or read-only, export down)
+
+
+def exit_status(drained: bool, unwritten_records: int) -> int:
+    """``serve``'s exit status after a stop; docs/operations.md lists them (2 is a configuration error)."""
+    if unwritten_records:
+        return EXIT_UNWRITTEN
+    return EXIT_OK if drained else EXIT_NOT_DRAINED
 
 
 def record_sinks(settings: Settings, registry: CollectorRegistry) -> RecordSinks:

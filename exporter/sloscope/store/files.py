@@ -2,22 +2,28 @@
 
 Layout (Hive-style partitions, which pandas, DuckDB and Spark read as columns)::
 
-    <root>/date=2026-11-30/hour=14/part-20261130T145901Z-3f9a1c2e.parquet
-    <root>/.incoming/<random>.parquet.tmp      a file being written (never read)
+    <root>/date=2026-11-30/hour=14/part-20261130T145901Z-<replica>-3f9a1c2e.parquet
+    <root>/.incoming/<replica>/<random>.parquet.tmp      a file being written (never read)
 
-A file is written under ``.incoming/``, flushed and fsynced, then renamed into its partition and
-the partition directory fsynced: a reader or a crash sees either the whole file or none of it.
-Readers skip ``.incoming`` (pyarrow ignores names starting with ``.``; its ``.tmp`` files do not
-match ``*.parquet`` either); a restart deletes what a crash left there.
+A file is written under ``.incoming/<replica>/``, flushed and fsynced, then renamed into its
+partition and the partition directory fsynced: a reader or a crash sees either the whole file or
+none of it. Readers skip ``.incoming`` (pyarrow ignores names starting with ``.``; its ``.tmp``
+files do not match ``*.parquet`` either); a restart deletes what a crash left in its own replica's
+folder (:mod:`sloscope.store.replica`), and another replica's leftovers only once they are too old
+to be in flight. Retention is store-wide (every replica applies the same limits to every complete
+file), and an emptied partition directory is removed only while it is empty, so a replica renaming
+a file into it at that moment keeps its file.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import re
-import shutil
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,9 +31,20 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-__all__ = ["INCOMING", "StoredFile", "clean_incoming", "enforce_retention", "list_files", "write_atomic"]
+__all__ = [
+    "ABANDONED_SECONDS",
+    "INCOMING",
+    "StoredFile",
+    "clean_incoming",
+    "enforce_retention",
+    "list_files",
+    "write_atomic",
+]
 
 INCOMING = ".incoming"
+# A temporary file untouched this long belongs to a replica that died while writing it (a write
+# takes seconds); another replica deletes it then, so the folders of gone pods do not pile up.
+ABANDONED_SECONDS = 3600.0
 _PARTITION = re.compile(r"^date=(\d{4}-\d{2}-\d{2})$"), re.compile(r"^hour=(\d{2})$")
 COMPRESSION = "zstd"
 
@@ -43,26 +60,45 @@ def partition_dir(root: Path, hour: datetime) -> Path:
     return root / f"date={hour:%Y-%m-%d}" / f"hour={hour:%H}"
 
 
-def write_atomic(root: Path, hour: datetime, table: pa.Table, now: datetime) -> StoredFile:
-    """Writes ``table`` as one Parquet file into ``hour``'s partition; whole or not at all."""
-    incoming = root / INCOMING
-    incoming.mkdir(parents=True, exist_ok=True)
+def write_atomic(root: Path, hour: datetime, table: pa.Table, now: datetime, replica: str) -> StoredFile:
+    """Writes ``table`` as one Parquet file into ``hour``'s partition; whole or not at all.
+
+    Raises :class:`OSError` (with the path in ``filename``) when the store cannot be written.
+    """
+    incoming = root / INCOMING / replica
     token = uuid.uuid4().hex[:8]
     temporary = incoming / f"{token}.parquet.tmp"
     try:
+        incoming.mkdir(parents=True, exist_ok=True)
         with temporary.open("wb") as file:
             pq.write_table(table, file, compression=COMPRESSION)
             file.flush()
             os.fsync(file.fileno())
         target_dir = partition_dir(root, hour)
-        target_dir.mkdir(parents=True, exist_ok=True)
-        target = target_dir / f"part-{now:%Y%m%dT%H%M%SZ}-{token}.parquet"
-        os.replace(temporary, target)
+        target = target_dir / f"part-{now:%Y%m%dT%H%M%SZ}-{replica}-{token}.parquet"
+        _rename_into(temporary, target)
         _fsync_dir(target_dir)
+    except OSError as exc:
+        temporary.unlink(missing_ok=True)
+        if exc.filename is None:  # Arrow's writer reports the errno without the file
+            raise OSError(exc.errno, exc.strerror or os.strerror(exc.errno or errno.EIO), str(temporary)) from exc
+        raise
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
     return StoredFile(hour, target, target.stat().st_size)
+
+
+def _rename_into(temporary: Path, target: Path) -> None:
+    """Renames into the partition, creating it again if another replica's retention removed it just now."""
+    for attempt in range(3):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.replace(temporary, target)
+            return
+        except FileNotFoundError:
+            if attempt == 2 or not temporary.exists():
+                raise
 
 
 def _fsync_dir(path: Path) -> None:
@@ -74,16 +110,48 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def clean_incoming(root: Path) -> int:
-    """Deletes files a crash left half-written; returns how many."""
+def clean_incoming(root: Path, replica: str, now: float | None = None) -> int:
+    """Deletes what a crash of this replica left half-written, and other replicas' abandoned files.
+
+    This replica's folder is emptied (nothing of it is in flight before it starts). Another
+    replica's temporary file, or one left at the top of ``.incoming/`` by a version without
+    per-replica folders, goes only once untouched for :data:`ABANDONED_SECONDS`: that replica may
+    be writing it right now. Returns how many files were deleted.
+    """
     incoming = root / INCOMING
     if not incoming.is_dir():
         return 0
+    stale_before = (time.time() if now is None else now) - ABANDONED_SECONDS
     removed = 0
-    for path in incoming.iterdir():
-        path.unlink(missing_ok=True)
-        removed += 1
+    for entry in incoming.iterdir():
+        if entry.name == replica and entry.is_dir():
+            for path in entry.iterdir():
+                path.unlink(missing_ok=True)
+                removed += 1
+        elif entry.is_dir():
+            removed += _remove_abandoned(entry.iterdir(), stale_before)
+            _rmdir_if_empty(entry)
+        else:
+            removed += _remove_abandoned([entry], stale_before)
     return removed
+
+
+def _remove_abandoned(paths: Iterable[Path], stale_before: float) -> int:
+    removed = 0
+    for path in paths:
+        try:
+            if path.stat().st_mtime < stale_before:
+                path.unlink()
+                removed += 1
+        except FileNotFoundError:  # renamed into its partition, or deleted, meanwhile
+            continue
+    return removed
+
+
+def _rmdir_if_empty(path: Path) -> None:
+    """Removes a directory only while it is empty: a file renamed into it meanwhile keeps it (and stays)."""
+    with contextlib.suppress(OSError):  # not empty, or gone already
+        path.rmdir()
 
 
 def list_files(root: Path) -> list[StoredFile]:
@@ -149,7 +217,7 @@ def enforce_retention(root: Path, max_age_seconds: float, max_bytes: int, now: d
 def _remove_empty_partitions(root: Path) -> None:
     for date_dir in root.glob("date=*"):
         for hour_dir in date_dir.glob("hour=*"):
-            if hour_dir.is_dir() and not any(hour_dir.iterdir()):
-                shutil.rmtree(hour_dir, ignore_errors=True)
-        if date_dir.is_dir() and not any(date_dir.iterdir()):
-            shutil.rmtree(date_dir, ignore_errors=True)
+            if hour_dir.is_dir():
+                _rmdir_if_empty(hour_dir)
+        if date_dir.is_dir():
+            _rmdir_if_empty(date_dir)

@@ -10,7 +10,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -88,7 +88,11 @@ def wait_until(predicate: Callable[[], bool], timeout: float = 20.0, what: str =
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
-def start_server(tmp_path: Path, settings: dict[str, Any]) -> Server:
+def start_server(
+    tmp_path: Path, settings: dict[str, Any], *, prefix: Sequence[str] = (), env: Mapping[str, str] | None = None
+) -> Server:
+    """``sloscope serve`` with ``settings``; ``prefix`` runs before the command (it must exec it), ``env`` adds
+    variables to the environment (which has no SLOSCOPE_ or OTEL_ variable of the test's own)."""
     base = {
         "listeners": {"host": "127.0.0.1", "otlp_grpc_port": 0, "otlp_http_port": 0, "metrics_port": 0},
         "final_scrape_wait_seconds": 0,
@@ -96,13 +100,13 @@ def start_server(tmp_path: Path, settings: dict[str, Any]) -> Server:
     merged = {**base, **settings, "listeners": {**base["listeners"], **settings.get("listeners", {})}}
     path = tmp_path / "settings.yaml"
     path.write_text(yaml.safe_dump(merged))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLOSCOPE_", "OTEL_"))}
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("SLOSCOPE_", "OTEL_"))} | dict(env or {})
     process = subprocess.Popen(
-        [sys.executable, "-m", "sloscope", "serve", "--config", str(path)],
+        [*prefix, sys.executable, "-m", "sloscope", "serve", "--config", str(path)],
         stderr=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         text=True,
-        env=env,
+        env=environ,
     )
     log: list[str] = []
     ports: list[int] = []
@@ -129,8 +133,8 @@ def start_server(tmp_path: Path, settings: dict[str, Any]) -> Server:
 def serve(tmp_path: Path) -> Iterator[Callable[..., Server]]:
     started: list[Server] = []
 
-    def factory(**settings: Any) -> Server:
-        server = start_server(tmp_path, settings)
+    def factory(*, prefix: Sequence[str] = (), env: Mapping[str, str] | None = None, **settings: Any) -> Server:
+        server = start_server(tmp_path, settings, prefix=prefix, env=env)
         started.append(server)
         return server
 

@@ -242,6 +242,28 @@ def test_persistence_claims_a_volume_and_recreates_on_rollout(render: Callable[.
     assert rendered.one("Deployment")["spec"]["strategy"] == {"type": "Recreate"}
 
 
+def test_replicas_share_a_read_write_many_claim_each_named_by_its_pod(render: Callable[..., Rendered]) -> None:
+    """Each replica's record store files carry its id, the pod name from the downward API (POD_NAME, read by
+    sloscope.store.replica), so replicas on one claim never delete each other's files in flight."""
+    rendered = render("shared-store-values.yaml", "--set-json", 'extraEnv=[{"name":"TZ","value":"UTC"}]')
+    deployment = rendered.one("Deployment")
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["spec"]["strategy"]["type"] == "RollingUpdate"
+    claim = rendered.one("PersistentVolumeClaim")
+    assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
+    assert _volume(rendered, "data")["persistentVolumeClaim"] == {"claimName": claim["metadata"]["name"]}
+    assert rendered.container["env"] == [
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "TZ", "value": "UTC"},
+    ]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_every_pod_knows_its_name_for_the_record_store(render: Callable[..., Rendered], case: str) -> None:
+    env = render(case).container["env"]
+    assert {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}} in env, env
+
+
 def test_an_existing_claim_is_used_as_is(render: Callable[..., Rendered]) -> None:
     rendered = render("persistence-values.yaml", "--set", "persistence.existingClaim=store")
     assert not rendered.all("PersistentVolumeClaim")

@@ -240,8 +240,8 @@ def test_an_slo_spec_of_ones_own_goes_into_the_spec_configmap(render: Callable[.
         ),
         pytest.param(
             ["--set", "persistence.enabled=true", "--set", "replicaCount=2"],
-            "replicaCount 1 only",
-            id="one claim for several replicas",
+            "needs persistence.accessModes [ReadWriteMany]",
+            id="one ReadWriteOnce claim for several replicas",
         ),
         pytest.param(["--set", "config.slo_spec=/x.yaml"], "/config/slo_spec", id="slo_spec in config"),
         pytest.param(["--set", "config.listeners.metrics_port=9000"], "metrics_port", id="a listener port in config"),

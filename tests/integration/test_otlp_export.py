@@ -6,7 +6,10 @@ exactly. Each test uses trace ids of its own, so one Jaeger serves the whole ses
 
 from __future__ import annotations
 
+import json
 import secrets
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from typing import Any
 
@@ -34,7 +37,7 @@ from tests.support.evaluation_records import (
     met_record,
     violating_record,
 )
-from tests.support.jaeger import Jaeger, StoredSpan
+from tests.support.jaeger import Jaeger, StoredSpan, free_ports
 
 from .conftest import Server, wait_until
 
@@ -288,3 +291,39 @@ def test_serve_exports_the_verdict_under_the_vllm_span_in_jaeger(serve: Callable
     r2_spans = jaeger.trace(format(r2[1].context.trace_id, "032x"))  # stored with R1's originals, in one request
     assert sorted(span.name for span in r2_spans) == ["gateway.request", "llm_request"]  # no evaluation: filtered
     assert server.stop() == 0
+
+
+def test_serve_reports_an_export_failing_beyond_its_grace_on_readyz(serve: Callable[..., Server]) -> None:
+    """Export to a port nobody listens on, no grace: /readyz answers 503 with the OTLP check false and the reason."""
+    (port,) = free_ports(1)
+    server = serve(
+        join={"window_seconds": 0.2, "trace_ttl_seconds": 5.0},
+        export={
+            "enabled": True,
+            "endpoint": f"127.0.0.1:{port}",
+            "timeout_seconds": 0.5,
+            "schedule_delay_seconds": 0.1,
+            "failure_grace_seconds": 0,
+        },
+    )
+    memory = InMemorySpanExporter()
+    epp = _provider({"service.name": "epp"}, memory).get_tracer("gateway-api-inference-extension")
+    vllm = _provider({"service.name": "vllm", "k8s.pod.name": "vllm-0"}, memory).get_tracer("vllm.llm_engine")
+    spans = _request(
+        epp,
+        vllm,
+        gateway_attributes(slo_ttft_ms="200", model="llama", request_id="r1"),
+        vllm_attributes(ttft=0.25, e2e=0.75, completion_tokens=11, model="llama", request_id="r1"),
+        0,
+    )
+    assert GrpcExporter(endpoint=server.otlp_grpc, insecure=True).export(spans) == SpanExportResult.SUCCESS
+    wait_until(lambda: server.value("sloscope_records_total", sink="otlp", result="failed") == 1, what="failed export")
+    try:
+        urllib.request.urlopen(server.url("/readyz"), timeout=10)
+        raise AssertionError("/readyz answered 200 with the export failing")
+    except urllib.error.HTTPError as refused:
+        assert refused.code == 503
+        body = json.loads(refused.read())
+    assert body["checks"] == {"listeners": True, "pipeline": True, "accepting": True, "otlp": False}
+    assert body["reasons"] == {"otlp": f"exports to 127.0.0.1:{port} fail (the last one: 1 span(s), after its retries)"}
+    assert server.stop() == 0  # the failed span was lost while running (counted failed), not at shutdown

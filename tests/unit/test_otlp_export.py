@@ -8,6 +8,8 @@ tests/integration/test_otlp_export.py sends the same spans to a real Jaeger.
 from __future__ import annotations
 
 import re
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -259,6 +261,53 @@ def test_refused_exports_count_failed_per_span() -> None:
     assert sum(failing.batches) == 3
     assert counts(registry) == {"written": 0, "filtered": 0, "dropped": 0, "failed": 3}
     assert sink.unwritten == 3
+
+
+class SwitchableExporter(FailingExporter):
+    """Refuses batches while ``failing``, then accepts them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failing = True
+
+    def export(self, spans: Any) -> SpanExportResult:
+        super().export(spans)
+        return SpanExportResult.FAILURE if self.failing else SpanExportResult.SUCCESS
+
+
+def _until(predicate: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 20
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize(
+    ("grace", "reported"),
+    [pytest.param(0.0, True, id="no grace: the first failed export"), pytest.param(3600.0, False, id="within grace")],
+)
+def test_failing_exports_are_a_readiness_problem_after_the_grace_until_one_succeeds(
+    grace: float, reported: bool
+) -> None:
+    registry, exporter = CollectorRegistry(), SwitchableExporter()
+    endpoint = "http://user:secret@collector:4317"
+    sink = MemoryExport(
+        settings(endpoint=endpoint, failure_grace_seconds=grace, schedule_delay_seconds=0.01),
+        SinkMetrics(registry),
+        exporter,
+    )
+    sink.start()
+    try:
+        sink.emit(violating_record())
+        _until(lambda: counts(registry)["failed"] == 1, "the failed export")
+        expected = "exports to http://xxxxx@collector:4317 fail (the last one: 1 span(s), after its retries)"
+        assert sink.problem() == (expected if reported else None)
+        exporter.failing = False
+        sink.emit(violating_record())
+        _until(lambda: counts(registry)["written"] == 1, "the successful export")
+        assert sink.problem() is None
+    finally:
+        assert sink.shutdown(10) and sink.unwritten == 0
 
 
 def test_the_series_exist_at_zero_and_emit_before_start_or_after_shutdown_is_a_drop() -> None:

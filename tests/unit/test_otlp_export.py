@@ -310,6 +310,23 @@ def test_failing_exports_are_a_readiness_problem_after_the_grace_until_one_succe
         assert sink.shutdown(10) and sink.unwritten == 0
 
 
+def test_with_nothing_to_send_an_empty_export_finds_the_endpoint_back() -> None:
+    """A replica that is not ready receives no spans; an empty export tells when the endpoint answers again."""
+    registry, exporter = CollectorRegistry(), SwitchableExporter()
+    sink = MemoryExport(settings(failure_grace_seconds=0, schedule_delay_seconds=0.01), SinkMetrics(registry), exporter)
+    sink.probe_interval_seconds = 0.05
+    sink.start()
+    try:
+        sink.emit(violating_record())
+        _until(lambda: sink.problem() is not None, "the failed export")
+        exporter.failing = False
+        _until(lambda: sink.problem() is None, "a probe that succeeds")
+        assert exporter.batches[0] == 1 and 0 in exporter.batches[1:]
+        assert counts(registry) == {"written": 0, "filtered": 0, "dropped": 0, "failed": 1}
+    finally:
+        assert sink.shutdown(10)
+
+
 def test_the_series_exist_at_zero_and_emit_before_start_or_after_shutdown_is_a_drop() -> None:
     registry = CollectorRegistry()
     sink = MemoryExport(settings(), SinkMetrics(registry), InMemorySpanExporter())

@@ -352,14 +352,20 @@ def test_records_still_unwritable_at_shutdown_are_counted_and_reported(
     assert "5 accepted record(s) not written at shutdown: cannot write" in caplog.text
 
 
-def test_a_store_that_cannot_be_created_starts_not_ready(tmp_path: Path) -> None:
-    (tmp_path / "records").write_text("a file where the store should be")
-    store, _ = _store(tmp_path)
+def test_a_store_that_cannot_be_created_starts_not_ready_and_a_probe_finds_it_writable(tmp_path: Path) -> None:
+    """Not ready, a replica receives no records: with nothing to write, the store probes with a file of its own."""
+    blocker = tmp_path / "records"
+    blocker.write_text("a file where the store should be")
+    store, _ = _store(tmp_path, flush_interval_seconds=3600)
     store.start()
     try:
-        assert store.problem() == f"cannot write {tmp_path / 'records'}: File exists"
+        assert store.problem() == f"cannot write {blocker}: File exists"
+        assert store.flush() == 0 and store.problem() is not None  # the probe fails too
+        blocker.unlink()
+        assert store.flush() == 0 and store.problem() is None
+        assert list((blocker / INCOMING / REPLICA).iterdir()) == []  # the probe's file is gone
     finally:
-        store.shutdown(1.0)
+        assert store.shutdown(5.0)
 
 
 def test_start_deletes_what_a_crash_left_half_written(tmp_path: Path) -> None:

@@ -107,6 +107,10 @@ class _CountingExporter(SpanExporter):
         self._owner._finished(c.RECORD_WRITTEN if written else c.RECORD_FAILED, len(spans))
         return result
 
+    def probe(self) -> SpanExportResult:
+        """An empty export straight to the endpoint, counted nowhere (it carries no record)."""
+        return self._inner.export([])
+
     def shutdown(self) -> None:
         with self._lock:  # called by the processor and, past the deadline, by OTLPExport itself
             if self._shut:
@@ -128,6 +132,9 @@ class OTLPExport:
     """
 
     name = c.SINK_OTLP
+    # While exports fail and nothing is left to send, an empty export this often tells when the endpoint is back
+    # (a replica that is not ready receives no spans, so no real export would).
+    probe_interval_seconds = 5.0
 
     def __init__(self, settings: Export, metrics: SinkMetrics) -> None:
         self.settings = settings
@@ -145,6 +152,7 @@ class OTLPExport:
         self._records: deque[RequestRecord] = deque()  # accepted, waiting for the builder thread
         self._wake = threading.Event()
         self._builder: threading.Thread | None = None
+        self._prober: threading.Thread | None = None
 
     # ---- construction -------------------------------------------------------------------------
 
@@ -233,8 +241,10 @@ class OTLPExport:
         """The builder thread: spans for the queued records, until shutdown has emptied the queue."""
         records = self._records
         while True:
-            self._wake.wait()
+            woken = self._wake.wait(self.probe_interval_seconds if self._fault.failing else None)
             self._wake.clear()
+            if not woken and not self._closed and not self._in_flight:
+                self._start_probe()
             while records:
                 record = records.popleft()
                 if self._abandoned:  # past the shutdown deadline: never built, never sent
@@ -289,6 +299,27 @@ class OTLPExport:
         elif exporting and result == c.RECORD_FAILED and not self._abandoned:
             endpoint = redact_url(self.settings.endpoint)
             self._fault.failed(f"exports to {endpoint} fail (the last one: {n} span(s), after its retries)")
+            self._wake.set()  # the builder's wait now times out to probe the endpoint
+
+    def _start_probe(self) -> None:
+        """Probes on a thread of its own, so neither building spans nor shutdown waits on a down endpoint."""
+        if self._prober is not None and self._prober.is_alive():
+            return
+        self._prober = threading.Thread(target=self._probe, name="sloscope-otlp-probe", daemon=True)
+        self._prober.start()
+
+    def _probe(self) -> None:
+        """An export of no spans; its result ends or continues the failure."""
+        exporter = self._exporter
+        if exporter is None:
+            return
+        try:
+            result = exporter.probe()
+        except Exception:  # an exporter bug: the failure goes on
+            log.debug("OTLP export: the probe export raised", exc_info=True)
+            return
+        if result is SpanExportResult.SUCCESS:
+            self._fault.succeeded()
 
     def problem(self) -> str | None:
         return self._fault.problem()

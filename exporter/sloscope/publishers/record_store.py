@@ -35,7 +35,7 @@ from sloscope import conventions as c
 from sloscope.config import Store
 from sloscope.publishers.sinks import FailureWindow, SinkMetrics
 from sloscope.records import RequestRecord
-from sloscope.store.files import clean_incoming, enforce_retention, write_atomic
+from sloscope.store.files import clean_incoming, enforce_retention, probe_writable, write_atomic
 from sloscope.store.replica import replica_id
 from sloscope.store.schema import to_table
 
@@ -145,6 +145,8 @@ class RecordStore:
         held_back: list[RequestRecord] = []
         try:
             if not records:
+                if self._fault.failing:  # nothing to write, yet readiness waits for a write that succeeds
+                    self._probe()
                 return 0
             chunks = [
                 (hour, chunk)
@@ -166,6 +168,14 @@ class RecordStore:
             with self._lock:
                 self._buffer.extendleft(reversed(held_back))
                 self._writing = 0
+
+    def _probe(self) -> None:
+        try:
+            probe_writable(self._root, self.replica)
+        except OSError as exc:
+            self._fault.failed(_reason(exc, self._root))
+        else:
+            self._fault.succeeded()
 
     def _write(self, hour: datetime, rows: list[RequestRecord]) -> int:
         """Writes one file; raises :class:`OSError` when the filesystem refuses it (the rows are kept)."""

@@ -38,6 +38,7 @@ __all__ = [
     "clean_incoming",
     "enforce_retention",
     "list_files",
+    "probe_writable",
     "write_atomic",
 ]
 
@@ -87,6 +88,23 @@ def write_atomic(root: Path, hour: datetime, table: pa.Table, now: datetime, rep
         temporary.unlink(missing_ok=True)
         raise
     return StoredFile(hour, target, target.stat().st_size)
+
+
+def probe_writable(root: Path, replica: str) -> None:
+    """Creates, fsyncs and deletes a one-byte file where this replica writes; raises :class:`OSError` if it cannot.
+
+    How a store that failed with nothing left to write learns that it can write again (and is ready).
+    """
+    incoming = root / INCOMING / replica
+    probe = incoming / f"probe-{uuid.uuid4().hex[:8]}.tmp"
+    try:
+        incoming.mkdir(parents=True, exist_ok=True)
+        with probe.open("wb") as file:
+            file.write(b"\0")
+            file.flush()
+            os.fsync(file.fileno())
+    finally:
+        probe.unlink(missing_ok=True)
 
 
 def _rename_into(temporary: Path, target: Path) -> None:

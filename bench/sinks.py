@@ -140,7 +140,7 @@ def main() -> None:
 
         def run_store() -> None:
             for start in range(0, len(queued), 10_000):
-                write_atomic(root, hour, to_table(queued[start : start + 10_000]), hour)
+                write_atomic(root, hour, to_table(queued[start : start + 10_000]), hour, "bench")
 
         def run_export() -> None:
             for record in queued:

@@ -54,7 +54,7 @@ def store(tmp_path: Path) -> Path:
     ]  # fmt: skip
     for hour in (HOUR, HOUR + timedelta(hours=1)):
         part = [r for r in rows if hour <= r["end_time"] < hour + timedelta(hours=1)]
-        write_atomic(root, hour, pa.Table.from_pylist(part, schema=SCHEMA), hour)
+        write_atomic(root, hour, pa.Table.from_pylist(part, schema=SCHEMA), hour, "sloscope-0")
     return root
 
 
@@ -270,7 +270,7 @@ def test_hostile_names_render_as_text_in_html_markdown_csv_and_charts(tmp_path: 
             model=HOSTILE_MODEL, pool=HOSTILE_POOL, slo_class="interactive")
         for m in range(60)
     ]  # fmt: skip
-    write_atomic(root, HOUR, pa.Table.from_pylist(rows, schema=SCHEMA), HOUR)
+    write_atomic(root, HOUR, pa.Table.from_pylist(rows, schema=SCHEMA), HOUR, "sloscope-0")
     out = tmp_path / "out" / "r.html"
     assert main(["review", "--store", str(root), *WINDOW, "--out", str(out)]) == 0  # the charts drew: no mathtext
 

@@ -57,8 +57,7 @@ from sloscope.config import PredictorServers
 from sloscope.predictor import reset
 from sloscope.predictor.status import Status, parse_last_modified, probe_answer, read_status
 from sloscope.predictor.training_page import TrainingPage, read_training_page
-from sloscope.receivers.http_auth import CredentialsError
-from sloscope.receivers.http_fetch import Fetched, failure_result, fetch, fetch_json, status_result
+from sloscope.receivers.http_fetch import MAX_ANSWER_BYTES, Fetched, exchange, fetch, fetch_json
 from sloscope.redaction import redact_url
 from sloscope.telemetry import Telemetry
 
@@ -230,22 +229,26 @@ class PredictorHealth:
     async def _probe(self, base: str, request: dict[str, float | int | str]) -> tuple[float, float, str] | None:
         """``POST /predict`` of one probe request: (ttft_ms, tpot_ms, objective), or None; counted once."""
         kind, url = c.KIND_PREDICTION_SERVER, base + "/predict"
-        try:
-            response = await self._http.post(url, json=request, timeout=self._timeout)
-        except (httpx.HTTPError, httpx.InvalidURL, CredentialsError) as exc:
-            result = failure_result(exc)
-        else:
-            ok = 200 <= response.status_code < 300
-            result = c.RESULT_SUCCESS if ok else status_result(response.status_code)
-        answer = None
-        if result == c.RESULT_SUCCESS:
+        answer = await exchange(
+            self._http,
+            "POST",
+            url,
+            timeout=self._timeout,
+            max_bytes=MAX_ANSWER_BYTES,
+            headers={"Content-Type": "application/json", "Accept": "application/json"},
+            content=json.dumps(request).encode(),
+        )
+        result, probed = answer.result, None
+        if answer.ok:
             try:
-                answer = probe_answer(json.loads(response.content))
-            except ValueError as exc:
+                probed = probe_answer(json.loads(answer.body))
+            except ValueError as exc:  # not JSON, another shape, or values out of range
                 log.debug("%s %s: unexpected body: %s", kind, url, exc)
                 result = c.RESULT_PARSE_ERROR
+        else:
+            log.debug("%s %s: %s %s", kind, url, answer.result, answer.error)
         self._telemetry.scrape(kind, result)
-        return answer
+        return probed
 
     async def _get(self, kind: str, url: str, *, text: bool = False) -> Fetched:
         """A GET counted here unless ``text``: a page to parse is counted once its parse is known."""

@@ -433,7 +433,11 @@ class Scrape(_Section):
     """How model servers, the EPP and the predictor servers are polled."""
 
     interval_seconds: float = Field(default=5.0, gt=0, description="Time between two scrapes of a target.")
-    timeout_seconds: float = Field(default=3.0, gt=0, description="A scrape taking longer counts as a timeout.")
+    timeout_seconds: float = Field(
+        default=3.0,
+        gt=0,
+        description="Total deadline of a scrape or health poll, connect to last byte; longer counts as a timeout.",
+    )
     max_concurrency: int = Field(default=64, ge=1, description="Scrapes in flight at once.")
     history_samples: int = Field(
         default=256, ge=2, description="Samples kept per pod for as-of lookups (21 minutes at 5 s)."
@@ -458,8 +462,12 @@ class Predictions(_Section):
     max_per_second: float = Field(default=200.0, gt=0, description="Shadow predictions asked per second at most.")
     batch_size: int = Field(default=100, ge=1, le=100, description="Requests per /predict/bulk/strict call (EPP: 100).")
     batch_wait_seconds: float = Field(default=1.0, gt=0, description="Longest wait to fill a batch.")
-    timeout_seconds: float = Field(default=2.0, gt=0, description="Timeout of one prediction call.")
-    max_pending: int = Field(default=10_000, ge=1, description="Requests waiting for a shadow prediction.")
+    timeout_seconds: float = Field(
+        default=2.0, gt=0, description="Total deadline of one prediction call, connect to the answer's last byte."
+    )
+    max_pending: int = Field(
+        default=10_000, ge=1, description="Requests waiting for a shadow prediction, per pool (one queue each)."
+    )
     breaker_failures: int = Field(
         default=5, ge=1, description="Consecutive failed calls that open a server's circuit breaker."
     )

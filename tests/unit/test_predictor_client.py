@@ -133,10 +133,26 @@ def entry_with(**fields: Any) -> dict[str, Any]:
         pytest.param(answer(body=bulk([entry(), entry_with(quantile=1.0)])), id="quantile 1"),
         pytest.param(answer(body=bulk([entry(ttft=-3.0), entry()])), id="a negative ttft"),
         pytest.param(answer(body=bulk([entry(), entry(tpot=-0.001)])), id="a negative tpot"),
-        pytest.param(answer(content=b'{"predictions": [' + json.dumps(entry()).encode() + b', '
-                            + json.dumps(entry()).replace('50.0', 'NaN').encode() + b"]}"), id="NaN ttft"),
-        pytest.param(answer(content=b'{"predictions": [' + json.dumps(entry()).encode() + b', '
-                            + json.dumps(entry()).replace('10.0', 'Infinity').encode() + b"]}"), id="infinite tpot"),
+        pytest.param(
+            answer(
+                content=b'{"predictions": ['
+                + json.dumps(entry()).encode()
+                + b", "
+                + json.dumps(entry()).replace("50.0", "NaN").encode()
+                + b"]}"
+            ),
+            id="NaN ttft",
+        ),
+        pytest.param(
+            answer(
+                content=b'{"predictions": ['
+                + json.dumps(entry()).encode()
+                + b", "
+                + json.dumps(entry()).replace("10.0", "Infinity").encode()
+                + b"]}"
+            ),
+            id="infinite tpot",
+        ),
         # the EPP's client refuses another count too (latencypredictorclient/coalescer.go:165 at llm-d-router ebab6879)
         pytest.param(answer(body=bulk([entry()])), id="fewer predictions than requests"),
         pytest.param(answer(body=bulk([entry(), entry(), entry()])), id="more predictions than requests"),

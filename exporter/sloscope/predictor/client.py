@@ -124,6 +124,11 @@ class PredictionClient:
         ]
         self._next = 0  # index of the server next in turn
 
+    @property
+    def server_count(self) -> int:
+        """How many prediction servers the pool has: one batch each can be in flight at once."""
+        return len(self._servers)
+
     def breaker_states(self) -> dict[str, BreakerState]:
         """Each server's breaker state, by base URL."""
         return {server.url: server.breaker.state for server in self._servers}
@@ -230,7 +235,7 @@ class PredictionClient:
         return c.RESULT_SUCCESS, predictions
 
 
-class _Invalid(ValueError):
+class _InvalidError(ValueError):
     """An entry of the documented shape whose values cannot be a prediction (``out_of_range``)."""
 
 
@@ -260,7 +265,7 @@ def _parse_bulk(document: Any, size: int) -> tuple[str, Result | None]:
             continue
         try:
             prediction = _prediction(entry)
-        except _Invalid:
+        except _InvalidError:
             return c.RESULT_INVALID_ANSWER, None
         if prediction is None:
             return c.RESULT_PARSE_ERROR, None
@@ -276,7 +281,7 @@ def _invalid_reason(document: dict[str, Any], size: int) -> str:
     for entry in entries:
         try:
             _prediction(entry)
-        except _Invalid as exc:
+        except _InvalidError as exc:
             return str(exc)
     return "values out of range"
 
@@ -287,7 +292,7 @@ def _speaks_objective(document: dict[str, Any]) -> bool:
 
 
 def _prediction(entry: Any) -> Prediction | None:
-    """One entry; None for another shape, :class:`_Invalid` for values that cannot be a prediction."""
+    """One entry; None for another shape, :class:`_InvalidError` for values that cannot be a prediction."""
     if not isinstance(entry, dict):
         return None
     ttft, tpot, quantile, model_type = (entry.get(k) for k in ("ttft_ms", "tpot_ms", "quantile", "model_type"))
@@ -299,7 +304,7 @@ def _prediction(entry: Any) -> Prediction | None:
         return None
     reason = out_of_range(float(ttft), float(tpot), float(quantile))
     if reason is not None:
-        raise _Invalid(reason)
+        raise _InvalidError(reason)
     return Prediction(float(ttft), float(tpot), float(quantile), model_type, objective)
 
 

@@ -28,7 +28,16 @@ from sloscope import conventions as c
 from sloscope.receivers.exposition import is_openmetrics
 from sloscope.receivers.http_auth import CredentialsError
 
-__all__ = ["ACCEPT_TEXT", "MAX_ANSWER_BYTES", "MAX_PAGE_BYTES", "Exchanged", "Fetched", "exchange", "fetch", "fetch_json"]
+__all__ = [
+    "ACCEPT_TEXT",
+    "MAX_ANSWER_BYTES",
+    "MAX_PAGE_BYTES",
+    "Exchanged",
+    "Fetched",
+    "exchange",
+    "fetch",
+    "fetch_json",
+]
 
 # Ask for the Prometheus text format: prometheus_client's OpenMetrics writer drops the colons of
 # "vllm:" sample names, and the text format is what every model server writes by default.

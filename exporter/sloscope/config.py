@@ -360,6 +360,8 @@ class HTTPClientConfig(_Section):
     tls_config: TLSConfig = Field(default_factory=TLSConfig)
 
 
+_LABEL_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"  # a name shown as a label value: no URL, no userinfo
+
 SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 """The pod's ServiceAccount token, which the EPP's metrics authentication accepts (docs/discovery.md)."""
 
@@ -367,6 +369,12 @@ SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 class PredictorServers(_Section):
     """The latency predictor of a pool: one training server, one or more prediction servers."""
 
+    name: str | None = Field(
+        default=None,
+        pattern=_LABEL_NAME,
+        description="Names the servers in the server label and the logs instead of their URLs: <name> for the "
+        "training server, <name>-<i> for the i-th prediction URL (from 0). Unset: the URLs, userinfo masked.",
+    )
     training_url: str | None = Field(default=None, description="Base URL of the training server (port 8000).")
     prediction_urls: list[str] = Field(
         default_factory=list, description="Base URLs of the prediction servers (ports 8001...), used in turn."
@@ -380,6 +388,11 @@ class EPPMetrics(_Section):
     """The EPP's own /metrics, re-published as sloscope_epp_* with their label defects put right."""
 
     metrics_url: str = Field(description="Full URL, like http://epp:9090/metrics.")
+    name: str | None = Field(
+        default=None,
+        pattern=_LABEL_NAME,
+        description="Names the EPP in the logs instead of its URL. Unset: the URL, userinfo masked.",
+    )
     auth: HTTPClientConfig | None = Field(
         default=None,
         description="Credentials and TLS for the EPP's /metrics. Unset: the pod's ServiceAccount token when sloscope "

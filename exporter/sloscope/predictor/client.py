@@ -63,6 +63,7 @@ from sloscope.config import Predictions
 from sloscope.predictor.breaker import CLOSED, OPEN, BreakerState, CircuitBreaker
 from sloscope.predictor.features import Features, Prediction, out_of_range, parse_objective
 from sloscope.receivers.http_fetch import MAX_ANSWER_BYTES, exchange
+from sloscope.redaction import redact_url
 
 __all__ = ["BULK_PATH", "PredictionClient"]
 
@@ -89,6 +90,7 @@ Result = list[Prediction | None]
 class _Server:
     url: str  # base URL without a trailing slash
     breaker: CircuitBreaker
+    shown: str  # in the logs: its server label (a name, or the URL with userinfo masked)
 
 
 class PredictionClient:
@@ -109,7 +111,9 @@ class PredictionClient:
         *,
         retried: Callable[[str], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        labels: Sequence[str] | None = None,
     ) -> None:
+        """``labels``: each server's name in the logs (its ``server`` label); else its URL, userinfo masked."""
         if not urls:
             raise ValueError("a prediction client needs at least one server URL")
         self._settings = settings
@@ -118,9 +122,12 @@ class PredictionClient:
         self._retried = retried or _no_retry
         self.speaks_objective: bool | None = None
         """Whether the last successful answer's predictions carried ``objective_type``; None before one."""
+        shown = list(labels) if labels is not None else [redact_url(url.rstrip("/")) for url in urls]
         self._servers = [
-            _Server(url.rstrip("/"), CircuitBreaker(settings.breaker_failures, settings.breaker_open_seconds, clock))
-            for url in urls
+            _Server(
+                url.rstrip("/"), CircuitBreaker(settings.breaker_failures, settings.breaker_open_seconds, clock), label
+            )
+            for url, label in zip(urls, shown, strict=True)
         ]
         self._next = 0  # index of the server next in turn
 
@@ -167,7 +174,7 @@ class PredictionClient:
         """One call to ``server`` (whose breaker let it through), counted and told to its breaker."""
         breaker = server.breaker
         try:
-            result, predictions = await self._post(server.url, body, size)
+            result, predictions = await self._post(server, body, size)
         except BaseException:  # cancelled: the call says nothing about the server
             breaker.abandon()
             raise
@@ -181,7 +188,7 @@ class PredictionClient:
             if breaker.state == OPEN:
                 log.warning(
                     "prediction server %s: %s; not called for %gs",
-                    server.url,
+                    server.shown,
                     result,
                     self._settings.breaker_open_seconds,
                 )
@@ -206,11 +213,11 @@ class PredictionClient:
                 return server
         return None
 
-    async def _post(self, url: str, body: bytes, size: int) -> tuple[str, Result | None]:
+    async def _post(self, server: _Server, body: bytes, size: int) -> tuple[str, Result | None]:
         answer = await exchange(
             self._http,
             "POST",
-            url + BULK_PATH,
+            server.url + BULK_PATH,
             timeout=self._settings.timeout_seconds,
             max_bytes=MAX_ANSWER_BYTES,
             headers={"Content-Type": "application/json", "Accept": "application/json"},
@@ -227,7 +234,7 @@ class PredictionClient:
         result, predictions = _parse_bulk(document, size)
         if predictions is None:
             if result == c.RESULT_INVALID_ANSWER:
-                log.warning("prediction server %s: answer discarded: %s", url, _invalid_reason(document, size))
+                log.warning("prediction server %s: answer discarded: %s", server.shown, _invalid_reason(document, size))
             return result, None
         if size and all(p is None for p in predictions):
             return c.RESULT_HTTP_ERROR, predictions  # the server could not predict at all (models not loaded)

@@ -26,7 +26,7 @@ from prometheus_client import CollectorRegistry
 from sloscope.config import Settings
 from sloscope.conventions import MODEL, SKIP_SHUTDOWN
 from sloscope.predictor.client import PredictionClient
-from sloscope.predictor.health import PredictorHealth, PredictorSnapshot
+from sloscope.predictor.health import PredictorHealth, PredictorSnapshot, server_labels
 from sloscope.processors.inflight_history import InflightHistory
 from sloscope.processors.live_headroom import LiveHeadroom
 from sloscope.processors.pod_history import PodHistory
@@ -116,6 +116,7 @@ class PoolMonitor:
                 predictor_http[pool.name],
                 count=functools.partial(series.call, pool.name),
                 retried=functools.partial(series.retried, pool.name),
+                labels=server_labels(pool.predictor)[1],
             )
             for pool in pools
             if pool.predictor is not None and pool.predictor.prediction_urls
@@ -169,6 +170,7 @@ class PoolMonitor:
                 pool.scrape_timeout_seconds or scrape.timeout_seconds,
                 stale_after=scrape.stale_after_seconds,
                 on_samples=self.inflight.record,
+                name=pool.epp.name,
             )
             for pool in pools
             if pool.epp is not None

@@ -91,9 +91,8 @@ class TrickleServer:
 
     async def _trickle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """Headers now, then a byte per interval until the client closes the connection."""
-        writer.write(
-            f"HTTP/1.1 200 OK\r\nContent-Type: {self.content_type}\r\nContent-Length: {_DECLARED_BYTES}\r\n\r\n".encode()
-        )
+        head = f"HTTP/1.1 200 OK\r\nContent-Type: {self.content_type}\r\nContent-Length: {_DECLARED_BYTES}\r\n\r\n"
+        writer.write(head.encode())
         closed = asyncio.ensure_future(reader.read(1))  # b"" (EOF) when the client closes
         try:
             for _ in range(_DECLARED_BYTES):

@@ -161,7 +161,7 @@ def test_status(document: object, expected: tuple[bool, float | None]) -> None:
         pytest.param({"quantile": 0.9}, id="no is_ready"),
         pytest.param({"is_ready": "true", "quantile": 0.9}, id="is_ready a string"),
         pytest.param({"is_ready": True, "quantile": "p90"}, id="quantile not a number"),
-        # LATENCY_QUANTILE_ALPHA is a probability (prediction/prediction_server.py:78 at llm-d-latency-predictor b5d19f1)
+        # LATENCY_QUANTILE_ALPHA is a probability (prediction/prediction_server.py:78, llm-d-latency-predictor b5d19f1)
         pytest.param({"is_ready": True, "quantile": 90}, id="quantile 90 for 0.9"),
         pytest.param({"is_ready": True, "quantile": float("nan")}, id="quantile NaN"),
         pytest.param(None, id="null"),

@@ -361,6 +361,8 @@ class HTTPClientConfig(_Section):
     tls_config: TLSConfig = Field(default_factory=TLSConfig)
 
 
+_LABEL_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"  # a name shown as a label value: no URL, no userinfo
+
 SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 """The pod's ServiceAccount token, which the EPP's metrics authentication accepts (docs/discovery.md)."""
 
@@ -368,6 +370,12 @@ SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 class PredictorServers(_Section):
     """The latency predictor of a pool: one training server, one or more prediction servers."""
 
+    name: str | None = Field(
+        default=None,
+        pattern=_LABEL_NAME,
+        description="Names the servers in the server label and the logs instead of their URLs: <name> for the "
+        "training server, <name>-<i> for the i-th prediction URL (from 0). Unset: the URLs, userinfo masked.",
+    )
     training_url: str | None = Field(default=None, description="Base URL of the training server (port 8000).")
     prediction_urls: list[str] = Field(
         default_factory=list, description="Base URLs of the prediction servers (ports 8001...), used in turn."
@@ -381,6 +389,11 @@ class EPPMetrics(_Section):
     """The EPP's own /metrics, re-published as sloscope_epp_* with their label defects put right."""
 
     metrics_url: str = Field(description="Full URL, like http://epp:9090/metrics.")
+    name: str | None = Field(
+        default=None,
+        pattern=_LABEL_NAME,
+        description="Names the EPP in the logs instead of its URL. Unset: the URL, userinfo masked.",
+    )
     auth: HTTPClientConfig | None = Field(
         default=None,
         description="Credentials and TLS for the EPP's /metrics. Unset: the pod's ServiceAccount token when sloscope "
@@ -434,7 +447,11 @@ class Scrape(_Section):
     """How model servers, the EPP and the predictor servers are polled."""
 
     interval_seconds: float = Field(default=5.0, gt=0, description="Time between two scrapes of a target.")
-    timeout_seconds: float = Field(default=3.0, gt=0, description="A scrape taking longer counts as a timeout.")
+    timeout_seconds: float = Field(
+        default=3.0,
+        gt=0,
+        description="Total deadline of a scrape or health poll, connect to last byte; longer counts as a timeout.",
+    )
     max_concurrency: int = Field(default=64, ge=1, description="Scrapes in flight at once.")
     history_samples: int = Field(
         default=256, ge=2, description="Samples kept per pod for as-of lookups (21 minutes at 5 s)."
@@ -459,8 +476,12 @@ class Predictions(_Section):
     max_per_second: float = Field(default=200.0, gt=0, description="Shadow predictions asked per second at most.")
     batch_size: int = Field(default=100, ge=1, le=100, description="Requests per /predict/bulk/strict call (EPP: 100).")
     batch_wait_seconds: float = Field(default=1.0, gt=0, description="Longest wait to fill a batch.")
-    timeout_seconds: float = Field(default=2.0, gt=0, description="Timeout of one prediction call.")
-    max_pending: int = Field(default=10_000, ge=1, description="Requests waiting for a shadow prediction.")
+    timeout_seconds: float = Field(
+        default=2.0, gt=0, description="Total deadline of one prediction call, connect to the answer's last byte."
+    )
+    max_pending: int = Field(
+        default=10_000, ge=1, description="Requests waiting for a shadow prediction, per pool (one queue each)."
+    )
     breaker_failures: int = Field(
         default=5, ge=1, description="Consecutive failed calls that open a server's circuit breaker."
     )

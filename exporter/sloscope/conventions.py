@@ -509,6 +509,9 @@ PURPOSE_SHADOW = "shadow"
 PURPOSE_HEADROOM = "headroom"
 RESULT_REJECTED = "rejected"
 RESULT_CIRCUIT_OPEN = "circuit_open"
+# A 2xx answer of the documented shape whose values cannot be predictions (a quantile outside (0, 1), a
+# negative, NaN or infinite latency, another count of predictions than requests): none of it is used.
+RESULT_INVALID_ANSWER = "invalid_answer"
 PREDICTOR_RESULTS = (
     RESULT_SUCCESS,
     RESULT_TIMEOUT,
@@ -520,6 +523,7 @@ PREDICTOR_RESULTS = (
     RESULT_TLS_ERROR,
     RESULT_REJECTED,
     RESULT_CIRCUIT_OPEN,
+    RESULT_INVALID_ANSWER,
 )
 # Why a completed request got no shadow prediction (reason label of SHADOW_SKIPPED).
 SKIP_SAMPLED_OUT = "sampled_out"  # outside the configured share
@@ -529,7 +533,7 @@ SKIP_NO_POD_STATE = "no_pod_state"  # no scraped sample of its pod at or before 
 SKIP_NO_FEATURES = "no_features"  # the request lacks prompt tokens or a usable arrival time
 SKIP_QUEUE_FULL = "queue_full"  # the shadow queue was full
 SKIP_FAILED = "failed"  # the prediction call failed (see sloscope_predictor_requests_total)
-SKIP_SHUTDOWN = "shutdown"  # still queued when sloscope stopped
+SKIP_SHUTDOWN = "shutdown"  # still queued, or its call still unanswered, when sloscope stopped
 SKIP_REASONS = (
     SKIP_SAMPLED_OUT,
     SKIP_RATE_LIMITED,

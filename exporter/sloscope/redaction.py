@@ -2,7 +2,8 @@
 
 sloscope's own credentials come only from files (:class:`sloscope.config.HTTPClientConfig`), but a
 configured URL may still carry userinfo, which httpx sends as basic authentication. Wherever a URL
-becomes a label value it goes through :func:`redact_url`; every log line goes through
+becomes a label value it goes through :func:`redact_url` (or is replaced by a configured ``name``; a
+target's address used as its pod name loses its userinfo: :func:`without_userinfo`); every log line goes through
 :class:`RedactingFilter` (installed on the handlers by ``serve``), so a URL logged by any module, httpx's
 included, shows ``xxxxx@`` in place of its userinfo. The user name is masked too: a token is often
 passed as one.
@@ -13,7 +14,7 @@ from __future__ import annotations
 import logging
 import re
 
-__all__ = ["MASK", "RedactingFilter", "redact_text", "redact_url"]
+__all__ = ["MASK", "RedactingFilter", "redact_text", "redact_url", "without_userinfo"]
 
 MASK = "xxxxx"
 # scheme://userinfo@ : userinfo stops at the first "/", "?", "#", "@" or whitespace.
@@ -28,6 +29,16 @@ def redact_text(text: str) -> str:
 def redact_url(url: str) -> str:
     """The URL with its userinfo, if any, replaced by ``xxxxx`` (``http://xxxxx@host:8000``)."""
     return redact_text(url)
+
+
+def without_userinfo(address: str) -> str:
+    """A target's ``host:port`` without the ``user:password@`` it may be written with.
+
+    A static or file_sd target's address becomes the URL scraped (``http://<address>/metrics``, so
+    userinfo in it is sent as basic authentication) and, when no pod name is given, the ``pod`` label:
+    the label is the address without it, which is also what spans name as the endpoint.
+    """
+    return address.rpartition("@")[2]
 
 
 class RedactingFilter(logging.Filter):

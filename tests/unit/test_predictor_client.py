@@ -106,8 +106,6 @@ def test_an_index_listed_in_errors_is_none_even_with_an_entry() -> None:
         pytest.param(answer(content=b"\xff\xfe"), id="not UTF-8"),
         pytest.param(answer(body=[entry(), entry()]), id="a list, not an object"),
         pytest.param(answer(body={"errors": []}), id="no predictions"),
-        pytest.param(answer(body=bulk([entry()])), id="fewer predictions than requests"),
-        pytest.param(answer(body=bulk([entry(), entry(), entry()])), id="more predictions than requests"),
         pytest.param(answer(body=bulk([entry(), entry(ttft="fast")])), id="a prediction that is not a number"),
         pytest.param(answer(body=bulk([entry(), entry(tpot=True)])), id="a boolean for a number"),
         pytest.param(answer(body=bulk([entry(), {"ttft_ms": 1.0}])), id="an entry missing fields"),
@@ -119,6 +117,73 @@ def test_a_body_that_is_not_a_bulk_response_is_a_parse_error(handler: Callable[.
     assert results == [None, None]
     assert counted == [(c.PURPOSE_SHADOW, c.RESULT_PARSE_ERROR)]
     assert client.breaker_states() == {URL: "open"}  # breaker_failures=1: a failure for the breaker
+
+
+def entry_with(**fields: Any) -> dict[str, Any]:
+    return {**entry(), **fields}
+
+
+@pytest.mark.parametrize(
+    "handler",
+    [
+        # the prediction server clips at 0 and reports LATENCY_QUANTILE_ALPHA, a probability
+        # (prediction/prediction_server.py:78,312,1028-1029 at llm-d-latency-predictor b5d19f1)
+        pytest.param(answer(body=bulk([entry(), entry_with(quantile=90)])), id="quantile 90 for 0.9"),
+        pytest.param(answer(body=bulk([entry(), entry_with(quantile=0)])), id="quantile 0"),
+        pytest.param(answer(body=bulk([entry(), entry_with(quantile=1.0)])), id="quantile 1"),
+        pytest.param(answer(body=bulk([entry(ttft=-3.0), entry()])), id="a negative ttft"),
+        pytest.param(answer(body=bulk([entry(), entry(tpot=-0.001)])), id="a negative tpot"),
+        pytest.param(
+            answer(
+                content=b'{"predictions": ['
+                + json.dumps(entry()).encode()
+                + b", "
+                + json.dumps(entry()).replace("50.0", "NaN").encode()
+                + b"]}"
+            ),
+            id="NaN ttft",
+        ),
+        pytest.param(
+            answer(
+                content=b'{"predictions": ['
+                + json.dumps(entry()).encode()
+                + b", "
+                + json.dumps(entry()).replace("10.0", "Infinity").encode()
+                + b"]}"
+            ),
+            id="infinite tpot",
+        ),
+        # the EPP's client refuses another count too (latencypredictorclient/coalescer.go:165 at llm-d-router ebab6879)
+        pytest.param(answer(body=bulk([entry()])), id="fewer predictions than requests"),
+        pytest.param(answer(body=bulk([entry(), entry(), entry()])), id="more predictions than requests"),
+    ],
+)
+def test_an_answer_with_values_out_of_range_is_an_invalid_answer_discarded_whole(
+    handler: Callable[..., httpx.Response],
+) -> None:
+    results, counted, client = run(handler)
+    assert results == [None, None]
+    assert counted == [(c.PURPOSE_SHADOW, c.RESULT_INVALID_ANSWER)]
+    assert client.breaker_states() == {URL: "open"}  # breaker_failures=1: a failure for the breaker
+
+
+def test_an_invalid_answer_is_retried_on_another_replica() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        bad = request.url.host == "prediction"
+        return httpx.Response(200, json=bulk([entry_with(quantile=90 if bad else 0.9), entry()]))
+
+    counted: list[tuple[str, str]] = []
+
+    async def go() -> list[Prediction | None]:
+        async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as http:
+            client = PredictionClient(
+                [URL, "http://other:8001"], Predictions(), http, lambda p, r: counted.append((p, r))
+            )
+            return await client.predict(FEATURES, c.PURPOSE_SHADOW)
+
+    results = asyncio.run(go())
+    assert [r.quantile if r else None for r in results] == [0.9, 0.9]
+    assert counted == [(c.PURPOSE_SHADOW, c.RESULT_INVALID_ANSWER), (c.PURPOSE_SHADOW, c.RESULT_SUCCESS)]
 
 
 @pytest.mark.parametrize("status", [400, 404, 500, 502, 503])

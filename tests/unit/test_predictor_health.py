@@ -14,6 +14,7 @@ from sloscope.predictor.status import (
     parse_status,
     parse_training_metrics,
     parse_training_samples,
+    probe_answer,
 )
 
 
@@ -160,6 +161,9 @@ def test_status(document: object, expected: tuple[bool, float | None]) -> None:
         pytest.param({"quantile": 0.9}, id="no is_ready"),
         pytest.param({"is_ready": "true", "quantile": 0.9}, id="is_ready a string"),
         pytest.param({"is_ready": True, "quantile": "p90"}, id="quantile not a number"),
+        # LATENCY_QUANTILE_ALPHA is a probability (prediction/prediction_server.py:78, llm-d-latency-predictor b5d19f1)
+        pytest.param({"is_ready": True, "quantile": 90}, id="quantile 90 for 0.9"),
+        pytest.param({"is_ready": True, "quantile": float("nan")}, id="quantile NaN"),
         pytest.param(None, id="null"),
     ],
 )
@@ -175,3 +179,25 @@ def test_training_samples_are_summed_per_model_over_their_buckets(shared: Path) 
     page += 'training_samples_count{model="tpot",queue_bucket="0",cache_bucket="0",prefix_bucket="0"} 9\n'
     assert parse_training_samples(page) == {"ttft": 64.0, "tpot": 9.0}
     assert parse_training_samples("model_quantile{} 0.9\n") == {}
+
+
+def test_a_recorded_probe_answer_is_read(shared: Path) -> None:
+    document = json.loads(predictor_fixture(shared, "llm-d/quantile/predict-response-old-fields.json"))
+    ttft, tpot, objective = probe_answer(document)
+    assert (ttft, tpot, objective) == (document["ttft_ms"], document["tpot_ms"], "quantile")
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        # the server clips at 0 (prediction/prediction_server.py:1002-1003 at llm-d-latency-predictor b5d19f1)
+        pytest.param({"ttft_ms": -1.0}, id="negative ttft"),
+        pytest.param({"tpot_ms": float("inf")}, id="infinite tpot"),
+        pytest.param({"ttft_ms": float("nan")}, id="NaN ttft"),
+        pytest.param({"quantile": 90}, id="quantile 90"),
+    ],
+)
+def test_a_probe_answer_out_of_range_is_an_error(shared: Path, fields: dict[str, float]) -> None:
+    document = json.loads(predictor_fixture(shared, "llm-d/quantile/predict-response-old-fields.json"))
+    with pytest.raises(ValueError):
+        probe_answer({**document, **fields})

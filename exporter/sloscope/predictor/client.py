@@ -26,8 +26,17 @@ What the prediction server answers (``prediction_server.py`` of the latency pred
   not the server, so it is counted ``rejected`` and neither trips nor closes the breaker. The whole
   batch is refused (validation happens before any item is predicted).
 - any other status (500, 503, 404 of a wrong URL), a timeout, a refused or reset connection, or a body
-  that is not the documented JSON: ``http_error`` / ``timeout`` / ``connection_error`` /
-  ``parse_error``, a failure for the breaker, ``None`` for the batch (after the retry). 401/403, a
+  that is not the documented JSON (or larger than ``MAX_ANSWER_BYTES``): ``http_error`` / ``timeout`` /
+  ``connection_error`` / ``parse_error``, a failure for the breaker, ``None`` for the batch (after the
+  retry). ``timeout`` is a total deadline, connect to the answer's last byte (``predictions.timeout_seconds``,
+  :func:`sloscope.receivers.http_fetch.exchange`), as the EPP's ``http.Client{Timeout}`` is
+  (``latencypredictorclient/latencypredictor_async.go:65`` at llm-d-router ebab6879): a server
+  trickling its answer is cut off.
+- 200 of the documented shape with values that cannot be predictions (a quantile outside (0, 1), a
+  negative, NaN or infinite latency: :func:`sloscope.predictor.features.out_of_range`) or another count of
+  predictions than requests: ``invalid_answer``, the whole answer discarded, a failure for the breaker,
+  retried like the failures above. It costs the batch's predictions only: their requests are still
+  recorded (skipped ``failed``). 401/403, a
   failed TLS handshake and an unreadable token file are ``auth_error`` / ``tls_error`` /
   ``credentials_error``, classified as the scrapes classify them (``receivers/http_fetch.py``).
 
@@ -42,7 +51,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -53,9 +61,9 @@ import httpx
 from sloscope import conventions as c
 from sloscope.config import Predictions
 from sloscope.predictor.breaker import CLOSED, OPEN, BreakerState, CircuitBreaker
-from sloscope.predictor.features import Features, Prediction, parse_objective
-from sloscope.receivers.http_auth import CredentialsError
-from sloscope.receivers.http_fetch import failure_result, status_result
+from sloscope.predictor.features import Features, Prediction, out_of_range, parse_objective
+from sloscope.receivers.http_fetch import MAX_ANSWER_BYTES, exchange
+from sloscope.redaction import redact_url
 
 __all__ = ["BULK_PATH", "PredictionClient"]
 
@@ -68,6 +76,7 @@ _RETRIED = frozenset(
         c.RESULT_PARSE_ERROR,
         c.RESULT_AUTH_ERROR,  # replicas may sit behind different proxies
         c.RESULT_TLS_ERROR,
+        c.RESULT_INVALID_ANSWER,
     }
 )
 _REJECTED_STATUS = 422  # FastAPI's request validation error
@@ -81,6 +90,7 @@ Result = list[Prediction | None]
 class _Server:
     url: str  # base URL without a trailing slash
     breaker: CircuitBreaker
+    shown: str  # in the logs: its server label (a name, or the URL with userinfo masked)
 
 
 class PredictionClient:
@@ -101,7 +111,9 @@ class PredictionClient:
         *,
         retried: Callable[[str], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        labels: Sequence[str] | None = None,
     ) -> None:
+        """``labels``: each server's name in the logs (its ``server`` label); else its URL, userinfo masked."""
         if not urls:
             raise ValueError("a prediction client needs at least one server URL")
         self._settings = settings
@@ -110,11 +122,19 @@ class PredictionClient:
         self._retried = retried or _no_retry
         self.speaks_objective: bool | None = None
         """Whether the last successful answer's predictions carried ``objective_type``; None before one."""
+        shown = list(labels) if labels is not None else [redact_url(url.rstrip("/")) for url in urls]
         self._servers = [
-            _Server(url.rstrip("/"), CircuitBreaker(settings.breaker_failures, settings.breaker_open_seconds, clock))
-            for url in urls
+            _Server(
+                url.rstrip("/"), CircuitBreaker(settings.breaker_failures, settings.breaker_open_seconds, clock), label
+            )
+            for url, label in zip(urls, shown, strict=True)
         ]
         self._next = 0  # index of the server next in turn
+
+    @property
+    def server_count(self) -> int:
+        """How many prediction servers the pool has: one batch each can be in flight at once."""
+        return len(self._servers)
 
     def breaker_states(self) -> dict[str, BreakerState]:
         """Each server's breaker state, by base URL."""
@@ -154,7 +174,7 @@ class PredictionClient:
         """One call to ``server`` (whose breaker let it through), counted and told to its breaker."""
         breaker = server.breaker
         try:
-            result, predictions = await self._post(server.url, body, size)
+            result, predictions = await self._post(server, body, size)
         except BaseException:  # cancelled: the call says nothing about the server
             breaker.abandon()
             raise
@@ -168,7 +188,7 @@ class PredictionClient:
             if breaker.state == OPEN:
                 log.warning(
                     "prediction server %s: %s; not called for %gs",
-                    server.url,
+                    server.shown,
                     result,
                     self._settings.breaker_open_seconds,
                 )
@@ -193,40 +213,54 @@ class PredictionClient:
                 return server
         return None
 
-    async def _post(self, url: str, body: bytes, size: int) -> tuple[str, Result | None]:
-        try:
-            response = await self._http.post(
-                url + BULK_PATH,
-                content=body,
-                headers={"Content-Type": "application/json", "Accept": "application/json"},
-                timeout=self._settings.timeout_seconds,
-            )
-        except (httpx.HTTPError, httpx.InvalidURL, CredentialsError) as exc:  # refused, reset, TLS, an unusable URL
-            return failure_result(exc), None
-        if response.status_code == _REJECTED_STATUS:
+    async def _post(self, server: _Server, body: bytes, size: int) -> tuple[str, Result | None]:
+        answer = await exchange(
+            self._http,
+            "POST",
+            server.url + BULK_PATH,
+            timeout=self._settings.timeout_seconds,
+            max_bytes=MAX_ANSWER_BYTES,
+            headers={"Content-Type": "application/json", "Accept": "application/json"},
+            content=body,
+        )
+        if answer.status == _REJECTED_STATUS:
             return c.RESULT_REJECTED, None
-        if not 200 <= response.status_code < 300:
-            return status_result(response.status_code), None
+        if not answer.ok:
+            return answer.result, None
         try:
-            document = json.loads(response.content)
+            document = json.loads(answer.body)
         except ValueError:  # not JSON, not UTF-8
             return c.RESULT_PARSE_ERROR, None
-        predictions = _parse_bulk(document, size)
+        result, predictions = _parse_bulk(document, size)
         if predictions is None:
-            return c.RESULT_PARSE_ERROR, None
+            if result == c.RESULT_INVALID_ANSWER:
+                log.warning("prediction server %s: answer discarded: %s", server.shown, _invalid_reason(document, size))
+            return result, None
         if size and all(p is None for p in predictions):
             return c.RESULT_HTTP_ERROR, predictions  # the server could not predict at all (models not loaded)
         self.speaks_objective = _speaks_objective(document)
         return c.RESULT_SUCCESS, predictions
 
 
-def _parse_bulk(document: Any, size: int) -> Result | None:
-    """The predictions of a ``/predict/bulk/strict`` (or ``/predict/bulk``) answer; None unless one for ``size``."""
+class _InvalidError(ValueError):
+    """An entry of the documented shape whose values cannot be a prediction (``out_of_range``)."""
+
+
+def _parse_bulk(document: Any, size: int) -> tuple[str, Result | None]:
+    """The predictions of a ``/predict/bulk/strict`` (or ``/predict/bulk``) answer for ``size`` requests.
+
+    ``parse_error`` (None) for another shape; ``invalid_answer`` (None) for another count of predictions
+    than requests (the EPP's client refuses that too: ``coalescer.go:165`` "Guard against response
+    length mismatch" at llm-d-router ebab6879) or any value out of range: the whole answer is
+    discarded, since a server that writes one impossible value cannot be trusted for the others.
+    """
     if not isinstance(document, dict):
-        return None
+        return c.RESULT_PARSE_ERROR, None
     entries = document.get("predictions")
-    if not isinstance(entries, list) or len(entries) != size:
-        return None
+    if not isinstance(entries, list):
+        return c.RESULT_PARSE_ERROR, None
+    if len(entries) != size:
+        return c.RESULT_INVALID_ANSWER, None
     failed: set[int] = set()
     errors = document.get("errors", [])
     if isinstance(errors, list):
@@ -236,11 +270,27 @@ def _parse_bulk(document: Any, size: int) -> Result | None:
         if entry is None or index in failed:
             out.append(None)
             continue
-        prediction = _prediction(entry)
+        try:
+            prediction = _prediction(entry)
+        except _InvalidError:
+            return c.RESULT_INVALID_ANSWER, None
         if prediction is None:
-            return None
+            return c.RESULT_PARSE_ERROR, None
         out.append(prediction)
-    return out
+    return c.RESULT_SUCCESS, out
+
+
+def _invalid_reason(document: dict[str, Any], size: int) -> str:
+    """What made an answer ``invalid_answer``, for the log line."""
+    entries = document["predictions"]
+    if len(entries) != size:
+        return f"{len(entries)} predictions for {size} requests"
+    for entry in entries:
+        try:
+            _prediction(entry)
+        except _InvalidError as exc:
+            return str(exc)
+    return "values out of range"
 
 
 def _speaks_objective(document: dict[str, Any]) -> bool:
@@ -249,6 +299,7 @@ def _speaks_objective(document: dict[str, Any]) -> bool:
 
 
 def _prediction(entry: Any) -> Prediction | None:
+    """One entry; None for another shape, :class:`_InvalidError` for values that cannot be a prediction."""
     if not isinstance(entry, dict):
         return None
     ttft, tpot, quantile, model_type = (entry.get(k) for k in ("ttft_ms", "tpot_ms", "quantile", "model_type"))
@@ -256,13 +307,17 @@ def _prediction(entry: Any) -> Prediction | None:
         objective = parse_objective(entry.get("objective_type"))
     except ValueError:
         return None
-    if _is_number(ttft) and _is_number(tpot) and _is_number(quantile) and isinstance(model_type, str):
-        return Prediction(float(ttft), float(tpot), float(quantile), model_type, objective)
-    return None
+    if not (_is_number(ttft) and _is_number(tpot) and _is_number(quantile) and isinstance(model_type, str)):
+        return None
+    reason = out_of_range(float(ttft), float(tpot), float(quantile))
+    if reason is not None:
+        raise _InvalidError(reason)
+    return Prediction(float(ttft), float(tpot), float(quantile), model_type, objective)
 
 
 def _is_number(value: Any) -> TypeGuard[int | float]:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    """A JSON number (Python's json reads NaN and Infinity too: :func:`out_of_range` refuses them)."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _is_int(value: Any) -> bool:

@@ -9,12 +9,13 @@ client counts as ``rejected``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 from sloscope import conventions as c
 
-__all__ = ["Features", "Prediction", "parse_objective"]
+__all__ = ["Features", "Prediction", "out_of_range", "parse_objective"]
 
 
 @dataclass(frozen=True)
@@ -87,3 +88,21 @@ def parse_objective(value: Any) -> str:
     if value not in c.OBJECTIVES:
         raise ValueError(f"unknown objective_type {value!r}")
     return str(value)
+
+
+def out_of_range(ttft_ms: float, tpot_ms: float, quantile: float | None) -> str | None:
+    """Why these answer values cannot be a prediction, or None when they can.
+
+    The prediction server clips its predictions at 0 (``np.maximum(..., 0.0)`` in
+    ``predict_bulk_strict_endpoint``, ``max(0, ...)`` in ``/predict``: prediction/prediction_server.py:1028-1029
+    and 1002-1003 at llm-d-latency-predictor b5d19f1) and reports the quantile it was started with,
+    ``LATENCY_QUANTILE_ALPHA`` (default 0.9, :78 and :312), a probability in both objectives (0.9 in mean
+    mode too: fixtures ``predictor/llm-d/mean/``). A negative, NaN or infinite latency, or a quantile outside
+    (0, 1) (90 for 0.9, a percent written by mistake) is a broken server or proxy, not a prediction.
+    """
+    for name, value in (("ttft_ms", ttft_ms), ("tpot_ms", tpot_ms)):
+        if not math.isfinite(value) or value < 0:
+            return f"{name} {value!r} is not a latency"
+    if quantile is not None and not (math.isfinite(quantile) and 0.0 < quantile < 1.0):
+        return f"quantile {quantile!r} is not in (0, 1)"
+    return None

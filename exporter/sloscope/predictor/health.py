@@ -57,8 +57,7 @@ from sloscope.config import PredictorServers
 from sloscope.predictor import reset
 from sloscope.predictor.status import Status, parse_last_modified, probe_answer, read_status
 from sloscope.predictor.training_page import TrainingPage, read_training_page
-from sloscope.receivers.http_auth import CredentialsError
-from sloscope.receivers.http_fetch import Fetched, failure_result, fetch, fetch_json, status_result
+from sloscope.receivers.http_fetch import MAX_ANSWER_BYTES, Fetched, exchange, fetch, fetch_json
 from sloscope.redaction import redact_url
 from sloscope.telemetry import Telemetry
 
@@ -66,6 +65,7 @@ __all__ = [
     "PredictorHealth",
     "PredictorSnapshot",
     "ServerStatus",
+    "server_labels",
 ]
 
 log = logging.getLogger(__name__)
@@ -75,9 +75,12 @@ _T = TypeVar("_T")
 
 @dataclass(frozen=True)
 class ServerStatus:
-    """One predictor server as last polled; ``role`` is ``conventions.ROLE_TRAINING`` or ``ROLE_PREDICTION``."""
+    """One predictor server as last polled; ``role`` is ``conventions.ROLE_TRAINING`` or ``ROLE_PREDICTION``.
 
-    url: str
+    ``server`` is its ``server`` label: the configured name, else the URL with its userinfo masked.
+    """
+
+    server: str
     role: str
     up: bool
 
@@ -136,6 +139,7 @@ class PredictorHealth:
         self._probe_enabled = probe
         self._training_url = servers.training_url.rstrip("/") if servers.training_url else None
         self._prediction_urls = [url.rstrip("/") for url in servers.prediction_urls]
+        self._training_label, self._prediction_labels = server_labels(servers)
         self._http = http
         self._telemetry = telemetry
         self._timeout = timeout
@@ -154,12 +158,12 @@ class PredictorHealth:
         last_modified = previous.model_last_modified
         page: TrainingPage | None = None
         if self._training_url is not None and training is not None:
-            servers.append(ServerStatus(redact_url(self._training_url), c.ROLE_TRAINING, training.up))
+            servers.append(ServerStatus(self._training_label, c.ROLE_TRAINING, training.up))
             if training.last_modified is not None:
                 last_modified = training.last_modified
             page = training.page
-        for url, prediction in zip(self._prediction_urls, predictions, strict=True):
-            servers.append(ServerStatus(redact_url(url), c.ROLE_PREDICTION, prediction.up))  # a label value
+        for label, prediction in zip(self._prediction_labels, predictions, strict=True):
+            servers.append(ServerStatus(label, c.ROLE_PREDICTION, prediction.up))
         statuses = [p.status for p in predictions if p.status is not None]
         quantile = _first(
             [s.quantile for s in statuses] + [page.quantile if page else None, previous.quantile],
@@ -230,22 +234,26 @@ class PredictorHealth:
     async def _probe(self, base: str, request: dict[str, float | int | str]) -> tuple[float, float, str] | None:
         """``POST /predict`` of one probe request: (ttft_ms, tpot_ms, objective), or None; counted once."""
         kind, url = c.KIND_PREDICTION_SERVER, base + "/predict"
-        try:
-            response = await self._http.post(url, json=request, timeout=self._timeout)
-        except (httpx.HTTPError, httpx.InvalidURL, CredentialsError) as exc:
-            result = failure_result(exc)
-        else:
-            ok = 200 <= response.status_code < 300
-            result = c.RESULT_SUCCESS if ok else status_result(response.status_code)
-        answer = None
-        if result == c.RESULT_SUCCESS:
+        answer = await exchange(
+            self._http,
+            "POST",
+            url,
+            timeout=self._timeout,
+            max_bytes=MAX_ANSWER_BYTES,
+            headers={"Content-Type": "application/json", "Accept": "application/json"},
+            content=json.dumps(request).encode(),
+        )
+        result, probed = answer.result, None
+        if answer.ok:
             try:
-                answer = probe_answer(json.loads(response.content))
-            except ValueError as exc:
+                probed = probe_answer(json.loads(answer.body))
+            except ValueError as exc:  # not JSON, another shape, or values out of range
                 log.debug("%s %s: unexpected body: %s", kind, url, exc)
                 result = c.RESULT_PARSE_ERROR
+        else:
+            log.debug("%s %s: %s %s", kind, url, answer.result, answer.error)
         self._telemetry.scrape(kind, result)
-        return answer
+        return probed
 
     async def _get(self, kind: str, url: str, *, text: bool = False) -> Fetched:
         """A GET counted here unless ``text``: a page to parse is counted once its parse is known."""
@@ -271,6 +279,18 @@ class PredictorHealth:
             return None
         self._telemetry.scrape(kind, c.RESULT_SUCCESS)
         return value
+
+
+def server_labels(servers: PredictorServers) -> tuple[str, list[str]]:
+    """The ``server`` label of the training server and of each prediction server, in configured order.
+
+    A URL may carry userinfo (``http://user:password@host``, sent as basic authentication): without a
+    ``name`` the label is the URL with it masked, never the URL as written.
+    """
+    name = servers.name
+    training = name if name else redact_url((servers.training_url or "").rstrip("/"))
+    urls = [url.rstrip("/") for url in servers.prediction_urls]
+    return training, [f"{name}-{i}" if name else redact_url(url) for i, url in enumerate(urls)]
 
 
 def _first(values: Iterable[_T | None]) -> _T | None:
@@ -322,14 +342,14 @@ def _log_changes(previous: PredictorSnapshot, current: PredictorSnapshot) -> Non
             )
         elif not markers and before:
             log.info("latency predictor of pool %s: the %s model is trained again", current.pool, signal)
-    was_up = {(s.url, s.role): s.up for s in previous.servers}
+    was_up = {(s.server, s.role): s.up for s in previous.servers}
     for server in current.servers:
-        was = was_up.get((server.url, server.role))
+        was = was_up.get((server.server, server.role))
         if was is not None and was != server.up:
             log.warning(
                 "predictor %s server %s of pool %s is %s",
                 server.role,
-                server.url,
+                server.server,
                 current.pool,
                 "up" if server.up else "down",
             )

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeGuard
 
 from sloscope import conventions as c
-from sloscope.predictor.features import parse_objective
+from sloscope.predictor.features import out_of_range, parse_objective
 from sloscope.predictor.training_page import newest_of_ring, read_training_page
 
 __all__ = [
@@ -49,12 +49,17 @@ class ShapeError(ValueError):
 
 
 def probe_answer(document: Any) -> tuple[float, float, str]:
-    """(ttft_ms, tpot_ms, objective) of a ``POST /predict`` answer; ``ValueError`` for another shape."""
+    """(ttft_ms, tpot_ms, objective) of a ``POST /predict`` answer; ``ValueError`` for another shape or values
+    out of range (:func:`sloscope.predictor.features.out_of_range`)."""
     if not isinstance(document, dict):
         raise ShapeError("not an object")
     ttft, tpot = document.get("ttft_ms"), document.get("tpot_ms")
     if not (_is_number(ttft) and _is_number(tpot)):
         raise ShapeError("no numeric ttft_ms and tpot_ms")
+    quantile = document.get("quantile")
+    reason = out_of_range(float(ttft), float(tpot), float(quantile) if _is_number(quantile) else None)
+    if reason is not None:
+        raise ShapeError(reason)
     return float(ttft), float(tpot), parse_objective(document.get("objective_type"))
 
 
@@ -103,6 +108,8 @@ def read_status(document: Any) -> Status:
     quantile = document.get("quantile")
     if quantile is not None and not _is_number(quantile):
         raise ShapeError("'quantile' is not a number")
+    if quantile is not None and (reason := out_of_range(0.0, 0.0, float(quantile))) is not None:
+        raise ShapeError(reason)  # 90 for 0.9 would be published as sloscope_predictor_quantile
     models = document.get("models_exist")
     gated = {signal: models.get(key) for signal, key in _GATED.items()} if isinstance(models, dict) else {}
     return Status(

@@ -84,18 +84,21 @@ class LiveHeadroom(Collector):
             await asyncio.sleep(self._settings.interval_seconds)
 
     async def update_once(self) -> None:
-        """Predict every pool's headroom now and replace what is published."""
-        for pool in self._clients:
-            try:
-                result = await self._pool(pool)
-            except Exception:  # one pool's trouble must not stop the others
-                log.exception("live headroom of pool %s failed", pool)
-                result = None
-            with self._lock:
-                if result is None:
-                    self._latest.pop(pool, None)
-                else:
-                    self._latest[pool] = result
+        """Predict every pool's headroom now, all pools at once (a slow predictor delays only its own pool's),
+        and replace what is published, each pool as soon as its answer is in."""
+        await asyncio.gather(*(self._update_pool(pool) for pool in self._clients))
+
+    async def _update_pool(self, pool: str) -> None:
+        try:
+            result = await self._pool(pool)
+        except Exception:  # one pool's trouble must not stop the others
+            log.exception("live headroom of pool %s failed", pool)
+            result = None
+        with self._lock:
+            if result is None:
+                self._latest.pop(pool, None)
+            else:
+                self._latest[pool] = result
 
     async def _pool(self, pool: str) -> list[PodHeadroom] | None:
         now = self._clock()

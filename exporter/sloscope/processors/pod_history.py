@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from sloscope.receivers.discovery import Target
 from sloscope.receivers.protocols import PodState
+from sloscope.redaction import without_userinfo
 
 __all__ = ["PodHistory", "PodKey", "PodRecord", "PodSample"]
 
@@ -71,7 +72,7 @@ class PodHistory:
                 record = self._pods[target.key] = PodRecord(target, [], [])
             else:
                 record.target, record.vanished_at = target, None
-            self._by_address[target.address] = target.key
+            self._by_address[without_userinfo(target.address)] = target.key
             self._by_pod[target.pod] = target.key
 
     def vanish(self, key: PodKey, now: float) -> None:
@@ -140,8 +141,9 @@ class PodHistory:
             ]
             for key in gone:
                 target = self._pods.pop(key).target
-                if self._by_address.get(target.address) == key:
-                    del self._by_address[target.address]
+                address = without_userinfo(target.address)
+                if self._by_address.get(address) == key:
+                    del self._by_address[address]
                 if self._by_pod.get(target.pod) == key:
                     del self._by_pod[target.pod]
         return gone

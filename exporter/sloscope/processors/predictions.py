@@ -13,8 +13,8 @@ A comparison is counted by the objective of its prediction: a quantile predictio
 ratio histogram and the pinball loss; a mean one the error sums of bias, MAE and RMSE (never coverage
 against a quantile it does not predict). A pool whose predictor changes objective is logged once per change.
 
-Nothing here waits on the network: the worker only appends to a bounded deque, so a slow or dead
-predictor can never hold up the SLO series.
+Nothing here waits on the network: the worker only appends to a bounded deque (one per pool), so a slow
+or dead predictor can never hold up the SLO series, nor fill the queue of another pool.
 """
 
 from __future__ import annotations
@@ -200,7 +200,8 @@ class PredictionTracker:
         self._objectives: dict[str, str] = {}  # pool -> objective of its last comparison, to log a change once
         self._rng = rng or random.Random()
         self._sink = sink  # record sinks (store, OTLP export); None: nothing is recorded
-        self._pending: deque[Pending] = deque()
+        # One queue per pool, each of at most max_pending: a pool whose predictor is slow fills its own only.
+        self._pending: dict[str, deque[Pending]] = {}
         self._lock = threading.Lock()
 
     def publish(self, request: JoinedRequest, evaluation: Evaluation) -> None:
@@ -235,25 +236,34 @@ class PredictionTracker:
 
     def _enqueue(self, pending: Pending) -> None:
         with self._lock:
-            full = len(self._pending) >= self._settings.max_pending
+            queue = self._pending.setdefault(pending.pool, deque())
+            full = len(queue) >= self._settings.max_pending
             if not full:
-                self._pending.append(pending)
+                queue.append(pending)
         if full:
             self.unpredicted(pending, c.SKIP_QUEUE_FULL)
 
-    def take(self, limit: int) -> list[Pending]:
-        """Up to ``limit`` queued requests, oldest first (called by the shadow predictor)."""
+    def take(self, limit: int, pool: str | None = None) -> list[Pending]:
+        """Up to ``limit`` queued requests of ``pool`` (of every pool: None), oldest first (the shadow predictor)."""
         with self._lock:
-            count = min(limit, len(self._pending))
-            return [self._pending.popleft() for _ in range(count)]
+            queues = [self._pending.get(pool, deque())] if pool is not None else list(self._pending.values())
+            out: list[Pending] = []
+            for queue in queues:
+                count = min(limit - len(out), len(queue))
+                out += [queue.popleft() for _ in range(count)]
+            return out
 
-    def waiting(self) -> int:
+    def waiting(self, pool: str | None = None) -> int:
+        """Requests queued for ``pool`` (for every pool: None)."""
         with self._lock:
-            return len(self._pending)
+            if pool is not None:
+                return len(self._pending.get(pool, ()))
+            return sum(len(queue) for queue in self._pending.values())
 
-    def abandon(self, reason: str) -> int:
-        """Gives up on every queued request (at shutdown): counted, and recorded without a prediction."""
-        abandoned = self.take(self.waiting())
+    def abandon(self, reason: str, pool: str | None = None) -> int:
+        """Gives up on every queued request of ``pool`` (every pool: None), at shutdown: counted, and recorded
+        without a prediction."""
+        abandoned = self.take(self.waiting(pool), pool)
         for pending in abandoned:
             self.unpredicted(pending, reason)
         return len(abandoned)

@@ -14,16 +14,18 @@ EPP ``input_token_length`` is the prompt's token count times ``words_per_token``
 whitespace words, spans carry tokens); the prefix-cache score is the span's when present, else a
 configured default; and the model may have been retrained between routing and the shadow call.
 
-Bounded and polite: a token bucket caps calls per second, each call has a timeout, each server a
-circuit breaker (in the client), and every request that gets no prediction is counted by reason.
+Bounded and polite: a token bucket caps calls per second, each call has a total deadline, each server a
+circuit breaker (in the client), and every request that gets no prediction is counted by reason and
+recorded. Each pool has its own queue and its own loop, so a slow, trickling or dead predictor of one
+pool never delays another pool's predictions.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections import defaultdict
 from collections.abc import Callable, Mapping
 
 from sloscope import conventions as c
@@ -189,52 +191,59 @@ class ShadowPredictor:
         self._settings = settings
         self._routing = features or RoutingFeatures(settings, history, clients=clients)
         self._bucket = bucket or TokenBucket(settings.max_per_second, max(settings.max_per_second, 1.0))
+        self._given_up = 0  # requests whose call was cancelled by shutdown (recorded skipped "shutdown")
 
     async def run(self) -> None:
-        """Drain the queue every ``batch_wait_seconds`` (sooner when a full batch waits), until cancelled."""
+        """One loop per pool, until cancelled: a slow or trickling predictor holds up its own pool's rounds only."""
+        async with asyncio.TaskGroup() as loops:
+            for pool in self._clients:
+                loops.create_task(self._run_pool(pool), name=f"sloscope-shadow-{pool}")
+
+    async def _run_pool(self, pool: str) -> None:
+        """Drain ``pool``'s queue every ``batch_wait_seconds`` (sooner when a full batch waits)."""
         settings = self._settings
         loop = asyncio.get_running_loop()
         while True:
             started = loop.time()
             try:
-                await self.drain_once()
+                await self.drain_once(pool)
             except Exception:  # keep shadowing alive; this round's requests are lost and logged
-                log.exception("shadow predictions failed")
-            if self._tracker.waiting() < settings.batch_size:
+                log.exception("shadow predictions of pool %s failed", pool)
+            if self._tracker.waiting(pool) < settings.batch_size:
                 await asyncio.sleep(max(settings.batch_wait_seconds - (loop.time() - started), 0.0))
 
     async def finish(self, timeout: float) -> int:
         """At shutdown: predict what is still queued within ``timeout``, record the rest without.
 
-        Returns how many requests were given up (counted as ``shutdown``).
+        Every pool drains at once; at the deadline the calls still unanswered are cancelled and their
+        requests, like those still queued, are recorded skipped ``shutdown`` (never dropped). Returns how
+        many requests were given up.
         """
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        # No wait_for around a round: cancelling one mid-call would lose the requests it took. Each
-        # round is bounded by the prediction timeout instead.
-        while self._tracker.waiting() and loop.time() < deadline:
-            try:
-                await self.drain_once()
-            except Exception:
-                log.exception("shadow predictions failed during shutdown")
-                break
-        return self._tracker.abandon(c.SKIP_SHUTDOWN)
+        given_up = self._given_up
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await asyncio.gather(*(self._finish_pool(pool) for pool in self._clients))
+        return self._tracker.abandon(c.SKIP_SHUTDOWN) + self._given_up - given_up
 
-    async def drain_once(self) -> int:
-        """Predict what is queued now (within the rate limit); returns how many requests got a prediction."""
-        batch = self._tracker.take(self._settings.batch_size * max(len(self._clients), 1))
+    async def _finish_pool(self, pool: str) -> None:
+        while self._tracker.waiting(pool):
+            try:
+                await self.drain_once(pool)
+            except Exception:
+                log.exception("shadow predictions of pool %s failed during shutdown", pool)
+                return
+
+    async def drain_once(self, pool: str) -> int:
+        """Predict what ``pool`` has queued now (within the rate limit); returns how many requests got a prediction."""
+        client = self._clients[pool]
+        batch = self._tracker.take(self._settings.batch_size * client.server_count, pool)
         if not batch:
             return 0
         allowed = self._bucket.take(len(batch))
         for pending in batch[allowed:]:
             self._tracker.unpredicted(pending, c.SKIP_RATE_LIMITED)
-        by_pool: dict[str, list[tuple[Pending, Features]]] = defaultdict(list)
-        for pending in batch[:allowed]:
-            features = self._features(pending)
-            if features is not None:
-                by_pool[pending.pool].append((pending, features))
-        results = await asyncio.gather(*(self._predict(pool, items) for pool, items in by_pool.items()))
-        return sum(results)
+        items = [(p, features) for p in batch[:allowed] if (features := self._features(p)) is not None]
+        return await self._predict(pool, items) if items else 0
 
     def _features(self, pending: Pending) -> Features | None:
         request = pending.request
@@ -252,7 +261,13 @@ class ShadowPredictor:
         return features
 
     async def _predict(self, pool: str, items: list[tuple[Pending, Features]]) -> int:
-        predictions = await self._clients[pool].predict([f for _, f in items], c.PURPOSE_SHADOW)
+        try:
+            predictions = await self._clients[pool].predict([f for _, f in items], c.PURPOSE_SHADOW)
+        except asyncio.CancelledError:  # shutdown: the requests taken are recorded, never lost with the call
+            for pending, _ in items:
+                self._tracker.unpredicted(pending, c.SKIP_SHUTDOWN)
+            self._given_up += len(items)
+            raise
         done = 0
         for (pending, _), prediction in zip(items, predictions, strict=True):
             if prediction is None:

@@ -65,7 +65,7 @@ class PredictorHealthCollector(Collector):
                 continue  # not polled yet: nothing is known
             pool = snapshot.pool
             for server in snapshot.servers:
-                up.add_metric([pool, server.url, server.role], 1.0 if server.up else 0.0)
+                up.add_metric([pool, server.server, server.role], 1.0 if server.up else 0.0)
             _per_signal(age, pool, snapshot.model_age_seconds(now))
             _per_signal(coverage, pool, snapshot.coverage)
             if snapshot.quantile is not None:

@@ -32,6 +32,7 @@ from sloscope.receivers.epp_page import (
 )
 from sloscope.receivers.exposition import ExpositionError, ExpositionParser, Sample
 from sloscope.receivers.http_fetch import fetch
+from sloscope.redaction import redact_url
 from sloscope.telemetry import Telemetry
 
 __all__ = [
@@ -67,11 +68,14 @@ class EPPScraper:
         stale_after: float,
         clock: Callable[[], float] = time.monotonic,
         on_samples: Callable[[str, Sequence[Sample]], None] | None = None,
+        name: str | None = None,
     ) -> None:
+        """``name``: how the logs call the EPP (the ``epp.name`` setting); else its URL, userinfo masked."""
         if interval <= 0 or timeout <= 0 or stale_after <= 0:
             raise ValueError("interval, timeout and stale_after must be positive")
         self.pool = pool
         self.url = url
+        self._shown = name or redact_url(url)
         self._http = http
         self._telemetry = telemetry
         self._interval = interval
@@ -114,7 +118,7 @@ class EPPScraper:
         if page is not None:
             self._latest = (page, now)
             if self._failing:
-                log.info("EPP of pool %s at %s answers again", self.pool, self.url)
+                log.info("EPP of pool %s at %s answers again", self.pool, self._shown)
             self._failing = False
             self._report(page)
         else:
@@ -122,7 +126,7 @@ class EPPScraper:
             if latest is not None and now - latest[1] > self._stale_after:
                 self._latest = None  # also hidden by ``latest`` already; this frees it
             level = logging.DEBUG if self._failing else logging.WARNING
-            log.log(level, "EPP of pool %s at %s: scrape failed (%s)", self.pool, self.url, error)
+            log.log(level, "EPP of pool %s at %s: scrape failed (%s)", self.pool, self._shown, error)
             self._failing = True
         self._telemetry.scrape(c.KIND_EPP, result)
         return result
@@ -135,7 +139,7 @@ class EPPScraper:
             try:
                 await self.scrape_once()
             except Exception:  # a bug must cost this scrape, not the loop
-                log.exception("EPP scrape of pool %s at %s failed unexpectedly", self.pool, self.url)
+                log.exception("EPP scrape of pool %s at %s failed unexpectedly", self.pool, self._shown)
             next_at += self._interval
             now = loop.time()
             if next_at < now:  # fell behind (a slow scrape or a pause): skip the missed ticks

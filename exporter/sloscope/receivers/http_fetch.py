@@ -1,4 +1,8 @@
-"""One GET of a metrics page or a JSON endpoint, with every failure turned into a result value.
+"""One GET of a metrics page or a JSON endpoint (or one POST), with every failure turned into a result value.
+
+Every exchange has a total deadline, connect to last byte (:func:`exchange`), and a cap on the body it
+reads: a peer that trickles its answer is cut off and counted ``timeout``, one that sends too much
+``parse_error``. docs/operations.md ("Outbound deadlines") lists both per kind of call.
 
 Scrapers of model servers, the EPP and the predictor servers share this, so that "timeout",
 "connection_error", "http_error", "parse_error", "auth_error", "credentials_error" and "tls_error"
@@ -11,8 +15,10 @@ first line of that body is kept in ``error`` for the log, since it names the acc
 
 from __future__ import annotations
 
+import asyncio
 import json
 import ssl
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,14 +28,43 @@ from sloscope import conventions as c
 from sloscope.receivers.exposition import is_openmetrics
 from sloscope.receivers.http_auth import CredentialsError
 
-__all__ = ["ACCEPT_TEXT", "MAX_PAGE_BYTES", "Fetched", "fetch", "fetch_json"]
+__all__ = [
+    "ACCEPT_TEXT",
+    "MAX_ANSWER_BYTES",
+    "MAX_PAGE_BYTES",
+    "Exchanged",
+    "Fetched",
+    "exchange",
+    "fetch",
+    "fetch_json",
+]
 
 # Ask for the Prometheus text format: prometheus_client's OpenMetrics writer drops the colons of
 # "vllm:" sample names, and the text format is what every model server writes by default.
 ACCEPT_TEXT = "text/plain;version=0.0.4;q=1,*/*;q=0.1"
 MAX_PAGE_BYTES = 16 * 1024 * 1024  # a vLLM page is ~60 kB; a larger body is refused, not buffered
+# A JSON answer of a predictor server: a /predict/bulk/strict answer of 100 predictions is ~25 kB
+# (fixtures/predictor/llm-d/quantile/predict-bulk-strict-response-old-fields.json: 3 in 660 bytes),
+# /status and /models/list under 1 kB.
+MAX_ANSWER_BYTES = 1024 * 1024
 _AUTH_STATUSES = frozenset({401, 403})
 _REASON_BYTES = 200  # of a refusal's body, for the log
+
+
+@dataclass(frozen=True)
+class Exchanged:
+    """One whole request/answer: ``result`` is one of conventions' scrape results; ``body`` only on success."""
+
+    result: str
+    status: int | None = None
+    body: bytes = b""
+    content_type: str = ""
+    error: str = ""
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.result == c.RESULT_SUCCESS
 
 
 @dataclass(frozen=True)
@@ -48,32 +83,60 @@ class Fetched:
         return self.result == c.RESULT_SUCCESS
 
 
-async def fetch(client: httpx.AsyncClient, url: str, timeout: float, accept: str = ACCEPT_TEXT) -> Fetched:
-    """GET ``url``; non-2xx is ``http_error`` (with the status), an oversize body ``parse_error``."""
+async def exchange(
+    client: httpx.AsyncClient,
+    method: str,
+    url: str,
+    *,
+    timeout: float,
+    max_bytes: int,
+    headers: Mapping[str, str],
+    content: bytes | None = None,
+) -> Exchanged:
+    """One request and its whole answer within ``timeout`` seconds, connect to last body byte.
+
+    httpx's own timeouts bound each phase and each read, so a peer sending one byte every half second
+    would never be cut off; the ``asyncio.timeout`` around the whole exchange is what makes
+    ``timeout`` a total deadline (counted ``timeout``). A body longer than ``max_bytes`` is
+    ``parse_error`` and is not read further; the body of a non-2xx answer is read only for the
+    first line of a refusal (``auth_error``).
+    """
+    loop = asyncio.get_running_loop()
+    started = loop.time()
     try:
-        async with client.stream("GET", url, headers={"Accept": accept}, timeout=timeout) as response:
-            if not 200 <= response.status_code < 300:
-                result = status_result(response.status_code)
-                error = await _refusal(response) if result == c.RESULT_AUTH_ERROR else f"HTTP {response.status_code}"
-                return Fetched(result, status=response.status_code, error=error)
-            body = bytearray()
-            async for chunk in response.aiter_bytes():
-                body += chunk
-                if len(body) > MAX_PAGE_BYTES:
-                    return Fetched(c.RESULT_PARSE_ERROR, status=response.status_code, error="body too large")
-            seconds = response.elapsed.total_seconds()
-            content_type = response.headers.get("content-type", "")
-    except CredentialsError as exc:
-        return Fetched(c.RESULT_CREDENTIALS_ERROR, error=str(exc))
-    except httpx.TimeoutException:
-        return Fetched(c.RESULT_TIMEOUT, error=f"no answer within {timeout:g}s")
-    except httpx.HTTPError as exc:  # refused, reset, DNS, protocol errors
-        return Fetched(failure_result(exc), error=f"{type(exc).__name__}: {exc}")
+        async with asyncio.timeout(timeout):
+            async with client.stream(method, url, headers=headers, content=content, timeout=timeout) as response:
+                status = response.status_code
+                if not 200 <= status < 300:
+                    result = status_result(status)
+                    error = await _refusal(response) if result == c.RESULT_AUTH_ERROR else f"HTTP {status}"
+                    return Exchanged(result, status, error=error)
+                body = bytearray()
+                async for chunk in response.aiter_bytes():
+                    body += chunk
+                    if len(body) > max_bytes:
+                        return Exchanged(c.RESULT_PARSE_ERROR, status, error=f"body larger than {max_bytes} bytes")
+                content_type = response.headers.get("content-type", "")
+    except TimeoutError:  # the total deadline
+        return Exchanged(c.RESULT_TIMEOUT, error=f"no complete answer within {timeout:g}s")
+    except (httpx.HTTPError, httpx.InvalidURL, CredentialsError) as exc:  # refused, reset, TLS, per-phase timeouts
+        return Exchanged(failure_result(exc), error=f"{type(exc).__name__}: {exc}")
+    return Exchanged(c.RESULT_SUCCESS, status, bytes(body), content_type, seconds=loop.time() - started)
+
+
+async def fetch(
+    client: httpx.AsyncClient, url: str, timeout: float, accept: str = ACCEPT_TEXT, *, max_bytes: int = MAX_PAGE_BYTES
+) -> Fetched:
+    """GET ``url`` within a total deadline; non-2xx is ``http_error`` (with the status), an oversize body
+    ``parse_error``."""
+    answer = await exchange(client, "GET", url, timeout=timeout, max_bytes=max_bytes, headers={"Accept": accept})
+    if not answer.ok:
+        return Fetched(answer.result, status=answer.status, error=answer.error)
     try:
-        text = body.decode("utf-8")
+        text = answer.body.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return Fetched(c.RESULT_PARSE_ERROR, status=response.status_code, error=f"not UTF-8: {exc}")
-    return Fetched(c.RESULT_SUCCESS, text, is_openmetrics(content_type), response.status_code, seconds=seconds)
+        return Fetched(c.RESULT_PARSE_ERROR, status=answer.status, error=f"not UTF-8: {exc}")
+    return Fetched(c.RESULT_SUCCESS, text, is_openmetrics(answer.content_type), answer.status, seconds=answer.seconds)
 
 
 async def _refusal(response: httpx.Response) -> str:
@@ -114,8 +177,9 @@ def _tls_failure(exc: BaseException) -> bool:
 
 
 async def fetch_json(client: httpx.AsyncClient, url: str, timeout: float) -> tuple[Fetched, Any]:
-    """GET a JSON document; a body that is not JSON is a ``parse_error``. The value is None unless ok."""
-    fetched = await fetch(client, url, timeout, accept="application/json")
+    """GET a JSON document (at most ``MAX_ANSWER_BYTES``); a body that is not JSON is a ``parse_error``. The
+    value is None unless ok."""
+    fetched = await fetch(client, url, timeout, accept="application/json", max_bytes=MAX_ANSWER_BYTES)
     if not fetched.ok:
         return fetched, None
     try:

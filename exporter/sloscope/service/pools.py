@@ -26,7 +26,7 @@ from prometheus_client import CollectorRegistry
 from sloscope.config import Settings
 from sloscope.conventions import MODEL, SKIP_SHUTDOWN
 from sloscope.predictor.client import PredictionClient
-from sloscope.predictor.health import PredictorHealth, PredictorSnapshot
+from sloscope.predictor.health import PredictorHealth, PredictorSnapshot, server_labels
 from sloscope.processors.inflight_history import InflightHistory
 from sloscope.processors.live_headroom import LiveHeadroom
 from sloscope.processors.pod_history import PodHistory
@@ -43,6 +43,7 @@ from sloscope.receivers.epp import EPPScraper
 from sloscope.receivers.http_auth import HTTPClients, epp_auth
 from sloscope.receivers.pod_scraper import PodScraper
 from sloscope.records import JoinedRequest, RequestRecord
+from sloscope.service.deadlines import within
 from sloscope.slo.spec import SLOSpec
 from sloscope.telemetry import Telemetry
 
@@ -51,6 +52,7 @@ __all__ = ["PoolMonitor", "pod_history", "pool_of_pod"]
 log = logging.getLogger(__name__)
 
 _EXPIRE_EVERY_SECONDS = 1.0
+_STEP_SECONDS = 1.0  # the longest a clean-up step of stop() may take (cancelled tasks end at once)
 
 
 def pod_history(settings: Settings) -> PodHistory:
@@ -114,6 +116,7 @@ class PoolMonitor:
                 predictor_http[pool.name],
                 count=functools.partial(series.call, pool.name),
                 retried=functools.partial(series.retried, pool.name),
+                labels=server_labels(pool.predictor)[1],
             )
             for pool in pools
             if pool.predictor is not None and pool.predictor.prediction_urls
@@ -167,6 +170,7 @@ class PoolMonitor:
                 pool.scrape_timeout_seconds or scrape.timeout_seconds,
                 stale_after=scrape.stale_after_seconds,
                 on_samples=self.inflight.record,
+                name=pool.epp.name,
             )
             for pool in pools
             if pool.epp is not None
@@ -227,18 +231,24 @@ class PoolMonitor:
 
     async def stop(self, timeout: float = 5.0) -> None:
         """Stops every loop. Requests still waiting for a shadow prediction get one within ``timeout``
-        if the predictor answers, and are recorded without one otherwise (the pipeline has drained)."""
+        if the predictor answers, and are recorded without one (skipped ``shutdown``) otherwise, the pipeline
+        having drained. Each clean-up step after that has a deadline of its own (``_STEP_SECONDS``)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
         tasks, self._tasks = self._tasks, []
         for task in tasks:
             task.cancel()
-        await _await_cancelled(tasks)
-        abandoned = await self.shadow.finish(timeout) if self.clients else self.tracker.abandon(SKIP_SHUTDOWN)
+        await within(_STEP_SECONDS, "the pool loops", _await_cancelled(tasks))
+        if self.clients:
+            abandoned = await self.shadow.finish(max(deadline - loop.time(), 0.0))
+        else:
+            abandoned = self.tracker.abandon(SKIP_SHUTDOWN)
         if abandoned:
             log.warning("shutdown: %d request(s) recorded without their shadow prediction", abandoned)
         if self._enabled:
-            await self.discovery.stop()
-            await self.scraper.stop()
-        await self._clients.aclose()
+            await within(_STEP_SECONDS, "discovery", self.discovery.stop())
+            await within(_STEP_SECONDS, "the pod scrapes", self.scraper.stop())
+        await within(_STEP_SECONDS, "closing the scrape and prediction connections", self._clients.aclose())
 
 
 async def _keep(name: str, job: Callable[[], Awaitable[Any]], every: float | None) -> None:

@@ -27,12 +27,17 @@ from sloscope.publishers.record_store import RecordStore
 from sloscope.publishers.sinks import RecordSink, RecordSinks, SinkMetrics
 from sloscope.receivers.otlp_grpc import create_server as create_grpc_server
 from sloscope.service.app import create_metrics_app, create_otlp_app
+from sloscope.service.deadlines import within
 from sloscope.service.http_metrics import HttpMetrics
 from sloscope.service.pools import PoolMonitor, pod_history, pool_of_pod
 from sloscope.service.tracing import tracer_provider
 from sloscope.slo.spec import SLOSpec
 
 log = logging.getLogger(__name__)
+
+_FLUSH_RESERVE_SECONDS = 2.0  # of shutdown_grace_seconds, kept for writing the records (a fifth at most)
+_HTTP_STOP_SECONDS = 3.0  # uvicorn's graceful wait (timeout_graceful_shutdown=2) and a second to close
+_STEP_SECONDS = 1.0
 
 
 class _Server(uvicorn.Server):
@@ -153,17 +158,21 @@ class Service:
         """
         self._ready = False  # /readyz turns 503 at once, so load balancers stop sending
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.settings.shutdown_grace_seconds
+        grace = self.settings.shutdown_grace_seconds
+        deadline = loop.time() + grace
+        # The last step writes the records: the steps before it end this much before the deadline.
+        flush_reserve = min(grace / 5, _FLUSH_RESERVE_SECONDS)
         if self._grpc is not None:
-            await self._grpc.stop(min(2.0, self.settings.shutdown_grace_seconds / 4))
+            stop_grpc = min(2.0, grace / 4)
+            await within(stop_grpc + 1.0, "the OTLP/gRPC receiver", self._grpc.stop(stop_grpc))
             self._grpc = None
         await self._stop_http("otlp_http")
-        remaining = max(deadline - loop.time(), 0.1)
+        remaining = max(deadline - flush_reserve - loop.time(), 0.1)
         drained = await asyncio.to_thread(self.pipeline.shutdown, remaining)
         if not drained:
             log.error("shutdown: the pipeline did not drain within shutdown_grace_seconds")
-        await self.pools.stop(timeout=max(deadline - loop.time(), 0.1))
-        flushed = await asyncio.to_thread(self.sinks.shutdown, max(deadline - loop.time(), 1.0))
+        await self.pools.stop(timeout=max(deadline - flush_reserve - loop.time(), 0.1))
+        flushed = await asyncio.to_thread(self.sinks.shutdown, max(deadline - loop.time(), flush_reserve, 1.0))
         unwritten = self.sinks.unwritten()
         self.unwritten_records = sum(unwritten.values())
         if unwritten:
@@ -189,12 +198,17 @@ class Service:
             await asyncio.wait_for(self._final_scrape.wait(), wait)
 
     async def _stop_http(self, name: str) -> None:
+        """Stop one listener: uvicorn's graceful wait (2 s), then its task is cancelled if it lingers."""
         entry = self._servers.pop(name, None)
         if entry is not None:
             server, task = entry
             server.should_exit = True
             with contextlib.suppress(asyncio.CancelledError):
-                await task
+                await within(_HTTP_STOP_SECONDS, f"the {name} listener", asyncio.shield(task))
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await within(_STEP_SECONDS, f"cancelling the {name} listener", task)
 
     async def run_until_signal(self) -> int:
         """Serve until SIGTERM or SIGINT, then stop; returns the exit status (:func:`exit_status`)."""

@@ -23,6 +23,7 @@ import yaml
 
 from sloscope.config import FileSD
 from sloscope.receivers.discovery import Target, Update, sorted_labels
+from sloscope.redaction import without_userinfo
 
 __all__ = [
     "FileSDDiscovery",
@@ -153,7 +154,7 @@ def targets_from_groups(pool: str, groups: Any) -> list[Target]:
             {name: value for name, value in labels.items() if not name.startswith("__") and name not in POD_LABELS}
         )
         for address in _addresses(group, where):
-            pod = named or address
+            pod = named or without_userinfo(address)
             if pod in seen:
                 raise FileSDError(f"{where}: pod {pod!r} of {address} is already the pod of {seen[pod]}")
             seen[pod] = address

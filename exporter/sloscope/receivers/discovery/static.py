@@ -7,17 +7,21 @@ from collections.abc import Sequence
 
 from sloscope.config import StaticTarget
 from sloscope.receivers.discovery import Target, Update, sorted_labels
+from sloscope.redaction import without_userinfo
 
 __all__ = ["StaticDiscovery"]
 
 
 class StaticDiscovery:
-    """A fixed list from ``pools[].targets.static``; a pod without a name is named by its address."""
+    """A fixed list from ``pools[].targets.static``; a pod without a name is named by its address (without userinfo)."""
 
     def __init__(self, pool: str, targets: Sequence[StaticTarget]) -> None:
         self._targets = tuple(
             Target(
-                pool=pool, pod=target.pod or target.address, address=target.address, labels=sorted_labels(target.labels)
+                pool=pool,
+                pod=target.pod or without_userinfo(target.address),
+                address=target.address,
+                labels=sorted_labels(target.labels),
             )
             for target in targets
         )

@@ -88,10 +88,7 @@ def wait_until(predicate: Callable[[], bool], timeout: float = 20.0, what: str =
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
-def start_server(
-    tmp_path: Path, settings: dict[str, Any], preexec_fn: Callable[[], None] | None = None
-) -> Server:
-    """``preexec_fn`` runs in the child before it starts (to lower a resource limit, say)."""
+def start_server(tmp_path: Path, settings: dict[str, Any]) -> Server:
     base = {
         "listeners": {"host": "127.0.0.1", "otlp_grpc_port": 0, "otlp_http_port": 0, "metrics_port": 0},
         "final_scrape_wait_seconds": 0,
@@ -106,7 +103,6 @@ def start_server(
         stdout=subprocess.DEVNULL,
         text=True,
         env=env,
-        preexec_fn=preexec_fn,
     )
     log: list[str] = []
     ports: list[int] = []

@@ -3,7 +3,7 @@
 Each attacking connection sends the start of a request head and then one more header byte every
 half second, never the blank line that ends it: the pattern that kept sockets open forever before
 (uvicorn 0.54.0's h11 protocol arms no timer until a response completes, protocols/http/h11_impl.py
-``on_response_complete``). The child runs with a file limit below the number of attacking
+``on_response_complete``). The child's file limit is lowered (prlimit) below the number of attacking
 connections, so without a per-listener cap it would run out of descriptors and stop accepting on
 every port.
 """
@@ -82,10 +82,6 @@ class Slowloris:
             sock.close()
 
 
-def _lower_file_limit() -> None:
-    resource.setrlimit(resource.RLIMIT_NOFILE, (FILE_LIMIT, FILE_LIMIT))
-
-
 def _open_files(server: Server) -> int:
     return len(os.listdir(f"/proc/{server.process.pid}/fd"))
 
@@ -96,12 +92,9 @@ def _small_export() -> bytes:
 
 
 def test_slowloris_connections_are_closed_and_other_clients_are_served(tmp_path: Path) -> None:
-    server = start_server(
-        tmp_path,
-        {"listeners": {"max_connections": CAP, "header_timeout_seconds": 2.0}},
-        preexec_fn=_lower_file_limit,
-    )
+    server = start_server(tmp_path, {"listeners": {"max_connections": CAP, "header_timeout_seconds": 2.0}})
     try:
+        resource.prlimit(server.process.pid, resource.RLIMIT_NOFILE, (FILE_LIMIT, FILE_LIMIT))
         limit = int(Path(f"/proc/{server.process.pid}/limits").read_text().split("Max open files")[1].split()[0])
         assert limit == FILE_LIMIT
         attack = Slowloris([server.http_port, server.metrics_port], CONNECTIONS)

@@ -117,6 +117,7 @@ class GuardedProtocol(H11Protocol):
         self._counted = False
         self._established = False
         self._gone = False
+        self._early: list[bytes] = []  # decrypted before start_tls returned (asyncio reads right after the handshake)
 
     # -- connection lifetime ----------------------------------------------------------------------
 
@@ -169,6 +170,9 @@ class GuardedProtocol(H11Protocol):
         self._established = True
         super().connection_made(transport)  # type: ignore[arg-type]
         self._arm()
+        early, self._early = b"".join(self._early), []
+        if early:
+            self.data_received(early)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._gone = True
@@ -231,6 +235,9 @@ class GuardedProtocol(H11Protocol):
             self._end_wait()
 
     def data_received(self, data: bytes) -> None:
+        if not self._established:
+            self._early.append(data)
+            return
         super().data_received(data)
         self._track()
 

@@ -160,6 +160,13 @@ class Listeners(_Section):
         description="Connections open at once on each HTTP listener. At the cap a new connection closes the "
         "longest-waiting idle or header-less one, else it is refused with 503.",
     )
+    backlog: int = Field(
+        default=128,
+        ge=1,
+        le=65535,
+        description="Connections the kernel queues per HTTP listener before sloscope accepts them; also how many "
+        "it accepts at once, so a listener holds at most about max_connections + 2 x backlog descriptors.",
+    )
     header_timeout_seconds: float = Field(
         default=10.0,
         gt=0,

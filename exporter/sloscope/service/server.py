@@ -155,6 +155,7 @@ class Service:
             access_log=False,
             lifespan="off",
             timeout_graceful_shutdown=2,
+            backlog=self.settings.listeners.backlog,  # asyncio accepts up to this many per wake-up
         )
         server = _Server(config)
         task = asyncio.create_task(server.serve(sockets=[sock]), name=f"sloscope-{name}")

@@ -7,12 +7,14 @@ import os
 from pathlib import Path
 
 import pytest
+from prometheus_client import CollectorRegistry
 from pydantic import ValidationError
 
 from sloscope import conventions as c
 from sloscope.config import ListenerAuth, Listeners, ListenerTLS
 from sloscope.service.auth import Credentials
 from sloscope.service.file_watch import Reloading
+from sloscope.service.listeners import ListenerSetup
 
 
 def _basic(user: str, password: str) -> str:
@@ -130,3 +132,44 @@ def test_no_listener_security_by_default() -> None:
     assert not listeners.tls.enabled
     assert not listeners.auth.enabled
     assert listeners.host == "0.0.0.0"
+
+
+def test_the_grpc_listener_gets_grpc_core_channel_arguments() -> None:
+    """Names as in grpc include/grpc/impl/channel_arg_names.h (grpcio 1.85.1):
+    GRPC_ARG_MAX_ALLOWED_INCOMING_CONNECTIONS,
+    GRPC_ARG_MAX_CONCURRENT_STREAMS, GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, GRPC_ARG_KEEPALIVE_TIME_MS and _TIMEOUT_MS,
+    GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+    GRPC_ARG_MAX_CONNECTION_IDLE_MS, GRPC_ARG_MAX_CONNECTION_AGE_MS and GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS."""
+    setup = ListenerSetup(Listeners(), CollectorRegistry())
+    assert setup.grpc_options() == [
+        ("grpc.max_allowed_incoming_connections", 512),
+        ("grpc.max_concurrent_streams", 100),
+        ("grpc.server_handshake_timeout_ms", 10_000),
+        ("grpc.keepalive_time_ms", 60_000),
+        ("grpc.keepalive_timeout_ms", 20_000),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+        ("grpc.max_connection_idle_ms", 300_000),
+        ("grpc.max_connection_age_ms", 1_800_000),
+        ("grpc.max_connection_age_grace_ms", 30_000),
+    ]
+    assert setup.grpc_interceptors() == []  # no credentials configured: nothing checks them
+
+
+def test_every_refusal_counter_starts_at_zero() -> None:
+    registry = CollectorRegistry()
+    ListenerSetup(Listeners(), registry)
+    refused = {
+        (s.labels["listener"], s.labels["reason"])
+        for m in registry.collect()
+        for s in m.samples
+        if s.name == f"{c.LISTENER_CONNECTIONS_REFUSED.name}_total" and s.value == 0
+    }
+    assert refused == {(name, reason) for name in c.HTTP_LISTENERS for reason in c.REFUSED_REASONS}
+    failures = {
+        (s.labels["listener"], s.labels["reason"])
+        for m in registry.collect()
+        for s in m.samples
+        if s.name == f"{c.LISTENER_AUTH_FAILURES.name}_total" and s.value == 0
+    }
+    assert failures == {(name, reason) for name in c.LISTENERS for reason in c.AUTH_FAILURE_REASONS}

@@ -20,6 +20,10 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExportResult
+from opentelemetry.trace import SpanContext
 
 from sloscope import conventions as c
 from sloscope.testing import export_request, span, vllm_attributes
@@ -82,6 +86,15 @@ class Slowloris:
         self._thread.join(10)
         for sock in self.sockets:
             sock.close()
+
+
+def _read_until_closed(sock: socket.socket) -> None:
+    """Returns once the peer closed or reset the connection (the socket's timeout bounds the wait)."""
+    try:
+        while sock.recv(4096):
+            pass
+    except ConnectionResetError:
+        pass
 
 
 def _open_files(server: Server) -> int:
@@ -152,5 +165,31 @@ def test_a_request_that_finishes_its_headers_in_time_is_served_and_kept_alive(tm
                 assert answer.startswith(b"HTTP/1.1 200 OK")
                 time.sleep(1.5)  # longer than the header timeout, between two requests: idle, not slow
         assert server.total(f"{c.LISTENER_CONNECTIONS_REFUSED.name}_total") == 0
+    finally:
+        assert server.stop() == 0
+
+
+def test_grpc_refuses_connections_beyond_its_cap_and_times_out_silent_ones(tmp_path: Path) -> None:
+    """gRPC core closes connections beyond ``grpc.max_allowed_incoming_connections`` at once and those that never
+    send the HTTP/2 preface after ``grpc.server_handshake_timeout_ms`` (grpc include/grpc/impl/channel_arg_names.h);
+    an exporter connecting afterwards is served."""
+    cap, silent = 4, 12
+    server = start_server(tmp_path, {"listeners": {"header_timeout_seconds": 2.0, "grpc": {"max_connections": cap}}})
+    try:
+        sockets = [socket.create_connection(("127.0.0.1", server.grpc_port), timeout=30) for _ in range(silent)]
+        try:
+            for sock in sockets:  # each is closed by gRPC: beyond the cap at once, the others at the deadline
+                _read_until_closed(sock)  # (after gRPC's own SETTINGS frame, for those it took)
+        finally:
+            for sock in sockets:
+                sock.close()
+        exporter = GrpcExporter(endpoint=server.otlp_grpc, insecure=True, timeout=10)
+        llm = ReadableSpan(
+            name="llm_request",
+            context=SpanContext(trace_id=1, span_id=1, is_remote=False),
+            attributes=vllm_attributes(ttft=0.1, e2e=1.0, completion_tokens=10),
+        )
+        assert exporter.export([llm]) == SpanExportResult.SUCCESS
+        assert server.value("sloscope_spans_received_total", transport="grpc") == 1
     finally:
         assert server.stop() == 0

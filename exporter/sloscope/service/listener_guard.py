@@ -14,7 +14,9 @@ finishes its headers therefore holds its socket forever. :func:`guarded_protocol
   complete its line and headers, then answers ``408`` and closes;
 - does TLS itself with :meth:`asyncio.loop.start_tls` and a handshake deadline, taking the
   listener's current context at each connection (certificates reload without a restart), because
-  uvicorn hands asyncio one fixed context with the default 60 s handshake timeout.
+  uvicorn hands asyncio one fixed context with the default 60 s handshake timeout. asyncio may
+  decrypt the first request before ``start_tls`` returns (CPython 3.11.7 asyncio/sslproto.py
+  ``_on_handshake_complete``, lines 600-601, reads at once), so those bytes wait until the connection is set up.
 
 Every refusal is counted in ``sloscope_listener_connections_refused_total{listener,reason}``.
 """
@@ -118,6 +120,7 @@ class GuardedProtocol(H11Protocol):
         self._established = False
         self._gone = False
         self._early: list[bytes] = []  # decrypted before start_tls returned (asyncio reads right after the handshake)
+        self._handshake_task: asyncio.Task[None] | None = None  # held: the loop keeps only weak references
 
     # -- connection lifetime ----------------------------------------------------------------------
 
@@ -139,7 +142,7 @@ class GuardedProtocol(H11Protocol):
         if guard.tls is None:
             self._establish(transport)
         else:
-            self.loop.create_task(self._handshake(transport, guard.tls()))
+            self._handshake_task = self.loop.create_task(self._handshake(transport, guard.tls()))
 
     async def _handshake(self, transport: asyncio.BaseTransport, context: ssl.SSLContext) -> None:
         timeout = self.guard.header_timeout

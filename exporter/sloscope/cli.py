@@ -269,6 +269,7 @@ def _tune_gc() -> None:
 def _serve(config: Path | None, spec: Path | None) -> int:
     from sloscope.loading import ConfigError, load
     from sloscope.redaction import RedactingFilter, redact_text
+    from sloscope.service.listeners import ListenerFilesError
     from sloscope.service.server import Service
 
     try:
@@ -285,4 +286,9 @@ def _serve(config: Path | None, spec: Path | None) -> int:
     # httpx logs every scrape and prediction call at INFO; sloscope counts them in its own series instead.
     logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLevelName(loaded.settings.log_level)))
     _tune_gc()
-    return asyncio.run(Service(loaded.settings, loaded.spec).run_until_signal())
+    try:
+        service = Service(loaded.settings, loaded.spec)
+    except ListenerFilesError as exc:
+        print(f"sloscope: {exc}", file=sys.stderr)
+        return 2
+    return asyncio.run(service.run_until_signal())

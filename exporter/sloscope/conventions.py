@@ -563,6 +563,27 @@ HTTP_REQUEST_DURATION = MetricDef(
     "http_request_duration_seconds", "histogram", ("handler", "method"), "Latency of sloscope's HTTP handlers."
 )
 
+# sloscope's own listeners: connections refused or closed by their limits, and refused credentials.
+LISTENER_CONNECTIONS_REFUSED = _m(
+    "listener_connections_refused",
+    "counter",
+    ("listener", "reason"),
+    "HTTP listener connections refused or closed by a limit, by reason.",
+)
+LISTENER_AUTH_FAILURES = _m(
+    "listener_auth_failures", "counter", ("listener", "reason"), "Requests refused for missing or wrong credentials."
+)
+HTTP_LISTENERS = ("otlp_http", "metrics")  # listener label of the connection counter (gRPC core keeps its own)
+LISTENERS = ("otlp_grpc", *HTTP_LISTENERS)
+REFUSED_CONNECTION_LIMIT = "connection_limit"  # every slot held by a request in progress: 503 and close
+REFUSED_EVICTED = "evicted"  # an idle or header-less connection closed to make room for a new one
+REFUSED_HEADER_TIMEOUT = "header_timeout"  # request line and headers not complete in time: 408 and close
+REFUSED_TLS_HANDSHAKE = "tls_handshake"  # the TLS handshake failed or did not finish in time
+REFUSED_REASONS = (REFUSED_CONNECTION_LIMIT, REFUSED_EVICTED, REFUSED_HEADER_TIMEOUT, REFUSED_TLS_HANDSHAKE)
+AUTH_MISSING = "missing"  # no credentials of a configured kind
+AUTH_INVALID = "invalid"  # credentials that match none configured (or a secret file that cannot be read)
+AUTH_FAILURE_REASONS = (AUTH_MISSING, AUTH_INVALID)
+
 ALL_METRICS: tuple[MetricDef, ...] = (
     REQUESTS,
     SLO_REQUESTS,
@@ -640,6 +661,8 @@ ALL_METRICS: tuple[MetricDef, ...] = (
     STORE_FILES_DELETED,
     HTTP_REQUESTS,
     HTTP_REQUEST_DURATION,
+    LISTENER_CONNECTIONS_REFUSED,
+    LISTENER_AUTH_FAILURES,
 )
 
 

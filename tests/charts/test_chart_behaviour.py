@@ -44,9 +44,10 @@ def test_the_pod_runs_non_root_on_a_read_only_root_filesystem(render: Callable[.
 @pytest.mark.parametrize("case", CASES)
 def test_probes_ask_healthz_and_readyz_on_the_metrics_port(render: Callable[..., Rendered], case: str) -> None:
     container = render(case).container
-    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
-    assert container["startupProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
-    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    tls = {"scheme": "HTTPS"} if case == "listener-security-values.yaml" else {}  # TLS on the metrics listener
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics", **tls}
+    assert container["startupProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics", **tls}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics", **tls}
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -74,10 +74,76 @@ Where the projected config volume puts the two files; the settings name the spec
 {{- define "sloscope.configDir" -}}/etc/sloscope{{- end }}
 
 {{/*
+Where the listeners' TLS Secret and token Secret are mounted (whole directories: updates reach the pod).
+*/}}
+{{- define "sloscope.tlsDir" -}}/etc/sloscope-tls{{- end }}
+{{- define "sloscope.authDir" -}}/etc/sloscope-auth{{- end }}
+
+{{/*
+Whether the metrics listener serves TLS; "true" or "".
+*/}}
+{{- define "sloscope.metricsTLS" -}}
+{{- if and .Values.tls.enabled (has "metrics" .Values.tls.listeners) }}true{{- end }}
+{{- end }}
+
+{{/*
+The scrape endpoint's scheme, tlsConfig and authorization for the ServiceMonitor and the PodMonitor, as YAML
+(prometheus-operator monitoring.coreos.com/v1 Endpoint and PodMetricsEndpoint fields).
+*/}}
+{{- define "sloscope.scrapeSecurity" -}}
+{{- if include "sloscope.metricsTLS" . }}
+scheme: https
+tlsConfig:
+  {{- with .Values.tls.scrape.caKey }}
+  ca:
+    secret: {name: {{ $.Values.tls.secretName }}, key: {{ . }}}
+  {{- end }}
+  {{- with .Values.tls.scrape.serverName }}
+  serverName: {{ . }}
+  {{- end }}
+  {{- if .Values.tls.scrape.insecureSkipVerify }}
+  insecureSkipVerify: true
+  {{- end }}
+  {{- with .Values.tls.scrape.clientSecretName }}
+  cert:
+    secret: {name: {{ . }}, key: tls.crt}
+  keySecret: {name: {{ . }}, key: tls.key}
+  {{- end }}
+{{- end }}
+{{- if and .Values.auth.enabled (has "metrics" .Values.auth.listeners) }}
+authorization:
+  type: Bearer
+  credentials: {name: {{ .Values.auth.secretName }}, key: {{ .Values.auth.tokenKey }}}
+{{- end }}
+{{- end }}
+
+{{/*
+Refuses listener security the probes could not pass.
+*/}}
+{{- define "sloscope.checkListenerSecurity" -}}
+{{- if and (include "sloscope.metricsTLS" .) (eq .Values.tls.clientAuthType "RequireAndVerifyClientCert") }}
+{{- fail "tls.clientAuthType RequireAndVerifyClientCert with metrics in tls.listeners: the kubelet's probes present no client certificate (use VerifyClientCertIfGiven, or leave metrics out)" }}
+{{- end }}
+{{- if and .Values.tls.enabled (eq .Values.tls.clientAuthType "VerifyClientCertIfGiven") (has "otlp_grpc" .Values.tls.listeners) }}
+{{- fail "tls.clientAuthType VerifyClientCertIfGiven cannot apply to otlp_grpc: gRPC can only require a client certificate or not ask for one" }}
+{{- end }}
+{{- end }}
+
+{{/*
 The runtime settings file: .Values.config with the keys the chart owns set from the chart's values.
 */}}
 {{- define "sloscope.settings" -}}
 {{- $owned := dict "slo_spec" "slo.yaml" "listeners" (dict "otlp_grpc_port" (int .Values.ports.otlpGrpc) "otlp_http_port" (int .Values.ports.otlpHttp) "metrics_port" (int .Values.ports.metrics)) }}
+{{- if .Values.tls.enabled }}
+{{- $tls := dict "cert_file" (printf "%s/tls.crt" (include "sloscope.tlsDir" .)) "key_file" (printf "%s/tls.key" (include "sloscope.tlsDir" .)) "client_auth_type" .Values.tls.clientAuthType "listeners" .Values.tls.listeners }}
+{{- if ne .Values.tls.clientAuthType "NoClientCert" }}
+{{- $_ := set $tls "client_ca_file" (printf "%s/%s" (include "sloscope.tlsDir" .) .Values.tls.clientCaKey) }}
+{{- end }}
+{{- $_ := set $owned.listeners "tls" $tls }}
+{{- end }}
+{{- if .Values.auth.enabled }}
+{{- $_ := set $owned.listeners "auth" (dict "token_file" (printf "%s/%s" (include "sloscope.authDir" .) .Values.auth.tokenKey) "listeners" .Values.auth.listeners) }}
+{{- end }}
 {{- $settings := mustMergeOverwrite (deepCopy (.Values.config | default dict)) $owned }}
 {{- toYaml $settings }}
 {{- end }}

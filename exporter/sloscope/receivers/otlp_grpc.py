@@ -10,6 +10,7 @@ standard way (``grpc-status-details-bin``) and the way OpenTelemetry SDK exporte
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 import grpc
@@ -71,14 +72,23 @@ def trace_service_handler(intake: Intake, max_request_bytes: int) -> grpc.Generi
     return grpc.method_handlers_generic_handler(SERVICE, {"Export": handler})
 
 
-def create_server(intake: Intake, max_request_bytes: int) -> grpc.aio.Server:
+def create_server(
+    intake: Intake,
+    max_request_bytes: int,
+    *,
+    options: Sequence[tuple[str, int]] = (),
+    interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+) -> grpc.aio.Server:
+    """``options``: further channel arguments (the listener's limits); ``interceptors``: its credentials check."""
     # gRPC's own cap answers RESOURCE_EXHAUSTED, which exporters retry forever; it is set well above
     # ours so that the handler can refuse oversize messages with a permanent, counted error.
     server = grpc.aio.server(
         options=[
             ("grpc.max_receive_message_length", 4 * max_request_bytes),
             ("grpc.so_reuseport", 0),
-        ]
+            *options,
+        ],
+        interceptors=interceptors,
     )
     server.add_generic_rpc_handlers((trace_service_handler(intake, max_request_bytes),))
     return server

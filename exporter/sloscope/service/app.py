@@ -23,11 +23,22 @@ from sloscope.service.http_metrics import HttpMetrics
 from sloscope.service.tracing import instrument
 
 
-def create_otlp_app(pipeline: Pipeline, http_metrics: HttpMetrics, tracer: TracerProvider | None) -> Any:
+def _unprotected(app: Any) -> Any:
+    return app
+
+
+def create_otlp_app(
+    pipeline: Pipeline,
+    http_metrics: HttpMetrics,
+    tracer: TracerProvider | None,
+    *,
+    protect: Callable[[Any], Any] = _unprotected,
+) -> Any:
+    """``protect`` wraps the app with the listener's credentials check (its 401s are still counted)."""
     app = FastAPI(title="sloscope OTLP/HTTP receiver", version=__version__, docs_url=None, redoc_url=None)
     app.include_router(otlp_router(pipeline.intake, pipeline.settings.limits.max_request_bytes))
     instrument(app, tracer)
-    return http_metrics.middleware(app)
+    return http_metrics.middleware(protect(app))
 
 
 def create_metrics_app(
@@ -40,6 +51,7 @@ def create_metrics_app(
     on_final_scrape: Callable[[], None] = lambda: None,
     sinks: tuple[str, ...] = (),
     sink_problems: Callable[[], dict[str, str]] = dict,
+    protect: Callable[[Any], Any] = _unprotected,
 ) -> Any:
     app = FastAPI(title="sloscope", version=__version__, docs_url=None, redoc_url=None, openapi_url=None)
     registry = pipeline.registry
@@ -71,4 +83,4 @@ def create_metrics_app(
         return JSONResponse(body, status_code=200 if ready else 503)
 
     instrument(app, tracer)
-    return http_metrics.middleware(app)
+    return http_metrics.middleware(protect(app))

@@ -29,6 +29,7 @@ from sloscope.receivers.otlp_grpc import create_server as create_grpc_server
 from sloscope.service.app import create_metrics_app, create_otlp_app
 from sloscope.service.deadlines import within
 from sloscope.service.http_metrics import HttpMetrics
+from sloscope.service.listeners import ListenerSetup
 from sloscope.service.pools import PoolMonitor, pod_history, pool_of_pod
 from sloscope.service.tracing import tracer_provider
 from sloscope.slo.spec import SLOSpec
@@ -89,6 +90,7 @@ class Service:
         self.pipeline.evaluator.add(self.pools.tracker)
         self._tracer = tracer_provider(settings.self_tracing)
         self._http_metrics = HttpMetrics(self.registry)
+        self._listeners = ListenerSetup(settings.listeners, self.registry)
         self._grpc: grpc.aio.Server | None = None
         self._servers: dict[str, tuple[_Server, asyncio.Task[None]]] = {}
         self._ready = False
@@ -113,13 +115,22 @@ class Service:
             on_final_scrape=self._final_scrape.set,
             sinks=tuple(sink.name for sink in self.sinks.sinks),
             sink_problems=self.sinks.problems,
+            protect=self._listeners.protect("metrics"),
         )
         metrics_port = await self._serve_http("metrics", metrics_app, listeners.host, listeners.metrics_port)
         try:
-            self._grpc = create_grpc_server(self.pipeline.intake, self.settings.limits.max_request_bytes)
-            grpc_port = self._grpc.add_insecure_port(f"{_grpc_host(listeners.host)}:{listeners.otlp_grpc_port}")
+            self._grpc = create_grpc_server(
+                self.pipeline.intake,
+                self.settings.limits.max_request_bytes,
+                options=self._listeners.grpc_options(),
+                interceptors=self._listeners.grpc_interceptors(),
+            )
+            grpc_address = f"{_grpc_host(listeners.host)}:{listeners.otlp_grpc_port}"
+            grpc_port = self._listeners.add_grpc_port(self._grpc, grpc_address)
             await self._grpc.start()
-            otlp_app = create_otlp_app(self.pipeline, self._http_metrics, self._tracer)
+            otlp_app = create_otlp_app(
+                self.pipeline, self._http_metrics, self._tracer, protect=self._listeners.protect("otlp_http")
+            )
             http_port = await self._serve_http("otlp_http", otlp_app, listeners.host, listeners.otlp_http_port)
         except BaseException:
             await self.stop()  # a failed start cleans up what it started
@@ -135,11 +146,25 @@ class Service:
             listeners.host,
             metrics_port,
         )
+        tls, auth = self.settings.listeners.tls, self.settings.listeners.auth
+        log.info(
+            "listener security: tls on %s, credentials required on %s (/healthz and /readyz stay open)",
+            ", ".join(tls.listeners) if tls.enabled else "none",
+            ", ".join(auth.listeners) if auth.enabled else "none",
+        )
         return self.ports
 
     async def _serve_http(self, name: str, app: Any, host: str, port: int) -> int:
         sock = _bind(host, port)
-        config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="off", timeout_graceful_shutdown=2)
+        config = uvicorn.Config(
+            app,
+            http=self._listeners.http_protocol(name),  # connection cap, header and idle timeouts, TLS
+            log_config=None,
+            access_log=False,
+            lifespan="off",
+            timeout_graceful_shutdown=2,
+            backlog=self.settings.listeners.backlog,  # asyncio accepts up to this many per wake-up
+        )
         server = _Server(config)
         task = asyncio.create_task(server.serve(sockets=[sock]), name=f"sloscope-{name}")
         while not server.started:

@@ -1,0 +1,195 @@
+"""Slowloris against a real ``sloscope serve``: held connections are closed, everyone else is served.
+
+Each attacking connection sends the start of a request head and then one more header byte every
+half second, never the blank line that ends it: the pattern that kept sockets open forever before
+(uvicorn 0.54.0's h11 protocol arms no timer until a response completes, protocols/http/h11_impl.py
+``on_response_complete``). The child's file limit is lowered (prlimit) below the number of attacking
+connections, so without a per-listener cap it would run out of descriptors and stop accepting on
+every port. asyncio accepts up to ``backlog`` connections per wake-up before any ``connection_made`` runs
+(CPython 3.11.7 asyncio/selector_events.py:163, ``for _ in range(backlog)``), so the backlog is bounded too.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import socket
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExportResult
+from opentelemetry.trace import SpanContext
+
+from sloscope import conventions as c
+from sloscope.testing import export_request, span, vllm_attributes
+
+from .conftest import Server, start_server, wait_until
+
+pytestmark = pytest.mark.integration
+
+CONNECTIONS = int(os.environ.get("SLOSCOPE_TEST_SLOWLORIS_CONNECTIONS", "300"))
+CAP = 64  # per HTTP listener
+BACKLOG = 16  # asyncio accepts a whole backlog before any connection_made runs: peak ~ CAP + 2 x BACKLOG
+FILE_LIMIT = 256  # below CONNECTIONS: only the cap keeps the child (15 descriptors idle) within it
+
+
+class Slowloris:
+    """``count`` connections split over ``ports``, each trickling an unfinished request head."""
+
+    def __init__(self, ports: list[int], count: int) -> None:
+        self.sockets: list[socket.socket] = []
+        self.answers: list[bytes] = []  # what the server wrote before closing, per closed connection
+        self.closed: set[int] = set()
+        for i in range(count):
+            sock = socket.create_connection(("127.0.0.1", ports[i % len(ports)]), timeout=5)
+            sock.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: sloscope\r\nX-Slow: ")
+            sock.setblocking(False)
+            self.sockets.append(sock)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._trickle, daemon=True)
+        self._thread.start()
+
+    def _trickle(self) -> None:
+        while not self._stop.is_set() and len(self.closed) < len(self.sockets):
+            for index, sock in enumerate(self.sockets):
+                if index in self.closed:
+                    continue
+                try:
+                    data = sock.recv(4096)
+                except BlockingIOError:
+                    data = None
+                except OSError:
+                    data = b""
+                if data is not None:  # the server answered (408 or 503) or closed: this one is done
+                    self.answers.append(data)
+                    self.closed.add(index)
+                    continue
+                try:
+                    sock.send(b"a")
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    self.answers.append(b"")
+                    self.closed.add(index)
+            self._stop.wait(0.5)
+
+    def all_closed(self) -> bool:
+        return len(self.closed) == len(self.sockets)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        for sock in self.sockets:
+            sock.close()
+
+
+def _read_until_closed(sock: socket.socket) -> None:
+    """Returns once the peer closed or reset the connection (the socket's timeout bounds the wait)."""
+    try:
+        while sock.recv(4096):
+            pass
+    except ConnectionResetError:
+        pass
+
+
+def _open_files(server: Server) -> int:
+    return len(os.listdir(f"/proc/{server.process.pid}/fd"))
+
+
+def _small_export() -> bytes:
+    llm = span(1, 1, "llm_request", vllm_attributes(ttft=0.1, e2e=1.0, completion_tokens=10))
+    return export_request([llm]).SerializeToString()
+
+
+def test_slowloris_connections_are_closed_and_other_clients_are_served(tmp_path: Path) -> None:
+    server = start_server(tmp_path, {"listeners": {"max_connections": CAP, "backlog": BACKLOG}})
+    try:
+        resource.prlimit(server.process.pid, resource.RLIMIT_NOFILE, (FILE_LIMIT, FILE_LIMIT))
+        limit = int(Path(f"/proc/{server.process.pid}/limits").read_text().split("Max open files")[1].split()[0])
+        assert limit == FILE_LIMIT
+        attack = Slowloris([server.http_port, server.metrics_port], CONNECTIONS)
+        try:
+            # While the attack holds every slot it can, ordinary clients are served on both HTTP listeners.
+            most_files = _open_files(server)
+            for _ in range(3):
+                with urllib.request.urlopen(server.url("/healthz"), timeout=10) as response:
+                    assert response.read() == b"ok\n"
+                post = urllib.request.Request(
+                    server.otlp_http, _small_export(), {"Content-Type": "application/x-protobuf"}
+                )
+                with urllib.request.urlopen(post, timeout=10) as response:
+                    assert response.status == 200
+                most_files = max(most_files, _open_files(server))
+            assert most_files < FILE_LIMIT
+            wait_until(attack.all_closed, timeout=60, what="every slowloris connection closed by sloscope")
+        finally:
+            attack.stop()
+        refused = {reason: server.total(f"{c.LISTENER_CONNECTIONS_REFUSED.name}_total", reason=reason)
+                   for reason in c.REFUSED_REASONS}  # fmt: skip
+        # Each attacking connection ended one way: closed to make room (evicted), or timed out with a 408.
+        # None was refused outright, since a header-less connection could always make room.
+        assert refused[c.REFUSED_CONNECTION_LIMIT] == 0
+        assert refused[c.REFUSED_TLS_HANDSHAKE] == 0
+        # How many were evicted rather than timed out depends on how fast the attack connected (a slot freed
+        # by a timeout needs no eviction); together they are every attacking connection.
+        assert refused[c.REFUSED_EVICTED] + refused[c.REFUSED_HEADER_TIMEOUT] == CONNECTIONS
+        timed_out = [a for a in attack.answers if a.startswith(b"HTTP/1.1 408 Request Timeout")]
+        assert len(timed_out) == refused[c.REFUSED_HEADER_TIMEOUT]
+        assert attack.answers.count(b"") == refused[c.REFUSED_EVICTED]  # evicted: closed without an answer
+        assert server.value("sloscope_spans_received_total", transport="http") == 3
+        # asyncio logs an accept() that hit the file limit ("socket.accept() out of system resource", EMFILE).
+        assert not [line for line in server.log if "out of system resource" in line or "Too many open files" in line]
+    finally:
+        assert server.stop() == 0
+
+
+def test_a_request_that_finishes_its_headers_in_time_is_served_and_kept_alive(tmp_path: Path) -> None:
+    """The header deadline counts from a request's first byte: a kept-alive connection idle for longer than
+    the header timeout (but less than the idle timeout) still serves its next request."""
+    server = start_server(tmp_path, {"listeners": {"header_timeout_seconds": 1.0, "idle_timeout_seconds": 30}})
+    try:
+        with socket.create_connection(("127.0.0.1", server.metrics_port), timeout=10) as sock:
+            request = b"GET /healthz HTTP/1.1\r\nHost: sloscope\r\n\r\n"
+            for _ in range(2):
+                sock.sendall(request)
+                answer = b""
+                while not answer.endswith(b"ok\n"):
+                    chunk = sock.recv(4096)
+                    assert chunk, f"closed after {answer!r}"
+                    answer += chunk
+                assert answer.startswith(b"HTTP/1.1 200 OK")
+                time.sleep(1.5)  # longer than the header timeout, between two requests: idle, not slow
+        assert server.total(f"{c.LISTENER_CONNECTIONS_REFUSED.name}_total") == 0
+    finally:
+        assert server.stop() == 0
+
+
+def test_grpc_refuses_connections_beyond_its_cap_and_times_out_silent_ones(tmp_path: Path) -> None:
+    """gRPC core closes connections beyond ``grpc.max_allowed_incoming_connections`` at once and those that never
+    send the HTTP/2 preface after ``grpc.server_handshake_timeout_ms`` (grpc include/grpc/impl/channel_arg_names.h);
+    an exporter connecting afterwards is served."""
+    cap, silent = 4, 12
+    server = start_server(tmp_path, {"listeners": {"header_timeout_seconds": 2.0, "grpc": {"max_connections": cap}}})
+    try:
+        sockets = [socket.create_connection(("127.0.0.1", server.grpc_port), timeout=30) for _ in range(silent)]
+        try:
+            for sock in sockets:  # each is closed by gRPC: beyond the cap at once, the others at the deadline
+                _read_until_closed(sock)  # (after gRPC's own SETTINGS frame, for those it took)
+        finally:
+            for sock in sockets:
+                sock.close()
+        exporter = GrpcExporter(endpoint=server.otlp_grpc, insecure=True, timeout=10)
+        llm = ReadableSpan(
+            name="llm_request",
+            context=SpanContext(trace_id=1, span_id=1, is_remote=False),
+            attributes=vllm_attributes(ttft=0.1, e2e=1.0, completion_tokens=10),
+        )
+        assert exporter.export([llm]) == SpanExportResult.SUCCESS
+        assert server.value("sloscope_spans_received_total", transport="grpc") == 1
+    finally:
+        assert server.stop() == 0

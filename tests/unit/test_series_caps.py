@@ -40,7 +40,12 @@ def test_label_sets_past_the_family_cap_fold_into_other_and_are_counted() -> Non
     for model in ("a", "b", "c", "d", "e"):
         requests.inc((model, "p", "ttft"))
         requests.inc((model, "p", "ttft"), 2)
-    assert set(requests.values) == {("a", "p", "ttft"), ("b", "p", "ttft"), ("c", "p", "ttft"), (c.OTHER, c.OTHER, "ttft")}
+    assert set(requests.values) == {
+        ("a", "p", "ttft"),
+        ("b", "p", "ttft"),
+        ("c", "p", "ttft"),
+        (c.OTHER, c.OTHER, "ttft"),
+    }
     assert requests.values[(c.OTHER, c.OTHER, "ttft")] == 6  # d and e, three each: the sum is unchanged
     assert sum(requests.values.values()) == 15
     assert folded(registry, "demo_requests") == 4  # every folded observation
@@ -86,7 +91,11 @@ def test_families_read_as_a_ratio_hold_or_fold_a_label_set_together() -> None:
         violations.start((model, "p", "ttft"))
         requests.inc((model, "p", "ttft"))
         violations.inc((model, "p", "ttft"))
-    assert set(requests.values) == set(violations.values) == {("a", "p", "ttft"), ("b", "p", "ttft"), (c.OTHER, c.OTHER, "ttft")}
+    assert (
+        set(requests.values)
+        == set(violations.values)
+        == {("a", "p", "ttft"), ("b", "p", "ttft"), (c.OTHER, c.OTHER, "ttft")}
+    )
     assert budget.used == 4  # two label sets, in two families each
 
 
@@ -120,7 +129,9 @@ LARGE = {"model_pools": 50 * 2, "classes": 8, "targets_per_class": 2, "pods": 20
 def large_deployment() -> dict[str, int]:
     """Series per capped family of the large deployment, by the families' labels and buckets."""
     pairs, classes, pods = LARGE["model_pools"], LARGE["classes"], LARGE["pods"]
-    routings, reasons, slos, signals, sources = (len(x) for x in (c.ROUTINGS, c.FAILURE_REASONS, c.SLOS, c.SIGNALS, c.SOURCES))
+    routings, reasons, slos, signals, sources = (
+        len(x) for x in (c.ROUTINGS, c.FAILURE_REASONS, c.SLOS, c.SIGNALS, c.SOURCES)
+    )
     targets = classes * LARGE["targets_per_class"]
 
     def histogram(bounds: int, label_sets: int) -> int:
@@ -198,7 +209,9 @@ def test_a_label_combination_flood_is_capped_per_family_and_sums_stay_right(per_
     counters = (c.REQUESTS, c.SLO_REQUESTS, c.SLO_VIOLATIONS, c.REQUESTS_FAILED, c.POD_REQUESTS, c.POD_SLO_VIOLATIONS)
     for definition in counters:
         values = series_of(registry, definition.exposed_name)
-        real = [labels for labels in values if (c.POD if c.POD in definition.labels else c.MODEL, c.OTHER) not in labels]
+        real = [
+            labels for labels in values if (c.POD if c.POD in definition.labels else c.MODEL, c.OTHER) not in labels
+        ]
         assert len(real) <= per_family, definition.name
     requests = series_of(registry, c.REQUESTS.exposed_name)
     assert sum(requests.values()) == sent

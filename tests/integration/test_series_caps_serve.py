@@ -136,6 +136,6 @@ def test_a_label_combination_flood_is_capped(
         assert sum(series.values()) == sent
         other = sum(v for labels, v in series.items() if (c.POOL, c.OTHER) in labels)
         assert other > 0
-        assert server.value(c.SERIES_FOLDED.exposed_name, family=definition.name) == other
+        assert server.value(c.SERIES_FOLDED.exposed_name, family=definition.exposed_name) == other
     assert server.total(c.SLO_REQUESTS.exposed_name, slo=c.SLO_TTFT) == sent
     assert server.value(c.LABEL_VALUES_FOLDED.exposed_name, label=c.MODEL) == 0  # no value was past its cap

@@ -36,7 +36,7 @@ def test_label_sets_past_the_family_cap_fold_into_other_and_are_counted() -> Non
     series = SeriesCollector(budget)
     requests = series.counter(REQ)
     registry.register(series)
-    assert folded(registry, "demo_requests") == 0  # at 0 from the family's creation
+    assert folded(registry, "demo_requests_total") == 0  # at 0 from the family's creation
     for model in ("a", "b", "c", "d", "e"):
         requests.inc((model, "p", "ttft"))
         requests.inc((model, "p", "ttft"), 2)
@@ -48,7 +48,7 @@ def test_label_sets_past_the_family_cap_fold_into_other_and_are_counted() -> Non
     }
     assert requests.values[(c.OTHER, c.OTHER, "ttft")] == 6  # d and e, three each: the sum is unchanged
     assert sum(requests.values.values()) == 15
-    assert folded(registry, "demo_requests") == 4  # every folded observation
+    assert folded(registry, "demo_requests_total") == 4  # every folded observation
 
 
 def test_a_refused_label_set_stays_refused_and_the_fold_keeps_uncapped_labels() -> None:
@@ -223,6 +223,6 @@ def test_a_label_combination_flood_is_capped_per_family_and_sums_stay_right(per_
         values = series_of(registry, definition.exposed_name)
         other = sum(v for labels, v in values.items() if all((label, c.OTHER) in labels for label in fold))
         assert other > 0
-        assert registry.get_sample_value("sloscope_series_folded_total", {"family": definition.name}) == other
+        assert registry.get_sample_value("sloscope_series_folded_total", {"family": definition.exposed_name}) == other
     violations = series_of(registry, c.SLO_VIOLATIONS.exposed_name)
     assert set(violations) == set(series_of(registry, c.SLO_REQUESTS.exposed_name))

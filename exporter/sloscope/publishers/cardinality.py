@@ -63,7 +63,7 @@ class FamilyCap:
     """
 
     def __init__(self, budget: SeriesBudget, definition: MetricDef, weight: int, admission: _Admission) -> None:
-        self.name = definition.name
+        self.name = definition.exposed_name  # as it is queried: sloscope_requests_total, sloscope_ttft_seconds
         self.weight = weight
         self.folded = 0
         self._budget = budget

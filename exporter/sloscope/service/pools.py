@@ -186,6 +186,7 @@ class PoolMonitor:
                 settings.limits.max_label_values,
                 lambda label: folded.labels(label).inc(),
                 lambda: [(scraper.pool, self.inflight.latest(scraper.pool)) for scraper in self.epp],
+                telemetry.series_budget,
             )
         )
         self._tasks: list[asyncio.Task[None]] = []

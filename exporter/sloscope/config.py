@@ -199,6 +199,19 @@ class Limits(_Section):
         description="Distinct values admitted per label, first come first served; later values fold into "
         "__other__. Labels left out keep their default cap.",
     )
+    max_series_per_family: int = Field(
+        default=50_000,
+        ge=1,
+        description="Series one family of sloscope's own may hold (a histogram label set counts its buckets, "
+        "_sum and _count), first come first served; later label sets are counted into the family's series "
+        "whose capped labels (model, pool, slo_class, pod, target_model) are __other__.",
+    )
+    max_series_total: int = Field(
+        default=400_000,
+        ge=1,
+        description="Series all capped families may hold together; past it, new label sets of any family fold "
+        "as above.",
+    )
 
     @field_validator("max_label_values")
     @classmethod

@@ -422,6 +422,14 @@ TRACES_JOINED = _m(
 LABEL_VALUES_FOLDED = _m(
     "label_values_folded", "counter", (LABEL,), "Observations whose label value was folded into __other__ by the cap."
 )
+FAMILY = "family"
+SERIES_FOLDED = _m(
+    "series_folded",
+    "counter",
+    (FAMILY,),
+    "Observations whose label set was counted into the family's __other__ series by the series caps "
+    "(limits.max_series_per_family, limits.max_series_total).",
+)
 SCRAPES = _m(
     "scrapes",
     "counter",
@@ -652,6 +660,7 @@ ALL_METRICS: tuple[MetricDef, ...] = (
     TRACES_PENDING,
     TRACES_JOINED,
     LABEL_VALUES_FOLDED,
+    SERIES_FOLDED,
     SCRAPES,
     BUILD_INFO,
     RECORDS,

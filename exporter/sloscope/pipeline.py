@@ -44,7 +44,7 @@ class Pipeline:
         self.settings = settings
         self.spec = spec
         self.registry = registry
-        self.telemetry = Telemetry(registry)
+        self.telemetry = Telemetry(registry, settings.limits)
         mapping = Mapping(settings.attributes)
         self.queue = SpanQueue(settings.limits.queue_spans)
         self.publisher = publisher = PrometheusPublisher(

@@ -13,10 +13,16 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Info
 
 from sloscope import __version__
 from sloscope import conventions as c
+from sloscope.config import Limits
+from sloscope.publishers.cardinality import SeriesBudget
 
 
 class Telemetry:
-    def __init__(self, registry: CollectorRegistry) -> None:
+    def __init__(self, registry: CollectorRegistry, limits: Limits | None = None) -> None:
+        limits = limits if limits is not None else Limits()
+        self.series_budget = SeriesBudget(limits.max_series_per_family, limits.max_series_total)
+        """The series caps every per-request family passes through (publisher, predictions, engine latency)."""
+        registry.register(self.series_budget)
         self.spans_received = Counter(
             c.SPANS_RECEIVED.name, c.SPANS_RECEIVED.help, c.SPANS_RECEIVED.labels, registry=registry
         )

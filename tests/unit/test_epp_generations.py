@@ -15,6 +15,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from sloscope import conventions as c
+from sloscope.publishers.cardinality import SeriesBudget
 from sloscope.publishers.epp import EPPCollector
 from sloscope.receivers.epp import EPP_FAMILIES, EPPPage, normalize
 from sloscope.receivers.exposition import ExpositionParser
@@ -214,3 +215,32 @@ def test_llmd_page_rendered_with_plugin_labels(llmd: str) -> None:
     actual = {"pool": POOL, "model": QWEN, "target_model": QWEN}
     assert registry.get_sample_value("sloscope_epp_ttft_seconds_bucket", {**actual, "le": "0.2"}) == 2.0
     assert registry.get_sample_value("sloscope_epp_ttft_seconds_bucket", {**actual, "le": "120.0"}) == 3.0
+
+
+def test_epp_series_go_through_the_series_cap(llmd: str) -> None:
+    """A family past its series cap adds its later label sets into the series whose pool, model, target_model and
+    pod are __other__ (histograms bucket by bucket): the family's sums are unchanged, each folded label set is
+    counted once, and a second render neither moves a series nor counts again."""
+    page = page_of(llmd)
+    plain, capped = CollectorRegistry(), CollectorRegistry()
+    plain.register(EPPCollector(lambda: [page]))
+    budget = SeriesBudget(per_family=1, total=1_000)
+    capped.register(budget)
+    capped.register(EPPCollector(lambda: [page], budget=budget))
+    attempts = c.EPP_SCHEDULER_ATTEMPTS.exposed_name
+    ttft_count = f"{c.EPP_TTFT_SECONDS.name}_count"
+
+    def samples(registry: CollectorRegistry, name: str) -> dict[frozenset[tuple[str, str]], float]:
+        return {frozenset(s.labels.items()): s.value for f in registry.collect() for s in f.samples if s.name == name}
+
+    before = samples(plain, attempts)
+    assert len(before) == 2
+    for _ in range(2):
+        after = samples(capped, attempts)
+        assert sum(after.values()) == sum(before.values())
+        own = [labels for labels in after if (c.POD, c.OTHER) not in labels]
+        assert len(own) == 1
+        folded = {"family": attempts}
+        assert capped.get_sample_value("sloscope_series_folded_total", folded) == len(before) - 1
+        assert sum(samples(capped, ttft_count).values()) == sum(samples(plain, ttft_count).values())
+        assert all((c.MODEL, c.OTHER) in labels for labels in samples(capped, ttft_count))  # a label set weighs more

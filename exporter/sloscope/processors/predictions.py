@@ -33,6 +33,7 @@ from sloscope.config import Headroom, Predictions
 from sloscope.processors.pod_history import PodHistory, PodKey
 from sloscope.processors.running_slos import RunningSLOs
 from sloscope.publishers.buckets import HEADROOM_BUCKETS, RATIO_BUCKETS
+from sloscope.publishers.cardinality import SeriesBudget
 from sloscope.publishers.series import CounterFamily, SeriesCollector
 from sloscope.records import Evaluation, JoinedRequest, PodStateAtArrival, RequestRecord
 from sloscope.slo.accuracy import compare, compare_mean
@@ -50,17 +51,17 @@ log = logging.getLogger(__name__)
 class PredictionSeries:
     """The families of this stage on one SeriesCollector; every method takes the lock itself."""
 
-    def __init__(self, registry: CollectorRegistry, pools: Iterable[str]) -> None:
-        series = self._series = SeriesCollector()
+    def __init__(self, registry: CollectorRegistry, pools: Iterable[str], budget: SeriesBudget | None = None) -> None:
+        series = self._series = SeriesCollector(budget)
         self._ratio = series.histogram(c.PREDICTION_RATIO, RATIO_BUCKETS)
-        self._covered = series.counter(c.PREDICTION_COVERED)
         self._predictions = series.counter(c.PREDICTIONS)
-        self._loss = series.counter(c.PREDICTION_PINBALL_LOSS)
-        self._mean_count = series.counter(c.MEAN_PREDICTIONS)
-        self._mean_predicted = series.counter(c.MEAN_PREDICTION_PREDICTED)
-        self._mean_under = series.counter(c.MEAN_PREDICTION_UNDERESTIMATE)
-        self._mean_over = series.counter(c.MEAN_PREDICTION_OVERESTIMATE)
-        self._mean_squared = series.counter(c.MEAN_PREDICTION_SQUARED_ERROR)
+        self._covered = series.counter(c.PREDICTION_COVERED, ratio_of=self._predictions)  # coverage, mean loss
+        self._loss = series.counter(c.PREDICTION_PINBALL_LOSS, ratio_of=self._predictions)
+        self._mean_count = series.counter(c.MEAN_PREDICTIONS)  # the denominator of bias, MAE and RMSE
+        self._mean_predicted = series.counter(c.MEAN_PREDICTION_PREDICTED, ratio_of=self._mean_count)
+        self._mean_under = series.counter(c.MEAN_PREDICTION_UNDERESTIMATE, ratio_of=self._mean_count)
+        self._mean_over = series.counter(c.MEAN_PREDICTION_OVERESTIMATE, ratio_of=self._mean_count)
+        self._mean_squared = series.counter(c.MEAN_PREDICTION_SQUARED_ERROR, ratio_of=self._mean_count)
         self._headroom = series.histogram(c.HEADROOM_SECONDS, HEADROOM_BUCKETS)
         self._skipped = series.counter(c.SHADOW_SKIPPED)
         self._calls = series.counter(c.PREDICTOR_REQUESTS)

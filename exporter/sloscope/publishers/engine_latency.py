@@ -9,6 +9,10 @@ counted); a pod whose counts went down restarted, and its new counts are all inc
 are the engine's own (the first pod's); a pod with other bounds (another engine version) is left out
 of that histogram and logged once.
 
+A new (pool, model, protocol, signal) passes through the family's series cap (``cap``), weighed as
+its buckets, ``_sum`` and ``_count``; past it, its increases go to the series with pool and model
+``__other__``.
+
 Written by the scrape loop (event-loop thread), read by /metrics renders: one lock.
 """
 
@@ -24,7 +28,7 @@ from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from sloscope import conventions as c
-from sloscope.publishers.cardinality import LabelGuard
+from sloscope.publishers.cardinality import FamilyCap, LabelGuard
 from sloscope.receivers.engine_latency import EngineHistogram, HistogramKey
 
 __all__ = ["EngineLatencyCollector"]
@@ -43,8 +47,9 @@ class _Accumulated:
 
 
 class EngineLatencyCollector(Collector):
-    def __init__(self, guard: LabelGuard) -> None:
+    def __init__(self, guard: LabelGuard, cap: FamilyCap | None = None) -> None:
         self._guard = guard  # caps the model label, like the request series
+        self._cap = cap
         self._baselines: dict[PodKey, dict[HistogramKey, EngineHistogram]] = {}
         self._series: dict[SeriesKey, _Accumulated] = {}
         self._mismatch_logged: set[tuple[SeriesKey, tuple[float, ...]]] = set()
@@ -78,6 +83,9 @@ class EngineLatencyCollector(Collector):
 
     def _add(self, key: SeriesKey, increase: EngineHistogram) -> None:
         series = self._series.get(key)
+        if series is None and self._cap is not None:
+            key = self._cap.admit(key, weight=len(increase.bounds) + 2)  # type: ignore[assignment]  # same arity
+            series = self._series.get(key)
         if series is None:
             self._series[key] = _Accumulated(increase.bounds, list(increase.counts), increase.total)
             return

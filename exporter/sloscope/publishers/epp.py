@@ -15,21 +15,34 @@ instances of the EPP's own configuration.
 The llm-d EPP's in-flight gauges (the load its latency plugin routes on, read by
 :mod:`sloscope.receivers.epp_inflight` for shadow predictions) are re-published per pod, summed over the
 pod's data-parallel ranks as the pod gauges are, through the same ``pod`` cap.
+
+With a series budget, every family's label sets also pass through its series cap (the label values come
+from the EPP's page, and ``model``/``target_model`` from the requests it routed): admitted first come first
+served and kept, a later one is added into the series whose ``pool``, ``model``, ``target_model`` and ``pod``
+are ``__other__`` (histograms bucket by bucket). ``sloscope_series_folded_total{family}`` counts each label set
+when it starts being folded (one render's folded sets are remembered; every render folds them again).
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TypeVar
 
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
 
 from sloscope import conventions as c
-from sloscope.publishers.cardinality import LabelGuard
+from sloscope.publishers.cardinality import FamilyCap, LabelGuard, SeriesBudget
 from sloscope.receivers.epp import EPPPage
 from sloscope.receivers.epp_inflight import InflightPage
-from sloscope.receivers.epp_page import REPUBLISHED_COUNTERS, REPUBLISHED_HISTOGRAMS, SeriesKey
+from sloscope.receivers.epp_page import (
+    REPUBLISHED_COUNTERS,
+    REPUBLISHED_HISTOGRAMS,
+    HistogramSeries,
+    SeriesKey,
+    add_histograms,
+)
 
 __all__ = ["EPP_COUNTERS", "EPP_GAUGES", "EPP_HISTOGRAMS", "EPPCollector"]
 
@@ -54,6 +67,7 @@ class EPPCollector:
         max_label_values: Mapping[str, int] | None = None,
         on_fold: Callable[[str], None] | None = None,
         inflight: Callable[[], Iterable[tuple[str, InflightPage | None]]] | None = None,
+        budget: SeriesBudget | None = None,
     ) -> None:
         self._pages = pages
         self._inflight = inflight or (lambda: ())
@@ -62,6 +76,11 @@ class EPPCollector:
         self._on_fold = on_fold or (lambda label: None)
         self._folded: set[str] = set()  # counted once each: every render folds them again
         self._lock = threading.Lock()
+        self._caps: dict[str, FamilyCap] = {}
+        if budget is not None:
+            for definition in (*EPP_HISTOGRAMS, *EPP_COUNTERS, *EPP_GAUGES):
+                self._caps[definition.name] = budget.family(definition)
+        self._folded_sets: dict[str, set[SeriesKey]] = {}  # the label sets each family folded at the last render
 
     def describe(self) -> Iterator[Metric]:
         """The families without samples, so the registry learns the names without calling ``collect()``."""
@@ -78,31 +97,33 @@ class EPPCollector:
     def _families(self, pages: list[EPPPage], inflight: list[tuple[str, InflightPage]]) -> Iterator[Metric]:
         for definition in EPP_HISTOGRAMS:
             histogram = HistogramMetricFamily(definition.name, definition.help, labels=definition.labels)
+            merged: dict[SeriesKey, HistogramSeries] = {}
             for page in pages:
-                series = page.histograms.get(definition.name, {})
-                for key in sorted(series):
-                    value = series[key]
-                    buckets = [(_le(le), count) for le, count in value.buckets]
-                    histogram.add_metric(list(key), buckets, value.sum)
+                merged.update(page.histograms.get(definition.name, {}))  # pools differ: no key is on two pages
+            for key, value in sorted(self._series_capped(definition, merged, _merge_histograms).items()):
+                buckets = [(_le(le), count) for le, count in value.buckets]
+                histogram.add_metric(list(key), buckets, value.sum)
             yield histogram
         for definition in EPP_COUNTERS:
             counter = CounterMetricFamily(definition.name, definition.help, labels=definition.labels)
+            values: dict[SeriesKey, float] = {}
             for page in pages:
-                values = self._capped(definition, page.counters.get(definition.name, {}))
-                for key in sorted(values):
-                    counter.add_metric(list(key), values[key])
+                values.update(self._capped(definition, page.counters.get(definition.name, {})))
+            for key, total in sorted(self._series_capped(definition, values, _add).items()):
+                counter.add_metric(list(key), total)
             yield counter
         for definition in EPP_GAUGES:
             gauge = GaugeMetricFamily(definition.name, definition.help, labels=definition.labels)
             tokens = definition is c.EPP_INFLIGHT_TOKENS
+            loads_of: dict[SeriesKey, float] = {}
             for pool, loads in inflight:
                 per_pod: dict[SeriesKey, float] = {
                     (pool, pod): float(sum(load.tokens if tokens else load.requests for load in ranks.values()))
                     for pod, ranks in loads.pods.items()
                 }
-                values = self._capped(definition, per_pod)
-                for key in sorted(values):
-                    gauge.add_metric(list(key), values[key])
+                loads_of.update(self._capped(definition, per_pod))
+            for key, load in sorted(self._series_capped(definition, loads_of, _add).items()):
+                gauge.add_metric(list(key), load)
             yield gauge
 
     def _capped(self, definition: c.MetricDef, values: Mapping[SeriesKey, float]) -> Mapping[SeriesKey, float]:
@@ -120,6 +141,42 @@ class EPPCollector:
                 capped = (*key[:at], pod, *key[at + 1 :])
                 out[capped] = out.get(capped, 0.0) + values[key]
         return out
+
+    def _series_capped(
+        self, definition: c.MetricDef, values: Mapping[SeriesKey, _V], add: Callable[[_V, _V], _V]
+    ) -> dict[SeriesKey, _V]:
+        """The series through the family's series cap, in sorted order (admission must not follow dict order);
+        folded ones added up with ``add``."""
+        cap = self._caps.get(definition.name)
+        if cap is None:
+            return dict(values)
+        out: dict[SeriesKey, _V] = {}
+        folded: set[SeriesKey] = set()
+        with self._lock:
+            for key in sorted(values):
+                weight = len(value.buckets) + 2 if isinstance(value := values[key], HistogramSeries) else 1
+                capped = cap.admit(key, observed=False, weight=weight)
+                if capped != key:
+                    folded.add(key)
+                before = out.get(capped)
+                out[capped] = value if before is None else add(before, value)
+            previous = self._folded_sets.get(definition.name, set())
+            cap.folded += len(folded - previous)
+            self._folded_sets[definition.name] = folded
+        return out
+
+
+_V = TypeVar("_V", float, HistogramSeries)
+
+
+def _add(a: float, b: float) -> float:
+    return a + b
+
+
+def _merge_histograms(a: HistogramSeries, b: HistogramSeries) -> HistogramSeries:
+    """Two folded histograms bucket by bucket; one with other boundaries (another EPP version) is left out."""
+    merged, _ = add_histograms(a, b)
+    return merged if merged is not None else a
 
 
 def _le(bound: float) -> str:

@@ -59,10 +59,10 @@ class PrometheusPublisher:
         for label in limits.max_label_values:  # every capped label, at 0 before its first fold
             folded.labels(label)
         self._guard = LabelGuard(limits.max_label_values, lambda label: folded.labels(label).inc())
-        series = self._series = SeriesCollector()
+        series = self._series = SeriesCollector(telemetry.series_budget)
         self._requests = series.counter(c.REQUESTS)
         self._slo_requests = series.counter(c.SLO_REQUESTS)
-        self._slo_violations = series.counter(c.SLO_VIOLATIONS)
+        self._slo_violations = series.counter(c.SLO_VIOLATIONS, ratio_of=self._slo_requests)
         self._failed = series.counter(c.REQUESTS_FAILED)
         self._pod_requests = series.counter(c.POD_REQUESTS)
         self._pod_violations = series.counter(c.POD_SLO_VIOLATIONS)

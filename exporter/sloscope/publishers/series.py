@@ -23,14 +23,14 @@ from prometheus_client.samples import Exemplar
 from prometheus_client.utils import floatToGoString
 
 from sloscope.conventions import MetricDef
-
-Labels = tuple[str, ...]
+from sloscope.publishers.cardinality import FamilyCap, Labels, SeriesBudget
 
 
 class CounterFamily:
-    def __init__(self, definition: MetricDef) -> None:
+    def __init__(self, definition: MetricDef, cap: FamilyCap | None = None) -> None:
         self.definition = definition
         self.values: dict[Labels, float] = {}
+        self.cap = cap
 
     def inc(self, labels: Labels, amount: float = 1.0) -> None:
         """Adds ``amount``, never negative (as prometheus_client's Counter): ``rate()`` and ``increase()`` read every
@@ -38,12 +38,18 @@ class CounterFamily:
         if amount < 0:
             raise ValueError(f"counter {self.definition.name} can only grow, not by {amount}")
         values = self.values
+        if labels not in values and self.cap is not None:
+            labels = self.cap.admit(labels)
         values[labels] = values.get(labels, 0.0) + amount
 
     def start(self, labels: Labels) -> None:
         """The series at 0 unless it exists: a series born at its first increment hides that increment from
-        ``rate()`` and ``increase()``, which only see changes between two scrapes."""
-        self.values.setdefault(labels, 0.0)
+        ``rate()`` and ``increase()``, which only see changes between two scrapes. Past the cap, the fold series
+        is started instead, so the first folded increment is seen too."""
+        values = self.values
+        if labels not in values and self.cap is not None:
+            labels = self.cap.admit(labels, observed=False)
+        values.setdefault(labels, 0.0)
 
     def family(self, values: list[tuple[Labels, float]]) -> Metric:
         d = self.definition
@@ -63,18 +69,23 @@ class _Histogram:
 
 
 class HistogramFamily:
-    def __init__(self, definition: MetricDef, buckets: tuple[float, ...]) -> None:
+    def __init__(self, definition: MetricDef, buckets: tuple[float, ...], cap: FamilyCap | None = None) -> None:
         if list(buckets) != sorted(set(buckets)) or not buckets:
             raise ValueError("buckets must be distinct and increasing")
         self.definition = definition
         self.bounds = [*buckets, math.inf]
         self._le = [_le(b) for b in self.bounds]
         self.series: dict[Labels, _Histogram] = {}
+        self.cap = cap
 
     def observe(self, labels: Labels, value: float, trace_id: str | None = None) -> None:
         histogram = self.series.get(labels)
         if histogram is None:
-            histogram = self.series[labels] = _Histogram(len(self.bounds))
+            if self.cap is not None:
+                labels = self.cap.admit(labels)
+                histogram = self.series.get(labels)
+            if histogram is None:
+                histogram = self.series[labels] = _Histogram(len(self.bounds))
         index = bisect.bisect_left(self.bounds, value)  # le is inclusive: value == bound goes in that bucket
         histogram.counts[index] += 1
         histogram.sum += value
@@ -103,20 +114,32 @@ def _le(bound: float) -> str:
 
 
 class SeriesCollector:
-    """Owns the families; the writer holds :attr:`lock` while updating, ``collect()`` copies under it."""
+    """Owns the families; the writer holds :attr:`lock` while updating, ``collect()`` copies under it.
 
-    def __init__(self) -> None:
+    With a ``budget``, every family's new label sets pass through its cap (see
+    :class:`~sloscope.publishers.cardinality.SeriesBudget`): this is the one place sloscope's own per-request
+    families get their children.
+    """
+
+    def __init__(self, budget: SeriesBudget | None = None) -> None:
         self.lock = threading.Lock()
+        self._budget = budget
         self._counters: list[CounterFamily] = []
         self._histograms: list[HistogramFamily] = []
 
-    def counter(self, definition: MetricDef) -> CounterFamily:
-        family = CounterFamily(definition)
+    def counter(self, definition: MetricDef, *, ratio_of: CounterFamily | None = None) -> CounterFamily:
+        """A counter family; ``ratio_of``: a family of the same labels it is divided by (or divides), whose label
+        sets it holds or folds together with it."""
+        share = ratio_of.cap if ratio_of is not None else None
+        cap = self._budget.family(definition, share=share) if self._budget is not None else None
+        family = CounterFamily(definition, cap)
         self._counters.append(family)
         return family
 
     def histogram(self, definition: MetricDef, buckets: tuple[float, ...]) -> HistogramFamily:
-        family = HistogramFamily(definition, buckets)
+        weight = len(buckets) + 3  # the buckets, +Inf, _sum and _count
+        cap = self._budget.family(definition, weight) if self._budget is not None else None
+        family = HistogramFamily(definition, buckets, cap)
         self._histograms.append(family)
         return family
 

@@ -365,7 +365,7 @@ def _add_histogram(
     series, reason = _histogram(raw)
     out = page.histograms[definition.name]
     if series is not None and key in out:
-        series, reason = _add_histograms(out[key], series)
+        series, reason = add_histograms(out[key], series)
     if series is None:
         page.dropped.append(DroppedSeries(source.family, labels, key, reason))
         return
@@ -425,7 +425,7 @@ def _histogram(raw: _RawHistogram) -> tuple[HistogramSeries | None, str]:
     return HistogramSeries(buckets, total, count), ""
 
 
-def _add_histograms(a: HistogramSeries, b: HistogramSeries) -> tuple[HistogramSeries | None, str]:
+def add_histograms(a: HistogramSeries, b: HistogramSeries) -> tuple[HistogramSeries | None, str]:
     if [le for le, _ in a.buckets] != [le for le, _ in b.buckets]:
         return None, "same labels as another series after normalization, with other bucket boundaries"
     buckets = tuple((le, x + y) for (le, x), (_, y) in zip(a.buckets, b.buckets, strict=True))

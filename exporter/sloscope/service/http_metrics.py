@@ -3,6 +3,17 @@
 ``http_requests_total{handler,method,status}`` and ``http_request_duration_seconds{handler,method}``
 (the prometheus-fastapi-instrumentator family), written as a plain ASGI middleware. ``handler`` is
 the matched route template, or ``none`` for unmatched paths, so scanners cannot create series.
+
+Every label is a closed set. The instrumentator labels the raw ``request.method``
+(prometheus-fastapi-instrumentator middleware.py ``method=request.method``, commit 012b013c), so any token
+a client sends as a method became a series. ``method`` here is one of the methods the OpenTelemetry HTTP
+semantic conventions call known (``http.request.method``: RFC 9110's, PATCH from RFC 5789 and QUERY, the
+list of opentelemetry-util-http 0.66b2 ``sanitize_method``), else ``_OTHER``, the value those conventions
+prescribe: sloscope's self-tracing spans and any OpenTelemetry-instrumented proxy in front of it then
+name an unknown method the same way. Methods are case-sensitive (RFC 9110 section 9.1), so ``get`` is
+``_OTHER``, not ``GET`` (the Python helper upper-cases first; the conventions ask for an exact match).
+``status`` is the code sloscope's own handlers or the server sent, never a client's value: it is kept as
+the three digits when it is an HTTP status (100-599) and is ``_OTHER`` otherwise.
 """
 
 from __future__ import annotations
@@ -13,6 +24,9 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from sloscope import conventions as c
+
+KNOWN_METHODS = frozenset({"CONNECT", "DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT", "QUERY", "TRACE"})
+OTHER_METHOD = "_OTHER"
 
 _BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -39,7 +53,7 @@ class HttpMetrics:
 
             async def send_wrapper(message: dict[str, Any]) -> None:
                 if message["type"] == "http.response.start":
-                    status[0] = str(message["status"])
+                    status[0] = status_label(message["status"])
                 await send(message)
 
             start = time.perf_counter()
@@ -48,8 +62,18 @@ class HttpMetrics:
             finally:
                 route = scope.get("route")
                 handler = getattr(route, "path", None) or "none"
-                method = scope.get("method", "")
+                method = method_label(scope.get("method"))
                 requests.labels(handler, method, status[0]).inc()
                 duration.labels(handler, method).observe(time.perf_counter() - start)
 
         return asgi
+
+
+def method_label(method: object) -> str:
+    """The request's method when it is a known one, else ``_OTHER``."""
+    return method if isinstance(method, str) and method in KNOWN_METHODS else OTHER_METHOD
+
+
+def status_label(status: object) -> str:
+    """The response's status code as three digits, ``_OTHER`` for anything that is not an HTTP status."""
+    return str(status) if isinstance(status, int) and 100 <= status <= 599 else OTHER_METHOD

@@ -24,7 +24,7 @@ import httpx
 from prometheus_client import CollectorRegistry
 
 from sloscope.config import Settings
-from sloscope.conventions import MODEL, SKIP_SHUTDOWN
+from sloscope.conventions import ENGINE_LATENCY_SECONDS, MODEL, SKIP_SHUTDOWN
 from sloscope.predictor.client import PredictionClient
 from sloscope.predictor.health import PredictorHealth, PredictorSnapshot, server_labels
 from sloscope.processors.inflight_history import InflightHistory
@@ -92,7 +92,7 @@ class PoolMonitor:
         )
         folded = telemetry.label_values_folded
         guard = LabelGuard({MODEL: settings.limits.max_label_values[MODEL]}, lambda label: folded.labels(label).inc())
-        self.engine_latency = EngineLatencyCollector(guard)
+        self.engine_latency = EngineLatencyCollector(guard, telemetry.series_budget.family(ENGINE_LATENCY_SECONDS))
         self._http = self._clients.get(None)
         epp_auth_of = {pool.name: epp_auth(pool.epp.auth) for pool in pools if pool.epp is not None}
         predictor_http = {
@@ -108,7 +108,7 @@ class PoolMonitor:
             pool_clients={pool.name: self._clients.get(pool.auth) for pool in pools},
         )
         self.discovery = DiscoveryManager(pools)
-        series = PredictionSeries(registry, names)
+        series = PredictionSeries(registry, names, telemetry.series_budget)
         self.clients = {
             pool.name: PredictionClient(
                 pool.predictor.prediction_urls,
@@ -190,6 +190,7 @@ class PoolMonitor:
                 settings.limits.max_label_values,
                 lambda label: folded.labels(label).inc(),
                 lambda: [(scraper.pool, self.inflight.latest(scraper.pool)) for scraper in self.epp],
+                telemetry.series_budget,
             )
         )
         self._tasks: list[asyncio.Task[None]] = []

@@ -188,10 +188,15 @@ def _scrapes() -> list[Any]:
             threshold_style="dashed",
         ),
         d.timeseries(
-            "Label values folded into __other__",
+            "Label values and series folded into __other__",
             "Observations per second whose label value was published as __other__ because the label's cap "
-            "(limits.max_label_values) was reached. Any rate here merges series: raise the cap.",
-            [d.Query(sum_by((c.LABEL,), rate(series(c.LABEL_VALUES_FOLDED), _SELF)), "{{label}}")],
+            "(limits.max_label_values) was reached (by label), or whose label set was counted into its family's "
+            "__other__ series because the series caps (limits.max_series_per_family, limits.max_series_total) "
+            "were reached (by family). Any rate here merges series: raise the cap.",
+            [
+                d.Query(sum_by((c.LABEL,), rate(series(c.LABEL_VALUES_FOLDED), _SELF)), "{{label}}"),
+                d.Query(sum_by((c.FAMILY,), rate(series(c.SERIES_FOLDED), _SELF)), "{{family}}"),
+            ],
             unit=d.PER_SECOND,
             width=8,
         ),

@@ -311,21 +311,27 @@ def _invalid_tests(rules: _Rules, t: r.AlertThresholds) -> list[Test]:
 
 
 def _folded_tests(rules: _Rules) -> list[Test]:
-    name, folded_at = r.LABEL_VALUES_FOLDED, 11
-    labels = {c.LABEL: c.MODEL}
-    expected = rules.expect(name, {**TARGET, **labels}, 5.0)
-    return [
-        _group(
-            f"{name} fires as soon as observations are folded into {c.OTHER}",
-            [_series(c.LABEL_VALUES_FOLDED.exposed_name, labels, f"0x{folded_at - 1} 5x20")],
-            alert_rule_test=[_alert_case(name, folded_at - 1), _alert_case(name, folded_at, [expected])],
-        ),
-        _group(
-            f"{name} stays silent while nothing is folded",
-            [_series(c.LABEL_VALUES_FOLDED.exposed_name, labels, _gauge(0, 30))],
-            alert_rule_test=[_alert_case(name, folded_at)],
-        ),
-    ]
+    """Both fold counters start at 0 (every capped label, every capped family), so the first fold is an increase."""
+    folded_at = 11
+    tests = []
+    for name, counter, labels in (
+        (r.LABEL_VALUES_FOLDED, c.LABEL_VALUES_FOLDED, {c.LABEL: c.MODEL}),
+        (r.SERIES_FOLDED, c.SERIES_FOLDED, {c.FAMILY: c.REQUESTS_FAILED.exposed_name}),
+    ):
+        expected = rules.expect(name, {**TARGET, **labels}, 5.0)
+        tests += [
+            _group(
+                f"{name} fires as soon as observations are folded into {c.OTHER}",
+                [_series(counter.exposed_name, labels, f"0x{folded_at - 1} 5x20")],
+                alert_rule_test=[_alert_case(name, folded_at - 1), _alert_case(name, folded_at, [expected])],
+            ),
+            _group(
+                f"{name} stays silent while nothing is folded",
+                [_series(counter.exposed_name, labels, _gauge(0, 30))],
+                alert_rule_test=[_alert_case(name, folded_at)],
+            ),
+        ]
+    return tests
 
 
 def _scrape_tests(rules: _Rules, t: r.AlertThresholds) -> list[Test]:

@@ -55,6 +55,7 @@ from sloscope.generators.rules.names import (
     RECORDS_LOST,
     REFUSING_SPANS,
     SCRAPES_FAILING,
+    SERIES_FOLDED,
     SHADOW_PREDICTIONS_FAILING,
     SPANS_DROPPED,
 )
@@ -90,6 +91,7 @@ __all__ = [
     "RECORDS_LOST",
     "REFUSING_SPANS",
     "SCRAPES_FAILING",
+    "SERIES_FOLDED",
     "SHADOW_PREDICTIONS_FAILING",
     "SPANS_DROPPED",
     "AlertThresholds",

@@ -27,6 +27,7 @@ EVICTING_TRACES = "SloscopeEvictingTraces"
 JOIN_RATIO_LOW = "SloscopeJoinRatioLow"
 INVALID_VALUES = "SloscopeInvalidValues"
 LABEL_VALUES_FOLDED = "SloscopeLabelValuesFolded"
+SERIES_FOLDED = "SloscopeSeriesFolded"
 SCRAPES_FAILING = "SloscopeScrapesFailing"
 RECORDS_LOST = "SloscopeRecordsLost"
 
@@ -49,6 +50,7 @@ ALERT_NAMES = (
     JOIN_RATIO_LOW,
     INVALID_VALUES,
     LABEL_VALUES_FOLDED,
+    SERIES_FOLDED,
     SCRAPES_FAILING,
     RECORDS_LOST,
 )

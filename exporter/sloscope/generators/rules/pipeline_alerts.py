@@ -1,5 +1,5 @@
 """The ``sloscope-pipeline-alerts`` group: sloscope's own health (spans in, queue, drops, joins, invalid values,
-folded label values, scrapes, record sinks)."""
+folded label values and series, scrapes, record sinks)."""
 
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ from sloscope.generators.rules.names import (
     RECORDS_LOST,
     REFUSING_SPANS,
     SCRAPES_FAILING,
+    SERIES_FOLDED,
     SPANS_DROPPED,
 )
 from sloscope.generators.rules.thresholds import (
@@ -225,6 +226,23 @@ def _label_values_folded(t: AlertThresholds, runbook_base: str) -> Rule:
     )
 
 
+def _series_folded(t: AlertThresholds, runbook_base: str) -> Rule:
+    del t  # no threshold: like a folded value, any folded label set hides its series from every panel and alert
+    expr = f"increase({c.SERIES_FOLDED.exposed_name}[{FOLDED_WINDOW}]) > 0"
+    return _alert(
+        SERIES_FOLDED,
+        expr,
+        severity=TICKET,
+        summary="A family's series cap is reached; new label sets are counted into its __other__ series.",
+        description=(
+            f"sloscope {INSTANCE} counted {VALUE_NUMBER} observations of {_label(c.FAMILY)} into its "
+            f'"{c.OTHER}" series over the last {FOLDED_WINDOW} (limits.max_series_per_family or '
+            f"limits.max_series_total reached): the new combinations of model, pool, class and pod are merged."
+        ),
+        runbook_base=runbook_base,
+    )
+
+
 def _scrapes_failing(t: AlertThresholds, runbook_base: str) -> Rule:
     failed = _selector(c.SCRAPES.exposed_name, {c.RESULT: _Not(c.RESULT_SUCCESS)})
     expr = (
@@ -281,6 +299,7 @@ def pipeline_alerts(thresholds: AlertThresholds, runbook_base: str) -> list[Rule
         _join_ratio_low(thresholds, runbook_base),
         _invalid_values(thresholds, runbook_base),
         _label_values_folded(thresholds, runbook_base),
+        _series_folded(thresholds, runbook_base),
         _scrapes_failing(thresholds, runbook_base),
         _records_lost(thresholds, runbook_base),
     ]

@@ -20,9 +20,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import multiprocessing
+from collections.abc import Callable
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from collections.abc import Callable
 from typing import Any, TypeVar
 
 from sloscope.receivers.otlp_decode import Decoded, decode_json, decode_protobuf, decompress, parse_json

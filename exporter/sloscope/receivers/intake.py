@@ -1,6 +1,7 @@
 """The hand-off both OTLP transports share: decode off the loop, validate mapped attributes, count, queue.
 
-``submit`` is called on the event-loop thread that serves the request: it does not block and does not raise.
+``receive`` decodes a body and submits its spans in a decoding thread, off the event loop: ``submit``
+does not block and does not raise, and is safe from any thread (the queue and counters lock).
 It returns what the transport needs to answer: accepted, partially accepted (OTLP partial
 success with ``rejected_spans`` and a message), or refused because the queue is full (the
 transport answers 429 / RESOURCE_EXHAUSTED with a retry delay and the client keeps the batch).
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from functools import partial
 
 from sloscope import conventions as c
 from sloscope.attributes import Mapping
@@ -70,6 +72,11 @@ class Intake:
 
     def close(self) -> None:
         self.decoder.close()
+
+    async def receive(self, body: bytes, encoding: str, *, is_json: bool, transport: str) -> Result:
+        """Decodes and submits one request body off the event loop; raises what the decoder raises."""
+        then = partial(self.submit, transport=transport)
+        return await self.decoder.decode(body, encoding, is_json=is_json, then=then)
 
     def submit(self, decoded: Decoded, transport: str) -> Result:
         check = self._mapping.check

@@ -60,7 +60,7 @@ def trace_service_handler(intake: Intake, max_request_bytes: int) -> grpc.Generi
             intake.in_flight.freed(size)
             return _refuse(context, grpc.StatusCode.RESOURCE_EXHAUSTED, full, full_metadata)
         try:
-            decoded = await intake.decoder.decode(request, "", is_json=False)
+            result = await intake.receive(request, "", is_json=False, transport="grpc")
         except MalformedPayloadError as exc:
             intake.count_request("grpc", "malformed")
             return _refuse(context, grpc.StatusCode.INVALID_ARGUMENT, str(exc))
@@ -70,7 +70,6 @@ def trace_service_handler(intake: Intake, max_request_bytes: int) -> grpc.Generi
             raise
         finally:
             lease.release()
-        result = intake.submit(decoded, "grpc")
         if result.status is Status.QUEUE_FULL:
             return _refuse(context, grpc.StatusCode.RESOURCE_EXHAUSTED, busy, retry_metadata)
         if result.status is Status.TOO_MANY_SPANS:

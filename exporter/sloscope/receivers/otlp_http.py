@@ -73,7 +73,7 @@ async def _export(
         body = await _read_body(request, limit, lease)
         if encoding.strip().lower() not in ("", "identity") and not lease.take(limit):  # inflated, at worst
             raise _InFlightFullError
-        decoded = await intake.decoder.decode(body, encoding, is_json=is_json)
+        result = await intake.receive(body, encoding, is_json=is_json, transport="http")
     except _InFlightFullError:
         intake.count_request("http", "in_flight_full")
         message = "sloscope is busy: too many bytes in flight, retry later"
@@ -84,7 +84,6 @@ async def _export(
     except MalformedPayloadError as exc:
         intake.count_request("http", "malformed")
         return _error(400, code_pb2.INVALID_ARGUMENT, str(exc), is_json)
-    result = intake.submit(decoded, "http")
     if result.status is Status.QUEUE_FULL:
         return _error(429, code_pb2.RESOURCE_EXHAUSTED, "sloscope is busy: queue full, retry later", is_json, retry)
     if result.status is Status.TOO_MANY_SPANS:

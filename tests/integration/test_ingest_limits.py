@@ -187,7 +187,8 @@ def test_client_disconnecting_mid_body_is_counted_and_logged_at_debug(serve: Cal
     )
     assert any("client disconnected before its body was read whole" in line for line in server.log)
     assert not [line for line in server.log if " ERROR " in line or "Traceback" in line]
-    assert server.total("sloscope_http_requests_total", status="500") == 0
+    assert server.total("http_requests_total", status="500") == 0
+    assert server.total("http_requests_total", status="499") == 1
     assert server.value("sloscope_otlp_bytes_in_flight") == 0
     assert _post(server, body, PROTOBUF) == 200  # the server goes on serving
 

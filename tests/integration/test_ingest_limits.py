@@ -52,7 +52,8 @@ def test_largest_bodies_of_every_encoding_keep_healthz_under_100ms(
     serve: Callable[..., Server], ingest_limit_bytes: int
 ) -> None:
     limit = ingest_limit_bytes
-    server = serve(limits={"max_request_bytes": limit}, self_tracing={"enabled": False})
+    queue = max(200_000, limit // 40)  # room for every span of the six bodies, whatever their size
+    server = serve(limits={"max_request_bytes": limit, "queue_spans": queue}, self_tracing={"enabled": False})
     protobuf = largest_body(limit, json=False, first_trace=1)
     json_body = largest_body(limit, json=True, first_trace=1_000_000)
     protobuf_again = largest_body(limit, json=False, first_trace=2_000_000)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import multiprocessing
+import signal
 from collections.abc import Callable
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -49,6 +50,11 @@ def json_to_protobuf(body: bytes, encoding: str, limit: int) -> bytes:
     """Inflate and parse one OTLP/JSON body into protobuf bytes (in the worker process)."""
     message: bytes = parse_json(decompress(body, encoding, limit)).SerializeToString()
     return message
+
+
+def _worker_start() -> None:
+    """Ctrl-C at a terminal reaches the whole process group: the server decides when its worker stops."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 class Decoder:
@@ -86,7 +92,9 @@ class Decoder:
         if self._processes is None:
             if self._closed:
                 raise RuntimeError("decoder closed")
-            self._processes = ProcessPoolExecutor(self._json_processes, mp_context=multiprocessing.get_context("spawn"))
+            self._processes = ProcessPoolExecutor(
+                self._json_processes, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_start
+            )
         return self._processes
 
     def close(self) -> None:

@@ -194,6 +194,23 @@ class Limits(_Section):
     retry_after_seconds: int = Field(
         default=2, ge=1, description="Retry-After / RetryInfo delay sent when the queue is full."
     )
+    max_bytes_in_flight: int = Field(
+        default=64 * 1024 * 1024,
+        gt=0,
+        description="Bytes of OTLP requests being read or decoded at once across both receivers (a compressed "
+        "HTTP body counts its inflated worst case, max_request_bytes, too); beyond it 429 / RESOURCE_EXHAUSTED "
+        "with a retry delay. One request is always admitted when nothing else is held.",
+    )
+    decode_threads: int = Field(
+        default=2, ge=1, le=64, description="Threads decoding OTLP bodies off the event loop (both receivers)."
+    )
+    json_decode_processes: int = Field(
+        default=1,
+        ge=0,
+        le=16,
+        description="Worker processes parsing OTLP/JSON bodies (json.loads holds the GIL for ~200 ms per 8 MiB, "
+        "which a thread cannot hide from the event loop); 0 parses JSON in the decoding threads.",
+    )
     max_label_values: dict[str, int] = Field(
         default_factory=lambda: dict(_CAPPED_LABELS),
         description="Distinct values admitted per label, first come first served; later values fold into "
@@ -262,6 +279,12 @@ class Join(_Section):
 
     max_pending_traces: int = Field(default=100_000, gt=0, description="Traces held at once; the oldest is evicted.")
     max_spans_per_trace: int = Field(default=64, gt=1, description="Spans kept per trace; the rest are dropped.")
+    max_pending_bytes: int = Field(
+        default=512 * 1024 * 1024,
+        gt=0,
+        description="Estimated bytes of the spans held in pending traces; beyond it the oldest trace is evicted, "
+        "as with max_pending_traces.",
+    )
     max_done_traces: int = Field(
         default=200_000, gt=0, description="Emitted traces remembered to drop their duplicate and late spans."
     )

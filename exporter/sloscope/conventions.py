@@ -416,6 +416,25 @@ OTLP_REQUESTS = _m("otlp_requests", "counter", (TRANSPORT, RESULT), "OTLP export
 QUEUE_SPANS = _m("queue_spans", "gauge", (), "Spans waiting in the receiver-to-assembler queue.")
 QUEUE_CAPACITY_SPANS = _m("queue_capacity_spans", "gauge", (), "Capacity of the receiver-to-assembler queue.")
 TRACES_PENDING = _m("traces_pending", "gauge", (), "Traces held by the assembler waiting for their spans.")
+# Ingest memory bounded in bytes (limits.max_bytes_in_flight, join.max_pending_bytes).
+OTLP_BYTES_IN_FLIGHT = _m(
+    "otlp_bytes_in_flight", "gauge", (), "Bytes of OTLP requests being read or decoded, across both receivers."
+)
+TRACES_PENDING_BYTES = _m(
+    "traces_pending_bytes", "gauge", (), "Estimated bytes of the spans held by the assembler in pending traces."
+)
+# Values of the ``result`` label of OTLP_REQUESTS.
+OTLP_RESULTS = (
+    "accepted",
+    "partial",
+    "queue_full",
+    "in_flight_full",
+    "shutting_down",
+    "malformed",
+    "too_large",
+    "unsupported",
+    "client_disconnected",
+)
 TRACES_JOINED = _m(
     "traces_joined", "counter", (OUTCOME,), "Requests emitted or traces expired by the assembler, by outcome."
 )
@@ -658,6 +677,8 @@ ALL_METRICS: tuple[MetricDef, ...] = (
     QUEUE_SPANS,
     QUEUE_CAPACITY_SPANS,
     TRACES_PENDING,
+    OTLP_BYTES_IN_FLIGHT,
+    TRACES_PENDING_BYTES,
     TRACES_JOINED,
     LABEL_VALUES_FOLDED,
     SERIES_FOLDED,

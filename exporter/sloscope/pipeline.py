@@ -70,8 +70,14 @@ class Pipeline:
             self.telemetry,
             settings.limits.retry_after_seconds,
             keep=mapping.span_keys(settings.join.anchor_attribute, *span_shapes.KEYS),
+            limits=settings.limits,
         )
-        self.telemetry.watch(lambda: len(self.queue), self.queue.capacity, lambda: self.assembler.pending)
+        self.telemetry.watch(
+            lambda: len(self.queue),
+            self.queue.capacity,
+            lambda: self.assembler.pending,
+            lambda: self.assembler.pending_bytes,
+        )
         self._thread: threading.Thread | None = None
         self._stopped = threading.Event()
 
@@ -108,6 +114,7 @@ class Pipeline:
     def shutdown(self, timeout: float = 10.0) -> bool:
         """Stop accepting, drain, flush. Safe without start and safe twice. True when fully drained."""
         self.queue.close()
+        self.intake.close()
         if self._thread is None:
             if not self._stopped.is_set():
                 for batch in self.queue.take(0):

@@ -42,6 +42,8 @@ class Telemetry:
         self.queue_spans = Gauge(c.QUEUE_SPANS.name, c.QUEUE_SPANS.help, registry=registry)
         self.queue_capacity = Gauge(c.QUEUE_CAPACITY_SPANS.name, c.QUEUE_CAPACITY_SPANS.help, registry=registry)
         self.traces_pending = Gauge(c.TRACES_PENDING.name, c.TRACES_PENDING.help, registry=registry)
+        self.otlp_bytes_in_flight = Gauge(c.OTLP_BYTES_IN_FLIGHT.name, c.OTLP_BYTES_IN_FLIGHT.help, registry=registry)
+        self.traces_pending_bytes = Gauge(c.TRACES_PENDING_BYTES.name, c.TRACES_PENDING_BYTES.help, registry=registry)
         info = Info(c.BUILD_INFO.name, c.BUILD_INFO.help, registry=registry)
         info.info({"version": __version__, "python": platform.python_version()})
         for transport in ("grpc", "http"):
@@ -67,8 +69,15 @@ class Telemetry:
         """Counts one scrape of a model server, the EPP or a predictor server (kinds and results in conventions)."""
         self.scrapes.labels(kind, result).inc()
 
-    def watch(self, queue_len: Callable[[], int], capacity: int, pending: Callable[[], int]) -> None:
+    def watch(
+        self,
+        queue_len: Callable[[], int],
+        capacity: int,
+        pending: Callable[[], int],
+        pending_bytes: Callable[[], int] = lambda: 0,
+    ) -> None:
         """Gauges read at scrape time, so they are never stale."""
         self.queue_spans.set_function(lambda: float(queue_len()))
         self.queue_capacity.set(capacity)
         self.traces_pending.set_function(lambda: float(pending()))
+        self.traces_pending_bytes.set_function(lambda: float(pending_bytes()))

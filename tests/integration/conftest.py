@@ -79,6 +79,21 @@ class Server:
         return int(match.group(1)) * 1024
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--ingest-limit-bytes",
+        type=int,
+        default=8 * 1024 * 1024,
+        help="limits.max_request_bytes of the ingest limit tests (their largest bodies); default the setting's",
+    )
+
+
+@pytest.fixture
+def ingest_limit_bytes(request: pytest.FixtureRequest) -> int:
+    value: int = request.config.getoption("--ingest-limit-bytes")
+    return value
+
+
 def wait_until(predicate: Callable[[], bool], timeout: float = 20.0, what: str = "condition") -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -11,6 +11,7 @@ from sloscope import conventions as c
 from sloscope.attributes import Mapping
 from sloscope.config import Attributes, Join
 from sloscope.processors.assembler import TraceAssembler
+from sloscope.processors.trace_state import span_bytes
 from sloscope.records import JoinedRequest
 from sloscope.testing import gateway_attributes, span, vllm_attributes
 
@@ -164,6 +165,45 @@ def test_pending_cap_emits_evicted_anchors_and_drops_companion_only_traces() -> 
     assert [(r.trace_id[-1], r.outcome) for r in h.emitted] == [("1", c.OUTCOME_EVICTED)]
     assert h.dropped == Counter({c.DROP_PENDING_CAP: 1})
     assert h.assembler.pending == 2
+
+
+def test_pending_bytes_cap_evicts_the_oldest_traces_as_the_count_cap_does() -> None:
+    spans = [vllm(1), gateway(2), gateway(3), gateway(4), vllm(5)]
+    sizes = [span_bytes(s) for s in spans]
+    h = Harness(max_pending_bytes=sum(sizes[:3]))  # room for the first three
+    h.feed(*spans[:3])
+    assert (h.assembler.pending, h.assembler.pending_bytes) == (3, sum(sizes[:3]))
+    h.feed(spans[3])  # evicts trace 1: its anchor emitted with what it has
+    h.feed(spans[4])  # evicts trace 2: its span dropped
+    assert [(r.trace_id[-1], r.outcome) for r in h.emitted] == [("1", c.OUTCOME_EVICTED)]
+    assert h.dropped == Counter({c.DROP_PENDING_CAP: 1})
+    assert (h.assembler.pending, h.assembler.pending_bytes) == (3, sum(sizes[2:]))
+
+
+def test_pending_bytes_return_to_zero_once_every_request_is_emitted() -> None:
+    h = Harness()
+    h.feed(gateway(1, slo_ttft_ms="250"), vllm(1), vllm(2), gateway(3), span(3, 9, "child", {}, parent=1))
+    assert h.assembler.pending_bytes > 0
+    h.advance(60)  # windows and time to live pass: every trace emitted or expired
+    assert (h.assembler.pending, h.assembler.pending_bytes) == (0, 0)
+    h.feed(vllm(4), gateway(5))
+    h.assembler.flush()
+    assert h.assembler.pending_bytes == 0
+
+
+def test_a_span_larger_than_the_whole_bytes_cap_is_dropped_and_leaves_no_trace() -> None:
+    big = span(1, 1, "gateway.request", {"x-prompt": "p" * 10_000}, resource={"service.name": "epp"})
+    h = Harness(max_pending_bytes=5_000)
+    h.feed(big)
+    assert h.dropped == Counter({c.DROP_TRACE_TOO_LARGE: 1})
+    assert (h.assembler.pending, h.assembler.pending_bytes) == (0, 0)
+
+
+def test_span_bytes_counts_strings_and_attributes() -> None:
+    bare = span(1, 1, "n", {})
+    assert span_bytes(span(1, 1, "n", {"k": "v" * 100})) - span_bytes(bare) == 100 + 1 + 100
+    assert span_bytes(span(1, 1, "n", {"k": ["ab", "cd"]})) - span_bytes(bare) == 100 + 1 + 2 * (100 + 2)
+    assert span_bytes(span(1, 1, "n", {"k": 7})) - span_bytes(bare) == 100 + 1
 
 
 def test_spans_beyond_the_per_trace_cap_are_dropped() -> None:

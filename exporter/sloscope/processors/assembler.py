@@ -25,8 +25,9 @@ carrying the same request id is used (EPPs before 2026).
 
 Traces stay open for later calls: spans of an emitted request leave the pending trace and are
 remembered, so a retried span is a duplicate and one arriving under an emitted request is late,
-while a later call of the same trace joins as usual. Memory is bounded: pending traces, spans per
-trace (spans that carry nothing make way for ones that do) and remembered spans all have caps,
+while a later call of the same trace joins as usual. Memory is bounded: pending traces (in count and
+in estimated bytes), spans per trace (spans that carry nothing make way for ones that do) and
+remembered spans all have caps,
 and everything dropped is counted by reason. Single-threaded by design: only the pipeline worker
 calls it.
 """
@@ -43,7 +44,7 @@ from sloscope.attributes import Mapping, View
 from sloscope.config import Join
 from sloscope.processors import span_shapes as shapes
 from sloscope.processors.joined_request import RequestBuilder, disaggregated, leg_of, primary_anchor
-from sloscope.processors.trace_state import PendingTrace, SeenSpans
+from sloscope.processors.trace_state import Footprint, PendingTrace, SeenSpans, span_bytes
 from sloscope.records import JoinedRequest, Span
 
 Emit = Callable[[JoinedRequest], None]
@@ -80,6 +81,7 @@ class TraceAssembler:
         self._build = RequestBuilder(mapping, self._latency_scorers, unanswered_are_aborted=join.unanswered_are_aborted)
         self._done_cap = 4 * join.max_spans_per_trace
         self._traces: OrderedDict[str, PendingTrace] = OrderedDict()
+        self._footprint = Footprint()  # estimated bytes of every pending trace's spans
         self._anchor_deadlines: deque[tuple[float, str, str]] = deque()  # (deadline, trace id, anchor span id)
         self._gateway_deadlines: deque[tuple[float, str, str]] = deque()  # (deadline, trace id, gateway span id)
         self._done: OrderedDict[str, SeenSpans] = OrderedDict()
@@ -90,6 +92,10 @@ class TraceAssembler:
     @property
     def pending(self) -> int:
         return len(self._traces)
+
+    @property
+    def pending_bytes(self) -> int:
+        return self._footprint.total
 
     # ---- input ------------------------------------------------------------------------------
 
@@ -128,10 +134,12 @@ class TraceAssembler:
         elif span.span_id in trace.spans:
             self._dropped(c.DROP_DUPLICATE, 1)
             return False
-        if not self._make_room(trace, span):
+        size = span_bytes(span)
+        if not self._make_room(trace, span) or not self._fit_bytes(trace_id, size):
             self._dropped(c.DROP_TRACE_TOO_LARGE, 1)
+            self._close_if_finished(trace_id, trace)
             return False
-        trace.add(span)
+        trace.add(span, size)
         if self._is_anchor(span):
             trace.anchors[span.span_id] = now
             self._anchor_deadlines.append((now + self._join.window_seconds, trace_id, span.span_id))
@@ -157,19 +165,33 @@ class TraceAssembler:
         self._dropped(c.DROP_TRACE_TOO_LARGE, 1)
         return True
 
+    def _fit_bytes(self, trace_id: str, size: int) -> bool:
+        """Evicts the oldest other traces until ``size`` more bytes fit under ``join.max_pending_bytes``."""
+        while self._footprint.total + size > self._join.max_pending_bytes:
+            victim = next((t for t in self._traces if t != trace_id), None)  # the oldest, or the one after it
+            if victim is None:
+                return False
+            self._evict(victim)
+        return True
+
     def _open(self, trace_id: str, now: float) -> PendingTrace:
         while len(self._traces) >= self._join.max_pending_traces:
-            oldest_id, oldest = self._traces.popitem(last=False)
-            self._forget_request_ids(oldest_id, oldest)
-            if oldest.anchors:
-                while oldest.anchors:
-                    self._finish_with_what_it_has(oldest_id, oldest, next(iter(oldest.anchors)), c.OUTCOME_EVICTED)
-            else:
-                self._dropped(c.DROP_PENDING_CAP, len(oldest.spans))
-            self._remember(oldest_id, oldest.spans.values(), claimed=False)
-        trace = PendingTrace(first_seen=now)
+            self._evict(next(iter(self._traces)))
+        trace = PendingTrace(first_seen=now, footprint=self._footprint)
         self._traces[trace_id] = trace
         return trace
+
+    def _evict(self, trace_id: str) -> None:
+        """A pending-trace cap is reached: the trace leaves early, its requests emitted with what they have."""
+        oldest = self._traces.pop(trace_id)
+        self._forget_request_ids(trace_id, oldest)
+        if oldest.anchors:
+            while oldest.anchors:
+                self._finish_with_what_it_has(trace_id, oldest, next(iter(oldest.anchors)), c.OUTCOME_EVICTED)
+        else:
+            self._dropped(c.DROP_PENDING_CAP, len(oldest.spans))
+        self._remember(trace_id, oldest.spans.values(), claimed=False)
+        oldest.release()
 
     def _index_companion(self, trace_id: str, trace: PendingTrace, span: Span) -> None:
         request_id = self._joinable_id([span])
@@ -364,6 +386,7 @@ class TraceAssembler:
         if trace.spans or trace.lent:
             return
         self._traces.pop(trace_id, None)
+        trace.release()
         self._forget_request_ids(trace_id, trace)
 
     def _forget_request_ids(self, trace_id: str, trace: PendingTrace) -> None:
@@ -429,6 +452,7 @@ class TraceAssembler:
                 trace.first_seen = now
                 continue
             self._traces.popitem(last=False)
+            trace.release()
             self._forget_request_ids(trace_id, trace)
             if not trace.lent and not trace.emitted:
                 self._outcome(c.OUTCOME_NO_ANCHOR, 1)
@@ -488,6 +512,7 @@ class TraceAssembler:
                 self._finish_with_what_it_has(trace_id, trace, next(iter(trace.anchors)), c.OUTCOME_JOINED)
                 flushed += before - len(trace.anchors)
         self._traces.clear()
+        self._footprint.total = 0
         self._anchor_deadlines.clear()
         self._gateway_deadlines.clear()
         self._companions_by_request_id.clear()

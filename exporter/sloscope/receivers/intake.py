@@ -1,6 +1,7 @@
-"""The hand-off both OTLP transports share: validate mapped attributes, count, queue.
+"""The hand-off both OTLP transports share: decode off the loop, validate mapped attributes, count, queue.
 
-Called on the event-loop thread that serves the request: it does not block and does not raise.
+``receive`` decodes a body and submits its spans in a decoding thread, off the event loop: ``submit``
+does not block and does not raise, and is safe from any thread (the queue and counters lock).
 It returns what the transport needs to answer: accepted, partially accepted (OTLP partial
 success with ``rejected_spans`` and a message), or refused because the queue is full (the
 transport answers 429 / RESOURCE_EXHAUSTED with a retry delay and the client keeps the batch).
@@ -10,10 +11,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from functools import partial
 
 from sloscope import conventions as c
 from sloscope.attributes import Mapping
+from sloscope.config import Limits
 from sloscope.processors.queue import SpanQueue
+from sloscope.receivers.in_flight import InFlightBytes
+from sloscope.receivers.offload import Decoder
 from sloscope.receivers.otlp_decode import Decoded
 from sloscope.telemetry import Telemetry
 
@@ -40,21 +45,38 @@ class Intake:
         telemetry: Telemetry,
         retry_after_seconds: int,
         keep: frozenset[str] | None = None,
+        *,
+        limits: Limits | None = None,
     ) -> None:
+        limits = limits if limits is not None else Limits()
         self._mapping = mapping
         self.keep = keep  # the span attributes the transports' decoder converts (None: all)
+        # Shared by both transports: decoding off the event loop, and the bytes they may hold at once.
+        self.decoder = Decoder(
+            keep,
+            limits.max_request_bytes,
+            threads=limits.decode_threads,
+            json_processes=limits.json_decode_processes,
+        )
+        self.in_flight = InFlightBytes(limits.max_bytes_in_flight, telemetry.otlp_bytes_in_flight.set)
         self._queue = queue
         self._telemetry = telemetry
         self.retry_after_seconds = retry_after_seconds
         self._received = {t: telemetry.spans_received.labels(t) for t in ("grpc", "http")}
         self._requests = {
-            (t, r): telemetry.otlp_requests.labels(t, r)
-            for t in ("grpc", "http")
-            for r in ("accepted", "partial", "queue_full", "shutting_down", "malformed", "too_large", "unsupported")
+            (t, r): telemetry.otlp_requests.labels(t, r) for t in ("grpc", "http") for r in c.OTLP_RESULTS
         }
 
     def count_request(self, transport: str, result: str) -> None:
         self._requests[(transport, result)].inc()
+
+    def close(self) -> None:
+        self.decoder.close()
+
+    async def receive(self, body: bytes, encoding: str, *, is_json: bool, transport: str) -> Result:
+        """Decodes and submits one request body off the event loop; raises what the decoder raises."""
+        then = partial(self.submit, transport=transport)
+        return await self.decoder.decode(body, encoding, is_json=is_json, then=then)
 
     def submit(self, decoded: Decoded, transport: str) -> Result:
         check = self._mapping.check

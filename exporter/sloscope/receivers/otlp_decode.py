@@ -87,6 +87,11 @@ def decode_protobuf(payload: bytes, keep: frozenset[str] | None = None) -> Decod
 
 
 def decode_json(payload: bytes, keep: frozenset[str] | None = None) -> Decoded:
+    return decode_request(parse_json(payload), keep)
+
+
+def parse_json(payload: bytes) -> ExportTraceServiceRequest:
+    """OTLP/JSON to the protobuf message (the part of :func:`decode_json` that can run in another process)."""
     try:
         document = json.loads(payload)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -98,7 +103,7 @@ def decode_json(payload: bytes, keep: frozenset[str] | None = None) -> Decoded:
         request = json_format.ParseDict(document, ExportTraceServiceRequest(), ignore_unknown_fields=True)
     except (json_format.ParseError, ValueError, TypeError, AttributeError) as exc:
         raise MalformedPayloadError(f"not a valid OTLP/JSON ExportTraceServiceRequest: {exc}") from exc
-    return decode_request(request, keep)
+    return request
 
 
 def _hex_ids_to_base64(document: dict[str, Any]) -> None:

@@ -3,24 +3,24 @@
 Errors follow the OTLP/HTTP spec: the body of every 4xx/5xx is a ``google.rpc.Status`` in the
 request's encoding. 400 malformed, 413 too large, 415 unsupported type, 429 + Retry-After when
 the queue is full, 503 + Retry-After while shutting down; partial success in a 200 body.
+A client that goes away mid-body is counted ``client_disconnected`` and logged at debug.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 
 from fastapi import APIRouter, Request, Response
 from google.rpc import code_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+from starlette.requests import ClientDisconnect
 
+from sloscope.receivers.in_flight import Lease
 from sloscope.receivers.intake import Intake, Status
-from sloscope.receivers.otlp_decode import (
-    MalformedPayloadError,
-    PayloadTooLargeError,
-    decode_json,
-    decode_protobuf,
-    decompress,
-)
+from sloscope.receivers.otlp_decode import MalformedPayloadError, PayloadTooLargeError
+
+log = logging.getLogger(__name__)
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
@@ -29,6 +29,7 @@ _PROTOBUF_TYPES = frozenset({PROTOBUF, "application/protobuf"})
 
 def otlp_router(intake: Intake, max_request_bytes: int) -> APIRouter:
     router = APIRouter()
+    retry = {"Retry-After": str(intake.retry_after_seconds)}
 
     @router.post("/v1/traces", summary="OTLP/HTTP trace export")
     async def export_traces(request: Request) -> Response:
@@ -36,45 +37,78 @@ def otlp_router(intake: Intake, max_request_bytes: int) -> APIRouter:
         is_json = media_type == JSON
         if not is_json and media_type not in _PROTOBUF_TYPES:
             intake.count_request("http", "unsupported")
-            return _error(
-                415,
-                code_pb2.INVALID_ARGUMENT,
-                f"unsupported Content-Type {media_type or '(none)'!r}; use {PROTOBUF} or {JSON}",
-                False,
-            )
+            message = f"unsupported Content-Type {media_type or '(none)'!r}; use {PROTOBUF} or {JSON}"
+            return _error(415, code_pb2.INVALID_ARGUMENT, message, False)
+        encoding = request.headers.get("content-encoding", "")
+        lease = Lease(intake.in_flight)
         try:
-            body = await _read_body(request, max_request_bytes)
-            payload = decompress(body, request.headers.get("content-encoding", ""), max_request_bytes)
-            decoded = decode_json(payload, intake.keep) if is_json else decode_protobuf(payload, intake.keep)
-        except PayloadTooLargeError as exc:
-            intake.count_request("http", "too_large")
-            return _error(413, code_pb2.INVALID_ARGUMENT, str(exc), is_json)
-        except MalformedPayloadError as exc:
-            intake.count_request("http", "malformed")
-            return _error(400, code_pb2.INVALID_ARGUMENT, str(exc), is_json)
-        result = intake.submit(decoded, "http")
-        retry = {"Retry-After": str(intake.retry_after_seconds)}
-        if result.status is Status.QUEUE_FULL:
-            return _error(429, code_pb2.RESOURCE_EXHAUSTED, "sloscope is busy: queue full, retry later", is_json, retry)
-        if result.status is Status.TOO_MANY_SPANS:
-            return _error(413, code_pb2.INVALID_ARGUMENT, result.message, is_json)
-        if result.status is Status.SHUTTING_DOWN:
-            return _error(503, code_pb2.UNAVAILABLE, "sloscope is shutting down", is_json, retry)
-        return _success(result.rejected, result.message, is_json)
+            return await _export(
+                request, intake, lease, encoding=encoding, is_json=is_json, limit=max_request_bytes, retry=retry
+            )
+        except ClientDisconnect:
+            intake.count_request("http", "client_disconnected")
+            log.debug("OTLP/HTTP client disconnected before its body was read whole (%d bytes read)", lease.size)
+            return Response(status_code=499)  # never sent (the client is gone); 499 in the HTTP server series
+        finally:
+            lease.release()
 
     return router
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
+class _InFlightFullError(Exception):
+    """Admitting the body would pass ``limits.max_bytes_in_flight``."""
+
+
+async def _export(
+    request: Request,
+    intake: Intake,
+    lease: Lease,
+    *,
+    encoding: str,
+    is_json: bool,
+    limit: int,
+    retry: dict[str, str],
+) -> Response:
+    try:
+        body = await _read_body(request, limit, lease)
+        if encoding.strip().lower() not in ("", "identity") and not lease.take(limit):  # inflated, at worst
+            raise _InFlightFullError
+        result = await intake.receive(body, encoding, is_json=is_json, transport="http")
+    except _InFlightFullError:
+        intake.count_request("http", "in_flight_full")
+        message = "sloscope is busy: too many bytes in flight, retry later"
+        return _error(429, code_pb2.RESOURCE_EXHAUSTED, message, is_json, retry)
+    except PayloadTooLargeError as exc:
+        intake.count_request("http", "too_large")
+        return _error(413, code_pb2.INVALID_ARGUMENT, str(exc), is_json)
+    except MalformedPayloadError as exc:
+        intake.count_request("http", "malformed")
+        return _error(400, code_pb2.INVALID_ARGUMENT, str(exc), is_json)
+    if result.status is Status.QUEUE_FULL:
+        return _error(429, code_pb2.RESOURCE_EXHAUSTED, "sloscope is busy: queue full, retry later", is_json, retry)
+    if result.status is Status.TOO_MANY_SPANS:
+        return _error(413, code_pb2.INVALID_ARGUMENT, result.message, is_json)
+    if result.status is Status.SHUTTING_DOWN:
+        return _error(503, code_pb2.UNAVAILABLE, "sloscope is shutting down", is_json, retry)
+    return _success(result.rejected, result.message, is_json)
+
+
+async def _read_body(request: Request, limit: int, lease: Lease) -> bytes:
+    """The whole body, held in ``lease`` (the declared length up front, else chunk by chunk)."""
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise PayloadTooLargeError(f"body of {declared} bytes exceeds the limit of {limit}")
+    if declared is not None and declared.isdigit():
+        if int(declared) > limit:
+            raise PayloadTooLargeError(f"body of {declared} bytes exceeds the limit of {limit}")
+        if not lease.take(int(declared)):
+            raise _InFlightFullError
     chunks = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
             raise PayloadTooLargeError(f"body exceeds the limit of {limit} bytes")
+        if size > lease.size and not lease.take(size - lease.size):
+            raise _InFlightFullError
         chunks.append(chunk)
     return b"".join(chunks)
 

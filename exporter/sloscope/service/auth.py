@@ -20,6 +20,7 @@ import grpc
 
 from sloscope import conventions as c
 from sloscope.config import ListenerAuth
+from sloscope.receivers.otlp_grpc import refuse
 from sloscope.service.file_watch import Reloading
 
 REALM = "sloscope"
@@ -130,8 +131,7 @@ class GrpcAuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # 
         self._on_refusal(reason)
         message = f"credentials {reason}: send authorization metadata (Bearer token or Basic)"
 
-        async def refuse(request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
-            raise AssertionError("abort returns only by raising")
+        async def unauthenticated(request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
+            return refuse(context, grpc.StatusCode.UNAUTHENTICATED, message)  # no abort: it would keep the bytes
 
-        return grpc.unary_unary_rpc_method_handler(refuse)
+        return grpc.unary_unary_rpc_method_handler(unauthenticated)

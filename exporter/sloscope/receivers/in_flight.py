@@ -1,0 +1,110 @@
+"""Bytes of OTLP requests held at once across both receivers, and giving their memory back afterwards.
+
+A request's bytes are held from the moment it is admitted until its decoding is over (the decoded
+spans are bounded separately, in spans, by the queue). Over ``limits.max_bytes_in_flight`` a new
+request is refused with 429 / RESOURCE_EXHAUSTED and a retry delay; one request is always admitted
+when nothing else is held, so a request up to ``limits.max_request_bytes`` can never starve.
+
+Freed bodies do not shrink the process by themselves: glibc keeps freed blocks in per-thread
+arenas, and gRPC core receives a message as many slices allocated on its own threads. Measured
+with 8 senders of refused 32 MiB messages, RSS stayed about 4 times the starting size after they
+were all freed (and still grew slowly with more); ``malloc_trim`` brings it back to the start. So
+after a large body is released a trim runs in a thread, at most once per ``_TRIM_INTERVAL_SECONDS``;
+elsewhere than glibc it is skipped. Event-loop thread only (both receivers share one loop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import logging
+from collections.abc import Callable
+
+log = logging.getLogger(__name__)
+
+_TRIM_INTERVAL_SECONDS = 1.0
+_TRIM_FROM_BYTES = 1024 * 1024  # freeing a smaller body leaves nothing worth giving back
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    with contextlib.suppress(OSError, AttributeError):
+        trim: Callable[[int], int] = ctypes.CDLL(None).malloc_trim  # glibc only; ctypes releases the GIL
+        return trim
+    return None
+
+
+class MemoryTrimmer:
+    """Asks the allocator to return freed memory to the system, coalescing requests to one per interval."""
+
+    def __init__(self, interval: float = _TRIM_INTERVAL_SECONDS) -> None:
+        self._trim = _malloc_trim()
+        self._interval = interval
+        self._scheduled = False
+        self.trims = 0
+
+    def request(self) -> None:
+        if self._trim is None or self._scheduled:
+            return
+        self._scheduled = True
+        asyncio.get_running_loop().call_later(self._interval, self._run)
+
+    def _run(self) -> None:
+        trim = self._trim
+        assert trim is not None
+        work = asyncio.get_running_loop().run_in_executor(None, trim, 0)
+        work.add_done_callback(self._done)
+
+    def _done(self, work: asyncio.Future[int]) -> None:
+        self._scheduled = False
+        self.trims += 1
+        if not work.cancelled() and work.exception() is not None:
+            log.debug("malloc_trim failed: %s", work.exception())
+
+
+class InFlightBytes:
+    """The shared byte budget. ``set_gauge`` is called with the bytes held after every change."""
+
+    def __init__(self, cap: int, set_gauge: Callable[[float], None] = lambda _: None) -> None:
+        self.cap = cap
+        self.held = 0
+        self._set_gauge = set_gauge
+        self._trimmer = MemoryTrimmer()
+
+    def reserve(self, size: int) -> bool:
+        """Holds ``size`` more bytes, unless that would pass the cap while anything else is held."""
+        if self.held and self.held + size > self.cap:
+            return False
+        self.held += size
+        self._set_gauge(self.held)
+        return True
+
+    def release(self, size: int) -> None:
+        self.held -= size
+        self._set_gauge(self.held)
+        self.freed(size)
+
+    def freed(self, size: int) -> None:
+        """A body of ``size`` bytes is being let go (admitted or not): give large ones back to the system."""
+        if size >= _TRIM_FROM_BYTES:
+            self._trimmer.request()
+
+
+class Lease:
+    """The bytes one request holds: taken as its body is read (compressed: and its inflated worst case);
+    released once, whatever happens."""
+
+    def __init__(self, budget: InFlightBytes) -> None:
+        self._budget = budget
+        self.size = 0
+
+    def take(self, size: int) -> bool:
+        if not self._budget.reserve(size):
+            return False
+        self.size += size
+        return True
+
+    def release(self) -> None:
+        size, self.size = self.size, 0
+        if size:
+            self._budget.release(size)

@@ -1,0 +1,112 @@
+"""Decoding OTLP bodies off the event loop: the loop hands bytes over and awaits spans.
+
+Both receivers and ``/healthz`` share one event loop, so a decode that runs on it stalls them all
+(a 7 MB OTLP/JSON body held every listener for 7 s). Measured on 8 MiB bodies (the default
+``limits.max_request_bytes``): inflating takes ~7 ms and releases the GIL; protobuf parsing holds
+the GIL for ~20 ms in one C call, then flattening into spans is ~370 ms of Python, which lets other
+threads run every switch interval. A thread is enough for those. OTLP/JSON is not: ``json.loads``
+alone holds the GIL for ~210 ms in one C call (and ``ParseDict`` is ~2 s of Python), and handing
+the decoded spans back from a process is as bad (unpickling them holds the GIL for ~110 ms). So a
+JSON body is parsed in a worker process into protobuf bytes, which a thread then decodes like any
+protobuf body. ``limits.json_decode_processes: 0`` parses JSON in a thread instead.
+
+The thread pool is bounded (``limits.decode_threads``); work waiting for a thread is bounded by
+the bytes in flight (:mod:`sloscope.receivers.in_flight`). The worker process is spawned (never
+forked: gRPC's threads do not survive a fork) on the first JSON body, and replaced if it dies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+import multiprocessing
+import signal
+from collections.abc import Callable
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any, TypeVar
+
+from sloscope.receivers.otlp_decode import Decoded, decode_json, decode_protobuf, decompress, parse_json
+
+log = logging.getLogger(__name__)
+_T = TypeVar("_T")
+
+
+def decode_body(body: bytes, encoding: str, limit: int, keep: frozenset[str] | None, is_json: bool) -> Decoded:
+    """Inflate and decode one body (in a decoding thread)."""
+    payload = decompress(body, encoding, limit)
+    return decode_json(payload, keep) if is_json else decode_protobuf(payload, keep)
+
+
+def _decode_then(then: Callable[[Decoded], _T], body: bytes, *args: Any) -> _T:
+    return then(decode_body(body, *args))
+
+
+def _decode_protobuf_then(then: Callable[[Decoded], _T], message: bytes, keep: frozenset[str] | None) -> _T:
+    return then(decode_protobuf(message, keep))
+
+
+def json_to_protobuf(body: bytes, encoding: str, limit: int) -> bytes:
+    """Inflate and parse one OTLP/JSON body into protobuf bytes (in the worker process)."""
+    message: bytes = parse_json(decompress(body, encoding, limit)).SerializeToString()
+    return message
+
+
+def _worker_start() -> None:
+    """Ctrl-C at a terminal reaches the whole process group: the server decides when its worker stops.
+    A parsed document is one large tree that lives until it is converted: with the default thresholds
+    the collector traversed it again and again while it grew (full collections of 25-210 ms, several
+    per 8 MiB body), so collections run as rarely as in the server (see ``cli._tune_gc``)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 100)
+
+
+class Decoder:
+    def __init__(
+        self, keep: frozenset[str] | None, max_request_bytes: int, *, threads: int, json_processes: int
+    ) -> None:
+        self._keep = keep
+        self._limit = max_request_bytes
+        self._threads = ThreadPoolExecutor(threads, thread_name_prefix="sloscope-decode")
+        self._json_processes = json_processes
+        self._processes: ProcessPoolExecutor | None = None
+        self._closed = False
+
+    async def decode(self, body: bytes, encoding: str, *, is_json: bool, then: Callable[[Decoded], _T]) -> _T:
+        """Decodes ``body`` and calls ``then`` with the spans, in a decoding thread: validating and queueing
+        twenty thousand spans is itself ~200 ms of Python. Raises what the decoder raises
+        (MalformedPayloadError, PayloadTooLargeError)."""
+        if is_json and self._json_processes > 0:
+            try:
+                message = await self._run(self._worker(), json_to_protobuf, body, encoding, self._limit)
+            except BrokenProcessPool:  # the worker died (killed for memory?): a new one for the next body
+                log.warning("the OTLP/JSON decoding process died; starting another, this body decoded in a thread")
+                self._processes = None
+            else:
+                return await self._run(self._threads, _decode_protobuf_then, then, message, self._keep)
+        return await self._run(self._threads, _decode_then, then, body, encoding, self._limit, self._keep, is_json)
+
+    @staticmethod
+    async def _run(executor: Executor, fn: Callable[..., _T], *args: Any) -> _T:
+        # Awaiting the concurrent future (not run_in_executor) so that a cancelled request still lets
+        # queued work be dropped, and running work finish, without the loop waiting for it.
+        return await asyncio.wrap_future(executor.submit(fn, *args))
+
+    def _worker(self) -> ProcessPoolExecutor:
+        if self._processes is None:
+            if self._closed:
+                raise RuntimeError("decoder closed")
+            self._processes = ProcessPoolExecutor(
+                self._json_processes, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_start
+            )
+        return self._processes
+
+    def close(self) -> None:
+        """Drops queued work and lets running work finish in the background; safe twice."""
+        self._closed = True
+        self._threads.shutdown(wait=False, cancel_futures=True)
+        if self._processes is not None:
+            self._processes.shutdown(wait=False, cancel_futures=True)
+            self._processes = None

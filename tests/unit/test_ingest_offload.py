@@ -1,0 +1,75 @@
+"""Decoding off the event loop (threads, and a worker process for OTLP/JSON) and the bytes-in-flight budget."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+from collections.abc import Iterator
+
+import pytest
+
+from sloscope.receivers.in_flight import InFlightBytes, Lease
+from sloscope.receivers.offload import Decoder
+from sloscope.receivers.otlp_decode import Decoded, MalformedPayloadError, PayloadTooLargeError, decode_protobuf
+from sloscope.testing import export_request, gateway_attributes, span, to_otlp_json, vllm_attributes
+
+REQUEST = export_request(
+    [
+        span(1, 1, "gateway.request", gateway_attributes(slo_ttft_ms="200"), resource={"service.name": "epp"}),
+        span(1, 2, "llm_request", vllm_attributes(), parent=1),
+    ]
+)
+PROTOBUF = REQUEST.SerializeToString()
+JSON = to_otlp_json(REQUEST)
+
+
+@pytest.fixture(params=[1, 0], ids=["json-in-a-process", "json-in-a-thread"])
+def decoder(request: pytest.FixtureRequest) -> Iterator[Decoder]:
+    decoder = Decoder(None, 1024 * 1024, threads=2, json_processes=request.param)
+    yield decoder
+    decoder.close()
+
+
+def _decode(decoder: Decoder, body: bytes, encoding: str = "", *, is_json: bool) -> Decoded:
+    return asyncio.run(decoder.decode(body, encoding, is_json=is_json, then=lambda decoded: decoded))
+
+
+@pytest.mark.parametrize("encoding", ["", "gzip"])
+@pytest.mark.parametrize("is_json", [False, True], ids=["protobuf", "json"])
+def test_every_encoding_decodes_to_the_same_spans(decoder: Decoder, encoding: str, is_json: bool) -> None:
+    body = JSON if is_json else PROTOBUF
+    body = gzip.compress(body) if encoding else body
+    assert _decode(decoder, body, encoding, is_json=is_json).spans == decode_protobuf(PROTOBUF).spans
+
+
+def test_decoding_errors_cross_the_thread_and_the_process(decoder: Decoder) -> None:
+    with pytest.raises(MalformedPayloadError, match="not valid JSON"):
+        _decode(decoder, b"{", is_json=True)
+    with pytest.raises(MalformedPayloadError, match="not a valid OTLP ExportTraceServiceRequest"):
+        _decode(decoder, b"\xff\xff", is_json=False)
+    with pytest.raises(PayloadTooLargeError):
+        _decode(decoder, gzip.compress(bytes(2 * 1024 * 1024)), "gzip", is_json=True)
+
+
+def test_then_runs_with_the_decoded_spans() -> None:
+    decoder = Decoder(None, 1024 * 1024, threads=1, json_processes=1)
+    try:
+        count = asyncio.run(decoder.decode(JSON, "", is_json=True, then=lambda decoded: len(decoded.spans)))
+    finally:
+        decoder.close()
+    assert count == 2
+
+
+def test_the_budget_refuses_past_its_cap_but_always_admits_one_request() -> None:
+    gauge: list[float] = []
+    budget = InFlightBytes(100, gauge.append)
+    first, second = Lease(budget), Lease(budget)
+    assert first.take(150)  # larger than the cap, but nothing else is held
+    assert not second.take(1)
+    first.release()
+    first.release()  # released once, whatever happens
+    assert second.take(60)
+    assert second.take(40)
+    assert not Lease(budget).take(1)
+    second.release()
+    assert (budget.held, gauge) == (0, [150, 0, 60, 100, 0])

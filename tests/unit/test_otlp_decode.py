@@ -203,6 +203,21 @@ def _kvlist_attribute_json(depth: int) -> bytes:
             id="NaN literal",
         ),
         pytest.param(b'{"a":-Infinity}', "not valid JSON: -Infinity is not a JSON number$", id="Infinity literal"),
+        # Found by tests/fuzz/test_otlp_json.py (minimal inputs): upb's field-name lookup raised SystemError
+        # on a lone surrogate escape in a name or an enum value, and an enum given 1e999 raised OverflowError.
+        pytest.param(
+            b'{"\\ud800":1}', "not valid Unicode \\(a lone surrogate escape\\)", id="lone surrogate in a name"
+        ),
+        pytest.param(
+            b'{"resourceSpans":[{"scopeSpans":[{"spans":[{"kind":"\\ud800"}]}]}]}',
+            "not valid Unicode",
+            id="lone surrogate for an enum",
+        ),
+        pytest.param(
+            b'{"resourceSpans":[{"scopeSpans":[{"spans":[{"kind":1e999}]}]}]}',
+            "ExportTraceServiceRequest: cannot convert float infinity to integer$",
+            id="huge float for an enum",
+        ),
     ],
 )
 def test_hostile_json_is_malformed_with_a_short_reason(body: bytes, reason: str) -> None:

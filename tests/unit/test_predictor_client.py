@@ -104,6 +104,10 @@ def test_an_index_listed_in_errors_is_none_even_with_an_entry() -> None:
     [
         pytest.param(answer(content=b"<html>bad gateway</html>"), id="not JSON"),
         pytest.param(answer(content=b"\xff\xfe"), id="not UTF-8"),
+        # json.loads raises RecursionError, not ValueError, past Python's recursion limit: it escaped the
+        # client (and the health poller's probe and JSON GETs) until read_json turned it into a ValueError.
+        pytest.param(answer(content=b"[" * 100_000), id="nested too deeply"),
+        pytest.param(answer(content=b'{"predictions":' + b"9" * 5000 + b"}"), id="an integer of 5000 digits"),
         pytest.param(answer(body=[entry(), entry()]), id="a list, not an object"),
         pytest.param(answer(body={"errors": []}), id="no predictions"),
         pytest.param(answer(body=bulk([entry()])), id="fewer predictions than requests"),

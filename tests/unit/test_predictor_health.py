@@ -15,6 +15,7 @@ from sloscope.predictor.status import (
     parse_training_metrics,
     parse_training_samples,
 )
+from sloscope.receivers.http_fetch import read_json
 
 
 def predictor_fixture(shared: Path, name: str) -> str:
@@ -175,3 +176,17 @@ def test_training_samples_are_summed_per_model_over_their_buckets(shared: Path) 
     page += 'training_samples_count{model="tpot",queue_bucket="0",cache_bucket="0",prefix_bucket="0"} 9\n'
     assert parse_training_samples(page) == {"ttft": 64.0, "tpot": 9.0}
     assert parse_training_samples("model_quantile{} 0.9\n") == {}
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param(b"[" * 100_000, id="nested too deeply"),  # RecursionError from json.loads
+        pytest.param(b'{"is_ready":' + b"9" * 5000 + b"}", id="an integer of 5000 digits"),
+        pytest.param(b"\xff", id="not UTF-8"),
+    ],
+)
+def test_an_unreadable_json_answer_is_a_value_error(body: bytes) -> None:
+    # The poller's JSON GETs and /predict probes, and the prediction client, catch ValueError only.
+    with pytest.raises(ValueError, match=r"nested too deeply|4300|utf-8"):
+        read_json(body)

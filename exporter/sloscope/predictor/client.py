@@ -55,7 +55,7 @@ from sloscope.config import Predictions
 from sloscope.predictor.breaker import CLOSED, OPEN, BreakerState, CircuitBreaker
 from sloscope.predictor.features import Features, Prediction, parse_objective
 from sloscope.receivers.http_auth import CredentialsError
-from sloscope.receivers.http_fetch import failure_result, status_result
+from sloscope.receivers.http_fetch import failure_result, read_json, status_result
 
 __all__ = ["BULK_PATH", "PredictionClient"]
 
@@ -208,8 +208,8 @@ class PredictionClient:
         if not 200 <= response.status_code < 300:
             return status_result(response.status_code), None
         try:
-            document = json.loads(response.content)
-        except ValueError:  # not JSON, not UTF-8
+            document = read_json(response.content)
+        except ValueError:  # not JSON, not UTF-8, nested too deeply
             return c.RESULT_PARSE_ERROR, None
         predictions = _parse_bulk(document, size)
         if predictions is None:

@@ -43,7 +43,6 @@ down shows up=0 and the values it gave before stay. Values never fetched are abs
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -58,7 +57,7 @@ from sloscope.predictor import reset
 from sloscope.predictor.status import Status, parse_last_modified, probe_answer, read_status
 from sloscope.predictor.training_page import TrainingPage, read_training_page
 from sloscope.receivers.http_auth import CredentialsError
-from sloscope.receivers.http_fetch import Fetched, failure_result, fetch, fetch_json, status_result
+from sloscope.receivers.http_fetch import Fetched, failure_result, fetch, fetch_json, read_json, status_result
 from sloscope.redaction import redact_url
 from sloscope.telemetry import Telemetry
 
@@ -240,7 +239,7 @@ class PredictorHealth:
         answer = None
         if result == c.RESULT_SUCCESS:
             try:
-                answer = probe_answer(json.loads(response.content))
+                answer = probe_answer(read_json(response.content))
             except ValueError as exc:
                 log.debug("%s %s: unexpected body: %s", kind, url, exc)
                 result = c.RESULT_PARSE_ERROR

@@ -13,7 +13,8 @@ never another exception, because anything else becomes a 500 with a traceback in
   than the protobuf JSON parser's 100 levels, integers longer than Python's 4300 digits (``ValueError``
   from the int conversion, Python >= 3.11), and the non-JSON constants ``NaN``/``Infinity`` that
   ``json.loads`` would otherwise accept. A number too large for its field (``1e999``) is refused by
-  ``ParseDict``.
+  ``ParseDict`` (an enum field raises ``OverflowError`` then), and so is a name or value holding a lone
+  surrogate escape (``"\\ud800"``: a ``SystemError`` from upb's field-name lookup).
 - Protobuf nested deeper than the runtime's limit: upb decodes with a depth limit of 100 messages
   (``kUpb_WireFormat_DefaultDepthLimit``, upb/wire/internal/constants.h:11 at protobuf 354069cc, used by
   ``PyUpb_Message_MergeFromString`` in python/message.c at 01f51aab), which is 32 levels of
@@ -159,8 +160,18 @@ def decode_json(payload: bytes, keep: frozenset[str] | None = None) -> Decoded:
         request = json_format.ParseDict(document, ExportTraceServiceRequest(), ignore_unknown_fields=True)
     except RecursionError as exc:
         raise MalformedPayloadError("not a valid OTLP/JSON ExportTraceServiceRequest: nested too deeply") from exc
-    except (json_format.ParseError, ValueError, TypeError, AttributeError) as exc:
+    except (json_format.ParseError, ValueError, TypeError, AttributeError, OverflowError) as exc:
+        # OverflowError: an enum given a number too large for a float ("kind": 1e999).
         raise MalformedPayloadError(f"not a valid OTLP/JSON ExportTraceServiceRequest: {_parse_reason(exc)}") from exc
+    except SystemError as exc:
+        # upb's field-name lookup fails this way on a name holding a lone surrogate escape ({"\\ud800": 1}):
+        # the UnicodeEncodeError underneath is the reason.
+        if not isinstance(exc.__cause__, UnicodeError):
+            raise
+        raise MalformedPayloadError(
+            "not a valid OTLP/JSON ExportTraceServiceRequest: a name or value is not valid Unicode "
+            f"(a lone surrogate escape): {exc.__cause__}"
+        ) from exc
     return decode_request(request, keep)
 
 

@@ -95,7 +95,7 @@ def _read_or_value_error(reader: Callable[[Any], Any], body: bytes) -> None:
         reader(read_json(body))
 
 
-@fuzz_settings(0.5)
+@fuzz_settings()
 @given(which=st.sampled_from(sorted(READERS)), data=st.data())
 def test_damaged_documents_read_or_raise_value_error(which: str, data: st.DataObject) -> None:
     reader, seeds = READERS[which]
@@ -103,7 +103,7 @@ def test_damaged_documents_read_or_raise_value_error(which: str, data: st.DataOb
     _read_or_value_error(reader, body)
 
 
-@fuzz_settings(0.5)
+@fuzz_settings()
 @given(data=st.data(), size=st.integers(0, 4))
 def test_damaged_bulk_answers_give_none_or_one_entry_per_request(data: st.DataObject, size: int) -> None:
     body = data.draw(json_bodies(BULK))
@@ -136,7 +136,7 @@ def _reference(text: str) -> tuple[float | None, dict[str, float]] | None:
     return (quantiles[0] if quantiles else None), held
 
 
-@fuzz_settings(0.5)
+@fuzz_settings()
 @given(text=mutated_text(TRAINING, TOKENS), openmetrics=st.booleans())
 def test_damaged_training_pages_read_or_raise_value_error(text: str, openmetrics: bool) -> None:
     try:

@@ -181,9 +181,8 @@ def _refuse_constant(name: str) -> Any:
 
 
 def _json_reason(exc: ValueError) -> str:
-    if isinstance(exc, json.JSONDecodeError | UnicodeDecodeError):
-        return str(exc)[:_ERROR_CHARS]
-    if "integer string conversion" in str(exc):
+    """The reason, short; the int conversion's own message tells the server's operator, not the client, what to do."""
+    if not isinstance(exc, json.JSONDecodeError) and "integer string conversion" in str(exc):
         return f"a number has more than {sys.get_int_max_str_digits()} digits"
     return str(exc)[:_ERROR_CHARS]
 

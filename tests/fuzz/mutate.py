@@ -146,7 +146,11 @@ def json_documents(draw: st.DrawFn, seeds: Sequence[Any], max_edits: int = 3) ->
             raw.append(draw(nasty_json_values()))
             document = _replace(document, path, _RAW + str(len(raw) - 1))
         elif choice == "number":
-            document = _replace(document, path, draw(st.sampled_from([0, -1, 1.5, 2**63, 2**64, -(2**63) - 1, 1e308])))
+            document = _replace(
+                document,
+                path,
+                draw(st.sampled_from([0, -1, 1.5, 2**63, 2**64, -(2**63) - 1, 1e308, 10**400, -(10**309)])),
+            )
         elif path and isinstance(parent := _get(document, path[:-1]), dict):
             document = _replace(document, path[:-1], {k: v for k, v in parent.items() if k != path[-1]})
     text = json.dumps(document)

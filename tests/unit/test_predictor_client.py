@@ -114,6 +114,12 @@ def test_an_index_listed_in_errors_is_none_even_with_an_entry() -> None:
         pytest.param(answer(body=bulk([entry(), entry(), entry()])), id="more predictions than requests"),
         pytest.param(answer(body=bulk([entry(), entry(ttft="fast")])), id="a prediction that is not a number"),
         pytest.param(answer(body=bulk([entry(), entry(tpot=True)])), id="a boolean for a number"),
+        # Found by tests/fuzz/test_predictor.py: math.isfinite of an integer beyond the largest float raised
+        # OverflowError out of the client (and so out of a shadow round).
+        pytest.param(
+            answer(content=json.dumps(bulk([entry(), entry(ttft=10**400)])).encode()),
+            id="a prediction too large for a float",
+        ),
         pytest.param(answer(body=bulk([entry(), {"ttft_ms": 1.0}])), id="an entry missing fields"),
         pytest.param(answer(body=bulk([entry(), 7])), id="an entry that is not an object"),
     ],

@@ -14,6 +14,7 @@ from sloscope.predictor.status import (
     parse_status,
     parse_training_metrics,
     parse_training_samples,
+    probe_answer,
 )
 from sloscope.receivers.http_fetch import read_json
 
@@ -162,6 +163,9 @@ def test_status(document: object, expected: tuple[bool, float | None]) -> None:
         pytest.param({"is_ready": "true", "quantile": 0.9}, id="is_ready a string"),
         pytest.param({"is_ready": True, "quantile": "p90"}, id="quantile not a number"),
         pytest.param(None, id="null"),
+        # Found by tests/fuzz/test_predictor.py: float() of an integer beyond the largest float raised
+        # OverflowError, which the health poller does not catch.
+        pytest.param({"is_ready": True, "quantile": 10**400}, id="an integer too large for a float"),
     ],
 )
 def test_a_status_of_another_shape_is_an_error(document: object) -> None:
@@ -190,3 +194,8 @@ def test_an_unreadable_json_answer_is_a_value_error(body: bytes) -> None:
     # The poller's JSON GETs and /predict probes, and the prediction client, catch ValueError only.
     with pytest.raises(ValueError, match=r"nested too deeply|4300|utf-8"):
         read_json(body)
+
+
+def test_a_probe_answer_with_an_integer_too_large_for_a_float_is_an_error() -> None:
+    with pytest.raises(ValueError, match="no numeric ttft_ms and tpot_ms"):
+        probe_answer({"ttft_ms": 10**400, "tpot_ms": 1})

@@ -53,7 +53,7 @@ import httpx
 from sloscope import conventions as c
 from sloscope.config import Predictions
 from sloscope.predictor.breaker import CLOSED, OPEN, BreakerState, CircuitBreaker
-from sloscope.predictor.features import Features, Prediction, parse_objective
+from sloscope.predictor.features import Features, Prediction, is_json_number, parse_objective
 from sloscope.receivers.http_auth import CredentialsError
 from sloscope.receivers.http_fetch import failure_result, read_json, status_result
 
@@ -262,7 +262,7 @@ def _prediction(entry: Any) -> Prediction | None:
 
 
 def _is_number(value: Any) -> TypeGuard[int | float]:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    return is_json_number(value) and math.isfinite(value)
 
 
 def _is_int(value: Any) -> bool:

@@ -9,12 +9,13 @@ client counts as ``rejected``.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from sloscope import conventions as c
 
-__all__ = ["Features", "Prediction", "parse_objective"]
+__all__ = ["Features", "Prediction", "is_json_number", "parse_objective"]
 
 
 @dataclass(frozen=True)
@@ -87,3 +88,14 @@ def parse_objective(value: Any) -> str:
     if value not in c.OBJECTIVES:
         raise ValueError(f"unknown objective_type {value!r}")
     return str(value)
+
+
+def is_json_number(value: Any) -> TypeGuard[int | float]:
+    """Whether a parsed JSON value is a number a float can hold: not a bool, and no integer beyond the
+    largest float (``float(10**400)`` and ``math.isfinite(10**400)`` raise ``OverflowError``, which no
+    reader of an answer expects)."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return abs(value) <= sys.float_info.max
+    return isinstance(value, float)

@@ -18,6 +18,7 @@ from google.rpc import status_pb2
 
 from sloscope.receivers.otlp_grpc import SERVICE
 from sloscope.testing import export_request, span, to_otlp_json
+from tests.support.hostile import kvlist_attribute_json, kvlist_attribute_protobuf
 
 from .conftest import Server, start_server, wait_until
 from .test_bad_input import good_request, post
@@ -28,18 +29,6 @@ LIMIT = 256 * 1024
 JSON = "application/json"
 PROTOBUF = "application/x-protobuf"
 DEPTH = 20_000  # far past Python's recursion limit (1000), well under LIMIT
-
-
-def _kvlists(depth: int) -> bytes:
-    """A span attribute nested ``depth`` kvlists deep, as protobuf (the runtime allows 31, see the unit test)."""
-    value = export_request([span(1, 1, "s", {"k": 1})]).resource_spans[0].scope_spans[0].spans[0].attributes[0].value
-    for _ in range(depth):
-        nested = type(value)()
-        nested.kvlist_value.values.add(key="k").value.CopyFrom(value)
-        value = nested
-    request = export_request([span(1, 1, "s", {})])
-    request.resource_spans[0].scope_spans[0].spans[0].attributes.add(key="k").value.CopyFrom(value)
-    return bytes(request.SerializeToString())
 
 
 @pytest.fixture(scope="module")
@@ -55,11 +44,7 @@ JSON_BODIES = [
     pytest.param(b"[" * DEPTH + b"]" * DEPTH, "not valid JSON: nested too deeply", id="deep arrays"),
     pytest.param(b'{"a":' * DEPTH + b"1" + b"}" * DEPTH, "not valid JSON: nested too deeply", id="deep objects"),
     pytest.param(
-        b'{"resourceSpans":[{"resource":{"attributes":[{"key":"k","value":'
-        + b'{"kvlistValue":{"values":[{"key":"k","value":' * 40
-        + b'{"intValue":"1"}'
-        + b"}]}}" * 40
-        + b"}]}}]}",
+        kvlist_attribute_json(40),
         "ExportTraceServiceRequest: nested more than 100 levels deep",
         id="kvlists deeper than the protobuf JSON parser allows",
     ),
@@ -122,12 +107,12 @@ def test_trailing_data_after_a_compressed_body_is_refused(
 def test_protobuf_nested_past_the_runtime_limit_is_invalid_argument(server: Server) -> None:
     with grpc.insecure_channel(server.otlp_grpc) as channel:
         export = channel.unary_unary(f"/{SERVICE}/Export")
-        assert export(_kvlists(31), timeout=10) == b""
+        assert export(kvlist_attribute_protobuf(31), timeout=10) == b""
         with pytest.raises(grpc.RpcError) as raised:
-            export(_kvlists(32), timeout=10)
+            export(kvlist_attribute_protobuf(32), timeout=10)
     assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "not a valid OTLP ExportTraceServiceRequest protobuf" in raised.value.details()
-    code, _, response = post(server, _kvlists(32), PROTOBUF)
+    code, _, response = post(server, kvlist_attribute_protobuf(32), PROTOBUF)
     assert code == 400
     assert "not a valid OTLP ExportTraceServiceRequest protobuf" in status_pb2.Status.FromString(response).message
 

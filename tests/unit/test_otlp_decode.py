@@ -16,6 +16,7 @@ from sloscope.receivers.otlp_decode import (
     decompress,
 )
 from sloscope.testing import export_request, gateway_attributes, span, to_otlp_json, vllm_attributes
+from tests.support.hostile import kvlist_attribute_json, kvlist_attribute_protobuf
 
 EXHAUSTIVE_ATTRIBUTES = {
     "str": "s",
@@ -148,19 +149,6 @@ def test_only_the_kept_span_attributes_are_converted_and_resources_stay_whole() 
 # ---- hostile bodies: every one a MalformedPayloadError with a short reason --------------------------
 
 
-def _kvlist_attribute_json(depth: int) -> bytes:
-    """A resource attribute whose value is ``depth`` kvlists inside each other (valid OTLP/JSON at any depth)."""
-    opening = b'{"kvlistValue":{"values":[{"key":"k","value":' * depth
-    closing = b"}]}}" * depth
-    return (
-        b'{"resourceSpans":[{"resource":{"attributes":[{"key":"k","value":'
-        + opening
-        + b'{"intValue":"1"}'
-        + closing
-        + b"}]}}]}"
-    )
-
-
 @pytest.mark.parametrize(
     ("body", "reason"),
     [
@@ -169,10 +157,10 @@ def _kvlist_attribute_json(depth: int) -> bytes:
         pytest.param(
             b'{"a":' * 100_000 + b"1" + b"}" * 100_000, "not valid JSON: nested too deeply", id="deep objects"
         ),
-        pytest.param(_kvlist_attribute_json(5000), "not valid JSON: nested too deeply", id="deep kvlists"),
+        pytest.param(kvlist_attribute_json(5000), "not valid JSON: nested too deeply", id="deep kvlists"),
         # Parsed by json.loads, refused by ParseDict's max_recursion_depth=100.
         pytest.param(
-            _kvlist_attribute_json(40),
+            kvlist_attribute_json(40),
             "not a valid OTLP/JSON ExportTraceServiceRequest: nested more than 100 levels deep$",
             id="kvlists deeper than ParseDict allows",
         ),
@@ -227,19 +215,8 @@ def test_hostile_json_is_malformed_with_a_short_reason(body: bytes, reason: str)
 
 
 def test_json_as_deep_as_parsedict_allows_decodes() -> None:
-    decoded = decode_json(_kvlist_attribute_json(30))
+    decoded = decode_json(kvlist_attribute_json(30))
     assert decoded.spans == []  # a resource without spans: nothing to decode, nothing refused
-
-
-def _kvlist_attribute_protobuf(depth: int) -> bytes:
-    value = export_request([span(1, 1, "s", {"k": 1})]).resource_spans[0].scope_spans[0].spans[0].attributes[0].value
-    for _ in range(depth):
-        nested = type(value)()
-        nested.kvlist_value.values.add(key="k").value.CopyFrom(value)
-        value = nested
-    request = export_request([span(1, 1, "s", {})])
-    request.resource_spans[0].scope_spans[0].spans[0].attributes.add(key="k").value.CopyFrom(value)
-    return bytes(request.SerializeToString())
 
 
 def test_protobuf_nesting_is_bounded_by_the_runtimes_depth_limit() -> None:
@@ -247,14 +224,14 @@ def test_protobuf_nesting_is_bounded_by_the_runtimes_depth_limit() -> None:
     # upb/wire/internal/constants.h:11 at protobuf 354069cc; python/message.c PyUpb_Message_MergeFromString
     # passes it at 01f51aab): the request, resource spans, scope spans, span and key-value take 5 levels,
     # each kvlist 3 more (AnyValue, KeyValueList, KeyValue), so 31 nested kvlists decode and 32 do not.
-    decoded = decode_protobuf(_kvlist_attribute_protobuf(31))
+    decoded = decode_protobuf(kvlist_attribute_protobuf(31))
     value = decoded.spans[0].attributes["k"]
     for _ in range(31):
         assert isinstance(value, dict)
         value = value["k"]
     assert value == 1
     with pytest.raises(MalformedPayloadError, match="not a valid OTLP ExportTraceServiceRequest protobuf"):
-        decode_protobuf(_kvlist_attribute_protobuf(32))
+        decode_protobuf(kvlist_attribute_protobuf(32))
 
 
 def test_gzip_members_are_decoded_whole() -> None:

@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | sha1sum | cut -c1-12)
 
-.PHONY: all test lint typecheck unit demo bench clean tools generate check-generated
+.PHONY: all test lint typecheck unit fuzz demo bench clean tools generate check-generated
 
 all: test
 
@@ -84,6 +84,12 @@ typecheck: $(STAMP)
 
 unit: $(STAMP)
 	$(BIN)/pytest tests/unit
+
+## fuzz: every decoder's fuzz target run long: FUZZ_EXAMPLES per target (default 100000), random inputs each run,
+## failing examples kept in .hypothesis/ and replayed first next time. make test runs them for 200 examples each.
+FUZZ_EXAMPLES ?= 100000
+fuzz: $(STAMP)
+	$(BIN)/pytest tests/fuzz --fuzz-examples=$(FUZZ_EXAMPLES) --hypothesis-show-statistics --timeout=0
 
 ## demo: a simulated fleet (pods, latency predictor, EPP-like router) against a real sloscope, about two minutes.
 ## DEMO_ARGS passes options, e.g. make demo DEMO_ARGS="--duration 300 --with-prometheus"; Ctrl-C stops it.

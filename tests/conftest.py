@@ -11,6 +11,15 @@ SHARED = Path(__file__).resolve().parents[2] / "shared"
 TOOLS = Path(__file__).resolve().parents[1] / ".tools" / "bin"
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--fuzz-examples",
+        type=int,
+        default=None,
+        help="examples per fuzz target in tests/fuzz (default 200, derandomized); more runs random inputs",
+    )
+
+
 def tool(name: str) -> Path:
     """A pinned binary that ``make tools`` installs in .tools/bin; missing, a failure in CI and a skip elsewhere."""
     path = TOOLS / name

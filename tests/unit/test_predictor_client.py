@@ -104,10 +104,20 @@ def test_an_index_listed_in_errors_is_none_even_with_an_entry() -> None:
     [
         pytest.param(answer(content=b"<html>bad gateway</html>"), id="not JSON"),
         pytest.param(answer(content=b"\xff\xfe"), id="not UTF-8"),
+        # json.loads raises RecursionError, not ValueError, past Python's recursion limit: it escaped the
+        # client (and the health poller's probe and JSON GETs) until read_json turned it into a ValueError.
+        pytest.param(answer(content=b"[" * 100_000), id="nested too deeply"),
+        pytest.param(answer(content=b'{"predictions":' + b"9" * 5000 + b"}"), id="an integer of 5000 digits"),
         pytest.param(answer(body=[entry(), entry()]), id="a list, not an object"),
         pytest.param(answer(body={"errors": []}), id="no predictions"),
         pytest.param(answer(body=bulk([entry(), entry(ttft="fast")])), id="a prediction that is not a number"),
         pytest.param(answer(body=bulk([entry(), entry(tpot=True)])), id="a boolean for a number"),
+        # Found by tests/fuzz/test_predictor.py: math.isfinite of an integer beyond the largest float raised
+        # OverflowError out of the client (and so out of a shadow round).
+        pytest.param(
+            answer(content=json.dumps(bulk([entry(), entry(ttft=10**400)])).encode()),
+            id="a prediction too large for a float",
+        ),
         pytest.param(answer(body=bulk([entry(), {"ttft_ms": 1.0}])), id="an entry missing fields"),
         pytest.param(answer(body=bulk([entry(), 7])), id="an entry that is not an object"),
     ],

@@ -16,6 +16,7 @@ from sloscope.predictor.status import (
     parse_training_samples,
     probe_answer,
 )
+from sloscope.receivers.http_fetch import read_json
 
 
 def predictor_fixture(shared: Path, name: str) -> str:
@@ -165,6 +166,9 @@ def test_status(document: object, expected: tuple[bool, float | None]) -> None:
         pytest.param({"is_ready": True, "quantile": 90}, id="quantile 90 for 0.9"),
         pytest.param({"is_ready": True, "quantile": float("nan")}, id="quantile NaN"),
         pytest.param(None, id="null"),
+        # Found by tests/fuzz/test_predictor.py: float() of an integer beyond the largest float raised
+        # OverflowError, which the health poller does not catch.
+        pytest.param({"is_ready": True, "quantile": 10**400}, id="an integer too large for a float"),
     ],
 )
 def test_a_status_of_another_shape_is_an_error(document: object) -> None:
@@ -201,3 +205,22 @@ def test_a_probe_answer_out_of_range_is_an_error(shared: Path, fields: dict[str,
     document = json.loads(predictor_fixture(shared, "llm-d/quantile/predict-response-old-fields.json"))
     with pytest.raises(ValueError):
         probe_answer({**document, **fields})
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param(b"[" * 100_000, id="nested too deeply"),  # RecursionError from json.loads
+        pytest.param(b'{"is_ready":' + b"9" * 5000 + b"}", id="an integer of 5000 digits"),
+        pytest.param(b"\xff", id="not UTF-8"),
+    ],
+)
+def test_an_unreadable_json_answer_is_a_value_error(body: bytes) -> None:
+    # The poller's JSON GETs and /predict probes, and the prediction client, catch ValueError only.
+    with pytest.raises(ValueError, match=r"nested too deeply|4300|utf-8"):
+        read_json(body)
+
+
+def test_a_probe_answer_with_an_integer_too_large_for_a_float_is_an_error() -> None:
+    with pytest.raises(ValueError, match="no numeric ttft_ms and tpot_ms"):
+        probe_answer({"ttft_ms": 10**400, "tpot_ms": 1})

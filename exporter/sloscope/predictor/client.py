@@ -61,8 +61,8 @@ import httpx
 from sloscope import conventions as c
 from sloscope.config import Predictions
 from sloscope.predictor.breaker import CLOSED, OPEN, BreakerState, CircuitBreaker
-from sloscope.predictor.features import Features, Prediction, out_of_range, parse_objective
-from sloscope.receivers.http_fetch import MAX_ANSWER_BYTES, exchange
+from sloscope.predictor.features import Features, Prediction, is_json_number, out_of_range, parse_objective
+from sloscope.receivers.http_fetch import MAX_ANSWER_BYTES, exchange, read_json
 from sloscope.redaction import redact_url
 
 __all__ = ["BULK_PATH", "PredictionClient"]
@@ -228,8 +228,8 @@ class PredictionClient:
         if not answer.ok:
             return answer.result, None
         try:
-            document = json.loads(answer.body)
-        except ValueError:  # not JSON, not UTF-8
+            document = read_json(answer.body)
+        except ValueError:  # not JSON, not UTF-8, nested too deeply
             return c.RESULT_PARSE_ERROR, None
         result, predictions = _parse_bulk(document, size)
         if predictions is None:
@@ -317,7 +317,7 @@ def _prediction(entry: Any) -> Prediction | None:
 
 def _is_number(value: Any) -> TypeGuard[int | float]:
     """A JSON number (Python's json reads NaN and Infinity too: :func:`out_of_range` refuses them)."""
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    return is_json_number(value)
 
 
 def _is_int(value: Any) -> bool:

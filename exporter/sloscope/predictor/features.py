@@ -10,12 +10,13 @@ client counts as ``rejected``.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from sloscope import conventions as c
 
-__all__ = ["Features", "Prediction", "out_of_range", "parse_objective"]
+__all__ = ["Features", "Prediction", "is_json_number", "out_of_range", "parse_objective"]
 
 
 @dataclass(frozen=True)
@@ -106,3 +107,14 @@ def out_of_range(ttft_ms: float, tpot_ms: float, quantile: float | None) -> str 
     if quantile is not None and not (math.isfinite(quantile) and 0.0 < quantile < 1.0):
         return f"quantile {quantile!r} is not in (0, 1)"
     return None
+
+
+def is_json_number(value: Any) -> TypeGuard[int | float]:
+    """Whether a parsed JSON value is a number a float can hold: not a bool, and no integer beyond the
+    largest float (``float(10**400)`` and ``math.isfinite(10**400)`` raise ``OverflowError``, which no
+    reader of an answer expects)."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return abs(value) <= sys.float_info.max
+    return isinstance(value, float)

@@ -57,7 +57,7 @@ from sloscope.config import PredictorServers
 from sloscope.predictor import reset
 from sloscope.predictor.status import Status, parse_last_modified, probe_answer, read_status
 from sloscope.predictor.training_page import TrainingPage, read_training_page
-from sloscope.receivers.http_fetch import MAX_ANSWER_BYTES, Fetched, exchange, fetch, fetch_json
+from sloscope.receivers.http_fetch import MAX_ANSWER_BYTES, Fetched, exchange, fetch, fetch_json, read_json
 from sloscope.redaction import redact_url
 from sloscope.telemetry import Telemetry
 
@@ -246,8 +246,8 @@ class PredictorHealth:
         result, probed = answer.result, None
         if answer.ok:
             try:
-                probed = probe_answer(json.loads(answer.body))
-            except ValueError as exc:  # not JSON, another shape, or values out of range
+                probed = probe_answer(read_json(answer.body))
+            except ValueError as exc:  # not JSON (or nested too deeply), another shape, or values out of range
                 log.debug("%s %s: unexpected body: %s", kind, url, exc)
                 result = c.RESULT_PARSE_ERROR
         else:

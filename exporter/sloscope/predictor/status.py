@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, TypeGuard
+from typing import Any
 
 from sloscope import conventions as c
-from sloscope.predictor.features import out_of_range, parse_objective
+from sloscope.predictor.features import is_json_number, out_of_range, parse_objective
 from sloscope.predictor.training_page import newest_of_ring, read_training_page
 
 __all__ = [
@@ -54,10 +54,10 @@ def probe_answer(document: Any) -> tuple[float, float, str]:
     if not isinstance(document, dict):
         raise ShapeError("not an object")
     ttft, tpot = document.get("ttft_ms"), document.get("tpot_ms")
-    if not (_is_number(ttft) and _is_number(tpot)):
+    if not (is_json_number(ttft) and is_json_number(tpot)):
         raise ShapeError("no numeric ttft_ms and tpot_ms")
     quantile = document.get("quantile")
-    reason = out_of_range(float(ttft), float(tpot), float(quantile) if _is_number(quantile) else None)
+    reason = out_of_range(float(ttft), float(tpot), float(quantile) if is_json_number(quantile) else None)
     if reason is not None:
         raise ShapeError(reason)
     return float(ttft), float(tpot), parse_objective(document.get("objective_type"))
@@ -106,7 +106,7 @@ def read_status(document: Any) -> Status:
     if not isinstance(document, dict) or not isinstance(document.get("is_ready"), bool):
         raise ShapeError("no boolean 'is_ready'")
     quantile = document.get("quantile")
-    if quantile is not None and not _is_number(quantile):
+    if quantile is not None and not is_json_number(quantile):
         raise ShapeError("'quantile' is not a number")
     if quantile is not None and (reason := out_of_range(0.0, 0.0, float(quantile))) is not None:
         raise ShapeError(reason)  # 90 for 0.9 would be published as sloscope_predictor_quantile
@@ -151,7 +151,3 @@ def newest_coverage(samples: Iterable[tuple[Mapping[str, str], float]]) -> float
     Raises ``ValueError`` for an ``idx`` that is not a non-negative integer.
     """
     return newest_of_ring(samples)
-
-
-def _is_number(value: Any) -> TypeGuard[int | float]:
-    return isinstance(value, int | float) and not isinstance(value, bool)

@@ -37,6 +37,7 @@ __all__ = [
     "exchange",
     "fetch",
     "fetch_json",
+    "read_json",
 ]
 
 # Ask for the Prometheus text format: prometheus_client's OpenMetrics writer drops the colons of
@@ -183,6 +184,20 @@ async def fetch_json(client: httpx.AsyncClient, url: str, timeout: float) -> tup
     if not fetched.ok:
         return fetched, None
     try:
-        return fetched, json.loads(fetched.text)
+        return fetched, read_json(fetched.text)
     except ValueError as exc:
         return Fetched(c.RESULT_PARSE_ERROR, status=fetched.status, error=f"not JSON: {exc}"), None
+
+
+def read_json(body: str | bytes) -> Any:
+    """A peer's JSON answer; raises only ``ValueError``, whatever the body.
+
+    ``json.loads`` raises ``RecursionError`` for a document nested deeper than Python's recursion limit
+    (``[[[...]]]``), which the callers' ``except ValueError`` would let through into a poll or prediction
+    loop; it is turned into a ``ValueError`` here. (Bad UTF-8 and integers of more than 4300 digits
+    already raise ``ValueError``.)
+    """
+    try:
+        return json.loads(body)
+    except RecursionError as exc:
+        raise ValueError("JSON nested too deeply") from exc

@@ -4,12 +4,35 @@ Protobuf bytes go straight through ``ExportTraceServiceRequest``. OTLP/JSON diff
 protobuf JSON mapping in one way that matters: trace and span ids are hex, not base64, so the
 ids are rewritten before ``ParseDict`` (which handles lowerCamelCase names, 64-bit integers as
 strings and enum numbers). Nothing here does I/O.
+
+What is refused, and why (``docs/operations.md``, "Decoders"): every failure is a
+:class:`MalformedPayloadError` or a :class:`PayloadTooLargeError` with a message that says what is wrong,
+never another exception, because anything else becomes a 500 with a traceback in the log.
+
+- JSON nested deeper than Python's recursion limit (``json.loads`` raises ``RecursionError``) or
+  than the protobuf JSON parser's 100 levels, integers longer than Python's 4300 digits (``ValueError``
+  from the int conversion, Python >= 3.11), and the non-JSON constants ``NaN``/``Infinity`` that
+  ``json.loads`` would otherwise accept. A number too large for its field (``1e999``) is refused by
+  ``ParseDict`` (an enum field raises ``OverflowError`` then), and so is a name or value holding a lone
+  surrogate escape (``"\\ud800"``: a ``SystemError`` from upb's field-name lookup).
+- Protobuf nested deeper than the runtime's limit: upb decodes with a depth limit of 100 messages
+  (``kUpb_WireFormat_DefaultDepthLimit``, upb/wire/internal/constants.h:11 at protobuf 354069cc, used by
+  ``PyUpb_Message_MergeFromString`` in python/message.c at 01f51aab), which is 32 levels of
+  ``AnyValue.kvlist_value`` in a span attribute; deeper raises ``DecodeError``.
+- gzip bodies are read member after member, as RFC 1952 section 2.2 allows and as the OpenTelemetry
+  Collector reads them (``config/confighttp/compression.go:69-75`` at opentelemetry-collector 934999fb uses
+  Go's ``gzip.NewReader``, multistream by default: ``compress/gzip/gunzip.go:117-135,273-281`` in go1.26.8);
+  bytes after the last member that are not another member are refused, as Go refuses them
+  (``gzip: invalid header``). Go's zlib reader ignores bytes after a deflate stream; here they are refused
+  too, since a sender that appends data to a compressed body has a bug worth reporting.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import re
+import sys
 import zlib
 from dataclasses import dataclass, field
 from functools import partial
@@ -56,26 +79,63 @@ _INVALID_TRACE_ID = bytes(16)
 _INVALID_SPAN_ID = bytes(8)
 
 
+_GZIP_MAGIC = b"\x1f\x8b"
+_GZIP_WBITS = 16 + zlib.MAX_WBITS
+_ERROR_CHARS = 300  # of a reason quoted back to the client: enough to locate the fault
+
+
 def decompress(body: bytes, encoding: str, limit: int) -> bytes:
-    """Undo ``Content-Encoding`` without ever holding more than ``limit`` bytes (no zip bombs)."""
+    """Undo ``Content-Encoding`` without ever holding more than ``limit`` bytes (no zip bombs).
+
+    gzip may hold several members, decoded one after another into one body; anything after the last
+    member that is not another member, and anything after a deflate stream, is refused.
+    """
     encoding = encoding.strip().lower()
     if encoding in ("", "identity"):
         if len(body) > limit:
             raise PayloadTooLargeError(f"body of {len(body)} bytes exceeds the limit of {limit}")
         return body
-    if encoding not in ("gzip", "deflate"):
+    if encoding == "deflate":
+        out, rest = _inflate(body, zlib.MAX_WBITS, limit, "deflate")
+        if rest:
+            raise MalformedPayloadError(f"{len(rest)} bytes of trailing data after the deflate stream")
+        return out
+    if encoding != "gzip":
         raise MalformedPayloadError(f"unsupported Content-Encoding {encoding!r}; use gzip or none")
-    wbits = 16 + zlib.MAX_WBITS if encoding == "gzip" else zlib.MAX_WBITS
+    chunks: list[bytes] = []
+    size = 0
+    rest = body
+    member = 1
+    while True:
+        what = "gzip" if member == 1 else f"gzip (member {member})"
+        out, rest = _inflate(rest, _GZIP_WBITS, limit, what, size)
+        chunks.append(out)
+        size += len(out)
+        if not rest:
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        if not rest.startswith(_GZIP_MAGIC):
+            raise MalformedPayloadError(
+                f"{len(rest)} bytes of trailing data after gzip member {member} (not another gzip member)"
+            )
+        member += 1
+
+
+def _inflate(data: bytes, wbits: int, limit: int, what: str, used: int = 0) -> tuple[bytes, bytes]:
+    """The first compressed stream of ``data``: (its output, the bytes after it).
+
+    ``used`` bytes of the body's ``limit`` are taken by earlier gzip members.
+    """
+    budget = limit - used
     inflater = zlib.decompressobj(wbits)
     try:
-        out = inflater.decompress(body, limit + 1)
+        out = inflater.decompress(data, budget + 1)
     except zlib.error as exc:
-        raise MalformedPayloadError(f"body is not valid {encoding}: {exc}") from exc
-    if len(out) > limit:
+        raise MalformedPayloadError(f"body is not valid {what}: {exc}") from exc
+    if len(out) > budget:
         raise PayloadTooLargeError(f"decompressed body exceeds the limit of {limit} bytes")
-    if not inflater.eof:
-        raise MalformedPayloadError(f"body is truncated {encoding}")
-    return out
+    if not inflater.eof:  # every input byte was read (the budget was not reached) and the stream goes on
+        raise MalformedPayloadError(f"body is truncated {what}")
+    return out, inflater.unused_data
 
 
 def decode_protobuf(payload: bytes, keep: frozenset[str] | None = None) -> Decoded:
@@ -93,17 +153,57 @@ def decode_json(payload: bytes, keep: frozenset[str] | None = None) -> Decoded:
 def parse_json(payload: bytes) -> ExportTraceServiceRequest:
     """OTLP/JSON to the protobuf message (the part of :func:`decode_json` that can run in another process)."""
     try:
-        document = json.loads(payload)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise MalformedPayloadError(f"not valid JSON: {exc}") from exc
+        document = json.loads(payload, parse_constant=_refuse_constant)
+    except RecursionError as exc:
+        raise MalformedPayloadError("not valid JSON: nested too deeply") from exc
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, an integer of more than 4300 digits
+        raise MalformedPayloadError(f"not valid JSON: {_json_reason(exc)}") from exc
     if not isinstance(document, dict):
         raise MalformedPayloadError("OTLP/JSON body must be an object with 'resourceSpans'")
     try:
         _hex_ids_to_base64(document)
         request = json_format.ParseDict(document, ExportTraceServiceRequest(), ignore_unknown_fields=True)
-    except (json_format.ParseError, ValueError, TypeError, AttributeError) as exc:
-        raise MalformedPayloadError(f"not a valid OTLP/JSON ExportTraceServiceRequest: {exc}") from exc
+    except RecursionError as exc:
+        raise MalformedPayloadError("not a valid OTLP/JSON ExportTraceServiceRequest: nested too deeply") from exc
+    except (json_format.ParseError, ValueError, TypeError, AttributeError, OverflowError) as exc:
+        # OverflowError: an enum given a number too large for a float ("kind": 1e999).
+        raise MalformedPayloadError(f"not a valid OTLP/JSON ExportTraceServiceRequest: {_parse_reason(exc)}") from exc
+    except SystemError as exc:
+        # upb's field-name lookup fails this way on a name holding a lone surrogate escape ({"\\ud800": 1}):
+        # the UnicodeEncodeError underneath is the reason.
+        if not isinstance(exc.__cause__, UnicodeError):
+            raise
+        raise MalformedPayloadError(
+            "not a valid OTLP/JSON ExportTraceServiceRequest: a name or value is not valid Unicode "
+            f"(a lone surrogate escape): {exc.__cause__}"
+        ) from exc
     return request
+
+
+def _refuse_constant(name: str) -> Any:
+    """``json.loads`` reads ``NaN``, ``Infinity`` and ``-Infinity``, which JSON (RFC 8259) does not have."""
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _json_reason(exc: ValueError) -> str:
+    """The reason, short; the int conversion's own message tells the server's operator, not the client, what to do."""
+    if not isinstance(exc, json.JSONDecodeError) and "integer string conversion" in str(exc):
+        return f"a number has more than {sys.get_int_max_str_digits()} digits"
+    return str(exc)[:_ERROR_CHARS]
+
+
+_FIELD_CHAIN = re.compile(r"(?:Failed to parse \w+ field: )+")
+_TOO_DEEP = re.compile(r"Message too deep\. Max recursion depth is (\d+)")
+
+
+def _parse_reason(exc: Exception) -> str:
+    """``ParseDict``'s reason without its "Failed to parse X field: " chain (one per level), which for a
+    deeply nested body is thousands of characters saying nothing the path at its end does not."""
+    reason = _FIELD_CHAIN.sub("", str(exc))
+    depth = _TOO_DEEP.search(reason)
+    if depth:
+        return f"nested more than {depth.group(1)} levels deep"
+    return reason[:_ERROR_CHARS]
 
 
 def _hex_ids_to_base64(document: dict[str, Any]) -> None:

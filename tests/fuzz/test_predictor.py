@@ -85,7 +85,8 @@ def test_every_seed_reads() -> None:
         for document in seeds:
             reader(document)
     for document in BULK:
-        assert _parse_bulk(document, len(document["predictions"]))
+        result, predictions = _parse_bulk(document, len(document["predictions"]))
+        assert result == c.RESULT_SUCCESS and predictions is not None
     for page in TRAINING:
         read_training_page(page)
 
@@ -111,13 +112,16 @@ def test_damaged_bulk_answers_give_none_or_one_entry_per_request(data: st.DataOb
         document = read_json(body)
     except ValueError:
         return  # counted parse_error by the client
-    result = _parse_bulk(document, size)
-    if result is None:
+    result, predictions = _parse_bulk(document, size)
+    assert result in (c.RESULT_SUCCESS, c.RESULT_PARSE_ERROR, c.RESULT_INVALID_ANSWER)
+    if predictions is None:
+        assert result != c.RESULT_SUCCESS
         return
-    assert len(result) == size
-    for prediction in result:
-        if prediction is not None:
-            assert math.isfinite(prediction.ttft_ms) and math.isfinite(prediction.tpot_ms)
+    assert len(predictions) == size
+    for prediction in predictions:
+        if prediction is not None:  # an answer out of range is discarded whole (invalid_answer)
+            assert math.isfinite(prediction.ttft_ms) and prediction.ttft_ms >= 0
+            assert math.isfinite(prediction.tpot_ms) and prediction.tpot_ms >= 0
     if isinstance(document, dict) and isinstance(document.get("predictions"), list):
         _speaks_objective(document)
 

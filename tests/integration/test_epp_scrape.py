@@ -20,6 +20,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from sloscope import conventions as c
 from sloscope.publishers.epp import EPPCollector
 from sloscope.receivers.epp import EPPScraper
+from sloscope.receivers.off_loop import INLINE_BYTES
 from sloscope.telemetry import Telemetry
 
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
@@ -144,6 +145,14 @@ def test_fixture_page_scraped_and_republished(epp: FakeEPP, rig: Rig) -> None:
             ),
             c.RESULT_PARSE_ERROR,
             id="OpenMetrics page cut before # EOF is parse_error",
+        ),
+        pytest.param(
+            Reply(
+                body=b"app_unread_total 1\n" * (INLINE_BYTES // 18)
+                + b"inference_objective_request_slo_violation_total{ 1\n"
+            ),
+            c.RESULT_PARSE_ERROR,
+            id="a broken line of a page read off the event loop is parse_error",
         ),
     ],
 )

@@ -14,6 +14,7 @@ from sloscope.config import Pool, Scrape
 from sloscope.processors.pod_history import PodHistory
 from sloscope.publishers.pod_state import PodStateCollector
 from sloscope.receivers.discovery import Target
+from sloscope.receivers.off_loop import INLINE_BYTES
 from sloscope.receivers.pod_scraper import PodScraper, scrape_offset
 from sloscope.telemetry import Telemetry
 from tests.support.page_server import PageServer, vllm_page
@@ -75,11 +76,16 @@ def test_every_failure_is_one_counted_result_and_a_down_pod(shared: Path) -> Non
             page.status = 200
             page.page = 'vllm:num_requests_running{model_name="m" 3\n'  # a broken label block
             assert await scraper.scrape_once(target) == "parse_error"
+            page.page = vllm_page(shared) + "app_unread_total 1\n" * (INLINE_BYTES // 18)  # read off the loop
+            assert await scraper.scrape_once(target) == "success"
+            assert gauge(registry, "sloscope_pod_requests_running", "vllm-0") == 27.0
+            page.page += 'vllm:num_requests_running{model_name="m" 3\n'
+            assert await scraper.scrape_once(target) == "parse_error"
         refused = Target("pool-a", "vllm-1", f"127.0.0.1:{free_port()}")
         scraper.on_targets({target.key: target, refused.key: refused})
         assert await scraper.scrape_once(refused) == "connection_error"
-        assert (scrapes(registry, "success"), scrapes(registry, "http_error")) == (1, 1)
-        assert (scrapes(registry, "parse_error"), scrapes(registry, "connection_error")) == (1, 1)
+        assert (scrapes(registry, "success"), scrapes(registry, "http_error")) == (2, 1)
+        assert (scrapes(registry, "parse_error"), scrapes(registry, "connection_error")) == (2, 1)
         assert len(history) == 2
         await scraper.stop()
 

@@ -25,6 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Exemplar
 from prometheus_client.utils import floatToGoString
 
+from sloscope.receivers import exposition
 from sloscope.receivers.exposition import ExpositionError, ExpositionParser, Sample, is_openmetrics
 
 # Spelled out here rather than imported, so that a change to the parser's list shows up as a failure.
@@ -303,6 +304,26 @@ def test_lines_of_other_families_are_never_parsed() -> None:
         "foo 1\n"
     )
     assert rows(ExpositionParser({"foo"}).parse(text)) == [("foo", {}, 1.0, None)]
+
+
+@pytest.mark.parametrize("scan_chars", [1, 7, 64, 4096])
+def test_the_scan_in_slices_finds_what_the_whole_scan_finds(
+    shared: Path, monkeypatch: pytest.MonkeyPatch, scan_chars: int
+) -> None:
+    """A page is scanned in slices of about ``SCAN_CHARS`` (each regex step holds the GIL); slices end before
+    a line feed, so every line start is seen once, whatever the slice size."""
+    text = (shared / "fixtures" / "vllm" / "metrics-vllm-0.33.0.txt").read_text()
+    parser = ExpositionParser(PAGES["vllm/metrics-vllm-0.33.0.txt"])
+    whole = parser.parse(text)
+    openmetrics = "foo 1\n  foo_total 2\nfoox 3\n# EOF\n"
+    monkeypatch.setattr(exposition, "SCAN_CHARS", scan_chars)
+    assert parser.parse(text) == whole
+    assert rows(ExpositionParser({"foo"}).parse(openmetrics, openmetrics=True)) == [
+        ("foo", {}, 1.0, None),
+        ("foo_total", {}, 2.0, None),
+    ]
+    with pytest.raises(ExpositionError, match="line 2"):
+        ExpositionParser({"foo"}).parse("bar 1\nfoo{ 2\n")
 
 
 def test_an_openmetrics_page_stops_at_eof() -> None:

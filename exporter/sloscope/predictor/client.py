@@ -63,6 +63,7 @@ from sloscope.config import Predictions
 from sloscope.predictor.breaker import CLOSED, OPEN, BreakerState, CircuitBreaker
 from sloscope.predictor.features import Features, Prediction, is_json_number, out_of_range, parse_objective
 from sloscope.receivers.http_fetch import MAX_ANSWER_BYTES, exchange, read_json
+from sloscope.receivers.off_loop import off_loop
 from sloscope.redaction import redact_url
 
 __all__ = ["BULK_PATH", "PredictionClient"]
@@ -228,7 +229,7 @@ class PredictionClient:
         if not answer.ok:
             return answer.result, None
         try:
-            document = read_json(answer.body)
+            document = await off_loop(len(answer.body), read_json, answer.body)
         except ValueError:  # not JSON, not UTF-8, nested too deeply
             return c.RESULT_PARSE_ERROR, None
         result, predictions = _parse_bulk(document, size)

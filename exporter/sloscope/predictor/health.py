@@ -58,6 +58,7 @@ from sloscope.predictor import reset
 from sloscope.predictor.status import Status, parse_last_modified, probe_answer, read_status
 from sloscope.predictor.training_page import TrainingPage, read_training_page
 from sloscope.receivers.http_fetch import MAX_ANSWER_BYTES, Fetched, exchange, fetch, fetch_json, read_json
+from sloscope.receivers.off_loop import off_loop
 from sloscope.redaction import redact_url
 from sloscope.telemetry import Telemetry
 
@@ -201,7 +202,7 @@ class PredictorHealth:
         page: TrainingPage | None = None
         if metrics.ok:
             try:
-                page = read_training_page(metrics.text, metrics.openmetrics)
+                page = await off_loop(len(metrics.text), read_training_page, metrics.text, metrics.openmetrics)
             except ValueError as exc:  # ExpositionError, an idx that is not a number, an unknown objective
                 log.debug("training server %s: unreadable /metrics: %s", base, exc)
                 self._telemetry.scrape(c.KIND_TRAINING_SERVER, c.RESULT_PARSE_ERROR)
@@ -246,7 +247,7 @@ class PredictorHealth:
         result, probed = answer.result, None
         if answer.ok:
             try:
-                probed = probe_answer(read_json(answer.body))
+                probed = probe_answer(await off_loop(len(answer.body), read_json, answer.body))
             except ValueError as exc:  # not JSON (or nested too deeply), another shape, or values out of range
                 log.debug("%s %s: unexpected body: %s", kind, url, exc)
                 result = c.RESULT_PARSE_ERROR

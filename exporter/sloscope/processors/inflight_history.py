@@ -44,7 +44,14 @@ class InflightHistory:
 
     def record(self, pool: str, samples: Sequence[Sample]) -> None:
         """One good scrape of the pool's EPP: its samples (of any families), stamped now."""
-        page = parse_inflight(samples, self._producer)
+        self.keep(pool, self.read(samples))
+
+    def read(self, samples: Sequence[Sample]) -> InflightPage:
+        """The in-flight page of one scrape's samples, for :meth:`keep` (no state: any thread may read)."""
+        return parse_inflight(samples, self._producer)
+
+    def keep(self, pool: str, page: InflightPage) -> None:
+        """One good scrape's page, read by :meth:`read`, stamped now."""
         at = self._clock()
         with self._lock:
             times, pages = self._pools.setdefault(pool, ([], []))

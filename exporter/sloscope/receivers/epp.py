@@ -17,12 +17,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import httpx
 
 from sloscope import conventions as c
-from sloscope.receivers.epp_inflight import INFLIGHT_FAMILIES
+from sloscope.processors.inflight_history import InflightHistory
+from sloscope.receivers.epp_inflight import INFLIGHT_FAMILIES, InflightPage
 from sloscope.receivers.epp_page import (
     EPP_FAMILIES,
     DroppedSeries,
@@ -32,6 +33,7 @@ from sloscope.receivers.epp_page import (
 )
 from sloscope.receivers.exposition import ExpositionError, ExpositionParser, Sample
 from sloscope.receivers.http_fetch import fetch
+from sloscope.receivers.off_loop import off_loop
 from sloscope.redaction import redact_url
 from sloscope.telemetry import Telemetry
 
@@ -67,10 +69,11 @@ class EPPScraper:
         *,
         stale_after: float,
         clock: Callable[[], float] = time.monotonic,
-        on_samples: Callable[[str, Sequence[Sample]], None] | None = None,
+        inflight: InflightHistory | None = None,
         name: str | None = None,
     ) -> None:
-        """``name``: how the logs call the EPP (the ``epp.name`` setting); else its URL, userinfo masked."""
+        """``inflight``: where each good page's in-flight counts go. ``name``: how the logs call the EPP (the
+        ``epp.name`` setting); else its URL, userinfo masked."""
         if interval <= 0 or timeout <= 0 or stale_after <= 0:
             raise ValueError("interval, timeout and stale_after must be positive")
         self.pool = pool
@@ -83,7 +86,7 @@ class EPPScraper:
         self._stale_after = stale_after
         self._clock = clock
         self._parser = ExpositionParser(EPP_FAMILIES | INFLIGHT_FAMILIES)
-        self._on_samples = on_samples  # each good page's samples (pool, samples): the in-flight history
+        self._inflight = inflight
         self._latest: tuple[EPPPage, float] | None = None
         self._failing = False
         self._warned: set[tuple[str, _Labels, str]] = set()
@@ -105,13 +108,12 @@ class EPPScraper:
         result, page, error = fetched.result, None, ""
         if fetched.ok:
             try:
-                samples = self._parser.parse(fetched.text, openmetrics=fetched.openmetrics)
+                page, inflight = await off_loop(len(fetched.text), self._read_page, fetched.text, fetched.openmetrics)
             except ExpositionError as exc:
                 result, error = c.RESULT_PARSE_ERROR, str(exc)
             else:
-                page = self._read(samples)
-                if self._on_samples is not None:
-                    self._on_samples(self.pool, samples)
+                if self._inflight is not None and inflight is not None:
+                    self._inflight.keep(self.pool, inflight)
         else:
             error = f"{fetched.result}: {fetched.error}"
         now = self._clock()
@@ -145,6 +147,12 @@ class EPPScraper:
             if next_at < now:  # fell behind (a slow scrape or a pause): skip the missed ticks
                 next_at += ((now - next_at) // self._interval + 1) * self._interval
             await asyncio.sleep(next_at - now)
+
+    def _read_page(self, text: str, openmetrics: bool) -> tuple[EPPPage, InflightPage | None]:
+        """All of a scrape's reading of one page (off the event loop for a large one): it touches no state.
+        Raises :class:`ExpositionError`."""
+        samples = self._parser.parse(text, openmetrics=openmetrics)
+        return self._read(samples), self._inflight.read(samples) if self._inflight is not None else None
 
     def _read(self, samples: list[Sample]) -> EPPPage:
         """The samples of one good page (the families the parser was given): every reader of the page starts here."""

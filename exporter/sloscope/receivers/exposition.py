@@ -39,14 +39,17 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
-__all__ = ["SUFFIXES", "ExpositionError", "ExpositionParser", "Sample", "is_openmetrics"]
+__all__ = ["SCAN_CHARS", "SUFFIXES", "ExpositionError", "ExpositionParser", "Sample", "is_openmetrics"]
 
 SUFFIXES = ("_total", "_created", "_bucket", "_count", "_sum", "_gcount", "_gsum", "_info")
 """Sample-name suffixes that still belong to the family named without them (counter, histogram,
 summary, gauge histogram and OpenMetrics info samples)."""
+
+SCAN_CHARS = 1 << 20
+"""Characters of a page one step of the line scan covers (~1.3 ms of unread lines on the machine measured)."""
 
 _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 
@@ -146,9 +149,7 @@ class ExpositionParser:
         tail = _OPENMETRICS_TAIL if openmetrics else _TEXT_TAIL
         by_name = self._by_name
         samples: list[Sample] = []
-        first = self._first_line.match(text)
-        matches = self._later_lines.finditer(text)
-        for match in (first, *matches) if first else matches:
+        for match in self._candidates(text):
             name = match.group(1)
             family = by_name.get(name)
             if family is not None:
@@ -160,6 +161,24 @@ class ExpositionParser:
         if openmetrics:
             raise ExpositionError(text.count("\n") + 1, "OpenMetrics page without a final # EOF line")
         return samples
+
+    def _candidates(self, text: str) -> Iterator[re.Match[str]]:
+        """The line starts that name a wanted family (or ``# EOF``), in page order.
+
+        The scan runs over slices of about ``SCAN_CHARS`` ending before a line feed, so that each step
+        of it (one C call, which holds the GIL throughout) is bounded: a single search through 16 MiB
+        of unread lines held it for ~21 ms, during which no other thread, the event loop included,
+        could run. A slice ends before a line feed, so no line start or name is cut in two.
+        """
+        first = self._first_line.match(text)
+        if first is not None:
+            yield first
+        start, size = 0, len(text)
+        while start < size:
+            end = text.find("\n", start + SCAN_CHARS)
+            end = size if end < 0 else end
+            yield from self._later_lines.finditer(text, start, end)
+            start = end
 
 
 def _read_sample(text: str, match: re.Match[str], family: str, tail: re.Pattern[str], openmetrics: bool) -> Sample:

@@ -27,6 +27,7 @@ import httpx
 from sloscope import conventions as c
 from sloscope.receivers.exposition import is_openmetrics
 from sloscope.receivers.http_auth import CredentialsError
+from sloscope.receivers.off_loop import off_loop
 
 __all__ = [
     "ACCEPT_TEXT",
@@ -134,7 +135,7 @@ async def fetch(
     if not answer.ok:
         return Fetched(answer.result, status=answer.status, error=answer.error)
     try:
-        text = answer.body.decode("utf-8")
+        text = await off_loop(len(answer.body), answer.body.decode, "utf-8")  # 16 MiB: 12-25 ms in one C call
     except UnicodeDecodeError as exc:
         return Fetched(c.RESULT_PARSE_ERROR, status=answer.status, error=f"not UTF-8: {exc}")
     return Fetched(c.RESULT_SUCCESS, text, is_openmetrics(answer.content_type), answer.status, seconds=answer.seconds)
@@ -184,7 +185,7 @@ async def fetch_json(client: httpx.AsyncClient, url: str, timeout: float) -> tup
     if not fetched.ok:
         return fetched, None
     try:
-        return fetched, read_json(fetched.text)
+        return fetched, await off_loop(len(fetched.text), read_json, fetched.text)
     except ValueError as exc:
         return Fetched(c.RESULT_PARSE_ERROR, status=fetched.status, error=f"not JSON: {exc}"), None
 

@@ -35,10 +35,11 @@ from sloscope.config import Pool, Scrape
 from sloscope.processors.pod_history import PodHistory
 from sloscope.publishers.engine_latency import EngineLatencyCollector
 from sloscope.receivers.discovery import Target
-from sloscope.receivers.engine_latency import engine_histograms
+from sloscope.receivers.engine_latency import EngineHistogram, HistogramKey, engine_histograms
 from sloscope.receivers.exposition import ExpositionError, ExpositionParser
 from sloscope.receivers.http_fetch import fetch
-from sloscope.receivers.protocols import BUILTIN, Protocol, canonical, with_overrides
+from sloscope.receivers.off_loop import off_loop
+from sloscope.receivers.protocols import BUILTIN, PodState, Protocol, canonical, with_overrides
 from sloscope.telemetry import Telemetry
 
 __all__ = [
@@ -126,6 +127,16 @@ class PoolScrapeConfig:
         return self.engines.get(engine_type(target, self.pool.engine_label) or "", self.engines[self.protocol.name])
 
 
+def _read_page(
+    engine: _Engine, text: str, openmetrics: bool, model: str | None, *, histograms: bool
+) -> tuple[PodState, dict[HistogramKey, EngineHistogram] | None]:
+    """The pod's state and (when wanted) its latency histograms from one page: all of a scrape's reading,
+    run off the event loop for a large page. Raises :class:`ExpositionError`."""
+    samples = engine.parser.parse(text, openmetrics=openmetrics)
+    state = engine.protocol.pod_state(samples, model)
+    return state, engine_histograms(engine.protocol, samples, model) if histograms else None
+
+
 class PodScraper:
     def __init__(
         self,
@@ -176,21 +187,29 @@ class PodScraper:
         config = self._configs[target.pool]
         engine, model = config.engine_of(target), config.pool.model
         timeout = target.timeout_seconds or config.timeout
-        async with self._semaphore:
+        result, state = c.RESULT_SUCCESS, None
+        async with self._semaphore:  # held until the page is read: pages waiting for a thread stay bounded
             fetched = await fetch(self._pool_clients.get(target.pool, self._http), self.url_of(target), timeout)
-        result, state = fetched.result, None
-        if fetched.ok:
-            try:
-                samples = engine.parser.parse(fetched.text, openmetrics=fetched.openmetrics)
-                state = engine.protocol.pod_state(samples, model)
-                if self._latency is not None:
-                    histograms = engine_histograms(engine.protocol, samples, model)
-                    self._latency.observe(target.key, engine.protocol.name, histograms, model)
-            except ExpositionError as exc:
-                result = c.RESULT_PARSE_ERROR
-                log.warning("scrape of %s: unreadable page: %s", self.url_of(target), exc)
-        else:
-            log.debug("scrape of %s failed: %s %s", self.url_of(target), fetched.result, fetched.error)
+            if fetched.ok:
+                try:
+                    state, histograms = await off_loop(
+                        len(fetched.text),
+                        _read_page,
+                        engine,
+                        fetched.text,
+                        fetched.openmetrics,
+                        model,
+                        histograms=self._latency is not None,
+                    )
+                except ExpositionError as exc:
+                    result = c.RESULT_PARSE_ERROR
+                    log.warning("scrape of %s: unreadable page: %s", self.url_of(target), exc)
+                else:
+                    if self._latency is not None and histograms is not None:
+                        self._latency.observe(target.key, engine.protocol.name, histograms, model)
+            else:
+                result = fetched.result
+                log.debug("scrape of %s failed: %s %s", self.url_of(target), fetched.result, fetched.error)
         self._history.record(target.key, self._clock(), state)
         self._telemetry.scrape(c.KIND_MODEL_SERVER, result)
         return result

@@ -169,7 +169,7 @@ class PoolMonitor:
                 pool.scrape_interval_seconds or scrape.interval_seconds,
                 pool.scrape_timeout_seconds or scrape.timeout_seconds,
                 stale_after=scrape.stale_after_seconds,
-                on_samples=self.inflight.record,
+                inflight=self.inflight,
                 name=pool.epp.name,
             )
             for pool in pools

@@ -3,7 +3,8 @@
 One asyncio task per target. Each target scrapes at a fixed offset within its interval, derived
 from a hash of its pool, pod and address (as Prometheus spreads its targets), so a pool of a
 thousand pods is polled evenly rather than in bursts, and the offset stays the same across restarts.
-A semaphore bounds the scrapes in flight; the schedule is fixed-rate (a slow scrape delays its
+A semaphore bounds the scrapes in flight, each until its page is read (off the event loop when it is
+large: :mod:`sloscope.receivers.off_loop`); the schedule is fixed-rate (a slow scrape delays its
 own next one, never shifts the others). Discovery changes start and cancel tasks; a pod that leaves
 discovery is marked vanished and forgotten by :meth:`PodHistory.expire` after the grace period.
 

@@ -21,7 +21,10 @@ import asyncio
 import gc
 import logging
 import multiprocessing
+import os
 import signal
+import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -31,6 +34,7 @@ from sloscope.receivers.otlp_decode import Decoded, decode_json, decode_protobuf
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
+_ORPHAN_POLL_SECONDS = 1.0
 
 
 def decode_body(body: bytes, encoding: str, limit: int, keep: frozenset[str] | None, is_json: bool) -> Decoded:
@@ -53,7 +57,7 @@ def json_to_protobuf(body: bytes, encoding: str, limit: int) -> bytes:
     return message
 
 
-def _worker_start() -> None:
+def _worker_start(server_pid: int) -> None:
     """Ctrl-C at a terminal reaches the whole process group: the server decides when its worker stops.
     A parsed document is one large tree that lives until it is converted: with the default thresholds
     the collector traversed it again and again while it grew (full collections of 25-210 ms, several
@@ -61,6 +65,15 @@ def _worker_start() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     gc.freeze()
     gc.set_threshold(50_000, 20, 100)
+    threading.Thread(target=_exit_when_orphaned, args=(server_pid,), name="sloscope-orphan-watch", daemon=True).start()
+
+
+def _exit_when_orphaned(server_pid: int) -> None:
+    """A server killed with SIGKILL never shuts its pool down, and the worker holds both ends of its own
+    call queue's pipe, so it would wait for work forever: it leaves once it is no longer the server's child."""
+    while os.getppid() == server_pid:
+        time.sleep(_ORPHAN_POLL_SECONDS)
+    os._exit(0)
 
 
 class Decoder:
@@ -99,7 +112,10 @@ class Decoder:
             if self._closed:
                 raise RuntimeError("decoder closed")
             self._processes = ProcessPoolExecutor(
-                self._json_processes, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_start
+                self._json_processes,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_worker_start,
+                initargs=(os.getpid(),),
             )
         return self._processes
 

@@ -177,6 +177,12 @@ class Listeners(_Section):
     idle_timeout_seconds: float = Field(
         default=75.0, gt=0, description="A kept-alive HTTP connection with no request for this long is closed."
     )
+    body_timeout_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="Time an OTLP/HTTP client has to send a request's whole body once its headers are in; then "
+        "408 and close. A body trickled byte by byte would hold its declared bytes in flight for ever.",
+    )
     grpc: GrpcListener = Field(default_factory=GrpcListener)
     tls: ListenerTLS = Field(default_factory=ListenerTLS)
     auth: ListenerAuth = Field(default_factory=ListenerAuth)

@@ -434,6 +434,7 @@ OTLP_RESULTS = (
     "too_large",
     "unsupported",
     "client_disconnected",
+    "body_timeout",
 )
 TRACES_JOINED = _m(
     "traces_joined", "counter", (OUTCOME,), "Requests emitted or traces expired by the assembler, by outcome."

@@ -285,3 +285,19 @@ def _running(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return state not in ("Z", "X")
+
+
+def test_a_trickled_body_times_out_and_frees_its_bytes(serve: Callable[..., Server]) -> None:
+    """A body that never arrives whole would hold its declared bytes in flight (and refuse every other
+    exporter with 429 once a few such requests hold the cap): 408 and close at listeners.body_timeout_seconds."""
+    server = serve(listeners={"body_timeout_seconds": 0.5}, self_tracing={"enabled": False})
+    sock = _hold_http_body(server, declared=1_000_000)
+    try:
+        sock.sendall(b"\x0a")  # one byte of a million, then nothing
+        answer = sock.makefile("rb").read()  # the server answers, then closes: read() ends
+    finally:
+        sock.close()
+    assert answer.startswith(b"HTTP/1.1 408 ")
+    assert b"request body not received within 0.5s" in answer
+    assert server.value("sloscope_otlp_requests_total", transport="http", result="body_timeout") == 1
+    assert server.value("sloscope_otlp_bytes_in_flight") == 0

@@ -8,6 +8,7 @@ A client that goes away mid-body is counted ``client_disconnected`` and logged a
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 
@@ -27,7 +28,8 @@ JSON = "application/json"
 _PROTOBUF_TYPES = frozenset({PROTOBUF, "application/protobuf"})
 
 
-def otlp_router(intake: Intake, max_request_bytes: int) -> APIRouter:
+def otlp_router(intake: Intake, max_request_bytes: int, body_timeout: float = 30.0) -> APIRouter:
+    """``body_timeout``: seconds a client has to send a body once its headers are in (a total, not per read)."""
     router = APIRouter()
     retry = {"Retry-After": str(intake.retry_after_seconds)}
 
@@ -43,7 +45,14 @@ def otlp_router(intake: Intake, max_request_bytes: int) -> APIRouter:
         lease = Lease(intake.in_flight)
         try:
             return await _export(
-                request, intake, lease, encoding=encoding, is_json=is_json, limit=max_request_bytes, retry=retry
+                request,
+                intake,
+                lease,
+                encoding=encoding,
+                is_json=is_json,
+                limit=max_request_bytes,
+                body_timeout=body_timeout,
+                retry=retry,
             )
         except ClientDisconnect:
             intake.count_request("http", "client_disconnected")
@@ -67,13 +76,20 @@ async def _export(
     encoding: str,
     is_json: bool,
     limit: int,
+    body_timeout: float,
     retry: dict[str, str],
 ) -> Response:
     try:
-        body = await _read_body(request, limit, lease)
+        async with asyncio.timeout(body_timeout):  # the total, not per chunk: a trickle of bytes never ends
+            body = await _read_body(request, limit, lease)
         if encoding.strip().lower() not in ("", "identity") and not lease.take(limit):  # inflated, at worst
             raise _InFlightFullError
         result = await intake.receive(body, encoding, is_json=is_json, transport="http")
+    except TimeoutError:
+        intake.count_request("http", "body_timeout")
+        log.debug("OTLP/HTTP body not received within %gs (%d bytes read)", body_timeout, lease.size)
+        message = f"request body not received within {body_timeout:g}s"
+        return _error(408, code_pb2.DEADLINE_EXCEEDED, message, is_json, {"Connection": "close"})
     except _InFlightFullError:
         intake.count_request("http", "in_flight_full")
         message = "sloscope is busy: too many bytes in flight, retry later"

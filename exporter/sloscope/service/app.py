@@ -36,7 +36,10 @@ def create_otlp_app(
 ) -> Any:
     """``protect`` wraps the app with the listener's credentials check (its 401s are still counted)."""
     app = FastAPI(title="sloscope OTLP/HTTP receiver", version=__version__, docs_url=None, redoc_url=None)
-    app.include_router(otlp_router(pipeline.intake, pipeline.settings.limits.max_request_bytes))
+    settings = pipeline.settings
+    app.include_router(
+        otlp_router(pipeline.intake, settings.limits.max_request_bytes, settings.listeners.body_timeout_seconds)
+    )
     instrument(app, tracer)
     return http_metrics.middleware(protect(app))
 

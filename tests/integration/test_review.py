@@ -270,8 +270,12 @@ def test_the_header_and_data_quality_match_the_store(demo: DemoReview) -> None:
 def test_trend_against_the_previous_period(demo: DemoReview, tmp_path: Path) -> None:
     rows = requests_of(demo.store)
     first, last = rows["end_time"].min(), rows["end_time"].max()
-    end = last + pd.Timedelta(seconds=1)
-    middle = first + (end - first) / 2  # the previous period, as long, starts a second before the first request
+    # Whole seconds, so that no rounding of --from/--to can move a request across a boundary: the previous
+    # period, as long as this one, starts a second or two before the first request.
+    start = first.floor("s") - pd.Timedelta(seconds=1)
+    end = last.ceil("s") + pd.Timedelta(seconds=1)
+    end += pd.Timedelta(seconds=(end - start).total_seconds() % 2)
+    middle = start + (end - start) / 2
     out = tmp_path / "trend.html"
     ran = sloscope("review", "--store", str(demo.store), "--slo-spec", str(demo.out.parents[1] / "work" / "slo.yaml"),
                    "--from", middle.isoformat(), "--to", end.isoformat(), "--out", str(out))  # fmt: skip

@@ -17,8 +17,8 @@ from sloscope import conventions as c
 from sloscope.attributes import Mapping
 from sloscope.config import Limits
 from sloscope.processors.queue import SpanQueue
+from sloscope.receivers.decode_pool import Decoder
 from sloscope.receivers.in_flight import InFlightBytes
-from sloscope.receivers.offload import Decoder
 from sloscope.receivers.otlp_decode import Decoded
 from sloscope.telemetry import Telemetry
 

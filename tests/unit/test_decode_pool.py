@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from sloscope.receivers.decode_pool import Decoder
 from sloscope.receivers.in_flight import InFlightBytes, Lease
-from sloscope.receivers.offload import Decoder
 from sloscope.receivers.otlp_decode import Decoded, MalformedPayloadError, PayloadTooLargeError, decode_protobuf
 from sloscope.testing import export_request, gateway_attributes, span, to_otlp_json, vllm_attributes
 

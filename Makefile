@@ -3,20 +3,36 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | sha1sum | cut -c1-12)
+PY_STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | sha1sum | cut -c1-12)
+# The native core (native/: Rust with PyO3, crates pinned by native/Cargo.lock) is compiled by maturin, the
+# build backend, into exporter/sloscope/_native*.so; it is rebuilt whenever one of its sources changes.
+NATIVE_SOURCES := native/Cargo.toml native/Cargo.lock $(sort $(wildcard native/src/*.rs native/src/*/*.rs))
+STAMP := $(VENV)/.native-$(shell cat $(NATIVE_SOURCES) | sha1sum | cut -c1-12)
+CARGO_MISSING := sloscope's native core needs the Rust toolchain (cargo, rustc >= 1.80; https://rustup.rs) to build
 
-.PHONY: all test lint typecheck unit fuzz demo bench clean tools generate check-generated
+.PHONY: all test lint typecheck unit native-test fuzz demo bench clean tools generate check-generated
 
 all: test
 
-$(STAMP): pyproject.toml constraints.txt
+$(PY_STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "sloscope needs Python >= 3.11 (found $$($(PYTHON) --version))"; exit 1; }
+	@command -v cargo >/dev/null || { echo "$(CARGO_MISSING)"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test,dev,review]'
-	rm -f $(VENV)/.installed-*
+	rm -f $(VENV)/.installed-* $(VENV)/.native-*
+	touch $(PY_STAMP)
+
+$(STAMP): $(PY_STAMP) $(NATIVE_SOURCES)
+	@command -v cargo >/dev/null || { echo "$(CARGO_MISSING)"; exit 1; }
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	rm -f $(VENV)/.native-*
 	touch $(STAMP)
 
 venv: $(STAMP)
+
+## native-test: the native core's own Rust unit tests (make test runs them).
+native-test: $(STAMP)
+	cd native && PYO3_PYTHON=$(CURDIR)/$(BIN)/python cargo test --quiet --locked
 
 # Pinned tools built from source with the Go toolchain (module proxy): Prometheus and promtool.
 PROMETHEUS_VERSION := v0.316.0
@@ -60,7 +76,7 @@ $(HELM_STAMP):
 tools: $(TOOLS_STAMP) $(JAEGER_STAMP) $(HELM_STAMP)
 
 ## test: lint, type-check, check the generated files and run every test suite (unit, integration against real servers).
-test: lint typecheck tools check-generated
+test: lint typecheck native-test tools check-generated
 	$(BIN)/pytest
 
 ## generate: regenerate the committed dashboards and rules (and the chart's copies) from the built-in SLO spec.
@@ -104,4 +120,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/assembler.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache native/target exporter/sloscope/_native*.so

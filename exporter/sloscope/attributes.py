@@ -78,6 +78,16 @@ class Mapping:
         keys = {key for order in self._order.values() for key in _span_keys(order)}
         return frozenset(keys.union(extra))
 
+    def rules(self) -> dict[str, object]:
+        """The compiled mapping as plain data, for the native core (``sloscope._native``), which must read
+        spans exactly as this class does: each field's ``(is_resource, key)`` order, and each span key's
+        ``(field, expected kind)`` checked at intake."""
+        return {
+            "default_pool": self.default_pool,
+            "order": {name: list(order) for name, order in self._order.items()},
+            "typed": dict(self._typed),
+        }
+
     # ---- validation (receivers) -------------------------------------------------------------
 
     def check(self, span: Span) -> str | None:

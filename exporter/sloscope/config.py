@@ -251,6 +251,11 @@ class Limits(_Section):
 class Join(_Section):
     """How the trace assembler turns spans into one record per request."""
 
+    engine: Literal["native", "python"] = Field(
+        default="python",
+        description="Which implementation decodes OTLP and joins spans: the native core (sloscope._native, "
+        "compiled) or the Python reference it is tested against. Both follow the same rules.",
+    )
     window_seconds: float = Field(
         default=5.0,
         gt=0,

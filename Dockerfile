@@ -2,20 +2,32 @@
 #
 #   docker build -t sloscope:0.1.0 .
 #
-# Two stages on the same pinned base: the first builds the wheel and installs it, with the exact dependency
-# versions of constraints.txt, into a virtualenv; the second copies only that virtualenv. No compiler, pip
-# cache or source tree reaches the runtime image.
+# Two stages on the same pinned base: the first builds the wheel (the Python code and the compiled native core)
+# and installs it, with the exact dependency versions of constraints.txt, into a virtualenv; the second copies
+# only that virtualenv. No compiler, pip cache or source tree reaches the runtime image.
 #
 # The base is pinned by tag and digest. The digest was not checked against the registry where this file was
 # written (no registry access); verify or refresh it before the first build with
 #   docker buildx imagetools inspect python:3.11-slim-bookworm
 # and keep BASE in step with requires-python in pyproject.toml.
 ARG BASE=python:3.11-slim-bookworm@sha256:a36c24f9cbdf4fd0f52d67f0823eeac19c2028c637cecc392d97f980d4fec56b
+# The Rust toolchain that compiles the native core (native/, built by maturin into the wheel); only the
+# build stage sees it. Pinned by tag; add its digest (docker buildx imagetools inspect) as for BASE.
+ARG RUST=rust:1.95.0-slim-bookworm
+
+FROM ${RUST} AS rust
 
 FROM ${BASE} AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1 \
-    PYTHONDONTWRITEBYTECODE=1
+    PYTHONDONTWRITEBYTECODE=1 \
+    CARGO_HOME=/usr/local/cargo \
+    RUSTUP_HOME=/usr/local/rustup \
+    PATH=/usr/local/cargo/bin:$PATH
+# A C linker for rustc; the toolchain itself comes from the rust stage.
+RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev && rm -rf /var/lib/apt/lists/*
+COPY --from=rust /usr/local/cargo /usr/local/cargo
+COPY --from=rust /usr/local/rustup /usr/local/rustup
 WORKDIR /src
 RUN python -m venv /opt/sloscope
 # Dependencies first, in their own layer: it is reused as long as pyproject.toml and constraints.txt do not change.
@@ -24,6 +36,7 @@ RUN python -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml
         > /tmp/requirements.txt
 RUN /opt/sloscope/bin/pip install --constraint constraints.txt --requirement /tmp/requirements.txt
 COPY exporter ./exporter
+COPY native ./native
 RUN /opt/sloscope/bin/pip wheel --no-deps --wheel-dir /wheels . \
     && /opt/sloscope/bin/pip install --no-deps /wheels/sloscope-*.whl \
     && /opt/sloscope/bin/sloscope check-config --help > /dev/null

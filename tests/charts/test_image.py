@@ -17,9 +17,16 @@ def _instructions(name: str) -> list[str]:
 
 
 def test_both_stages_use_one_base_pinned_by_tag_and_digest() -> None:
-    (base,) = _instructions("ARG")
+    base, rust = _instructions("ARG")
     assert re.fullmatch(r"BASE=python:3\.11-slim-bookworm@sha256:[0-9a-f]{64}", base)
-    assert _instructions("FROM") == ["${BASE} AS build", "${BASE} AS runtime"]
+    assert _instructions("FROM") == ["${RUST} AS rust", "${BASE} AS build", "${BASE} AS runtime"]
+    # The toolchain of the native core, pinned to an exact release; only the build stage copies from it.
+    assert re.fullmatch(r"RUST=rust:\d+\.\d+\.\d+-slim-bookworm(@sha256:[0-9a-f]{64})?", rust)
+    assert [line.split()[0] for line in _instructions("COPY") if line.startswith("--from")] == [
+        "--from=rust",
+        "--from=rust",
+        "--from=build",
+    ]
 
 
 def test_the_image_runs_as_the_non_root_user_the_chart_expects() -> None:
@@ -41,5 +48,5 @@ def test_the_build_context_leaves_local_state_out() -> None:
     for path in (".git", ".venv", ".tools", "tests"):
         assert path in ignored
     copied = {src for line in _instructions("COPY") if not line.startswith("--from") for src in line.split()[:-1]}
-    assert copied == {"pyproject.toml", "constraints.txt", "README.md", "exporter"}
+    assert copied == {"pyproject.toml", "constraints.txt", "README.md", "exporter", "native"}
     assert not copied & ignored

@@ -346,7 +346,7 @@ def deliveries(rng: random.Random, traces: int) -> Iterator[Step]:
             if sent and rng.random() < 0.05:  # an exporter retried a batch it had sent
                 batch = batch + rng.sample(sent, min(len(sent), rng.randint(1, 3)))
             if delayed and rng.random() < 0.2:
-                batch = batch + [delayed.pop(0)]
+                batch = [*batch, delayed.pop(0)]
             sent.extend(batch)
             del sent[:-200]
             yield ("spans", batch)

@@ -59,7 +59,11 @@ pub struct Counts {
 
 impl Counts {
     fn add(&mut self, dropped: bool, reason: &'static str, n: u64) {
-        match self.items.iter_mut().find(|(d, r, _)| *d == dropped && *r == reason) {
+        match self
+            .items
+            .iter_mut()
+            .find(|(d, r, _)| *d == dropped && *r == reason)
+        {
             Some(item) => item.2 += n,
             None => self.items.push((dropped, reason, n)),
         }
@@ -155,11 +159,15 @@ impl Assembler {
     }
 
     fn t(&self, tid: &TraceId) -> &Trace {
-        self.traces.get(tid).expect("the trace being worked on is held")
+        self.traces
+            .get(tid)
+            .expect("the trace being worked on is held")
     }
 
     fn t_mut(&mut self, tid: &TraceId) -> &mut Trace {
-        self.traces.get_mut(tid).expect("the trace being worked on is held")
+        self.traces
+            .get_mut(tid)
+            .expect("the trace being worked on is held")
     }
 
     // ---- input --------------------------------------------------------------------------
@@ -195,23 +203,25 @@ impl Assembler {
             }
             Some(_) => {}
         }
-        if !self.make_room(&tid, &span) || !self.fit_bytes(&tid, span.size) {
+        if !self.make_room(&tid, &span) || !self.fit_bytes(&tid, span.size as usize) {
             self.dropped(DROP_TRACE_TOO_LARGE, 1);
             self.close_if_finished(&tid);
             return false;
         }
         let (sid, anchor, gateway, bare) = (span.id(), span.anchor, span.gateway, span.bare);
-        self.span_bytes += span.size;
+        self.span_bytes += span.size as usize;
         let trace = self.t_mut(&tid);
         trace.add(span);
         if anchor {
             trace.anchors.push((sid, now));
-            self.anchor_deadlines.push_back((now + self.cfg.window_seconds, tid, sid));
+            self.anchor_deadlines
+                .push_back((now + self.cfg.window_seconds, tid, sid));
             return true;
         }
         if gateway {
             trace.gateways.push(sid);
-            self.gateway_deadlines.push_back((now + self.cfg.failure_window_seconds, tid, sid));
+            self.gateway_deadlines
+                .push_back((now + self.cfg.failure_window_seconds, tid, sid));
         } else if bare {
             trace.bare.push(sid);
         }
@@ -250,7 +260,9 @@ impl Assembler {
 
     fn open(&mut self, tid: TraceId, now: f64) {
         while self.traces.len() >= self.cfg.max_pending_traces {
-            let Some(oldest) = self.traces.first() else { break };
+            let Some(oldest) = self.traces.first() else {
+                break;
+            };
             self.evict(oldest);
         }
         self.traces.insert(tid, Trace::new(now));
@@ -266,7 +278,9 @@ impl Assembler {
         } else {
             loop {
                 let trace = self.t(&tid);
-                let Some(&(first, _)) = trace.anchors.first() else { break };
+                let Some(&(first, _)) = trace.anchors.first() else {
+                    break;
+                };
                 let before = trace.anchors.len();
                 self.finish_with_what_it_has(tid, first, OUTCOME_EVICTED);
                 if self.t(&tid).anchors.len() == before {
@@ -282,7 +296,9 @@ impl Assembler {
 
     fn index_companion(&mut self, tid: TraceId, sid: SpanId) {
         let trace = self.t(&tid);
-        let Some(rid) = trace.get(&sid).and_then(|h| h.rid.clone()) else { return };
+        let Some(rid) = trace.get(&sid).and_then(|h| h.rid.clone()) else {
+            return;
+        };
         let has_gateways = !trace.gateways.is_empty();
         let indexed = self.companions_by_rid.get(&rid).copied();
         let keep = match indexed.and_then(|i| self.live(&i).map(|t| (i, t))) {
@@ -330,7 +346,9 @@ impl Assembler {
     }
 
     fn request_ids_under<'a>(&self, trace: &'a Trace, gid: &SpanId) -> Vec<&'a str> {
-        let Some(gateway) = trace.get(gid) else { return Vec::new() };
+        let Some(gateway) = trace.get(gid) else {
+            return Vec::new();
+        };
         let mut out: Vec<&str> = Vec::new();
         for span in std::iter::once(gateway).chain(trace.descendants(gid)) {
             if !span.anchor {
@@ -347,7 +365,9 @@ impl Assembler {
     fn groups(&self, trace: &Trace) -> Vec<(Key, Ids)> {
         let mut groups: Vec<(Key, Ids)> = Vec::new();
         for (aid, _) in &trace.anchors {
-            let Some(anchor) = trace.get(aid) else { continue };
+            let Some(anchor) = trace.get(aid) else {
+                continue;
+            };
             let key = self.key(trace, anchor);
             match groups.iter_mut().find(|(k, _)| *k == key) {
                 Some((_, members)) => members.push(*aid),
@@ -378,10 +398,16 @@ impl Assembler {
             .into_iter()
             .filter(|s| !trace.is_anchor(&s.id()))
             .collect();
-        let mut listed: Vec<SpanId> = ordered.iter().map(|s| s.id()).chain(anchors.iter().map(|a| a.id())).collect();
+        let mut listed: Vec<SpanId> = ordered
+            .iter()
+            .map(|s| s.id())
+            .chain(anchors.iter().map(|a| a.id()))
+            .collect();
         let extra: Vec<&Held> = match key {
             Key::Gateway(gid) => {
-                let Some(gateway) = trace.get(gid) else { return ordered };
+                let Some(gateway) = trace.get(gid) else {
+                    return ordered;
+                };
                 let mut extra: Vec<&Held> = Vec::new();
                 if !listed.contains(gid) {
                     extra.push(gateway);
@@ -391,7 +417,11 @@ impl Assembler {
                 extra.extend(self.beside(trace, gateway, anchors, &listed));
                 extra
             }
-            Key::Parent(..) => trace.spans.iter().filter(|s| !Self::in_a_gateway(trace, s)).collect(),
+            Key::Parent(..) => trace
+                .spans
+                .iter()
+                .filter(|s| !Self::in_a_gateway(trace, s))
+                .collect(),
         };
         for span in extra {
             let id = span.id();
@@ -404,11 +434,21 @@ impl Assembler {
     }
 
     /// Spans outside every gateway that belong to this one's request: an Envoy span with its headers.
-    fn beside<'a>(&self, trace: &'a Trace, gateway: &Held, anchors: &[&Held], listed: &[SpanId]) -> Vec<&'a Held> {
+    fn beside<'a>(
+        &self,
+        trace: &'a Trace,
+        gateway: &Held,
+        anchors: &[&Held],
+        listed: &[SpanId],
+    ) -> Vec<&'a Held> {
         let candidates: Vec<&Held> = trace
             .spans
             .iter()
-            .filter(|s| !listed.contains(&s.id()) && !trace.is_anchor(&s.id()) && !Self::in_a_gateway(trace, s))
+            .filter(|s| {
+                !listed.contains(&s.id())
+                    && !trace.is_anchor(&s.id())
+                    && !Self::in_a_gateway(trace, s)
+            })
             .collect();
         if candidates.is_empty() {
             return candidates;
@@ -450,9 +490,18 @@ impl Assembler {
             }
             if let Key::Gateway(_) = key {
                 let scope = self.scope(trace, &key, &anchors);
-                if self.stages_complete(trace, &anchors, &scope) && self.headers_settled(trace, &key, &scope) {
+                if self.stages_complete(trace, &anchors, &scope)
+                    && self.headers_settled(trace, &key, &scope)
+                {
                     let scope = ids(&scope);
-                    self.emit_group(tid, key, OUTCOME_JOINED, None, Some(anchor_ids), Some(scope));
+                    self.emit_group(
+                        tid,
+                        key,
+                        OUTCOME_JOINED,
+                        None,
+                        Some(anchor_ids),
+                        Some(scope),
+                    );
                 }
                 continue;
             }
@@ -463,18 +512,39 @@ impl Assembler {
             if let Some(gateway_trace) = self.gateway_trace(&tid, first) {
                 // The EPP's spans in a trace of their own (a gateway forwarded another).
                 self.lend(&gateway_trace);
-                self.emit_group(tid, key, OUTCOME_JOINED_BY_REQUEST_ID, Some(gateway_trace), Some(anchor_ids), None);
+                self.emit_group(
+                    tid,
+                    key,
+                    OUTCOME_JOINED_BY_REQUEST_ID,
+                    Some(gateway_trace),
+                    Some(anchor_ids),
+                    None,
+                );
                 continue;
             }
             let scope = self.scope(trace, &key, &anchors);
             if !scope.is_empty() {
                 let scope = ids(&scope);
-                self.emit_group(tid, key, OUTCOME_JOINED, None, Some(anchor_ids), Some(scope));
+                self.emit_group(
+                    tid,
+                    key,
+                    OUTCOME_JOINED,
+                    None,
+                    Some(anchor_ids),
+                    Some(scope),
+                );
             } else if !self.cfg.by_request_id {
                 self.emit_group(tid, key, OUTCOME_ANCHOR_ONLY, None, None, None);
             } else if let Some(other) = self.companion_trace(first) {
                 self.lend(&other);
-                self.emit_group(tid, key, OUTCOME_JOINED_BY_REQUEST_ID, Some(other), None, None);
+                self.emit_group(
+                    tid,
+                    key,
+                    OUTCOME_JOINED_BY_REQUEST_ID,
+                    Some(other),
+                    None,
+                    None,
+                );
             } else if let Key::Parent(_, rid) = &key {
                 let first_id = first.id();
                 if !rid.is_empty() && !trace.anchor_request_ids.contains(rid) {
@@ -498,7 +568,10 @@ impl Assembler {
         if !build::disaggregated(trace, anchors, scope) {
             return true;
         }
-        if anchors.iter().any(|a| build::leg_of(trace, a) == Some(shapes::Leg::Decode)) {
+        if anchors
+            .iter()
+            .any(|a| build::leg_of(trace, a) == Some(shapes::Leg::Decode))
+        {
             return true;
         }
         let has_legs = scope.iter().any(|s| shapes::leg(&s.span).is_some());
@@ -509,9 +582,14 @@ impl Assembler {
     /// any, else a companion found by request id, else the anchor alone.
     fn finish_with_what_it_has(&mut self, tid: TraceId, aid: SpanId, outcome: &'static str) {
         let trace = self.t(&tid);
-        let Some(anchor) = trace.get(&aid) else { return };
+        let Some(anchor) = trace.get(&aid) else {
+            return;
+        };
         let mut key = self.key(trace, anchor);
-        if matches!(key, Key::Parent(..)) && trace.gateways.len() == 1 && !trace.chain_complete(anchor) {
+        if matches!(key, Key::Parent(..))
+            && trace.gateways.len() == 1
+            && !trace.chain_complete(anchor)
+        {
             key = Key::Gateway(trace.gateways[0]); // a span between it and the trace's one gateway is missing
         }
         let mut anchor_ids = self.group(trace, &key);
@@ -531,7 +609,14 @@ impl Assembler {
         match other {
             Some(other) => {
                 self.lend(&other);
-                self.emit_group(tid, key, OUTCOME_JOINED_BY_REQUEST_ID, Some(other), Some(anchor_ids), None);
+                self.emit_group(
+                    tid,
+                    key,
+                    OUTCOME_JOINED_BY_REQUEST_ID,
+                    Some(other),
+                    Some(anchor_ids),
+                    None,
+                );
             }
             None => {
                 let fallback = if outcome == OUTCOME_JOINED {
@@ -561,7 +646,9 @@ impl Assembler {
 
     /// A trace with nothing left is closed; later spans of it are duplicates, late, or a new call.
     fn close_if_finished(&mut self, tid: &TraceId) {
-        let Some(trace) = self.traces.get(tid) else { return };
+        let Some(trace) = self.traces.get(tid) else {
+            return;
+        };
         if !trace.spans.is_empty() || trace.lent {
             return;
         }
@@ -590,12 +677,19 @@ impl Assembler {
             self.answered_order.push_back(rid);
         }
         while self.answered.len() > self.cfg.max_done_traces {
-            let Some(oldest) = self.answered_order.pop_front() else { break };
+            let Some(oldest) = self.answered_order.pop_front() else {
+                break;
+            };
             self.answered.remove(&oldest);
         }
     }
 
-    fn remember(&mut self, tid: TraceId, spans: impl Iterator<Item = (SpanId, Option<SpanId>)>, claimed: bool) {
+    fn remember(
+        &mut self,
+        tid: TraceId,
+        spans: impl Iterator<Item = (SpanId, Option<SpanId>)>,
+        claimed: bool,
+    ) {
         // Re-inserted: the most recent trace is forgotten last.
         let mut done = self.done.remove(&tid).unwrap_or_default();
         done.remember(spans, claimed, self.done_cap);
@@ -612,7 +706,9 @@ impl Assembler {
     pub fn expire(&mut self, now: f64) {
         while self.anchor_deadlines.front().is_some_and(|d| d.0 <= now) {
             let (_, tid, aid) = self.anchor_deadlines.pop_front().expect("checked");
-            let Some(trace) = self.live(&tid) else { continue };
+            let Some(trace) = self.live(&tid) else {
+                continue;
+            };
             if !trace.is_anchor(&aid) || self.awaits_decode(trace, &aid) {
                 continue; // a prefill stage waits for its decode stage: the gateway's failure window decides
             }
@@ -674,7 +770,9 @@ impl Assembler {
 
     /// A P/D prefill stage whose decode stage has not come: the decode may stream for minutes.
     fn awaits_decode(&self, trace: &Trace, aid: &SpanId) -> bool {
-        let Some(anchor) = trace.get(aid) else { return false };
+        let Some(anchor) = trace.get(aid) else {
+            return false;
+        };
         let key = self.key(trace, anchor);
         let anchors = held(trace, &self.group(trace, &key));
         let scope = self.scope(trace, &key, &anchors);
@@ -690,7 +788,9 @@ impl Assembler {
         }
         self.t_mut(&tid).gateways.retain(|g| *g != gid);
         let trace = self.t(&tid);
-        let Some(gateway) = trace.get(&gid) else { return };
+        let Some(gateway) = trace.get(&gid) else {
+            return;
+        };
         let mut scope: Vec<&Held> = vec![gateway];
         scope.extend(self.scope(trace, &key, &[gateway]));
         if !self.is_llm_call(&scope) {
@@ -718,8 +818,12 @@ impl Assembler {
     /// the EPP passes through is scheduled with a request id and no model, and is no LLM call.
     fn is_llm_call(&self, scope: &[&Held]) -> bool {
         let rules = &self.rules;
-        let names_a_model = rules.string(Field::RequestedModel, scope).is_some_and(|s| !s.is_empty())
-            || rules.string(Field::TargetModel, scope).is_some_and(|s| !s.is_empty());
+        let names_a_model = rules
+            .string(Field::RequestedModel, scope)
+            .is_some_and(|s| !s.is_empty())
+            || rules
+                .string(Field::TargetModel, scope)
+                .is_some_and(|s| !s.is_empty());
         if names_a_model || self.has_slo(scope) {
             return true;
         }
@@ -747,10 +851,8 @@ impl Assembler {
         let mut flushed = 0;
         let order: Vec<TraceId> = self.traces.keys().copied().collect();
         for tid in order {
-            loop {
-                let Some(trace) = self.traces.get(&tid) else { break };
-                let Some(&(first, _)) = trace.anchors.first() else { break };
-                let before = trace.anchors.len();
+            while let Some(&(first, _)) = self.traces.get(&tid).and_then(|t| t.anchors.first()) {
+                let before = self.t(&tid).anchors.len();
                 self.finish_with_what_it_has(tid, first, OUTCOME_JOINED);
                 let after = self.t(&tid).anchors.len();
                 if after >= before {
@@ -797,7 +899,9 @@ impl Assembler {
             Key::Gateway(gid) => trace.get(&gid),
             Key::Parent(..) => None,
         };
-        let request = self.builder.request(trace, &anchors, &companions, outcome, gateway);
+        let request = self
+            .builder
+            .request(trace, &anchors, &companions, outcome, gateway);
         let rids: Vec<Option<Box<str>>> = anchors.iter().map(|a| a.rid.clone()).collect();
         let scope_ids = ids(&scope);
         self.claim(tid, &key, &anchor_ids, &scope_ids);

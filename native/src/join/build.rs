@@ -86,11 +86,17 @@ fn first_min<'a, K: PartialOrd>(items: &[&'a Held], key: impl Fn(&Held) -> K) ->
 
 /// Python's `min` / `max` over floats: the first value kept unless a later one compares past it.
 fn py_min(values: &[f64]) -> Option<f64> {
-    values.iter().copied().reduce(|a, b| if b < a { b } else { a })
+    values
+        .iter()
+        .copied()
+        .reduce(|a, b| if b < a { b } else { a })
 }
 
 fn py_max(values: &[f64]) -> Option<f64> {
-    values.iter().copied().reduce(|a, b| if b > a { b } else { a })
+    values
+        .iter()
+        .copied()
+        .reduce(|a, b| if b > a { b } else { a })
 }
 
 /// The sum, or None (unknown) when any value is.
@@ -119,7 +125,10 @@ pub fn tpot_seconds(e2e: Option<f64>, ttft: Option<f64>, tokens: Option<f64>) ->
 
 /// The P/D leg an anchor ran in: its nearest sidecar leg span above it.
 pub fn leg_of(trace: &Trace, anchor: &Held) -> Option<Leg> {
-    trace.ancestors(anchor).into_iter().find_map(|h| shapes::leg(&h.span))
+    trace
+        .ancestors(anchor)
+        .into_iter()
+        .find_map(|h| shapes::leg(&h.span))
 }
 
 /// A P/D request: the EPP chose P/D, or a leg span is among its companions or above its anchors.
@@ -152,7 +161,11 @@ fn arrival(trace: &Trace, primary: &Held, anchors: &[&Held], gateway: Option<&He
     if let Some(g) = gateway.filter(|g| g.span.start_ns > 0) {
         return g.span.start_ns;
     }
-    if let Some(top) = trace.ancestors(primary).last().filter(|t| t.span.start_ns > 0) {
+    if let Some(top) = trace
+        .ancestors(primary)
+        .last()
+        .filter(|t| t.span.start_ns > 0)
+    {
         return top.span.start_ns;
     }
     anchors
@@ -177,10 +190,18 @@ impl Builder {
             let Some(decode) = decode_stage(trace, anchors) else {
                 // The decode stage never came: the client got no answer from a decode pod.
                 let scope: Vec<&Held> = anchors.iter().chain(companions).copied().collect();
-                let reason = shapes::failure_reason(scope.iter().map(|h| &h.span), !self.unanswered_are_aborted);
-                return self.failed(gateway.unwrap_or(anchors[0]), &scope, reason.unwrap_or(shapes::FAILURE_ABORTED));
+                let reason = shapes::failure_reason(
+                    scope.iter().map(|h| &h.span),
+                    !self.unanswered_are_aborted,
+                );
+                return self.failed(
+                    gateway.unwrap_or(anchors[0]),
+                    &scope,
+                    reason.unwrap_or(shapes::FAILURE_ABORTED),
+                );
             };
-            return self.disaggregated_request(trace, decode, anchors, companions, outcome, gateway);
+            return self
+                .disaggregated_request(trace, decode, anchors, companions, outcome, gateway);
         }
         let primary = primary_anchor(trace, anchors);
         let mut request = self.build(primary, companions, outcome);
@@ -217,8 +238,16 @@ impl Builder {
         }
         if chunks.len() > 1 {
             // Chunked decode (--decode-chunk-size): one vLLM request per chunk.
-            request.completion_tokens = total(chunks.iter().map(|c| rules.number(Field::CompletionTokens, &[c])));
-            request.decode_seconds = total(chunks.iter().map(|c| rules.number(Field::DecodeSeconds, &[c])));
+            request.completion_tokens = total(
+                chunks
+                    .iter()
+                    .map(|c| rules.number(Field::CompletionTokens, &[c])),
+            );
+            request.decode_seconds = total(
+                chunks
+                    .iter()
+                    .map(|c| rules.number(Field::DecodeSeconds, &[c])),
+            );
             let last_end = chunks.iter().map(|c| c.span.end_ns).max().unwrap_or(0);
             request.e2e_seconds = Some(seconds_between(last_end, decode.span.start_ns));
         }
@@ -245,8 +274,10 @@ impl Builder {
                 };
                 if let Some(origin) = origin {
                     if origin.span.start_ns > 0 && decode.span.start_ns >= origin.span.start_ns {
-                        request.ttft_seconds =
-                            Some(seconds_between(decode.span.start_ns, origin.span.start_ns) + server_ttft);
+                        request.ttft_seconds = Some(
+                            seconds_between(decode.span.start_ns, origin.span.start_ns)
+                                + server_ttft,
+                        );
                         request.ttft_source = Some(source);
                     }
                 }
@@ -261,7 +292,11 @@ impl Builder {
 
     /// A request that reached no model server (or whose decode stage never came).
     pub fn failed(&self, head: &Held, scope: &[&Held], reason: &'static str) -> Joined {
-        let companions: Vec<&Held> = scope.iter().copied().filter(|s| !std::ptr::eq(*s, head)).collect();
+        let companions: Vec<&Held> = scope
+            .iter()
+            .copied()
+            .filter(|s| !std::ptr::eq(*s, head))
+            .collect();
         let mut request = self.build(head, &companions, OUTCOME_FAILED);
         // The gateway's own numbers are no model server's.
         request.ttft_seconds = None;
@@ -369,10 +404,18 @@ impl Builder {
 
     /// The late-2025 EPP profile headers: x-prediction-based-scheduling, or presence of ...-off.
     fn header_routing(&self, view: &[&Held]) -> &'static str {
-        match self.rules.header_bool(Field::PredictionBasedScheduling, view) {
+        match self
+            .rules
+            .header_bool(Field::PredictionBasedScheduling, view)
+        {
             Some(true) => shapes::ROUTING_PREDICTED,
             Some(false) => shapes::ROUTING_DEFAULT,
-            None if self.rules.present(Field::PredictionBasedSchedulingOff, view) => shapes::ROUTING_DEFAULT,
+            None if self
+                .rules
+                .present(Field::PredictionBasedSchedulingOff, view) =>
+            {
+                shapes::ROUTING_DEFAULT
+            }
             None => shapes::ROUTING_UNKNOWN,
         }
     }

@@ -128,6 +128,65 @@ impl<T: PartialEq + Copy> SmallSet<T> {
     }
 }
 
+/// A vector that holds exactly its elements (no spare capacity) in 16 bytes: what a pending trace
+/// keeps its few spans and ids in, so that an idle trace costs no slack.
+pub struct Few<T>(Box<[T]>);
+
+impl<T> Default for Few<T> {
+    fn default() -> Self {
+        Few(Box::default())
+    }
+}
+
+impl<T> std::ops::Deref for Few<T> {
+    type Target = [T];
+
+    fn deref(&self) -> &[T] {
+        &self.0
+    }
+}
+
+impl<'a, T> IntoIterator for &'a Few<T> {
+    type Item = &'a T;
+    type IntoIter = std::slice::Iter<'a, T>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
+    }
+}
+
+impl<T> Few<T> {
+    fn edit(&mut self, change: impl FnOnce(&mut Vec<T>)) {
+        let mut items = std::mem::take(&mut self.0).into_vec();
+        change(&mut items);
+        items.shrink_to_fit();
+        self.0 = items.into_boxed_slice();
+    }
+
+    pub fn push(&mut self, item: T) {
+        self.edit(|v| {
+            v.reserve_exact(1);
+            v.push(item)
+        });
+    }
+
+    pub fn remove(&mut self, index: usize) -> T {
+        let mut out = None;
+        self.edit(|v| out = Some(v.remove(index)));
+        out.expect("removed")
+    }
+
+    pub fn retain(&mut self, keep: impl FnMut(&T) -> bool) {
+        if !self.0.is_empty() {
+            self.edit(|v| v.retain(keep));
+        }
+    }
+
+    pub fn clear(&mut self) {
+        self.0 = Box::default();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -22,7 +22,7 @@ use crate::join::build::Joined;
 use crate::join::request_id::{self, DEFAULT_PATTERN};
 use crate::join::rules::{Field, Rules, Source, FIELD_NAMES};
 use crate::join::shapes;
-use crate::join::trace::{Held, Trace, TraceId};
+use crate::join::trace::{Held, SpanId, Trace, TraceId};
 use crate::span::{to_hex, Key, Resource, Span, SpanBatch, Value};
 
 static JOINED_CLASS: PyOnceLock<Py<PyType>> = PyOnceLock::new();
@@ -58,9 +58,9 @@ fn rules_from_py(rules: &Bound<'_, PyDict>) -> PyResult<Rules> {
     let order = order.cast::<PyDict>()?;
     let mut out = Vec::with_capacity(FIELD_NAMES.len());
     for name in FIELD_NAMES {
-        let sources = order
-            .get_item(name)?
-            .ok_or_else(|| PyValueError::new_err(format!("mapping rules have no field {name:?}")))?;
+        let sources = order.get_item(name)?.ok_or_else(|| {
+            PyValueError::new_err(format!("mapping rules have no field {name:?}"))
+        })?;
         let mut list = Vec::new();
         for item in sources.try_iter()? {
             let (resource, key): (bool, String) = item?.extract()?;
@@ -101,7 +101,10 @@ fn value_heap(v: &Value) -> usize {
     match v {
         Value::Str(s) => s.len(),
         Value::Bytes(b) => b.len(),
-        Value::Array(items) => items.iter().map(|i| size_of::<Value>() + value_heap(i)).sum(),
+        Value::Array(items) => items
+            .iter()
+            .map(|i| size_of::<Value>() + value_heap(i))
+            .sum(),
         Value::KvList(pairs) => pairs
             .iter()
             .map(|(k, v)| size_of::<(Key, Value)>() + 16 + k.len() + value_heap(v))
@@ -118,7 +121,8 @@ fn key_heap(key: &Key) -> usize {
 /// What Rust holds for a span: its slot, its strings, its attributes, its share of its resource.
 fn native_span_bytes(held: &Held, interned: impl Fn(&Key) -> bool) -> usize {
     let span = &held.span;
-    let mut size = size_of::<Held>() + span.name.len() + span.tracestate.len() + span.status_message.len();
+    let mut size =
+        size_of::<Held>() + span.name.len() + span.tracestate.len() + span.status_message.len();
     size += span.attributes.capacity() * size_of::<(Key, Value)>();
     for (key, v) in &span.attributes {
         if !interned(key) {
@@ -127,17 +131,50 @@ fn native_span_bytes(held: &Held, interned: impl Fn(&Key) -> bool) -> usize {
         size += value_heap(v);
     }
     size += held.rid.as_ref().map_or(0, |r| r.len());
+    // Its entries in the trace's lists and the assembler's deadline queues.
+    let deadline = size_of::<(f64, TraceId, SpanId)>();
+    if held.anchor {
+        size += size_of::<(SpanId, f64)>() + deadline;
+    } else if held.gateway {
+        size += size_of::<SpanId>() + deadline;
+    } else if held.bare {
+        size += size_of::<SpanId>();
+    }
     let resource = &span.resource;
     let resource_bytes = 16
         + size_of::<Resource>()
         + resource.attributes.capacity() * size_of::<(Key, Value)>()
-        + resource.attributes.iter().map(|(k, v)| key_heap(k) + value_heap(v)).sum::<usize>();
+        + resource
+            .attributes
+            .iter()
+            .map(|(k, v)| key_heap(k) + value_heap(v))
+            .sum::<usize>();
     size + resource_bytes / Arc::strong_count(resource).max(1)
 }
 
-/// Bytes a pending trace holds beyond its spans: its struct and its entries in the trace map.
+/// A captured header (an array of one non-empty string) held as the string: every reader of the join
+/// sees the same (`as_string` takes the first element either way, and neither is a number, None or
+/// ""), and the array's allocation is saved. The span-shape keys read arrays and strings apart
+/// (an HTTP status "429" counts, ["429"] does not), so they keep their form.
+fn collapse_header(key: &Key, value: &mut Value) {
+    if shapes::READS_STRINGS_APART.contains(&&**key) {
+        return;
+    }
+    if let Value::Array(items) = value {
+        if let [Value::Str(text)] = &mut **items {
+            if !text.is_empty() {
+                *value = Value::Str(std::mem::take(text));
+            }
+        }
+    }
+}
+
+/// Bytes a pending trace holds beyond its spans: its entry in the trace map's hash table (a control
+/// byte, at most 7/8 full) and in its order (a B-tree, whose nodes are at least half full).
 fn trace_overhead() -> usize {
-    size_of::<Trace>() + 2 * size_of::<TraceId>() + 2 * size_of::<u64>() + 32
+    let entry = size_of::<(TraceId, (u64, Trace))>() + 1;
+    let order = size_of::<(u64, TraceId)>();
+    entry * 8 / 7 + order * 2
 }
 
 // ---- results to Python ----------------------------------------------------------------------
@@ -177,7 +214,9 @@ fn joined_to_py<'py>(py: Python<'py>, r: &Joined) -> PyResult<Bound<'py, PyAny>>
         r.choices.into_pyobject(py)?.into_any(),
         r.prefill_pod.as_deref().into_pyobject(py)?.into_any(),
         r.prefill_queue_seconds.into_pyobject(py)?.into_any(),
-        r.prefill_seconds_on_prefill_pod.into_pyobject(py)?.into_any(),
+        r.prefill_seconds_on_prefill_pod
+            .into_pyobject(py)?
+            .into_any(),
     ];
     class.call1(PyTuple::new(py, items)?)
 }
@@ -185,16 +224,20 @@ fn joined_to_py<'py>(py: Python<'py>, r: &Joined) -> PyResult<Bound<'py, PyAny>>
 impl NativeAssembler {
     /// A span as the join holds it: its request id normalised, its kind decided, its size counted.
     fn hold(&mut self, py: Python<'_>, mut span: Span) -> PyResult<Held> {
-        for (key, _) in span.attributes.iter_mut() {
+        // The reference's estimate, of the span as it came (before headers are collapsed).
+        let reference_size = self.python_bytes.then(|| python_span_bytes(&span));
+        for (key, value) in span.attributes.iter_mut() {
             if let Some(shared) = self.keys.get(&**key) {
                 *key = shared.clone();
             } else if self.keys.len() < MAX_INTERNED_KEYS {
                 self.keys.insert(key.clone());
             }
+            collapse_header(key, value);
         }
         span.attributes.shrink_to_fit();
         let name = &*span.name;
-        let anchor = self.anchor_names.iter().any(|n| n == name) || span.attribute(&self.anchor_attribute).is_some();
+        let anchor = self.anchor_names.iter().any(|n| n == name)
+            || span.attribute(&self.anchor_attribute).is_some();
         let gateway = self.gateway_names.iter().any(|n| n == name);
         let bare = span.attributes.is_empty()
             && !gateway
@@ -210,12 +253,11 @@ impl NativeAssembler {
             size: 0,
         };
         held.rid = self.joinable_id(py, &held)?;
-        held.size = if self.python_bytes {
-            python_span_bytes(&held.span)
-        } else {
+        let size = reference_size.unwrap_or_else(|| {
             let keys = &self.keys;
             native_span_bytes(&held, |k| keys.get(&**k).is_some_and(|s| Arc::ptr_eq(s, k)))
-        };
+        });
+        held.size = u32::try_from(size).unwrap_or(u32::MAX);
         Ok(held)
     }
 
@@ -229,7 +271,10 @@ impl NativeAssembler {
         if self.default_pattern && raw.is_ascii() {
             return Ok(Some(request_id::normalise(&raw).unwrap_or(&raw).into()));
         }
-        let found = self.pattern.bind(py).call_method1("match", (raw.as_str(),))?;
+        let found = self
+            .pattern
+            .bind(py)
+            .call_method1("match", (raw.as_str(),))?;
         if found.is_none() {
             return Ok(Some(raw.into()));
         }
@@ -238,7 +283,10 @@ impl NativeAssembler {
     }
 
     /// What was emitted and counted since the last call, as Python objects.
-    fn drain<'py>(&mut self, py: Python<'py>) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>)> {
+    fn drain<'py>(
+        &mut self,
+        py: Python<'py>,
+    ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>)> {
         let requests = PyList::empty(py);
         for request in std::mem::take(&mut self.core.out) {
             requests.append(joined_to_py(py, &request)?)?;
@@ -258,7 +306,12 @@ impl NativeAssembler {
     /// `join.request_id_pattern`; `python_bytes` counts memory as the reference estimates it.
     #[new]
     #[pyo3(signature = (join, rules, pattern, python_bytes = false))]
-    fn new(join: &Bound<'_, PyAny>, rules: &Bound<'_, PyDict>, pattern: &Bound<'_, PyAny>, python_bytes: bool) -> PyResult<Self> {
+    fn new(
+        join: &Bound<'_, PyAny>,
+        rules: &Bound<'_, PyDict>,
+        pattern: &Bound<'_, PyAny>,
+        python_bytes: bool,
+    ) -> PyResult<Self> {
         let settings = Settings {
             window_seconds: attr(join, "window_seconds")?,
             trace_ttl_seconds: attr(join, "trace_ttl_seconds")?,
@@ -306,14 +359,21 @@ impl NativeAssembler {
         self.drain(py)
     }
 
-    fn expire<'py>(&mut self, py: Python<'py>, now: f64) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>)> {
+    fn expire<'py>(
+        &mut self,
+        py: Python<'py>,
+        now: f64,
+    ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>)> {
         let core = &mut self.core;
         py.detach(move || core.expire(now));
         self.drain(py)
     }
 
     /// Emits every waiting anchor with what it has (shutdown). Returns (how many, requests, counts).
-    fn flush<'py>(&mut self, py: Python<'py>) -> PyResult<(usize, Bound<'py, PyList>, Bound<'py, PyList>)> {
+    fn flush<'py>(
+        &mut self,
+        py: Python<'py>,
+    ) -> PyResult<(usize, Bound<'py, PyList>, Bound<'py, PyList>)> {
         let flushed = self.core.flush();
         let (requests, counts) = self.drain(py)?;
         Ok((flushed, requests, counts))

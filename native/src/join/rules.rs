@@ -4,8 +4,8 @@
 //! A view is a list of spans, nearest first: for each configured key in order, the first span of
 //! the list that carries it gives the value (Python merges the dicts so the nearest one wins).
 
-use crate::span::Value;
 use crate::join::trace::Held;
+use crate::span::Value;
 
 /// The request fields the mapping names, in `Mapping`'s order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

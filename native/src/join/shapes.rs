@@ -38,6 +38,8 @@ const CLIENT_ERROR_CODES: [&str; 5] = [
     "error: notfound",
     "error: preconditionfailed",
 ];
+/// The keys whose string and array-of-string values the shapes read differently.
+pub const READS_STRINGS_APART: [&str; 3] = [HTTP_STATUS_KEYS[0], HTTP_STATUS_KEYS[1], SCORER_TYPE];
 const NOT_CLIENT: [i64; 3] = [408, 429, 499];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -75,7 +77,10 @@ pub fn disaggregated<'a>(mut spans: impl Iterator<Item = &'a Span>) -> bool {
 }
 
 /// predicted when the latency scorer scored the request, default when scheduling ran without it.
-pub fn routing<'a>(spans: impl Iterator<Item = &'a Span>, latency_scorers: &[String]) -> Option<&'static str> {
+pub fn routing<'a>(
+    spans: impl Iterator<Item = &'a Span>,
+    latency_scorers: &[String],
+) -> Option<&'static str> {
     let mut scheduled = false;
     for span in spans {
         let name = &*span.name;
@@ -113,7 +118,10 @@ pub fn http_status(span: &Span) -> Option<i64> {
 /// Why a request failed, from its spans' statuses and HTTP codes (`span_shapes.failure_reason`):
 /// the first reason that matches, in the order of docs/sending-traces.md; None when nothing says
 /// it failed and a model server answered.
-pub fn failure_reason<'a>(spans: impl Iterator<Item = &'a Span>, answered: bool) -> Option<&'static str> {
+pub fn failure_reason<'a>(
+    spans: impl Iterator<Item = &'a Span>,
+    answered: bool,
+) -> Option<&'static str> {
     let mut messages: Vec<String> = Vec::new();
     let mut codes: Vec<i64> = Vec::new();
     for span in spans {
@@ -128,7 +136,9 @@ pub fn failure_reason<'a>(spans: impl Iterator<Item = &'a Span>, answered: bool)
     let has = |needle: &str| text.contains(needle);
     let coded = |code: i64| codes.contains(&code);
     if CLIENT_ERROR_CODES.iter().any(|c| has(c))
-        || codes.iter().any(|c| (400..500).contains(c) && !NOT_CLIENT.contains(c))
+        || codes
+            .iter()
+            .any(|c| (400..500).contains(c) && !NOT_CLIENT.contains(c))
     {
         return Some(FAILURE_INVALID);
     }
@@ -180,20 +190,44 @@ mod tests {
     #[test]
     fn reasons_in_documented_order() {
         let error = |m: &str| span("gateway.request", vec![], 2, m);
-        let code = |c: i64| span("envoy", vec![("http.response.status_code", Value::Int(c))], 0, "");
+        let code = |c: i64| {
+            span(
+                "envoy",
+                vec![("http.response.status_code", Value::Int(c))],
+                0,
+                "",
+            )
+        };
         assert_eq!(
-            reason(&[error("inference error: Internal - request cannot be admitted: x")], true),
+            reason(
+                &[error(
+                    "inference error: Internal - request cannot be admitted: x"
+                )],
+                true
+            ),
             Some(FAILURE_SHED)
         );
-        assert_eq!(reason(&[error("ResourceExhausted - queue timed out")], true), Some(FAILURE_TIMEOUT));
-        assert_eq!(reason(&[error("inference error: BadRequest - no")], true), Some(FAILURE_INVALID));
+        assert_eq!(
+            reason(&[error("ResourceExhausted - queue timed out")], true),
+            Some(FAILURE_TIMEOUT)
+        );
+        assert_eq!(
+            reason(&[error("inference error: BadRequest - no")], true),
+            Some(FAILURE_INVALID)
+        );
         assert_eq!(reason(&[code(429)], true), Some(FAILURE_SHED));
         assert_eq!(reason(&[code(404)], true), Some(FAILURE_INVALID));
         assert_eq!(reason(&[code(499)], true), Some(FAILURE_ABORTED));
         assert_eq!(reason(&[code(503)], true), Some(FAILURE_ERROR));
-        assert_eq!(reason(&[error("context canceled")], true), Some(FAILURE_ABORTED));
+        assert_eq!(
+            reason(&[error("context canceled")], true),
+            Some(FAILURE_ABORTED)
+        );
         assert_eq!(reason(&[error("boom")], true), Some(FAILURE_ERROR));
-        assert_eq!(reason(&[error("timed"), error("out")], true), Some(FAILURE_TIMEOUT));
+        assert_eq!(
+            reason(&[error("timed"), error("out")], true),
+            Some(FAILURE_TIMEOUT)
+        );
         assert_eq!(reason(&[code(200)], true), None);
         assert_eq!(reason(&[code(200)], false), Some(FAILURE_ABORTED));
     }
@@ -218,13 +252,32 @@ mod tests {
 
     #[test]
     fn shapes_of_the_sidecar_and_scheduler() {
-        assert_eq!(leg(&span("llm_d.pd_proxy.decode", vec![], 0, "")), Some(Leg::Decode));
-        assert!(is_sidecar_routing(&span("llm_d.pd_proxy.POST /v1/chat/completions", vec![], 0, "")));
-        assert!(!is_sidecar_routing(&span("llm_d.pd_proxy.prefill", vec![], 0, "")));
+        assert_eq!(
+            leg(&span("llm_d.pd_proxy.decode", vec![], 0, "")),
+            Some(Leg::Decode)
+        );
+        assert!(is_sidecar_routing(&span(
+            "llm_d.pd_proxy.POST /v1/chat/completions",
+            vec![],
+            0,
+            ""
+        )));
+        assert!(!is_sidecar_routing(&span(
+            "llm_d.pd_proxy.prefill",
+            vec![],
+            0,
+            ""
+        )));
         let scorers = vec!["latency-scorer".to_string()];
         let scorer = span("llm_d.epp.scorer.latency-scorer", vec![], 0, "");
-        assert_eq!(routing([&scorer].into_iter(), &scorers), Some(ROUTING_PREDICTED));
+        assert_eq!(
+            routing([&scorer].into_iter(), &scorers),
+            Some(ROUTING_PREDICTED)
+        );
         let other = span("run_scheduler_profile", vec![], 0, "");
-        assert_eq!(routing([&other].into_iter(), &scorers), Some(ROUTING_DEFAULT));
+        assert_eq!(
+            routing([&other].into_iter(), &scorers),
+            Some(ROUTING_DEFAULT)
+        );
     }
 }

@@ -4,7 +4,7 @@
 //! Spans are few per trace (`join.max_spans_per_trace`, 64 by default), so they are kept in a
 //! vector in arrival order and children are found by a scan: no per-trace index to pay for.
 
-use crate::join::ordered::SmallSet;
+use crate::join::ordered::{Few, SmallSet};
 use crate::span::Span;
 
 pub type SpanId = [u8; 8];
@@ -20,7 +20,7 @@ pub struct Held {
     pub bare: bool,
     /// Its bytes as the configured measure counts them (fixed at intake, so removal gives back
     /// exactly what adding took).
-    pub size: usize,
+    pub size: u32,
 }
 
 impl Held {
@@ -37,15 +37,15 @@ impl Held {
 pub struct Trace {
     pub first_seen: f64,
     pub size: usize,
-    pub spans: Vec<Held>,
+    pub spans: Few<Held>,
     /// Anchors not yet emitted, with their arrival time, in arrival order.
-    pub anchors: Vec<(SpanId, f64)>,
+    pub anchors: Few<(SpanId, f64)>,
     /// Gateway spans not yet resolved.
-    pub gateways: Vec<SpanId>,
+    pub gateways: Few<SpanId>,
     /// Spans that carry nothing: the first to go when the trace is full.
-    pub bare: Vec<SpanId>,
-    pub request_ids: Vec<Box<str>>,
-    pub anchor_request_ids: Vec<Box<str>>,
+    pub bare: Few<SpanId>,
+    pub request_ids: Few<Box<str>>,
+    pub anchor_request_ids: Few<Box<str>>,
     pub lent: bool,
     pub emitted: bool,
 }
@@ -71,7 +71,7 @@ impl Trace {
     }
 
     pub fn add(&mut self, held: Held) {
-        self.size += held.size;
+        self.size += held.size as usize;
         self.spans.push(held);
     }
 
@@ -79,7 +79,7 @@ impl Trace {
     pub fn remove(&mut self, id: &SpanId) -> usize {
         match self.spans.iter().position(|h| h.span.span_id == *id) {
             Some(i) => {
-                let size = self.spans.remove(i).size;
+                let size = self.spans.remove(i).size as usize;
                 self.size -= size;
                 size
             }
@@ -90,10 +90,10 @@ impl Trace {
     /// Every span left (their request was emitted); returns the bytes given back.
     pub fn clear(&mut self) -> usize {
         let size = std::mem::take(&mut self.size);
-        self.spans = Vec::new();
-        self.anchors = Vec::new();
-        self.gateways = Vec::new();
-        self.bare = Vec::new();
+        self.spans.clear();
+        self.anchors.clear();
+        self.gateways.clear();
+        self.bare.clear();
         size
     }
 
@@ -154,7 +154,12 @@ pub const DROP_DUPLICATE: &str = "duplicate";
 pub const DROP_LATE: &str = "late";
 
 impl Seen {
-    pub fn remember(&mut self, spans: impl Iterator<Item = (SpanId, Option<SpanId>)>, claimed: bool, cap: usize) {
+    pub fn remember(
+        &mut self,
+        spans: impl Iterator<Item = (SpanId, Option<SpanId>)>,
+        claimed: bool,
+        cap: usize,
+    ) {
         for (id, parent) in spans {
             self.seen.add(id);
             if claimed {
@@ -173,7 +178,9 @@ impl Seen {
         if self.seen.contains(&span.span_id) {
             return Some(DROP_DUPLICATE);
         }
-        let under_claimed = span.parent_span_id.is_some_and(|p| self.claimed.contains(&p));
+        let under_claimed = span
+            .parent_span_id
+            .is_some_and(|p| self.claimed.contains(&p));
         if self.parents.contains(&span.span_id) || under_claimed {
             return Some(DROP_LATE);
         }

@@ -6,19 +6,25 @@ request id off, unanswered gateway requests not aborted, a request-id pattern of
 from __future__ import annotations
 
 import random
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from bench import payloads
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from sloscope._native import NativeAssembler, SpanBatch
 from sloscope.attributes import Mapping
 from sloscope.config import Attributes, Join
+from sloscope.processors import span_shapes
 from sloscope.processors.assembler import TraceAssembler
 from sloscope.processors.native_assembler import NativeTraceAssembler
+from sloscope.processors.trace_state import span_bytes
+from sloscope.receivers.otlp_decode import decode_request
 from sloscope.records import JoinedRequest
 from tests.support.join_traces import deliveries
 
@@ -124,7 +130,7 @@ def test_the_batch_is_taken_and_native_bytes_are_what_rust_holds() -> None:
     the byte cap bounds (the oldest trace evicted, as with the reference's estimate)."""
     steps = [s for s in deliveries(random.Random(7), 50) if s[0] == "spans"]
     join = Join()
-    native = NativeAssembler(join, Mapping(Attributes()).rules(), __import__("re").compile(join.request_id_pattern))
+    native = NativeAssembler(join, Mapping(Attributes()).rules(), re.compile(join.request_id_pattern))
     batch = SpanBatch.from_spans(steps[0][1])
     native.consume(batch, 0.0)
     assert len(batch) == 0
@@ -135,3 +141,27 @@ def test_the_batch_is_taken_and_native_bytes_are_what_rust_holds() -> None:
     for _, spans in steps:
         capped.consume(spans)
         assert capped.pending_bytes <= 4_000
+
+
+def test_a_waiting_two_span_trace_of_the_bench_payloads_holds_about_1_3_kib_natively() -> None:
+    """bench/payloads.py's traces (gateway.request and llm_request), decoded as the receivers decode
+    them and kept waiting (the gateway span's caller has not come, and no SLO header settles it): the
+    native join holds 1,366 bytes a trace by its count (structs, strings, attributes, list and deadline
+    entries, map entry), where the reference estimates 3,412 bytes of Python objects."""
+    join = Join()
+    keep = Mapping(Attributes()).span_keys(join.anchor_attribute, *span_shapes.KEYS)
+    waiting = Mapping(Attributes(slo_ttft_ms=["-"], slo_tpot_ms=["-"]))
+    native = NativeAssembler(join, waiting.rules(), re.compile(join.request_id_pattern))
+    estimated = 0
+    for payload in payloads.build(2_048).payloads:
+        request = ExportTraceServiceRequest()
+        request.ParseFromString(payload)
+        spans = decode_request(request, keep).spans
+        for span in spans:
+            span.parent_span_id = span.parent_span_id or "00000000000000aa"
+            estimated += span_bytes(span)
+        native.consume(SpanBatch.from_spans(spans), 0.0)
+    assert native.pending == 1_024
+    per_trace = native.pending_bytes / native.pending
+    assert 1_300 < per_trace < 1_400
+    assert estimated / native.pending > 3_300

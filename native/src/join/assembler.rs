@@ -42,6 +42,8 @@ pub struct Settings {
     pub latency_scorer_types: Vec<String>,
     /// Bytes counted per pending trace beyond its spans (0 when measuring as the reference does).
     pub trace_overhead: usize,
+    /// Count the request-id index too (not when measuring as the reference does).
+    pub count_index: bool,
 }
 
 /// The request an anchor belongs to: its gateway's, else its parent's and request id's.
@@ -78,6 +80,8 @@ pub struct Assembler {
     traces: OrderedMap<TraceId, Trace>,
     evicting: Option<TraceId>,
     span_bytes: usize,
+    /// Bytes of the request-id index's entries (`companions_by_rid`).
+    index_bytes: usize,
     anchor_deadlines: VecDeque<(f64, TraceId, SpanId)>,
     gateway_deadlines: VecDeque<(f64, TraceId, SpanId)>,
     done: OrderedMap<TraceId, Seen>,
@@ -121,6 +125,7 @@ impl Assembler {
             traces: OrderedMap::default(),
             evicting: None,
             span_bytes: 0,
+            index_bytes: 0,
             anchor_deadlines: VecDeque::new(),
             gateway_deadlines: VecDeque::new(),
             done: OrderedMap::default(),
@@ -139,7 +144,15 @@ impl Assembler {
 
     /// The bytes held for pending traces: their spans, plus a fixed part per trace.
     pub fn pending_bytes(&self) -> usize {
-        self.span_bytes + self.cfg.trace_overhead * self.traces.len()
+        self.span_bytes + self.index_bytes + self.cfg.trace_overhead * self.traces.len()
+    }
+
+    /// What an entry of the request-id index holds: its slot in the hash table and its text.
+    fn index_entry_bytes(&self, rid: &str) -> usize {
+        if !self.cfg.count_index {
+            return 0;
+        }
+        (std::mem::size_of::<(Box<str>, TraceId)>() + 1) * 8 / 7 + rid.len()
     }
 
     fn dropped(&mut self, reason: &'static str, n: u64) {
@@ -307,8 +320,19 @@ impl Assembler {
         };
         if keep {
             // A trace with the gateway span keeps the id.
-            self.companions_by_rid.insert(rid.clone(), tid);
-            self.t_mut(&tid).request_ids.push(rid.clone());
+            if self.companions_by_rid.insert(rid.clone(), tid).is_none() {
+                self.index_bytes += self.index_entry_bytes(&rid);
+            }
+            // The trace's own list of the ids it indexed.
+            let listed = if self.cfg.count_index {
+                std::mem::size_of::<Box<str>>() + rid.len()
+            } else {
+                0
+            };
+            self.span_bytes += listed;
+            let trace = self.t_mut(&tid);
+            trace.size += listed;
+            trace.request_ids.push(rid.clone());
         }
         if let Some((wt, ws)) = self.anchors_by_rid.remove(&rid) {
             if wt != tid && self.live(&wt).is_some_and(|o| o.is_anchor(&ws)) {
@@ -662,6 +686,7 @@ impl Assembler {
         for rid in &trace.request_ids {
             if self.companions_by_rid.get(rid) == Some(tid) {
                 self.companions_by_rid.remove(rid);
+                self.index_bytes -= self.index_entry_bytes(rid);
             }
         }
         for rid in &trace.anchor_request_ids {
@@ -866,6 +891,7 @@ impl Assembler {
         self.anchor_deadlines.clear();
         self.gateway_deadlines.clear();
         self.companions_by_rid.clear();
+        self.index_bytes = 0;
         self.anchors_by_rid.clear();
         flushed
     }

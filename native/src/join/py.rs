@@ -325,6 +325,7 @@ impl NativeAssembler {
             unanswered_are_aborted: attr(join, "unanswered_are_aborted")?,
             latency_scorer_types: attr(join, "latency_scorer_types")?,
             trace_overhead: if python_bytes { 0 } else { trace_overhead() },
+            count_index: !python_bytes,
         };
         let text: String = attr(join, "request_id_pattern")?;
         let rules = Arc::new(rules_from_py(rules)?);

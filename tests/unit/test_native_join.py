@@ -16,10 +16,13 @@ from bench import payloads
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from prometheus_client import CollectorRegistry, generate_latest
 
 from sloscope._native import NativeAssembler, SpanBatch
 from sloscope.attributes import Mapping
-from sloscope.config import Attributes, Join
+from sloscope.config import Attributes, Join, Settings
+from sloscope.loading import default_spec
+from sloscope.pipeline import Pipeline
 from sloscope.processors import span_shapes
 from sloscope.processors.assembler import TraceAssembler
 from sloscope.processors.native_assembler import NativeTraceAssembler
@@ -165,3 +168,21 @@ def test_a_waiting_two_span_trace_of_the_bench_payloads_holds_about_1_3_kib_nati
     per_trace = native.pending_bytes / native.pending
     assert 1_300 < per_trace < 1_400
     assert estimated / native.pending > 3_300
+
+
+def test_the_pipeline_joins_natively_when_told_and_publishes_the_same_series() -> None:
+    def published(engine: str) -> tuple[str, list[str]]:
+        registry = CollectorRegistry()
+        pipeline = Pipeline(Settings.model_validate({"join": {"engine": engine}}), default_spec(), registry)
+        for kind, value in deliveries(random.Random(3), 300):
+            if kind == "spans":
+                pipeline.assembler.consume(value)
+        pipeline.assembler.flush()
+        lines = generate_latest(registry).decode().splitlines()
+        return type(pipeline.assembler).__name__, [
+            s for s in lines if s.startswith("sloscope_") and "_created" not in s
+        ]
+
+    (python, reference), (native, series) = published("python"), published("native")
+    assert (python, native) == ("TraceAssembler", "NativeTraceAssembler")
+    assert series == reference and len(series) > 500

@@ -10,9 +10,11 @@ gateway spans went to a trace of their own (joined by request id), traces with n
 Then they are delivered as exporters deliver them: interleaved, in random order, split into batches,
 with spans lost, resent (duplicates, retries) or late, and with the clock moving between batches
 across every window. The shapes follow llm-d-router ebab6879 (``pkg/epp/handlers/server.go:460``,
-``pkg/epp/requestcontrol/director.go:242-267``, ``pkg/epp/scheduling/scheduler_profile.go:153-382``,
-``pkg/sidecar/proxy/connector_nixlv2.go``) and vLLM 0.33.0's ``llm_request`` span, as
-``sloscope.testing`` and tests/unit/test_assembler_upstream.py pin them.
+``pkg/epp/requestcontrol/director.go:242-267``, ``pkg/epp/scheduling/scheduler_profile.go:153-382``; the
+sidecar's ``forward_request`` at ``pkg/sidecar/proxy/chat_completions.go:66``, its ``prefill`` / ``decode``
+legs at ``connector_nixlv2.go:87,296`` and ``llm_d.pd_proxy.prefill`` / ``.decode`` at
+``connector_mooncake.go:201,243``) and vLLM 0.33.0's ``llm_request`` span, as ``sloscope.testing`` and
+tests/unit/test_assembler_upstream.py pin them.
 """
 
 from __future__ import annotations

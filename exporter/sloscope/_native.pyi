@@ -1,8 +1,10 @@
-"""Type stubs of the native core (native/, compiled into sloscope._native)."""
+"""Types of the native core (native/, Rust with PyO3), for mypy."""
 
+import re
 from collections.abc import Iterable
 
-from sloscope.records import Span
+from sloscope.config import Join
+from sloscope.records import JoinedRequest, Span
 
 __version__: str
 
@@ -13,3 +15,18 @@ class SpanBatch:
     def from_spans(spans: Iterable[Span]) -> SpanBatch: ...
     def to_spans(self) -> list[Span]: ...
     def __len__(self) -> int: ...
+
+# The trace join (native/src/join): (kind "dropped" or "outcome", reason, count) in first-seen order.
+_Counts = list[tuple[str, str, int]]
+
+class NativeAssembler:
+    def __init__(
+        self, join: Join, rules: dict[str, object], pattern: re.Pattern[str], python_bytes: bool = False
+    ) -> None: ...
+    def consume(self, batch: SpanBatch, now: float) -> tuple[list[JoinedRequest], _Counts]: ...
+    def expire(self, now: float) -> tuple[list[JoinedRequest], _Counts]: ...
+    def flush(self) -> tuple[int, list[JoinedRequest], _Counts]: ...
+    @property
+    def pending(self) -> int: ...
+    @property
+    def pending_bytes(self) -> int: ...

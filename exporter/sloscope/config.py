@@ -293,8 +293,8 @@ class Join(_Section):
     max_pending_bytes: int = Field(
         default=512 * 1024 * 1024,
         gt=0,
-        description="Estimated bytes of the spans held in pending traces; beyond it the oldest trace is evicted, "
-        "as with max_pending_traces.",
+        description="Estimated bytes of the spans held in pending traces (with the native engine, the bytes it "
+        "holds); beyond it the oldest trace is evicted, as with max_pending_traces.",
     )
     max_done_traces: int = Field(
         default=200_000, gt=0, description="Emitted traces remembered to drop their duplicate and late spans."

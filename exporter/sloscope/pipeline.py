@@ -20,6 +20,7 @@ from sloscope.config import Settings
 from sloscope.processors import span_shapes
 from sloscope.processors.assembler import TraceAssembler
 from sloscope.processors.evaluator import RequestPublisher, SLOEvaluator
+from sloscope.processors.native_assembler import NativeTraceAssembler
 from sloscope.processors.queue import SpanQueue
 from sloscope.publishers.prometheus import PrometheusPublisher
 from sloscope.receivers.intake import Intake
@@ -57,7 +58,9 @@ class Pipeline:
             model_of_pool={pool.name: pool.model for pool in settings.pools if pool.model},
         )
         self.evaluator = SLOEvaluator(spec, (publisher, *extra_publishers))
-        self.assembler = TraceAssembler(
+        # join.engine: the native core, or the Python reference it is tested against (the same rules).
+        engine = NativeTraceAssembler if settings.join.engine == "native" else TraceAssembler
+        self.assembler: TraceAssembler | NativeTraceAssembler = engine(
             settings.join,
             mapping,
             self.evaluator,

@@ -9,9 +9,14 @@ use pyo3::prelude::*;
 
 pub mod span;
 
+// The trace join (native/src/join).
+pub mod join;
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<span::SpanBatch>()?;
+    // The trace join.
+    m.add_class::<join::py::NativeAssembler>()?;
     Ok(())
 }

@@ -14,6 +14,9 @@ from sloscope.processors.assembler import TraceAssembler
 from sloscope.processors.trace_state import span_bytes
 from sloscope.records import JoinedRequest
 from sloscope.testing import gateway_attributes, span, vllm_attributes
+from tests.support.engines import assembler_engine  # noqa: F401  (the fixture below)
+
+pytestmark = pytest.mark.usefixtures("assembler_engine")  # every test on both engines
 
 
 class Clock:

@@ -23,6 +23,9 @@ from sloscope.demo.records import Completion
 from sloscope.demo.truth import GroundTruth
 from tests.support.demo_calls import T0, Captured, choices, decision, disaggregated, request, session, single
 from tests.support.demo_join import counted, process_of
+from tests.support.engines import assembler_engine  # noqa: F401  (the fixture below)
+
+pytestmark = pytest.mark.usefixtures("assembler_engine")  # every test on both engines
 
 
 def truth_of(records: list[CallRecord]) -> GroundTruth:

@@ -1,0 +1,71 @@
+"""The trace assembler of the native core (``sloscope._native.NativeAssembler``), with the interface
+of :class:`sloscope.processors.assembler.TraceAssembler`, its reference.
+
+The join runs in Rust on a :class:`sloscope._native.SpanBatch` (the native decoder's output), whose
+spans it takes: Python holds nothing per span, and sees one :class:`JoinedRequest` per LLM call.
+The rules are the reference's, held to it by differential tests (tests/unit/test_native_join.py);
+only ``pending_bytes`` means something else: the bytes Rust holds for pending traces, which
+``join.max_pending_bytes`` bounds, rather than the reference's estimate of Python objects.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Sequence
+
+from sloscope._native import NativeAssembler, SpanBatch
+from sloscope.attributes import Mapping
+from sloscope.config import Join
+from sloscope.processors.assembler import Count, Emit
+from sloscope.records import JoinedRequest, Span
+
+_Counts = list[tuple[str, str, int]]
+
+
+class NativeTraceAssembler:
+    """Groups spans by trace id and emits joined requests, natively. Single-threaded, as the reference."""
+
+    def __init__(
+        self,
+        join: Join,
+        mapping: Mapping,
+        emit: Emit,
+        *,
+        count_dropped: Count,
+        count_outcome: Count,
+        clock: Callable[[], float] = time.monotonic,
+        reference_bytes: bool = False,
+    ) -> None:
+        """``reference_bytes`` counts pending bytes as the reference estimates them (for tests that
+        compare the two under ``join.max_pending_bytes``)."""
+        self._native = NativeAssembler(join, mapping.rules(), re.compile(join.request_id_pattern), reference_bytes)
+        self._emit = emit
+        self._count = {"dropped": count_dropped, "outcome": count_outcome}
+        self._clock = clock
+
+    @property
+    def pending(self) -> int:
+        return int(self._native.pending)
+
+    @property
+    def pending_bytes(self) -> int:
+        return int(self._native.pending_bytes)
+
+    def consume(self, spans: SpanBatch | Sequence[Span]) -> None:
+        batch = spans if isinstance(spans, SpanBatch) else SpanBatch.from_spans(spans)
+        self._deliver(*self._native.consume(batch, self._clock()))
+
+    def expire(self, now: float | None = None) -> None:
+        self._deliver(*self._native.expire(self._clock() if now is None else now))
+
+    def flush(self) -> int:
+        flushed, requests, counts = self._native.flush()
+        self._deliver(requests, counts)
+        return int(flushed)
+
+    def _deliver(self, requests: list[JoinedRequest], counts: _Counts) -> None:
+        for kind, reason, n in counts:
+            self._count[kind](reason, n)
+        for request in requests:
+            self._emit(request)

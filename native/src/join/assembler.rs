@@ -1,0 +1,983 @@
+//! The trace assembler: held spans in, one joined request per LLM call out. A line-for-line port
+//! of `sloscope.processors.assembler.TraceAssembler` (whose module docstring states the rules);
+//! the differential tests (tests/unit/test_native_join.py) hold the two to the same requests, in
+//! the same order, and the same counters.
+//!
+//! Python objects are identified here by ids: a span by its span id within its trace, a trace by
+//! its trace id. Where the reference works on a trace it has already taken out of its map (an
+//! eviction), the trace stays in the map marked `evicting`, invisible to lookups of other traces.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+
+use crate::join::build::{self, Builder, Joined};
+use crate::join::ordered::OrderedMap;
+use crate::join::rules::{Field, Rules};
+use crate::join::shapes;
+use crate::join::trace::{Held, Seen, SpanId, Trace, TraceId, DROP_DUPLICATE};
+use crate::span::Value;
+
+pub const OUTCOME_JOINED: &str = "joined";
+pub const OUTCOME_JOINED_BY_REQUEST_ID: &str = "joined_by_request_id";
+pub const OUTCOME_ANCHOR_ONLY: &str = "anchor_only";
+pub const OUTCOME_NO_ANCHOR: &str = "no_anchor";
+pub const OUTCOME_EVICTED: &str = "evicted";
+pub const OUTCOME_FAILED: &str = "failed";
+pub const DROP_PENDING_CAP: &str = "pending_cap";
+pub const DROP_TRACE_TOO_LARGE: &str = "trace_too_large";
+
+/// The `Join` settings the assembler reads.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub window_seconds: f64,
+    pub trace_ttl_seconds: f64,
+    pub failure_window_seconds: f64,
+    pub max_request_seconds: f64,
+    pub by_request_id: bool,
+    pub max_pending_traces: usize,
+    pub max_spans_per_trace: usize,
+    pub max_pending_bytes: usize,
+    pub max_done_traces: usize,
+    pub unanswered_are_aborted: bool,
+    pub latency_scorer_types: Vec<String>,
+    /// Bytes counted per pending trace beyond its spans (0 when measuring as the reference does).
+    pub trace_overhead: usize,
+    /// Count the request-id index too (not when measuring as the reference does).
+    pub count_index: bool,
+}
+
+/// The request an anchor belongs to: its gateway's, else its parent's and request id's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Key {
+    Gateway(SpanId),
+    Parent(Option<SpanId>, Box<str>),
+}
+
+/// What `count_dropped` / `count_outcome` receive, summed per reason in first-seen order.
+#[derive(Default)]
+pub struct Counts {
+    pub items: Vec<(bool, &'static str, u64)>, // (is a drop, reason, n)
+}
+
+impl Counts {
+    fn add(&mut self, dropped: bool, reason: &'static str, n: u64) {
+        match self
+            .items
+            .iter_mut()
+            .find(|(d, r, _)| *d == dropped && *r == reason)
+        {
+            Some(item) => item.2 += n,
+            None => self.items.push((dropped, reason, n)),
+        }
+    }
+}
+
+pub struct Assembler {
+    cfg: Settings,
+    rules: Arc<Rules>,
+    builder: Builder,
+    done_cap: usize,
+    traces: OrderedMap<TraceId, Trace>,
+    evicting: Option<TraceId>,
+    span_bytes: usize,
+    /// Bytes of the request-id index's entries (`companions_by_rid`).
+    index_bytes: usize,
+    anchor_deadlines: VecDeque<(f64, TraceId, SpanId)>,
+    gateway_deadlines: VecDeque<(f64, TraceId, SpanId)>,
+    done: OrderedMap<TraceId, Seen>,
+    companions_by_rid: HashMap<Box<str>, TraceId>,
+    anchors_by_rid: HashMap<Box<str>, (TraceId, SpanId)>,
+    answered: HashSet<Box<str>>,
+    answered_order: VecDeque<Box<str>>,
+    pub out: Vec<Joined>,
+    pub counts: Counts,
+}
+
+type Ids = Vec<SpanId>;
+
+fn held<'a>(trace: &'a Trace, ids: &[SpanId]) -> Vec<&'a Held> {
+    ids.iter().filter_map(|id| trace.get(id)).collect()
+}
+
+fn ids(spans: &[&Held]) -> Ids {
+    spans.iter().map(|h| h.id()).collect()
+}
+
+/// A sibling of the gateway span that started before it and ended after it: the same call's.
+fn encloses(span: &Held, gateway: &Held) -> bool {
+    span.parent() == gateway.parent()
+        && span.span.start_ns <= gateway.span.start_ns
+        && span.span.end_ns >= gateway.span.end_ns
+}
+
+impl Assembler {
+    pub fn new(cfg: Settings, rules: Arc<Rules>) -> Assembler {
+        let builder = Builder {
+            rules: rules.clone(),
+            latency_scorers: cfg.latency_scorer_types.clone(),
+            unanswered_are_aborted: cfg.unanswered_are_aborted,
+        };
+        Assembler {
+            done_cap: 4 * cfg.max_spans_per_trace,
+            cfg,
+            rules,
+            builder,
+            traces: OrderedMap::default(),
+            evicting: None,
+            span_bytes: 0,
+            index_bytes: 0,
+            anchor_deadlines: VecDeque::new(),
+            gateway_deadlines: VecDeque::new(),
+            done: OrderedMap::default(),
+            companions_by_rid: HashMap::new(),
+            anchors_by_rid: HashMap::new(),
+            answered: HashSet::new(),
+            answered_order: VecDeque::new(),
+            out: Vec::new(),
+            counts: Counts::default(),
+        }
+    }
+
+    pub fn pending(&self) -> usize {
+        self.traces.len()
+    }
+
+    /// The bytes held for pending traces: their spans, plus a fixed part per trace.
+    pub fn pending_bytes(&self) -> usize {
+        self.span_bytes + self.index_bytes + self.cfg.trace_overhead * self.traces.len()
+    }
+
+    /// What an entry of the request-id index holds: its slot in the hash table and its text.
+    fn index_entry_bytes(&self, rid: &str) -> usize {
+        if !self.cfg.count_index {
+            return 0;
+        }
+        (std::mem::size_of::<(Box<str>, TraceId)>() + 1) * 8 / 7 + rid.len()
+    }
+
+    fn dropped(&mut self, reason: &'static str, n: u64) {
+        self.counts.add(true, reason, n);
+    }
+
+    fn outcome(&mut self, outcome: &'static str, n: u64) {
+        self.counts.add(false, outcome, n);
+    }
+
+    /// A trace as the reference's `self._traces.get` sees it (not one being evicted).
+    fn live(&self, tid: &TraceId) -> Option<&Trace> {
+        if self.evicting == Some(*tid) {
+            return None;
+        }
+        self.traces.get(tid)
+    }
+
+    fn t(&self, tid: &TraceId) -> &Trace {
+        self.traces
+            .get(tid)
+            .expect("the trace being worked on is held")
+    }
+
+    fn t_mut(&mut self, tid: &TraceId) -> &mut Trace {
+        self.traces
+            .get_mut(tid)
+            .expect("the trace being worked on is held")
+    }
+
+    // ---- input --------------------------------------------------------------------------
+
+    pub fn consume(&mut self, spans: Vec<Held>, now: f64) {
+        let mut touched: Vec<TraceId> = Vec::new();
+        let mut seen: HashSet<TraceId> = HashSet::new();
+        for span in spans {
+            let tid = span.span.trace_id;
+            if self.add(span, now) && seen.insert(tid) {
+                touched.push(tid);
+            }
+        }
+        for tid in touched {
+            if self.live(&tid).is_some() {
+                self.try_complete(tid);
+            }
+        }
+        self.expire(now);
+    }
+
+    fn add(&mut self, span: Held, now: f64) -> bool {
+        let tid = span.span.trace_id;
+        if let Some(verdict) = self.done.get(&tid).and_then(|d| d.verdict(&span.span)) {
+            self.dropped(verdict, 1);
+            return false;
+        }
+        match self.traces.get(&tid) {
+            None => self.open(tid, now),
+            Some(trace) if trace.holds(&span.id()) => {
+                self.dropped(DROP_DUPLICATE, 1);
+                return false;
+            }
+            Some(_) => {}
+        }
+        if !self.make_room(&tid, &span) || !self.fit_bytes(&tid, span.size as usize) {
+            self.dropped(DROP_TRACE_TOO_LARGE, 1);
+            self.close_if_finished(&tid);
+            return false;
+        }
+        let (sid, anchor, gateway, bare) = (span.id(), span.anchor, span.gateway, span.bare);
+        self.span_bytes += span.size as usize;
+        let trace = self.t_mut(&tid);
+        trace.add(span);
+        if anchor {
+            trace.anchors.push((sid, now));
+            self.anchor_deadlines
+                .push_back((now + self.cfg.window_seconds, tid, sid));
+            return true;
+        }
+        if gateway {
+            trace.gateways.push(sid);
+            self.gateway_deadlines
+                .push_back((now + self.cfg.failure_window_seconds, tid, sid));
+        } else if bare {
+            trace.bare.push(sid);
+        }
+        let trace = self.t(&tid);
+        if self.cfg.by_request_id && trace.anchors.is_empty() && !trace.emitted {
+            self.index_companion(tid, sid);
+        }
+        true
+    }
+
+    fn make_room(&mut self, tid: &TraceId, span: &Held) -> bool {
+        let trace = self.t(tid);
+        if trace.spans.len() < self.cfg.max_spans_per_trace {
+            return true;
+        }
+        if span.bare || trace.bare.is_empty() {
+            return false;
+        }
+        let trace = self.t_mut(tid);
+        let evicted = trace.bare.remove(0); // a span that carries nothing makes way for one that does
+        let size = trace.remove(&evicted);
+        self.span_bytes -= size;
+        self.dropped(DROP_TRACE_TOO_LARGE, 1);
+        true
+    }
+
+    /// Evicts the oldest other traces until `size` more bytes fit under `join.max_pending_bytes`.
+    fn fit_bytes(&mut self, tid: &TraceId, size: usize) -> bool {
+        while self.pending_bytes() + size > self.cfg.max_pending_bytes {
+            let victim = self.traces.keys().find(|t| *t != tid).copied();
+            let Some(victim) = victim else { return false };
+            self.evict(victim);
+        }
+        true
+    }
+
+    fn open(&mut self, tid: TraceId, now: f64) {
+        while self.traces.len() >= self.cfg.max_pending_traces {
+            let Some(oldest) = self.traces.first() else {
+                break;
+            };
+            self.evict(oldest);
+        }
+        self.traces.insert(tid, Trace::new(now));
+    }
+
+    /// A pending-trace cap is reached: the trace leaves early, its requests emitted with what they have.
+    fn evict(&mut self, tid: TraceId) {
+        self.evicting = Some(tid);
+        self.forget_request_ids(&tid);
+        if self.t(&tid).anchors.is_empty() {
+            let n = self.t(&tid).spans.len() as u64;
+            self.dropped(DROP_PENDING_CAP, n);
+        } else {
+            loop {
+                let trace = self.t(&tid);
+                let Some(&(first, _)) = trace.anchors.first() else {
+                    break;
+                };
+                let before = trace.anchors.len();
+                self.finish_with_what_it_has(tid, first, OUTCOME_EVICTED);
+                if self.t(&tid).anchors.len() == before {
+                    break; // never: an emitted group takes its anchors with it
+                }
+            }
+        }
+        self.evicting = None;
+        let trace = self.traces.remove(&tid).expect("held");
+        self.span_bytes -= trace.size;
+        self.remember(tid, trace.spans.iter().map(|h| (h.id(), h.parent())), false);
+    }
+
+    fn index_companion(&mut self, tid: TraceId, sid: SpanId) {
+        let trace = self.t(&tid);
+        let Some(rid) = trace.get(&sid).and_then(|h| h.rid.clone()) else {
+            return;
+        };
+        let has_gateways = !trace.gateways.is_empty();
+        let indexed = self.companions_by_rid.get(&rid).copied();
+        let keep = match indexed.and_then(|i| self.live(&i).map(|t| (i, t))) {
+            None => true,
+            Some((i, t)) => i == tid || t.gateways.is_empty() || has_gateways,
+        };
+        if keep {
+            // A trace with the gateway span keeps the id.
+            if self.companions_by_rid.insert(rid.clone(), tid).is_none() {
+                self.index_bytes += self.index_entry_bytes(&rid);
+            }
+            // The trace's own list of the ids it indexed.
+            let listed = if self.cfg.count_index {
+                std::mem::size_of::<Box<str>>() + rid.len()
+            } else {
+                0
+            };
+            self.span_bytes += listed;
+            let trace = self.t_mut(&tid);
+            trace.size += listed;
+            trace.request_ids.push(rid.clone());
+        }
+        if let Some((wt, ws)) = self.anchors_by_rid.remove(&rid) {
+            if wt != tid && self.live(&wt).is_some_and(|o| o.is_anchor(&ws)) {
+                self.lend(&tid);
+                let other = self.t(&wt);
+                let key = self.key(other, other.get(&ws).expect("anchors are held"));
+                self.emit_group(wt, key, OUTCOME_JOINED_BY_REQUEST_ID, Some(tid), None, None);
+            }
+        }
+    }
+
+    /// A trace whose companions answered another trace's anchor: its gateway spans are accounted for.
+    fn lend(&mut self, tid: &TraceId) {
+        let trace = self.t_mut(tid);
+        trace.lent = true;
+        trace.gateways.clear();
+    }
+
+    // ---- grouping -----------------------------------------------------------------------
+
+    fn key(&self, trace: &Trace, anchor: &Held) -> Key {
+        if let Some(above) = trace.ancestors(anchor).into_iter().find(|h| h.gateway) {
+            return Key::Gateway(above.id());
+        }
+        let rid: Box<str> = anchor.rid.clone().unwrap_or_default();
+        if !rid.is_empty() {
+            // The caller's traceparent won at the gateway: a sibling.
+            for gid in &trace.gateways {
+                if self.request_ids_under(trace, gid).contains(&&*rid) {
+                    return Key::Gateway(*gid);
+                }
+            }
+        }
+        Key::Parent(anchor.parent(), rid)
+    }
+
+    fn request_ids_under<'a>(&self, trace: &'a Trace, gid: &SpanId) -> Vec<&'a str> {
+        let Some(gateway) = trace.get(gid) else {
+            return Vec::new();
+        };
+        let mut out: Vec<&str> = Vec::new();
+        for span in std::iter::once(gateway).chain(trace.descendants(gid)) {
+            if !span.anchor {
+                if let Some(rid) = span.rid.as_deref().filter(|r| !r.is_empty()) {
+                    if !out.contains(&rid) {
+                        out.push(rid);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn groups(&self, trace: &Trace) -> Vec<(Key, Ids)> {
+        let mut groups: Vec<(Key, Ids)> = Vec::new();
+        for (aid, _) in &trace.anchors {
+            let Some(anchor) = trace.get(aid) else {
+                continue;
+            };
+            let key = self.key(trace, anchor);
+            match groups.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, members)) => members.push(*aid),
+                None => groups.push((key, vec![*aid])),
+            }
+        }
+        groups
+    }
+
+    fn group(&self, trace: &Trace, key: &Key) -> Ids {
+        trace
+            .anchors
+            .iter()
+            .filter(|(a, _)| trace.get(a).is_some_and(|h| self.key(trace, h) == *key))
+            .map(|(a, _)| *a)
+            .collect()
+    }
+
+    fn in_a_gateway(trace: &Trace, span: &Held) -> bool {
+        span.gateway || trace.ancestors(span).iter().any(|h| h.gateway)
+    }
+
+    /// The request's companions, nearest first: what its fields are read from, and what it claims.
+    fn scope<'a>(&self, trace: &'a Trace, key: &Key, anchors: &[&'a Held]) -> Vec<&'a Held> {
+        let primary = build::primary_anchor(trace, anchors);
+        let mut ordered: Vec<&Held> = trace
+            .ancestors(primary)
+            .into_iter()
+            .filter(|s| !trace.is_anchor(&s.id()))
+            .collect();
+        let mut listed: Vec<SpanId> = ordered
+            .iter()
+            .map(|s| s.id())
+            .chain(anchors.iter().map(|a| a.id()))
+            .collect();
+        let extra: Vec<&Held> = match key {
+            Key::Gateway(gid) => {
+                let Some(gateway) = trace.get(gid) else {
+                    return ordered;
+                };
+                let mut extra: Vec<&Held> = Vec::new();
+                if !listed.contains(gid) {
+                    extra.push(gateway);
+                    extra.extend(trace.ancestors(gateway));
+                }
+                extra.extend(trace.descendants(gid));
+                extra.extend(self.beside(trace, gateway, anchors, &listed));
+                extra
+            }
+            Key::Parent(..) => trace
+                .spans
+                .iter()
+                .filter(|s| !Self::in_a_gateway(trace, s))
+                .collect(),
+        };
+        for span in extra {
+            let id = span.id();
+            if !listed.contains(&id) && !trace.is_anchor(&id) {
+                ordered.push(span);
+                listed.push(id);
+            }
+        }
+        ordered
+    }
+
+    /// Spans outside every gateway that belong to this one's request: an Envoy span with its headers.
+    fn beside<'a>(
+        &self,
+        trace: &'a Trace,
+        gateway: &Held,
+        anchors: &[&Held],
+        listed: &[SpanId],
+    ) -> Vec<&'a Held> {
+        let candidates: Vec<&Held> = trace
+            .spans
+            .iter()
+            .filter(|s| {
+                !listed.contains(&s.id())
+                    && !trace.is_anchor(&s.id())
+                    && !Self::in_a_gateway(trace, s)
+            })
+            .collect();
+        if candidates.is_empty() {
+            return candidates;
+        }
+        let mut request_ids: Vec<&str> = self.request_ids_under(trace, &gateway.id());
+        for anchor in anchors {
+            if let Some(rid) = anchor.rid.as_deref().filter(|r| !r.is_empty()) {
+                request_ids.push(rid);
+            }
+        }
+        let mut others: Vec<&str> = Vec::new();
+        if request_ids.is_empty() {
+            for other in &trace.gateways {
+                if *other != gateway.id() {
+                    others.extend(self.request_ids_under(trace, other));
+                }
+            }
+        }
+        candidates
+            .into_iter()
+            .filter(|s| {
+                let rid = s.rid.as_deref();
+                let same_id = rid.is_some_and(|r| request_ids.contains(&r));
+                let unclaimed = rid.is_none_or(|r| !others.contains(&r));
+                same_id || (request_ids.is_empty() && unclaimed && encloses(s, gateway))
+            })
+            .collect()
+    }
+
+    // ---- completion ---------------------------------------------------------------------
+
+    fn try_complete(&mut self, tid: TraceId) {
+        let groups = self.groups(self.t(&tid));
+        for (key, anchor_ids) in groups {
+            let trace = self.t(&tid);
+            let anchors = held(trace, &anchor_ids);
+            if anchors.is_empty() {
+                continue;
+            }
+            if let Key::Gateway(_) = key {
+                let scope = self.scope(trace, &key, &anchors);
+                if self.stages_complete(trace, &anchors, &scope)
+                    && self.headers_settled(trace, &key, &scope)
+                {
+                    let scope = ids(&scope);
+                    self.emit_group(
+                        tid,
+                        key,
+                        OUTCOME_JOINED,
+                        None,
+                        Some(anchor_ids),
+                        Some(scope),
+                    );
+                }
+                continue;
+            }
+            if !trace.chain_complete(anchors[0]) {
+                continue;
+            }
+            let first = anchors[0];
+            if let Some(gateway_trace) = self.gateway_trace(&tid, first) {
+                // The EPP's spans in a trace of their own (a gateway forwarded another).
+                self.lend(&gateway_trace);
+                self.emit_group(
+                    tid,
+                    key,
+                    OUTCOME_JOINED_BY_REQUEST_ID,
+                    Some(gateway_trace),
+                    Some(anchor_ids),
+                    None,
+                );
+                continue;
+            }
+            let scope = self.scope(trace, &key, &anchors);
+            if !scope.is_empty() {
+                let scope = ids(&scope);
+                self.emit_group(
+                    tid,
+                    key,
+                    OUTCOME_JOINED,
+                    None,
+                    Some(anchor_ids),
+                    Some(scope),
+                );
+            } else if !self.cfg.by_request_id {
+                self.emit_group(tid, key, OUTCOME_ANCHOR_ONLY, None, None, None);
+            } else if let Some(other) = self.companion_trace(first) {
+                self.lend(&other);
+                self.emit_group(
+                    tid,
+                    key,
+                    OUTCOME_JOINED_BY_REQUEST_ID,
+                    Some(other),
+                    None,
+                    None,
+                );
+            } else if let Key::Parent(_, rid) = &key {
+                let first_id = first.id();
+                if !rid.is_empty() && !trace.anchor_request_ids.contains(rid) {
+                    self.anchors_by_rid.insert(rid.clone(), (tid, first_id));
+                    self.t_mut(&tid).anchor_request_ids.push(rid.clone());
+                }
+            }
+        }
+        self.close_if_finished(&tid);
+    }
+
+    /// A request is complete once the span with its SLO headers is here, or its gateway's chain to
+    /// the trace root is, or its window passed.
+    fn headers_settled(&self, trace: &Trace, key: &Key, scope: &[&Held]) -> bool {
+        let Key::Gateway(gid) = key else { return false };
+        trace.get(gid).is_some_and(|g| trace.chain_complete(g)) || self.has_slo(scope)
+    }
+
+    /// A P/D request is complete once its decode stage is here; any other once an anchor is.
+    fn stages_complete(&self, trace: &Trace, anchors: &[&Held], scope: &[&Held]) -> bool {
+        if !build::disaggregated(trace, anchors, scope) {
+            return true;
+        }
+        if anchors
+            .iter()
+            .any(|a| build::leg_of(trace, a) == Some(shapes::Leg::Decode))
+        {
+            return true;
+        }
+        let has_legs = scope.iter().any(|s| shapes::leg(&s.span).is_some());
+        !has_legs && anchors.len() >= 2
+    }
+
+    /// The window is over (or the trace expires, or sloscope stops): the anchor's companions if
+    /// any, else a companion found by request id, else the anchor alone.
+    fn finish_with_what_it_has(&mut self, tid: TraceId, aid: SpanId, outcome: &'static str) {
+        let trace = self.t(&tid);
+        let Some(anchor) = trace.get(&aid) else {
+            return;
+        };
+        let mut key = self.key(trace, anchor);
+        if matches!(key, Key::Parent(..))
+            && trace.gateways.len() == 1
+            && !trace.chain_complete(anchor)
+        {
+            key = Key::Gateway(trace.gateways[0]); // a span between it and the trace's one gateway is missing
+        }
+        let mut anchor_ids = self.group(trace, &key);
+        if !anchor_ids.contains(&aid) {
+            anchor_ids.push(aid); // adopted by the gateway
+        }
+        let anchors = held(trace, &anchor_ids);
+        if matches!(key, Key::Gateway(_)) || !self.scope(trace, &key, &anchors).is_empty() {
+            self.emit_group(tid, key, outcome, None, Some(anchor_ids), None);
+            return;
+        }
+        let other = if self.cfg.by_request_id {
+            self.companion_trace(anchor)
+        } else {
+            None
+        };
+        match other {
+            Some(other) => {
+                self.lend(&other);
+                self.emit_group(
+                    tid,
+                    key,
+                    OUTCOME_JOINED_BY_REQUEST_ID,
+                    Some(other),
+                    Some(anchor_ids),
+                    None,
+                );
+            }
+            None => {
+                let fallback = if outcome == OUTCOME_JOINED {
+                    OUTCOME_ANCHOR_ONLY
+                } else {
+                    outcome
+                };
+                self.emit_group(tid, key, fallback, None, Some(anchor_ids), None);
+            }
+        }
+    }
+
+    /// Another pending trace holding the gateway span of the anchor's request id.
+    fn gateway_trace(&self, tid: &TraceId, anchor: &Held) -> Option<TraceId> {
+        if !self.cfg.by_request_id {
+            return None;
+        }
+        let other = self.companion_trace(anchor)?;
+        (other != *tid && !self.t(&other).gateways.is_empty()).then_some(other)
+    }
+
+    fn companion_trace(&self, anchor: &Held) -> Option<TraceId> {
+        let rid = anchor.rid.as_deref().filter(|r| !r.is_empty())?;
+        let other = self.companions_by_rid.get(rid)?;
+        self.live(other).map(|_| *other)
+    }
+
+    /// A trace with nothing left is closed; later spans of it are duplicates, late, or a new call.
+    fn close_if_finished(&mut self, tid: &TraceId) {
+        let Some(trace) = self.traces.get(tid) else {
+            return;
+        };
+        if !trace.spans.is_empty() || trace.lent {
+            return;
+        }
+        self.forget_request_ids(tid);
+        let trace = self.traces.remove(tid).expect("held");
+        self.span_bytes -= trace.size;
+    }
+
+    fn forget_request_ids(&mut self, tid: &TraceId) {
+        let trace = self.traces.get(tid).expect("held");
+        for rid in &trace.request_ids {
+            if self.companions_by_rid.get(rid) == Some(tid) {
+                self.companions_by_rid.remove(rid);
+                self.index_bytes -= self.index_entry_bytes(rid);
+            }
+        }
+        for rid in &trace.anchor_request_ids {
+            if self.anchors_by_rid.get(rid).is_some_and(|w| w.0 == *tid) {
+                self.anchors_by_rid.remove(rid);
+            }
+        }
+    }
+
+    fn answered_id(&mut self, rid: Option<Box<str>>) {
+        let Some(rid) = rid else { return };
+        if self.answered.insert(rid.clone()) {
+            self.answered_order.push_back(rid);
+        }
+        while self.answered.len() > self.cfg.max_done_traces {
+            let Some(oldest) = self.answered_order.pop_front() else {
+                break;
+            };
+            self.answered.remove(&oldest);
+        }
+    }
+
+    fn remember(
+        &mut self,
+        tid: TraceId,
+        spans: impl Iterator<Item = (SpanId, Option<SpanId>)>,
+        claimed: bool,
+    ) {
+        // Re-inserted: the most recent trace is forgotten last.
+        let mut done = self.done.remove(&tid).unwrap_or_default();
+        done.remember(spans, claimed, self.done_cap);
+        self.done.insert(tid, done);
+        while self.done.len() > self.cfg.max_done_traces {
+            self.done.pop_first();
+        }
+    }
+
+    // ---- time ---------------------------------------------------------------------------
+
+    /// Emits anchors whose join window has passed, resolves gateways whose failure window has,
+    /// and expires traces past their time to live.
+    pub fn expire(&mut self, now: f64) {
+        while self.anchor_deadlines.front().is_some_and(|d| d.0 <= now) {
+            let (_, tid, aid) = self.anchor_deadlines.pop_front().expect("checked");
+            let Some(trace) = self.live(&tid) else {
+                continue;
+            };
+            if !trace.is_anchor(&aid) || self.awaits_decode(trace, &aid) {
+                continue; // a prefill stage waits for its decode stage: the gateway's failure window decides
+            }
+            self.finish_with_what_it_has(tid, aid, OUTCOME_JOINED);
+            self.close_if_finished(&tid);
+        }
+        while self.gateway_deadlines.front().is_some_and(|d| d.0 <= now) {
+            let (_, tid, gid) = self.gateway_deadlines.pop_front().expect("checked");
+            if self.live(&tid).is_some_and(|t| t.gateways.contains(&gid)) {
+                self.resolve_unanswered(tid, gid);
+                self.close_if_finished(&tid);
+            }
+        }
+        self.expire_traces(now);
+    }
+
+    fn expire_traces(&mut self, now: f64) {
+        let ttl = self.cfg.trace_ttl_seconds;
+        while let Some(tid) = self.traces.first() {
+            let trace = self.t(&tid);
+            if trace.first_seen + ttl > now {
+                break;
+            }
+            // An anchor that arrived late in its trace's life can still be waiting when the trace expires.
+            let longest = self.cfg.max_request_seconds;
+            let decoding: Ids = trace
+                .anchors
+                .iter()
+                .filter(|(a, at)| now - at < longest && self.awaits_decode(trace, a))
+                .map(|(a, _)| *a)
+                .collect();
+            let rest: Ids = trace
+                .anchors
+                .iter()
+                .map(|(a, _)| *a)
+                .filter(|a| !decoding.contains(a))
+                .collect();
+            for aid in rest {
+                if self.t(&tid).is_anchor(&aid) {
+                    self.finish_with_what_it_has(tid, aid, OUTCOME_JOINED);
+                }
+            }
+            let trace = self.t_mut(&tid);
+            if !trace.gateways.is_empty() || !decoding.is_empty() {
+                // A gateway in its failure window, or a long decode, keeps the trace.
+                trace.first_seen = now;
+                self.traces.move_to_end(&tid);
+                continue;
+            }
+            self.forget_request_ids(&tid);
+            let (_, trace) = self.traces.pop_first().expect("held");
+            self.span_bytes -= trace.size;
+            if !trace.lent && !trace.emitted {
+                self.outcome(OUTCOME_NO_ANCHOR, 1);
+            }
+            self.remember(tid, trace.spans.iter().map(|h| (h.id(), h.parent())), false);
+        }
+    }
+
+    /// A P/D prefill stage whose decode stage has not come: the decode may stream for minutes.
+    fn awaits_decode(&self, trace: &Trace, aid: &SpanId) -> bool {
+        let Some(anchor) = trace.get(aid) else {
+            return false;
+        };
+        let key = self.key(trace, anchor);
+        let anchors = held(trace, &self.group(trace, &key));
+        let scope = self.scope(trace, &key, &anchors);
+        !self.stages_complete(trace, &anchors, &scope)
+    }
+
+    /// The failure window of a gateway span passed: its anchors with what they have, else a failed request.
+    fn resolve_unanswered(&mut self, tid: TraceId, gid: SpanId) {
+        let key = Key::Gateway(gid);
+        if !self.group(self.t(&tid), &key).is_empty() {
+            self.emit_group(tid, key, OUTCOME_JOINED, None, None, None);
+            return;
+        }
+        self.t_mut(&tid).gateways.retain(|g| *g != gid);
+        let trace = self.t(&tid);
+        let Some(gateway) = trace.get(&gid) else {
+            return;
+        };
+        let mut scope: Vec<&Held> = vec![gateway];
+        scope.extend(self.scope(trace, &key, &[gateway]));
+        if !self.is_llm_call(&scope) {
+            return; // not an LLM call: it stays a companion until the trace expires, as any span
+        }
+        if self
+            .request_ids_under(trace, &gid)
+            .iter()
+            .any(|r| self.answered.contains(*r))
+        {
+            return; // a model server answered it in another trace
+        }
+        let answered = !self.cfg.unanswered_are_aborted;
+        let Some(reason) = shapes::failure_reason(scope.iter().map(|h| &h.span), answered) else {
+            return;
+        };
+        let request = self.builder.failed(gateway, &scope, reason);
+        let scope = ids(&scope);
+        self.claim(tid, &key, &[], &scope);
+        self.outcome(OUTCOME_FAILED, 1);
+        self.out.push(request);
+    }
+
+    /// A model, an SLO header or a gen_ai attribute beyond the request id: a /tokenize or a GET that
+    /// the EPP passes through is scheduled with a request id and no model, and is no LLM call.
+    fn is_llm_call(&self, scope: &[&Held]) -> bool {
+        let rules = &self.rules;
+        let names_a_model = rules
+            .string(Field::RequestedModel, scope)
+            .is_some_and(|s| !s.is_empty())
+            || rules
+                .string(Field::TargetModel, scope)
+                .is_some_and(|s| !s.is_empty());
+        if names_a_model || self.has_slo(scope) {
+            return true;
+        }
+        scope.iter().any(|held| {
+            held.span.attributes.iter().any(|(key, _)| {
+                key.starts_with("gen_ai.") && &**key != "gen_ai.request.id" && {
+                    // The merged view's value: the nearest span's (within it, the last duplicate).
+                    let value = scope.iter().find_map(|h| h.span.attribute(key));
+                    match value {
+                        Some(Value::Empty) | None => false,
+                        Some(Value::Str(s)) => !s.is_empty(),
+                        Some(_) => true,
+                    }
+                }
+            })
+        })
+    }
+
+    fn has_slo(&self, view: &[&Held]) -> bool {
+        self.rules.present(Field::SloTtftMs, view) || self.rules.present(Field::SloTpotMs, view)
+    }
+
+    /// Emits every waiting anchor with what it has (shutdown). Returns how many.
+    pub fn flush(&mut self) -> usize {
+        let mut flushed = 0;
+        let order: Vec<TraceId> = self.traces.keys().copied().collect();
+        for tid in order {
+            while let Some(&(first, _)) = self.traces.get(&tid).and_then(|t| t.anchors.first()) {
+                let before = self.t(&tid).anchors.len();
+                self.finish_with_what_it_has(tid, first, OUTCOME_JOINED);
+                let after = self.t(&tid).anchors.len();
+                if after >= before {
+                    break;
+                }
+                flushed += before - after;
+            }
+        }
+        self.traces.clear();
+        self.span_bytes = 0;
+        self.anchor_deadlines.clear();
+        self.gateway_deadlines.clear();
+        self.companions_by_rid.clear();
+        self.index_bytes = 0;
+        self.anchors_by_rid.clear();
+        flushed
+    }
+
+    // ---- building the record ------------------------------------------------------------
+
+    fn emit_group(
+        &mut self,
+        tid: TraceId,
+        key: Key,
+        outcome: &'static str,
+        lender: Option<TraceId>,
+        anchors: Option<Ids>,
+        scope: Option<Ids>,
+    ) {
+        let trace = self.t(&tid);
+        let anchor_ids = anchors.unwrap_or_else(|| self.group(trace, &key));
+        let anchors = held(trace, &anchor_ids);
+        if anchors.is_empty() {
+            return;
+        }
+        let scope = match scope {
+            Some(ids) => held(trace, &ids),
+            None => self.scope(trace, &key, &anchors),
+        };
+        let mut companions = scope.clone();
+        if let Some(lender) = lender.and_then(|l| self.traces.get(&l)) {
+            companions.extend(lender.spans.iter().filter(|s| !lender.is_anchor(&s.id())));
+        }
+        let gateway = match key {
+            Key::Gateway(gid) => trace.get(&gid),
+            Key::Parent(..) => None,
+        };
+        let request = self
+            .builder
+            .request(trace, &anchors, &companions, outcome, gateway);
+        let rids: Vec<Option<Box<str>>> = anchors.iter().map(|a| a.rid.clone()).collect();
+        let scope_ids = ids(&scope);
+        self.claim(tid, &key, &anchor_ids, &scope_ids);
+        for rid in rids {
+            self.answered_id(rid);
+        }
+        self.outcome(request.outcome, 1);
+        self.out.push(request);
+    }
+
+    /// The spans of an emitted request leave the pending trace; shared ancestors of a gateway stay.
+    fn claim(&mut self, tid: TraceId, key: &Key, anchors: &[SpanId], scope: &[SpanId]) {
+        let trace = self.t(&tid);
+        let shared: Ids = match key {
+            Key::Gateway(gid) => match trace.get(gid) {
+                Some(gateway) => ids(&trace.ancestors(gateway)),
+                None => Vec::new(),
+            },
+            Key::Parent(..) => Vec::new(),
+        };
+        let claimed: Ids = anchors
+            .iter()
+            .chain(scope.iter().filter(|s| !shared.contains(s)))
+            .copied()
+            .collect();
+        let remembered: Vec<(SpanId, Option<SpanId>)> = claimed
+            .iter()
+            .filter_map(|id| trace.get(id).map(|h| (h.id(), h.parent())))
+            .collect();
+        let everything = claimed.len() == trace.spans.len();
+        let trace = self.t_mut(&tid);
+        if let Key::Gateway(gid) = key {
+            trace.gateways.retain(|g| g != gid);
+        }
+        let freed = if everything {
+            trace.clear() // the usual case: the request was the whole trace
+        } else {
+            let mut freed = 0;
+            for id in &claimed {
+                trace.anchors.retain(|(a, _)| a != id);
+                freed += trace.remove(id);
+            }
+            if !trace.bare.is_empty() {
+                let spans = &trace.spans;
+                trace.bare.retain(|b| spans.iter().any(|h| h.id() == *b));
+            }
+            freed
+        };
+        trace.emitted = true;
+        self.span_bytes -= freed;
+        self.remember(tid, remembered.into_iter(), true);
+    }
+}

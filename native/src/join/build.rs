@@ -1,0 +1,443 @@
+//! Reading one joined request out of the spans the assembler grouped for it: the twin of
+//! `processors/joined_request.py` (the model server's numbers from its own span, the gateway's
+//! facts from the companions nearest first, P/D stages, `n > 1` choices, failed requests).
+
+use std::sync::Arc;
+
+use crate::join::rules::{Field, Rules};
+use crate::join::shapes::{self, Leg};
+use crate::join::trace::{Held, SpanId, Trace, TraceId};
+
+pub const OUTCOME_FAILED: &str = "failed";
+pub const TTFT_GATEWAY: &str = "gateway";
+pub const TTFT_PD_SIDECAR: &str = "pd_sidecar";
+pub const TTFT_PD_GATEWAY: &str = "pd_gateway";
+pub const TTFT_MODEL_SERVER: &str = "model_server";
+
+/// `sloscope.records.JoinedRequest`, field for field.
+#[derive(Clone, Debug, Default)]
+pub struct Joined {
+    pub trace_id: TraceId,
+    pub span_id: SpanId,
+    pub outcome: &'static str,
+    pub request_id: Option<String>,
+    pub requested_model: Option<String>,
+    pub target_model: Option<String>,
+    pub pool: Option<String>,
+    pub pod: Option<String>,
+    pub endpoint: Option<String>,
+    pub slo_ttft_ms: Option<f64>,
+    pub slo_tpot_ms: Option<f64>,
+    pub routing: &'static str,
+    pub predicted_ttft_ms: Option<f64>,
+    pub predicted_tpot_ms: Option<f64>,
+    pub ttft_seconds: Option<f64>,
+    pub ttft_source: Option<&'static str>,
+    pub server_ttft_seconds: Option<f64>,
+    pub e2e_seconds: Option<f64>,
+    pub queue_seconds: Option<f64>,
+    pub prefill_seconds: Option<f64>,
+    pub decode_seconds: Option<f64>,
+    pub prompt_tokens: Option<f64>,
+    pub completion_tokens: Option<f64>,
+    pub prefix_cache_score: Option<f64>,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub arrival_ns: u64,
+    pub failure_reason: Option<&'static str>,
+    pub tpot_seconds: Option<f64>,
+    pub choices: u32,
+    pub prefill_pod: Option<String>,
+    pub prefill_queue_seconds: Option<f64>,
+    pub prefill_seconds_on_prefill_pod: Option<f64>,
+}
+
+/// Reads requests out of grouped spans with the configured mapping.
+pub struct Builder {
+    pub rules: Arc<Rules>,
+    pub latency_scorers: Vec<String>,
+    pub unanswered_are_aborted: bool,
+}
+
+fn owned(text: Option<&str>) -> Option<String> {
+    text.map(str::to_owned)
+}
+
+/// The first element with the largest key (Python's `max(..., key=...)`).
+fn first_max<'a, K: PartialOrd>(items: &[&'a Held], key: impl Fn(&Held) -> K) -> Option<&'a Held> {
+    let mut best: Option<&'a Held> = None;
+    for item in items {
+        if best.is_none_or(|b| key(item) > key(b)) {
+            best = Some(item);
+        }
+    }
+    best
+}
+
+fn first_min<'a, K: PartialOrd>(items: &[&'a Held], key: impl Fn(&Held) -> K) -> Option<&'a Held> {
+    let mut best: Option<&'a Held> = None;
+    for item in items {
+        if best.is_none_or(|b| key(item) < key(b)) {
+            best = Some(item);
+        }
+    }
+    best
+}
+
+/// Python's `min` / `max` over floats: the first value kept unless a later one compares past it.
+fn py_min(values: &[f64]) -> Option<f64> {
+    values
+        .iter()
+        .copied()
+        .reduce(|a, b| if b < a { b } else { a })
+}
+
+fn py_max(values: &[f64]) -> Option<f64> {
+    values
+        .iter()
+        .copied()
+        .reduce(|a, b| if b > a { b } else { a })
+}
+
+/// The sum, or None (unknown) when any value is.
+fn total(values: impl Iterator<Item = Option<f64>>) -> Option<f64> {
+    let mut sum = 0.0;
+    for value in values {
+        sum += value?;
+    }
+    Some(sum)
+}
+
+fn seconds_between(later: u64, earlier: u64) -> f64 {
+    (later as i128 - earlier as i128) as f64 / 1e9
+}
+
+/// `slo.evaluate.tpot_seconds`: time per output token after the first; None when undefined.
+pub fn tpot_seconds(e2e: Option<f64>, ttft: Option<f64>, tokens: Option<f64>) -> Option<f64> {
+    let valid_seconds = |v: f64| v.is_finite() && v >= 0.0;
+    let (e2e, ttft, tokens) = (e2e?, ttft?, tokens?);
+    let valid_tokens = tokens.is_finite() && tokens >= 0.0 && tokens.fract() == 0.0;
+    if !(valid_seconds(e2e) && valid_seconds(ttft) && valid_tokens) || tokens < 2.0 || e2e < ttft {
+        return None;
+    }
+    Some((e2e - ttft) / (tokens - 1.0))
+}
+
+/// The P/D leg an anchor ran in: its nearest sidecar leg span above it.
+pub fn leg_of(trace: &Trace, anchor: &Held) -> Option<Leg> {
+    trace
+        .ancestors(anchor)
+        .into_iter()
+        .find_map(|h| shapes::leg(&h.span))
+}
+
+/// A P/D request: the EPP chose P/D, or a leg span is among its companions or above its anchors.
+pub fn disaggregated(trace: &Trace, anchors: &[&Held], companions: &[&Held]) -> bool {
+    let above: Vec<&Held> = anchors.iter().flat_map(|a| trace.ancestors(a)).collect();
+    shapes::disaggregated(companions.iter().chain(above.iter()).map(|h| &h.span))
+}
+
+/// The decode stage: under the decode leg (its first chunk), else the last to end.
+pub fn decode_stage<'a>(trace: &Trace, anchors: &[&'a Held]) -> Option<&'a Held> {
+    let legs: Vec<&Held> = anchors
+        .iter()
+        .copied()
+        .filter(|a| leg_of(trace, a) == Some(Leg::Decode))
+        .collect();
+    if !legs.is_empty() {
+        return first_min(&legs, |s| (s.span.start_ns, s.span.end_ns));
+    }
+    if anchors.iter().any(|a| leg_of(trace, a).is_some()) || anchors.len() < 2 {
+        return None;
+    }
+    first_max(anchors, |s| (s.span.end_ns, s.span.start_ns))
+}
+
+pub fn primary_anchor<'a>(trace: &Trace, anchors: &[&'a Held]) -> &'a Held {
+    decode_stage(trace, anchors).unwrap_or(anchors[0])
+}
+
+fn arrival(trace: &Trace, primary: &Held, anchors: &[&Held], gateway: Option<&Held>) -> u64 {
+    if let Some(g) = gateway.filter(|g| g.span.start_ns > 0) {
+        return g.span.start_ns;
+    }
+    if let Some(top) = trace
+        .ancestors(primary)
+        .last()
+        .filter(|t| t.span.start_ns > 0)
+    {
+        return top.span.start_ns;
+    }
+    anchors
+        .iter()
+        .map(|a| a.span.start_ns)
+        .filter(|s| *s > 0)
+        .min()
+        .unwrap_or(primary.span.start_ns)
+}
+
+impl Builder {
+    /// One request of model-server spans: P/D stages, `n > 1` choices, or a single span.
+    pub fn request(
+        &self,
+        trace: &Trace,
+        anchors: &[&Held],
+        companions: &[&Held],
+        outcome: &'static str,
+        gateway: Option<&Held>,
+    ) -> Joined {
+        if disaggregated(trace, anchors, companions) {
+            let Some(decode) = decode_stage(trace, anchors) else {
+                // The decode stage never came: the client got no answer from a decode pod.
+                let scope: Vec<&Held> = anchors.iter().chain(companions).copied().collect();
+                let reason = shapes::failure_reason(
+                    scope.iter().map(|h| &h.span),
+                    !self.unanswered_are_aborted,
+                );
+                return self.failed(
+                    gateway.unwrap_or(anchors[0]),
+                    &scope,
+                    reason.unwrap_or(shapes::FAILURE_ABORTED),
+                );
+            };
+            return self
+                .disaggregated_request(trace, decode, anchors, companions, outcome, gateway);
+        }
+        let primary = primary_anchor(trace, anchors);
+        let mut request = self.build(primary, companions, outcome);
+        if anchors.len() > 1 {
+            self.merge_choices(&mut request, anchors);
+        }
+        request.arrival_ns = arrival(trace, primary, anchors, gateway);
+        if anchors.iter().any(|a| a.span.failed()) {
+            let reason = shapes::failure_reason(anchors.iter().map(|h| &h.span), true);
+            request.failure_reason = Some(reason.unwrap_or(shapes::FAILURE_ERROR));
+        }
+        request
+    }
+
+    fn disaggregated_request(
+        &self,
+        trace: &Trace,
+        decode: &Held,
+        anchors: &[&Held],
+        companions: &[&Held],
+        outcome: &'static str,
+        gateway: Option<&Held>,
+    ) -> Joined {
+        let rules = &self.rules;
+        let mut request = self.build(decode, companions, outcome);
+        request.arrival_ns = arrival(trace, decode, anchors, gateway);
+        let mut chunks: Vec<&Held> = anchors
+            .iter()
+            .copied()
+            .filter(|a| leg_of(trace, a) == Some(Leg::Decode))
+            .collect();
+        if chunks.is_empty() {
+            chunks.push(decode);
+        }
+        if chunks.len() > 1 {
+            // Chunked decode (--decode-chunk-size): one vLLM request per chunk.
+            request.completion_tokens = total(
+                chunks
+                    .iter()
+                    .map(|c| rules.number(Field::CompletionTokens, &[c])),
+            );
+            request.decode_seconds = total(
+                chunks
+                    .iter()
+                    .map(|c| rules.number(Field::DecodeSeconds, &[c])),
+            );
+            let last_end = chunks.iter().map(|c| c.span.end_ns).max().unwrap_or(0);
+            request.e2e_seconds = Some(seconds_between(last_end, decode.span.start_ns));
+        }
+        let prefill: Vec<&Held> = anchors
+            .iter()
+            .copied()
+            .filter(|a| !chunks.iter().any(|c| std::ptr::eq(*c, *a)))
+            .collect();
+        if let Some(stage) = first_max(&prefill, |s| s.span.end_ns) {
+            let view = [stage];
+            request.prefill_pod = owned(rules.string(Field::Pod, &view));
+            request.prefill_queue_seconds = rules.number(Field::QueueSeconds, &view);
+            request.prefill_seconds_on_prefill_pod = rules.number(Field::PrefillSeconds, &view);
+        }
+        if request.ttft_source != Some(TTFT_GATEWAY) {
+            if let Some(server_ttft) = request.server_ttft_seconds {
+                let routing = trace
+                    .ancestors(decode)
+                    .into_iter()
+                    .find(|h| shapes::is_sidecar_routing(&h.span));
+                let (origin, source) = match routing {
+                    Some(r) => (Some(r), TTFT_PD_SIDECAR),
+                    None => (gateway, TTFT_PD_GATEWAY),
+                };
+                if let Some(origin) = origin {
+                    if origin.span.start_ns > 0 && decode.span.start_ns >= origin.span.start_ns {
+                        request.ttft_seconds = Some(
+                            seconds_between(decode.span.start_ns, origin.span.start_ns)
+                                + server_ttft,
+                        );
+                        request.ttft_source = Some(source);
+                    }
+                }
+            }
+        }
+        if decode.span.failed() {
+            let reason = shapes::failure_reason(std::iter::once(&decode.span), true);
+            request.failure_reason = Some(reason.unwrap_or(shapes::FAILURE_ERROR));
+        }
+        request
+    }
+
+    /// A request that reached no model server (or whose decode stage never came).
+    pub fn failed(&self, head: &Held, scope: &[&Held], reason: &'static str) -> Joined {
+        let companions: Vec<&Held> = scope
+            .iter()
+            .copied()
+            .filter(|s| !std::ptr::eq(*s, head))
+            .collect();
+        let mut request = self.build(head, &companions, OUTCOME_FAILED);
+        // The gateway's own numbers are no model server's.
+        request.ttft_seconds = None;
+        request.ttft_source = None;
+        request.server_ttft_seconds = None;
+        request.e2e_seconds = None;
+        request.queue_seconds = None;
+        request.prefill_seconds = None;
+        request.decode_seconds = None;
+        request.completion_tokens = None;
+        request.prompt_tokens = None;
+        request.pod = None;
+        if request.routing == shapes::ROUTING_UNKNOWN {
+            request.routing = shapes::ROUTING_NONE; // refused before it was scheduled
+        }
+        request.failure_reason = Some(reason);
+        request.arrival_ns = head.span.start_ns;
+        request
+    }
+
+    fn merge_choices(&self, request: &mut Joined, anchors: &[&Held]) {
+        let rules = &self.rules;
+        let (mut ttfts, mut tpots, mut e2es, mut tokens) = (vec![], vec![], vec![], vec![]);
+        for anchor in anchors {
+            let view = [*anchor];
+            let ttft = rules.number(Field::TtftSeconds, &view);
+            let e2e = rules.number(Field::E2eSeconds, &view);
+            let completion = rules.number(Field::CompletionTokens, &view);
+            ttfts.extend(ttft);
+            e2es.extend(e2e);
+            tokens.push(completion);
+            tpots.extend(tpot_seconds(e2e, ttft, completion));
+        }
+        request.choices = anchors.len() as u32;
+        if request.ttft_source == Some(TTFT_MODEL_SERVER) && !ttfts.is_empty() {
+            request.ttft_seconds = py_min(&ttfts);
+        }
+        if !ttfts.is_empty() {
+            request.server_ttft_seconds = py_min(&ttfts);
+        }
+        if !e2es.is_empty() {
+            request.e2e_seconds = py_max(&e2es);
+        }
+        request.completion_tokens = total(tokens.into_iter());
+        request.tpot_seconds = py_max(&tpots);
+    }
+
+    /// Every field: model-server facts from the anchor alone, gateway facts from companions first.
+    pub fn build(&self, anchor: &Held, companions: &[&Held], outcome: &'static str) -> Joined {
+        let rules = &self.rules;
+        let own: [&Held; 1] = [anchor];
+        let mut gateway: Vec<&Held> = companions.to_vec();
+        gateway.push(anchor);
+        let gw = &gateway[..];
+        let mut gateway_ttft = rules.number(Field::GatewayTtftSeconds, gw);
+        if gateway_ttft.is_none() {
+            gateway_ttft = rules.number(Field::GatewayTtftMs, gw).map(|ms| ms / 1000.0);
+        }
+        let server_ttft = rules.number(Field::TtftSeconds, &own);
+        let (ttft, ttft_source) = match (gateway_ttft, server_ttft) {
+            (Some(g), _) => (Some(g), Some(TTFT_GATEWAY)),
+            (None, Some(s)) => (Some(s), Some(TTFT_MODEL_SERVER)),
+            _ => (None, None),
+        };
+        let non_empty = |s: Option<&str>| s.filter(|s| !s.is_empty()).map(str::to_owned);
+        let routing = shapes::routing(companions.iter().map(|h| &h.span), &self.latency_scorers)
+            .unwrap_or_else(|| self.header_routing(gw));
+        Joined {
+            trace_id: anchor.span.trace_id,
+            span_id: anchor.span.span_id,
+            outcome,
+            request_id: rules.identifier(Field::RequestId, gw),
+            requested_model: non_empty(rules.string(Field::RequestedModel, gw)),
+            target_model: non_empty(rules.string(Field::TargetModel, &own))
+                .or_else(|| non_empty(rules.string(Field::TargetModel, gw))),
+            pool: owned(rules.string(Field::Pool, gw)),
+            pod: owned(rules.string(Field::Pod, &own)),
+            endpoint: owned(rules.string(Field::Endpoint, gw)),
+            slo_ttft_ms: rules.header_number(Field::SloTtftMs, gw),
+            slo_tpot_ms: rules.header_number(Field::SloTpotMs, gw),
+            routing,
+            predicted_ttft_ms: rules.number(Field::PredictedTtftMs, gw),
+            predicted_tpot_ms: rules.number(Field::PredictedTpotMs, gw),
+            ttft_seconds: ttft,
+            ttft_source,
+            server_ttft_seconds: server_ttft,
+            e2e_seconds: rules.number(Field::E2eSeconds, &own),
+            queue_seconds: rules.number(Field::QueueSeconds, &own),
+            prefill_seconds: rules.number(Field::PrefillSeconds, &own),
+            decode_seconds: rules.number(Field::DecodeSeconds, &own),
+            prompt_tokens: rules.number(Field::PromptTokens, &own),
+            completion_tokens: rules.number(Field::CompletionTokens, &own),
+            prefix_cache_score: rules.number(Field::PrefixCacheScore, gw),
+            start_ns: anchor.span.start_ns,
+            end_ns: anchor.span.end_ns,
+            arrival_ns: anchor.span.start_ns,
+            failure_reason: None,
+            tpot_seconds: None,
+            choices: 1,
+            prefill_pod: None,
+            prefill_queue_seconds: None,
+            prefill_seconds_on_prefill_pod: None,
+        }
+    }
+
+    /// The late-2025 EPP profile headers: x-prediction-based-scheduling, or presence of ...-off.
+    fn header_routing(&self, view: &[&Held]) -> &'static str {
+        match self
+            .rules
+            .header_bool(Field::PredictionBasedScheduling, view)
+        {
+            Some(true) => shapes::ROUTING_PREDICTED,
+            Some(false) => shapes::ROUTING_DEFAULT,
+            None if self
+                .rules
+                .present(Field::PredictionBasedSchedulingOff, view) =>
+            {
+                shapes::ROUTING_DEFAULT
+            }
+            None => shapes::ROUTING_UNKNOWN,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tpot_as_the_evaluator_defines_it() {
+        assert_eq!(tpot_seconds(Some(1.1), Some(0.1), Some(11.0)), Some(0.1));
+        assert_eq!(tpot_seconds(Some(1.0), Some(0.1), Some(1.0)), None);
+        assert_eq!(tpot_seconds(Some(0.05), Some(0.1), Some(5.0)), None);
+        assert_eq!(tpot_seconds(Some(1.0), None, Some(5.0)), None);
+        assert_eq!(tpot_seconds(Some(1.0), Some(0.1), Some(2.5)), None);
+    }
+
+    #[test]
+    fn python_min_and_max_keep_the_first() {
+        assert_eq!(py_min(&[2.0, 1.0, 3.0]), Some(1.0));
+        assert!(py_max(&[f64::NAN, 1.0]).unwrap().is_nan());
+        assert_eq!(py_max(&[]), None);
+    }
+}

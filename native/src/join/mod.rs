@@ -1,0 +1,16 @@
+//! The trace join: spans in, one joined request per LLM call out, by the rules of the Python
+//! reference (`sloscope.processors.assembler.TraceAssembler`), which differential tests hold it to.
+//!
+//! The pieces: what the configured attribute mapping reads (`rules`), the joinable request id
+//! (`request_id`), what upstream span shapes mean (`shapes`), what is held per trace (`trace`),
+//! how a request is read from its spans (`build`), the assembler itself (`assembler`) and its
+//! Python face (`py`).
+
+pub mod assembler;
+pub mod build;
+pub mod ordered;
+pub mod py;
+pub mod request_id;
+pub mod rules;
+pub mod shapes;
+pub mod trace;

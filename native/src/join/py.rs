@@ -1,0 +1,392 @@
+//! The assembler's Python face: `sloscope._native.NativeAssembler`, fed `SpanBatch`es and handing
+//! back `sloscope.records.JoinedRequest`s and the counts of what was dropped and how requests
+//! were joined. The join itself runs with the GIL released.
+//!
+//! Memory is counted as what Rust holds: each span's struct and heap parts (attribute keys are
+//! interned, so a key shared by every span costs one copy; a resource is shared by the spans of
+//! its `ResourceSpans` and each is counted its share), plus a fixed part per pending trace. For
+//! the differential tests the reference's estimate (`trace_state.span_bytes`) can be chosen
+//! instead, so that `join.max_pending_bytes` evicts the same traces in both.
+
+use std::collections::HashSet;
+use std::mem::size_of;
+use std::sync::Arc;
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyList, PyTuple, PyType};
+
+use crate::join::assembler::{Assembler, Settings};
+use crate::join::build::Joined;
+use crate::join::request_id::{self, DEFAULT_PATTERN};
+use crate::join::rules::{Field, Rules, Source, FIELD_NAMES};
+use crate::join::shapes;
+use crate::join::trace::{Held, SpanId, Trace, TraceId};
+use crate::span::{to_hex, Key, Resource, Span, SpanBatch, Value};
+
+static JOINED_CLASS: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+
+/// Distinct attribute keys kept shared; beyond this many a key is simply held per span.
+const MAX_INTERNED_KEYS: usize = 4096;
+
+#[pyclass(module = "sloscope._native")]
+pub struct NativeAssembler {
+    core: Assembler,
+    rules: Arc<Rules>,
+    /// The compiled `join.request_id_pattern`, used when it is not the default or an id is not ASCII.
+    pattern: Py<PyAny>,
+    default_pattern: bool,
+    anchor_names: Vec<String>,
+    anchor_attribute: String,
+    gateway_names: Vec<String>,
+    python_bytes: bool,
+    keys: HashSet<Key>,
+}
+
+fn attr<'py, T: for<'a> FromPyObject<'a, 'py>>(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<T>
+where
+    for<'a> <T as FromPyObject<'a, 'py>>::Error: Into<PyErr>,
+{
+    obj.getattr(name)?.extract::<T>().map_err(Into::into)
+}
+
+fn rules_from_py(rules: &Bound<'_, PyDict>) -> PyResult<Rules> {
+    let order = rules
+        .get_item("order")?
+        .ok_or_else(|| PyValueError::new_err("mapping rules have no 'order'"))?;
+    let order = order.cast::<PyDict>()?;
+    let mut out = Vec::with_capacity(FIELD_NAMES.len());
+    for name in FIELD_NAMES {
+        let sources = order.get_item(name)?.ok_or_else(|| {
+            PyValueError::new_err(format!("mapping rules have no field {name:?}"))
+        })?;
+        let mut list = Vec::new();
+        for item in sources.try_iter()? {
+            let (resource, key): (bool, String) = item?.extract()?;
+            list.push(Source {
+                resource,
+                key: key.into(),
+            });
+        }
+        out.push(list);
+    }
+    Ok(Rules::new(out))
+}
+
+// ---- what a span costs ----------------------------------------------------------------------
+
+/// `trace_state.span_bytes`: the reference's estimate (characters, not bytes, of its strings).
+fn python_span_bytes(span: &Span) -> usize {
+    fn chars(s: &str) -> usize {
+        s.chars().count()
+    }
+    fn value(v: &Value) -> usize {
+        match v {
+            Value::Str(s) => chars(s),
+            Value::Bytes(b) => b.len(),
+            Value::Array(items) => items.iter().map(|i| 100 + value(i)).sum(),
+            Value::KvList(pairs) => pairs.iter().map(|(k, v)| 100 + chars(k) + value(v)).sum(),
+            _ => 0,
+        }
+    }
+    let mut size = 700 + chars(&span.name) + chars(&span.status_message) + chars(&span.tracestate);
+    for (key, v) in &span.attributes {
+        size += 100 + chars(key) + value(v);
+    }
+    size
+}
+
+fn value_heap(v: &Value) -> usize {
+    match v {
+        Value::Str(s) => s.len(),
+        Value::Bytes(b) => b.len(),
+        Value::Array(items) => items
+            .iter()
+            .map(|i| size_of::<Value>() + value_heap(i))
+            .sum(),
+        Value::KvList(pairs) => pairs
+            .iter()
+            .map(|(k, v)| size_of::<(Key, Value)>() + 16 + k.len() + value_heap(v))
+            .sum(),
+        _ => 0,
+    }
+}
+
+/// An `Arc<str>`'s allocation: two counts and the text.
+fn key_heap(key: &Key) -> usize {
+    16 + key.len()
+}
+
+/// What Rust holds for a span: its slot, its strings, its attributes, its share of its resource.
+fn native_span_bytes(held: &Held, interned: impl Fn(&Key) -> bool) -> usize {
+    let span = &held.span;
+    let mut size =
+        size_of::<Held>() + span.name.len() + span.tracestate.len() + span.status_message.len();
+    size += span.attributes.capacity() * size_of::<(Key, Value)>();
+    for (key, v) in &span.attributes {
+        if !interned(key) {
+            size += key_heap(key);
+        }
+        size += value_heap(v);
+    }
+    size += held.rid.as_ref().map_or(0, |r| r.len());
+    // Its entries in the trace's lists and the assembler's deadline queues.
+    let deadline = size_of::<(f64, TraceId, SpanId)>();
+    if held.anchor {
+        size += size_of::<(SpanId, f64)>() + deadline;
+    } else if held.gateway {
+        size += size_of::<SpanId>() + deadline;
+    } else if held.bare {
+        size += size_of::<SpanId>();
+    }
+    let resource = &span.resource;
+    let resource_bytes = 16
+        + size_of::<Resource>()
+        + resource.attributes.capacity() * size_of::<(Key, Value)>()
+        + resource
+            .attributes
+            .iter()
+            .map(|(k, v)| key_heap(k) + value_heap(v))
+            .sum::<usize>();
+    size + resource_bytes / Arc::strong_count(resource).max(1)
+}
+
+/// A captured header (an array of one non-empty string) held as the string: every reader of the join
+/// sees the same (`as_string` takes the first element either way, and neither is a number, None or
+/// ""), and the array's allocation is saved. The span-shape keys read arrays and strings apart
+/// (an HTTP status "429" counts, ["429"] does not), so they keep their form.
+fn collapse_header(key: &Key, value: &mut Value) {
+    if shapes::READS_STRINGS_APART.contains(&&**key) {
+        return;
+    }
+    if let Value::Array(items) = value {
+        if let [Value::Str(text)] = &mut **items {
+            if !text.is_empty() {
+                *value = Value::Str(std::mem::take(text));
+            }
+        }
+    }
+}
+
+/// Bytes a pending trace holds beyond its spans: its entry in the trace map's hash table (a control
+/// byte, at most 7/8 full) and in its order (a B-tree, whose nodes are at least half full).
+fn trace_overhead() -> usize {
+    let entry = size_of::<(TraceId, (u64, Trace))>() + 1;
+    let order = size_of::<(u64, TraceId)>();
+    entry * 8 / 7 + order * 2
+}
+
+// ---- results to Python ----------------------------------------------------------------------
+
+fn joined_to_py<'py>(py: Python<'py>, r: &Joined) -> PyResult<Bound<'py, PyAny>> {
+    let class = JOINED_CLASS.import(py, "sloscope.records", "JoinedRequest")?;
+    let items: Vec<Bound<'py, PyAny>> = vec![
+        to_hex(&r.trace_id).into_pyobject(py)?.into_any(),
+        to_hex(&r.span_id).into_pyobject(py)?.into_any(),
+        r.outcome.into_pyobject(py)?.into_any(),
+        r.request_id.as_deref().into_pyobject(py)?.into_any(),
+        r.requested_model.as_deref().into_pyobject(py)?.into_any(),
+        r.target_model.as_deref().into_pyobject(py)?.into_any(),
+        r.pool.as_deref().into_pyobject(py)?.into_any(),
+        r.pod.as_deref().into_pyobject(py)?.into_any(),
+        r.endpoint.as_deref().into_pyobject(py)?.into_any(),
+        r.slo_ttft_ms.into_pyobject(py)?.into_any(),
+        r.slo_tpot_ms.into_pyobject(py)?.into_any(),
+        r.routing.into_pyobject(py)?.into_any(),
+        r.predicted_ttft_ms.into_pyobject(py)?.into_any(),
+        r.predicted_tpot_ms.into_pyobject(py)?.into_any(),
+        r.ttft_seconds.into_pyobject(py)?.into_any(),
+        r.ttft_source.into_pyobject(py)?.into_any(),
+        r.server_ttft_seconds.into_pyobject(py)?.into_any(),
+        r.e2e_seconds.into_pyobject(py)?.into_any(),
+        r.queue_seconds.into_pyobject(py)?.into_any(),
+        r.prefill_seconds.into_pyobject(py)?.into_any(),
+        r.decode_seconds.into_pyobject(py)?.into_any(),
+        r.prompt_tokens.into_pyobject(py)?.into_any(),
+        r.completion_tokens.into_pyobject(py)?.into_any(),
+        r.prefix_cache_score.into_pyobject(py)?.into_any(),
+        r.start_ns.into_pyobject(py)?.into_any(),
+        r.end_ns.into_pyobject(py)?.into_any(),
+        r.arrival_ns.into_pyobject(py)?.into_any(),
+        r.failure_reason.into_pyobject(py)?.into_any(),
+        r.tpot_seconds.into_pyobject(py)?.into_any(),
+        r.choices.into_pyobject(py)?.into_any(),
+        r.prefill_pod.as_deref().into_pyobject(py)?.into_any(),
+        r.prefill_queue_seconds.into_pyobject(py)?.into_any(),
+        r.prefill_seconds_on_prefill_pod
+            .into_pyobject(py)?
+            .into_any(),
+    ];
+    class.call1(PyTuple::new(py, items)?)
+}
+
+impl NativeAssembler {
+    /// A span as the join holds it: its request id normalised, its kind decided, its size counted.
+    fn hold(&mut self, py: Python<'_>, mut span: Span) -> PyResult<Held> {
+        // The reference's estimate, of the span as it came (before headers are collapsed).
+        let reference_size = self.python_bytes.then(|| python_span_bytes(&span));
+        for (key, value) in span.attributes.iter_mut() {
+            if let Some(shared) = self.keys.get(&**key) {
+                *key = shared.clone();
+            } else if self.keys.len() < MAX_INTERNED_KEYS {
+                self.keys.insert(key.clone());
+            }
+            collapse_header(key, value);
+        }
+        span.attributes.shrink_to_fit();
+        let name = &*span.name;
+        let anchor = self.anchor_names.iter().any(|n| n == name)
+            || span.attribute(&self.anchor_attribute).is_some();
+        let gateway = self.gateway_names.iter().any(|n| n == name);
+        let bare = span.attributes.is_empty()
+            && !gateway
+            && shapes::leg(&span).is_none()
+            && !shapes::is_sidecar_routing(&span)
+            && !shapes::is_scheduling(&span);
+        let mut held = Held {
+            span,
+            rid: None,
+            anchor,
+            gateway,
+            bare,
+            size: 0,
+        };
+        held.rid = self.joinable_id(py, &held)?;
+        let size = reference_size.unwrap_or_else(|| {
+            let keys = &self.keys;
+            native_span_bytes(&held, |k| keys.get(&**k).is_some_and(|s| Arc::ptr_eq(s, k)))
+        });
+        held.size = u32::try_from(size).unwrap_or(u32::MAX);
+        Ok(held)
+    }
+
+    fn joinable_id(&self, py: Python<'_>, held: &Held) -> PyResult<Option<Box<str>>> {
+        let Some(raw) = self.rules.identifier(Field::RequestId, &[held]) else {
+            return Ok(None);
+        };
+        if raw.is_empty() {
+            return Ok(None);
+        }
+        if self.default_pattern && raw.is_ascii() {
+            return Ok(Some(request_id::normalise(&raw).unwrap_or(&raw).into()));
+        }
+        let found = self
+            .pattern
+            .bind(py)
+            .call_method1("match", (raw.as_str(),))?;
+        if found.is_none() {
+            return Ok(Some(raw.into()));
+        }
+        let id: Option<String> = found.call_method1("group", ("id",))?.extract()?;
+        Ok(id.map(Into::into))
+    }
+
+    /// What was emitted and counted since the last call, as Python objects.
+    fn drain<'py>(
+        &mut self,
+        py: Python<'py>,
+    ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>)> {
+        let requests = PyList::empty(py);
+        for request in std::mem::take(&mut self.core.out) {
+            requests.append(joined_to_py(py, &request)?)?;
+        }
+        let counts = PyList::empty(py);
+        for (dropped, reason, n) in std::mem::take(&mut self.core.counts.items) {
+            let kind = if dropped { "dropped" } else { "outcome" };
+            counts.append((kind, reason, n))?;
+        }
+        Ok((requests, counts))
+    }
+}
+
+#[pymethods]
+impl NativeAssembler {
+    /// `join` is a `sloscope.config.Join`; `rules` is `Mapping.rules()`; `pattern` the compiled
+    /// `join.request_id_pattern`; `python_bytes` counts memory as the reference estimates it.
+    #[new]
+    #[pyo3(signature = (join, rules, pattern, python_bytes = false))]
+    fn new(
+        join: &Bound<'_, PyAny>,
+        rules: &Bound<'_, PyDict>,
+        pattern: &Bound<'_, PyAny>,
+        python_bytes: bool,
+    ) -> PyResult<Self> {
+        let settings = Settings {
+            window_seconds: attr(join, "window_seconds")?,
+            trace_ttl_seconds: attr(join, "trace_ttl_seconds")?,
+            failure_window_seconds: attr(join, "failure_window_seconds")?,
+            max_request_seconds: attr(join, "max_request_seconds")?,
+            by_request_id: attr(join, "by_request_id")?,
+            max_pending_traces: attr(join, "max_pending_traces")?,
+            max_spans_per_trace: attr(join, "max_spans_per_trace")?,
+            max_pending_bytes: attr(join, "max_pending_bytes")?,
+            max_done_traces: attr(join, "max_done_traces")?,
+            unanswered_are_aborted: attr(join, "unanswered_are_aborted")?,
+            latency_scorer_types: attr(join, "latency_scorer_types")?,
+            trace_overhead: if python_bytes { 0 } else { trace_overhead() },
+            count_index: !python_bytes,
+        };
+        let text: String = attr(join, "request_id_pattern")?;
+        let rules = Arc::new(rules_from_py(rules)?);
+        Ok(NativeAssembler {
+            core: Assembler::new(settings, rules.clone()),
+            rules,
+            pattern: pattern.clone().unbind(),
+            default_pattern: text == DEFAULT_PATTERN,
+            anchor_names: attr(join, "anchor_span_names")?,
+            anchor_attribute: attr(join, "anchor_attribute")?,
+            gateway_names: attr(join, "gateway_span_names")?,
+            python_bytes,
+            keys: HashSet::new(),
+        })
+    }
+
+    /// Takes the batch's spans (it is left empty) and joins them at time `now` (seconds, the
+    /// pipeline's monotonic clock). Returns the requests emitted and the counts, in order.
+    fn consume<'py>(
+        &mut self,
+        py: Python<'py>,
+        batch: &Bound<'py, SpanBatch>,
+        now: f64,
+    ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>)> {
+        let spans = batch.borrow_mut().take();
+        let mut held = Vec::with_capacity(spans.len());
+        for span in spans {
+            held.push(self.hold(py, span)?);
+        }
+        let core = &mut self.core;
+        py.detach(move || core.consume(held, now));
+        self.drain(py)
+    }
+
+    fn expire<'py>(
+        &mut self,
+        py: Python<'py>,
+        now: f64,
+    ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>)> {
+        let core = &mut self.core;
+        py.detach(move || core.expire(now));
+        self.drain(py)
+    }
+
+    /// Emits every waiting anchor with what it has (shutdown). Returns (how many, requests, counts).
+    fn flush<'py>(
+        &mut self,
+        py: Python<'py>,
+    ) -> PyResult<(usize, Bound<'py, PyList>, Bound<'py, PyList>)> {
+        let flushed = self.core.flush();
+        let (requests, counts) = self.drain(py)?;
+        Ok((flushed, requests, counts))
+    }
+
+    #[getter]
+    fn pending(&self) -> usize {
+        self.core.pending()
+    }
+
+    #[getter]
+    fn pending_bytes(&self) -> usize {
+        self.core.pending_bytes()
+    }
+}

@@ -1,0 +1,283 @@
+//! What the upstream span shapes mean: P/D legs, sidecar routing, scheduling, failure reasons.
+//!
+//! The native twin of `sloscope.processors.span_shapes` (llm-d-router ebab6879: the EPP's
+//! `gateway.request` and scheduling spans, the P/D routing sidecar's spans in `pkg/sidecar/proxy`,
+//! the error codes of `pkg/common/error/error.go` and `pkg/epp/requestcontrol/admission.go`).
+
+use crate::span::{Span, Value};
+
+pub const FAILURE_ERROR: &str = "error";
+pub const FAILURE_SHED: &str = "shed";
+pub const FAILURE_TIMEOUT: &str = "timeout";
+pub const FAILURE_ABORTED: &str = "aborted";
+pub const FAILURE_INVALID: &str = "invalid";
+
+pub const ROUTING_PREDICTED: &str = "predicted";
+pub const ROUTING_DEFAULT: &str = "default";
+pub const ROUTING_UNKNOWN: &str = "unknown";
+pub const ROUTING_NONE: &str = "none";
+
+const PREFILL_LEGS: [&str; 2] = ["prefill", "llm_d.pd_proxy.prefill"];
+const DECODE_LEGS: [&str; 2] = ["decode", "llm_d.pd_proxy.decode"];
+const SIDECAR_ROUTING: &str = "forward_request";
+const SIDECAR_SERVER_PREFIX: &str = "llm_d.pd_proxy.";
+const SCHEDULING: [&str; 4] = [
+    "run_scheduler_profile",
+    "filter_endpoints",
+    "llm_d.epp.scoring",
+    "pick_endpoints",
+];
+const SCORER_PREFIX: &str = "llm_d.epp.scorer.";
+const DISAGGREGATION_USED: &str = "llm_d.epp.pd.disaggregation_used";
+const SCORER_TYPE: &str = "llm_d.epp.scorer.type";
+const HTTP_STATUS_KEYS: [&str; 2] = ["http.response.status_code", "http.status_code"];
+const CLIENT_ERROR_CODES: [&str; 5] = [
+    "error: badrequest",
+    "error: unauthorized",
+    "error: forbidden",
+    "error: notfound",
+    "error: preconditionfailed",
+];
+/// The keys whose string and array-of-string values the shapes read differently.
+pub const READS_STRINGS_APART: [&str; 3] = [HTTP_STATUS_KEYS[0], HTTP_STATUS_KEYS[1], SCORER_TYPE];
+const NOT_CLIENT: [i64; 3] = [408, 429, 499];
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Leg {
+    Prefill,
+    Decode,
+}
+
+/// The P/D leg a sidecar leg span runs, else None.
+pub fn leg(span: &Span) -> Option<Leg> {
+    let name = &*span.name;
+    if DECODE_LEGS.contains(&name) {
+        Some(Leg::Decode)
+    } else if PREFILL_LEGS.contains(&name) {
+        Some(Leg::Prefill)
+    } else {
+        None
+    }
+}
+
+/// The sidecar's server spans, where the client's request reaches the decode pod.
+pub fn is_sidecar_routing(span: &Span) -> bool {
+    let name = &*span.name;
+    name == SIDECAR_ROUTING || (name.starts_with(SIDECAR_SERVER_PREFIX) && name.contains(' '))
+}
+
+/// The EPP's scheduling spans.
+pub fn is_scheduling(span: &Span) -> bool {
+    SCHEDULING.contains(&&*span.name) || span.name.starts_with(SCORER_PREFIX)
+}
+
+/// The EPP chose P/D for the request, or the sidecar ran a leg.
+pub fn disaggregated<'a>(mut spans: impl Iterator<Item = &'a Span>) -> bool {
+    spans.any(|s| leg(s).is_some() || s.attribute(DISAGGREGATION_USED) == Some(&Value::Bool(true)))
+}
+
+/// predicted when the latency scorer scored the request, default when scheduling ran without it.
+pub fn routing<'a>(
+    spans: impl Iterator<Item = &'a Span>,
+    latency_scorers: &[String],
+) -> Option<&'static str> {
+    let mut scheduled = false;
+    for span in spans {
+        let name = &*span.name;
+        if let Some(scorer) = name.strip_prefix(SCORER_PREFIX) {
+            scheduled = true;
+            let typed = match span.attribute(SCORER_TYPE) {
+                Some(Value::Str(t)) => latency_scorers.iter().any(|s| **s == **t),
+                _ => false,
+            };
+            if typed || latency_scorers.iter().any(|s| s == scorer) {
+                return Some(ROUTING_PREDICTED);
+            }
+        } else if SCHEDULING.contains(&name) {
+            scheduled = true;
+        }
+    }
+    scheduled.then_some(ROUTING_DEFAULT)
+}
+
+/// The span's HTTP status: an integer attribute or a string of digits, the first key that has one.
+pub fn http_status(span: &Span) -> Option<i64> {
+    for key in HTTP_STATUS_KEYS {
+        match span.attribute(key) {
+            Some(Value::Int(i)) => return Some(*i),
+            Some(Value::Str(s)) if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) => {
+                // Python's int() has no bound: anything past i64 is some huge (>= 500) code.
+                return Some(s.parse().unwrap_or(i64::MAX));
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Why a request failed, from its spans' statuses and HTTP codes (`span_shapes.failure_reason`):
+/// the first reason that matches, in the order of docs/sending-traces.md; None when nothing says
+/// it failed and a model server answered.
+pub fn failure_reason<'a>(
+    spans: impl Iterator<Item = &'a Span>,
+    answered: bool,
+) -> Option<&'static str> {
+    let mut messages: Vec<String> = Vec::new();
+    let mut codes: Vec<i64> = Vec::new();
+    for span in spans {
+        if span.failed() {
+            messages.push(span.status_message.to_lowercase());
+        }
+        if let Some(code) = http_status(span) {
+            codes.push(code);
+        }
+    }
+    let text = messages.join(" "); // joined as Python joins them: a phrase may span two messages
+    let has = |needle: &str| text.contains(needle);
+    let coded = |code: i64| codes.contains(&code);
+    if CLIENT_ERROR_CODES.iter().any(|c| has(c))
+        || codes
+            .iter()
+            .any(|c| (400..500).contains(c) && !NOT_CLIENT.contains(c))
+    {
+        return Some(FAILURE_INVALID);
+    }
+    if has("timed out") || has("deadline exceeded") || coded(504) || coded(408) {
+        return Some(FAILURE_TIMEOUT);
+    }
+    if coded(429) || has("cannot be admitted") || has("resourceexhausted") {
+        return Some(FAILURE_SHED);
+    }
+    if has("client disconnected") || has("context canceled") || coded(499) {
+        return Some(FAILURE_ABORTED);
+    }
+    if !messages.is_empty() || codes.iter().any(|c| *c >= 500) {
+        return Some(FAILURE_ERROR);
+    }
+    if answered {
+        None
+    } else {
+        Some(FAILURE_ABORTED)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::span::{Key, Resource};
+    use std::sync::Arc;
+
+    fn span(name: &str, attrs: Vec<(&str, Value)>, status: i32, message: &str) -> Span {
+        Span {
+            trace_id: [1; 16],
+            span_id: [2; 8],
+            parent_span_id: None,
+            name: name.into(),
+            start_ns: 0,
+            end_ns: 0,
+            attributes: attrs.into_iter().map(|(k, v)| (Key::from(k), v)).collect(),
+            resource: Arc::new(Resource::default()),
+            tracestate: "".into(),
+            status_code: status,
+            status_message: message.into(),
+        }
+    }
+
+    fn reason(spans: &[Span], answered: bool) -> Option<&'static str> {
+        failure_reason(spans.iter(), answered)
+    }
+
+    #[test]
+    fn reasons_in_documented_order() {
+        let error = |m: &str| span("gateway.request", vec![], 2, m);
+        let code = |c: i64| {
+            span(
+                "envoy",
+                vec![("http.response.status_code", Value::Int(c))],
+                0,
+                "",
+            )
+        };
+        assert_eq!(
+            reason(
+                &[error(
+                    "inference error: Internal - request cannot be admitted: x"
+                )],
+                true
+            ),
+            Some(FAILURE_SHED)
+        );
+        assert_eq!(
+            reason(&[error("ResourceExhausted - queue timed out")], true),
+            Some(FAILURE_TIMEOUT)
+        );
+        assert_eq!(
+            reason(&[error("inference error: BadRequest - no")], true),
+            Some(FAILURE_INVALID)
+        );
+        assert_eq!(reason(&[code(429)], true), Some(FAILURE_SHED));
+        assert_eq!(reason(&[code(404)], true), Some(FAILURE_INVALID));
+        assert_eq!(reason(&[code(499)], true), Some(FAILURE_ABORTED));
+        assert_eq!(reason(&[code(503)], true), Some(FAILURE_ERROR));
+        assert_eq!(
+            reason(&[error("context canceled")], true),
+            Some(FAILURE_ABORTED)
+        );
+        assert_eq!(reason(&[error("boom")], true), Some(FAILURE_ERROR));
+        assert_eq!(
+            reason(&[error("timed"), error("out")], true),
+            Some(FAILURE_TIMEOUT)
+        );
+        assert_eq!(reason(&[code(200)], true), None);
+        assert_eq!(reason(&[code(200)], false), Some(FAILURE_ABORTED));
+    }
+
+    #[test]
+    fn status_codes_as_python_reads_them() {
+        let with = |v: Value| span("s", vec![("http.status_code", v)], 0, "");
+        assert_eq!(http_status(&with(Value::Str("504".into()))), Some(504));
+        assert_eq!(http_status(&with(Value::Str("5x".into()))), None);
+        assert_eq!(http_status(&with(Value::Bool(true))), None);
+        let both = span(
+            "s",
+            vec![
+                ("http.response.status_code", Value::Double(1.0)),
+                ("http.status_code", Value::Int(429)),
+            ],
+            0,
+            "",
+        );
+        assert_eq!(http_status(&both), Some(429)); // a non-integer first key falls through
+    }
+
+    #[test]
+    fn shapes_of_the_sidecar_and_scheduler() {
+        assert_eq!(
+            leg(&span("llm_d.pd_proxy.decode", vec![], 0, "")),
+            Some(Leg::Decode)
+        );
+        assert!(is_sidecar_routing(&span(
+            "llm_d.pd_proxy.POST /v1/chat/completions",
+            vec![],
+            0,
+            ""
+        )));
+        assert!(!is_sidecar_routing(&span(
+            "llm_d.pd_proxy.prefill",
+            vec![],
+            0,
+            ""
+        )));
+        let scorers = vec!["latency-scorer".to_string()];
+        let scorer = span("llm_d.epp.scorer.latency-scorer", vec![], 0, "");
+        assert_eq!(
+            routing([&scorer].into_iter(), &scorers),
+            Some(ROUTING_PREDICTED)
+        );
+        let other = span("run_scheduler_profile", vec![], 0, "");
+        assert_eq!(
+            routing([&other].into_iter(), &scorers),
+            Some(ROUTING_DEFAULT)
+        );
+    }
+}

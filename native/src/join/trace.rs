@@ -1,0 +1,189 @@
+//! What the assembler holds per trace (the twin of `processors/trace_state.py`): the pending spans
+//! with what the join asks of each one computed once, and what is remembered of spans that left.
+//!
+//! Spans are few per trace (`join.max_spans_per_trace`, 64 by default), so they are kept in a
+//! vector in arrival order and children are found by a scan: no per-trace index to pay for.
+
+use crate::join::ordered::{Few, SmallSet};
+use crate::span::Span;
+
+pub type SpanId = [u8; 8];
+pub type TraceId = [u8; 16];
+
+/// A held span and what the join reads of it more than once.
+pub struct Held {
+    pub span: Span,
+    /// The joinable request id (`join.request_id_pattern`'s group `id`), None without one.
+    pub rid: Option<Box<str>>,
+    pub anchor: bool,
+    pub gateway: bool,
+    pub bare: bool,
+    /// Its bytes as the configured measure counts them (fixed at intake, so removal gives back
+    /// exactly what adding took).
+    pub size: u32,
+}
+
+impl Held {
+    pub fn id(&self) -> SpanId {
+        self.span.span_id
+    }
+
+    pub fn parent(&self) -> Option<SpanId> {
+        self.span.parent_span_id
+    }
+}
+
+#[derive(Default)]
+pub struct Trace {
+    pub first_seen: f64,
+    pub size: usize,
+    pub spans: Few<Held>,
+    /// Anchors not yet emitted, with their arrival time, in arrival order.
+    pub anchors: Few<(SpanId, f64)>,
+    /// Gateway spans not yet resolved.
+    pub gateways: Few<SpanId>,
+    /// Spans that carry nothing: the first to go when the trace is full.
+    pub bare: Few<SpanId>,
+    pub request_ids: Few<Box<str>>,
+    pub anchor_request_ids: Few<Box<str>>,
+    pub lent: bool,
+    pub emitted: bool,
+}
+
+impl Trace {
+    pub fn new(first_seen: f64) -> Trace {
+        Trace {
+            first_seen,
+            ..Trace::default()
+        }
+    }
+
+    pub fn get(&self, id: &SpanId) -> Option<&Held> {
+        self.spans.iter().find(|h| h.span.span_id == *id)
+    }
+
+    pub fn holds(&self, id: &SpanId) -> bool {
+        self.get(id).is_some()
+    }
+
+    pub fn is_anchor(&self, id: &SpanId) -> bool {
+        self.anchors.iter().any(|(a, _)| a == id)
+    }
+
+    pub fn add(&mut self, held: Held) {
+        self.size += held.size as usize;
+        self.spans.push(held);
+    }
+
+    /// Removes a held span; returns its size (0 when it was not held).
+    pub fn remove(&mut self, id: &SpanId) -> usize {
+        match self.spans.iter().position(|h| h.span.span_id == *id) {
+            Some(i) => {
+                let size = self.spans.remove(i).size as usize;
+                self.size -= size;
+                size
+            }
+            None => 0,
+        }
+    }
+
+    /// Every span left (their request was emitted); returns the bytes given back.
+    pub fn clear(&mut self) -> usize {
+        let size = std::mem::take(&mut self.size);
+        self.spans.clear();
+        self.anchors.clear();
+        self.gateways.clear();
+        self.bare.clear();
+        size
+    }
+
+    /// The held ancestors of `span`, nearest first, up to the first one missing.
+    pub fn ancestors<'a>(&'a self, span: &Held) -> Vec<&'a Held> {
+        let mut chain: Vec<&Held> = Vec::new();
+        let mut parent = span.parent();
+        while let Some(id) = parent {
+            if id == span.id() || chain.iter().any(|h| h.id() == id) {
+                break; // a parent cycle
+            }
+            let Some(above) = self.get(&id) else { break };
+            chain.push(above);
+            parent = above.parent();
+        }
+        chain
+    }
+
+    /// Every ancestor up to a root span is held (a cycle never is complete).
+    pub fn chain_complete(&self, span: &Held) -> bool {
+        let chain = self.ancestors(span);
+        chain.last().copied().unwrap_or(span).parent().is_none()
+    }
+
+    /// The held descendants of `id`, in the order of a depth-first walk taking the last child
+    /// first (the order the Python reference's stack gives).
+    pub fn descendants(&self, id: &SpanId) -> Vec<&Held> {
+        let mut out: Vec<&Held> = Vec::new();
+        let mut seen: Vec<SpanId> = vec![*id];
+        let mut stack: Vec<&Held> = self.children(id).collect();
+        while let Some(child) = stack.pop() {
+            let child_id = child.id();
+            if seen.contains(&child_id) {
+                continue;
+            }
+            seen.push(child_id);
+            out.push(child);
+            stack.extend(self.children(&child_id));
+        }
+        out
+    }
+
+    fn children(&self, id: &SpanId) -> impl Iterator<Item = &Held> + '_ {
+        let id = *id;
+        self.spans.iter().filter(move |h| h.parent() == Some(id))
+    }
+}
+
+/// What is remembered of a trace's spans once they left the pending trace.
+#[derive(Default)]
+pub struct Seen {
+    seen: SmallSet<SpanId>,
+    claimed: SmallSet<SpanId>,
+    parents: SmallSet<SpanId>,
+}
+
+pub const DROP_DUPLICATE: &str = "duplicate";
+pub const DROP_LATE: &str = "late";
+
+impl Seen {
+    pub fn remember(
+        &mut self,
+        spans: impl Iterator<Item = (SpanId, Option<SpanId>)>,
+        claimed: bool,
+        cap: usize,
+    ) {
+        for (id, parent) in spans {
+            self.seen.add(id);
+            if claimed {
+                self.claimed.add(id);
+                if let Some(parent) = parent {
+                    self.parents.add(parent);
+                }
+            }
+        }
+        self.seen.trim(cap);
+        self.claimed.trim(cap);
+        self.parents.trim(cap);
+    }
+
+    pub fn verdict(&self, span: &Span) -> Option<&'static str> {
+        if self.seen.contains(&span.span_id) {
+            return Some(DROP_DUPLICATE);
+        }
+        let under_claimed = span
+            .parent_span_id
+            .is_some_and(|p| self.claimed.contains(&p));
+        if self.parents.contains(&span.span_id) || under_claimed {
+            return Some(DROP_LATE);
+        }
+        None
+    }
+}

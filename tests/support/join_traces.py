@@ -1,0 +1,364 @@
+"""Generated traces for the differential tests of the trace join (tests/unit/test_native_join.py).
+
+Every shape the join rules name, drawn at random from a seed: late-2025 traces (the EPP's span with
+the headers, vLLM's below it), llm-d-router's (``gateway.request`` > orchestration > scheduling, vLLM
+under it or beside it under the caller's span, an Envoy span with captured headers outside it),
+agent traces of many calls with tool spans, P/D with the routing sidecar's spans or without them
+(chunked decodes, decode stages that never come), ``n > 1`` choices, gateway requests that fail for
+each reason or are no LLM call, failed model-server spans, lone model-server spans, traces whose
+gateway spans went to a trace of their own (joined by request id), traces with no model-server span.
+Then they are delivered as exporters deliver them: interleaved, in random order, split into batches,
+with spans lost, resent (duplicates, retries) or late, and with the clock moving between batches
+across every window. The shapes follow llm-d-router ebab6879 (``pkg/epp/handlers/server.go:460``,
+``pkg/epp/requestcontrol/director.go:242-267``, ``pkg/epp/scheduling/scheduler_profile.go:153-382``; the
+sidecar's ``forward_request`` at ``pkg/sidecar/proxy/chat_completions.go:66``, its ``prefill`` / ``decode``
+legs at ``connector_nixlv2.go:87,296`` and ``llm_d.pd_proxy.prefill`` / ``.decode`` at
+``connector_mooncake.go:201,243``) and vLLM 0.33.0's ``llm_request`` span, as ``sloscope.testing`` and
+tests/unit/test_assembler_upstream.py pin them.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from sloscope.records import STATUS_ERROR, Span
+
+MS = 1_000_000
+T0 = 1_760_000_000_000_000_000
+MODELS = ("meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen3-8B")
+EPP = {"service.name": "llm-d-epp"}
+# (status message, HTTP code) of a gateway request that reached no model server: every failure reason.
+FAILURES: tuple[tuple[str, int | None], ...] = (
+    ("inference error: ResourceExhausted - flow control saturated", None),
+    ("inference error: Internal - request cannot be admitted: latency-slo-admitter", None),
+    ("inference error: ResourceExhausted - request timed out in queue", 429),
+    ("context deadline exceeded", None),
+    ("client disconnected", None),
+    ("context canceled", 499),
+    ("", None),  # no error at all: aborted when unanswered
+    ("", 429),
+    ("", 504),
+    ("", 503),
+    ("inference error: BadRequest - bad body", 400),
+    ("upstream connect error", None),
+)
+
+
+@dataclass
+class Trace:
+    """The spans of one trace being built, with a span id per span."""
+
+    rng: random.Random
+    trace_id: str
+    start_ns: int
+    spans: list[Span] = field(default_factory=list)
+
+    def add(
+        self,
+        name: str,
+        attributes: dict[str, Any],
+        *,
+        parent: str = "",
+        resource: dict[str, Any] | None = None,
+        at_ms: float = 0.0,
+        length_ms: float = 1000.0,
+        status: tuple[int, str] = (0, ""),
+    ) -> str:
+        span_id = f"{self.rng.getrandbits(64) | 1:016x}"
+        start = self.start_ns + int(at_ms * MS)
+        self.spans.append(
+            Span(
+                trace_id=self.trace_id,
+                span_id=span_id,
+                parent_span_id=parent,
+                name=name,
+                start_ns=start,
+                end_ns=start + int(length_ms * MS),
+                attributes=attributes,
+                resource=resource if resource is not None else EPP,
+                status_code=status[0],
+                status_message=status[1],
+            )
+        )
+        return span_id
+
+
+class Shapes:
+    """Builders of the upstream shapes, drawing every free choice from ``rng``."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.serial = 0
+
+    def trace(self) -> Trace:
+        rng = self.rng
+        return Trace(rng, f"{rng.getrandbits(128) | 1:032x}", T0 + rng.randrange(10**12))
+
+    def request_id(self) -> str:
+        self.serial += 1
+        if self.rng.random() < 0.02:
+            return f"réq-{self.serial}"  # not ASCII: the native join asks Python's re
+        return f"{self.serial:08x}-{self.rng.getrandbits(32):08x}"
+
+    def pod(self) -> dict[str, Any]:
+        return {"service.name": "vllm", "k8s.pod.name": f"vllm-{self.rng.randrange(4)}"}
+
+    def headers(self) -> dict[str, Any]:
+        rng, out = self.rng, {}
+        form = rng.choice(("http.request.header.x-llm-d-slo-", "x-llm-d-slo-", "http.request.header.x-slo-", "x-slo-"))
+        if rng.random() < 0.7:
+            value = rng.choice(("200", "500", " 1000 ", "abc", "1_5"))
+            out[f"{form}ttft-ms"] = [value] if form.startswith("http.") else value
+        if rng.random() < 0.5:
+            value = rng.choice(("50", "100", "nan"))
+            out[f"{form}tpot-ms"] = [value] if form.startswith("http.") else value
+        if rng.random() < 0.15:
+            out["http.request.header.x-prediction-based-scheduling"] = [rng.choice(("true", "false", "maybe"))]
+        if rng.random() < 0.1:
+            out["x-prediction-based-scheduling-off"] = ""
+        return out
+
+    def vllm(
+        self,
+        trace: Trace,
+        parent: str,
+        request_id: str,
+        *,
+        at_ms: float,
+        form: str = "chatcmpl-{}",
+        status: tuple[int, str] = (0, ""),
+        name: str = "llm_request",
+    ) -> str:
+        rng = self.rng
+        ttft = round(rng.uniform(0.01, 0.8), 4)
+        e2e = round(ttft + rng.uniform(0.0, 3.0), 4)
+        attributes: dict[str, Any] = {
+            "gen_ai.request.id": form.format(request_id),
+            "gen_ai.response.model": rng.choice(MODELS),
+            "gen_ai.usage.prompt_tokens": rng.randint(1, 4000),
+            "gen_ai.usage.completion_tokens": rng.choice((0, 1, 2, rng.randint(3, 900))),
+            "gen_ai.latency.time_to_first_token": ttft,
+            "gen_ai.latency.e2e": e2e,
+            "gen_ai.latency.time_in_queue": round(rng.uniform(0, 0.1), 4),
+            "gen_ai.latency.time_in_model_prefill": round(rng.uniform(0, 0.3), 4),
+            "gen_ai.latency.time_in_model_decode": round(rng.uniform(0, 2), 4),
+        }
+        if rng.random() < 0.1:
+            del attributes["gen_ai.latency.time_to_first_token"]
+        if rng.random() < 0.05:
+            attributes["gen_ai.request.id"] = rng.randrange(10**6)  # TensorRT-LLM: an integer id
+        return trace.add(
+            name, attributes, parent=parent, resource=self.pod(), at_ms=at_ms, length_ms=e2e * 1000, status=status
+        )
+
+    def epp(self, trace: Trace, parent: str, request_id: str, *, at_ms: float, scheduled: bool = True) -> str:
+        """llm-d-router's EPP spans of one call; returns the gateway span's id."""
+        rng = self.rng
+        model = rng.choice(MODELS)
+        gateway = trace.add("gateway.request", {}, parent=parent, at_ms=at_ms, length_ms=4000)
+        orchestration = trace.add(
+            "gateway.request_orchestration", {"target_model": model}, parent=gateway, at_ms=at_ms + 1
+        )
+        if not scheduled:
+            return gateway
+        ids = {"gen_ai.request.id": request_id, "gen_ai.request.model": model}
+        profile = trace.add(
+            "run_scheduler_profile", {"llm_d.epp.scheduling.profile.name": "default"}, parent=orchestration
+        )
+        scoring = trace.add("llm_d.epp.scoring", dict(ids), parent=profile, at_ms=at_ms + 2)
+        scorer = rng.choice(("latency-scorer", "prefix-cache-scorer"))
+        trace.add(f"llm_d.epp.scorer.{scorer}", {"llm_d.epp.scorer.type": scorer, **ids}, parent=scoring)
+        trace.add("pick_endpoints", dict(ids), parent=profile, at_ms=at_ms + 3)
+        return gateway
+
+    # ---- one LLM call ----------------------------------------------------------------------
+
+    def call(self, trace: Trace, parent: str, at_ms: float) -> None:
+        """One LLM call of some shape under ``parent`` (a caller's span, or none)."""
+        kind = self.rng.choices(
+            ("late2025", "llmd", "llmd_sibling", "pd", "choices", "failed", "failed_anchor", "lone"),
+            (3, 4, 2, 2, 1, 2, 1, 1),
+        )[0]
+        getattr(self, f"_{kind}")(trace, parent, at_ms)
+
+    def _late2025(self, trace: Trace, parent: str, at_ms: float) -> None:
+        request_id = self.request_id()
+        attributes = {"gen_ai.request.model": self.rng.choice(MODELS), "x-request-id": request_id, **self.headers()}
+        if self.rng.random() < 0.3:
+            attributes["llm_d.predicted_ttft_ms"] = 120.5
+            attributes["prefix_cache_score"] = 0.5
+        gateway = trace.add("gateway.request", attributes, parent=parent, at_ms=at_ms, length_ms=3000)
+        self.vllm(trace, gateway, request_id, at_ms=at_ms + 5)
+
+    def _llmd(self, trace: Trace, parent: str, at_ms: float) -> None:
+        request_id = self.request_id()
+        envoy = ""
+        if self.rng.random() < 0.4:  # Envoy's span with the captured headers encloses the EPP's
+            envoy = trace.add(
+                "ingress", {"http.request.header.x-request-id": [request_id], **self.headers()}, parent=parent,
+                at_ms=at_ms - 1, length_ms=6000,
+            )  # fmt: skip
+        gateway = self.epp(trace, envoy or parent, request_id, at_ms=at_ms)
+        self.vllm(trace, gateway, request_id, at_ms=at_ms + 5)
+
+    def _llmd_sibling(self, trace: Trace, parent: str, at_ms: float) -> None:
+        """The caller's traceparent won at the gateway: vLLM's span is a sibling of gateway.request."""
+        request_id = self.request_id()
+        self.epp(trace, parent, request_id, at_ms=at_ms)
+        if self.rng.random() < 0.5:
+            trace.add("ingress", {"x-request-id": request_id, **self.headers()}, parent=parent, at_ms=at_ms - 1)
+        self.vllm(trace, parent, request_id, at_ms=at_ms + 5)
+
+    def _pd(self, trace: Trace, parent: str, at_ms: float) -> None:
+        rng = self.rng
+        request_id = self.request_id()
+        gateway = self.epp(trace, parent, request_id, at_ms=at_ms)
+        if rng.random() < 0.6:
+            trace.add("prepare_disaggregation", {"llm_d.epp.pd.disaggregation_used": True}, parent=gateway)
+        if rng.random() < 0.3:  # sidecar tracing off: two model-server spans under the gateway
+            self.vllm(trace, gateway, request_id, at_ms=at_ms + 5)
+            if rng.random() < 0.8:
+                self.vllm(trace, gateway, request_id, at_ms=at_ms + 50)
+            return
+        names = rng.choice((("prefill", "decode"), ("llm_d.pd_proxy.prefill", "llm_d.pd_proxy.decode")))
+        routing = gateway
+        if rng.random() < 0.8:
+            routing = trace.add(
+                rng.choice(("forward_request", "llm_d.pd_proxy.POST /v1/chat/completions")), {},
+                parent=gateway, resource=self.pod(), at_ms=at_ms + 4,
+            )  # fmt: skip
+        prefill = trace.add(names[0], {}, parent=routing, at_ms=at_ms + 5)
+        self.vllm(trace, prefill, request_id, at_ms=at_ms + 6)
+        if rng.random() < 0.85:  # the decode stage may never come
+            decode = trace.add(names[1], {"llm_d.pd_proxy.true_ttft_ms": 150.0}, parent=routing, at_ms=at_ms + 60)
+            for chunk in range(rng.choice((1, 1, 2))):
+                self.vllm(trace, decode, request_id, at_ms=at_ms + 61 + 500 * chunk)
+
+    def _choices(self, trace: Trace, parent: str, at_ms: float) -> None:
+        request_id = self.request_id()
+        if self.rng.random() < 0.5:
+            parent = self.epp(trace, parent, request_id, at_ms=at_ms)
+        elif not parent:
+            parent = trace.add("client", {"x-request-id": request_id}, at_ms=at_ms - 1)
+        for i in range(self.rng.randint(2, 4)):
+            self.vllm(trace, parent, request_id, at_ms=at_ms + 5 + i, form="cmpl-{}-" + str(i))
+
+    def _failed(self, trace: Trace, parent: str, at_ms: float) -> None:
+        rng = self.rng
+        request_id = self.request_id()
+        message, code = rng.choice(FAILURES)
+        status = (STATUS_ERROR, message) if message else (0, "")
+        if rng.random() < 0.25:  # late-2025: the headers on the EPP's span, or a passthrough with none
+            attributes: dict[str, Any] = {"x-request-id": request_id}
+            if rng.random() < 0.8:
+                attributes.update({"gen_ai.request.model": rng.choice(MODELS), **self.headers()})
+            if code is not None:
+                attributes["http.response.status_code"] = code
+            trace.add("gateway.request", attributes, parent=parent, at_ms=at_ms, status=status)
+            return
+        gateway = self.epp(trace, parent, request_id, at_ms=at_ms, scheduled=rng.random() < 0.5)
+        if status[0]:
+            trace.add("gateway.request_error", {}, parent=gateway, status=status)
+        if code is not None:
+            envoy = {"http.status_code": str(code), "x-request-id": request_id}
+            trace.add("ingress", envoy, parent=parent, at_ms=at_ms - 1, length_ms=6000)
+
+    def _failed_anchor(self, trace: Trace, parent: str, at_ms: float) -> None:
+        request_id = self.request_id()
+        gateway = self.epp(trace, parent, request_id, at_ms=at_ms)
+        message = self.rng.choice(("engine dead", "request timed out", "client disconnected"))
+        self.vllm(trace, gateway, request_id, at_ms=at_ms + 5, status=(STATUS_ERROR, message))
+
+    def _lone(self, trace: Trace, parent: str, at_ms: float) -> None:
+        name = self.rng.choice(("llm_request", "sglang.request"))  # any span with gen_ai.latency.e2e anchors
+        self.vllm(trace, parent, self.request_id(), at_ms=at_ms, name=name)
+
+    # ---- whole traces ----------------------------------------------------------------------
+
+    def traces(self) -> list[Trace]:
+        """One to three traces: a single call, an agent's calls, or a call split across traces."""
+        rng = self.rng
+        kind = rng.choices(("single", "agent", "cross", "no_anchor"), (8, 2, 2, 1))[0]
+        trace = self.trace()
+        if kind == "single":
+            parent = trace.add("client", {}, at_ms=-2, length_ms=9000) if rng.random() < 0.3 else ""
+            self.call(trace, parent, 0)
+        elif kind == "agent":
+            root = trace.add("agent.run", rng.choice(({}, {"agent.name": "planner"})), length_ms=60000)
+            for i in range(rng.randint(2, 8)):
+                if rng.random() < 0.5:
+                    trace.add("tool.call", {}, parent=root, at_ms=1000 * i + 900)  # carries nothing
+                self.call(trace, root, 1000 * i)
+        elif kind == "cross":
+            return self._cross(trace)
+        else:
+            root = trace.add("batch.job", {}, length_ms=5000)
+            trace.add("tool.call", {"x-request-id": self.request_id()}, parent=root)
+        return [trace]
+
+    def _cross(self, trace: Trace) -> list[Trace]:
+        """EPPs before 2026: the gateway spans in a trace of their own, vLLM's in the caller's."""
+        rng = self.rng
+        request_id = self.request_id()
+        epp = self.trace()
+        if rng.random() < 0.5:
+            epp.add(
+                "gateway.request",
+                {"x-request-id": request_id, "gen_ai.request.model": MODELS[0], **self.headers()},
+            )
+        else:
+            self.epp(epp, "", request_id, at_ms=0)
+        parent = trace.add("client", {}, at_ms=-1) if rng.random() < 0.5 else ""
+        self.vllm(trace, parent, request_id, at_ms=5)
+        return [epp, trace] if rng.random() < 0.5 else [trace, epp]
+
+
+# ---- delivery ---------------------------------------------------------------------------------
+
+Step = tuple[str, Any]  # ("spans", list[Span]) or ("advance", seconds)
+
+
+def deliveries(rng: random.Random, traces: int) -> Iterator[Step]:
+    """``traces`` generated traces as exporters deliver them, with the clock advancing between batches."""
+    shapes = Shapes(rng)
+    sent: list[Span] = []
+    delayed: list[Span] = []
+    made = 0
+    while made < traces:
+        pool: list[Span] = []
+        for _ in range(rng.randint(1, 12)):  # traces in flight together
+            for trace in shapes.traces():
+                pool.extend(trace.spans)
+                made += 1
+        pool = [s for s in pool if rng.random() > 0.03]  # lost on the way: missing parents, missing gateways
+        if rng.random() < 0.7:
+            rng.shuffle(pool)
+        else:  # children end, and are exported, before their parents
+            pool.sort(key=lambda s: (s.end_ns, s.span_id))
+        for span in list(pool):
+            if rng.random() < 0.03:
+                pool.remove(span)
+                delayed.append(span)  # held back in an exporter's queue: late, or still in time
+        while pool:
+            size = rng.choice((1, 2, 3, 5, 8, 20, 64))
+            batch, pool = pool[:size], pool[size:]
+            if sent and rng.random() < 0.05:  # an exporter retried a batch it had sent
+                batch = batch + rng.sample(sent, min(len(sent), rng.randint(1, 3)))
+            if delayed and rng.random() < 0.2:
+                batch = [*batch, delayed.pop(0)]
+            sent.extend(batch)
+            del sent[:-200]
+            yield ("spans", batch)
+            yield ("advance", _advance(rng))
+    if delayed:
+        yield ("spans", delayed)
+    yield ("advance", 40.0)
+
+
+def _advance(rng: random.Random) -> float:
+    """Mostly a moment; sometimes past the join window, the failure window, a trace's time to live,
+    or a long decode's max_request_seconds."""
+    return rng.choices((0.0, 0.3, 1.5, 5.0, 16.0, 31.0, 700.0), (30, 30, 20, 8, 5, 3, 1))[0]

@@ -1,13 +1,25 @@
-"""The SLO evaluator stage: joined request in, (request, evaluation) out to every publisher."""
+"""The SLO evaluator stage: joined requests in, their evaluations out to every publisher.
+
+Two entry points. One request at a time (``evaluator(request)``): :func:`evaluate`, then every
+publisher's ``publish(request, evaluation)``; this is the reference. A batch (:meth:`SLOEvaluator.batch`,
+what the pipeline hands it: the requests one call of the trace assembler emitted): the SLO verdicts are
+computed for the whole batch at once (:func:`evaluate_batch`), a publisher with a ``publish_batch``
+method takes the batch, and every other one still gets its (request, evaluation) pairs, in order.
+"""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
+import pyarrow as pa
+
+from sloscope.processors import joined_batch
+from sloscope.processors.joined_batch import EvaluatedBatch
 from sloscope.records import Evaluation, JoinedRequest
 from sloscope.slo.evaluate import evaluate
+from sloscope.slo.evaluate_batch import evaluate_batch
 from sloscope.slo.spec import SLOSpec
 
 log = logging.getLogger(__name__)
@@ -15,6 +27,11 @@ log = logging.getLogger(__name__)
 
 class RequestPublisher(Protocol):
     def publish(self, request: JoinedRequest, evaluation: Evaluation) -> None: ...
+
+
+@runtime_checkable
+class BatchPublisher(Protocol):
+    def publish_batch(self, batch: EvaluatedBatch) -> None: ...
 
 
 class SLOEvaluator:
@@ -29,7 +46,38 @@ class SLOEvaluator:
     def __call__(self, request: JoinedRequest) -> None:
         evaluation = evaluate(request, self._spec)
         for publisher in self._publishers:
-            try:
-                publisher.publish(request, evaluation)
-            except Exception:  # a failing publisher must not stop the others or the worker
-                log.exception("publisher %s failed on trace %s", type(publisher).__name__, request.trace_id)
+            _publish(publisher, request, evaluation)
+
+    def batch(self, requests: Sequence[JoinedRequest]) -> None:
+        """Evaluate and publish ``requests`` as one batch (nothing for none)."""
+        if requests:
+            self.records(joined_batch.from_requests(requests), requests)
+
+    def records(self, records: pa.RecordBatch, requests: Sequence[JoinedRequest] | None = None) -> None:
+        """Evaluate and publish a record batch of :data:`~sloscope.processors.joined_batch.SCHEMA` (``requests``:
+        the same rows as objects, when they exist, so they are not built again for the pair publishers)."""
+        if not records.num_rows:
+            return
+        joined_batch.check(records)
+        evaluated = EvaluatedBatch(records, evaluate_batch(records, self._spec), requests)
+        # Built before anything is published, so whatever may fail fails before any publisher has counted.
+        one_by_one = [p for p in self._publishers if not isinstance(p, BatchPublisher)]
+        pairs = evaluated.pairs() if one_by_one else []
+        for publisher in self._publishers:
+            if isinstance(publisher, BatchPublisher):
+                try:
+                    publisher.publish_batch(evaluated)
+                except Exception:  # nor stop the others; this publisher's series of the batch are lost, and said so
+                    log.exception(
+                        "publisher %s failed on a batch of %d requests", type(publisher).__name__, len(evaluated)
+                    )
+                continue
+            for request, evaluation in pairs:
+                _publish(publisher, request, evaluation)
+
+
+def _publish(publisher: RequestPublisher, request: JoinedRequest, evaluation: Evaluation) -> None:
+    try:
+        publisher.publish(request, evaluation)
+    except Exception:  # a failing publisher must not stop the others or the worker
+        log.exception("publisher %s failed on trace %s", type(publisher).__name__, request.trace_id)

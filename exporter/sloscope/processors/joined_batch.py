@@ -23,9 +23,10 @@ from operator import attrgetter
 
 import pyarrow as pa
 
-from sloscope.records import JoinedRequest
+from sloscope.records import Evaluation, JoinedRequest
+from sloscope.slo.evaluate_batch import Verdicts
 
-__all__ = ["SCHEMA", "check", "from_requests", "to_requests"]
+__all__ = ["SCHEMA", "EvaluatedBatch", "check", "from_requests", "to_requests"]
 
 _TYPES: dict[str, tuple[pa.DataType, bool]] = {  # annotation -> (Arrow type, nullable)
     "str": (pa.string(), False),
@@ -75,3 +76,34 @@ def check(batch: pa.RecordBatch) -> None:
             raise ValueError(f"joined batch column {field.name} is {column.type}, not {field.type}")
         if not field.nullable and column.null_count:
             raise ValueError(f"joined batch column {field.name} has {column.null_count} null(s); it has none")
+
+
+class EvaluatedBatch:
+    """A batch of joined requests with its verdicts: what the evaluator hands its publishers.
+
+    Publishers with a batch method read :attr:`records` and :attr:`verdicts`; the others get
+    :meth:`pairs`, built once per batch and shared, so a publisher answering "which labels did this request
+    get?" (``PrometheusPublisher.model_and_pool``) recognises the very objects it is asked about.
+    """
+
+    def __init__(
+        self, records: pa.RecordBatch, verdicts: Verdicts, requests: Sequence[JoinedRequest] | None = None
+    ) -> None:
+        self.records = records
+        self.verdicts = verdicts
+        self._requests = list(requests) if requests is not None else None
+        self._evaluations: list[Evaluation] | None = None
+
+    def __len__(self) -> int:
+        return int(self.records.num_rows)
+
+    def requests(self) -> list[JoinedRequest]:
+        """The rows as objects: those the batch was built from, else converted once."""
+        if self._requests is None:
+            self._requests = to_requests(self.records)
+        return self._requests
+
+    def pairs(self) -> list[tuple[JoinedRequest, Evaluation]]:
+        if self._evaluations is None:
+            self._evaluations = self.verdicts.evaluations()
+        return list(zip(self.requests(), self._evaluations, strict=True))

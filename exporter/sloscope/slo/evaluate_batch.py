@@ -113,7 +113,7 @@ def evaluate_batch(batch: pa.RecordBatch, spec: SLOSpec) -> Verdicts:
     """Classify every request of ``batch`` (:data:`~sloscope.processors.joined_batch.SCHEMA`), resolve targets
     and judge each SLO, as :func:`~sloscope.slo.evaluate.evaluate` does one request."""
     n = batch.num_rows
-    slo_ttft, slo_tpot = _floats(batch, "slo_ttft_ms"), _floats(batch, "slo_tpot_ms")
+    slo_ttft, slo_tpot = floats(batch, "slo_ttft_ms"), floats(batch, "slo_tpot_ms")
     has_ttft, has_tpot = _valid_target(slo_ttft), _valid_target(slo_tpot)
     header_ttft, header_tpot = np.where(has_ttft, slo_ttft, np.nan), np.where(has_tpot, slo_tpot, np.nan)
     cls = _classify(spec, model_column(batch), header_ttft, header_tpot)
@@ -131,24 +131,24 @@ def evaluate_batch(batch: pa.RecordBatch, spec: SLOSpec) -> Verdicts:
     client_error = _mask(pc.fill_null(pc.equal(reason, c.FAILURE_INVALID), False))
     ok = ~failed
 
-    raw_ttft = _floats(batch, "ttft_seconds")
-    ttft_ok = _valid_seconds(raw_ttft)
+    raw_ttft = floats(batch, "ttft_seconds")
+    ttft_ok = valid_seconds_of(raw_ttft)
     ttft = np.where(ttft_ok, raw_ttft, np.nan)
     # TPOT subtracts TTFT from e2e: both from the model server's clock (its own TTFT, when it has one).
     server_ttft = np.where(
-        _mask(batch.column("server_ttft_seconds").is_valid()), _floats(batch, "server_ttft_seconds"), raw_ttft
+        _mask(batch.column("server_ttft_seconds").is_valid()), floats(batch, "server_ttft_seconds"), raw_ttft
     )
-    server_ok = _valid_seconds(server_ttft)
-    e2e, tokens = _floats(batch, "e2e_seconds"), _floats(batch, "completion_tokens")
-    e2e_ok, tokens_ok = _valid_seconds(e2e), _valid_tokens(tokens)
+    server_ok = valid_seconds_of(server_ttft)
+    e2e, tokens = floats(batch, "e2e_seconds"), floats(batch, "completion_tokens")
+    e2e_ok, tokens_ok = valid_seconds_of(e2e), valid_tokens_of(tokens)
     with np.errstate(invalid="ignore"):
         backwards = e2e_ok & server_ok & tokens_ok & (tokens >= 2) & (e2e < server_ttft)
         computable = e2e_ok & server_ok & tokens_ok & (tokens >= 2) & ~backwards
     with np.errstate(invalid="ignore", divide="ignore"):
         computed = np.where(computable, (e2e - server_ttft) / (tokens - 1), np.nan)
-    own_tpot = _floats(batch, "tpot_seconds")
+    own_tpot = floats(batch, "tpot_seconds")
     own = _mask(batch.column("tpot_seconds").is_valid())
-    tpot = np.where(own, np.where(_valid_seconds(own_tpot), own_tpot, np.nan), computed)
+    tpot = np.where(own, np.where(valid_seconds_of(own_tpot), own_tpot, np.nan), computed)
     tpot_ok = ~np.isnan(tpot)
 
     needs_tpot_inputs = ok & carries_tpot & ~tpot_ok
@@ -252,7 +252,7 @@ def _failed(verdict: VerdictColumns, failed: Mask, missed: Mask, actual: Floats,
     )
 
 
-def _floats(batch: pa.RecordBatch, name: str) -> Floats:
+def floats(batch: pa.RecordBatch, name: str) -> Floats:
     """A float64 column as an array, null as NaN."""
     return np.asarray(batch.column(name).to_numpy(zero_copy_only=False), dtype=np.float64)
 
@@ -261,12 +261,12 @@ def _mask(array: pa.Array) -> Mask:
     return np.asarray(array.to_numpy(zero_copy_only=False), dtype=bool)
 
 
-def _valid_seconds(values: Floats) -> Mask:
+def valid_seconds_of(values: Floats) -> Mask:
     with np.errstate(invalid="ignore"):
         return np.isfinite(values) & (values >= 0)
 
 
-def _valid_tokens(values: Floats) -> Mask:
+def valid_tokens_of(values: Floats) -> Mask:
     finite = np.isfinite(values)
     with np.errstate(invalid="ignore"):
         whole: Mask = np.trunc(np.where(finite, values, 0.0)) == values

@@ -56,7 +56,7 @@ class Side:
             clock=lambda: 1_750_000_000.25,
         )
         self.asked = LabelsAsked(self.publisher)
-        self.evaluator = SLOEvaluator(spec, (self.publisher, self.asked))
+        self.evaluator = SLOEvaluator(spec, (self.publisher, self.asked), min_batch=1)  # every batch vectorized
 
     def exposition(self) -> tuple[str, str]:
         """Both formats, without the ``_created`` samples of the telemetry's counters (their creation times)."""

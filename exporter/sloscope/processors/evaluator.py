@@ -1,10 +1,11 @@
 """The SLO evaluator stage: joined requests in, their evaluations out to every publisher.
 
-Two entry points. One request at a time (``evaluator(request)``): :func:`evaluate`, then every
-publisher's ``publish(request, evaluation)``; this is the reference. A batch (:meth:`SLOEvaluator.batch`,
-what the pipeline hands it: the requests one call of the trace assembler emitted): the SLO verdicts are
-computed for the whole batch at once (:func:`evaluate_batch`), a publisher with a ``publish_batch``
-method takes the batch, and every other one still gets its (request, evaluation) pairs, in order.
+One request at a time (``evaluator(request)``): :func:`evaluate`, then every publisher's
+``publish(request, evaluation)``; this is the reference. A batch (:meth:`SLOEvaluator.batch`, what the
+pipeline hands it: the requests one call of the trace assembler emitted; :meth:`SLOEvaluator.records`, the
+same as an Arrow record batch): the SLO verdicts are computed for the whole batch at once
+(:func:`evaluate_batch`), a publisher with a ``publish_batch`` method takes the batch, and every other one
+still gets its (request, evaluation) pairs, in order.
 """
 
 from __future__ import annotations
@@ -34,10 +35,17 @@ class BatchPublisher(Protocol):
     def publish_batch(self, batch: EvaluatedBatch) -> None: ...
 
 
+MIN_BATCH = 128
+"""Batches smaller than this take the one-at-a-time path: the vectorized one costs about a hundred numpy and
+Arrow calls per batch whatever its size, which a small batch does not repay (bench/columnar.py measures the
+crossover). Both paths publish identical series (tests/unit/test_batch_publisher.py)."""
+
+
 class SLOEvaluator:
-    def __init__(self, spec: SLOSpec, publishers: Sequence[RequestPublisher]) -> None:
+    def __init__(self, spec: SLOSpec, publishers: Sequence[RequestPublisher], *, min_batch: int = MIN_BATCH) -> None:
         self._spec = spec
         self._publishers = tuple(publishers)
+        self._min_batch = min_batch
 
     def add(self, publisher: RequestPublisher) -> None:
         """One more publisher, after the others (before the pipeline starts)."""
@@ -49,16 +57,21 @@ class SLOEvaluator:
             _publish(publisher, request, evaluation)
 
     def batch(self, requests: Sequence[JoinedRequest]) -> None:
-        """Evaluate and publish ``requests`` as one batch (nothing for none)."""
-        if requests:
-            self.records(joined_batch.from_requests(requests), requests)
+        """Evaluate and publish ``requests`` as one batch (one at a time when fewer than ``min_batch``)."""
+        if len(requests) < self._min_batch:
+            for request in requests:
+                self(request)
+        else:
+            self._publish_batch(joined_batch.from_requests(requests), requests)
 
-    def records(self, records: pa.RecordBatch, requests: Sequence[JoinedRequest] | None = None) -> None:
-        """Evaluate and publish a record batch of :data:`~sloscope.processors.joined_batch.SCHEMA` (``requests``:
-        the same rows as objects, when they exist, so they are not built again for the pair publishers)."""
-        if not records.num_rows:
-            return
+    def records(self, records: pa.RecordBatch) -> None:
+        """Evaluate and publish a record batch of :data:`~sloscope.processors.joined_batch.SCHEMA` made elsewhere
+        (the native join); ValueError, before anything is published, when its columns are not the schema's."""
         joined_batch.check(records)
+        if records.num_rows:
+            self._publish_batch(records, None)
+
+    def _publish_batch(self, records: pa.RecordBatch, requests: Sequence[JoinedRequest] | None) -> None:
         evaluated = EvaluatedBatch(records, evaluate_batch(records, self._spec), requests)
         # Built before anything is published, so whatever may fail fails before any publisher has counted.
         one_by_one = [p for p in self._publishers if not isinstance(p, BatchPublisher)]

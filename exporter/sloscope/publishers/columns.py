@@ -7,6 +7,7 @@ caps and series budgets admit by.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -32,6 +33,8 @@ class Column:
 
     def mapped(self, new_values: Sequence[str]) -> Column:
         """Each value replaced by ``new_values[i]`` (which may repeat: folded values become one)."""
+        if list(new_values) == self.values:
+            return self
         first: dict[str, int] = {}
         remap = [first.setdefault(value, i) for i, value in enumerate(new_values)]
         return appearance(np.asarray(remap, dtype=np.intp)[self.codes], new_values)
@@ -79,14 +82,23 @@ class Groups:
 def group(columns: Sequence[Codes], selected: Mask | None = None) -> Groups:
     """Group the ``selected`` rows (all: None) by the combination of their codes, groups in order of first row."""
     n = len(columns[0])
-    combined = np.zeros(n, dtype=np.int64)
-    for codes in columns:
-        combined = combined * (int(codes.max(initial=0)) + 1) + codes
     rows = np.flatnonzero(selected) if selected is not None else np.arange(n)
     ids = np.full(n, -1, dtype=np.intp)
     if len(rows) == 0:
         return Groups(ids, np.zeros(0, dtype=np.intp), [])
-    _, first, inverse, counts = np.unique(combined[rows], return_index=True, return_inverse=True, return_counts=True)
+    radices = [int(codes.max(initial=0)) + 1 for codes in columns]
+    if math.prod(radices) < 2**62:  # the combination as one integer (mixed radix)
+        combined = np.zeros(n, dtype=np.int64)
+        for codes, radix in zip(columns, radices, strict=True):
+            combined = combined * radix + codes
+        _, first, inverse, counts = np.unique(
+            combined[rows], return_index=True, return_inverse=True, return_counts=True
+        )
+    else:  # too many distinct values to number every combination: compare them as rows
+        stacked = np.stack(columns, axis=1)[rows]
+        _, first, inverse, counts = np.unique(
+            stacked, axis=0, return_index=True, return_inverse=True, return_counts=True
+        )
     order = np.argsort(first, kind="stable")
     rank = np.empty(len(order), dtype=np.intp)
     rank[order] = np.arange(len(order))

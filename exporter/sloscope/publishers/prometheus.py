@@ -19,7 +19,7 @@ from sloscope import conventions as c
 from sloscope.config import Limits
 from sloscope.processors.joined_batch import EvaluatedBatch
 from sloscope.publishers.buckets import TOKEN_BUCKETS, TPOT_BUCKETS, TTFT_BUCKETS
-from sloscope.publishers.cardinality import LabelGuard
+from sloscope.publishers.cardinality import LabelGuard, Labels
 from sloscope.publishers.columns import Codes, Column, Groups, Mask, appearance, from_arrow, group
 from sloscope.publishers.series import CounterFamily, HistogramFamily, SeriesCollector
 from sloscope.records import Evaluation, JoinedRequest
@@ -186,29 +186,24 @@ class PrometheusPublisher:
         counters = self._counter_plan(plan)
         histograms = self._histogram_plan(plan)
         with self._series.lock:
-            new = {
-                int(groups.first[g])
-                for family, columns, groups in counters
-                for g in range(len(groups))
-                if plan.labels(columns, groups, g) not in family.values
-            }
+            new = {first for family, counts in counters for key, first, _ in counts if key not in family.values}
             new.update(
                 int(groups.first[g])
-                for family, groups, _, _ in histograms
-                for g in range(len(groups))
-                if plan.labels(plan.histogram_columns, groups, g) not in family.series
+                for family, keys, groups, _, _ in histograms
+                for g, key in enumerate(keys)
+                if key not in family.series
             )
             for row in sorted(new):
                 self._replay(plan, row, histograms)
-            for family, columns, groups in counters:
-                for g, count in enumerate(groups.counts):
-                    family.inc(plan.labels(columns, groups, g), float(count), events=count)
+            for family, counts in counters:
+                for key, _, count in counts:
+                    family.inc(key, float(count), events=count)
             for field in c.INVALID_FIELDS:
                 count = int(batch.verdicts.invalid[field].sum())
                 if count:
                     self._invalid.inc((field,), float(count), events=count)
-            for histogram, groups, values, exemplars in histograms:
-                _observe_groups(histogram, plan, groups, values, plan.trace_ids if exemplars else None)
+            for histogram, keys, groups, values, exemplars in histograms:
+                _observe_groups(histogram, keys, groups, values, plan.trace_ids if exemplars else None)
 
     def _batch_labels(self, batch: EvaluatedBatch) -> tuple[Column, Column, Column, Column]:
         """The capped model, pool, class and pod label of every row, admitted in row order as :meth:`publish` does."""
@@ -241,20 +236,25 @@ class PrometheusPublisher:
         return from_arrow(pa.array(pools, pa.string()))
 
     def _counter_plan(self, plan: _Plan) -> list[_CounterPlan]:
-        """Per counter family, its label columns and the groups of rows it counts, in :meth:`publish`'s order."""
-        base = plan.base_columns
-        out: list[_CounterPlan] = [
-            (self._requests, base, group(plan.codes(base))),
-            (self._failed, (*base, plan.reason), group(plan.codes((*base, plan.reason)), plan.failed)),
-            (self._pod_requests, (plan.pool, plan.pod), group(plan.codes((plan.pool, plan.pod)), plan.on_a_pod)),
+        """Per counter family, the label sets it counts, each with its first row and its count (a group-by of the
+        rows each family counts, as :meth:`publish` selects them)."""
+        base, pod_key = plan.base_columns, (plan.pool, plan.pod)
+        planned: list[tuple[CounterFamily, tuple[Column | str, ...], Mask | None]] = [
+            (self._requests, base, None),
+            (self._failed, (*base, plan.reason), plan.failed),
+            (self._pod_requests, pod_key, plan.on_a_pod),
         ]
         for slo in c.SLOS:
             verdict = plan.verdicts.verdict(slo)
             missed = verdict.eligible & ~verdict.met
-            out.append((self._slo_requests, (*base, slo), group(plan.codes(base), verdict.eligible)))
-            out.append((self._slo_violations, (*base, slo), group(plan.codes(base), missed)))
-            pod_key = (plan.pool, plan.pod)
-            out.append((self._pod_violations, (*pod_key, slo), group(plan.codes(pod_key), missed & plan.on_a_pod)))
+            planned.append((self._slo_requests, (*base, slo), verdict.eligible))
+            planned.append((self._slo_violations, (*base, slo), missed))
+            planned.append((self._pod_violations, (*pod_key, slo), missed & plan.on_a_pod))
+        out: list[_CounterPlan] = []
+        for family, columns, selected in planned:
+            groups = group(plan.codes(columns), selected)
+            keys = plan.keys(columns, groups)
+            out.append((family, list(zip(keys, groups.first.tolist(), groups.counts, strict=True))))
         return out
 
     def _histogram_plan(self, plan: _Plan) -> list[_HistogramPlan]:
@@ -262,6 +262,7 @@ class PrometheusPublisher:
         records, verdicts = plan.batch.records, plan.verdicts
         keys = plan.codes(plan.histogram_columns)
         out: list[_HistogramPlan] = []
+
         e2e, prompt, completion = (
             floats(records, name) for name in ("e2e_seconds", "prompt_tokens", "completion_tokens")
         )
@@ -272,7 +273,8 @@ class PrometheusPublisher:
             (self._prompt_tokens, prompt, valid_tokens_of(prompt), False),
             (self._completion_tokens, completion, valid_tokens_of(completion), False),
         ):
-            out.append((family, group(keys, selected), values, exemplars))
+            groups = group(keys, selected)
+            out.append((family, plan.keys(plan.histogram_columns, groups), groups, values, exemplars))
         return out
 
     def _replay(self, plan: _Plan, row: int, histograms: list[_HistogramPlan]) -> None:
@@ -302,7 +304,7 @@ class PrometheusPublisher:
                 self._slo_violations.start(key)
                 if on_a_pod:
                     self._pod_violations.start((pool, pod, slo))
-        for family, groups, _, _ in histograms:
+        for family, _, groups, _, _ in histograms:
             if groups.ids[row] >= 0:
                 family.touch((model, pool, slo_class))
 
@@ -329,8 +331,8 @@ class PrometheusPublisher:
             self._pod_violations.start((pool, pod, slo))
 
 
-_CounterPlan = tuple[CounterFamily, tuple[Column | str, ...], Groups]
-_HistogramPlan = tuple[HistogramFamily, Groups, Floats, bool]
+_CounterPlan = tuple[CounterFamily, list[tuple[Labels, int, int]]]  # a family, its label sets (first row, count)
+_HistogramPlan = tuple[HistogramFamily, list[Labels], Groups, Floats, bool]  # ..., the values, whether exemplars
 
 
 class _Plan:
@@ -355,18 +357,30 @@ class _Plan:
         return [column.codes for column in columns if isinstance(column, Column)]
 
     @staticmethod
-    def labels(columns: tuple[Column | str, ...], groups: Groups, g: int) -> tuple[str, ...]:
-        """The label values of group ``g`` (a ``str`` in ``columns`` is a constant label, the SLO's)."""
-        return _Plan.labels_at(columns, int(groups.first[g]))
+    def keys(columns: tuple[Column | str, ...], groups: Groups) -> list[Labels]:
+        """The label values of each group (a ``str`` in ``columns`` is a constant label, the SLO's)."""
+        first = groups.first
+        parts = [
+            [column] * len(first)
+            if isinstance(column, str)
+            else [column.values[i] for i in column.codes[first].tolist()]
+            for column in columns
+        ]
+        return list(zip(*parts, strict=True))
 
     @staticmethod
     def labels_at(columns: tuple[Column | str, ...], row: int) -> tuple[str, ...]:
         return tuple(column if isinstance(column, str) else column.values[column.codes[row]] for column in columns)
 
-    def trace_ids(self, rows: Codes) -> Callable[[int], str]:
-        """The trace id of the ``i``-th of ``rows``, read only for the rows an exemplar keeps."""
+    def trace_ids(self, rows: Codes) -> Callable[[Codes], list[str]]:
+        """The trace ids of the given positions among ``rows``, read only for the rows an exemplar keeps."""
         column = self._trace_ids
-        return lambda i: str(column[int(rows[i])].as_py())
+
+        def read(positions: Codes) -> list[str]:
+            ids: list[str] = column.take(pa.array(rows[positions])).to_pylist()
+            return ids
+
+        return read
 
 
 class _BatchMemory:
@@ -388,33 +402,25 @@ class _BatchMemory:
 
 def _observe_groups(
     family: HistogramFamily,
-    plan: _Plan,
+    keys: list[Labels],
     groups: Groups,
     values: Floats,
-    trace_ids: Callable[[Codes], Callable[[int], str]] | None,
+    trace_ids: Callable[[Codes], Callable[[Codes], list[str]]] | None,
 ) -> None:
-    """Each group's observations into the series its label set lands in; groups folded into one series are
-    observed together, in row order, so the series' sum adds them in the order one request at a time would."""
+    """Each group's observations into the series its label set lands in (itself, or the fold it is counted into);
+    groups folded into one series are observed together, in row order, as one request at a time would."""
     if not len(groups):
         return
-    destinations: dict[tuple[str, ...], int] = {}
+    landing: dict[Labels, int] = {}
     target = np.array(
         [
-            destinations.setdefault(
-                family.resolve(plan.labels(plan.histogram_columns, groups, g), count), len(destinations)
-            )
-            for g, count in enumerate(groups.counts)
+            landing.setdefault(family.resolve(key, count), len(landing))
+            for key, count in zip(keys, groups.counts, strict=True)
         ],
         dtype=np.intp,
     )
-    selected = np.flatnonzero(groups.ids >= 0)
-    landing = target[groups.ids[selected]]
-    rows = selected[np.argsort(landing, kind="stable")]
-    bounds = np.cumsum(np.bincount(landing, minlength=len(destinations)))
-    for labels, index in destinations.items():
-        start = int(bounds[index - 1]) if index else 0
-        these = rows[start : int(bounds[index])]
-        family.observe_all(labels, values[these], trace_ids(these) if trace_ids is not None else None)
+    rows = np.flatnonzero(groups.ids >= 0)
+    family.observe_all(list(landing), target[groups.ids[rows]], values[rows], trace_ids(rows) if trace_ids else None)
 
 
 def _named(column: pa.Array) -> Mask:

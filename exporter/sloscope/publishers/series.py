@@ -28,6 +28,7 @@ from sloscope.conventions import MetricDef
 from sloscope.publishers.cardinality import FamilyCap, Labels, SeriesBudget
 
 Floats = npt.NDArray[np.float64]
+Codes = npt.NDArray[np.intp]
 
 
 class CounterFamily:
@@ -121,23 +122,35 @@ class HistogramFamily:
             return labels
         return self.cap.admit(labels, events=events)
 
-    def observe_all(self, labels: Labels, values: Floats, trace_id: Callable[[int], str] | None = None) -> None:
-        """``observe`` of every value in order, at once: bucket counts by ``searchsorted``, the sum accumulated in
-        the same order (so it rounds as the one-by-one sum does), and per bucket the last value's exemplar, its
-        trace id ``trace_id(i)`` for the ``i``-th value (asked only for the values an exemplar keeps)."""
-        histogram = self.series[labels]
-        index = np.searchsorted(self._bounds, values, side="left")  # bisect_left: le is inclusive
-        counts = histogram.counts
-        for bucket, count in enumerate(np.bincount(index, minlength=len(counts)).tolist()):
-            counts[bucket] += count
-        histogram.sum = float(np.cumsum(np.concatenate(([histogram.sum], values)))[-1])
-        if trace_id is None:
+    def observe_all(
+        self, labels: list[Labels], which: Codes, values: Floats, trace_ids: Callable[[Codes], list[str]] | None = None
+    ) -> None:
+        """``observe(labels[which[i]], values[i])`` for every ``i`` in order, at once; each of ``labels`` has its
+        series (:meth:`resolve`). Bucket counts by ``searchsorted``; each series' sum accumulated in the same
+        order as one by one (a row of a zero-padded matrix, summed along the row: sequential, so it rounds as
+        the one-by-one sum does, and adding 0.0 changes nothing); per bucket the last value's exemplar, with the
+        trace ids ``trace_ids(positions)`` of the values the exemplars keep (read only for those)."""
+        series, size = [self.series[key] for key in labels], len(self.bounds)
+        bucket = np.searchsorted(self._bounds, values, side="left")  # bisect_left: le is inclusive
+        cell = which * size + bucket
+        counts = np.bincount(cell, minlength=len(labels) * size).reshape(len(labels), size).tolist()
+        order = np.argsort(which, kind="stable")
+        per_series = np.bincount(which, minlength=len(labels))
+        rank = np.arange(len(values)) - np.repeat(np.cumsum(per_series) - per_series, per_series)
+        padded = np.zeros((len(labels), int(per_series.max()) + 1))
+        padded[:, 0] = [histogram.sum for histogram in series]
+        padded[which[order], rank + 1] = values[order]
+        sums = np.cumsum(padded, axis=1)[:, -1].tolist()
+        for histogram, added, total in zip(series, counts, sums, strict=True):
+            histogram.counts = [a + b for a, b in zip(histogram.counts, added, strict=True)]
+            histogram.sum = total
+        if trace_ids is None:
             return
         now = self._clock()
-        reversed_index = index[::-1]
-        buckets, first_from_end = np.unique(reversed_index, return_index=True)
-        for bucket, at in zip(buckets.tolist(), (len(index) - 1 - first_from_end).tolist(), strict=True):
-            histogram.exemplars[bucket] = (trace_id(at), float(values[at]), now)
+        cells, from_end = np.unique(cell[::-1], return_index=True)
+        kept = len(cell) - 1 - from_end
+        for at_cell, at, trace_id in zip(cells.tolist(), kept.tolist(), trace_ids(kept), strict=True):
+            series[at_cell // size].exemplars[at_cell % size] = (trace_id, float(values[at]), now)
 
     def family(self, series: list[tuple[Labels, list[int], list[tuple[str, float, float] | None], float]]) -> Metric:
         d = self.definition

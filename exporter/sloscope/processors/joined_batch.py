@@ -18,11 +18,13 @@ for tests and for publishers that still take one request at a time.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from operator import attrgetter
+from typing import Any
 
 import pyarrow as pa
 
+from sloscope.processors import arrow_arrays
 from sloscope.records import Evaluation, JoinedRequest
 from sloscope.slo.evaluate_batch import Verdicts
 
@@ -52,11 +54,18 @@ NAMES = tuple(SCHEMA.names)
 _ROW = attrgetter(*NAMES)
 
 
+_BUILD: dict[pa.DataType, Callable[[Sequence[Any]], pa.Array]] = {  # a column's builder by its type
+    pa.string(): arrow_arrays.string_array,
+    pa.float64(): arrow_arrays.optional_floats,
+    pa.int64(): arrow_arrays.int_array,
+}
+
+
 def from_requests(requests: Sequence[JoinedRequest]) -> pa.RecordBatch:
     """One record batch of ``requests``, in their order (an empty batch for none)."""
     rows = [_ROW(request) for request in requests]
     columns = list(zip(*rows, strict=True)) if rows else [() for _ in NAMES]
-    arrays = [pa.array(column, type=field.type) for column, field in zip(columns, SCHEMA, strict=True)]
+    arrays = [_BUILD[field.type](column) for column, field in zip(columns, SCHEMA, strict=True)]
     return pa.RecordBatch.from_arrays(arrays, schema=SCHEMA)
 
 

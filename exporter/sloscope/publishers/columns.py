@@ -15,6 +15,8 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from sloscope.processors import arrow_arrays
+
 Codes = npt.NDArray[np.intp]
 Mask = npt.NDArray[np.bool_]
 
@@ -35,20 +37,47 @@ class Column:
         """Each value replaced by ``new_values[i]`` (which may repeat: folded values become one)."""
         if list(new_values) == self.values:
             return self
-        first: dict[str, int] = {}
-        remap = [first.setdefault(value, i) for i, value in enumerate(new_values)]
-        return appearance(np.asarray(remap, dtype=np.intp)[self.codes], new_values)
+        return distinct(self.codes, new_values)
 
     def at(self, rows: npt.NDArray[np.intp]) -> list[str]:
         values = self.values
         return [values[i] for i in self.codes[rows].tolist()]
 
 
+def distinct(codes: Codes, values: Sequence[str]) -> Column:
+    """Codes into ``values`` (which may repeat) as a :class:`Column`: one code per distinct value."""
+    first: dict[str, int] = {}
+    remap = [first.setdefault(value, i) for i, value in enumerate(values)]
+    return appearance(np.asarray(remap, dtype=np.intp)[codes], values)
+
+
 def from_arrow(array: pa.Array) -> Column:
     """A column of non-null strings as codes."""
-    encoded = array.dictionary_encode()
-    codes = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.intp)
-    return appearance(codes, encoded.dictionary.to_pylist())
+    return appearance(*arrow_arrays.strings(array))
+
+
+def from_list(values: Sequence[str]) -> Column:
+    index: dict[str, int] = {}
+    codes = np.fromiter((index.setdefault(v, len(index)) for v in values), dtype=np.intp, count=len(values))
+    return Column(codes, list(index))
+
+
+def first_named(arrays: Sequence[pa.Array], default: str) -> tuple[Column, list[Mask]]:
+    """Per row, the first of ``arrays`` that holds a non-empty string there, else ``default`` (``a or b or
+    default``); and for each array, the rows where it held one."""
+    n = len(arrays[0])
+    code = np.full(n, -1, dtype=np.intp)
+    values: list[str] = []
+    named: list[Mask] = []
+    for array in arrays:
+        codes, these = arrow_arrays.strings(array)
+        holds = (codes >= 0) & np.array([v != "" for v in these] + [False], dtype=bool)[codes]
+        taken = holds & (code < 0)
+        code[taken] = codes[taken] + len(values)
+        values += these
+        named.append(holds)
+    code[code < 0] = len(values)
+    return distinct(code, [*values, default]), named
 
 
 def appearance(codes: Codes, values: Sequence[str]) -> Column:

@@ -11,20 +11,30 @@ import time
 from collections.abc import Callable
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 from prometheus_client import CollectorRegistry, Gauge
 
 from sloscope import conventions as c
 from sloscope.config import Limits
+from sloscope.processors import arrow_arrays
 from sloscope.processors.joined_batch import EvaluatedBatch
 from sloscope.publishers.buckets import TOKEN_BUCKETS, TPOT_BUCKETS, TTFT_BUCKETS
 from sloscope.publishers.cardinality import LabelGuard, Labels
-from sloscope.publishers.columns import Codes, Column, Groups, Mask, appearance, from_arrow, group
+from sloscope.publishers.columns import (
+    Codes,
+    Column,
+    Groups,
+    Mask,
+    appearance,
+    distinct,
+    first_named,
+    from_arrow,
+    from_list,
+    group,
+)
 from sloscope.publishers.series import CounterFamily, HistogramFamily, SeriesCollector
 from sloscope.records import Evaluation, JoinedRequest
 from sloscope.slo.evaluate import valid_seconds, valid_tokens
-from sloscope.slo.evaluate_batch import Floats, floats, model_column, valid_seconds_of, valid_tokens_of
+from sloscope.slo.evaluate_batch import Floats, floats, models, valid_seconds_of, valid_tokens_of
 from sloscope.slo.spec import SLOSpec
 from sloscope.telemetry import Telemetry
 
@@ -209,11 +219,12 @@ class PrometheusPublisher:
         """The capped model, pool, class and pod label of every row, admitted in row order as :meth:`publish` does."""
         records, admit = batch.records, self._guard.admit_all
         raw_pool = self._batch_pools(batch)
-        fallback = pa.array([self._model_of_pool.get(p) or c.UNKNOWN for p in raw_pool.values], pa.string())
-        served = model_column(records)
-        raw_model = from_arrow(pc.if_else(pc.not_equal(served, ""), served, fallback.take(pa.array(raw_pool.codes))))
+        served, names = models(records)
+        fallback = [self._model_of_pool.get(p) or c.UNKNOWN for p in raw_pool.values]
+        unnamed = np.array([name == "" for name in names], dtype=bool)[served]
+        raw_model = distinct(np.where(unnamed, len(names) + raw_pool.codes, served), [*names, *fallback])
         raw_class = appearance(batch.verdicts.slo_class, batch.verdicts.class_names)
-        raw_pod = from_arrow(_first_named(records.column("pod"), records.column("endpoint"), c.UNKNOWN))
+        raw_pod, _ = first_named([records.column("pod"), records.column("endpoint")], c.UNKNOWN)
         return (
             raw_model.mapped(admit(c.MODEL, raw_model.values, raw_model.counts())),
             raw_pool.mapped(admit(c.POOL, raw_pool.values, raw_pool.counts())),
@@ -223,17 +234,13 @@ class PrometheusPublisher:
 
     def _batch_pools(self, batch: EvaluatedBatch) -> Column:
         """:meth:`_pool` of every row: the span's pool, else discovery's (asked per request), else the default."""
-        column = batch.records.column("pool")
-        named = _named(column)
-        if named.all():
-            return from_arrow(column)
-        if self._pool_of_pod is None:
-            return from_arrow(pc.if_else(pa.array(named), column, self._default_pool))
-        pools = column.to_pylist()
-        requests = batch.requests()
+        pools, (named,) = first_named([batch.records.column("pool")], self._default_pool)
+        if named.all() or self._pool_of_pod is None:
+            return pools
+        values, requests = pools.at(np.arange(len(named))), batch.requests()
         for row in np.flatnonzero(~named).tolist():
-            pools[row] = self._pool(requests[row])
-        return from_arrow(pa.array(pools, pa.string()))
+            values[row] = self._pool(requests[row])
+        return from_list(values)
 
     def _counter_plan(self, plan: _Plan) -> list[_CounterPlan]:
         """Per counter family, the label sets it counts, each with its first row and its count (a group-by of the
@@ -343,11 +350,12 @@ class _Plan:
         self.batch, self.verdicts = batch, batch.verdicts
         self.pool, self.pod = pool, pod
         self.routing = from_arrow(records.column("routing"))
-        reason = records.column("failure_reason")
-        self.failed: Mask = np.asarray(pc.is_valid(reason).to_numpy(zero_copy_only=False), dtype=bool)
-        self.reason = from_arrow(pc.fill_null(reason, ""))  # read only where failed
+        reason, reasons = arrow_arrays.strings(records.column("failure_reason"))
+        self.failed: Mask = reason >= 0
+        self.reason = distinct(np.where(self.failed, reason, len(reasons)), [*reasons, ""])  # read only where failed
         # a request refused or lost before any pod is no pod's
-        self.on_a_pod: Mask = ~self.failed | _named(records.column("pod")) | _named(records.column("endpoint"))
+        _, (has_pod, has_endpoint) = first_named([records.column("pod"), records.column("endpoint")], "")
+        self.on_a_pod: Mask = ~self.failed | has_pod | has_endpoint
         self.base_columns: tuple[Column, ...] = (model, pool, slo_class, self.routing)
         self.histogram_columns: tuple[Column, ...] = (model, pool, slo_class)
         self._trace_ids = records.column("trace_id")
@@ -377,7 +385,7 @@ class _Plan:
         column = self._trace_ids
 
         def read(positions: Codes) -> list[str]:
-            ids: list[str] = column.take(pa.array(rows[positions])).to_pylist()
+            ids: list[str] = column.take(arrow_arrays.int_array(rows[positions])).to_pylist()
             return ids
 
         return read
@@ -421,16 +429,6 @@ def _observe_groups(
     )
     rows = np.flatnonzero(groups.ids >= 0)
     family.observe_all(list(landing), target[groups.ids[rows]], values[rows], trace_ids(rows) if trace_ids else None)
-
-
-def _named(column: pa.Array) -> Mask:
-    """Rows where a string column holds a non-empty value (a falsy one is no name)."""
-    return np.asarray(pc.fill_null(pc.not_equal(column, ""), False).to_numpy(zero_copy_only=False), dtype=bool)
-
-
-def _first_named(first: pa.Array, second: pa.Array, default: str) -> pa.Array:
-    """``first or second or default`` per row."""
-    return pc.if_else(pa.array(_named(first)), first, pc.if_else(pa.array(_named(second)), second, default))
 
 
 def _publish_spec(registry: CollectorRegistry, spec: SLOSpec) -> None:

@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from sloscope import conventions as c
+from sloscope.processors import arrow_arrays
 from sloscope.records import Evaluation, Verdict
 from sloscope.slo.spec import Range, SLOSpec
 
@@ -79,23 +79,19 @@ class Verdicts:
 
     def to_record_batch(self) -> pa.RecordBatch:
         """The verdicts as Arrow columns (``<slo>_eligible``, ``<slo>_met``, ``<slo>_actual_seconds``, ...)."""
-        arrays: dict[str, pa.Array] = {
-            "slo_class": pa.DictionaryArray.from_arrays(self.slo_class.astype(np.int32), list(self.class_names))
-        }
+        arrays: dict[str, pa.Array] = {"slo_class": arrow_arrays.dictionary_array(self.slo_class, self.class_names)}
         for slo in c.SLOS:
             v = self.verdict(slo)
-            arrays[f"{slo}_eligible"] = pa.array(v.eligible)
-            arrays[f"{slo}_met"] = pa.array(v.met)
-            arrays[f"{slo}_actual_seconds"] = pa.array(v.actual, mask=np.isnan(v.actual))
-            arrays[f"{slo}_target_seconds"] = pa.array(v.target, mask=np.isnan(v.target))
-        arrays["ttft_seconds"] = pa.array(self.ttft_seconds, mask=np.isnan(self.ttft_seconds))
-        arrays["tpot_seconds"] = pa.array(self.tpot_seconds, mask=np.isnan(self.tpot_seconds))
-        arrays["target_source"] = pa.DictionaryArray.from_arrays(
-            self.target_source.astype(np.int32), list(TARGET_SOURCES)
-        )
+            arrays[f"{slo}_eligible"] = arrow_arrays.bool_array(v.eligible)
+            arrays[f"{slo}_met"] = arrow_arrays.bool_array(v.met)
+            arrays[f"{slo}_actual_seconds"] = arrow_arrays.float_array(v.actual, np.isnan(v.actual))
+            arrays[f"{slo}_target_seconds"] = arrow_arrays.float_array(v.target, np.isnan(v.target))
+        arrays["ttft_seconds"] = arrow_arrays.float_array(self.ttft_seconds, np.isnan(self.ttft_seconds))
+        arrays["tpot_seconds"] = arrow_arrays.float_array(self.tpot_seconds, np.isnan(self.tpot_seconds))
+        arrays["target_source"] = arrow_arrays.dictionary_array(self.target_source, TARGET_SOURCES)
         for field in c.INVALID_FIELDS:
-            arrays[f"invalid_{field}"] = pa.array(self.invalid[field])
-        return pa.RecordBatch.from_pydict(arrays)
+            arrays[f"invalid_{field}"] = arrow_arrays.bool_array(self.invalid[field])
+        return pa.RecordBatch.from_arrays(list(arrays.values()), names=list(arrays))
 
     def _invalid_fields(self) -> list[tuple[str, ...]]:
         """Each row's ``invalid_fields`` in :func:`evaluate`'s order: TTFT first, unless it came last."""
@@ -116,7 +112,7 @@ def evaluate_batch(batch: pa.RecordBatch, spec: SLOSpec) -> Verdicts:
     slo_ttft, slo_tpot = floats(batch, "slo_ttft_ms"), floats(batch, "slo_tpot_ms")
     has_ttft, has_tpot = _valid_target(slo_ttft), _valid_target(slo_tpot)
     header_ttft, header_tpot = np.where(has_ttft, slo_ttft, np.nan), np.where(has_tpot, slo_tpot, np.nan)
-    cls = _classify(spec, model_column(batch), header_ttft, header_tpot)
+    cls = _classify(spec, *models(batch), header_ttft, header_tpot)
     default_ttft = np.array([_ms(k.defaults.ttft_ms) for k in spec.classes] + [np.nan])
     default_tpot = np.array([_ms(k.defaults.tpot_ms) for k in spec.classes] + [np.nan])
     target_ttft = np.where(has_ttft, header_ttft, default_ttft[cls])  # NaN: no target
@@ -126,9 +122,9 @@ def evaluate_batch(batch: pa.RecordBatch, spec: SLOSpec) -> Verdicts:
     source[carries_ttft | carries_tpot] = _CLASS_DEFAULT
     source[has_ttft | has_tpot] = _REQUEST
 
-    reason = batch.column("failure_reason")
-    failed = _mask(pc.is_valid(reason))
-    client_error = _mask(pc.fill_null(pc.equal(reason, c.FAILURE_INVALID), False))
+    reason, reasons = arrow_arrays.strings(batch.column("failure_reason"))
+    failed = reason >= 0
+    client_error = failed & np.array([r == c.FAILURE_INVALID for r in reasons] + [False])[reason]
     ok = ~failed
 
     raw_ttft = floats(batch, "ttft_seconds")
@@ -136,7 +132,7 @@ def evaluate_batch(batch: pa.RecordBatch, spec: SLOSpec) -> Verdicts:
     ttft = np.where(ttft_ok, raw_ttft, np.nan)
     # TPOT subtracts TTFT from e2e: both from the model server's clock (its own TTFT, when it has one).
     server_ttft = np.where(
-        _mask(batch.column("server_ttft_seconds").is_valid()), floats(batch, "server_ttft_seconds"), raw_ttft
+        arrow_arrays.present(batch.column("server_ttft_seconds")), floats(batch, "server_ttft_seconds"), raw_ttft
     )
     server_ok = valid_seconds_of(server_ttft)
     e2e, tokens = floats(batch, "e2e_seconds"), floats(batch, "completion_tokens")
@@ -147,7 +143,7 @@ def evaluate_batch(batch: pa.RecordBatch, spec: SLOSpec) -> Verdicts:
     with np.errstate(invalid="ignore", divide="ignore"):
         computed = np.where(computable, (e2e - server_ttft) / (tokens - 1), np.nan)
     own_tpot = floats(batch, "tpot_seconds")
-    own = _mask(batch.column("tpot_seconds").is_valid())
+    own = arrow_arrays.present(batch.column("tpot_seconds"))
     tpot = np.where(own, np.where(valid_seconds_of(own_tpot), own_tpot, np.nan), computed)
     tpot_ok = ~np.isnan(tpot)
 
@@ -192,24 +188,27 @@ def evaluate_batch(batch: pa.RecordBatch, spec: SLOSpec) -> Verdicts:
     )
 
 
-def model_column(batch: pa.RecordBatch) -> pa.Array:
-    """``JoinedRequest.model`` for every row: the target model, else the requested one, else ``""``."""
-    target = pc.fill_null(batch.column("target_model"), "")
-    requested = pc.fill_null(batch.column("requested_model"), "")
-    return pc.if_else(pc.not_equal(target, ""), target, requested)
+def models(batch: pa.RecordBatch) -> tuple[Codes, list[str]]:
+    """``JoinedRequest.model or ""`` of every row (the target model, else the requested one), as codes into
+    distinct names."""
+    target, targets = arrow_arrays.strings(batch.column("target_model"))
+    requested, requesteds = arrow_arrays.strings(batch.column("requested_model"))
+    names = list(dict.fromkeys([*targets, *requesteds, ""]))
+    index = {name: i for i, name in enumerate(names)}
+    to_name = np.array([index[t] for t in targets] + [index[""]], dtype=np.intp)  # the last one: null
+    from_requested = np.array([index[r] for r in requesteds] + [index[""]], dtype=np.intp)
+    has_target = (target >= 0) & (to_name[target] != index[""])
+    return np.where(has_target, to_name[target], from_requested[requested]), names
 
 
-def _classify(spec: SLOSpec, models: pa.Array, ttft_ms: Floats, tpot_ms: Floats) -> Codes:
+def _classify(spec: SLOSpec, codes: Codes, names: list[str], ttft_ms: Floats, tpot_ms: Floats) -> Codes:
     """Index of the first class of the spec whose match holds, or ``len(spec.classes)`` for the default class."""
-    encoded = models.dictionary_encode()
-    names = encoded.dictionary.to_pylist()
-    codes = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.intp)
     has_slo = ~np.isnan(ttft_ms) | ~np.isnan(tpot_ms)
     found = np.full(len(codes), len(spec.classes), dtype=np.intp)
     for index in reversed(range(len(spec.classes))):  # the earliest match is written last, so it wins
         match = spec.classes[index].match
         by_model = np.array([any(fnmatch.fnmatchcase(m, p) for p in match.models) for m in names], dtype=bool)
-        holds = by_model[codes] if names else np.zeros(len(codes), dtype=bool)
+        holds = by_model[codes]
         if match.has_slo is not None:
             holds &= has_slo == match.has_slo
         holds &= _within(match.ttft_ms, ttft_ms) & _within(match.tpot_ms, tpot_ms)
@@ -254,11 +253,7 @@ def _failed(verdict: VerdictColumns, failed: Mask, missed: Mask, actual: Floats,
 
 def floats(batch: pa.RecordBatch, name: str) -> Floats:
     """A float64 column as an array, null as NaN."""
-    return np.asarray(batch.column(name).to_numpy(zero_copy_only=False), dtype=np.float64)
-
-
-def _mask(array: pa.Array) -> Mask:
-    return np.asarray(array.to_numpy(zero_copy_only=False), dtype=bool)
+    return arrow_arrays.floats(batch.column(name))
 
 
 def valid_seconds_of(values: Floats) -> Mask:

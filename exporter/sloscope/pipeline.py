@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry
 
 from sloscope.attributes import Mapping
 from sloscope.config import Settings
-from sloscope.processors import span_shapes
+from sloscope.processors import arrow_arrays, span_shapes
 from sloscope.processors.assembler import TraceAssembler
 from sloscope.processors.evaluator import RequestPublisher, SLOEvaluator
 from sloscope.processors.queue import SpanQueue
@@ -58,6 +58,7 @@ class Pipeline:
             model_of_pool={pool.name: pool.model for pool in settings.pools if pool.model},
         )
         self.evaluator = SLOEvaluator(spec, (publisher, *extra_publishers))
+        arrow_arrays.warm_up()  # the batch path's Arrow kernels, initialised before any load
         self._emitted: list[JoinedRequest] = []
         self.assembler = TraceAssembler(
             settings.join,

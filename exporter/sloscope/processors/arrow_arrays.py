@@ -76,18 +76,23 @@ def bool_array(values: Mask) -> pa.Array:
 
 def string_array(values: Sequence[str | None]) -> pa.Array:
     """Python strings (None: null) as a string array."""
-    encoded = [b"" if v is None else v.encode() for v in values]
+    null = _nulls(values)
+    texts = [v or "" for v in values] if null.any() else values
+    encoded = list(map(str.encode, texts))
     offsets = np.zeros(len(encoded) + 1, dtype=np.int32)
-    np.cumsum([len(e) for e in encoded], out=offsets[1:])
-    null = np.fromiter((v is None for v in values), dtype=bool, count=len(values))
+    np.cumsum(list(map(len, encoded)), out=offsets[1:])
     data = pa.py_buffer(b"".join(encoded))
     return pa.Array.from_buffers(pa.string(), len(values), [_bitmap(null), pa.py_buffer(offsets), data])
 
 
 def optional_floats(values: Sequence[float | None]) -> pa.Array:
     """Python floats (None: null; NaN and infinities stay values) as a float64 array."""
-    null = np.fromiter((v is None for v in values), dtype=bool, count=len(values))
-    return float_array(np.array(values, dtype=np.float64), null)  # None becomes NaN, then null by the bitmap
+    return float_array(np.array(values, dtype=np.float64), _nulls(values))  # None becomes NaN, then null
+
+
+def _nulls(values: Sequence[object]) -> Mask:
+    nulls: Mask = np.equal(np.array(values, dtype=object), None)
+    return nulls
 
 
 def _bitmap(null: Mask | None) -> pa.Buffer | None:

@@ -77,7 +77,7 @@ def bool_array(values: Mask) -> pa.Array:
 def string_array(values: Sequence[str | None]) -> pa.Array:
     """Python strings (None: null) as a string array."""
     null = _nulls(values)
-    texts = [v or "" for v in values] if null.any() else values
+    texts: Sequence[str] = [v or "" for v in values] if null.any() else values  # type: ignore[assignment]  # no None left
     encoded = list(map(str.encode, texts))
     offsets = np.zeros(len(encoded) + 1, dtype=np.int32)
     np.cumsum(list(map(len, encoded)), out=offsets[1:])
@@ -91,8 +91,7 @@ def optional_floats(values: Sequence[float | None]) -> pa.Array:
 
 
 def _nulls(values: Sequence[object]) -> Mask:
-    nulls: Mask = np.equal(np.array(values, dtype=object), None)
-    return nulls
+    return np.fromiter((v is None for v in values), dtype=bool, count=len(values))
 
 
 def _bitmap(null: Mask | None) -> pa.Buffer | None:

@@ -15,26 +15,23 @@ from prometheus_client import CollectorRegistry, Gauge
 
 from sloscope import conventions as c
 from sloscope.config import Limits
-from sloscope.processors import arrow_arrays
 from sloscope.processors.joined_batch import EvaluatedBatch
+from sloscope.publishers.batch_rows import BatchMemory, BatchRows, CounterPlan, HistogramPlan, observe_groups
 from sloscope.publishers.buckets import TOKEN_BUCKETS, TPOT_BUCKETS, TTFT_BUCKETS
-from sloscope.publishers.cardinality import LabelGuard, Labels
+from sloscope.publishers.cardinality import LabelGuard
 from sloscope.publishers.columns import (
-    Codes,
     Column,
-    Groups,
     Mask,
     appearance,
     distinct,
     first_named,
-    from_arrow,
     from_list,
     group,
 )
-from sloscope.publishers.series import CounterFamily, HistogramFamily, SeriesCollector
+from sloscope.publishers.series import CounterFamily, SeriesCollector
 from sloscope.records import Evaluation, JoinedRequest
 from sloscope.slo.evaluate import valid_seconds, valid_tokens
-from sloscope.slo.evaluate_batch import Floats, floats, models, valid_seconds_of, valid_tokens_of
+from sloscope.slo.evaluate_batch import floats, models, valid_seconds_of, valid_tokens_of
 from sloscope.slo.spec import SLOSpec
 from sloscope.telemetry import Telemetry
 
@@ -72,7 +69,7 @@ class PrometheusPublisher:
         self._pool_of_pod = pool_of_pod
         self._model_of_pool = model_of_pool or {}
         self._last: tuple[JoinedRequest | None, tuple[str, str]] = (None, ("", ""))
-        self._last_batch: _BatchMemory | None = None
+        self._last_batch: BatchMemory | None = None
         self._spec_classes = frozenset(cls.name for cls in spec.classes)  # those with an objective for every SLO
         folded = telemetry.label_values_folded
         for label in limits.max_label_values:  # every capped label, at 0 before its first fold
@@ -191,8 +188,8 @@ class PrometheusPublisher:
         if not len(batch):
             return
         model, pool, slo_class, pod = self._batch_labels(batch)
-        self._last_batch = _BatchMemory(batch, model, pool)
-        plan = _Plan(batch, model, pool, slo_class, pod)
+        self._last_batch = BatchMemory(batch, model, pool)
+        plan = BatchRows(batch, model, pool, slo_class, pod)
         counters = self._counter_plan(plan)
         histograms = self._histogram_plan(plan)
         with self._series.lock:
@@ -213,7 +210,7 @@ class PrometheusPublisher:
                 if count:
                     self._invalid.inc((field,), float(count), events=count)
             for histogram, keys, groups, values, exemplars in histograms:
-                _observe_groups(histogram, keys, groups, values, plan.trace_ids if exemplars else None)
+                observe_groups(histogram, keys, groups, values, plan.trace_ids if exemplars else None)
 
     def _batch_labels(self, batch: EvaluatedBatch) -> tuple[Column, Column, Column, Column]:
         """The capped model, pool, class and pod label of every row, admitted in row order as :meth:`publish` does."""
@@ -242,7 +239,7 @@ class PrometheusPublisher:
             values[row] = self._pool(requests[row])
         return from_list(values)
 
-    def _counter_plan(self, plan: _Plan) -> list[_CounterPlan]:
+    def _counter_plan(self, plan: BatchRows) -> list[CounterPlan]:
         """Per counter family, the label sets it counts, each with its first row and its count (a group-by of the
         rows each family counts, as :meth:`publish` selects them)."""
         base, pod_key = plan.base_columns, (plan.pool, plan.pod)
@@ -257,18 +254,18 @@ class PrometheusPublisher:
             planned.append((self._slo_requests, (*base, slo), verdict.eligible))
             planned.append((self._slo_violations, (*base, slo), missed))
             planned.append((self._pod_violations, (*pod_key, slo), missed & plan.on_a_pod))
-        out: list[_CounterPlan] = []
+        out: list[CounterPlan] = []
         for family, columns, selected in planned:
             groups = group(plan.codes(columns), selected)
             keys = plan.keys(columns, groups)
             out.append((family, list(zip(keys, groups.first.tolist(), groups.counts, strict=True))))
         return out
 
-    def _histogram_plan(self, plan: _Plan) -> list[_HistogramPlan]:
+    def _histogram_plan(self, plan: BatchRows) -> list[HistogramPlan]:
         """Per histogram, the groups of rows it observes, their values and whether exemplars are kept."""
         records, verdicts = plan.batch.records, plan.verdicts
         keys = plan.codes(plan.histogram_columns)
-        out: list[_HistogramPlan] = []
+        out: list[HistogramPlan] = []
 
         e2e, prompt, completion = (
             floats(records, name) for name in ("e2e_seconds", "prompt_tokens", "completion_tokens")
@@ -284,7 +281,7 @@ class PrometheusPublisher:
             out.append((family, plan.keys(plan.histogram_columns, groups), groups, values, exemplars))
         return out
 
-    def _replay(self, plan: _Plan, row: int, histograms: list[_HistogramPlan]) -> None:
+    def _replay(self, plan: BatchRows, row: int, histograms: list[HistogramPlan]) -> None:
         """What :meth:`publish` does to the series set for the request of ``row``, increments left out."""
         base = plan.labels_at(plan.base_columns, row)
         model, pool, slo_class, _ = base
@@ -336,99 +333,6 @@ class PrometheusPublisher:
         self._pod_requests.start((pool, pod))
         for slo in c.SLOS:
             self._pod_violations.start((pool, pod, slo))
-
-
-_CounterPlan = tuple[CounterFamily, list[tuple[Labels, int, int]]]  # a family, its label sets (first row, count)
-_HistogramPlan = tuple[HistogramFamily, list[Labels], Groups, Floats, bool]  # ..., the values, whether exemplars
-
-
-class _Plan:
-    """A batch's rows as label codes and masks: what every family's group-by reads."""
-
-    def __init__(self, batch: EvaluatedBatch, model: Column, pool: Column, slo_class: Column, pod: Column) -> None:
-        records = batch.records
-        self.batch, self.verdicts = batch, batch.verdicts
-        self.pool, self.pod = pool, pod
-        self.routing = from_arrow(records.column("routing"))
-        reason, reasons = arrow_arrays.strings(records.column("failure_reason"))
-        self.failed: Mask = reason >= 0
-        self.reason = distinct(np.where(self.failed, reason, len(reasons)), [*reasons, ""])  # read only where failed
-        # a request refused or lost before any pod is no pod's
-        _, (has_pod, has_endpoint) = first_named([records.column("pod"), records.column("endpoint")], "")
-        self.on_a_pod: Mask = ~self.failed | has_pod | has_endpoint
-        self.base_columns: tuple[Column, ...] = (model, pool, slo_class, self.routing)
-        self.histogram_columns: tuple[Column, ...] = (model, pool, slo_class)
-        self._trace_ids = records.column("trace_id")
-
-    @staticmethod
-    def codes(columns: tuple[Column | str, ...]) -> list[Codes]:
-        return [column.codes for column in columns if isinstance(column, Column)]
-
-    @staticmethod
-    def keys(columns: tuple[Column | str, ...], groups: Groups) -> list[Labels]:
-        """The label values of each group (a ``str`` in ``columns`` is a constant label, the SLO's)."""
-        first = groups.first
-        parts = [
-            [column] * len(first)
-            if isinstance(column, str)
-            else [column.values[i] for i in column.codes[first].tolist()]
-            for column in columns
-        ]
-        return list(zip(*parts, strict=True))
-
-    @staticmethod
-    def labels_at(columns: tuple[Column | str, ...], row: int) -> tuple[str, ...]:
-        return tuple(column if isinstance(column, str) else column.values[column.codes[row]] for column in columns)
-
-    def trace_ids(self, rows: Codes) -> Callable[[Codes], list[str]]:
-        """The trace ids of the given positions among ``rows``, read only for the rows an exemplar keeps."""
-        column = self._trace_ids
-
-        def read(positions: Codes) -> list[str]:
-            ids: list[str] = column.take(arrow_arrays.int_array(rows[positions])).to_pylist()
-            return ids
-
-        return read
-
-
-class _BatchMemory:
-    """The (model, pool) labels the last batch gave its requests, for :meth:`PrometheusPublisher.model_and_pool`."""
-
-    def __init__(self, batch: EvaluatedBatch, model: Column, pool: Column) -> None:
-        self._batch, self._model, self._pool = batch, model, pool
-        self._rows: dict[int, int] | None = None
-
-    def labels_of(self, request: JoinedRequest) -> tuple[str, str] | None:
-        requests = self._batch.requests()
-        if self._rows is None:  # built once someone asks: the objects are only made for publishers that need them
-            self._rows = {id(r): i for i, r in enumerate(requests)}
-        row = self._rows.get(id(request))
-        if row is None or requests[row] is not request:
-            return None
-        return self._model.values[self._model.codes[row]], self._pool.values[self._pool.codes[row]]
-
-
-def _observe_groups(
-    family: HistogramFamily,
-    keys: list[Labels],
-    groups: Groups,
-    values: Floats,
-    trace_ids: Callable[[Codes], Callable[[Codes], list[str]]] | None,
-) -> None:
-    """Each group's observations into the series its label set lands in (itself, or the fold it is counted into);
-    groups folded into one series are observed together, in row order, as one request at a time would."""
-    if not len(groups):
-        return
-    landing: dict[Labels, int] = {}
-    target = np.array(
-        [
-            landing.setdefault(family.resolve(key, count), len(landing))
-            for key, count in zip(keys, groups.counts, strict=True)
-        ],
-        dtype=np.intp,
-    )
-    rows = np.flatnonzero(groups.ids >= 0)
-    family.observe_all(list(landing), target[groups.ids[rows]], values[rows], trace_ids(rows) if trace_ids else None)
 
 
 def _publish_spec(registry: CollectorRegistry, spec: SLOSpec) -> None:

@@ -2,9 +2,10 @@
 
 receivers -> Intake -> SpanQueue -> [worker thread] TraceAssembler -> SLOEvaluator -> publishers
 
-The worker is the only thread that touches the assembler. Shutdown closes the queue (receivers
-then answer "shutting down"), drains what was accepted, flushes every waiting request with what
-it has, and only then returns: nothing accepted is lost.
+The worker is the only thread that touches the assembler. The requests one call of the assembler
+emits (a consume of a span batch, an expiry, the final flush) reach the evaluator together, as one
+batch. Shutdown closes the queue (receivers then answer "shutting down"), drains what was accepted,
+flushes every waiting request with what it has, and only then returns: nothing accepted is lost.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from prometheus_client import CollectorRegistry
 
 from sloscope.attributes import Mapping
 from sloscope.config import Settings
-from sloscope.processors import span_shapes
+from sloscope.processors import arrow_arrays, span_shapes
 from sloscope.processors.assembler import TraceAssembler
 from sloscope.processors.evaluator import RequestPublisher, SLOEvaluator
 from sloscope.processors.native_assembler import NativeTraceAssembler
@@ -58,12 +59,14 @@ class Pipeline:
             model_of_pool={pool.name: pool.model for pool in settings.pools if pool.model},
         )
         self.evaluator = SLOEvaluator(spec, (publisher, *extra_publishers))
+        arrow_arrays.warm_up()  # the batch path's Arrow kernels, initialised before any load
+        self._emitted: list[JoinedRequest] = []
         # join.engine: the native core, or the Python reference it is tested against (the same rules).
         engine = NativeTraceAssembler if settings.join.engine == "native" else TraceAssembler
         self.assembler: TraceAssembler | NativeTraceAssembler = engine(
             settings.join,
             mapping,
-            self.evaluator,
+            self._emitted.append,
             count_dropped=self.telemetry.dropped,
             count_outcome=self.telemetry.outcome,
         )
@@ -103,12 +106,32 @@ class Pipeline:
                     assembler.consume(batch)
                 except Exception:  # keep the worker alive; the batch is lost and logged
                     log.exception("trace assembler failed on a batch of %d spans", len(batch))
+                self._hand_over()
             if not batches:
                 assembler.expire()
+                self._hand_over()
                 if queue.closed:
                     break
-        self._log_flush(assembler.flush())
+        self._flush()
         self._stopped.set()
+
+    def _hand_over(self) -> None:
+        """The requests the assembler emitted since the last call, to the evaluator as one batch."""
+        if not self._emitted:
+            return
+        requests = self._emitted.copy()
+        self._emitted.clear()
+        try:
+            self.evaluator.batch(requests)
+        except Exception:  # a batch the vectorized path cannot take still counts, one request at a time
+            log.exception("batch evaluation failed on %d requests; evaluating them one by one", len(requests))
+            for request in requests:
+                self.evaluator(request)
+
+    def _flush(self) -> None:
+        flushed = self.assembler.flush()
+        self._hand_over()
+        self._log_flush(flushed)
 
     @staticmethod
     def _log_flush(flushed: int) -> None:
@@ -122,7 +145,8 @@ class Pipeline:
             if not self._stopped.is_set():
                 for batch in self.queue.take(0):
                     self.assembler.consume(batch)
-                self._log_flush(self.assembler.flush())
+                    self._hand_over()
+                self._flush()
                 self._stopped.set()
             return True
         self._thread.join(timeout)

@@ -10,7 +10,7 @@ families together.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 from prometheus_client.metrics_core import CounterMetricFamily, Metric
 
@@ -35,6 +35,24 @@ class LabelGuard:
             return value
         self._on_fold(label)
         return OTHER
+
+    def admit_all(self, label: str, values: Sequence[str], occurrences: Sequence[int]) -> list[str]:
+        """:meth:`admit` of each of ``values`` (distinct, in order of first arrival) as often as it occurred: the
+        verdict on a value is that of its first arrival (an admitted value stays admitted, a refused one is
+        refused again, since nothing is ever given back), and each refused arrival is a fold."""
+        admitted = self._admitted.get(label)
+        if admitted is None:
+            return list(values)
+        limit, out = self._limits[label], []
+        for value, count in zip(values, occurrences, strict=True):
+            if value in admitted or len(admitted) < limit:
+                admitted.add(value)
+                out.append(value)
+            else:
+                for _ in range(count):
+                    self._on_fold(label)
+                out.append(OTHER)
+        return out
 
 
 FOLDED_LABELS = frozenset({c.MODEL, c.POOL, c.SLO_CLASS, c.POD, c.TARGET_MODEL})
@@ -74,9 +92,9 @@ class FamilyCap:
         """``labels`` with every capped label ``__other__``: the series that holds what the cap refused."""
         return tuple(OTHER if i in self._fold_at else value for i, value in enumerate(labels))
 
-    def admit(self, labels: Labels, *, observed: bool = True, weight: int | None = None) -> Labels:
-        """``labels`` when the family holds it or the caps leave room for it, else its fold (counted when
-        ``observed``: a series started at 0 loses no observation)."""
+    def admit(self, labels: Labels, *, observed: bool = True, weight: int | None = None, events: int = 1) -> Labels:
+        """``labels`` when the family holds it or the caps leave room for it, else its fold (counted ``events``
+        times when ``observed``: a series started at 0 loses no observation)."""
         admission = self._admission
         if labels in admission.admitted:
             return labels
@@ -87,7 +105,7 @@ class FamilyCap:
             admission.admitted.add(labels)
             return labels
         if observed:
-            self.folded += 1
+            self.folded += events
         return folded
 
 

@@ -7,17 +7,31 @@ exemplars appear when the scraper asks for OpenMetrics.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
+import numpy as np
 from prometheus_client import CollectorRegistry, Gauge
 
 from sloscope import conventions as c
 from sloscope.config import Limits
+from sloscope.processors.joined_batch import EvaluatedBatch
+from sloscope.publishers.batch_rows import BatchMemory, BatchRows, CounterPlan, HistogramPlan, observe_groups
 from sloscope.publishers.buckets import TOKEN_BUCKETS, TPOT_BUCKETS, TTFT_BUCKETS
 from sloscope.publishers.cardinality import LabelGuard
-from sloscope.publishers.series import SeriesCollector
+from sloscope.publishers.columns import (
+    Column,
+    Mask,
+    appearance,
+    distinct,
+    first_named,
+    from_list,
+    group,
+)
+from sloscope.publishers.series import CounterFamily, SeriesCollector
 from sloscope.records import Evaluation, JoinedRequest
 from sloscope.slo.evaluate import valid_seconds, valid_tokens
+from sloscope.slo.evaluate_batch import floats, models, valid_seconds_of, valid_tokens_of
 from sloscope.slo.spec import SLOSpec
 from sloscope.telemetry import Telemetry
 
@@ -49,17 +63,19 @@ class PrometheusPublisher:
         *,
         pool_of_pod: Callable[[JoinedRequest], str | None] | None = None,
         model_of_pool: dict[str, str] | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self._default_pool = default_pool
         self._pool_of_pod = pool_of_pod
         self._model_of_pool = model_of_pool or {}
         self._last: tuple[JoinedRequest | None, tuple[str, str]] = (None, ("", ""))
+        self._last_batch: BatchMemory | None = None
         self._spec_classes = frozenset(cls.name for cls in spec.classes)  # those with an objective for every SLO
         folded = telemetry.label_values_folded
         for label in limits.max_label_values:  # every capped label, at 0 before its first fold
             folded.labels(label)
         self._guard = LabelGuard(limits.max_label_values, lambda label: folded.labels(label).inc())
-        series = self._series = SeriesCollector(telemetry.series_budget)
+        series = self._series = SeriesCollector(telemetry.series_budget, clock)
         self._requests = series.counter(c.REQUESTS)
         self._slo_requests = series.counter(c.SLO_REQUESTS)
         self._slo_violations = series.counter(c.SLO_VIOLATIONS, ratio_of=self._slo_requests)
@@ -90,6 +106,9 @@ class PrometheusPublisher:
         last, labels = self._last
         if request is last:
             return labels
+        remembered = self._last_batch.labels_of(request) if self._last_batch is not None else None
+        if remembered is not None:
+            return remembered
         admit = self._guard.admit
         pool = self._pool(request)
         return admit(c.MODEL, self._model(request, pool)), admit(c.POOL, pool)
@@ -154,6 +173,144 @@ class PrometheusPublisher:
             self._prompt_tokens.observe(labels, prompt)
         if valid_tokens(completion):
             self._completion_tokens.observe(labels, completion)
+
+    def publish_batch(self, batch: EvaluatedBatch) -> None:
+        """:meth:`publish` of every request of the batch, computed per label set rather than per request: the same
+        series in the same order, the same values, folds and exemplars (the differential tests hold the two paths
+        to byte-identical exposition).
+
+        Caps admit label sets first come first served, so the order in which new label sets arrive matters when a
+        budget runs out. A batch therefore first replays, in request order and through the same steps as
+        :meth:`publish` (with increments left out), the few requests that bring a label set some family does not
+        hold yet; every other request only adds to series that exist (or to the fold a refused set goes to,
+        refusals being final). Then each family adds its counts per label set in one step.
+        """
+        if not len(batch):
+            return
+        model, pool, slo_class, pod = self._batch_labels(batch)
+        self._last_batch = BatchMemory(batch, model, pool)
+        plan = BatchRows(batch, model, pool, slo_class, pod)
+        counters = self._counter_plan(plan)
+        histograms = self._histogram_plan(plan)
+        with self._series.lock:
+            new = {first for family, counts in counters for key, first, _ in counts if key not in family.values}
+            new.update(
+                int(groups.first[g])
+                for family, keys, groups, _, _ in histograms
+                for g, key in enumerate(keys)
+                if key not in family.series
+            )
+            for row in sorted(new):
+                self._replay(plan, row, histograms)
+            for family, counts in counters:
+                for key, _, count in counts:
+                    family.inc(key, float(count), events=count)
+            for field in c.INVALID_FIELDS:
+                count = int(batch.verdicts.invalid[field].sum())
+                if count:
+                    self._invalid.inc((field,), float(count), events=count)
+            for histogram, keys, groups, values, exemplars in histograms:
+                observe_groups(histogram, keys, groups, values, plan.trace_ids if exemplars else None)
+
+    def _batch_labels(self, batch: EvaluatedBatch) -> tuple[Column, Column, Column, Column]:
+        """The capped model, pool, class and pod label of every row, admitted in row order as :meth:`publish` does."""
+        records, admit = batch.records, self._guard.admit_all
+        raw_pool = self._batch_pools(batch)
+        served, names = models(records)
+        fallback = [self._model_of_pool.get(p) or c.UNKNOWN for p in raw_pool.values]
+        unnamed = np.array([name == "" for name in names], dtype=bool)[served]
+        raw_model = distinct(np.where(unnamed, len(names) + raw_pool.codes, served), [*names, *fallback])
+        raw_class = appearance(batch.verdicts.slo_class, batch.verdicts.class_names)
+        raw_pod, _ = first_named([records.column("pod"), records.column("endpoint")], c.UNKNOWN)
+        return (
+            raw_model.mapped(admit(c.MODEL, raw_model.values, raw_model.counts())),
+            raw_pool.mapped(admit(c.POOL, raw_pool.values, raw_pool.counts())),
+            raw_class.mapped(admit(c.SLO_CLASS, raw_class.values, raw_class.counts())),
+            raw_pod.mapped(admit(c.POD, raw_pod.values, raw_pod.counts())),
+        )
+
+    def _batch_pools(self, batch: EvaluatedBatch) -> Column:
+        """:meth:`_pool` of every row: the span's pool, else discovery's (asked per request), else the default."""
+        pools, (named,) = first_named([batch.records.column("pool")], self._default_pool)
+        if named.all() or self._pool_of_pod is None:
+            return pools
+        values, requests = pools.at(np.arange(len(named))), batch.requests()
+        for row in np.flatnonzero(~named).tolist():
+            values[row] = self._pool(requests[row])
+        return from_list(values)
+
+    def _counter_plan(self, plan: BatchRows) -> list[CounterPlan]:
+        """Per counter family, the label sets it counts, each with its first row and its count (a group-by of the
+        rows each family counts, as :meth:`publish` selects them)."""
+        base, pod_key = plan.base_columns, (plan.pool, plan.pod)
+        planned: list[tuple[CounterFamily, tuple[Column | str, ...], Mask | None]] = [
+            (self._requests, base, None),
+            (self._failed, (*base, plan.reason), plan.failed),
+            (self._pod_requests, pod_key, plan.on_a_pod),
+        ]
+        for slo in c.SLOS:
+            verdict = plan.verdicts.verdict(slo)
+            missed = verdict.eligible & ~verdict.met
+            planned.append((self._slo_requests, (*base, slo), verdict.eligible))
+            planned.append((self._slo_violations, (*base, slo), missed))
+            planned.append((self._pod_violations, (*pod_key, slo), missed & plan.on_a_pod))
+        out: list[CounterPlan] = []
+        for family, columns, selected in planned:
+            groups = group(plan.codes(columns), selected)
+            keys = plan.keys(columns, groups)
+            out.append((family, list(zip(keys, groups.first.tolist(), groups.counts, strict=True))))
+        return out
+
+    def _histogram_plan(self, plan: BatchRows) -> list[HistogramPlan]:
+        """Per histogram, the groups of rows it observes, their values and whether exemplars are kept."""
+        records, verdicts = plan.batch.records, plan.verdicts
+        keys = plan.codes(plan.histogram_columns)
+        out: list[HistogramPlan] = []
+
+        e2e, prompt, completion = (
+            floats(records, name) for name in ("e2e_seconds", "prompt_tokens", "completion_tokens")
+        )
+        for family, values, selected, exemplars in (
+            (self._ttft, verdicts.ttft_seconds, ~np.isnan(verdicts.ttft_seconds), True),
+            (self._tpot, verdicts.tpot_seconds, ~np.isnan(verdicts.tpot_seconds), True),
+            (self._e2e, e2e, valid_seconds_of(e2e), True),  # each when the span carried a valid one
+            (self._prompt_tokens, prompt, valid_tokens_of(prompt), False),
+            (self._completion_tokens, completion, valid_tokens_of(completion), False),
+        ):
+            groups = group(keys, selected)
+            out.append((family, plan.keys(plan.histogram_columns, groups), groups, values, exemplars))
+        return out
+
+    def _replay(self, plan: BatchRows, row: int, histograms: list[HistogramPlan]) -> None:
+        """What :meth:`publish` does to the series set for the request of ``row``, increments left out."""
+        base = plan.labels_at(plan.base_columns, row)
+        model, pool, slo_class, _ = base
+        pod = plan.pod.values[plan.pod.codes[row]]
+        if base not in self._requests.values:
+            self._start_request(base, slo_class)
+        self._requests.start(base)
+        if plan.failed[row]:
+            self._failed.start((*base, plan.reason.values[plan.reason.codes[row]]))
+        on_a_pod = bool(plan.on_a_pod[row])
+        if on_a_pod:
+            if (pool, pod) not in self._pod_requests.values:
+                self._start_pod(pool, pod)
+            self._pod_requests.start((pool, pod))
+        for slo in c.SLOS:
+            verdict = plan.verdicts.verdict(slo)
+            if not verdict.eligible[row]:
+                continue
+            key = (*base, slo)
+            if key not in self._slo_requests.values:
+                self._slo_violations.start(key)
+            self._slo_requests.start(key)
+            if not verdict.met[row]:
+                self._slo_violations.start(key)
+                if on_a_pod:
+                    self._pod_violations.start((pool, pod, slo))
+        for family, _, groups, _, _ in histograms:
+            if groups.ids[row] >= 0:
+                family.touch((model, pool, slo_class))
 
     def _start_request(self, base: tuple[str, ...], slo_class: str) -> None:
         """A new (model, pool, class, routing) with every sibling at 0: failed for every reason and, for a class

@@ -15,15 +15,20 @@ import bisect
 import math
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.samples import Exemplar
 from prometheus_client.utils import floatToGoString
 
 from sloscope.conventions import MetricDef
 from sloscope.publishers.cardinality import FamilyCap, Labels, SeriesBudget
+
+Floats = npt.NDArray[np.float64]
+Codes = npt.NDArray[np.intp]
 
 
 class CounterFamily:
@@ -32,14 +37,15 @@ class CounterFamily:
         self.values: dict[Labels, float] = {}
         self.cap = cap
 
-    def inc(self, labels: Labels, amount: float = 1.0) -> None:
+    def inc(self, labels: Labels, amount: float = 1.0, events: int = 1) -> None:
         """Adds ``amount``, never negative (as prometheus_client's Counter): ``rate()`` and ``increase()`` read every
-        fall of a counter as a reset, so a decrement would show as a large increase."""
+        fall of a counter as a reset, so a decrement would show as a large increase. ``events``: how many
+        increments ``amount`` stands for (a batch's), each counted as a fold when the label set is refused."""
         if amount < 0:
             raise ValueError(f"counter {self.definition.name} can only grow, not by {amount}")
         values = self.values
         if labels not in values and self.cap is not None:
-            labels = self.cap.admit(labels)
+            labels = self.cap.admit(labels, events=events)
         values[labels] = values.get(labels, 0.0) + amount
 
     def start(self, labels: Labels) -> None:
@@ -69,11 +75,19 @@ class _Histogram:
 
 
 class HistogramFamily:
-    def __init__(self, definition: MetricDef, buckets: tuple[float, ...], cap: FamilyCap | None = None) -> None:
+    def __init__(
+        self,
+        definition: MetricDef,
+        buckets: tuple[float, ...],
+        cap: FamilyCap | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         if list(buckets) != sorted(set(buckets)) or not buckets:
             raise ValueError("buckets must be distinct and increasing")
         self.definition = definition
         self.bounds = [*buckets, math.inf]
+        self._bounds = np.array(self.bounds)
+        self._clock = clock  # the exemplars' timestamps
         self._le = [_le(b) for b in self.bounds]
         self.series: dict[Labels, _Histogram] = {}
         self.cap = cap
@@ -90,7 +104,53 @@ class HistogramFamily:
         histogram.counts[index] += 1
         histogram.sum += value
         if trace_id is not None:  # kept raw; the Exemplar is built only when a scrape renders it
-            histogram.exemplars[index] = (trace_id, value, time.time())
+            histogram.exemplars[index] = (trace_id, value, self._clock())
+
+    def touch(self, labels: Labels) -> None:
+        """What :meth:`observe` does to the series set, without observing: the label set (or, past its cap, its
+        fold) gets its series, and the cap's verdict on it is taken now (a batch replays new label sets in
+        request order, so the caps admit exactly what one request at a time would have)."""
+        if labels not in self.series:
+            if self.cap is not None:
+                labels = self.cap.admit(labels, observed=False)
+            self.series.setdefault(labels, _Histogram(len(self.bounds)))
+
+    def resolve(self, labels: Labels, events: int) -> Labels:
+        """The label set ``events`` observations of ``labels`` land in (itself, or its fold, counted ``events``
+        times), after :meth:`touch` has given it its series."""
+        if labels in self.series or self.cap is None:
+            return labels
+        return self.cap.admit(labels, events=events)
+
+    def observe_all(
+        self, labels: list[Labels], which: Codes, values: Floats, trace_ids: Callable[[Codes], list[str]] | None = None
+    ) -> None:
+        """``observe(labels[which[i]], values[i])`` for every ``i`` in order, at once; each of ``labels`` has its
+        series (:meth:`resolve`). Bucket counts by ``searchsorted``; each series' sum accumulated in the same
+        order as one by one (a row of a zero-padded matrix, summed along the row: sequential, so it rounds as
+        the one-by-one sum does, and adding 0.0 changes nothing); per bucket the last value's exemplar, with the
+        trace ids ``trace_ids(positions)`` of the values the exemplars keep (read only for those)."""
+        series, size = [self.series[key] for key in labels], len(self.bounds)
+        bucket = np.searchsorted(self._bounds, values, side="left")  # bisect_left: le is inclusive
+        cell = which * size + bucket
+        counts = np.bincount(cell, minlength=len(labels) * size).reshape(len(labels), size).tolist()
+        order = np.argsort(which, kind="stable")
+        per_series = np.bincount(which, minlength=len(labels))
+        rank = np.arange(len(values)) - np.repeat(np.cumsum(per_series) - per_series, per_series)
+        padded = np.zeros((len(labels), int(per_series.max()) + 1))
+        padded[:, 0] = [histogram.sum for histogram in series]
+        padded[which[order], rank + 1] = values[order]
+        sums = np.cumsum(padded, axis=1)[:, -1].tolist()
+        for histogram, added, total in zip(series, counts, sums, strict=True):
+            histogram.counts = [a + b for a, b in zip(histogram.counts, added, strict=True)]
+            histogram.sum = total
+        if trace_ids is None:
+            return
+        now = self._clock()
+        cells, from_end = np.unique(cell[::-1], return_index=True)
+        kept = len(cell) - 1 - from_end
+        for at_cell, at, trace_id in zip(cells.tolist(), kept.tolist(), trace_ids(kept), strict=True):
+            series[at_cell // size].exemplars[at_cell % size] = (trace_id, float(values[at]), now)
 
     def family(self, series: list[tuple[Labels, list[int], list[tuple[str, float, float] | None], float]]) -> Metric:
         d = self.definition
@@ -121,9 +181,10 @@ class SeriesCollector:
     families get their children.
     """
 
-    def __init__(self, budget: SeriesBudget | None = None) -> None:
+    def __init__(self, budget: SeriesBudget | None = None, clock: Callable[[], float] = time.time) -> None:
         self.lock = threading.Lock()
         self._budget = budget
+        self._clock = clock
         self._counters: list[CounterFamily] = []
         self._histograms: list[HistogramFamily] = []
 
@@ -139,7 +200,7 @@ class SeriesCollector:
     def histogram(self, definition: MetricDef, buckets: tuple[float, ...]) -> HistogramFamily:
         weight = len(buckets) + 3  # the buckets, +Inf, _sum and _count
         cap = self._budget.family(definition, weight) if self._budget is not None else None
-        family = HistogramFamily(definition, buckets, cap)
+        family = HistogramFamily(definition, buckets, cap, self._clock)
         self._histograms.append(family)
         return family
 

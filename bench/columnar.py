@@ -1,0 +1,122 @@
+"""What evaluating and publishing a joined request costs, one at a time against in batches.
+
+Run from the repository root (``.venv/bin/python bench/columnar.py``). For each batch size, the same
+generated requests go through
+``SLOEvaluator(request)`` one by one and through ``SLOEvaluator.batch`` (the Arrow conversion from objects
+included, and split out), each on a fresh registry and the Prometheus publisher alone, so the numbers are
+the evaluator's and the publisher's. Measurements take turns over several repetitions (best of each), so a
+machine whose speed drifts hits them alike. It prints µs per request and asserts nothing about speed.
+
+Two workloads: ``fleet``, a deployment's traffic (2 models, 2 pools, 16 pods, a few SLO targets, 2%
+failed, some invalid values: the label sets repeat, as they do), and ``coverage``, the differential tests'
+requests (tests/support/joined_requests.py: every class, value and failure, so ten times the label sets).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import random
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # tests.support generates the requests
+
+from tests.support.joined_requests import SPEC, joined_requests  # noqa: E402
+
+from sloscope.config import Limits  # noqa: E402
+from sloscope.processors import joined_batch  # noqa: E402
+from sloscope.processors.evaluator import SLOEvaluator  # noqa: E402
+from sloscope.publishers.prometheus import PrometheusPublisher  # noqa: E402
+from sloscope.records import JoinedRequest  # noqa: E402
+from sloscope.telemetry import Telemetry  # noqa: E402
+
+
+def fleet(count: int) -> list[JoinedRequest]:
+    """Requests of one deployment: the coverage generator's values, label values drawn from a fleet's few."""
+    rng = random.Random(11)
+    out = []
+    for request in joined_requests(seed=7, count=count):
+        failed = rng.random() < 0.02
+        out.append(
+            dataclasses.replace(
+                request,
+                target_model=rng.choice(("llama-3-8b", "qwen-2-7b")),
+                pool=rng.choice(("pool-a", "pool-b")),
+                pod=f"vllm-{rng.randrange(16)}",
+                routing="slo_aware",
+                slo_ttft_ms=rng.choice((None, 500.0, 2000.0)),
+                slo_tpot_ms=rng.choice((None, 50.0)),
+                failure_reason=rng.choice(("error", "shed", "timeout")) if failed else None,
+            )
+        )
+    return out
+
+
+def evaluator() -> SLOEvaluator:
+    registry = CollectorRegistry()
+    publisher = PrometheusPublisher(registry, SPEC, Limits(), Telemetry(registry), "default")
+    return SLOEvaluator(SPEC, (publisher,), min_batch=1)  # every batch vectorized, however small
+
+
+def per_request(requests: list[JoinedRequest], size: int) -> float:
+    run = evaluator()
+    start = time.perf_counter()
+    for request in requests:
+        run(request)
+    return time.perf_counter() - start
+
+
+def batched(requests: list[JoinedRequest], size: int) -> float:
+    run = evaluator()
+    chunks = [requests[i : i + size] for i in range(0, len(requests), size)]
+    start = time.perf_counter()
+    for chunk in chunks:
+        run.batch(chunk)
+    return time.perf_counter() - start
+
+
+def conversion(requests: list[JoinedRequest], size: int) -> float:
+    chunks = [requests[i : i + size] for i in range(0, len(requests), size)]
+    start = time.perf_counter()
+    for chunk in chunks:
+        joined_batch.from_requests(chunk)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=8192)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1, 64, 128, 256, 512, 2048])
+    parser.add_argument("--workload", choices=("fleet", "coverage"), nargs="+", default=["fleet", "coverage"])
+    args = parser.parse_args()
+    for workload in args.workload:
+        requests = fleet(args.requests) if workload == "fleet" else joined_requests(seed=7, count=args.requests)
+        measure(workload, requests, args.sizes, args.repeat)
+
+
+def measure(workload: str, requests: list[JoinedRequest], sizes: list[int], repeat: int) -> None:
+    kinds: dict[str, Callable[[list[JoinedRequest], int], float]] = {
+        "per request": per_request,
+        "batch": batched,
+        "  of which from_requests": conversion,
+    }
+    print(f"{workload}: µs per request (evaluate + Prometheus publish), {len(requests)} requests, best of {repeat}")
+    print(f"{'batch size':>12}" + "".join(f"{kind:>26}" for kind in kinds))
+    for size in sizes:
+        count = len(requests) if size > 1 else min(len(requests), 2048)  # batches of 1 are slow: fewer
+        best = {kind: float("inf") for kind in kinds}
+        for _ in range(repeat):
+            for kind, measure in kinds.items():
+                best[kind] = min(best[kind], measure(requests[:count], size) / count * 1e6)
+        print(f"{size:>12}" + "".join(f"{best[kind]:>26.2f}" for kind in kinds))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+"""Arrow arrays to numpy and back through their buffers, never through pyarrow's pandas shim.
+
+``pyarrow.array``, ``Array.to_numpy`` and Python scalars passed to ``pyarrow.compute`` all ask pyarrow's
+pandas shim whether their argument is a pandas object, which imports pandas when it is installed (the
+``review`` extra): some 30 MiB of resident memory in ``serve`` for nothing. Building arrays from buffers
+(``Array.from_buffers``) and reading their buffers with ``numpy.frombuffer`` does the same work without it;
+``tests/unit/test_evaluate_batch.py`` checks that the batch path leaves pandas unimported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+Floats = npt.NDArray[np.float64]
+Mask = npt.NDArray[np.bool_]
+Codes = npt.NDArray[np.intp]
+
+
+def present(array: pa.Array) -> Mask:
+    """Rows that are not null."""
+    n = len(array)
+    bitmap = array.buffers()[0]
+    if bitmap is None or not array.null_count:
+        return np.ones(n, dtype=bool)
+    bits = np.unpackbits(np.frombuffer(bitmap, dtype=np.uint8), bitorder="little")
+    return bits[array.offset : array.offset + n].astype(bool)
+
+
+def floats(array: pa.Array) -> Floats:
+    """A float64 array's values, null as NaN (a copy: the caller may write to it)."""
+    data = np.frombuffer(array.buffers()[1], dtype=np.float64, count=len(array), offset=array.offset * 8).copy()
+    if array.null_count:
+        data[~present(array)] = np.nan
+    return data
+
+
+def strings(array: pa.Array) -> tuple[Codes, list[str]]:
+    """A string array as codes into its distinct values (in order of first appearance), -1 for null."""
+    encoded = array.dictionary_encode()
+    indices = encoded.indices
+    raw = np.frombuffer(indices.buffers()[1], dtype=np.int32, count=len(indices), offset=indices.offset * 4)
+    codes: Codes = raw.astype(np.intp)
+    if indices.null_count:
+        codes[~present(indices)] = -1
+    values: list[str] = encoded.dictionary.to_pylist()
+    return codes, values
+
+
+def float_array(values: Floats, null: Mask | None = None) -> pa.Array:
+    """float64 values as an array, null where ``null`` (NaN stays a value otherwise)."""
+    data = np.ascontiguousarray(values, dtype=np.float64)
+    return pa.Array.from_buffers(pa.float64(), len(data), [_bitmap(null), pa.py_buffer(data)])
+
+
+def int_array(values: npt.ArrayLike) -> pa.Array:
+    """int64 values as an array."""
+    data = np.ascontiguousarray(values, dtype=np.int64)
+    return pa.Array.from_buffers(pa.int64(), len(data), [None, pa.py_buffer(data)])
+
+
+def dictionary_array(codes: Codes, values: Sequence[str]) -> pa.Array:
+    """Codes into ``values`` as a dictionary array (how a column of a few distinct strings is best held)."""
+    indices = np.ascontiguousarray(codes, dtype=np.int32)
+    index_array = pa.Array.from_buffers(pa.int32(), len(indices), [None, pa.py_buffer(indices)])
+    return pa.DictionaryArray.from_arrays(index_array, string_array(values))
+
+
+def bool_array(values: Mask) -> pa.Array:
+    bits = np.packbits(np.asarray(values, dtype=bool), bitorder="little")
+    return pa.Array.from_buffers(pa.bool_(), len(values), [None, pa.py_buffer(bits)])
+
+
+def string_array(values: Sequence[str | None]) -> pa.Array:
+    """Python strings (None: null) as a string array."""
+    null = _nulls(values)
+    texts: Sequence[str] = [v or "" for v in values] if null.any() else values  # type: ignore[assignment]  # no None left
+    encoded = list(map(str.encode, texts))
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int32)
+    np.cumsum(list(map(len, encoded)), out=offsets[1:])
+    data = pa.py_buffer(b"".join(encoded))
+    return pa.Array.from_buffers(pa.string(), len(values), [_bitmap(null), pa.py_buffer(offsets), data])
+
+
+def optional_floats(values: Sequence[float | None]) -> pa.Array:
+    """Python floats (None: null; NaN and infinities stay values) as a float64 array."""
+    return float_array(np.array(values, dtype=np.float64), _nulls(values))  # None becomes NaN, then null
+
+
+def _nulls(values: Sequence[object]) -> Mask:
+    return np.fromiter((v is None for v in values), dtype=bool, count=len(values))
+
+
+def _bitmap(null: Mask | None) -> pa.Buffer | None:
+    if null is None or not null.any():
+        return None
+    return pa.py_buffer(np.packbits(~null, bitorder="little"))
+
+
+def warm_up() -> None:
+    """Initialise the Arrow compute kernels the batch path uses (dictionary encoding, take) now, at start-up:
+    their first use maps some 13 MiB, which would otherwise show as growth under the first load."""
+    array = string_array(["", None])
+    strings(array)
+    array.take(int_array([0]))

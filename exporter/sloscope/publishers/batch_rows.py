@@ -1,0 +1,111 @@
+"""A batch of evaluated requests as label codes and masks, for :meth:`PrometheusPublisher.publish_batch`.
+
+What every family's group-by reads (the rows' capped labels as codes, whether each failed and reached a pod),
+what the publisher remembers of the last batch, and the histogram observation of grouped rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from sloscope.processors import arrow_arrays
+from sloscope.processors.joined_batch import EvaluatedBatch
+from sloscope.publishers.cardinality import Labels
+from sloscope.publishers.columns import Codes, Column, Groups, Mask, distinct, first_named, from_arrow
+from sloscope.publishers.series import CounterFamily, HistogramFamily
+from sloscope.records import JoinedRequest
+from sloscope.slo.evaluate_batch import Floats
+
+CounterPlan = tuple[CounterFamily, list[tuple[Labels, int, int]]]  # a family, its label sets (first row, count)
+HistogramPlan = tuple[HistogramFamily, list[Labels], Groups, Floats, bool]  # ..., the values, whether exemplars
+
+
+class BatchRows:
+    """A batch's rows as label codes and masks: what every family's group-by reads."""
+
+    def __init__(self, batch: EvaluatedBatch, model: Column, pool: Column, slo_class: Column, pod: Column) -> None:
+        records = batch.records
+        self.batch, self.verdicts = batch, batch.verdicts
+        self.pool, self.pod = pool, pod
+        self.routing = from_arrow(records.column("routing"))
+        reason, reasons = arrow_arrays.strings(records.column("failure_reason"))
+        self.failed: Mask = reason >= 0
+        self.reason = distinct(np.where(self.failed, reason, len(reasons)), [*reasons, ""])  # read only where failed
+        # a request refused or lost before any pod is no pod's
+        _, (has_pod, has_endpoint) = first_named([records.column("pod"), records.column("endpoint")], "")
+        self.on_a_pod: Mask = ~self.failed | has_pod | has_endpoint
+        self.base_columns: tuple[Column, ...] = (model, pool, slo_class, self.routing)
+        self.histogram_columns: tuple[Column, ...] = (model, pool, slo_class)
+        self._trace_ids = records.column("trace_id")
+
+    @staticmethod
+    def codes(columns: tuple[Column | str, ...]) -> list[Codes]:
+        return [column.codes for column in columns if isinstance(column, Column)]
+
+    @staticmethod
+    def keys(columns: tuple[Column | str, ...], groups: Groups) -> list[Labels]:
+        """The label values of each group (a ``str`` in ``columns`` is a constant label, the SLO's)."""
+        first = groups.first
+        parts = [
+            [column] * len(first)
+            if isinstance(column, str)
+            else [column.values[i] for i in column.codes[first].tolist()]
+            for column in columns
+        ]
+        return list(zip(*parts, strict=True))
+
+    @staticmethod
+    def labels_at(columns: tuple[Column | str, ...], row: int) -> tuple[str, ...]:
+        return tuple(column if isinstance(column, str) else column.values[column.codes[row]] for column in columns)
+
+    def trace_ids(self, rows: Codes) -> Callable[[Codes], list[str]]:
+        """The trace ids of the given positions among ``rows``, read only for the rows an exemplar keeps."""
+        column = self._trace_ids
+
+        def read(positions: Codes) -> list[str]:
+            ids: list[str] = column.take(arrow_arrays.int_array(rows[positions])).to_pylist()
+            return ids
+
+        return read
+
+
+class BatchMemory:
+    """The (model, pool) labels the last batch gave its requests, for :meth:`PrometheusPublisher.model_and_pool`."""
+
+    def __init__(self, batch: EvaluatedBatch, model: Column, pool: Column) -> None:
+        self._batch, self._model, self._pool = batch, model, pool
+        self._rows: dict[int, int] | None = None
+
+    def labels_of(self, request: JoinedRequest) -> tuple[str, str] | None:
+        requests = self._batch.requests()
+        if self._rows is None:  # built once someone asks: the objects are only made for publishers that need them
+            self._rows = {id(r): i for i, r in enumerate(requests)}
+        row = self._rows.get(id(request))
+        if row is None or requests[row] is not request:
+            return None
+        return self._model.values[self._model.codes[row]], self._pool.values[self._pool.codes[row]]
+
+
+def observe_groups(
+    family: HistogramFamily,
+    keys: list[Labels],
+    groups: Groups,
+    values: Floats,
+    trace_ids: Callable[[Codes], Callable[[Codes], list[str]]] | None,
+) -> None:
+    """Each group's observations into the series its label set lands in (itself, or the fold it is counted into);
+    groups folded into one series are observed together, in row order, as one request at a time would."""
+    if not len(groups):
+        return
+    landing: dict[Labels, int] = {}
+    target = np.array(
+        [
+            landing.setdefault(family.resolve(key, count), len(landing))
+            for key, count in zip(keys, groups.counts, strict=True)
+        ],
+        dtype=np.intp,
+    )
+    rows = np.flatnonzero(groups.ids >= 0)
+    family.observe_all(list(landing), target[groups.ids[rows]], values[rows], trace_ids(rows) if trace_ids else None)

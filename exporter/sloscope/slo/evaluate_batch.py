@@ -1,0 +1,290 @@
+"""The SLO maths of :mod:`sloscope.slo.evaluate`, over a whole batch of joined requests at once.
+
+Same definitions, same verdicts, row for row (the unit tests compare every field with :func:`evaluate`):
+each rule there is a boolean mask here, computed with numpy over the batch's columns. Missing values are
+NaN in the arrays (a null column entry) and so are missing results; a NaN or infinite input is told apart
+from a missing one only where :func:`evaluate` tells them apart (``server_ttft_seconds`` falls back to
+``ttft_seconds`` when null, not when NaN). Float results are computed with the same IEEE operations in the
+same order, so they are bit-identical, not merely close.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from sloscope import conventions as c
+from sloscope.processors import arrow_arrays
+from sloscope.records import Evaluation, Verdict
+from sloscope.slo.spec import Range, SLOSpec
+
+Floats = npt.NDArray[np.float64]
+Mask = npt.NDArray[np.bool_]
+Codes = npt.NDArray[np.intp]
+
+TARGET_SOURCES = ("request", "class_default", "none")  # target_source codes 0, 1, 2
+_REQUEST, _CLASS_DEFAULT, _NONE = 0, 1, 2
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictColumns:
+    """One SLO's verdicts, a row per request: :class:`~sloscope.records.Verdict` as four arrays."""
+
+    eligible: Mask
+    met: Mask
+    actual: Floats  # seconds; NaN where the verdict has none
+    target: Floats  # seconds; NaN where the verdict has none
+
+
+@dataclass(frozen=True, slots=True)
+class Verdicts:
+    """What the evaluator concluded about every request of a batch: :class:`~sloscope.records.Evaluation`
+    as columns. Classes and target sources are codes into :attr:`class_names` and :data:`TARGET_SOURCES`."""
+
+    class_names: tuple[str, ...]
+    slo_class: Codes
+    ttft: VerdictColumns
+    tpot: VerdictColumns
+    goodput: VerdictColumns
+    ttft_seconds: Floats  # NaN: None
+    tpot_seconds: Floats
+    target_source: Codes
+    invalid: dict[str, Mask]  # per field of c.INVALID_FIELDS: reported invalid
+    ttft_invalid_last: Mask  # TTFT was reported after the TPOT inputs (only the model server's own was unusable)
+
+    def __len__(self) -> int:
+        return len(self.slo_class)
+
+    def verdict(self, slo: str) -> VerdictColumns:
+        result: VerdictColumns = getattr(self, slo)
+        return result
+
+    def evaluations(self) -> list[Evaluation]:
+        """The same conclusions as objects, for publishers that take one request at a time."""
+        names, sources = self.class_names, TARGET_SOURCES
+        columns: list[list[Any]] = [
+            [names[i] for i in self.slo_class.tolist()],
+            *(_verdict_objects(self.verdict(slo)) for slo in c.SLOS),
+            _optional(self.ttft_seconds),
+            _optional(self.tpot_seconds),
+            [sources[i] for i in self.target_source.tolist()],
+            self._invalid_fields(),
+        ]
+        return [Evaluation(*row) for row in zip(*columns, strict=True)]
+
+    def to_record_batch(self) -> pa.RecordBatch:
+        """The verdicts as Arrow columns (``<slo>_eligible``, ``<slo>_met``, ``<slo>_actual_seconds``, ...)."""
+        arrays: dict[str, pa.Array] = {"slo_class": arrow_arrays.dictionary_array(self.slo_class, self.class_names)}
+        for slo in c.SLOS:
+            v = self.verdict(slo)
+            arrays[f"{slo}_eligible"] = arrow_arrays.bool_array(v.eligible)
+            arrays[f"{slo}_met"] = arrow_arrays.bool_array(v.met)
+            arrays[f"{slo}_actual_seconds"] = arrow_arrays.float_array(v.actual, np.isnan(v.actual))
+            arrays[f"{slo}_target_seconds"] = arrow_arrays.float_array(v.target, np.isnan(v.target))
+        arrays["ttft_seconds"] = arrow_arrays.float_array(self.ttft_seconds, np.isnan(self.ttft_seconds))
+        arrays["tpot_seconds"] = arrow_arrays.float_array(self.tpot_seconds, np.isnan(self.tpot_seconds))
+        arrays["target_source"] = arrow_arrays.dictionary_array(self.target_source, TARGET_SOURCES)
+        for field in c.INVALID_FIELDS:
+            arrays[f"invalid_{field}"] = arrow_arrays.bool_array(self.invalid[field])
+        return pa.RecordBatch.from_arrays(list(arrays.values()), names=list(arrays))
+
+    def _invalid_fields(self) -> list[tuple[str, ...]]:
+        """Each row's ``invalid_fields`` in :func:`evaluate`'s order: TTFT first, unless it came last."""
+        flags = np.stack([self.invalid[field] for field in c.INVALID_FIELDS], axis=1)
+        out: list[tuple[str, ...]] = [()] * len(self)
+        ttft, *tpot_inputs = c.INVALID_FIELDS
+        last = self.ttft_invalid_last
+        for row in np.flatnonzero(flags.any(axis=1)).tolist():
+            fields = tuple(f for f, on in zip(tpot_inputs, flags[row, 1:].tolist(), strict=True) if on)
+            out[row] = (*fields, ttft) if last[row] else ((ttft, *fields) if flags[row, 0] else fields)
+        return out
+
+
+def evaluate_batch(batch: pa.RecordBatch, spec: SLOSpec) -> Verdicts:
+    """Classify every request of ``batch`` (:data:`~sloscope.processors.joined_batch.SCHEMA`), resolve targets
+    and judge each SLO, as :func:`~sloscope.slo.evaluate.evaluate` does one request."""
+    n = batch.num_rows
+    slo_ttft, slo_tpot = floats(batch, "slo_ttft_ms"), floats(batch, "slo_tpot_ms")
+    has_ttft, has_tpot = _valid_target(slo_ttft), _valid_target(slo_tpot)
+    header_ttft, header_tpot = np.where(has_ttft, slo_ttft, np.nan), np.where(has_tpot, slo_tpot, np.nan)
+    cls = _classify(spec, *models(batch), header_ttft, header_tpot)
+    default_ttft = np.array([_ms(k.defaults.ttft_ms) for k in spec.classes] + [np.nan])
+    default_tpot = np.array([_ms(k.defaults.tpot_ms) for k in spec.classes] + [np.nan])
+    target_ttft = np.where(has_ttft, header_ttft, default_ttft[cls])  # NaN: no target
+    target_tpot = np.where(has_tpot, header_tpot, default_tpot[cls])
+    carries_ttft, carries_tpot = ~np.isnan(target_ttft), ~np.isnan(target_tpot)
+    source = np.full(n, _NONE, dtype=np.intp)
+    source[carries_ttft | carries_tpot] = _CLASS_DEFAULT
+    source[has_ttft | has_tpot] = _REQUEST
+
+    reason, reasons = arrow_arrays.strings(batch.column("failure_reason"))
+    failed = reason >= 0
+    client_error = failed & np.array([r == c.FAILURE_INVALID for r in reasons] + [False])[reason]
+    ok = ~failed
+
+    raw_ttft = floats(batch, "ttft_seconds")
+    ttft_ok = valid_seconds_of(raw_ttft)
+    ttft = np.where(ttft_ok, raw_ttft, np.nan)
+    # TPOT subtracts TTFT from e2e: both from the model server's clock (its own TTFT, when it has one).
+    server_ttft = np.where(
+        arrow_arrays.present(batch.column("server_ttft_seconds")), floats(batch, "server_ttft_seconds"), raw_ttft
+    )
+    server_ok = valid_seconds_of(server_ttft)
+    e2e, tokens = floats(batch, "e2e_seconds"), floats(batch, "completion_tokens")
+    e2e_ok, tokens_ok = valid_seconds_of(e2e), valid_tokens_of(tokens)
+    with np.errstate(invalid="ignore"):
+        backwards = e2e_ok & server_ok & tokens_ok & (tokens >= 2) & (e2e < server_ttft)
+        computable = e2e_ok & server_ok & tokens_ok & (tokens >= 2) & ~backwards
+    with np.errstate(invalid="ignore", divide="ignore"):
+        computed = np.where(computable, (e2e - server_ttft) / (tokens - 1), np.nan)
+    own_tpot = floats(batch, "tpot_seconds")
+    own = arrow_arrays.present(batch.column("tpot_seconds"))
+    tpot = np.where(own, np.where(valid_seconds_of(own_tpot), own_tpot, np.nan), computed)
+    tpot_ok = ~np.isnan(tpot)
+
+    needs_tpot_inputs = ok & carries_tpot & ~tpot_ok
+    ttft_last = needs_tpot_inputs & ~server_ok & ttft_ok
+    invalid = {
+        c.FIELD_TTFT_SECONDS: ok & (~ttft_ok | ttft_last),
+        c.FIELD_E2E_SECONDS: needs_tpot_inputs & (~e2e_ok | backwards),
+        c.FIELD_COMPLETION_TOKENS: needs_tpot_inputs & ~tokens_ok,
+    }
+
+    ttft_verdict = _judge(ttft, target_ttft)
+    tpot_verdict = _judge(tpot, target_tpot)
+    with np.errstate(invalid="ignore"):
+        single_token = tokens_ok & (tokens < 2)
+    counted_tpot = carries_tpot & ~single_token  # a TPOT SLO does not apply to a one-token answer
+    good_eligible = (
+        (carries_ttft | counted_tpot)
+        & (~carries_ttft | ttft_verdict.eligible)
+        & (~counted_tpot | tpot_verdict.eligible)
+    )
+    good_met = good_eligible & (~carries_ttft | ttft_verdict.met) & (~counted_tpot | tpot_verdict.met)
+    nothing = np.full(n, np.nan)
+    goodput = VerdictColumns(good_eligible, good_met, nothing, nothing)
+
+    # A failed request misses every SLO it carried (a client error: none); its latency is no sample.
+    bad_event = failed & ~client_error
+    ttft_verdict = _failed(ttft_verdict, failed, bad_event & carries_ttft, ttft, target_ttft)
+    tpot_verdict = _failed(tpot_verdict, failed, bad_event & carries_tpot, nothing, target_tpot)
+    goodput = _failed(goodput, failed, bad_event & (carries_ttft | carries_tpot), nothing, nothing)
+    return Verdicts(
+        class_names=(*(k.name for k in spec.classes), spec.default_class),
+        slo_class=cls,
+        ttft=ttft_verdict,
+        tpot=tpot_verdict,
+        goodput=goodput,
+        ttft_seconds=np.where(failed, np.nan, ttft),
+        tpot_seconds=np.where(failed, np.nan, tpot),
+        target_source=source,
+        invalid=invalid,
+        ttft_invalid_last=ttft_last,
+    )
+
+
+def models(batch: pa.RecordBatch) -> tuple[Codes, list[str]]:
+    """``JoinedRequest.model or ""`` of every row (the target model, else the requested one), as codes into
+    distinct names."""
+    target, targets = arrow_arrays.strings(batch.column("target_model"))
+    requested, requesteds = arrow_arrays.strings(batch.column("requested_model"))
+    names = list(dict.fromkeys([*targets, *requesteds, ""]))
+    index = {name: i for i, name in enumerate(names)}
+    to_name = np.array([index[t] for t in targets] + [index[""]], dtype=np.intp)  # the last one: null
+    from_requested = np.array([index[r] for r in requesteds] + [index[""]], dtype=np.intp)
+    has_target = (target >= 0) & (to_name[target] != index[""])
+    return np.where(has_target, to_name[target], from_requested[requested]), names
+
+
+def _classify(spec: SLOSpec, codes: Codes, names: list[str], ttft_ms: Floats, tpot_ms: Floats) -> Codes:
+    """Index of the first class of the spec whose match holds, or ``len(spec.classes)`` for the default class."""
+    has_slo = ~np.isnan(ttft_ms) | ~np.isnan(tpot_ms)
+    found = np.full(len(codes), len(spec.classes), dtype=np.intp)
+    for index in reversed(range(len(spec.classes))):  # the earliest match is written last, so it wins
+        match = spec.classes[index].match
+        by_model = np.array([any(fnmatch.fnmatchcase(m, p) for p in match.models) for m in names], dtype=bool)
+        holds = by_model[codes]
+        if match.has_slo is not None:
+            holds &= has_slo == match.has_slo
+        holds &= _within(match.ttft_ms, ttft_ms) & _within(match.tpot_ms, tpot_ms)
+        found[holds] = index
+    return found
+
+
+def _within(bounds: Range | None, values: Floats) -> Mask:
+    """:meth:`Range.contains` over an array (NaN: no target, never contained)."""
+    if bounds is None:
+        return np.ones(len(values), dtype=bool)
+    inside = ~np.isnan(values)
+    with np.errstate(invalid="ignore"):
+        if bounds.min is not None:
+            inside &= values >= bounds.min
+        if bounds.max is not None:
+            inside &= values <= bounds.max
+    return inside
+
+
+def _judge(actual: Floats, target_ms: Floats) -> VerdictColumns:
+    """:func:`~sloscope.slo.evaluate.judge` row by row: eligible with a valid target and a valid value."""
+    valid_target = _valid_target(target_ms)
+    target = np.where(valid_target, target_ms / 1000.0, np.nan)
+    eligible = valid_target & ~np.isnan(actual)
+    with np.errstate(invalid="ignore"):
+        met = eligible & (actual <= target)
+    return VerdictColumns(eligible, met, np.where(eligible, actual, np.nan), target)
+
+
+def _failed(verdict: VerdictColumns, failed: Mask, missed: Mask, actual: Floats, target_ms: Floats) -> VerdictColumns:
+    """Failed rows replaced: eligible and violated where ``missed`` (the SLO was carried), else not eligible."""
+    with np.errstate(invalid="ignore"):
+        target = target_ms / 1000.0
+    return VerdictColumns(
+        eligible=np.where(failed, missed, verdict.eligible),
+        met=verdict.met & ~failed,
+        actual=np.where(failed, np.where(missed, actual, np.nan), verdict.actual),
+        target=np.where(failed, np.where(missed, target, np.nan), verdict.target),
+    )
+
+
+def floats(batch: pa.RecordBatch, name: str) -> Floats:
+    """A float64 column as an array, null as NaN."""
+    return arrow_arrays.floats(batch.column(name))
+
+
+def valid_seconds_of(values: Floats) -> Mask:
+    with np.errstate(invalid="ignore"):
+        return np.isfinite(values) & (values >= 0)
+
+
+def valid_tokens_of(values: Floats) -> Mask:
+    finite = np.isfinite(values)
+    with np.errstate(invalid="ignore"):
+        whole: Mask = np.trunc(np.where(finite, values, 0.0)) == values
+        return finite & (values >= 0) & whole
+
+
+def _valid_target(values_ms: Floats) -> Mask:
+    with np.errstate(invalid="ignore"):
+        return np.isfinite(values_ms) & (values_ms > 0)
+
+
+def _ms(value: float | None) -> float:
+    return np.nan if value is None else value
+
+
+def _optional(values: Floats) -> list[float | None]:
+    """The array as Python floats, NaN as None."""
+    out = values.astype(object)
+    out[np.isnan(values)] = None
+    result: list[float | None] = out.tolist()
+    return result
+
+
+def _verdict_objects(v: VerdictColumns) -> list[Verdict]:
+    columns = (v.eligible.tolist(), v.met.tolist(), _optional(v.actual), _optional(v.target))
+    return [Verdict(*row) for row in zip(*columns, strict=True)]

@@ -1,0 +1,129 @@
+"""The vectorized SLO evaluation against :func:`evaluate`, row by row, and the joined batch's schema."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from sloscope import conventions as c
+from sloscope.loading import default_spec
+from sloscope.processors import joined_batch
+from sloscope.records import Evaluation, JoinedRequest
+from sloscope.slo.evaluate import evaluate
+from sloscope.slo.evaluate_batch import TARGET_SOURCES, evaluate_batch
+from sloscope.slo.spec import SLOSpec
+from tests.support.joined_requests import SPEC, joined_requests
+
+
+def same(a: Evaluation, b: Evaluation) -> bool:
+    """Equal field for field, NaN nowhere (results are None or numbers), floats to the bit."""
+    return repr(a) == repr(b) and a == b
+
+
+@pytest.mark.parametrize("spec", [SPEC, default_spec()], ids=["test spec", "default spec"])
+@pytest.mark.parametrize("seed", range(3))
+def test_every_verdict_equals_evaluate_row_by_row(spec: SLOSpec, seed: int) -> None:
+    requests = joined_requests(seed=seed, count=4000)
+    evaluations = evaluate_batch(joined_batch.from_requests(requests), spec).evaluations()
+    wrong = [(r, e) for r, e in zip(requests, evaluations, strict=True) if not same(e, evaluate(r, spec))]
+    assert wrong == []
+    # the generated requests reach every class, target source, failure reason and invalid field
+    assert {e.slo_class for e in evaluations} == {*(k.name for k in spec.classes), spec.default_class}
+    assert {e.target_source for e in evaluations} >= {"request", "none"}
+    assert {r.failure_reason for r in requests} == {None, *c.FAILURE_REASONS}
+    assert {f for e in evaluations for f in e.invalid_fields} == set(c.INVALID_FIELDS)
+    assert (c.FIELD_COMPLETION_TOKENS, c.FIELD_TTFT_SECONDS) in {e.invalid_fields for e in evaluations}
+
+
+def test_targets_come_from_headers_else_from_the_class_default() -> None:
+    base = JoinedRequest("a" * 32, "b" * 16, "joined", target_model="m", ttft_seconds=0.5, e2e_seconds=1.0)
+    rows = [
+        dataclasses.replace(base, slo_tpot_ms=40.0),  # streaming: TTFT from its default (2000 ms), TPOT from header
+        dataclasses.replace(base, target_model="tiny1"),  # tiny: no header, TPOT default 30 ms
+        dataclasses.replace(base, slo_ttft_ms=math.nan, slo_tpot_ms=-1.0),  # invalid headers are no headers
+    ]
+    verdicts = evaluate_batch(joined_batch.from_requests(rows), SPEC)
+    assert [verdicts.class_names[i] for i in verdicts.slo_class] == ["streaming", "tiny", "none"]
+    assert [TARGET_SOURCES[i] for i in verdicts.target_source] == ["request", "class_default", "none"]
+    assert verdicts.ttft.target.tolist()[:2] == [2.0, pytest.approx(math.nan, nan_ok=True)]
+    assert verdicts.tpot.target.tolist()[:2] == [0.04, 0.03]
+
+
+def test_a_failed_request_is_a_bad_event_for_every_slo_it_carried_and_a_client_error_for_none() -> None:
+    base = JoinedRequest("a" * 32, "b" * 16, "joined", slo_ttft_ms=200.0, slo_tpot_ms=50.0, ttft_seconds=0.1)
+    rows = [dataclasses.replace(base, failure_reason=reason) for reason in c.FAILURE_REASONS]
+    verdicts = evaluate_batch(joined_batch.from_requests(rows), SPEC)
+    bad = [reason != c.FAILURE_INVALID for reason in c.FAILURE_REASONS]
+    for slo in c.SLOS:
+        assert verdicts.verdict(slo).eligible.tolist() == bad
+        assert not verdicts.verdict(slo).met.any()
+    assert np.isnan(verdicts.ttft_seconds).all()  # a failed request's latency is no sample
+    assert verdicts.ttft.actual.tolist()[0] == 0.1  # what it measured stays on record
+
+
+def test_the_verdicts_as_an_arrow_record_batch() -> None:
+    requests = joined_requests(seed=5, count=50)
+    verdicts = evaluate_batch(joined_batch.from_requests(requests), SPEC)
+    table = verdicts.to_record_batch()
+    assert table.num_rows == 50
+    assert table.column("slo_class").to_pylist() == [e.slo_class for e in verdicts.evaluations()]
+    assert table.column("goodput_eligible").to_pylist() == [e.goodput.eligible for e in verdicts.evaluations()]
+    assert table.column("ttft_seconds").to_pylist() == [e.ttft_seconds for e in verdicts.evaluations()]
+
+
+def test_the_schema_has_a_column_per_field_and_round_trips() -> None:
+    fields = dataclasses.fields(JoinedRequest)
+    assert joined_batch.SCHEMA.names == [f.name for f in fields]
+    assert joined_batch.SCHEMA.field("slo_ttft_ms").type == pa.float64()
+    assert joined_batch.SCHEMA.field("pool").nullable
+    assert not joined_batch.SCHEMA.field("trace_id").nullable
+    assert joined_batch.SCHEMA.field("start_ns").type == pa.int64()
+    requests = joined_requests(seed=9, count=300)
+    back = joined_batch.to_requests(joined_batch.from_requests(requests))
+    assert repr(back) == repr(requests)  # NaN and infinities kept as values, None as null
+    assert joined_batch.from_requests([]).num_rows == 0
+
+
+def test_a_batch_of_another_schema_is_refused_with_its_column_named() -> None:
+    batch = joined_batch.from_requests(joined_requests(seed=1, count=3))
+    wrong_type = batch.set_column(9, "slo_ttft_ms", pa.array(["200"] * 3))
+    with pytest.raises(ValueError, match="slo_ttft_ms is string, not double"):
+        joined_batch.check(wrong_type)
+    with pytest.raises(ValueError, match="columns"):
+        joined_batch.check(batch.drop_columns(["pod"]))
+    nulls = batch.set_column(0, "trace_id", pa.array([None, "a", "b"], pa.string()))
+    with pytest.raises(ValueError, match="trace_id has 1 null"):
+        joined_batch.check(nulls)
+
+
+def test_the_batch_path_leaves_pandas_unimported() -> None:
+    """pyarrow imports pandas, when installed, on ``pa.array`` or ``to_numpy`` (some 30 MiB in serve); the batch
+    path goes through buffers instead (sloscope.processors.arrow_arrays)."""
+    script = """
+import sys
+from prometheus_client import CollectorRegistry, generate_latest
+from sloscope.config import Limits
+from sloscope.processors.evaluator import SLOEvaluator
+from sloscope.publishers.prometheus import PrometheusPublisher
+from sloscope.telemetry import Telemetry
+from tests.support.joined_requests import SPEC, joined_requests
+registry = CollectorRegistry()
+publisher = PrometheusPublisher(registry, SPEC, Limits(), Telemetry(registry), "default")
+SLOEvaluator(SPEC, (publisher,), min_batch=1).batch(joined_requests(seed=1, count=300))
+assert b"sloscope_requests_total" in generate_latest(registry)
+print("pandas" in sys.modules)
+"""
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "exporter"), str(root)])}
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120, check=True
+    )
+    assert result.stdout.strip() == "False"

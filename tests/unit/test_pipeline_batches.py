@@ -1,0 +1,87 @@
+"""The pipeline hands the evaluator the requests of one assembler call as one batch; the series are those of
+one request at a time."""
+
+from __future__ import annotations
+
+import random
+
+from prometheus_client import CollectorRegistry, generate_latest
+
+from sloscope import conventions as c
+from sloscope.config import Settings
+from sloscope.loading import default_spec
+from sloscope.pipeline import Pipeline
+from sloscope.processors.evaluator import MIN_BATCH
+from sloscope.records import Span
+from sloscope.testing import gateway_attributes, span, vllm_attributes
+
+FAMILIES = (
+    c.REQUESTS,
+    c.REQUESTS_FAILED,
+    c.SLO_REQUESTS,
+    c.SLO_VIOLATIONS,
+    c.POD_REQUESTS,
+    c.POD_SLO_VIOLATIONS,
+    c.INVALID_VALUES,
+    c.TTFT_SECONDS,
+    c.TPOT_SECONDS,
+    c.E2E_SECONDS,
+    c.PROMPT_TOKENS,
+    c.COMPLETION_TOKENS,
+)
+
+
+def trace(index: int, rng: random.Random) -> list[Span]:
+    """A gateway span and its model-server span, with a TTFT target for most and a TPOT target for some."""
+    trace_id = index + 1
+    gateway = gateway_attributes(
+        slo_ttft_ms=rng.choice((None, "200", "800", "3000")),
+        slo_tpot_ms=rng.choice((None, "50")),
+        model=rng.choice(("llama-3-8b", "qwen-2-7b")),
+    )
+    server = vllm_attributes(
+        ttft=round(rng.expovariate(1 / 0.3), 6),
+        e2e=round(1.0 + rng.random() * 4, 6),
+        completion_tokens=rng.choice((1, 2, 40, 300)),
+        request_id=f"chatcmpl-{index}",
+    )
+    return [
+        span(trace_id, 1, "gateway.request", gateway, resource={"service.name": "epp"}),
+        span(
+            trace_id,
+            2,
+            "llm_request",
+            server,
+            parent=1,
+            resource={"service.name": "vllm", "k8s.pod.name": f"vllm-{index % 5}"},
+        ),
+    ]
+
+
+def published(registry: CollectorRegistry) -> list[str]:
+    """The request series' lines of the text exposition (the exemplars' timestamps differ between runs)."""
+    names = tuple(f"{d.name}{suffix}" for d in FAMILIES for suffix in ("_total{", "_bucket{", "_sum{", "_count{"))
+    return [line for line in generate_latest(registry).decode().splitlines() if line.startswith(names)]
+
+
+def run(batches: list[list[Span]]) -> tuple[list[str], int]:
+    registry = CollectorRegistry()
+    pipeline = Pipeline(Settings(), default_spec(), registry)
+    handed: list[int] = []
+    batch = pipeline.evaluator.batch
+    pipeline.evaluator.batch = lambda requests: (handed.append(len(requests)), batch(requests))  # type: ignore[method-assign]
+    for spans in batches:
+        assert pipeline.queue.offer(spans)
+    assert pipeline.shutdown()  # not started: drains the queue on this thread, then flushes
+    return published(registry), max(handed)
+
+
+def test_one_span_batch_of_many_traces_gives_the_series_of_one_trace_at_a_time() -> None:
+    rng = random.Random(3)
+    traces = [trace(i, rng) for i in range(3 * MIN_BATCH)]
+    together, largest = run([[s for t in traces for s in t]])
+    apart, single = run(traces)
+    assert largest == 3 * MIN_BATCH  # every request of the consume in one batch: the vectorized path
+    assert single == 1
+    assert together == apart
+    assert f'{c.REQUESTS.name}_total{{model="llama-3-8b"' in "\n".join(together)

@@ -1,0 +1,107 @@
+"""A real OpenTelemetry Collector process: the ``otelcol-sloscope`` build of ``make tools`` (the Collector builder's
+distribution of tools/collector/builder-config.yaml), started with a config written here.
+
+:func:`loadbalancing_config` is the scale-out tier in front of several ``sloscope serve`` replicas: the ``otlp``
+receiver, a short ``batch`` and the ``loadbalancing`` exporter with ``routing_key: traceID`` and a ``static``
+resolver naming each replica's OTLP/gRPC port (the chart's ConfigMap and docs/examples use the ``dns`` resolver on
+the headless Service instead; the exporter is the same).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.support.jaeger import free_ports
+
+_READY = "Everything is ready"
+
+
+def loadbalancing_config(otlp_grpc: int, otlp_http: int, replicas: list[str]) -> dict[str, Any]:
+    """otlp -> batch -> loadbalancing (traceID) to ``replicas`` (host:port of each sloscope's OTLP/gRPC)."""
+    return {
+        "receivers": {
+            "otlp": {
+                "protocols": {
+                    "grpc": {"endpoint": f"127.0.0.1:{otlp_grpc}"},
+                    "http": {"endpoint": f"127.0.0.1:{otlp_http}"},
+                }
+            }
+        },
+        "processors": {"batch": {"send_batch_size": 1024, "send_batch_max_size": 2048, "timeout": "200ms"}},
+        "exporters": {
+            "loadbalancing": {
+                "routing_key": "traceID",
+                "protocol": {
+                    "otlp": {
+                        "tls": {"insecure": True},
+                        "timeout": "5s",
+                        "retry_on_failure": {"enabled": True, "initial_interval": "1s", "max_elapsed_time": "60s"},
+                    }
+                },
+                "resolver": {"static": {"hostnames": replicas}},
+            }
+        },
+        "service": {
+            "pipelines": {"traces": {"receivers": ["otlp"], "processors": ["batch"], "exporters": ["loadbalancing"]}},
+            "telemetry": {"metrics": {"level": "none"}, "logs": {"level": "info"}},
+        },
+    }
+
+
+@dataclass
+class Collector:
+    process: subprocess.Popen[str]
+    otlp_grpc_port: int
+    otlp_http_port: int
+    config: Path
+    log: list[str] = field(default_factory=list)
+
+    @property
+    def otlp_grpc(self) -> str:
+        return f"127.0.0.1:{self.otlp_grpc_port}"
+
+    @property
+    def otlp_http(self) -> str:
+        return f"http://127.0.0.1:{self.otlp_http_port}/v1/traces"
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+
+
+def start_collector(binary: Path, workdir: Path, replicas: list[str]) -> Collector:
+    """The loadbalancing Collector on free loopback ports, once its pipelines are up."""
+    otlp_grpc, otlp_http = free_ports(2)
+    config = workdir / "collector.yaml"
+    config.write_text(yaml.safe_dump(loadbalancing_config(otlp_grpc, otlp_http, replicas), sort_keys=False))
+    process = subprocess.Popen(
+        [str(binary), f"--config=file:{config}"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    log: list[str] = []
+    ready = threading.Event()
+
+    def read() -> None:
+        assert process.stderr is not None
+        for line in process.stderr:
+            log.append(line.rstrip())
+            if _READY in line:
+                ready.set()
+        ready.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    collector = Collector(process, otlp_grpc, otlp_http, config, log)
+    if not ready.wait(60) or process.poll() is not None:
+        collector.stop()
+        raise AssertionError("the Collector did not start:\n" + "\n".join(log[-30:]))
+    return collector

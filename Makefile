@@ -132,9 +132,11 @@ fuzz: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/sloscope demo $(DEMO_ARGS)
 
-## bench: throughput of the ingest path, the exposition parser, the record sinks' and the join's cost per upstream; ratios are measured in one run each.
-bench: $(STAMP)
+## bench: throughput of the ingest path, the exposition parser, the record sinks' and the join's cost per upstream, and CPU per span beside the
+## OpenTelemetry Collector's spanmetrics pipeline on the same payloads (1 and 2 cores); ratios are measured in one run each.
+bench: $(STAMP) $(COLLECTOR_STAMP)
 	$(BIN)/python bench/run.py
+	$(BIN)/python bench/collector.py
 	$(BIN)/python bench/parser.py
 	$(BIN)/python bench/sinks.py
 	$(BIN)/python bench/assembler.py

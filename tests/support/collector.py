@@ -10,16 +10,14 @@ the headless Service instead; the exporter is the same).
 from __future__ import annotations
 
 import subprocess
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from tests.support.jaeger import free_ports
-
-_READY = "Everything is ready"
+from tests.support import otelcol
+from tests.support.otelcol import free_ports
 
 
 def loadbalancing_config(otlp_grpc: int, otlp_http: int, replicas: list[str]) -> dict[str, Any]:
@@ -71,13 +69,7 @@ class Collector:
         return f"http://127.0.0.1:{self.otlp_http_port}/v1/traces"
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
+        otelcol.stop(self.process)
 
 
 def start_collector(binary: Path, workdir: Path, replicas: list[str]) -> Collector:
@@ -85,23 +77,5 @@ def start_collector(binary: Path, workdir: Path, replicas: list[str]) -> Collect
     otlp_grpc, otlp_http = free_ports(2)
     config = workdir / "collector.yaml"
     config.write_text(yaml.safe_dump(loadbalancing_config(otlp_grpc, otlp_http, replicas), sort_keys=False))
-    process = subprocess.Popen(
-        [str(binary), f"--config=file:{config}"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-    )
-    log: list[str] = []
-    ready = threading.Event()
-
-    def read() -> None:
-        assert process.stderr is not None
-        for line in process.stderr:
-            log.append(line.rstrip())
-            if _READY in line:
-                ready.set()
-        ready.set()
-
-    threading.Thread(target=read, daemon=True).start()
-    collector = Collector(process, otlp_grpc, otlp_http, config, log)
-    if not ready.wait(60) or process.poll() is not None:
-        collector.stop()
-        raise AssertionError("the Collector did not start:\n" + "\n".join(log[-30:]))
-    return collector
+    process, log = otelcol.start(binary, config, "the Collector")
+    return Collector(process, otlp_grpc, otlp_http, config, log)

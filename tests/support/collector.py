@@ -9,8 +9,6 @@ the headless Service instead; the exporter is the same).
 
 from __future__ import annotations
 
-import subprocess
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -52,24 +50,8 @@ def loadbalancing_config(otlp_grpc: int, otlp_http: int, replicas: list[str]) ->
     }
 
 
-@dataclass
-class Collector:
-    process: subprocess.Popen[str]
-    otlp_grpc_port: int
-    otlp_http_port: int
-    config: Path
-    log: list[str] = field(default_factory=list)
-
-    @property
-    def otlp_grpc(self) -> str:
-        return f"127.0.0.1:{self.otlp_grpc_port}"
-
-    @property
-    def otlp_http(self) -> str:
-        return f"http://127.0.0.1:{self.otlp_http_port}/v1/traces"
-
-    def stop(self) -> None:
-        otelcol.stop(self.process)
+class Collector(otelcol.Otelcol):
+    """The loadbalancing Collector of :func:`start_collector`."""
 
 
 def start_collector(binary: Path, workdir: Path, replicas: list[str]) -> Collector:

@@ -9,12 +9,11 @@ back exactly the spans, ids, links and attributes that crossed the wire.
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -138,21 +137,8 @@ class StoredSpan:
 
 
 @dataclass
-class Jaeger:
-    process: subprocess.Popen[str]
-    otlp_grpc_port: int
-    otlp_http_port: int
+class Jaeger(otelcol.Otelcol):
     query_port: int
-    config: Path
-    log: list[str] = field(default_factory=list)
-
-    @property
-    def otlp_grpc(self) -> str:
-        return f"127.0.0.1:{self.otlp_grpc_port}"
-
-    @property
-    def otlp_http(self) -> str:
-        return f"http://127.0.0.1:{self.otlp_http_port}/v1/traces"
 
     def trace(self, trace_id: str) -> list[StoredSpan]:
         """Every stored span of the trace as received (``raw_traces``: no clock-skew or other adjustments)."""
@@ -199,9 +185,6 @@ class Jaeger:
             time.sleep(0.1)
         raise AssertionError(f"Jaeger holds {len(spans)} spans of trace {trace_id}, wanted {count}")
 
-    def stop(self) -> None:
-        otelcol.stop(self.process)
-
 
 def start_jaeger(binary: Path, workdir: Path) -> Jaeger:
     """Starts Jaeger on free loopback ports and waits until its pipeline and query API are up."""
@@ -211,4 +194,4 @@ def start_jaeger(binary: Path, workdir: Path) -> Jaeger:
         CONFIG.format(otlp_grpc=otlp_grpc, otlp_http=otlp_http, query_http=query_http, query_grpc=query_grpc)
     )
     process, log = otelcol.start(binary, config, "Jaeger")
-    return Jaeger(process, otlp_grpc, otlp_http, query_http, config, log)
+    return Jaeger(process, otlp_grpc, otlp_http, config, log, query_http)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 READY = "Everything is ready"
@@ -49,6 +50,28 @@ def start(binary: Path, config: Path, what: str) -> tuple[subprocess.Popen[str],
         stop(process)
         raise AssertionError(f"{what} did not start:\n" + "\n".join(log[-30:]))
     return process, log
+
+
+@dataclass
+class Otelcol:
+    """A running Collector distribution and its OTLP receiver's loopback ports."""
+
+    process: subprocess.Popen[str]
+    otlp_grpc_port: int
+    otlp_http_port: int
+    config: Path
+    log: list[str]
+
+    @property
+    def otlp_grpc(self) -> str:
+        return f"127.0.0.1:{self.otlp_grpc_port}"
+
+    @property
+    def otlp_http(self) -> str:
+        return f"http://127.0.0.1:{self.otlp_http_port}/v1/traces"
+
+    def stop(self) -> None:
+        stop(self.process)
 
 
 def stop(process: subprocess.Popen[str]) -> None:

@@ -72,8 +72,28 @@ $(HELM_STAMP):
 	rm -f $(TOOLS)/.helm-*
 	touch $(HELM_STAMP)
 
-## tools: build the pinned Prometheus, promtool, Jaeger and helm into .tools/bin (tests and the demo use them).
-tools: $(TOOLS_STAMP) $(JAEGER_STAMP) $(HELM_STAMP)
+# The OpenTelemetry Collector (otelcol-sloscope), built with the Collector builder from the manifest
+# tools/collector/builder-config.yaml: the scale-out tier's loadbalancing exporter and the benchmark's spanmetrics
+# pipeline. Its components are pinned to the versions Jaeger uses and it is built after Jaeger, without the
+# builder's -trimpath, so it reuses Jaeger's downloaded modules and compiled packages. The committed go.sum pins
+# every module's hash (no checksum-database lookups at build time).
+COLLECTOR_BUILDER_VERSION := v0.140.0
+COLLECTOR_MANIFEST := tools/collector/builder-config.yaml
+COLLECTOR_BUILD := .tools/collector-build
+COLLECTOR_STAMP := $(TOOLS)/.otelcol-$(shell cat $(COLLECTOR_MANIFEST) tools/collector/go.sum | sha1sum | cut -c1-12)
+
+$(COLLECTOR_STAMP): $(COLLECTOR_MANIFEST) tools/collector/go.sum | $(JAEGER_STAMP)
+	@command -v go >/dev/null || { echo "make tools needs the Go toolchain (go) to build the OpenTelemetry Collector (builder $(COLLECTOR_BUILDER_VERSION))"; exit 1; }
+	mkdir -p $(TOOLS) $(COLLECTOR_BUILD)/src
+	GOBIN=$(CURDIR)/$(COLLECTOR_BUILD) go install go.opentelemetry.io/collector/cmd/builder@$(COLLECTOR_BUILDER_VERSION)
+	cp tools/collector/go.sum $(COLLECTOR_BUILD)/src/go.sum
+	$(COLLECTOR_BUILD)/builder --config=$(COLLECTOR_MANIFEST) --skip-compilation
+	cd $(COLLECTOR_BUILD)/src && go build -ldflags='-s -w' -o $(CURDIR)/$(TOOLS)/otelcol-sloscope .
+	rm -f $(TOOLS)/.otelcol-*
+	touch $(COLLECTOR_STAMP)
+
+## tools: build the pinned Prometheus, promtool, Jaeger, the OpenTelemetry Collector and helm into .tools/bin (tests, the demo and make bench use them).
+tools: $(TOOLS_STAMP) $(JAEGER_STAMP) $(COLLECTOR_STAMP) $(HELM_STAMP)
 
 ## test: lint, type-check, check the generated files and run every test suite (unit, integration against real servers).
 test: lint typecheck native-test tools check-generated
@@ -112,9 +132,12 @@ fuzz: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/sloscope demo $(DEMO_ARGS)
 
-## bench: throughput of the ingest path, the exposition parser, the record sinks' and the join's cost per upstream, evaluation one at a time against in batches; ratios are measured in one run each.
-bench: $(STAMP)
+## bench: throughput of the ingest path, the exposition parser, the record sinks' and the join's cost per upstream, evaluation one at
+## a time against in batches, and CPU per span beside the OpenTelemetry Collector's spanmetrics pipeline on the same payloads
+## (1 and 2 cores); ratios are measured in one run each.
+bench: $(STAMP) $(COLLECTOR_STAMP)
 	$(BIN)/python bench/run.py
+	$(BIN)/python bench/collector.py
 	$(BIN)/python bench/parser.py
 	$(BIN)/python bench/sinks.py
 	$(BIN)/python bench/assembler.py

@@ -47,6 +47,12 @@ def helm() -> Path:
 
 
 @pytest.fixture(scope="session")
+def otelcol() -> Path:
+    """The OpenTelemetry Collector built with the Collector builder (tools/collector/builder-config.yaml)."""
+    return tool("otelcol-sloscope")
+
+
+@pytest.fixture(scope="session")
 def shared() -> Path:
     if not SHARED.is_dir():
         pytest.fail(f"{SHARED} is missing: tests read ../shared beside the clone")

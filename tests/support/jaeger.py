@@ -9,17 +9,17 @@ back exactly the spans, ids, links and attributes that crossed the wire.
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
-import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from tests.support import otelcol
+from tests.support.otelcol import free_ports
 
 CONFIG = """\
 service:
@@ -58,26 +58,10 @@ exporters:
     trace_storage: memstore
 """
 
-_READY = "Everything is ready"
-
 
 def _rfc3339(ns: int) -> str:
     """A nanosecond timestamp as RFC 3339 with microseconds (what the query API parses)."""
     return datetime.fromtimestamp(ns / 1e9, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct loopback ports free right now (held open together so they differ)."""
-    sockets = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            sockets.append(s)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 def any_value(value: dict[str, Any]) -> Any:
@@ -153,21 +137,8 @@ class StoredSpan:
 
 
 @dataclass
-class Jaeger:
-    process: subprocess.Popen[str]
-    otlp_grpc_port: int
-    otlp_http_port: int
+class Jaeger(otelcol.Otelcol):
     query_port: int
-    config: Path
-    log: list[str] = field(default_factory=list)
-
-    @property
-    def otlp_grpc(self) -> str:
-        return f"127.0.0.1:{self.otlp_grpc_port}"
-
-    @property
-    def otlp_http(self) -> str:
-        return f"http://127.0.0.1:{self.otlp_http_port}/v1/traces"
 
     def trace(self, trace_id: str) -> list[StoredSpan]:
         """Every stored span of the trace as received (``raw_traces``: no clock-skew or other adjustments)."""
@@ -214,15 +185,6 @@ class Jaeger:
             time.sleep(0.1)
         raise AssertionError(f"Jaeger holds {len(spans)} spans of trace {trace_id}, wanted {count}")
 
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
-
 
 def start_jaeger(binary: Path, workdir: Path) -> Jaeger:
     """Starts Jaeger on free loopback ports and waits until its pipeline and query API are up."""
@@ -231,26 +193,5 @@ def start_jaeger(binary: Path, workdir: Path) -> Jaeger:
     config.write_text(
         CONFIG.format(otlp_grpc=otlp_grpc, otlp_http=otlp_http, query_http=query_http, query_grpc=query_grpc)
     )
-    process = subprocess.Popen(
-        [str(binary), f"--config=file:{config}"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    log: list[str] = []
-    ready = threading.Event()
-
-    def read() -> None:
-        assert process.stderr is not None
-        for line in process.stderr:
-            log.append(line.rstrip())
-            if _READY in line:
-                ready.set()
-        ready.set()
-
-    threading.Thread(target=read, daemon=True).start()
-    jaeger = Jaeger(process, otlp_grpc, otlp_http, query_http, config, log)
-    if not ready.wait(60) or process.poll() is not None:
-        jaeger.stop()
-        raise AssertionError("Jaeger did not start:\n" + "\n".join(log[-30:]))
-    return jaeger
+    process, log = otelcol.start(binary, config, "Jaeger")
+    return Jaeger(process, otlp_grpc, otlp_http, config, log, query_http)

@@ -7,11 +7,14 @@
 
 use pyo3::prelude::*;
 
+pub mod decode;
 pub mod span;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<span::SpanBatch>()?;
+    // OTLP decoding (decode/)
+    decode::register(m)?;
     Ok(())
 }

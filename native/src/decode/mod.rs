@@ -1,0 +1,199 @@
+//! OTLP trace exports decoded natively into a `SpanBatch`, with the GIL released.
+//!
+//! The Python reference is `sloscope.receivers.otlp_decode.decode_protobuf` followed by the
+//! per-span `Mapping.check` of `Intake.submit`; this decoder does both in one pass and returns
+//! what they return together: the spans that passed, how many were rejected, and the first five
+//! rejection messages (id faults first, then wrong types, as the two Python passes order them).
+//! Messages are worded under the GIL at the end, from Python's own `repr`, so that they are
+//! exactly the reference's.
+
+use pyo3::create_exception;
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyString};
+
+use crate::span::{to_hex, value_to_py, Key, SpanBatch, Value};
+
+pub mod protobuf;
+pub mod rules;
+pub mod schema;
+pub mod values;
+pub mod wire;
+
+use rules::{Expected, Rule, Rules};
+
+create_exception!(
+    _native,
+    DecodeError,
+    PyValueError,
+    "The payload is not a valid OTLP export (raised by Python as MalformedPayloadError)."
+);
+
+/// How many rejection messages a result quotes (`Decoded.reject` keeps five).
+const QUOTED: usize = 5;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdFault {
+    TraceId,
+    SpanId,
+    Parent,
+}
+
+/// Why a span was rejected, kept until the message can be worded under the GIL.
+#[derive(Debug, Clone)]
+pub enum Rejection {
+    Id {
+        name: Box<str>,
+        fault: IdFault,
+    },
+    Type {
+        span_id: [u8; 8],
+        name: Box<str>,
+        key: Key,
+        field: Box<str>,
+        expected: Expected,
+        value: Value,
+    },
+}
+
+/// One payload's outcome.
+#[derive(Default)]
+pub struct Decoded {
+    pub spans: Vec<crate::span::Span>,
+    pub rejected: usize,
+    ids: Vec<Rejection>,
+    types: Vec<Rejection>,
+}
+
+impl Decoded {
+    fn reject_id(&mut self, rejection: Rejection) {
+        self.rejected += 1;
+        if self.ids.len() < QUOTED {
+            self.ids.push(rejection);
+        }
+    }
+
+    fn reject_type(&mut self, rejection: Rejection) {
+        self.rejected += 1;
+        if self.types.len() < QUOTED {
+            self.types.push(rejection);
+        }
+    }
+
+    /// The quoted rejections in the reference's order.
+    pub fn rejections(&self) -> impl Iterator<Item = &Rejection> {
+        self.ids.iter().chain(&self.types).take(QUOTED)
+    }
+}
+
+fn word(py: Python<'_>, rejection: &Rejection) -> PyResult<String> {
+    Ok(match rejection {
+        Rejection::Id { name, fault } => {
+            let name = PyString::new(py, name).repr()?;
+            let what = match fault {
+                IdFault::TraceId => "trace_id must be 16 bytes, not all zero",
+                IdFault::SpanId => "span_id must be 8 bytes, not all zero",
+                IdFault::Parent => "parent_span_id must be empty or 8 bytes",
+            };
+            format!("span {name}: {what}")
+        }
+        Rejection::Type {
+            span_id,
+            name,
+            key,
+            field,
+            expected,
+            value,
+        } => {
+            // attributes.py `_wrong_type`: the repr cut to 37 characters and "..." past 40.
+            let value = value_to_py(py, value)?;
+            let shown: String = value.repr()?.extract()?;
+            let shown = if shown.chars().count() > 40 {
+                shown.chars().take(37).chain("...".chars()).collect()
+            } else {
+                shown
+            };
+            format!(
+                "span {} ({name}): attribute {key} ({field}) must be {}, got {} {shown}",
+                to_hex(span_id),
+                expected.text(),
+                value.get_type().name()?,
+            )
+        }
+    })
+}
+
+/// Decodes OTLP trace exports for one attribute mapping.
+#[pyclass(module = "sloscope._native", frozen)]
+pub struct Decoder {
+    rules: Rules,
+}
+
+#[pymethods]
+impl Decoder {
+    /// `keep`: the span attributes to keep (None: all); `typed`: `Mapping.rules()["typed"]`, span
+    /// key → (field, expected kind).
+    #[new]
+    #[pyo3(signature = (keep, typed))]
+    fn new(keep: Option<&Bound<'_, PyAny>>, typed: &Bound<'_, PyDict>) -> PyResult<Self> {
+        let keep = match keep {
+            None => None,
+            Some(keys) => {
+                let mut set = std::collections::HashSet::new();
+                for key in keys.try_iter()? {
+                    set.insert(key?.extract::<String>()?.into_boxed_str());
+                }
+                Some(set)
+            }
+        };
+        let mut rules = Rules {
+            keep,
+            ..Rules::default()
+        };
+        for (key, rule) in typed.iter() {
+            let (field, kind): (String, String) = rule.extract()?;
+            let expected = Expected::parse(&kind)
+                .ok_or_else(|| PyTypeError::new_err(format!("unknown attribute kind {kind:?}")))?;
+            let rule = Rule {
+                field: field.into(),
+                expected,
+            };
+            rules.typed.insert(key.extract::<String>()?.into(), rule);
+        }
+        Ok(Decoder { rules })
+    }
+
+    /// An `ExportTraceServiceRequest` in protobuf: (the spans, how many were rejected, the first
+    /// five reasons). Raises `DecodeError` for a payload that is not one.
+    fn protobuf(
+        &self,
+        py: Python<'_>,
+        payload: &[u8],
+    ) -> PyResult<(SpanBatch, usize, Vec<String>)> {
+        let decoded = py
+            .detach(|| protobuf::decode(payload, &self.rules))
+            .map_err(|e| {
+                DecodeError::new_err(format!(
+                    "not a valid OTLP ExportTraceServiceRequest protobuf: {}",
+                    e.0
+                ))
+            })?;
+        let reasons = decoded
+            .rejections()
+            .map(|r| word(py, r))
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok((
+            SpanBatch {
+                spans: decoded.spans,
+            },
+            decoded.rejected,
+            reasons,
+        ))
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Decoder>()?;
+    m.add("DecodeError", m.py().get_type::<DecodeError>())?;
+    Ok(())
+}

@@ -20,16 +20,22 @@ from sloscope.config import Settings
 from sloscope.processors import span_shapes
 from sloscope.processors.assembler import TraceAssembler
 from sloscope.processors.evaluator import RequestPublisher, SLOEvaluator
-from sloscope.processors.queue import SpanQueue
+from sloscope.processors.queue import Batch, SpanQueue
 from sloscope.publishers.prometheus import PrometheusPublisher
 from sloscope.receivers.intake import Intake
-from sloscope.records import JoinedRequest
+from sloscope.records import JoinedRequest, Span
 from sloscope.slo.spec import SLOSpec
 from sloscope.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 
 _TICK_SECONDS = 0.25  # how often join windows are checked when no spans arrive
+
+
+def python_spans(batch: Batch) -> list[Span]:
+    """The Python assembler's input: a native decoder's batch as ``sloscope.records.Span`` objects, until the
+    join runs natively too."""
+    return batch if isinstance(batch, list) else batch.to_spans()
 
 
 class Pipeline:
@@ -71,6 +77,7 @@ class Pipeline:
             settings.limits.retry_after_seconds,
             keep=mapping.span_keys(settings.join.anchor_attribute, *span_shapes.KEYS),
             limits=settings.limits,
+            engine=settings.join.engine,
         )
         self.telemetry.watch(
             lambda: len(self.queue),
@@ -97,7 +104,7 @@ class Pipeline:
             batches = queue.take(_TICK_SECONDS)
             for batch in batches:
                 try:
-                    assembler.consume(batch)
+                    assembler.consume(python_spans(batch))
                 except Exception:  # keep the worker alive; the batch is lost and logged
                     log.exception("trace assembler failed on a batch of %d spans", len(batch))
             if not batches:
@@ -118,7 +125,7 @@ class Pipeline:
         if self._thread is None:
             if not self._stopped.is_set():
                 for batch in self.queue.take(0):
-                    self.assembler.consume(batch)
+                    self.assembler.consume(python_spans(batch))
                 self._log_flush(self.assembler.flush())
                 self._stopped.set()
             return True

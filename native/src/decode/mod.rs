@@ -158,7 +158,7 @@ impl Decoder {
                 field: field.into(),
                 expected,
             };
-            rules.typed.insert(key.extract::<String>()?.into(), rule);
+            rules.add(key.extract::<String>()?.into(), rule);
         }
         Ok(Decoder { rules })
     }

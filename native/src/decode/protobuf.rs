@@ -22,8 +22,10 @@ use crate::span::{Resource, Span};
 
 pub fn decode(payload: &[u8], rules: &Rules) -> Result<Decoded> {
     let mut ctx = Ctx {
-        keys: Keys::new(),
+        keys: Keys::default(),
         rules,
+        scratch: Vec::new(),
+        typed: Vec::new(),
     };
     let mut out = Decoded::default();
     let mut reader = Reader::new(payload);
@@ -61,7 +63,11 @@ fn resource_spans<'p>(
         let mut resource = reader.sub(b)?;
         while let Some((number, value)) = resource.next()? {
             match (number, value) {
-                (1, Wire::Len(kv)) => attributes.extend(ctx.key_value(&resource, kv, true)?),
+                (1, Wire::Len(kv)) => {
+                    if let Some((info, value)) = ctx.key_value(&resource, kv, true)? {
+                        attributes.push((info.key, value));
+                    }
+                }
                 (3, Wire::Len(e)) => validate(&resource, e, &ENTITY_REF)?,
                 _ => {}
             }
@@ -97,7 +103,10 @@ fn span<'p>(
     let (mut trace_id, mut span_id, mut parent_id): (&[u8], &[u8], &[u8]) = (b"", b"", b"");
     let (mut name, mut trace_state, mut status_message) = ("", "", "");
     let (mut start_ns, mut end_ns, mut status_code) = (0u64, 0u64, 0i32);
-    let mut attributes = Vec::new();
+    let mut attributes = std::mem::take(&mut ctx.scratch);
+    let mut typed = std::mem::take(&mut ctx.typed);
+    attributes.clear();
+    typed.clear();
     while let Some((number, value)) = reader.next()? {
         match (number, value) {
             (1, Wire::Len(b)) => trace_id = b,
@@ -107,7 +116,14 @@ fn span<'p>(
             (5, Wire::Len(b)) => name = utf8(b)?,
             (7, Wire::Fixed64(v)) => start_ns = v,
             (8, Wire::Fixed64(v)) => end_ns = v,
-            (9, Wire::Len(b)) => attributes.extend(ctx.key_value(&reader, b, false)?),
+            (9, Wire::Len(b)) => {
+                if let Some((info, value)) = ctx.key_value(&reader, b, false)? {
+                    if let Some(rule) = info.rule {
+                        typed.push((info.key.clone(), rule));
+                    }
+                    attributes.push((info.key, value));
+                }
+            }
             (11, Wire::Len(b)) => validate(&reader, b, &EVENT)?,
             (13, Wire::Len(b)) => validate(&reader, b, &LINK)?,
             (15, Wire::Len(b)) => {
@@ -133,11 +149,16 @@ fn span<'p>(
     } else {
         None
     };
+    // The span keeps an exact-size copy; the buffer (and its capacity) is reused for the next.
+    let mut exact = Vec::with_capacity(attributes.len());
+    exact.append(&mut attributes);
+    ctx.scratch = attributes;
     if let Some(fault) = fault {
         out.reject_id(Rejection::Id {
             name: name.into(),
             fault,
         });
+        ctx.typed = typed;
         return Ok(());
     }
     let span = Span {
@@ -147,13 +168,14 @@ fn span<'p>(
         name: name.into(),
         start_ns,
         end_ns,
-        attributes: dedupe(attributes),
+        attributes: dedupe(exact),
         resource: resource.clone(),
         tracestate: trace_state.into(),
         status_code,
         status_message: status_message.into(),
     };
-    match first_wrong(ctx.rules, &span.attributes) {
+    let wrong = first_wrong(ctx.rules, &span.attributes, &typed);
+    match wrong {
         Some((key, rule, value)) => {
             let rejection = Rejection::Type {
                 span_id: span.span_id,
@@ -167,5 +189,6 @@ fn span<'p>(
         }
         None => out.spans.push(span),
     }
+    ctx.typed = typed;
     Ok(())
 }

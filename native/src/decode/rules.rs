@@ -61,26 +61,40 @@ pub struct Rule {
 pub struct Rules {
     /// None keeps every span attribute (resource attributes are always kept).
     pub keep: Option<HashSet<Box<str>>>,
-    pub typed: HashMap<Box<str>, Rule>,
+    /// Typed span keys, to their rule in `list` (looked up once per distinct key of a payload).
+    pub typed: HashMap<Box<str>, u32>,
+    pub list: Vec<Rule>,
 }
 
 impl Rules {
     pub fn kept(&self, key: &str) -> bool {
         self.keep.as_ref().is_none_or(|keep| keep.contains(key))
     }
+
+    pub fn add(&mut self, key: Box<str>, rule: Rule) {
+        self.typed.insert(key, self.list.len() as u32);
+        self.list.push(rule);
+    }
+
+    pub fn rule_of(&self, key: &str) -> Option<u32> {
+        self.typed.get(key).copied()
+    }
 }
 
 /// The first wrong-typed attribute of a span, in the span's own order (as `Mapping.check` names
-/// the first bad key of the dict, which keeps each key's first position).
+/// the first bad key of the dict, which keeps each key's first position). `typed` holds the
+/// span's typed keys (interned, so compared by address) with their rules.
 pub fn first_wrong<'a>(
     rules: &'a Rules,
     attrs: &'a [(Key, Value)],
+    typed: &[(Key, u32)],
 ) -> Option<(&'a Key, &'a Rule, &'a Value)> {
-    if rules.typed.is_empty() {
+    if typed.is_empty() {
         return None;
     }
     attrs.iter().find_map(|(key, value)| {
-        let rule = rules.typed.get(&**key)?;
+        let (_, index) = typed.iter().find(|(k, _)| std::sync::Arc::ptr_eq(k, key))?;
+        let rule = &rules.list[*index as usize];
         (!rule.expected.accepts(value)).then_some((key, rule, value))
     })
 }

@@ -18,31 +18,55 @@ use crate::span::{Key, Value};
 pub struct KeyInfo {
     pub key: Key,
     pub kept: bool,
+    /// Its type rule (an index into `Rules::list`), if a mapped field reads it.
+    pub rule: Option<u32>,
 }
 
 /// Interns attribute keys for one payload: a key's bytes are checked and converted once, and
 /// every span carrying it shares one `Arc<str>`.
+///
+/// A small direct-mapped cache sits in front of the map: a payload repeats the same dozen keys
+/// span after span, and comparing a few bytes is cheaper than hashing them. The map keeps the
+/// standard library's keyed hash, since the keys come from the client.
+#[derive(Default)]
 pub struct Keys<'p> {
+    recent: Vec<Option<(&'p [u8], KeyInfo)>>,
     known: HashMap<&'p [u8], KeyInfo>,
 }
 
-impl<'p> Keys<'p> {
-    pub fn new() -> Self {
-        Keys {
-            known: HashMap::new(),
-        }
-    }
+const RECENT: usize = 64;
 
-    pub fn get(&mut self, raw: &'p [u8], rules: &Rules) -> Result<&KeyInfo> {
-        if !self.known.contains_key(raw) {
-            let text = utf8(raw)?;
-            let info = KeyInfo {
-                key: Key::from(text),
-                kept: rules.kept(text),
-            };
-            self.known.insert(raw, info);
+fn slot(raw: &[u8]) -> usize {
+    let (first, last) = (raw.first().copied(), raw.last().copied());
+    (raw.len() * 31 + usize::from(first.unwrap_or(0)) * 7 + usize::from(last.unwrap_or(0))) % RECENT
+}
+
+impl<'p> Keys<'p> {
+    pub fn get(&mut self, raw: &'p [u8], rules: &Rules) -> Result<KeyInfo> {
+        if self.recent.is_empty() {
+            self.recent.resize(RECENT, None);
         }
-        Ok(&self.known[raw])
+        let at = slot(raw);
+        if let Some((bytes, info)) = &self.recent[at] {
+            if *bytes == raw {
+                return Ok(info.clone());
+            }
+        }
+        let info = match self.known.get(raw) {
+            Some(info) => info.clone(),
+            None => {
+                let text = utf8(raw)?;
+                let info = KeyInfo {
+                    key: Key::from(text),
+                    kept: rules.kept(text),
+                    rule: rules.rule_of(text),
+                };
+                self.known.insert(raw, info.clone());
+                info
+            }
+        };
+        self.recent[at] = Some((raw, info.clone()));
+        Ok(info)
     }
 }
 
@@ -77,6 +101,10 @@ impl Building<'_> {
 pub struct Ctx<'p, 'r> {
     pub keys: Keys<'p>,
     pub rules: &'r Rules,
+    /// A span's attributes while it is read (reused: the span keeps an exact-size copy).
+    pub scratch: Vec<(Key, Value)>,
+    /// The span's typed keys with their rules.
+    pub typed: Vec<(Key, u32)>,
 }
 
 impl<'p> Ctx<'p, '_> {
@@ -149,22 +177,22 @@ impl<'p> Ctx<'p, '_> {
         let mut reader = parent.sub(body)?;
         while let Some((number, value)) = reader.next()? {
             if let (1, Wire::Len(b)) = (number, value) {
-                if let Some(pair) = self.key_value(&reader, b, true)? {
-                    pairs.push(pair);
+                if let Some((info, value)) = self.key_value(&reader, b, true)? {
+                    pairs.push((info.key, value));
                 }
             }
         }
         Ok(())
     }
 
-    /// One `KeyValue` (key = 1, value = 2): the pair if its key is kept (always, with `all`),
-    /// else None after checking the value as the runtime would.
+    /// One `KeyValue` (key = 1, value = 2): the key and value if the key is kept (always, with
+    /// `all`), else None after checking the value as the runtime would.
     pub fn key_value(
         &mut self,
         parent: &Reader<'p>,
         body: &'p [u8],
         all: bool,
-    ) -> Result<Option<(Key, Value)>> {
+    ) -> Result<Option<(KeyInfo, Value)>> {
         let mut reader = parent.sub(body)?;
         let mut key: Option<&'p [u8]> = None;
         let mut first: Option<&'p [u8]> = None;
@@ -191,12 +219,11 @@ impl<'p> Ctx<'p, '_> {
             }
             return Ok(None);
         }
-        let key = info.key.clone();
         let mut state = Building::Empty;
         for b in bodies {
             self.merge_any(&reader, b, &mut state)?;
         }
-        Ok(Some((key, state.finish())))
+        Ok(Some((info, state.finish())))
     }
 }
 
@@ -205,6 +232,13 @@ pub fn dedupe(mut pairs: Vec<(Key, Value)>) -> Vec<(Key, Value)> {
     const SCAN: usize = 16; // up to this many pairs a scan beats hashing
     let same = |a: &Key, b: &Key| std::sync::Arc::ptr_eq(a, b) || a == b;
     if pairs.len() <= SCAN {
+        let unique = pairs
+            .iter()
+            .enumerate()
+            .all(|(i, (key, _))| !pairs[..i].iter().any(|(k, _)| same(k, key)));
+        if unique {
+            return pairs; // the usual case: nothing to move
+        }
         let mut out: Vec<(Key, Value)> = Vec::with_capacity(pairs.len());
         for (key, value) in pairs {
             match out.iter_mut().find(|(k, _)| same(k, &key)) {

@@ -83,7 +83,14 @@ impl<'a> Reader<'a> {
         self.error(format!("truncated {what}"))
     }
 
+    #[inline]
     fn varint(&mut self) -> Result<u64> {
+        if let Some(&byte) = self.buf.get(self.pos) {
+            if byte < 0x80 {
+                self.pos += 1;
+                return Ok(u64::from(byte));
+            }
+        }
         let mut value = 0u64;
         for i in 0..10 {
             let Some(&byte) = self.buf.get(self.pos) else {
@@ -108,7 +115,14 @@ impl<'a> Reader<'a> {
     }
 
     /// (field number, wire type) of the next tag.
+    #[inline]
     fn tag(&mut self) -> Result<(u32, u8)> {
+        if let Some(&byte) = self.buf.get(self.pos) {
+            if (0x08..0x80).contains(&byte) {
+                self.pos += 1;
+                return Ok((u32::from(byte >> 3), byte & 7));
+            }
+        }
         let start = self.pos;
         let mut value = 0u64;
         for i in 0..5 {
@@ -164,6 +178,7 @@ impl<'a> Reader<'a> {
         }
     }
 
+    #[inline]
     fn value(&mut self, wire: u8) -> Result<Value<'a>> {
         Ok(match wire {
             0 => Value::Varint(self.varint()?),
@@ -175,6 +190,7 @@ impl<'a> Reader<'a> {
     }
 
     /// The next field of the message, or None at its end.
+    #[inline]
     #[allow(clippy::should_implement_trait)] // fallible: an Iterator of Results reads worse here
     pub fn next(&mut self) -> Result<Option<(u32, Value<'a>)>> {
         if self.pos == self.buf.len() {

@@ -1,0 +1,83 @@
+"""What decoding costs per span, Python reference vs the native core, on the payloads of ``bench/payloads.py``.
+
+Run from the repository root (``.venv/bin/python bench/native_decode.py``). Both sides do the whole intake
+decode: the Python side ``decode_protobuf`` (upb parses, Python flattens) and ``Mapping.check`` per span, as
+``Intake.submit`` runs them; the native side ``NativeDecoder.protobuf``, which does both and returns a
+``SpanBatch``. Also timed: the native decode in 2 threads at once (the GIL is released while it works), as
+CPU seconds per span over the process, and ``SpanBatch.to_spans`` (what the Python assembler is given
+until the join is native). Best of several rounds, taking turns, CPU time of the process; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+# A sibling module in bench/: the script's folder is first on sys.path.
+from payloads import build
+from sloscope.attributes import Mapping
+from sloscope.config import Attributes
+from sloscope.processors import span_shapes
+from sloscope.receivers.native_decode import NativeDecoder
+from sloscope.receivers.otlp_decode import decode_protobuf
+
+
+def _cpu(fn: Callable[[], object]) -> float:
+    start = time.process_time()
+    fn()
+    return time.process_time() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--spans", type=int, default=40_000)
+    parser.add_argument("--batch-spans", type=int, default=512)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    payloads = build(args.spans, args.batch_spans).payloads
+    spans = sum(len(decode_protobuf(p).spans) for p in payloads)
+    mapping = Mapping(Attributes())
+    keep = mapping.span_keys("gen_ai.request.id", *span_shapes.KEYS)
+    native = NativeDecoder(mapping, keep)
+    batches = [native.protobuf(p).batch for p in payloads]
+
+    def python() -> None:
+        check = mapping.check
+        for payload in payloads:
+            for span in decode_protobuf(payload, keep).spans:
+                check(span)
+
+    def native_one() -> None:
+        for payload in payloads:
+            native.protobuf(payload)
+
+    def native_two() -> None:
+        with ThreadPoolExecutor(2) as pool:
+            list(pool.map(native.protobuf, payloads))
+
+    def to_spans() -> None:
+        for batch in batches:
+            assert batch is not None
+            batch.to_spans()
+
+    cases = {
+        "python decode + check": python,
+        "native decode (1 thread)": native_one,
+        "native decode (2 threads)": native_two,
+        "SpanBatch.to_spans": to_spans,
+    }
+    best = dict.fromkeys(cases, float("inf"))
+    for _ in range(args.rounds):
+        for name, fn in cases.items():
+            best[name] = min(best[name], _cpu(fn))
+    print(f"{spans} spans in {len(payloads)} payloads of {args.batch_spans} spans")
+    print(f"CPU µs per span (best of {args.rounds}):")
+    for name, seconds in best.items():
+        print(f"  {name:28} {seconds / spans * 1e6:8.3f}")
+    print(f"  python / native (1 thread)   {best['python decode + check'] / best['native decode (1 thread)']:8.1f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -15,7 +15,7 @@ from sloscope.attributes import Mapping
 from sloscope.config import Attributes
 from sloscope.processors import span_shapes
 from sloscope.receivers.native_decode import NativeDecoder
-from sloscope.receivers.otlp_decode import Decoded, MalformedPayloadError, decode_protobuf
+from sloscope.receivers.otlp_decode import Decoded, MalformedPayloadError, decode_json, decode_protobuf
 from sloscope.records import Span
 
 MAPPING = Mapping(Attributes())
@@ -30,10 +30,10 @@ class Outcome:
     refusal: str = ""
 
 
-def reference(payload: bytes, keep: frozenset[str] | None, mapping: Mapping | None) -> Outcome:
-    """``mapping`` None: ``decode_protobuf`` alone, no type check."""
+def reference(payload: bytes, keep: frozenset[str] | None, mapping: Mapping | None, *, json: bool = False) -> Outcome:
+    """``mapping`` None: ``decode_protobuf`` (``decode_json``) alone, no type check."""
     try:
-        decoded = decode_protobuf(payload, keep)
+        decoded = decode_json(payload, keep) if json else decode_protobuf(payload, keep)
     except MalformedPayloadError as exc:
         return Outcome(None, refusal=str(exc))
     spans = []
@@ -72,3 +72,31 @@ def assert_same(payload: bytes, keep: frozenset[str] | None = KEEP, mapping: Map
     assert got.spans == expected.spans
     assert (got.rejected, got.message) == (expected.rejected, expected.message)
     return got
+
+
+def _checked(batch: _native.SpanBatch, rejected: int, errors: list[str]) -> Outcome:
+    return Outcome(batch.to_spans(), rejected, Decoded(rejected=rejected, errors=errors).message)
+
+
+def assert_same_json(payload: bytes, keep: frozenset[str] | None = KEEP, mapping: Mapping | None = MAPPING) -> bool:
+    """Both decoders on an OTLP/JSON body; True when the native decoder read it itself (rather than leave it
+    to ``parse_json``). A body it reads itself is one the reference accepts, with the same outcome."""
+    expected = reference(payload, keep, mapping, json=True)
+    typed = mapping.rules()["typed"] if mapping is not None else {}
+    assert isinstance(typed, dict)
+    direct = _native.Decoder(keep, typed).json(payload)
+    if direct is not None:
+        got = _checked(*direct)
+        assert expected.spans is not None, expected
+        assert got.spans == expected.spans
+        assert (got.rejected, got.message) == (expected.rejected, expected.message)
+    if mapping is not None:  # the receivers' path: native, else the reference's parse, then native protobuf
+        try:
+            decoded = NativeDecoder(mapping, keep).json(payload)
+        except MalformedPayloadError as exc:
+            assert str(exc) == expected.refusal
+        else:
+            assert decoded.batch is not None
+            assert decoded.batch.to_spans() == expected.spans
+            assert (decoded.rejected, decoded.message) == (expected.rejected, expected.message)
+    return direct is not None

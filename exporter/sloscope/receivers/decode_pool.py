@@ -14,9 +14,10 @@ The thread pool is bounded (``limits.decode_threads``); work waiting for a threa
 the bytes in flight (:mod:`sloscope.receivers.in_flight`). The worker process is spawned (never
 forked: gRPC's threads do not survive a fork) on the first JSON body, and replaced if it dies.
 
-With ``join.engine: native`` protobuf is decoded by :class:`~sloscope.receivers.native_decode.NativeDecoder`,
-which releases the GIL, so the threads decode in parallel; an OTLP/JSON body is still parsed by
-``parse_json`` (in the worker process, or in the thread) and its protobuf bytes decoded natively.
+With ``join.engine: native`` both encodings are decoded by :class:`~sloscope.receivers.native_decode.NativeDecoder`
+in a thread, which releases the GIL, so the threads decode in parallel and the worker process is not used;
+only an OTLP/JSON body the native decoder leaves to the reference (malformed, or unusually written) takes
+the Python path above, and its protobuf bytes are then decoded natively.
 """
 
 from __future__ import annotations
@@ -54,6 +55,17 @@ def _decode_protobuf_then(then: Callable[[Decoded], _T], message: bytes, protobu
     return then(protobuf(message))
 
 
+class _Unsure:
+    """The native JSON decoder left the body to the reference."""
+
+
+def _native_json_then(
+    then: Callable[[Decoded], _T], body: bytes, encoding: str, limit: int, native: NativeDecoder
+) -> _T | _Unsure:
+    decoded = native.json_natively(decompress(body, encoding, limit))
+    return _Unsure() if decoded is None else then(decoded)
+
+
 def json_to_protobuf(body: bytes, encoding: str, limit: int) -> bytes:
     """Inflate and parse one OTLP/JSON body into protobuf bytes (in the worker process)."""
     message: bytes = parse_json(decompress(body, encoding, limit)).SerializeToString()
@@ -89,6 +101,7 @@ class Decoder:
         json_processes: int,
         native: NativeDecoder | None = None,
     ) -> None:
+        self._native = native
         self._protobuf: Callable[[bytes], Decoded] = partial(decode_protobuf, keep=keep)
         self._json: Callable[[bytes], Decoded] = partial(decode_json, keep=keep)
         if native is not None:
@@ -103,6 +116,12 @@ class Decoder:
         """Decodes ``body`` and calls ``then`` with the spans, in a decoding thread: validating and queueing
         twenty thousand spans is itself ~200 ms of Python. Raises what the decoder raises
         (MalformedPayloadError, PayloadTooLargeError)."""
+        if is_json and self._native is not None:
+            result: _T | _Unsure = await self._run(
+                self._threads, _native_json_then, then, body, encoding, self._limit, self._native
+            )
+            if not isinstance(result, _Unsure):
+                return result
         if is_json and self._json_processes > 0:
             try:
                 message = await self._run(self._worker(), json_to_protobuf, body, encoding, self._limit)

@@ -1,10 +1,13 @@
 """The native OTLP decoder (``sloscope._native.Decoder``, native/src/decode/) behind the receivers when
 ``join.engine`` is ``native``.
 
-It decodes what :func:`~sloscope.receivers.otlp_decode.decode_protobuf` decodes, with the same spans,
-rejections and refusals, and also does ``Mapping.check``'s per-span type check, so its batch goes to the
-queue as it is (a :class:`~sloscope._native.SpanBatch`, spans in native memory). It releases the GIL
-while it works, so the decoding threads of :mod:`sloscope.receivers.decode_pool` run in parallel.
+It decodes what :func:`~sloscope.receivers.otlp_decode.decode_protobuf` and ``decode_json`` decode, with
+the same spans, rejections and refusals, and also does ``Mapping.check``'s per-span type check, so its
+batch goes to the queue as it is (a :class:`~sloscope._native.SpanBatch`, spans in native memory). It
+releases the GIL while it works, so the decoding threads of :mod:`sloscope.receivers.decode_pool` run in
+parallel. An OTLP/JSON body it is not sure of (malformed, or written in a way only Python's own parsers
+read exactly: native/src/decode/json.rs) is parsed by ``parse_json``, the reference, and its protobuf
+decoded natively, so refusals keep the reference's words.
 """
 
 from __future__ import annotations
@@ -28,6 +31,18 @@ class NativeDecoder:
             raise MalformedPayloadError(str(exc)) from exc
         return Decoded(rejected=rejected, errors=errors, batch=batch)
 
+    def json_natively(self, payload: bytes) -> Decoded | None:
+        """OTLP/JSON decoded natively, or None for a body the native decoder leaves to ``parse_json``: one
+        that is malformed or written in a way only the reference reads exactly (native/src/decode/json.rs)."""
+        outcome = self._decoder.json(payload)
+        if outcome is None:
+            return None
+        batch, rejected, errors = outcome
+        return Decoded(rejected=rejected, errors=errors, batch=batch)
+
     def json(self, payload: bytes) -> Decoded:
-        """OTLP/JSON, parsed by ``parse_json`` and its protobuf decoded natively."""
-        return self.protobuf(parse_json(payload).SerializeToString())
+        """OTLP/JSON; raises :class:`MalformedPayloadError` (with ``parse_json``'s reason)."""
+        decoded = self.json_natively(payload)
+        if decoded is None:
+            decoded = self.protobuf(parse_json(payload).SerializeToString())
+        return decoded

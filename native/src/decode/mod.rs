@@ -14,6 +14,8 @@ use pyo3::types::{PyDict, PyString};
 
 use crate::span::{to_hex, value_to_py, Key, SpanBatch, Value};
 
+pub mod json;
+pub mod json_dom;
 pub mod protobuf;
 pub mod rules;
 pub mod schema;
@@ -80,6 +82,25 @@ impl Decoded {
         }
     }
 
+    /// Keeps `span`, or rejects it if a typed attribute has the wrong type (`typed`: the span's
+    /// typed keys with their rules).
+    fn check_and_keep(&mut self, rules: &Rules, span: crate::span::Span, typed: &[(Key, u32)]) {
+        match rules::first_wrong(rules, &span.attributes, typed) {
+            Some((key, rule, value)) => {
+                let rejection = Rejection::Type {
+                    span_id: span.span_id,
+                    name: span.name.clone(),
+                    key: key.clone(),
+                    field: rule.field.clone(),
+                    expected: rule.expected,
+                    value: value.clone(),
+                };
+                self.reject_type(rejection);
+            }
+            None => self.spans.push(span),
+        }
+    }
+
     /// The quoted rejections in the reference's order.
     pub fn rejections(&self) -> impl Iterator<Item = &Rejection> {
         self.ids.iter().chain(&self.types).take(QUOTED)
@@ -121,6 +142,20 @@ fn word(py: Python<'_>, rejection: &Rejection) -> PyResult<String> {
             )
         }
     })
+}
+
+/// (the spans, how many were rejected, the first five reasons)
+type Outcome = (SpanBatch, usize, Vec<String>);
+
+fn outcome(py: Python<'_>, decoded: Decoded) -> PyResult<Outcome> {
+    let reasons = decoded
+        .rejections()
+        .map(|r| word(py, r))
+        .collect::<PyResult<Vec<_>>>()?;
+    let batch = SpanBatch {
+        spans: decoded.spans,
+    };
+    Ok((batch, decoded.rejected, reasons))
 }
 
 /// Decodes OTLP trace exports for one attribute mapping.
@@ -165,11 +200,7 @@ impl Decoder {
 
     /// An `ExportTraceServiceRequest` in protobuf: (the spans, how many were rejected, the first
     /// five reasons). Raises `DecodeError` for a payload that is not one.
-    fn protobuf(
-        &self,
-        py: Python<'_>,
-        payload: &[u8],
-    ) -> PyResult<(SpanBatch, usize, Vec<String>)> {
+    fn protobuf(&self, py: Python<'_>, payload: &[u8]) -> PyResult<Outcome> {
         let decoded = py
             .detach(|| protobuf::decode(payload, &self.rules))
             .map_err(|e| {
@@ -178,17 +209,17 @@ impl Decoder {
                     e.0
                 ))
             })?;
-        let reasons = decoded
-            .rejections()
-            .map(|r| word(py, r))
-            .collect::<PyResult<Vec<_>>>()?;
-        Ok((
-            SpanBatch {
-                spans: decoded.spans,
-            },
-            decoded.rejected,
-            reasons,
-        ))
+        outcome(py, decoded)
+    }
+
+    /// An OTLP/JSON body, as `protobuf` returns it; None when the body is not plainly valid
+    /// OTLP/JSON (malformed, or written in a way only the reference reads exactly: see
+    /// decode/json.rs), for the Python reference to decode, or refuse.
+    fn json(&self, py: Python<'_>, payload: &[u8]) -> PyResult<Option<Outcome>> {
+        match py.detach(|| json::decode(payload, &self.rules)) {
+            Ok(decoded) => outcome(py, decoded).map(Some),
+            Err(json_dom::Unsure) => Ok(None),
+        }
     }
 }
 

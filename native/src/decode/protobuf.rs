@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 
-use super::rules::{first_wrong, Rules};
+use super::rules::Rules;
 use super::schema::{validate, ENTITY_REF, EVENT, LINK, SCOPE};
 use super::values::{dedupe, Ctx, Keys};
 use super::wire::{utf8, Reader, Result, Value as Wire};
@@ -174,21 +174,7 @@ fn span<'p>(
         status_code,
         status_message: status_message.into(),
     };
-    let wrong = first_wrong(ctx.rules, &span.attributes, &typed);
-    match wrong {
-        Some((key, rule, value)) => {
-            let rejection = Rejection::Type {
-                span_id: span.span_id,
-                name: span.name.clone(),
-                key: key.clone(),
-                field: rule.field.clone(),
-                expected: rule.expected,
-                value: value.clone(),
-            };
-            out.reject_type(rejection);
-        }
-        None => out.spans.push(span),
-    }
+    out.check_and_keep(ctx.rules, span, &typed);
     ctx.typed = typed;
     Ok(())
 }

@@ -4,8 +4,9 @@ Run from the repository root (``.venv/bin/python bench/native_decode.py``). Both
 decode: the Python side ``decode_protobuf`` (upb parses, Python flattens) and ``Mapping.check`` per span, as
 ``Intake.submit`` runs them; the native side ``NativeDecoder.protobuf``, which does both and returns a
 ``SpanBatch``. Also timed: the native decode in 2 threads at once (the GIL is released while it works), as
-CPU seconds per span over the process, and ``SpanBatch.to_spans`` (what the Python assembler is given
-until the join is native). Best of several rounds, taking turns, CPU time of the process; asserts nothing.
+CPU seconds per span over the process, ``SpanBatch.to_spans`` (what the Python assembler is given
+until the join is native), and the same payloads as OTLP/JSON (``decode_json`` vs ``NativeDecoder.json``).
+Best of several rounds, taking turns, CPU time of the process; asserts nothing.
 """
 
 from __future__ import annotations
@@ -15,13 +16,16 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
 # A sibling module in bench/: the script's folder is first on sys.path.
 from payloads import build
 from sloscope.attributes import Mapping
 from sloscope.config import Attributes
 from sloscope.processors import span_shapes
 from sloscope.receivers.native_decode import NativeDecoder
-from sloscope.receivers.otlp_decode import decode_protobuf
+from sloscope.receivers.otlp_decode import decode_json, decode_protobuf
+from sloscope.testing import to_otlp_json
 
 
 def _cpu(fn: Callable[[], object]) -> float:
@@ -42,6 +46,8 @@ def main() -> None:
     keep = mapping.span_keys("gen_ai.request.id", *span_shapes.KEYS)
     native = NativeDecoder(mapping, keep)
     batches = [native.protobuf(p).batch for p in payloads]
+    bodies = [to_otlp_json(ExportTraceServiceRequest.FromString(p)) for p in payloads]
+    assert all(native.json_natively(b) is not None for b in bodies)
 
     def python() -> None:
         check = mapping.check
@@ -62,11 +68,23 @@ def main() -> None:
             assert batch is not None
             batch.to_spans()
 
+    def python_json() -> None:
+        check = mapping.check
+        for body in bodies:
+            for span in decode_json(body, keep).spans:
+                check(span)
+
+    def native_json() -> None:
+        for body in bodies:
+            native.json(body)
+
     cases = {
         "python decode + check": python,
         "native decode (1 thread)": native_one,
         "native decode (2 threads)": native_two,
         "SpanBatch.to_spans": to_spans,
+        "python JSON decode + check": python_json,
+        "native JSON decode": native_json,
     }
     best = dict.fromkeys(cases, float("inf"))
     for _ in range(args.rounds):
@@ -76,7 +94,8 @@ def main() -> None:
     print(f"CPU µs per span (best of {args.rounds}):")
     for name, seconds in best.items():
         print(f"  {name:28} {seconds / spans * 1e6:8.3f}")
-    print(f"  python / native (1 thread)   {best['python decode + check'] / best['native decode (1 thread)']:8.1f}x")
+    print(f"  protobuf: python / native    {best['python decode + check'] / best['native decode (1 thread)']:8.1f}x")
+    print(f"  JSON: python / native        {best['python JSON decode + check'] / best['native JSON decode']:8.1f}x")
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use super::json_dom::{parse, Sure, Unsure, J};
 use super::rules::Rules;
 use super::values::{dedupe, KeyInfo, Keys};
-use super::{Decoded, IdFault, Rejection};
+use super::{check_ids, Decoded, Rejection};
 use crate::span::{Key, Resource, Span, Value};
 
 const MAX_MESSAGE_DEPTH: usize = 100;
@@ -419,31 +419,26 @@ impl<'d> Walk<'d, '_> {
             status_message = string(st.values[0])?;
             status_code = enumeration(st.values[1], &CODES)?;
         }
-        let fault = if trace_id.len() != 16 || trace_id.iter().all(|&b| b == 0) {
-            Some(IdFault::TraceId)
-        } else if span_id.len() != 8 || span_id.iter().all(|&b| b == 0) {
-            Some(IdFault::SpanId)
-        } else if !parent_id.is_empty() && parent_id.len() != 8 {
-            Some(IdFault::Parent)
-        } else {
-            None
+        let ids = check_ids(&trace_id, &span_id, &parent_id);
+        let (trace_id, span_id, parent_span_id) = match ids {
+            Ok(ids) => ids,
+            Err(fault) => {
+                out.reject_id(Rejection::Id {
+                    name: name.into(),
+                    fault,
+                });
+                return Ok(());
+            }
         };
-        if let Some(fault) = fault {
-            out.reject_id(Rejection::Id {
-                name: name.into(),
-                fault,
-            });
-            return Ok(());
-        }
         let typed: Vec<(Key, u32)> = kept
             .iter()
             .filter_map(|(info, _)| Some((info.key.clone(), info.rule?)))
             .collect();
         let attributes = dedupe(kept.into_iter().map(|(i, v)| (i.key, v)).collect());
         let span = Span {
-            trace_id: trace_id.as_slice().try_into().map_err(|_| Unsure)?,
-            span_id: span_id.as_slice().try_into().map_err(|_| Unsure)?,
-            parent_span_id: parent_id.as_slice().try_into().ok(),
+            trace_id,
+            span_id,
+            parent_span_id,
             name: name.into(),
             start_ns,
             end_ns,

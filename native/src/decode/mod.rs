@@ -41,6 +41,26 @@ pub enum IdFault {
     Parent,
 }
 
+/// A span's ids, or which is invalid: `decode_request`'s checks in its order (a 16-byte trace id
+/// and an 8-byte span id, neither all zero; a parent id empty or 8 bytes).
+pub type Ids = ([u8; 16], [u8; 8], Option<[u8; 8]>);
+
+pub fn check_ids(trace_id: &[u8], span_id: &[u8], parent: &[u8]) -> Result<Ids, IdFault> {
+    let trace: [u8; 16] = trace_id.try_into().map_err(|_| IdFault::TraceId)?;
+    if trace == [0; 16] {
+        return Err(IdFault::TraceId);
+    }
+    let span: [u8; 8] = span_id.try_into().map_err(|_| IdFault::SpanId)?;
+    if span == [0; 8] {
+        return Err(IdFault::SpanId);
+    }
+    let parent = match parent {
+        [] => None,
+        bytes => Some(bytes.try_into().map_err(|_| IdFault::Parent)?),
+    };
+    Ok((trace, span, parent))
+}
+
 /// Why a span was rejected, kept until the message can be worded under the GIL.
 #[derive(Debug, Clone)]
 pub enum Rejection {
@@ -227,4 +247,22 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Decoder>()?;
     m.add("DecodeError", m.py().get_type::<DecodeError>())?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_checked_in_the_references_order() {
+        let (t, s, p) = ([1u8; 16], [2u8; 8], [3u8; 8]);
+        assert_eq!(check_ids(&t, &s, &[]), Ok((t, s, None)));
+        assert_eq!(check_ids(&t, &s, &p), Ok((t, s, Some(p))));
+        assert_eq!(check_ids(&t, &s, &[0; 8]), Ok((t, s, Some([0; 8]))));
+        assert_eq!(check_ids(&[0; 16], &[], &[1]), Err(IdFault::TraceId));
+        assert_eq!(check_ids(&t[..15], &s, &[]), Err(IdFault::TraceId));
+        assert_eq!(check_ids(&t, &[0; 8], &[]), Err(IdFault::SpanId));
+        assert_eq!(check_ids(&t, &s[..7], &[1]), Err(IdFault::SpanId));
+        assert_eq!(check_ids(&t, &s, &[1; 9]), Err(IdFault::Parent));
+    }
 }

@@ -17,7 +17,7 @@ use super::rules::Rules;
 use super::schema::{validate, ENTITY_REF, EVENT, LINK, SCOPE};
 use super::values::{dedupe, Ctx, Keys};
 use super::wire::{utf8, Reader, Result, Value as Wire};
-use super::{Decoded, IdFault, Rejection};
+use super::{check_ids, Decoded, Rejection};
 use crate::span::{Resource, Span};
 
 pub fn decode(payload: &[u8], rules: &Rules) -> Result<Decoded> {
@@ -140,31 +140,26 @@ fn span<'p>(
             _ => {}
         }
     }
-    let fault = if trace_id.len() != 16 || trace_id.iter().all(|&b| b == 0) {
-        Some(IdFault::TraceId)
-    } else if span_id.len() != 8 || span_id.iter().all(|&b| b == 0) {
-        Some(IdFault::SpanId)
-    } else if !parent_id.is_empty() && parent_id.len() != 8 {
-        Some(IdFault::Parent)
-    } else {
-        None
-    };
+    let ids = check_ids(trace_id, span_id, parent_id);
     // The span keeps an exact-size copy; the buffer (and its capacity) is reused for the next.
     let mut exact = Vec::with_capacity(attributes.len());
     exact.append(&mut attributes);
     ctx.scratch = attributes;
-    if let Some(fault) = fault {
-        out.reject_id(Rejection::Id {
-            name: name.into(),
-            fault,
-        });
-        ctx.typed = typed;
-        return Ok(());
-    }
+    let (trace_id, span_id, parent_span_id) = match ids {
+        Ok(ids) => ids,
+        Err(fault) => {
+            out.reject_id(Rejection::Id {
+                name: name.into(),
+                fault,
+            });
+            ctx.typed = typed;
+            return Ok(());
+        }
+    };
     let span = Span {
-        trace_id: trace_id.try_into().expect("16 bytes"),
-        span_id: span_id.try_into().expect("8 bytes"),
-        parent_span_id: parent_id.try_into().ok(),
+        trace_id,
+        span_id,
+        parent_span_id,
         name: name.into(),
         start_ns,
         end_ns,

@@ -351,3 +351,28 @@ def test_the_decode_pool_decodes_natively() -> None:
                 asyncio.run(pool.decode(b"{", "", is_json=True, then=lambda d: d))
         finally:
             pool.close()
+
+
+def test_intake_queues_a_native_batch_without_checking_it_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    from prometheus_client import CollectorRegistry
+
+    from sloscope.attributes import Mapping
+    from sloscope.config import Attributes
+    from sloscope.processors.queue import SpanQueue
+    from sloscope.receivers.intake import Intake, Status
+    from sloscope.telemetry import Telemetry
+
+    mapping = Mapping(Attributes())
+    queue = SpanQueue(100)
+    intake = Intake(mapping, queue, Telemetry(CollectorRegistry()), 1, KEEP, engine="native")
+    monkeypatch.setattr(mapping, "check", lambda span: pytest.fail("checked twice"))
+    try:
+        body = _typed_export({"gen_ai.latency.e2e": "slow"})
+        result = asyncio.run(intake.receive(body, "", is_json=False, transport="http"))
+    finally:
+        intake.close()
+    expected = assert_same(body)
+    assert (result.status, result.rejected, result.message) == (Status.ACCEPTED, 1, expected.message)
+    (batch,) = queue.take(0)
+    assert len(queue) == 0 and len(batch) == 1
+    assert batch.to_spans() == expected.spans  # type: ignore[union-attr]

@@ -227,10 +227,12 @@ impl<'p> Ctx<'p, '_> {
     }
 }
 
-/// Pairs as a Python dict holds them: each key at its first position, with its last value.
+/// Pairs as a Python dict holds them: each key at its first position, with its last value. The
+/// keys must come from one `Keys` (equal keys compared by address).
 pub fn dedupe(mut pairs: Vec<(Key, Value)>) -> Vec<(Key, Value)> {
     const SCAN: usize = 16; // up to this many pairs a scan beats hashing
-    let same = |a: &Key, b: &Key| std::sync::Arc::ptr_eq(a, b) || a == b;
+                            // Keys of one payload are interned (`Keys`): equal keys are the same `Arc`.
+    let same = |a: &Key, b: &Key| std::sync::Arc::ptr_eq(a, b);
     if pairs.len() <= SCAN {
         let unique = pairs
             .iter()
@@ -266,10 +268,17 @@ pub fn dedupe(mut pairs: Vec<(Key, Value)>) -> Vec<(Key, Value)> {
 mod tests {
     use super::*;
 
+    /// Pairs with interned keys, as a decoder makes them.
     fn pairs(items: &[(&str, i64)]) -> Vec<(Key, Value)> {
+        let mut interned: HashMap<String, Key> = HashMap::new();
         items
             .iter()
-            .map(|(k, v)| (Key::from(*k), Value::Int(*v)))
+            .map(|(k, v)| {
+                let key = interned
+                    .entry(k.to_string())
+                    .or_insert_with(|| Key::from(*k));
+                (key.clone(), Value::Int(*v))
+            })
             .collect()
     }
 

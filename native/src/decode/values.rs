@@ -127,7 +127,9 @@ impl<'p> Ctx<'p, '_> {
                 (4, Wire::Fixed64(v)) => *state = Building::Double(f64::from_bits(v)),
                 (5, Wire::Len(b)) => {
                     if !matches!(state, Building::Array(_)) {
-                        *state = Building::Array(Vec::new());
+                        // Most arrays are captured headers of one value: sized for that, the
+                        // boxed slice needs no second allocation.
+                        *state = Building::Array(Vec::with_capacity(1));
                     }
                     if let Building::Array(items) = state {
                         self.merge_array(&reader, b, items)?;

@@ -19,6 +19,7 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import dataclass
+from functools import partial
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, InstrumentationScope, KeyValue
@@ -165,3 +166,128 @@ def _request(rng: random.Random, n: int, model: str, start_ns: int) -> tuple[Spa
         ],
     )
     return gateway, vllm
+
+
+# ---- today's upstream: agent traces and P/D requests ------------------------------------------------------------
+
+LLMD_PODS = tuple(f"vllm-{i}" for i in range(8))
+_T0 = 1_764_582_000.0
+
+
+def build_llmd(
+    total_spans: int, batch_spans: int = 512, calls_per_trace: int = 4, pd_share: float = 0.25, seed: int = 1
+) -> PayloadSet:
+    """Exports of agent sessions as today's llm-d stack sends them, made by the demo's span emitter.
+
+    Each trace is one agent session of ``calls_per_trace`` sequential LLM calls (the agent's root span is never
+    exported); a call is Envoy's ``ingress`` and the EPP's ``gateway.request`` with its scheduling spans, then
+    either vLLM's ``llm_request`` on one pod or, for ``pd_share`` of the calls, a P/D request through the decode
+    pod's routing sidecar (NIXL: the prefill leg, then the decode leg, each with its own ``llm_request``). Spans
+    are exported in the order the processes finish them, ``batch_spans`` (about) per export, as a Collector's
+    batch processor forwards them: an export holds about one call of each of the sessions in flight, and a call's
+    spans may straddle two exports. ``requests`` counts LLM calls.
+    """
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from sloscope.demo.llmd_spans import LlmdSpanEmitter
+
+    random.seed(seed)  # the SDK draws span ids from the random module: the same bytes every run
+    rng = random.Random(seed)
+    exporter = InMemorySpanExporter()
+    emitter = LlmdSpanEmitter(LLMD_PODS, lambda: SimpleSpanProcessor(exporter), model=MODELS[0])
+    payloads: list[bytes] = []
+    pending: list = []
+    spans = requests = session_number = 0
+    group = max(1, batch_spans // 16)  # sessions in flight at once: about one call of each per export
+    while spans < total_spans:
+        sessions = [_session_records(rng, session_number + i + 1, calls_per_trace, pd_share) for i in range(group)]
+        session_number += group
+        for wave in zip(*sessions, strict=True):  # call k of every session, then call k + 1 (calls are sequential)
+            for record in wave:
+                emitter.emit(record)
+                requests += 1
+                pending.extend(exporter.get_finished_spans())
+                exporter.clear()
+                if len(pending) >= batch_spans:
+                    payloads.append(encode_spans(pending).SerializeToString())
+                    spans += len(pending)
+                    pending = []
+    if pending:
+        payloads.append(encode_spans(pending).SerializeToString())
+        spans += len(pending)
+    emitter.shutdown()
+    return PayloadSet(payloads, spans=spans, requests=requests)
+
+
+def _session_records(rng: random.Random, number: int, calls: int, pd_share: float) -> list:
+    """The call records of one agent session: sequential calls with a short think time between them."""
+    from sloscope.demo.agents import Call, Session
+    from sloscope.demo.calls import CallRecord, Scheduling, SidecarTimes
+    from sloscope.demo.records import PodSnapshot, SimRequest
+    from sloscope.demo.router import Decision
+    from sloscope.predictor.features import Features
+
+    # Every session carries an SLO header: a call without one waits for its chain to the trace root, which an
+    # agent trace never sends, so it would stay pending for the join window and measure the window, not the work.
+    ttft_ms, tpot_ms, _ = rng.choices(SLO_HEADERS[:-1], _WEIGHTS[:-1])[0]
+    slo_class = "interactive" if ttft_ms in ("200", "500", "1000") else "standard" if ttft_ms or tpot_ms else "none"
+    plans = []
+    for i in range(calls):
+        request = SimRequest(
+            f"{number:08x}-{i:04x}-4c1a-9a57-{rng.getrandbits(48):012x}",
+            slo_class,
+            MODELS[0],
+            rng.randint(32, 4096),
+            rng.randint(2, 512),
+            float(ttft_ms) if ttft_ms else None,
+            float(tpot_ms) if tpot_ms else None,
+            0.0,
+        )
+        plans.append(Call(request, "chat", pd="nixl" if rng.random() < pd_share else None))
+    session = Session((0x11D0 << 112) | number, (number << 8) | 1, slo_class, False, tuple(plans))
+    records = []
+    at = _T0 + number * 0.01
+    for call in plans:
+        pod, other = rng.sample(LLMD_PODS, 2)
+        states = tuple(
+            (p, PodSnapshot(rng.randint(0, 4), rng.randint(1, 16), rng.uniform(0.1, 0.9))) for p in LLMD_PODS
+        )
+        features = Features(0.5, call.request.prompt_tokens, 0, 8, 1, 0.0)
+        decision = Decision(pod, "predicted", features, 300.0, 40.0, states, tuple(rng.random() for _ in LLMD_PODS))
+        queue = rng.expovariate(1 / 0.02)
+        ttft = queue + call.request.prompt_tokens * rng.uniform(0.00005, 0.0002)
+        tokens = call.request.output_tokens
+        e2e = ttft + rng.lognormvariate(-3.4, 0.45) * (tokens - 1)
+
+        completion = partial(_completion, queue=queue, prompt_tokens=call.request.prompt_tokens)
+        decode_schedule = Scheduling("decode" if call.pd else "predicted-latency", at, at + 0.004, decision)
+        if call.pd is None:
+            done = completion(pod, at + 0.005, ttft, e2e, tokens)
+            record = CallRecord(session, call, at, done.finished + 0.001, at + 0.004, (decode_schedule,), (done,))
+        else:
+            prefill_decision = Decision(other, "predicted", features, 300.0, 40.0, states)
+            schedules = (decode_schedule, Scheduling("prefill", at + 0.004, at + 0.005, prefill_decision))
+            prefill = completion(other, at + 0.0071, ttft, ttft, 1)
+            start = prefill.finished + 0.001
+            decode = completion(pod, start, 0.03, 0.03 + (e2e - ttft), tokens)
+            times = SidecarTimes(
+                "nixlv2", f"uuid-{number}-{len(records)}", at + 0.006, at + 0.0062, at + 0.0065, at + 0.0070,
+                prefill.finished, prefill.finished + 0.0001, start - 0.0003, start - 0.0001,
+                decode.finished + 0.0001, decode.finished + 0.0002, decode.finished + 0.0003, decode.finished + 0.0005,
+            )  # fmt: skip
+            record = CallRecord(
+                session, call, at, times.end + 0.0005, at + 0.0055, schedules, (decode,), prefill=prefill, sidecar=times
+            )
+        records.append(record)
+        at = record.end + rng.uniform(0.1, 0.6)
+    return records
+
+
+def _completion(
+    where: str, arrived: float, ttft: float, e2e: float, tokens: int, *, queue: float, prompt_tokens: int
+) -> object:
+    from sloscope.demo.records import Completion
+
+    return Completion(where, arrived, arrived + queue, arrived + ttft, arrived + e2e, prompt_tokens, tokens)

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 # A sibling module in bench/: the script's folder is first on sys.path.
-from payloads import build
+from payloads import build, build_llmd
 from sloscope.attributes import Mapping
 from sloscope.config import Attributes
 from sloscope.processors import span_shapes
@@ -39,8 +39,9 @@ def main() -> None:
     parser.add_argument("--spans", type=int, default=40_000)
     parser.add_argument("--batch-spans", type=int, default=512)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--llmd", action="store_true", help="agent sessions with P/D requests (build_llmd)")
     args = parser.parse_args()
-    payloads = build(args.spans, args.batch_spans).payloads
+    payloads = (build_llmd if args.llmd else build)(args.spans, args.batch_spans).payloads
     spans = sum(len(decode_protobuf(p).spans) for p in payloads)
     mapping = Mapping(Attributes())
     keep = mapping.span_keys("gen_ai.request.id", *span_shapes.KEYS)

@@ -83,7 +83,11 @@ def _small_export() -> bytes:
 
 @pytest.mark.parametrize("keep", KEEPS, ids=["all", "mapped", "some"])
 def test_the_bench_payloads_decode_alike(keep: frozenset[str] | None) -> None:
-    for payload in bench.payloads.build(3000, 512, pods=4, seed=3).payloads:
+    # bench/payloads.py: the late-2025 gateway + vLLM shape, and llm-d agent sessions with P/D requests
+    # (the demo's span emitter through the OpenTelemetry SDK's encoder)
+    payloads = bench.payloads.build(3000, 512, pods=4, seed=3).payloads
+    payloads += bench.payloads.build_llmd(3000, 512, pd_share=0.5, seed=3).payloads
+    for payload in payloads:
         outcome = assert_same(payload, keep)
         assert outcome.spans and outcome.rejected == 0
 

@@ -48,7 +48,8 @@ def _export() -> ExportTraceServiceRequest:
 @pytest.mark.parametrize("keep", KEEPS, ids=["all", "mapped", "some"])
 def test_plain_otlp_json_is_read_natively_and_alike(keep: frozenset[str] | None) -> None:
     bodies = [to_otlp_json(_export())]
-    bodies += [to_otlp_json(ExportTraceServiceRequest.FromString(p)) for p in bench.payloads.build(1024, 512).payloads]
+    payloads = bench.payloads.build(1024, 512).payloads + bench.payloads.build_llmd(1024, 512, pd_share=0.5).payloads
+    bodies += [to_otlp_json(ExportTraceServiceRequest.FromString(p)) for p in payloads]
     for body in bodies:
         assert assert_same_json(body, keep)
         assert assert_same_json(body, keep, None)

@@ -105,7 +105,8 @@ class Decoder:
         self._protobuf: Callable[[bytes], Decoded] = partial(decode_protobuf, keep=keep)
         self._json: Callable[[bytes], Decoded] = partial(decode_json, keep=keep)
         if native is not None:
-            self._protobuf, self._json = native.protobuf, native.json
+            # (JSON is tried natively first, in decode(); these are for the bodies it leaves to the reference)
+            self._protobuf, self._json = native.protobuf, native.json_by_reference
         self._limit = max_request_bytes
         self._threads = ThreadPoolExecutor(threads, thread_name_prefix="sloscope-decode")
         self._json_processes = json_processes

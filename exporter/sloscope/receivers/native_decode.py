@@ -40,9 +40,11 @@ class NativeDecoder:
         batch, rejected, errors = outcome
         return Decoded(rejected=rejected, errors=errors, batch=batch)
 
+    def json_by_reference(self, payload: bytes) -> Decoded:
+        """OTLP/JSON parsed by ``parse_json`` (raising its :class:`MalformedPayloadError`), decoded natively."""
+        return self.protobuf(parse_json(payload).SerializeToString())
+
     def json(self, payload: bytes) -> Decoded:
-        """OTLP/JSON; raises :class:`MalformedPayloadError` (with ``parse_json``'s reason)."""
+        """OTLP/JSON, natively when the body allows; raises :class:`MalformedPayloadError`."""
         decoded = self.json_natively(payload)
-        if decoded is None:
-            decoded = self.protobuf(parse_json(payload).SerializeToString())
-        return decoded
+        return self.json_by_reference(payload) if decoded is None else decoded

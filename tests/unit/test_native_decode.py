@@ -4,8 +4,8 @@ The reference is ``decode_protobuf`` (upb, protobuf 7.36.2, parses the message) 
 ``Mapping.check`` per span (``Intake.submit``): the native decoder must give the same spans, the same
 rejections in the same words, and refuse the same payloads (``tests/support/native_decoding.py``).
 The wire-format rules pinned by the hand-built payloads below are upb's, as the installed runtime
-applies them: a known field given another wire type is skipped as unknown (upb/wire/decode.c at
-protobuf 354069cc maps the pairing to ``kUpb_DecodeOp_UnknownField``), a ``string`` must be UTF-8,
+applies them: a known field given another wire type is skipped as unknown (upb/wire/decode.c:764-789 at
+protobuf e712d276 maps the pairing to ``kUpb_DecodeOp_UnknownField``), a ``string`` must be UTF-8,
 messages and groups nest at most 100 deep (``kUpb_WireFormat_DefaultDepthLimit``,
 upb/wire/internal/constants.h:11), a varint keeps its low 64 bits. Field numbers are those of the
 installed opentelemetry-proto 1.45.2 descriptors (trace_pb2.py, common_pb2.py, resource_pb2.py).

@@ -6,8 +6,10 @@
 //! 64 bits; a tag has at most 5 bytes, fits in 32 bits and names a field other than 0; wire types
 //! 6 and 7 are corrupt; an end-group tag must close the group it is in; a length must fit in what
 //! is left. A known field given another wire type than its own is an unknown field, not an error
-//! (upb/wire/decode.c maps such a pairing to `kUpb_DecodeOp_UnknownField`): callers simply ignore
-//! values they do not expect.
+//! (`_upb_Decoder_GetVarintOp` and its siblings map such a pairing to `kUpb_DecodeOp_UnknownField`,
+//! upb/wire/decode.c:764-789 at protobuf e712d276; field number 0 is malformed, :1014; each
+//! sub-message or group takes one level of the depth budget, :196): callers simply ignore values
+//! they do not expect.
 
 /// Why a payload is not a valid protobuf message; the text goes to the client.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -16,7 +18,7 @@ pub struct WireError(pub String);
 pub type Result<T> = std::result::Result<T, WireError>;
 
 /// How deep messages (and groups) may nest: upb's `kUpb_WireFormat_DefaultDepthLimit` (100,
-/// upb/wire/internal/constants.h:11 at protobuf 354069cc). The top-level message is depth 0, and a
+/// upb/wire/internal/constants.h:11 at protobuf 354069cc and e712d276). The top-level message is depth 0, and a
 /// message at depth 101 is refused.
 pub const DEPTH_LIMIT: u32 = 100;
 

@@ -16,6 +16,16 @@ class SpanBatch:
     def to_spans(self) -> list[Span]: ...
     def __len__(self) -> int: ...
 
+class DecodeError(ValueError):
+    """The payload is not a valid OTLP export (raised by Python as MalformedPayloadError)."""
+
+class Decoder:
+    """Decodes OTLP trace exports: the span attributes in ``keep`` (None: all) kept, typed ones checked."""
+
+    def __init__(self, keep: Iterable[str] | None, typed: dict[str, tuple[str, str]]) -> None: ...
+    def protobuf(self, payload: bytes) -> tuple[SpanBatch, int, list[str]]: ...
+    def json(self, payload: bytes) -> tuple[SpanBatch, int, list[str]] | None: ...
+
 # The trace join (native/src/join): (kind "dropped" or "outcome", reason, count) in first-seen order.
 _Counts = list[tuple[str, str, int]]
 

@@ -77,6 +77,7 @@ class Pipeline:
             settings.limits.retry_after_seconds,
             keep=mapping.span_keys(settings.join.anchor_attribute, *span_shapes.KEYS),
             limits=settings.limits,
+            engine=settings.join.engine,
         )
         self.telemetry.watch(
             lambda: len(self.queue),

@@ -7,16 +7,15 @@
 
 use pyo3::prelude::*;
 
-pub mod span;
-
-// The trace join (native/src/join).
-pub mod join;
+pub mod decode; // OTLP protobuf and JSON into SpanBatch
+pub mod join; // the trace join: SpanBatch into joined requests
+pub mod span; // the span type both share
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<span::SpanBatch>()?;
-    // The trace join.
+    decode::register(m)?;
     m.add_class::<join::py::NativeAssembler>()?;
     Ok(())
 }

@@ -56,12 +56,14 @@ def wrong_types(trace: int) -> list:
     ]
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Server:
+@pytest.fixture(scope="module", params=["python", "native"])
+def server(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Server:
+    """Both decoders (``join.engine``) give the same answers."""
     from .conftest import start_server
 
     started = start_server(
-        tmp_path_factory.mktemp("bad"), {"limits": {"max_request_bytes": LIMIT}, "join": {"window_seconds": 0.5}}
+        tmp_path_factory.mktemp("bad"),
+        {"limits": {"max_request_bytes": LIMIT}, "join": {"window_seconds": 0.5, "engine": request.param}},
     )
     yield started
     assert started.stop() == 0

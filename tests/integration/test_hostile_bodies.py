@@ -31,9 +31,11 @@ PROTOBUF = "application/x-protobuf"
 DEPTH = 20_000  # far past Python's recursion limit (1000), well under LIMIT
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    started = start_server(tmp_path_factory.mktemp("hostile"), {"limits": {"max_request_bytes": LIMIT}})
+@pytest.fixture(scope="module", params=["python", "native"])
+def server(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Server]:
+    """Both decoders (``join.engine``) refuse alike."""
+    settings = {"limits": {"max_request_bytes": LIMIT}, "join": {"engine": request.param}}
+    started = start_server(tmp_path_factory.mktemp("hostile"), settings)
     yield started
     if started.process.poll() is None:
         started.process.kill()

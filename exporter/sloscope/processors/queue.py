@@ -4,6 +4,9 @@ Capacity is counted in spans, not batches, so memory stays bounded whatever batc
 use. :meth:`SpanQueue.offer` is called on the receivers' event-loop thread: it never blocks and
 never raises. A batch that does not fit is refused whole; the receiver answers 429 /
 RESOURCE_EXHAUSTED and the client retries it later, so nothing is half-accepted.
+
+A batch is a list of spans (the Python decoder's) or a :class:`~sloscope._native.SpanBatch` (the native
+decoder's, spans in native memory); both are counted with ``len``.
 """
 
 from __future__ import annotations
@@ -11,7 +14,10 @@ from __future__ import annotations
 import threading
 from collections import deque
 
+from sloscope._native import SpanBatch
 from sloscope.records import Span
+
+Batch = list[Span] | SpanBatch
 
 
 class SpanQueue:
@@ -19,7 +25,7 @@ class SpanQueue:
         if capacity <= 0:
             raise ValueError("capacity must be positive")
         self.capacity = capacity
-        self._batches: deque[list[Span]] = deque()
+        self._batches: deque[Batch] = deque()
         self._size = 0
         self._closed = False
         self._ready = threading.Condition(threading.Lock())
@@ -32,7 +38,7 @@ class SpanQueue:
     def closed(self) -> bool:
         return self._closed
 
-    def offer(self, batch: list[Span]) -> bool:
+    def offer(self, batch: Batch) -> bool:
         """Queue the batch if it fits and the queue is open; False otherwise."""
         if not batch:
             return not self._closed
@@ -44,7 +50,7 @@ class SpanQueue:
             self._ready.notify()
         return True
 
-    def take(self, timeout: float) -> list[list[Span]]:
+    def take(self, timeout: float) -> list[Batch]:
         """Every waiting batch, waiting up to ``timeout`` seconds for the first one."""
         with self._ready:
             if not self._batches and not self._closed:

@@ -13,6 +13,11 @@ protobuf body. ``limits.json_decode_processes: 0`` parses JSON in a thread inste
 The thread pool is bounded (``limits.decode_threads``); work waiting for a thread is bounded by
 the bytes in flight (:mod:`sloscope.receivers.in_flight`). The worker process is spawned (never
 forked: gRPC's threads do not survive a fork) on the first JSON body, and replaced if it dies.
+
+With ``join.engine: native`` both encodings are decoded by :class:`~sloscope.receivers.native_decode.NativeDecoder`
+in a thread, which releases the GIL, so the threads decode in parallel and the worker process is not used;
+only an OTLP/JSON body the native decoder leaves to the reference (malformed, or unusually written) takes
+the Python path above, and its protobuf bytes are then decoded natively.
 """
 
 from __future__ import annotations
@@ -28,8 +33,10 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from functools import partial
 from typing import Any, TypeVar
 
+from sloscope.receivers.native_decode import NativeDecoder
 from sloscope.receivers.otlp_decode import Decoded, decode_json, decode_protobuf, decompress, parse_json
 
 log = logging.getLogger(__name__)
@@ -37,18 +44,26 @@ _T = TypeVar("_T")
 _ORPHAN_POLL_SECONDS = 1.0
 
 
-def decode_body(body: bytes, encoding: str, limit: int, keep: frozenset[str] | None, is_json: bool) -> Decoded:
-    """Inflate and decode one body (in a decoding thread)."""
-    payload = decompress(body, encoding, limit)
-    return decode_json(payload, keep) if is_json else decode_protobuf(payload, keep)
+def _decode_then(
+    then: Callable[[Decoded], _T], body: bytes, encoding: str, limit: int, decode: Callable[[bytes], Decoded]
+) -> _T:
+    """Inflate and decode one body, then hand the spans on (in a decoding thread)."""
+    return then(decode(decompress(body, encoding, limit)))
 
 
-def _decode_then(then: Callable[[Decoded], _T], body: bytes, *args: Any) -> _T:
-    return then(decode_body(body, *args))
+def _decode_protobuf_then(then: Callable[[Decoded], _T], message: bytes, protobuf: Callable[[bytes], Decoded]) -> _T:
+    return then(protobuf(message))
 
 
-def _decode_protobuf_then(then: Callable[[Decoded], _T], message: bytes, keep: frozenset[str] | None) -> _T:
-    return then(decode_protobuf(message, keep))
+class _Unsure:
+    """The native JSON decoder left the body to the reference."""
+
+
+def _native_json_then(
+    then: Callable[[Decoded], _T], body: bytes, encoding: str, limit: int, native: NativeDecoder
+) -> _T | _Unsure:
+    decoded = native.json_natively(decompress(body, encoding, limit))
+    return _Unsure() if decoded is None else then(decoded)
 
 
 def json_to_protobuf(body: bytes, encoding: str, limit: int) -> bytes:
@@ -78,9 +93,20 @@ def _exit_when_orphaned(server_pid: int) -> None:
 
 class Decoder:
     def __init__(
-        self, keep: frozenset[str] | None, max_request_bytes: int, *, threads: int, json_processes: int
+        self,
+        keep: frozenset[str] | None,
+        max_request_bytes: int,
+        *,
+        threads: int,
+        json_processes: int,
+        native: NativeDecoder | None = None,
     ) -> None:
-        self._keep = keep
+        self._native = native
+        self._protobuf: Callable[[bytes], Decoded] = partial(decode_protobuf, keep=keep)
+        self._json: Callable[[bytes], Decoded] = partial(decode_json, keep=keep)
+        if native is not None:
+            # (JSON is tried natively first, in decode(); these are for the bodies it leaves to the reference)
+            self._protobuf, self._json = native.protobuf, native.json_by_reference
         self._limit = max_request_bytes
         self._threads = ThreadPoolExecutor(threads, thread_name_prefix="sloscope-decode")
         self._json_processes = json_processes
@@ -91,6 +117,12 @@ class Decoder:
         """Decodes ``body`` and calls ``then`` with the spans, in a decoding thread: validating and queueing
         twenty thousand spans is itself ~200 ms of Python. Raises what the decoder raises
         (MalformedPayloadError, PayloadTooLargeError)."""
+        if is_json and self._native is not None:
+            result: _T | _Unsure = await self._run(
+                self._threads, _native_json_then, then, body, encoding, self._limit, self._native
+            )
+            if not isinstance(result, _Unsure):
+                return result
         if is_json and self._json_processes > 0:
             try:
                 message = await self._run(self._worker(), json_to_protobuf, body, encoding, self._limit)
@@ -98,8 +130,9 @@ class Decoder:
                 log.warning("the OTLP/JSON decoding process died; starting another, this body decoded in a thread")
                 self._processes = None
             else:
-                return await self._run(self._threads, _decode_protobuf_then, then, message, self._keep)
-        return await self._run(self._threads, _decode_then, then, body, encoding, self._limit, self._keep, is_json)
+                return await self._run(self._threads, _decode_protobuf_then, then, message, self._protobuf)
+        decode = self._json if is_json else self._protobuf
+        return await self._run(self._threads, _decode_then, then, body, encoding, self._limit, decode)
 
     @staticmethod
     async def _run(executor: Executor, fn: Callable[..., _T], *args: Any) -> _T:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 from functools import partial
+from typing import Literal
 
 from sloscope import conventions as c
 from sloscope.attributes import Mapping
@@ -19,7 +20,9 @@ from sloscope.config import Limits
 from sloscope.processors.queue import SpanQueue
 from sloscope.receivers.decode_pool import Decoder
 from sloscope.receivers.in_flight import InFlightBytes
+from sloscope.receivers.native_decode import NativeDecoder
 from sloscope.receivers.otlp_decode import Decoded
+from sloscope.records import Span
 from sloscope.telemetry import Telemetry
 
 
@@ -47,6 +50,7 @@ class Intake:
         keep: frozenset[str] | None = None,
         *,
         limits: Limits | None = None,
+        engine: Literal["native", "python"] = "python",
     ) -> None:
         limits = limits if limits is not None else Limits()
         self._mapping = mapping
@@ -57,6 +61,7 @@ class Intake:
             limits.max_request_bytes,
             threads=limits.decode_threads,
             json_processes=limits.json_decode_processes,
+            native=NativeDecoder(mapping, keep) if engine == "native" else None,
         )
         self.in_flight = InFlightBytes(limits.max_bytes_in_flight, telemetry.otlp_bytes_in_flight.set)
         self._queue = queue
@@ -79,14 +84,7 @@ class Intake:
         return await self.decoder.decode(body, encoding, is_json=is_json, then=then)
 
     def submit(self, decoded: Decoded, transport: str) -> Result:
-        check = self._mapping.check
-        spans = []
-        for span in decoded.spans:
-            problem = check(span)
-            if problem is None:
-                spans.append(span)
-            else:
-                decoded.reject(problem)
+        spans = decoded.batch if decoded.batch is not None else self._checked(decoded)
         offered = len(spans) + decoded.rejected  # a refused batch is refused whole, invalid spans included
         if self._queue.closed:
             self._telemetry.dropped(c.DROP_SHUTDOWN, offered)
@@ -108,3 +106,16 @@ class Intake:
         self._telemetry.dropped(c.DROP_INVALID, decoded.rejected)
         self.count_request(transport, "partial" if decoded.rejected else "accepted")
         return Result(Status.ACCEPTED, decoded.rejected, decoded.message)
+
+    def _checked(self, decoded: Decoded) -> list[Span]:
+        """The spans whose mapped attributes have usable types; the others rejected (a native batch was
+        checked as it was decoded)."""
+        check = self._mapping.check
+        spans = []
+        for span in decoded.spans:
+            problem = check(span)
+            if problem is None:
+                spans.append(span)
+            else:
+                decoded.reject(problem)
+        return spans

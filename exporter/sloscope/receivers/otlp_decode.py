@@ -36,13 +36,16 @@ import sys
 import zlib
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from sloscope.records import AttributeValue, Span
+
+if TYPE_CHECKING:
+    from sloscope._native import SpanBatch
 
 
 class MalformedPayloadError(ValueError):
@@ -55,11 +58,16 @@ class PayloadTooLargeError(ValueError):
 
 @dataclass
 class Decoded:
-    """Spans that decoded, plus how many were rejected and why (for OTLP partial success)."""
+    """Spans that decoded, plus how many were rejected and why (for OTLP partial success).
+
+    The native decoder (:mod:`sloscope.receivers.native_decode`) leaves ``spans`` empty and gives its
+    spans as ``batch`` instead, already type-checked as ``Mapping.check`` checks them.
+    """
 
     spans: list[Span] = field(default_factory=list)
     rejected: int = 0
     errors: list[str] = field(default_factory=list)
+    batch: SpanBatch | None = None
 
     def reject(self, message: str) -> None:
         self.rejected += 1

@@ -1,0 +1,298 @@
+//! Attribute keys and OTLP `AnyValue`s, built as the Python decoder builds them.
+//!
+//! The Python reference reads a fully parsed message, so every protobuf merge rule applies: a
+//! `KeyValue.value` given twice is one `AnyValue` merged from both (the last member of the `value`
+//! oneof set wins; two `kvlist_value`s in a row concatenate their pairs), and a list of pairs
+//! becomes a dict (each key at its first position, with its last value). An `AnyValue` with no
+//! member set, or with `string_value_strindex` (which `_value` does not convert), is `Empty`.
+
+use std::collections::HashMap;
+
+use super::rules::Rules;
+use super::schema::{validate, ANY_VALUE};
+use super::wire::{utf8, Reader, Result, Value as Wire};
+use crate::span::{Key, Value};
+
+/// What a key is to this decode: its shared name, and whether span attributes keep it.
+#[derive(Clone)]
+pub struct KeyInfo {
+    pub key: Key,
+    pub kept: bool,
+    /// Its type rule (an index into `Rules::list`), if a mapped field reads it.
+    pub rule: Option<u32>,
+}
+
+/// Interns attribute keys for one payload: a key's bytes are checked and converted once, and
+/// every span carrying it shares one `Arc<str>`.
+///
+/// A small direct-mapped cache sits in front of the map: a payload repeats the same dozen keys
+/// span after span, and comparing a few bytes is cheaper than hashing them. The map keeps the
+/// standard library's keyed hash, since the keys come from the client.
+#[derive(Default)]
+pub struct Keys<'p> {
+    recent: Vec<Option<(&'p [u8], KeyInfo)>>,
+    known: HashMap<&'p [u8], KeyInfo>,
+}
+
+const RECENT: usize = 64;
+
+fn slot(raw: &[u8]) -> usize {
+    let (first, last) = (raw.first().copied(), raw.last().copied());
+    (raw.len() * 31 + usize::from(first.unwrap_or(0)) * 7 + usize::from(last.unwrap_or(0))) % RECENT
+}
+
+impl<'p> Keys<'p> {
+    pub fn get(&mut self, raw: &'p [u8], rules: &Rules) -> Result<KeyInfo> {
+        if self.recent.is_empty() {
+            self.recent.resize(RECENT, None);
+        }
+        let at = slot(raw);
+        if let Some((bytes, info)) = &self.recent[at] {
+            if *bytes == raw {
+                return Ok(info.clone());
+            }
+        }
+        let info = match self.known.get(raw) {
+            Some(info) => info.clone(),
+            None => {
+                let text = utf8(raw)?;
+                let info = KeyInfo {
+                    key: Key::from(text),
+                    kept: rules.kept(text),
+                    rule: rules.rule_of(text),
+                };
+                self.known.insert(raw, info.clone());
+                info
+            }
+        };
+        self.recent[at] = Some((raw, info.clone()));
+        Ok(info)
+    }
+}
+
+/// An `AnyValue` being merged from one or more encodings of it.
+enum Building<'p> {
+    Empty,
+    Str(&'p str),
+    Bool(bool),
+    Int(i64),
+    Double(f64),
+    Bytes(&'p [u8]),
+    Array(Vec<Value>),
+    KvList(Vec<(Key, Value)>),
+}
+
+impl Building<'_> {
+    fn finish(self) -> Value {
+        match self {
+            Building::Empty => Value::Empty,
+            Building::Str(s) => Value::Str(s.into()),
+            Building::Bool(b) => Value::Bool(b),
+            Building::Int(i) => Value::Int(i),
+            Building::Double(d) => Value::Double(d),
+            Building::Bytes(b) => Value::Bytes(b.into()),
+            Building::Array(items) => Value::Array(items.into_boxed_slice()),
+            Building::KvList(pairs) => Value::KvList(dedupe(pairs).into_boxed_slice()),
+        }
+    }
+}
+
+/// The decoding state shared by every value of one payload.
+pub struct Ctx<'p, 'r> {
+    pub keys: Keys<'p>,
+    pub rules: &'r Rules,
+    /// A span's attributes while it is read (reused: the span keeps an exact-size copy).
+    pub scratch: Vec<(Key, Value)>,
+    /// The span's typed keys with their rules.
+    pub typed: Vec<(Key, u32)>,
+}
+
+impl<'p> Ctx<'p, '_> {
+    /// Merges the `AnyValue` encoded in `body` (a field of `parent`) into `state`.
+    fn merge_any(
+        &mut self,
+        parent: &Reader<'p>,
+        body: &'p [u8],
+        state: &mut Building<'p>,
+    ) -> Result<()> {
+        // AnyValue (common.proto): string_value = 1, bool_value = 2, int_value = 3,
+        // double_value = 4, array_value = 5, kvlist_value = 6, bytes_value = 7,
+        // string_value_strindex = 8.
+        let mut reader = parent.sub(body)?;
+        while let Some((number, value)) = reader.next()? {
+            match (number, value) {
+                (1, Wire::Len(b)) => *state = Building::Str(utf8(b)?),
+                (2, Wire::Varint(v)) => *state = Building::Bool(v != 0),
+                (3, Wire::Varint(v)) => *state = Building::Int(v as i64),
+                (4, Wire::Fixed64(v)) => *state = Building::Double(f64::from_bits(v)),
+                (5, Wire::Len(b)) => {
+                    if !matches!(state, Building::Array(_)) {
+                        // Most arrays are captured headers of one value: sized for that, the
+                        // boxed slice needs no second allocation.
+                        *state = Building::Array(Vec::with_capacity(1));
+                    }
+                    if let Building::Array(items) = state {
+                        self.merge_array(&reader, b, items)?;
+                    }
+                }
+                (6, Wire::Len(b)) => {
+                    if !matches!(state, Building::KvList(_)) {
+                        *state = Building::KvList(Vec::new());
+                    }
+                    if let Building::KvList(pairs) = state {
+                        self.merge_kvlist(&reader, b, pairs)?;
+                    }
+                }
+                (7, Wire::Len(b)) => *state = Building::Bytes(b),
+                (8, Wire::Varint(_)) => *state = Building::Empty,
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// ArrayValue: values = 1.
+    fn merge_array(
+        &mut self,
+        parent: &Reader<'p>,
+        body: &'p [u8],
+        items: &mut Vec<Value>,
+    ) -> Result<()> {
+        let mut reader = parent.sub(body)?;
+        while let Some((number, value)) = reader.next()? {
+            if let (1, Wire::Len(b)) = (number, value) {
+                let mut item = Building::Empty;
+                self.merge_any(&reader, b, &mut item)?;
+                items.push(item.finish());
+            }
+        }
+        Ok(())
+    }
+
+    /// KeyValueList: values = 1.
+    fn merge_kvlist(
+        &mut self,
+        parent: &Reader<'p>,
+        body: &'p [u8],
+        pairs: &mut Vec<(Key, Value)>,
+    ) -> Result<()> {
+        let mut reader = parent.sub(body)?;
+        while let Some((number, value)) = reader.next()? {
+            if let (1, Wire::Len(b)) = (number, value) {
+                if let Some((info, value)) = self.key_value(&reader, b, true)? {
+                    pairs.push((info.key, value));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// One `KeyValue` (key = 1, value = 2): the key and value if the key is kept (always, with
+    /// `all`), else None after checking the value as the runtime would.
+    pub fn key_value(
+        &mut self,
+        parent: &Reader<'p>,
+        body: &'p [u8],
+        all: bool,
+    ) -> Result<Option<(KeyInfo, Value)>> {
+        let mut reader = parent.sub(body)?;
+        let mut key: Option<&'p [u8]> = None;
+        let mut first: Option<&'p [u8]> = None;
+        let mut more: Vec<&'p [u8]> = Vec::new();
+        while let Some((number, value)) = reader.next()? {
+            match (number, value) {
+                (1, Wire::Len(b)) => {
+                    if let Some(previous) = key.replace(b) {
+                        utf8(previous)?; // overwritten, but the runtime still checked it
+                    }
+                }
+                (2, Wire::Len(b)) => match first {
+                    None => first = Some(b),
+                    Some(_) => more.push(b),
+                },
+                _ => {}
+            }
+        }
+        let info = self.keys.get(key.unwrap_or(b""), self.rules)?;
+        let bodies = first.into_iter().chain(more);
+        if !(all || info.kept) {
+            for b in bodies {
+                validate(&reader, b, &ANY_VALUE)?;
+            }
+            return Ok(None);
+        }
+        let mut state = Building::Empty;
+        for b in bodies {
+            self.merge_any(&reader, b, &mut state)?;
+        }
+        Ok(Some((info, state.finish())))
+    }
+}
+
+/// Pairs as a Python dict holds them: each key at its first position, with its last value. The
+/// keys must come from one `Keys` (equal keys compared by address).
+pub fn dedupe(mut pairs: Vec<(Key, Value)>) -> Vec<(Key, Value)> {
+    const SCAN: usize = 16; // up to this many pairs a scan beats hashing
+                            // Keys of one payload are interned (`Keys`): equal keys are the same `Arc`.
+    let same = |a: &Key, b: &Key| std::sync::Arc::ptr_eq(a, b);
+    if pairs.len() <= SCAN {
+        let unique = pairs
+            .iter()
+            .enumerate()
+            .all(|(i, (key, _))| !pairs[..i].iter().any(|(k, _)| same(k, key)));
+        if unique {
+            return pairs; // the usual case: nothing to move
+        }
+        let mut out: Vec<(Key, Value)> = Vec::with_capacity(pairs.len());
+        for (key, value) in pairs {
+            match out.iter_mut().find(|(k, _)| same(k, &key)) {
+                Some(slot) => slot.1 = value,
+                None => out.push((key, value)),
+            }
+        }
+        return out;
+    }
+    let mut at: HashMap<Key, usize> = HashMap::with_capacity(pairs.len());
+    let mut out: Vec<(Key, Value)> = Vec::with_capacity(pairs.len());
+    for (key, value) in pairs.drain(..) {
+        match at.get(&key) {
+            Some(&i) => out[i].1 = value,
+            None => {
+                at.insert(key.clone(), out.len());
+                out.push((key, value));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Pairs with interned keys, as a decoder makes them.
+    fn pairs(items: &[(&str, i64)]) -> Vec<(Key, Value)> {
+        let mut interned: HashMap<String, Key> = HashMap::new();
+        items
+            .iter()
+            .map(|(k, v)| {
+                let key = interned
+                    .entry(k.to_string())
+                    .or_insert_with(|| Key::from(*k));
+                (key.clone(), Value::Int(*v))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn dedupe_keeps_first_position_and_last_value() {
+        let out = dedupe(pairs(&[("a", 1), ("b", 2), ("a", 3)]));
+        assert_eq!(out, pairs(&[("a", 3), ("b", 2)]));
+        let many: Vec<(String, i64)> = (0..40).map(|i| (format!("k{}", i % 20), i)).collect();
+        let many: Vec<(&str, i64)> = many.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        let out = dedupe(pairs(&many));
+        let expected: Vec<(String, i64)> = (0..20).map(|i| (format!("k{i}"), i + 20)).collect();
+        let expected: Vec<(&str, i64)> = expected.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        assert_eq!(out, pairs(&expected));
+    }
+}

@@ -22,7 +22,7 @@ from sloscope.processors import arrow_arrays, span_shapes
 from sloscope.processors.assembler import TraceAssembler
 from sloscope.processors.evaluator import RequestPublisher, SLOEvaluator
 from sloscope.processors.native_assembler import NativeTraceAssembler
-from sloscope.processors.queue import SpanQueue
+from sloscope.processors.queue import Batch, SpanQueue
 from sloscope.publishers.prometheus import PrometheusPublisher
 from sloscope.receivers.intake import Intake
 from sloscope.records import JoinedRequest
@@ -104,7 +104,7 @@ class Pipeline:
             batches = queue.take(_TICK_SECONDS)
             for batch in batches:
                 try:
-                    assembler.consume(batch)
+                    self._consume(batch)
                 except Exception:  # keep the worker alive; the batch is lost and logged
                     log.exception("trace assembler failed on a batch of %d spans", len(batch))
                 self._hand_over()
@@ -115,6 +115,13 @@ class Pipeline:
                     break
         self._flush()
         self._stopped.set()
+
+    def _consume(self, batch: Batch) -> None:
+        assembler = self.assembler
+        if isinstance(assembler, TraceAssembler):  # the reference takes Span objects, not a native decoder's batch
+            assembler.consume(batch if isinstance(batch, list) else batch.to_spans())
+        else:
+            assembler.consume(batch)
 
     def _hand_over(self) -> None:
         """The requests the assembler emitted since the last call, to the evaluator as one batch."""
@@ -145,7 +152,7 @@ class Pipeline:
         if self._thread is None:
             if not self._stopped.is_set():
                 for batch in self.queue.take(0):
-                    self.assembler.consume(batch)
+                    self._consume(batch)
                     self._hand_over()
                 self._flush()
                 self._stopped.set()

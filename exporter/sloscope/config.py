@@ -252,7 +252,7 @@ class Join(_Section):
     """How the trace assembler turns spans into one record per request."""
 
     engine: Literal["native", "python"] = Field(
-        default="python",
+        default="native",
         description="Which implementation decodes OTLP and joins spans: the native core (sloscope._native, "
         "compiled) or the Python reference it is tested against. Both follow the same rules.",
     )

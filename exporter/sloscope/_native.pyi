@@ -4,7 +4,7 @@ import re
 from collections.abc import Iterable
 
 from sloscope.config import Join
-from sloscope.records import JoinedRequest, Span
+from sloscope.records import Span
 
 __version__: str
 
@@ -29,13 +29,16 @@ class Decoder:
 # The trace join (native/src/join): (kind "dropped" or "outcome", reason, count) in first-seen order.
 _Counts = list[tuple[str, str, int]]
 
+_Records = tuple[int, list[tuple[str, str, bytes | None, bytes | None, bytes]]] | None
+
 class NativeAssembler:
     def __init__(
         self, join: Join, rules: dict[str, object], pattern: re.Pattern[str], python_bytes: bool = False
     ) -> None: ...
-    def consume(self, batch: SpanBatch, now: float) -> tuple[list[JoinedRequest], _Counts]: ...
-    def expire(self, now: float) -> tuple[list[JoinedRequest], _Counts]: ...
-    def flush(self) -> tuple[int, list[JoinedRequest], _Counts]: ...
+    # The requests as Arrow buffers: (rows, [(name, type, validity, offsets, values), ...]), None for none.
+    def consume(self, batch: SpanBatch, now: float) -> tuple[_Records, _Counts]: ...
+    def expire(self, now: float) -> tuple[_Records, _Counts]: ...
+    def flush(self) -> tuple[int, _Records, _Counts]: ...
     @property
     def pending(self) -> int: ...
     @property

@@ -14,13 +14,14 @@ import logging
 import threading
 from collections.abc import Callable
 
+import pyarrow as pa
 from prometheus_client import CollectorRegistry
 
 from sloscope.attributes import Mapping
 from sloscope.config import Settings
-from sloscope.processors import arrow_arrays, span_shapes
+from sloscope.processors import arrow_arrays, joined_batch, span_shapes
 from sloscope.processors.assembler import TraceAssembler
-from sloscope.processors.evaluator import RequestPublisher, SLOEvaluator
+from sloscope.processors.evaluator import MIN_BATCH, RequestPublisher, SLOEvaluator
 from sloscope.processors.native_assembler import NativeTraceAssembler
 from sloscope.processors.queue import Batch, SpanQueue
 from sloscope.publishers.prometheus import PrometheusPublisher
@@ -60,15 +61,23 @@ class Pipeline:
         )
         self.evaluator = SLOEvaluator(spec, (publisher, *extra_publishers))
         arrow_arrays.warm_up()  # the batch path's Arrow kernels, initialised before any load
-        self._emitted: list[JoinedRequest] = []
+        self._emitted: list[JoinedRequest] = []  # the reference's requests, one object each
+        self._records: list[pa.RecordBatch] = []  # the native join's, one record batch per call
         # join.engine: the native core, or the Python reference it is tested against (the same rules).
-        engine = NativeTraceAssembler if settings.join.engine == "native" else TraceAssembler
-        self.assembler: TraceAssembler | NativeTraceAssembler = engine(
-            settings.join,
-            mapping,
-            self._emitted.append,
-            count_dropped=self.telemetry.dropped,
-            count_outcome=self.telemetry.outcome,
+        dropped, outcome = self.telemetry.dropped, self.telemetry.outcome
+        self.assembler: TraceAssembler | NativeTraceAssembler = (
+            NativeTraceAssembler(
+                settings.join,
+                mapping,
+                self._emitted.append,
+                count_dropped=dropped,
+                count_outcome=outcome,
+                records=self._records.append,
+            )
+            if settings.join.engine == "native"
+            else TraceAssembler(
+                settings.join, mapping, self._emitted.append, count_dropped=dropped, count_outcome=outcome
+            )
         )
         self.intake = Intake(
             mapping,
@@ -125,13 +134,29 @@ class Pipeline:
 
     def _hand_over(self) -> None:
         """The requests the assembler emitted since the last call, to the evaluator as one batch."""
-        if not self._emitted:
-            return
-        requests = self._emitted.copy()
-        self._emitted.clear()
+        for records in self._records:
+            self._evaluate(records=records)
+        self._records.clear()
+        if self._emitted:
+            requests = self._emitted.copy()
+            self._emitted.clear()
+            self._evaluate(requests=requests)
+
+    def _evaluate(self, *, records: pa.RecordBatch | None = None, requests: list[JoinedRequest] | None = None) -> None:
+        """One batch, as the native join's record batch or the reference's objects. A small record batch is
+        published as objects one at a time, as a small batch of objects is (``SLOEvaluator.batch``): that is
+        cheaper than the vectorized path below MIN_BATCH rows (bench/columnar.py), and the series are the same."""
         try:
-            self.evaluator.batch(requests)
+            if records is None:
+                self.evaluator.batch(requests or [])
+            elif records.num_rows < MIN_BATCH:
+                requests = joined_batch.to_requests(records)
+                self.evaluator.batch(requests)
+            else:
+                self.evaluator.records(records)
         except Exception:  # a batch the vectorized path cannot take still counts, one request at a time
+            if requests is None:
+                requests = joined_batch.to_requests(records) if records is not None else []
             log.exception("batch evaluation failed on %d requests; evaluating them one by one", len(requests))
             for request in requests:
                 self.evaluator(request)

@@ -11,6 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from bench import payloads
 from hypothesis import HealthCheck, given, settings
@@ -23,7 +24,7 @@ from sloscope.attributes import Mapping
 from sloscope.config import Attributes, Join, Settings
 from sloscope.loading import default_spec
 from sloscope.pipeline import Pipeline
-from sloscope.processors import span_shapes
+from sloscope.processors import joined_batch, span_shapes
 from sloscope.processors.assembler import TraceAssembler
 from sloscope.processors.native_assembler import NativeTraceAssembler
 from sloscope.processors.trace_state import span_bytes
@@ -52,9 +53,13 @@ class Engine:
     outcomes: Counter[str] = field(default_factory=Counter)
     flushed: int = 0
 
+    def rows(self, batch: pa.RecordBatch) -> None:
+        self.emitted.extend(joined_batch.to_requests(batch))
+
 
 class Pair:
-    """The reference and the native assembler, fed alike on one clock."""
+    """The reference and the native assembler, fed alike on one clock: the reference's objects against the
+    rows of the record batches the native join writes (``joined_batch.to_requests``)."""
 
     def __init__(self, join: Join, attributes: Attributes) -> None:
         self.now = 1000.0
@@ -72,7 +77,7 @@ class Pair:
             )
             for engine, into, extra in (
                 (TraceAssembler, self.python, {}),
-                (NativeTraceAssembler, self.native, {"reference_bytes": True}),
+                (NativeTraceAssembler, self.native, {"reference_bytes": True, "records": self.native.rows}),
             )
         ]
 

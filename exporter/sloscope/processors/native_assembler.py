@@ -2,7 +2,10 @@
 of :class:`sloscope.processors.assembler.TraceAssembler`, its reference.
 
 The join runs in Rust on a :class:`sloscope._native.SpanBatch` (the native decoder's output), whose
-spans it takes: Python holds nothing per span, and sees one :class:`JoinedRequest` per LLM call.
+spans it takes: Python holds nothing per span. The requests of one call (consume, expire, flush) come
+back as one Arrow record batch of :data:`sloscope.processors.joined_batch.SCHEMA`, its buffers written in
+Rust: given ``records``, that batch is what the caller gets (the pipeline hands it to the evaluator
+whole); otherwise ``emit`` gets its rows as :class:`JoinedRequest` objects, one by one.
 The rules are the reference's, held to it by differential tests (tests/unit/test_native_join.py);
 only ``pending_bytes`` means something else: the bytes Rust holds for pending traces, which
 ``join.max_pending_bytes`` bounds, rather than the reference's estimate of Python objects.
@@ -14,13 +17,18 @@ import re
 import time
 from collections.abc import Callable, Sequence
 
+import pyarrow as pa
+
 from sloscope._native import NativeAssembler, SpanBatch
 from sloscope.attributes import Mapping
 from sloscope.config import Join
+from sloscope.processors import joined_batch
 from sloscope.processors.assembler import Count, Emit
-from sloscope.records import JoinedRequest, Span
+from sloscope.records import Span
 
 _Counts = list[tuple[str, str, int]]
+_Records = tuple[int, list[joined_batch.Buffers]] | None
+EmitRecords = Callable[[pa.RecordBatch], None]
 
 
 class NativeTraceAssembler:
@@ -36,11 +44,14 @@ class NativeTraceAssembler:
         count_outcome: Count,
         clock: Callable[[], float] = time.monotonic,
         reference_bytes: bool = False,
+        records: EmitRecords | None = None,
     ) -> None:
         """``reference_bytes`` counts pending bytes as the reference estimates them (for tests that
-        compare the two under ``join.max_pending_bytes``)."""
+        compare the two under ``join.max_pending_bytes``); ``records``, when given, takes each call's
+        requests as one record batch (none for a call that emitted nothing) instead of ``emit``."""
         self._native = NativeAssembler(join, mapping.rules(), re.compile(join.request_id_pattern), reference_bytes)
         self._emit = emit
+        self._records = records
         self._count = {"dropped": count_dropped, "outcome": count_outcome}
         self._clock = clock
 
@@ -64,8 +75,14 @@ class NativeTraceAssembler:
         self._deliver(requests, counts)
         return int(flushed)
 
-    def _deliver(self, requests: list[JoinedRequest], counts: _Counts) -> None:
+    def _deliver(self, records: _Records, counts: _Counts) -> None:
         for kind, reason, n in counts:
             self._count[kind](reason, n)
-        for request in requests:
+        if records is None:
+            return
+        batch = joined_batch.from_buffers(*records)
+        if self._records is not None:
+            self._records(batch)
+            return
+        for request in joined_batch.to_requests(batch):
             self._emit(request)

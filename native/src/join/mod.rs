@@ -3,11 +3,12 @@
 //!
 //! The pieces: what the configured attribute mapping reads (`rules`), the joinable request id
 //! (`request_id`), what upstream span shapes mean (`shapes`), what is held per trace (`trace`),
-//! how a request is read from its spans (`build`), the assembler itself (`assembler`) and its
+//! how a request is read from its spans (`build`), requests as Arrow buffers (`columns`), the assembler itself (`assembler`) and its
 //! Python face (`py`).
 
 pub mod assembler;
 pub mod build;
+pub mod columns;
 pub mod ordered;
 pub mod py;
 pub mod request_id;

@@ -1,5 +1,5 @@
 //! The assembler's Python face: `sloscope._native.NativeAssembler`, fed `SpanBatch`es and handing
-//! back `sloscope.records.JoinedRequest`s and the counts of what was dropped and how requests
+//! back the joined requests as Arrow buffers (no object per request) and the counts of what was dropped and how requests
 //! were joined. The join itself runs with the GIL released.
 //!
 //! Memory is counted as what Rust holds: each span's struct and heap parts (attribute keys are
@@ -14,18 +14,15 @@ use std::sync::Arc;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyList, PyTuple, PyType};
+use pyo3::types::{PyBytes, PyDict, PyList};
 
 use crate::join::assembler::{Assembler, Settings};
-use crate::join::build::Joined;
+use crate::join::columns::{self, Kind};
 use crate::join::request_id::{self, DEFAULT_PATTERN};
 use crate::join::rules::{Field, Rules, Source, FIELD_NAMES};
 use crate::join::shapes;
 use crate::join::trace::{Held, SpanId, Trace, TraceId};
-use crate::span::{to_hex, Key, Resource, Span, SpanBatch, Value};
-
-static JOINED_CLASS: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+use crate::span::{Key, Resource, Span, SpanBatch, Value};
 
 /// Distinct attribute keys kept shared; beyond this many a key is simply held per span.
 const MAX_INTERNED_KEYS: usize = 4096;
@@ -179,48 +176,6 @@ fn trace_overhead() -> usize {
 
 // ---- results to Python ----------------------------------------------------------------------
 
-fn joined_to_py<'py>(py: Python<'py>, r: &Joined) -> PyResult<Bound<'py, PyAny>> {
-    let class = JOINED_CLASS.import(py, "sloscope.records", "JoinedRequest")?;
-    let items: Vec<Bound<'py, PyAny>> = vec![
-        to_hex(&r.trace_id).into_pyobject(py)?.into_any(),
-        to_hex(&r.span_id).into_pyobject(py)?.into_any(),
-        r.outcome.into_pyobject(py)?.into_any(),
-        r.request_id.as_deref().into_pyobject(py)?.into_any(),
-        r.requested_model.as_deref().into_pyobject(py)?.into_any(),
-        r.target_model.as_deref().into_pyobject(py)?.into_any(),
-        r.pool.as_deref().into_pyobject(py)?.into_any(),
-        r.pod.as_deref().into_pyobject(py)?.into_any(),
-        r.endpoint.as_deref().into_pyobject(py)?.into_any(),
-        r.slo_ttft_ms.into_pyobject(py)?.into_any(),
-        r.slo_tpot_ms.into_pyobject(py)?.into_any(),
-        r.routing.into_pyobject(py)?.into_any(),
-        r.predicted_ttft_ms.into_pyobject(py)?.into_any(),
-        r.predicted_tpot_ms.into_pyobject(py)?.into_any(),
-        r.ttft_seconds.into_pyobject(py)?.into_any(),
-        r.ttft_source.into_pyobject(py)?.into_any(),
-        r.server_ttft_seconds.into_pyobject(py)?.into_any(),
-        r.e2e_seconds.into_pyobject(py)?.into_any(),
-        r.queue_seconds.into_pyobject(py)?.into_any(),
-        r.prefill_seconds.into_pyobject(py)?.into_any(),
-        r.decode_seconds.into_pyobject(py)?.into_any(),
-        r.prompt_tokens.into_pyobject(py)?.into_any(),
-        r.completion_tokens.into_pyobject(py)?.into_any(),
-        r.prefix_cache_score.into_pyobject(py)?.into_any(),
-        r.start_ns.into_pyobject(py)?.into_any(),
-        r.end_ns.into_pyobject(py)?.into_any(),
-        r.arrival_ns.into_pyobject(py)?.into_any(),
-        r.failure_reason.into_pyobject(py)?.into_any(),
-        r.tpot_seconds.into_pyobject(py)?.into_any(),
-        r.choices.into_pyobject(py)?.into_any(),
-        r.prefill_pod.as_deref().into_pyobject(py)?.into_any(),
-        r.prefill_queue_seconds.into_pyobject(py)?.into_any(),
-        r.prefill_seconds_on_prefill_pod
-            .into_pyobject(py)?
-            .into_any(),
-    ];
-    class.call1(PyTuple::new(py, items)?)
-}
-
 impl NativeAssembler {
     /// A span as the join holds it: its request id normalised, its kind decided, its size counted.
     fn hold(&mut self, py: Python<'_>, mut span: Span) -> PyResult<Held> {
@@ -282,21 +237,30 @@ impl NativeAssembler {
         Ok(id.map(Into::into))
     }
 
-    /// What was emitted and counted since the last call, as Python objects.
-    fn drain<'py>(
-        &mut self,
-        py: Python<'py>,
-    ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>)> {
-        let requests = PyList::empty(py);
-        for request in std::mem::take(&mut self.core.out) {
-            requests.append(joined_to_py(py, &request)?)?;
-        }
+    /// What was emitted and counted since the last call: the requests as the buffers of one Arrow
+    /// record batch (`(rows, [(name, type, validity, offsets, values), ...])`, None for no request;
+    /// `sloscope.processors.joined_batch.from_buffers` wraps them) and the counts, in order.
+    fn drain<'py>(&mut self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyList>)> {
+        let requests = std::mem::take(&mut self.core.out);
+        let records = if requests.is_empty() {
+            py.None().into_bound(py)
+        } else {
+            let built = py.detach(|| columns::columns(&requests));
+            let list = PyList::empty(py);
+            for (name, kind, column) in built {
+                let bytes = |b: &[u8]| PyBytes::new(py, b);
+                let validity = column.validity.as_deref().map(bytes);
+                let offsets = (kind == Kind::String).then(|| bytes(&column.offsets));
+                list.append((name, kind.name(), validity, offsets, bytes(&column.values)))?;
+            }
+            (requests.len(), list).into_pyobject(py)?.into_any()
+        };
         let counts = PyList::empty(py);
         for (dropped, reason, n) in std::mem::take(&mut self.core.counts.items) {
             let kind = if dropped { "dropped" } else { "outcome" };
             counts.append((kind, reason, n))?;
         }
-        Ok((requests, counts))
+        Ok((records, counts))
     }
 }
 
@@ -349,7 +313,7 @@ impl NativeAssembler {
         py: Python<'py>,
         batch: &Bound<'py, SpanBatch>,
         now: f64,
-    ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>)> {
+    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyList>)> {
         let spans = batch.borrow_mut().take();
         let mut held = Vec::with_capacity(spans.len());
         for span in spans {
@@ -364,7 +328,7 @@ impl NativeAssembler {
         &mut self,
         py: Python<'py>,
         now: f64,
-    ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>)> {
+    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyList>)> {
         let core = &mut self.core;
         py.detach(move || core.expire(now));
         self.drain(py)
@@ -374,7 +338,7 @@ impl NativeAssembler {
     fn flush<'py>(
         &mut self,
         py: Python<'py>,
-    ) -> PyResult<(usize, Bound<'py, PyList>, Bound<'py, PyList>)> {
+    ) -> PyResult<(usize, Bound<'py, PyAny>, Bound<'py, PyList>)> {
         let flushed = self.core.flush();
         let (requests, counts) = self.drain(py)?;
         Ok((flushed, requests, counts))

@@ -1,0 +1,77 @@
+"""What the native trace join costs per span, on the OTLP payloads the ingest bench sends.
+
+Run from the repository root (``.venv/bin/python bench/native_join.py``); docs/performance.md explains the
+numbers. The payloads of ``bench/payloads.py`` (the late-2025 ``gateway.request`` and ``llm_request`` pairs,
+``build``; today's llm-d agent sessions with P/D calls, ``build_llmd``) are decoded natively as the receivers
+decode them, outside the timing; then one ``NativeTraceAssembler`` consumes every batch and flushes, and the
+CPU time of that (the join and the Arrow batches it writes, the GIL released or not) is divided by the spans.
+Best of several repetitions; it prints microseconds per span and per request and asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+
+from bench import payloads
+
+from sloscope._native import SpanBatch
+from sloscope.attributes import Mapping
+from sloscope.config import Attributes, Join
+from sloscope.processors import span_shapes
+from sloscope.processors.native_assembler import NativeTraceAssembler
+from sloscope.receivers.native_decode import NativeDecoder
+
+
+def decoded(payload_set: payloads.PayloadSet) -> Callable[[], list[SpanBatch]]:
+    """A maker of the payloads' span batches, decoded afresh each time (the join takes their spans)."""
+    join = Join()
+    mapping = Mapping(Attributes())
+    decoder = NativeDecoder(mapping, mapping.span_keys(join.anchor_attribute, *span_shapes.KEYS))
+
+    def make() -> list[SpanBatch]:
+        return [decoder.protobuf(p).batch for p in payload_set.payloads]  # type: ignore[misc]
+
+    return make
+
+
+def run(batches: list[SpanBatch]) -> tuple[float, int]:
+    """CPU seconds to join every batch with a fresh assembler, and the requests it emitted."""
+    emitted: list[int] = []
+    assembler = NativeTraceAssembler(
+        Join(),
+        Mapping(Attributes()),
+        lambda _: None,
+        count_dropped=lambda *_: None,
+        count_outcome=lambda *_: None,
+        records=lambda batch: emitted.append(batch.num_rows),
+    )
+    started = time.process_time()
+    for batch in batches:
+        assembler.consume(batch)
+    assembler.flush()
+    return time.process_time() - started, sum(emitted)
+
+
+def main() -> None:
+    arguments = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    arguments.add_argument("--spans", type=int, default=100_000, help="spans per payload set (default 100000)")
+    arguments.add_argument("--repetitions", type=int, default=5, help="turns of each payload set (default 5)")
+    options = arguments.parse_args()
+    sets = {"gie-2025": payloads.build(options.spans), "llm-d": payloads.build_llmd(options.spans)}
+    makers = {name: decoded(s) for name, s in sets.items()}
+    best: dict[str, tuple[float, int]] = {}
+    for _ in range(options.repetitions):
+        for name, make in makers.items():
+            seconds, requests = run(make())
+            if name not in best or seconds < best[name][0]:
+                best[name] = (seconds, requests)
+    print(f"{'payloads':<10} {'spans':>8} {'requests':>9} {'µs/span':>8} {'µs/request':>11}")
+    for name, (seconds, requests) in best.items():
+        spans = sets[name].spans
+        print(f"{name:<10} {spans:>8} {requests:>9} {seconds / spans * 1e6:>8.2f} {seconds / requests * 1e6:>11.1f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,207 @@
+//! Joined requests as Arrow columns: the buffers of `sloscope.processors.joined_batch.SCHEMA`
+//! (one column per `JoinedRequest` field, in field order), written here so that Python wraps them
+//! with `pyarrow.Array.from_buffers` and builds no object per request.
+//!
+//! The layouts are Arrow's: a validity bitmap (bit i set when row i has a value, least significant
+//! bit first; left out when every row has one), then for `string` 32-bit offsets and the UTF-8
+//! bytes, for `float64` and `int64` the values (a null's slot holds 0).
+
+use crate::join::build::Joined;
+use crate::span::to_hex;
+
+/// The Arrow type of a column (named as `str(pyarrow type)` names it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    String,
+    Float64,
+    Int64,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::String => "string",
+            Kind::Float64 => "double", // pyarrow's name of float64
+            Kind::Int64 => "int64",
+        }
+    }
+}
+
+/// One column's buffers.
+#[derive(Debug, Default)]
+pub struct Column {
+    pub validity: Option<Vec<u8>>,
+    pub offsets: Vec<u8>,
+    pub values: Vec<u8>,
+}
+
+/// A validity bitmap being written, made only once a null is seen.
+struct Validity {
+    bits: Option<Vec<u8>>,
+    rows: usize,
+}
+
+impl Validity {
+    fn new(rows: usize) -> Validity {
+        Validity { bits: None, rows }
+    }
+
+    fn null(&mut self, row: usize) {
+        let rows = self.rows;
+        let bits = self
+            .bits
+            .get_or_insert_with(|| vec![0xff; rows.div_ceil(8)]);
+        bits[row / 8] &= !(1 << (row % 8));
+    }
+
+    fn finish(self) -> Option<Vec<u8>> {
+        self.bits
+    }
+}
+
+fn strings<'a>(rows: usize, values: impl Iterator<Item = Option<&'a str>>) -> Column {
+    let mut validity = Validity::new(rows);
+    let mut offsets = Vec::with_capacity(4 * (rows + 1));
+    let mut data = Vec::new();
+    offsets.extend_from_slice(&0i32.to_le_bytes());
+    for (row, value) in values.enumerate() {
+        match value {
+            Some(text) => data.extend_from_slice(text.as_bytes()),
+            None => validity.null(row),
+        }
+        // Arrow `string` offsets are i32; a batch is far below 2 GiB of text (the assembler emits
+        // one call's requests), and a larger one would be refused by pyarrow's validation.
+        let end = i32::try_from(data.len()).unwrap_or(i32::MAX);
+        offsets.extend_from_slice(&end.to_le_bytes());
+    }
+    Column {
+        validity: validity.finish(),
+        offsets,
+        values: data,
+    }
+}
+
+fn floats(rows: usize, values: impl Iterator<Item = Option<f64>>) -> Column {
+    let mut validity = Validity::new(rows);
+    let mut data = Vec::with_capacity(8 * rows);
+    for (row, value) in values.enumerate() {
+        if value.is_none() {
+            validity.null(row);
+        }
+        data.extend_from_slice(&value.unwrap_or(0.0).to_le_bytes());
+    }
+    Column {
+        validity: validity.finish(),
+        offsets: Vec::new(),
+        values: data,
+    }
+}
+
+fn ints(rows: usize, values: impl Iterator<Item = i64>) -> Column {
+    let mut data = Vec::with_capacity(8 * rows);
+    for value in values {
+        data.extend_from_slice(&value.to_le_bytes());
+    }
+    Column {
+        validity: None,
+        offsets: Vec::new(),
+        values: data,
+    }
+}
+
+/// Nanoseconds as Arrow's int64 (OTLP's u64 times are far below 2^63 until the year 2262).
+fn ns(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+/// The columns of `requests`, named and typed as `SCHEMA` names and types them, in its order.
+pub fn columns(requests: &[Joined]) -> Vec<(&'static str, Kind, Column)> {
+    let n = requests.len();
+    let r = requests;
+    let text = |f: fn(&Joined) -> Option<&str>| strings(n, r.iter().map(f));
+    let float = |f: fn(&Joined) -> Option<f64>| floats(n, r.iter().map(f));
+    let int = |f: fn(&Joined) -> i64| ints(n, r.iter().map(f));
+    let hex = |f: fn(&Joined) -> &[u8]| {
+        let ids: Vec<String> = r.iter().map(|j| to_hex(f(j))).collect();
+        strings(n, ids.iter().map(|s| Some(s.as_str())))
+    };
+    use Kind::{Float64 as F, Int64 as I, String as S};
+    vec![
+        ("trace_id", S, hex(|j| &j.trace_id)),
+        ("span_id", S, hex(|j| &j.span_id)),
+        ("outcome", S, text(|j| Some(j.outcome))),
+        ("request_id", S, text(|j| j.request_id.as_deref())),
+        ("requested_model", S, text(|j| j.requested_model.as_deref())),
+        ("target_model", S, text(|j| j.target_model.as_deref())),
+        ("pool", S, text(|j| j.pool.as_deref())),
+        ("pod", S, text(|j| j.pod.as_deref())),
+        ("endpoint", S, text(|j| j.endpoint.as_deref())),
+        ("slo_ttft_ms", F, float(|j| j.slo_ttft_ms)),
+        ("slo_tpot_ms", F, float(|j| j.slo_tpot_ms)),
+        ("routing", S, text(|j| Some(j.routing))),
+        ("predicted_ttft_ms", F, float(|j| j.predicted_ttft_ms)),
+        ("predicted_tpot_ms", F, float(|j| j.predicted_tpot_ms)),
+        ("ttft_seconds", F, float(|j| j.ttft_seconds)),
+        ("ttft_source", S, text(|j| j.ttft_source)),
+        ("server_ttft_seconds", F, float(|j| j.server_ttft_seconds)),
+        ("e2e_seconds", F, float(|j| j.e2e_seconds)),
+        ("queue_seconds", F, float(|j| j.queue_seconds)),
+        ("prefill_seconds", F, float(|j| j.prefill_seconds)),
+        ("decode_seconds", F, float(|j| j.decode_seconds)),
+        ("prompt_tokens", F, float(|j| j.prompt_tokens)),
+        ("completion_tokens", F, float(|j| j.completion_tokens)),
+        ("prefix_cache_score", F, float(|j| j.prefix_cache_score)),
+        ("start_ns", I, int(|j| ns(j.start_ns))),
+        ("end_ns", I, int(|j| ns(j.end_ns))),
+        ("arrival_ns", I, int(|j| ns(j.arrival_ns))),
+        ("failure_reason", S, text(|j| j.failure_reason)),
+        ("tpot_seconds", F, float(|j| j.tpot_seconds)),
+        ("choices", I, int(|j| i64::from(j.choices))),
+        ("prefill_pod", S, text(|j| j.prefill_pod.as_deref())),
+        (
+            "prefill_queue_seconds",
+            F,
+            float(|j| j.prefill_queue_seconds),
+        ),
+        (
+            "prefill_seconds_on_prefill_pod",
+            F,
+            float(|j| j.prefill_seconds_on_prefill_pod),
+        ),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strings_have_offsets_and_a_bitmap_only_with_nulls() {
+        let c = strings(3, [Some("ab"), None, Some("")].into_iter());
+        assert_eq!(c.validity, Some(vec![0b1111_1101]));
+        let offsets: Vec<i32> = c
+            .offsets
+            .chunks_exact(4)
+            .map(|b| i32::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        assert_eq!(offsets, vec![0, 2, 2, 2]);
+        assert_eq!(c.values, b"ab");
+        assert_eq!(strings(1, [Some("x")].into_iter()).validity, None);
+    }
+
+    #[test]
+    fn floats_keep_nan_as_a_value_and_none_as_null() {
+        let c = floats(9, (0..9).map(|i| (i != 8).then_some(f64::NAN)));
+        assert_eq!(c.validity, Some(vec![0xff, 0b1111_1110]));
+        assert!(f64::from_le_bytes(c.values[..8].try_into().unwrap()).is_nan());
+    }
+
+    #[test]
+    fn every_field_has_a_column() {
+        let cols = columns(&[Joined::default()]);
+        assert_eq!(cols.len(), 33);
+        assert!(cols.iter().all(|(_, kind, c)| c.values.len()
+            == if *kind == Kind::String { 0 } else { 8 }
+            || *kind == Kind::String));
+    }
+}

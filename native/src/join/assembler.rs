@@ -11,11 +11,11 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use crate::join::build::{self, Builder, Joined};
+use crate::join::held::ValueRef;
 use crate::join::ordered::OrderedMap;
 use crate::join::rules::{Field, Rules};
 use crate::join::shapes;
 use crate::join::trace::{Held, Seen, SpanId, Trace, TraceId, DROP_DUPLICATE};
-use crate::span::Value;
 
 pub const OUTCOME_JOINED: &str = "joined";
 pub const OUTCOME_JOINED_BY_REQUEST_ID: &str = "joined_by_request_id";
@@ -185,12 +185,12 @@ impl Assembler {
 
     // ---- input --------------------------------------------------------------------------
 
-    pub fn consume(&mut self, spans: Vec<Held>, now: f64) {
+    /// Spans with their trace ids (a held span does not carry its own).
+    pub fn consume(&mut self, spans: Vec<(TraceId, Held)>, now: f64) {
         let mut touched: Vec<TraceId> = Vec::new();
         let mut seen: HashSet<TraceId> = HashSet::new();
-        for span in spans {
-            let tid = span.span.trace_id;
-            if self.add(span, now) && seen.insert(tid) {
+        for (tid, span) in spans {
+            if self.add(tid, span, now) && seen.insert(tid) {
                 touched.push(tid);
             }
         }
@@ -202,8 +202,7 @@ impl Assembler {
         self.expire(now);
     }
 
-    fn add(&mut self, span: Held, now: f64) -> bool {
-        let tid = span.span.trace_id;
+    fn add(&mut self, tid: TraceId, span: Held, now: f64) -> bool {
         if let Some(verdict) = self.done.get(&tid).and_then(|d| d.verdict(&span.span)) {
             self.dropped(verdict, 1);
             return false;
@@ -216,7 +215,15 @@ impl Assembler {
             }
             Some(_) => {}
         }
-        if !self.make_room(&tid, &span) || !self.fit_bytes(&tid, span.size as usize) {
+        // Room too for what indexing its request id may add (native bytes only: the reference's
+        // estimate counts no index), so the cap holds after the span is indexed.
+        let index = match span.rid.as_deref().filter(|_| !span.anchor) {
+            Some(rid) if self.cfg.count_index => {
+                self.index_entry_bytes(rid) + std::mem::size_of::<Box<str>>() + rid.len()
+            }
+            _ => 0,
+        };
+        if !self.make_room(&tid, &span) || !self.fit_bytes(&tid, span.size as usize + index) {
             self.dropped(DROP_TRACE_TOO_LARGE, 1);
             self.close_if_finished(&tid);
             return false;
@@ -832,7 +839,8 @@ impl Assembler {
         let Some(reason) = shapes::failure_reason(scope.iter().map(|h| &h.span), answered) else {
             return;
         };
-        let request = self.builder.failed(gateway, &scope, reason);
+        let mut request = self.builder.failed(gateway, &scope, reason);
+        request.trace_id = tid;
         let scope = ids(&scope);
         self.claim(tid, &key, &[], &scope);
         self.outcome(OUTCOME_FAILED, 1);
@@ -853,15 +861,13 @@ impl Assembler {
             return true;
         }
         scope.iter().any(|held| {
-            held.span.attributes.iter().any(|(key, _)| {
-                key.starts_with("gen_ai.") && &**key != "gen_ai.request.id" && {
-                    // The merged view's value: the nearest span's (within it, the last duplicate).
-                    let value = scope.iter().find_map(|h| h.span.attribute(key));
-                    match value {
-                        Some(Value::Empty) | None => false,
-                        Some(Value::Str(s)) => !s.is_empty(),
-                        Some(_) => true,
-                    }
+            held.span.gen_ai_keys().any(|key| {
+                // The merged view's value: the nearest span's (within it, the last duplicate).
+                let value = scope.iter().find_map(|h| h.span.attribute(key));
+                match value {
+                    Some(ValueRef::Empty) | None => false,
+                    Some(ValueRef::Str(s)) => !s.is_empty(),
+                    Some(_) => true,
                 }
             })
         })
@@ -925,9 +931,10 @@ impl Assembler {
             Key::Gateway(gid) => trace.get(&gid),
             Key::Parent(..) => None,
         };
-        let request = self
+        let mut request = self
             .builder
             .request(trace, &anchors, &companions, outcome, gateway);
+        request.trace_id = tid;
         let rids: Vec<Option<Box<str>>> = anchors.iter().map(|a| a.rid.clone()).collect();
         let scope_ids = ids(&scope);
         self.claim(tid, &key, &anchor_ids, &scope_ids);

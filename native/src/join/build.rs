@@ -365,7 +365,7 @@ impl Builder {
         let routing = shapes::routing(companions.iter().map(|h| &h.span), &self.latency_scorers)
             .unwrap_or_else(|| self.header_routing(gw));
         Joined {
-            trace_id: anchor.span.trace_id,
+            trace_id: TraceId::default(), // the assembler's: held spans do not carry it
             span_id: anchor.span.span_id,
             outcome,
             request_id: rules.identifier(Field::RequestId, gw),

@@ -2,13 +2,14 @@
 //! reference (`sloscope.processors.assembler.TraceAssembler`), which differential tests hold it to.
 //!
 //! The pieces: what the configured attribute mapping reads (`rules`), the joinable request id
-//! (`request_id`), what upstream span shapes mean (`shapes`), what is held per trace (`trace`),
+//! (`request_id`), what upstream span shapes mean (`shapes`), how a waiting span is held (`held`), what is held per trace (`trace`),
 //! how a request is read from its spans (`build`), requests as Arrow buffers (`columns`), the assembler itself (`assembler`) and its
 //! Python face (`py`).
 
 pub mod assembler;
 pub mod build;
 pub mod columns;
+pub mod held;
 pub mod ordered;
 pub mod py;
 pub mod request_id;

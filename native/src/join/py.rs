@@ -8,7 +8,6 @@
 //! the differential tests the reference's estimate (`trace_state.span_bytes`) can be chosen
 //! instead, so that `join.max_pending_bytes` evicts the same traces in both.
 
-use std::collections::HashSet;
 use std::mem::size_of;
 use std::sync::Arc;
 
@@ -18,14 +17,12 @@ use pyo3::types::{PyBytes, PyDict, PyList};
 
 use crate::join::assembler::{Assembler, Settings};
 use crate::join::columns::{self, Kind};
+use crate::join::held::{HeldSpan, Keys};
 use crate::join::request_id::{self, DEFAULT_PATTERN};
 use crate::join::rules::{Field, Rules, Source, FIELD_NAMES};
 use crate::join::shapes;
 use crate::join::trace::{Held, SpanId, Trace, TraceId};
 use crate::span::{Key, Resource, Span, SpanBatch, Value};
-
-/// Distinct attribute keys kept shared; beyond this many a key is simply held per span.
-const MAX_INTERNED_KEYS: usize = 4096;
 
 #[pyclass(module = "sloscope._native")]
 pub struct NativeAssembler {
@@ -38,7 +35,7 @@ pub struct NativeAssembler {
     anchor_attribute: String,
     gateway_names: Vec<String>,
     python_bytes: bool,
-    keys: HashSet<Key>,
+    keys: Keys,
 }
 
 fn attr<'py, T: for<'a> FromPyObject<'a, 'py>>(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<T>
@@ -48,7 +45,7 @@ where
     obj.getattr(name)?.extract::<T>().map_err(Into::into)
 }
 
-fn rules_from_py(rules: &Bound<'_, PyDict>) -> PyResult<Rules> {
+fn rules_from_py(rules: &Bound<'_, PyDict>, keys: &mut Keys) -> PyResult<Rules> {
     let order = rules
         .get_item("order")?
         .ok_or_else(|| PyValueError::new_err("mapping rules have no 'order'"))?;
@@ -63,6 +60,7 @@ fn rules_from_py(rules: &Bound<'_, PyDict>) -> PyResult<Rules> {
             let (resource, key): (bool, String) = item?.extract()?;
             list.push(Source {
                 resource,
+                id: keys.id(&key),
                 key: key.into(),
             });
         }
@@ -115,18 +113,11 @@ fn key_heap(key: &Key) -> usize {
     16 + key.len()
 }
 
-/// What Rust holds for a span: its slot, its strings, its attributes, its share of its resource.
-fn native_span_bytes(held: &Held, interned: impl Fn(&Key) -> bool) -> usize {
+/// What Rust holds for a span: its slot, its packed attributes and strings (keys are interned: the
+/// table is shared by every span), its share of its resource.
+fn native_span_bytes(held: &Held) -> usize {
     let span = &held.span;
-    let mut size =
-        size_of::<Held>() + span.name.len() + span.tracestate.len() + span.status_message.len();
-    size += span.attributes.capacity() * size_of::<(Key, Value)>();
-    for (key, v) in &span.attributes {
-        if !interned(key) {
-            size += key_heap(key);
-        }
-        size += value_heap(v);
-    }
+    let mut size = size_of::<Held>() + span.heap_bytes(value_heap);
     size += held.rid.as_ref().map_or(0, |r| r.len());
     // Its entries in the trace's lists and the assembler's deadline queues.
     let deadline = size_of::<(f64, TraceId, SpanId)>();
@@ -182,19 +173,14 @@ impl NativeAssembler {
         // The reference's estimate, of the span as it came (before headers are collapsed).
         let reference_size = self.python_bytes.then(|| python_span_bytes(&span));
         for (key, value) in span.attributes.iter_mut() {
-            if let Some(shared) = self.keys.get(&**key) {
-                *key = shared.clone();
-            } else if self.keys.len() < MAX_INTERNED_KEYS {
-                self.keys.insert(key.clone());
-            }
             collapse_header(key, value);
         }
-        span.attributes.shrink_to_fit();
         let name = &*span.name;
         let anchor = self.anchor_names.iter().any(|n| n == name)
             || span.attribute(&self.anchor_attribute).is_some();
         let gateway = self.gateway_names.iter().any(|n| n == name);
-        let bare = span.attributes.is_empty()
+        let span = HeldSpan::pack(span, &mut self.keys);
+        let bare = !span.has_attributes()
             && !gateway
             && shapes::leg(&span).is_none()
             && !shapes::is_sidecar_routing(&span)
@@ -208,10 +194,7 @@ impl NativeAssembler {
             size: 0,
         };
         held.rid = self.joinable_id(py, &held)?;
-        let size = reference_size.unwrap_or_else(|| {
-            let keys = &self.keys;
-            native_span_bytes(&held, |k| keys.get(&**k).is_some_and(|s| Arc::ptr_eq(s, k)))
-        });
+        let size = reference_size.unwrap_or_else(|| native_span_bytes(&held));
         held.size = u32::try_from(size).unwrap_or(u32::MAX);
         Ok(held)
     }
@@ -292,7 +275,8 @@ impl NativeAssembler {
             count_index: !python_bytes,
         };
         let text: String = attr(join, "request_id_pattern")?;
-        let rules = Arc::new(rules_from_py(rules)?);
+        let mut keys = Keys::new();
+        let rules = Arc::new(rules_from_py(rules, &mut keys)?);
         Ok(NativeAssembler {
             core: Assembler::new(settings, rules.clone()),
             rules,
@@ -302,7 +286,7 @@ impl NativeAssembler {
             anchor_attribute: attr(join, "anchor_attribute")?,
             gateway_names: attr(join, "gateway_span_names")?,
             python_bytes,
-            keys: HashSet::new(),
+            keys,
         })
     }
 
@@ -317,7 +301,8 @@ impl NativeAssembler {
         let spans = batch.borrow_mut().take();
         let mut held = Vec::with_capacity(spans.len());
         for span in spans {
-            held.push(self.hold(py, span)?);
+            let tid = span.trace_id;
+            held.push((tid, self.hold(py, span)?));
         }
         let core = &mut self.core;
         py.detach(move || core.consume(held, now));

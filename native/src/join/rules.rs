@@ -4,6 +4,7 @@
 //! A view is a list of spans, nearest first: for each configured key in order, the first span of
 //! the list that carries it gives the value (Python merges the dicts so the nearest one wins).
 
+use crate::join::held::{KeyId, ValueRef};
 use crate::join::trace::Held;
 use crate::span::Value;
 
@@ -65,6 +66,8 @@ pub const FIELD_NAMES: [&str; 22] = [
 pub struct Source {
     pub resource: bool,
     pub key: Box<str>,
+    /// The key's interned id (span attributes are read by id).
+    pub id: KeyId,
 }
 
 /// The compiled mapping: each field's sources in configured order.
@@ -82,13 +85,13 @@ impl Rules {
 
     /// The value of the first configured attribute the view holds (`Value::Empty` when it holds
     /// None), or None when it holds none of them.
-    pub fn raw<'a>(&self, field: Field, view: &View<'a>) -> Option<&'a Value> {
+    pub fn raw<'a>(&self, field: Field, view: &View<'a>) -> Option<ValueRef<'a>> {
         for source in &self.order[field as usize] {
             for held in view {
                 let found = if source.resource {
                     held.span.resource_attribute(&source.key)
                 } else {
-                    held.span.attribute(&source.key)
+                    held.span.attribute(source.id)
                 };
                 if found.is_some() {
                     return found;
@@ -100,8 +103,8 @@ impl Rules {
 
     pub fn number(&self, field: Field, view: &View<'_>) -> Option<f64> {
         match self.raw(field, view)? {
-            Value::Int(i) => Some(*i as f64),
-            Value::Double(d) => Some(*d),
+            ValueRef::Int(i) => Some(i as f64),
+            ValueRef::Double(d) => Some(d),
             _ => None,
         }
     }
@@ -115,15 +118,15 @@ impl Rules {
     }
 
     pub fn present(&self, field: Field, view: &View<'_>) -> bool {
-        !matches!(self.raw(field, view), None | Some(Value::Empty))
+        !matches!(self.raw(field, view), None | Some(ValueRef::Empty))
     }
 
     /// A header such as x-slo-ttft-ms: a number, or a float in a string; None if unusable.
     pub fn header_number(&self, field: Field, view: &View<'_>) -> Option<f64> {
         let value = self.raw(field, view)?;
         match value {
-            Value::Int(i) => return Some(*i as f64),
-            Value::Double(d) => return Some(*d),
+            ValueRef::Int(i) => return Some(i as f64),
+            ValueRef::Double(d) => return Some(d),
             _ => {}
         }
         let number = python_float(as_string(value)?)?;
@@ -132,8 +135,8 @@ impl Rules {
 
     pub fn header_bool(&self, field: Field, view: &View<'_>) -> Option<bool> {
         let value = self.raw(field, view)?;
-        if let Value::Bool(b) = value {
-            return Some(*b);
+        if let ValueRef::Bool(b) = value {
+            return Some(b);
         }
         let lowered = python_strip(as_string(value)?).to_lowercase();
         match lowered.as_str() {
@@ -145,10 +148,10 @@ impl Rules {
 }
 
 /// A string, or the first of an array of strings (a captured header).
-pub fn as_string(value: &Value) -> Option<&str> {
+pub fn as_string(value: ValueRef<'_>) -> Option<&str> {
     match value {
-        Value::Str(s) => Some(s),
-        Value::Array(items) => match items.first() {
+        ValueRef::Str(s) => Some(s),
+        ValueRef::Other(Value::Array(items)) => match items.first() {
             Some(Value::Str(s)) => Some(s),
             _ => None,
         },
@@ -157,9 +160,9 @@ pub fn as_string(value: &Value) -> Option<&str> {
 }
 
 /// An identifier: a string, or an integer read as its decimal string.
-pub fn as_id(value: &Value) -> Option<String> {
+pub fn as_id(value: ValueRef<'_>) -> Option<String> {
     match value {
-        Value::Int(i) => Some(i.to_string()),
+        ValueRef::Int(i) => Some(i.to_string()),
         other => as_string(other).map(str::to_owned),
     }
 }

@@ -4,7 +4,9 @@
 //! `gateway.request` and scheduling spans, the P/D routing sidecar's spans in `pkg/sidecar/proxy`,
 //! the error codes of `pkg/common/error/error.go` and `pkg/epp/requestcontrol/admission.go`).
 
-use crate::span::{Span, Value};
+use crate::join::held::{self, HeldSpan, ValueRef};
+
+type Span = HeldSpan;
 
 pub const FAILURE_ERROR: &str = "error";
 pub const FAILURE_SHED: &str = "shed";
@@ -28,9 +30,9 @@ const SCHEDULING: [&str; 4] = [
     "pick_endpoints",
 ];
 const SCORER_PREFIX: &str = "llm_d.epp.scorer.";
-const DISAGGREGATION_USED: &str = "llm_d.epp.pd.disaggregation_used";
-const SCORER_TYPE: &str = "llm_d.epp.scorer.type";
-const HTTP_STATUS_KEYS: [&str; 2] = ["http.response.status_code", "http.status_code"];
+pub const DISAGGREGATION_USED: &str = "llm_d.epp.pd.disaggregation_used";
+pub const SCORER_TYPE: &str = "llm_d.epp.scorer.type";
+pub const HTTP_STATUS_KEYS: [&str; 2] = ["http.response.status_code", "http.status_code"];
 const CLIENT_ERROR_CODES: [&str; 5] = [
     "error: badrequest",
     "error: unauthorized",
@@ -50,7 +52,7 @@ pub enum Leg {
 
 /// The P/D leg a sidecar leg span runs, else None.
 pub fn leg(span: &Span) -> Option<Leg> {
-    let name = &*span.name;
+    let name = span.name();
     if DECODE_LEGS.contains(&name) {
         Some(Leg::Decode)
     } else if PREFILL_LEGS.contains(&name) {
@@ -62,18 +64,20 @@ pub fn leg(span: &Span) -> Option<Leg> {
 
 /// The sidecar's server spans, where the client's request reaches the decode pod.
 pub fn is_sidecar_routing(span: &Span) -> bool {
-    let name = &*span.name;
+    let name = span.name();
     name == SIDECAR_ROUTING || (name.starts_with(SIDECAR_SERVER_PREFIX) && name.contains(' '))
 }
 
 /// The EPP's scheduling spans.
 pub fn is_scheduling(span: &Span) -> bool {
-    SCHEDULING.contains(&&*span.name) || span.name.starts_with(SCORER_PREFIX)
+    SCHEDULING.contains(&span.name()) || span.name().starts_with(SCORER_PREFIX)
 }
 
 /// The EPP chose P/D for the request, or the sidecar ran a leg.
 pub fn disaggregated<'a>(mut spans: impl Iterator<Item = &'a Span>) -> bool {
-    spans.any(|s| leg(s).is_some() || s.attribute(DISAGGREGATION_USED) == Some(&Value::Bool(true)))
+    spans.any(|s| {
+        leg(s).is_some() || s.attribute(held::DISAGGREGATION_USED) == Some(ValueRef::Bool(true))
+    })
 }
 
 /// predicted when the latency scorer scored the request, default when scheduling ran without it.
@@ -83,11 +87,11 @@ pub fn routing<'a>(
 ) -> Option<&'static str> {
     let mut scheduled = false;
     for span in spans {
-        let name = &*span.name;
+        let name = span.name();
         if let Some(scorer) = name.strip_prefix(SCORER_PREFIX) {
             scheduled = true;
-            let typed = match span.attribute(SCORER_TYPE) {
-                Some(Value::Str(t)) => latency_scorers.iter().any(|s| **s == **t),
+            let typed = match span.attribute(held::SCORER_TYPE) {
+                Some(ValueRef::Str(t)) => latency_scorers.iter().any(|s| s == t),
                 _ => false,
             };
             if typed || latency_scorers.iter().any(|s| s == scorer) {
@@ -102,10 +106,10 @@ pub fn routing<'a>(
 
 /// The span's HTTP status: an integer attribute or a string of digits, the first key that has one.
 pub fn http_status(span: &Span) -> Option<i64> {
-    for key in HTTP_STATUS_KEYS {
+    for key in held::HTTP_STATUS_KEYS {
         match span.attribute(key) {
-            Some(Value::Int(i)) => return Some(*i),
-            Some(Value::Str(s)) if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) => {
+            Some(ValueRef::Int(i)) => return Some(i),
+            Some(ValueRef::Str(s)) if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) => {
                 // Python's int() has no bound: anything past i64 is some huge (>= 500) code.
                 return Some(s.parse().unwrap_or(i64::MAX));
             }
@@ -126,7 +130,7 @@ pub fn failure_reason<'a>(
     let mut codes: Vec<i64> = Vec::new();
     for span in spans {
         if span.failed() {
-            messages.push(span.status_message.to_lowercase());
+            messages.push(span.status_message().to_lowercase());
         }
         if let Some(code) = http_status(span) {
             codes.push(code);
@@ -164,11 +168,12 @@ pub fn failure_reason<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::span::{Key, Resource};
+    use crate::join::held::Keys;
+    use crate::span::{Key, Resource, Value};
     use std::sync::Arc;
 
     fn span(name: &str, attrs: Vec<(&str, Value)>, status: i32, message: &str) -> Span {
-        Span {
+        let span = crate::span::Span {
             trace_id: [1; 16],
             span_id: [2; 8],
             parent_span_id: None,
@@ -180,7 +185,8 @@ mod tests {
             tracestate: "".into(),
             status_code: status,
             status_message: message.into(),
-        }
+        };
+        HeldSpan::pack(span, &mut Keys::new())
     }
 
     fn reason(spans: &[Span], answered: bool) -> Option<&'static str> {

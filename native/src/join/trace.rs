@@ -4,15 +4,15 @@
 //! Spans are few per trace (`join.max_spans_per_trace`, 64 by default), so they are kept in a
 //! vector in arrival order and children are found by a scan: no per-trace index to pay for.
 
+use crate::join::held::HeldSpan;
 use crate::join::ordered::{Few, SmallSet};
-use crate::span::Span;
 
 pub type SpanId = [u8; 8];
 pub type TraceId = [u8; 16];
 
 /// A held span and what the join reads of it more than once.
 pub struct Held {
-    pub span: Span,
+    pub span: HeldSpan,
     /// The joinable request id (`join.request_id_pattern`'s group `id`), None without one.
     pub rid: Option<Box<str>>,
     pub anchor: bool,
@@ -174,7 +174,7 @@ impl Seen {
         self.parents.trim(cap);
     }
 
-    pub fn verdict(&self, span: &Span) -> Option<&'static str> {
+    pub fn verdict(&self, span: &HeldSpan) -> Option<&'static str> {
         if self.seen.contains(&span.span_id) {
             return Some(DROP_DUPLICATE);
         }

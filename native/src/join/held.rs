@@ -1,0 +1,305 @@
+//! A span as the join holds it while its trace waits: compact, because a pending trace's bytes are
+//! what `join.max_pending_bytes` bounds.
+//!
+//! Against the decoder's `Span`: no trace id (the trace map's key says it), no tracestate (the join
+//! never reads it), and the attributes packed as 16-byte records with an interned key id: numbers
+//! and booleans in place, strings (with the name and the status message) in one text buffer per
+//! span, and only the rare value that is neither (an array, a map, bytes) kept as a `Value`. Keys are read by id: the mapping's keys and
+//! the span-shape keys are interned when the assembler is made, so reading a field compares integers.
+
+use std::collections::HashMap;
+use std::mem::size_of;
+use std::sync::Arc;
+
+use crate::join::shapes;
+use crate::span::{get, Key, Resource, Span, Value, STATUS_ERROR};
+
+/// An interned attribute key.
+pub type KeyId = u16;
+
+/// The span-shape keys, at fixed ids (interned first, in this order).
+pub const SHAPE_KEYS: [&str; 4] = [
+    shapes::HTTP_STATUS_KEYS[0],
+    shapes::HTTP_STATUS_KEYS[1],
+    shapes::SCORER_TYPE,
+    shapes::DISAGGREGATION_USED,
+];
+pub const HTTP_STATUS_KEYS: [KeyId; 2] = [0, 1];
+pub const SCORER_TYPE: KeyId = 2;
+pub const DISAGGREGATION_USED: KeyId = 3;
+
+/// Keys beyond this many distinct ones share one of two ids (`gen_ai.` or not): the decoder keeps only
+/// the mapped keys, so only spans built by hand with thousands of keys get there.
+const MAX_KEYS: usize = 4096;
+const REQUEST_ID_KEY: &str = "gen_ai.request.id";
+
+/// The attribute keys seen, each with an id.
+#[derive(Default)]
+pub struct Keys {
+    ids: HashMap<Key, KeyId>,
+    gen_ai: Vec<bool>,
+}
+
+impl Keys {
+    pub fn new() -> Keys {
+        let mut keys = Keys::default();
+        for key in SHAPE_KEYS {
+            keys.id(key);
+        }
+        keys
+    }
+
+    /// The key's id, interning it when new.
+    pub fn id(&mut self, key: &str) -> KeyId {
+        if let Some(&id) = self.ids.get(key) {
+            return id;
+        }
+        let gen_ai = is_gen_ai(key);
+        if self.ids.len() >= MAX_KEYS {
+            return if gen_ai { 0xfffe } else { 0xffff };
+        }
+        let id = self.ids.len() as KeyId;
+        self.ids.insert(key.into(), id);
+        self.gen_ai.push(gen_ai);
+        id
+    }
+
+    fn is_gen_ai(&self, id: KeyId) -> bool {
+        self.gen_ai
+            .get(id as usize)
+            .copied()
+            .unwrap_or(id == 0xfffe)
+    }
+
+    /// How many keys have an id of their own.
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+}
+
+/// A `gen_ai.` attribute beyond the request id (`is_llm_call` asks for one).
+fn is_gen_ai(key: &str) -> bool {
+    key.starts_with("gen_ai.") && key != REQUEST_ID_KEY
+}
+
+const STR: u8 = 0;
+const BOOL: u8 = 1;
+const INT: u8 = 2;
+const DOUBLE: u8 = 3;
+const EMPTY: u8 = 4;
+const OTHER: u8 = 5;
+
+/// One packed attribute: for a string `aux` is its start in the text and `bits` its length; for
+/// another value `bits` holds it (an index into `others` for OTHER).
+#[derive(Clone, Copy, Debug)]
+struct Attr {
+    key: KeyId,
+    kind: u8,
+    gen_ai: bool,
+    aux: u32,
+    bits: u64,
+}
+
+/// A value read from a held span: the forms the join tells apart, borrowed.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ValueRef<'a> {
+    Str(&'a str),
+    Bool(bool),
+    Int(i64),
+    Double(f64),
+    Empty,
+    /// An array, a map or bytes, as decoded.
+    Other(&'a Value),
+}
+
+impl<'a> From<&'a Value> for ValueRef<'a> {
+    fn from(value: &'a Value) -> ValueRef<'a> {
+        match value {
+            Value::Str(s) => ValueRef::Str(s),
+            Value::Bool(b) => ValueRef::Bool(*b),
+            Value::Int(i) => ValueRef::Int(*i),
+            Value::Double(d) => ValueRef::Double(*d),
+            Value::Empty => ValueRef::Empty,
+            other => ValueRef::Other(other),
+        }
+    }
+}
+
+pub struct HeldSpan {
+    pub span_id: [u8; 8],
+    pub parent_span_id: Option<[u8; 8]>,
+    /// OTLP StatusCode (0 unset, 1 ok, 2 error).
+    pub status_code: u8,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// Where the name and the status message end in `text` (they come first).
+    name_end: u32,
+    message_end: u32,
+    pub resource: Arc<Resource>,
+    attrs: Box<[Attr]>,
+    text: Box<str>,
+    others: Box<[Value]>,
+}
+
+impl HeldSpan {
+    /// The span packed, its keys interned in `keys`. The last of duplicate keys is the one read.
+    pub fn pack(span: Span, keys: &mut Keys) -> HeldSpan {
+        let mut attrs = Vec::with_capacity(span.attributes.len());
+        let mut text = String::with_capacity(span.name.len() + span.status_message.len());
+        text.push_str(&span.name);
+        let name_end = text.len() as u32;
+        text.push_str(&span.status_message);
+        let message_end = text.len() as u32;
+        let mut others = Vec::new();
+        for (key, value) in span.attributes {
+            let id = keys.id(&key);
+            let (kind, aux, bits) = match value {
+                Value::Str(s) => {
+                    let start = text.len();
+                    text.push_str(&s);
+                    (STR, start as u32, s.len() as u64)
+                }
+                Value::Bool(b) => (BOOL, 0, u64::from(b)),
+                Value::Int(i) => (INT, 0, i as u64),
+                Value::Double(d) => (DOUBLE, 0, d.to_bits()),
+                Value::Empty => (EMPTY, 0, 0),
+                other => {
+                    others.push(other);
+                    (OTHER, 0, (others.len() - 1) as u64)
+                }
+            };
+            let gen_ai = keys.is_gen_ai(id);
+            attrs.push(Attr {
+                key: id,
+                kind,
+                gen_ai,
+                aux,
+                bits,
+            });
+        }
+        HeldSpan {
+            span_id: span.span_id,
+            parent_span_id: span.parent_span_id,
+            status_code: u8::try_from(span.status_code).unwrap_or(u8::MAX),
+            start_ns: span.start_ns,
+            end_ns: span.end_ns,
+            name_end,
+            message_end,
+            resource: span.resource,
+            attrs: attrs.into_boxed_slice(),
+            text: text.into_boxed_str(),
+            others: others.into_boxed_slice(),
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.text[..self.name_end as usize]
+    }
+
+    pub fn status_message(&self) -> &str {
+        &self.text[self.name_end as usize..self.message_end as usize]
+    }
+
+    fn read(&self, attr: &Attr) -> ValueRef<'_> {
+        match attr.kind {
+            STR => {
+                let start = attr.aux as usize;
+                ValueRef::Str(&self.text[start..start + attr.bits as usize])
+            }
+            BOOL => ValueRef::Bool(attr.bits != 0),
+            INT => ValueRef::Int(attr.bits as i64),
+            DOUBLE => ValueRef::Double(f64::from_bits(attr.bits)),
+            EMPTY => ValueRef::Empty,
+            _ => ValueRef::Other(&self.others[attr.bits as usize]),
+        }
+    }
+
+    /// The attribute of key `id` (the last one when the span carried the key twice).
+    pub fn attribute(&self, id: KeyId) -> Option<ValueRef<'_>> {
+        self.attrs
+            .iter()
+            .rev()
+            .find(|a| a.key == id)
+            .map(|a| self.read(a))
+    }
+
+    pub fn resource_attribute(&self, key: &str) -> Option<ValueRef<'_>> {
+        get(&self.resource.attributes, key).map(ValueRef::from)
+    }
+
+    /// The ids of its `gen_ai.` attributes beyond the request id, in order.
+    pub fn gen_ai_keys(&self) -> impl Iterator<Item = KeyId> + '_ {
+        self.attrs.iter().filter(|a| a.gen_ai).map(|a| a.key)
+    }
+
+    pub fn has_attributes(&self) -> bool {
+        !self.attrs.is_empty()
+    }
+
+    pub fn failed(&self) -> bool {
+        i32::from(self.status_code) == STATUS_ERROR
+    }
+
+    /// Its heap parts: packed attributes, the text, the values kept whole.
+    pub fn heap_bytes(&self, value_heap: impl Fn(&Value) -> usize) -> usize {
+        self.attrs.len() * size_of::<Attr>()
+            + self.text.len()
+            + self
+                .others
+                .iter()
+                .map(|v| size_of::<Value>() + value_heap(v))
+                .sum::<usize>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packed_attributes_read_back_and_the_last_duplicate_wins() {
+        let mut keys = Keys::new();
+        let span = Span {
+            trace_id: [1; 16],
+            span_id: [2; 8],
+            parent_span_id: None,
+            name: "s".into(),
+            start_ns: 0,
+            end_ns: 0,
+            attributes: vec![
+                (Key::from("gen_ai.latency.e2e"), Value::Double(1.5)),
+                (Key::from("a"), Value::Str("x".into())),
+                (Key::from("a"), Value::Str("yz".into())),
+                (Key::from("gen_ai.request.id"), Value::Int(-3)),
+                (Key::from("h"), Value::Array(Box::new([Value::Bool(true)]))),
+            ],
+            resource: Arc::new(Resource::default()),
+            tracestate: "ts".into(),
+            status_code: 2,
+            status_message: "boom".into(),
+        };
+        let held = HeldSpan::pack(span, &mut keys);
+        assert_eq!((held.name(), held.status_message()), ("s", "boom"));
+        assert_eq!(size_of::<Attr>(), 16);
+        assert_eq!(held.attribute(keys.id("a")), Some(ValueRef::Str("yz")));
+        assert_eq!(
+            held.attribute(keys.id("gen_ai.latency.e2e")),
+            Some(ValueRef::Double(1.5))
+        );
+        assert_eq!(
+            held.attribute(keys.id("gen_ai.request.id")),
+            Some(ValueRef::Int(-3))
+        );
+        assert!(matches!(
+            held.attribute(keys.id("h")),
+            Some(ValueRef::Other(Value::Array(_)))
+        ));
+        assert_eq!(held.attribute(keys.id("missing")), None);
+        assert_eq!(held.gen_ai_keys().count(), 1);
+        assert!(held.failed());
+    }
+}

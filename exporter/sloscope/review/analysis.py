@@ -103,10 +103,25 @@ def eligible(requests: Requests) -> Rows:
 
 
 def _counts(long: Requests, keys: Sequence[str], bin_seconds: int | None = None) -> pd.DataFrame:
-    """Eligible requests and violations per ``keys`` of the long form (``bin_start``: bins of ``bin_seconds``)."""
-    if bin_seconds is None:
-        return rows(long).table(queries.counts(*keys))
-    return rows(long).table(queries.counts(*keys), times=["bin_start"], bin_ns=bin_seconds * 1_000_000_000)
+    """Eligible requests and violations per ``keys`` of the long form (``bin_start``: bins of ``bin_seconds``).
+
+    The report's keys (:data:`~sloscope.review.queries.COUNT_KEYS`) come from one query that counts them all in
+    one scan (:data:`~sloscope.review.queries.COUNTS`), run once per bin width; other keys from their own query.
+    """
+    found = rows(long)
+    bin_ns = (bin_seconds or BIN_LADDER_SECONDS[0]) * 1_000_000_000
+    if tuple(keys) not in queries.COUNT_KEYS and "bin_start" in keys:
+        return found.table(queries.counts(*keys), times=["bin_start"], bin_ns=bin_ns)
+    if tuple(keys) not in queries.COUNT_KEYS:
+        return found.table(queries.counts(*keys))
+    every = found.table(queries.COUNTS, bin_ns=bin_ns)
+    columns = queries.COUNT_COLUMNS
+    summed = sum(1 << (len(columns) - 1 - i) for i, column in enumerate(columns) if column not in keys)
+    table = every[every["grouping_set"] == summed][[*keys, "eligible", "violations"]]
+    if "bin_start" in keys:
+        table["bin_start"] = pd.to_datetime(table["bin_start"].astype("int64"), unit="ns", utc=True)
+    table = table.astype({"eligible": "int64", "violations": "int64"})
+    return table.sort_values(list(keys)).reset_index(drop=True)
 
 
 def _with_objectives(table: pd.DataFrame, targets: pd.DataFrame, window_seconds: float) -> pd.DataFrame:

@@ -8,8 +8,8 @@ The queries are plain SQL (SELECT, GROUP BY, UNION ALL, window functions) run by
 the few DuckDB spellings (``epoch_ns``, ``$name`` parameters, ``fsum``) and their Trino and Spark equivalents are
 in docs/review.md, "Running the queries elsewhere". ``python -m sloscope.review.queries`` prints them all.
 
-Quantiles are computed from order statistics (``row_number`` over a sort, which DuckDB spills to disk) with
-numpy's linear interpolation, so the numbers equal those pandas gave for the same rows, and the memory a
+Quantiles are computed from order statistics (the distinct values with their counts, ranked by a running sum)
+with numpy's linear interpolation, so the numbers equal those pandas gave for the same rows, and the memory a
 quantile takes is bounded by the engine's limit rather than by the rows of its group.
 """
 
@@ -19,18 +19,31 @@ import sys
 
 from sloscope.conventions import SIGNALS, SLOS, SOURCES
 
-__all__ = ["ALL", "ELIGIBLE", "QCUT_PROBES", "counts"]
+__all__ = ["ALL", "COUNTS", "COUNT_COLUMNS", "COUNT_KEYS", "ELIGIBLE", "QCUT_PROBES", "counts"]
 
 
 def _quoted(values: tuple[str, ...]) -> str:
     return ", ".join(f"'{value}'" for value in values)
 
 
-ELIGIBLE = "\nUNION ALL\n".join(
-    f"SELECT end_time, slo_class, model, pool, pod, routing, '{slo}' AS slo, NOT {slo}_met AS violated\n"
-    f"FROM requests WHERE {slo}_met IS NOT NULL"
-    for slo in SLOS
-)
+def _pick(key: str, names: tuple[str, ...], column: str) -> str:
+    """The column of the row's ``key`` (an SLO or a signal): ``column`` with ``{}`` for the name."""
+    cases = " ".join(f"WHEN '{name}' THEN {column.format(name)}" for name in names)
+    return f"CASE {key} {cases} END"
+
+
+def _each(name: str, values: tuple[str, ...]) -> str:
+    """A one-column table of ``values``: crossed with the requests, one scan gives a row per request and value."""
+    return f"(VALUES {', '.join(f'({_quote(v)})' for v in values)}) AS {name}s({name})"
+
+
+def _quote(value: str) -> str:
+    return f"'{value}'"
+
+
+_MET = _pick("slo", SLOS, "{}_met")
+ELIGIBLE = f"""SELECT end_time, slo_class, model, pool, pod, routing, slo, NOT {_MET} AS violated
+FROM requests CROSS JOIN {_each("slo", SLOS)} WHERE {_MET} IS NOT NULL"""
 """The long form: one row per request and SLO it was eligible for (its ``*_met`` not null)."""
 
 _VIOLATIONS = "CAST(SUM(CASE WHEN violated THEN 1 ELSE 0 END) AS BIGINT) AS violations"
@@ -45,18 +58,55 @@ def counts(*keys: str) -> str:
     )
 
 
+COUNT_KEYS: tuple[tuple[str, ...], ...] = (
+    ("slo", "slo_class", "model"),
+    ("slo", "slo_class"),
+    ("slo", "slo_class", "pool", "model"),
+    ("slo", "slo_class", "bin_start"),
+    ("slo", "slo_class", "routing"),
+    ("slo", "pool", "pod"),
+)
+"""The keys the report counts by: attainment, policy and trend, breakdown, burn, routing, worst pods."""
+COUNT_COLUMNS = ("slo", "slo_class", "model", "pool", "pod", "routing", "bin_start")
+_SETS = ", ".join(f"({', '.join(keys)})" for keys in COUNT_KEYS)
+COUNTS = f"""SELECT grouping_set, {", ".join(COUNT_COLUMNS[:-1])}, COALESCE(bin_start, 0) AS bin_start, eligible,
+  violations FROM (
+  SELECT GROUPING({", ".join(COUNT_COLUMNS)}) AS grouping_set, {", ".join(COUNT_COLUMNS)}, COUNT(*) AS eligible,
+    {_VIOLATIONS}
+  FROM (SELECT *, epoch_ns(end_time) // ($bin_ns) * ($bin_ns) AS bin_start FROM eligible)
+  GROUP BY GROUPING SETS ({_SETS}))"""
+"""Every count of :data:`COUNT_KEYS` in one scan of the requests: ``grouping_set`` says which keys a row is of
+(a bit per column of :data:`COUNT_COLUMNS`, the first the highest, set where the row sums over that column)."""
+
+
 def _lerp(a: str, b: str, t: str) -> str:
     """numpy's linear interpolation (numpy/lib/_function_base_impl.py ``_lerp``): from b down when t >= 0.5."""
     return f"CASE WHEN {t} >= 0.5 THEN {b} - ({b} - {a}) * (1 - {t}) ELSE {a} + ({b} - {a}) * {t} END"
 
 
+def _values(source: str, keys: tuple[str, ...], value: str, count: str | None = None) -> str:
+    """The distinct values of ``value`` per ``keys`` with their counts ``c`` and the 0-based rank of their first
+    row ``first_i``: the rows in order, as a sort would rank them, in as many rows as there are distinct values
+    (a few thousand for latencies in milliseconds, however many requests). ``count``: a column of ``source``
+    that counts its rows already (one row per value and count, from an earlier GROUP BY)."""
+    partition = ", ".join(keys)
+    counted = f"SUM({count})" if count else "COUNT(*)"
+    return (
+        f"SELECT {partition}, value, c, SUM(c) OVER (PARTITION BY {partition} ORDER BY value ROWS UNBOUNDED "
+        f"PRECEDING) - c AS first_i FROM (SELECT {partition}, {value} AS value, {counted} AS c FROM {source} "
+        f"GROUP BY {partition}, {value})"
+    )
+
+
 def _order_statistic(ranked: str, probes: str, keys: tuple[str, ...], combine: str) -> str:
-    """Joins each probe (keys, name, lo, hi, t) with the values ranked lo and hi (0-based) in its group."""
+    """Joins each probe (keys, name, lo, hi, t) with the values ranked lo and hi (0-based) in its group of
+    ``ranked`` (:func:`_values`)."""
     a = " AND ".join(f"a.{k} = p.{k}" for k in keys)
     b = " AND ".join(f"b.{k} = p.{k}" for k in keys)
     return (
         f"SELECT {', '.join(f'p.{k}' for k in keys)}, p.name, {combine} AS value\n"
-        f"FROM {probes} p JOIN {ranked} a ON {a} AND a.i = p.lo JOIN {ranked} b ON {b} AND b.i = p.hi"
+        f"FROM {probes} p JOIN {ranked} a ON {a} AND a.first_i <= p.lo AND p.lo < a.first_i + a.c\n"
+        f"JOIN {ranked} b ON {b} AND b.first_i <= p.hi AND p.hi < b.first_i + b.c"
     )
 
 
@@ -76,14 +126,13 @@ _MEDIAN_PROBE = "(n - 1) // 2 AS lo, n // 2 AS hi"
 _MEAN_OF_TWO = "(a.value + b.value) / 2"
 
 
-COMPARED = "\nUNION ALL\n".join(
-    f"SELECT '{signal}' AS signal, prediction_source AS source, pool, prediction_quantile AS quantile,\n"
-    f"  COALESCE(prediction_objective, 'quantile') AS objective, {signal}_seconds AS actual,\n"
-    f"  predicted_{signal}_seconds AS predicted, {signal}_seconds <= predicted_{signal}_seconds AS covered\n"
-    f"FROM requests WHERE prediction_source IN ({_quoted(SOURCES)})\n"
-    f"  AND {signal}_seconds IS NOT NULL AND predicted_{signal}_seconds IS NOT NULL"
-    for signal in SIGNALS
-)
+_ACTUAL, _PREDICTED = _pick("signal", SIGNALS, "{}_seconds"), _pick("signal", SIGNALS, "predicted_{}_seconds")
+COMPARED = f"""SELECT signal, source, pool, quantile, objective, actual, predicted, actual <= predicted AS covered
+FROM (
+  SELECT signal, prediction_source AS source, pool, prediction_quantile AS quantile,
+    COALESCE(prediction_objective, 'quantile') AS objective, {_ACTUAL} AS actual, {_PREDICTED} AS predicted
+  FROM requests CROSS JOIN {_each("signal", SIGNALS)} WHERE prediction_source IN ({_quoted(SOURCES)}))
+WHERE actual IS NOT NULL AND predicted IS NOT NULL"""
 """Requests with a prediction (span or shadow) and an actual, per signal; rows without an objective are quantile."""
 
 COVERAGE = f"""WITH compared AS ({COMPARED})
@@ -124,11 +173,11 @@ _ACTUALS = _order_statistic(
 
 RELIABILITY = f"""WITH compared AS (SELECT signal, source, predicted, actual, covered,
   COALESCE(quantile, 0.9) AS quantile FROM ({COMPARED}) WHERE objective = 'quantile'),
-by_predicted AS (SELECT signal, source, predicted AS value,
-  row_number() OVER (PARTITION BY signal, source ORDER BY predicted) - 1 AS i FROM compared),
-by_quantile AS (SELECT signal, source, quantile AS value,
-  row_number() OVER (PARTITION BY signal, source ORDER BY quantile) - 1 AS i FROM compared),
-sizes AS (SELECT signal, source, COUNT(*) AS n FROM compared GROUP BY signal, source),
+pairs AS (SELECT signal, source, predicted, quantile, COUNT(*) AS n FROM compared
+  GROUP BY signal, source, predicted, quantile),
+by_predicted AS ({_values("pairs", _KEYS, "predicted", "n")}),
+by_quantile AS ({_values("pairs", _KEYS, "quantile", "n")}),
+sizes AS (SELECT signal, source, CAST(SUM(c) AS BIGINT) AS n FROM by_predicted GROUP BY signal, source),
 edge_probes AS (SELECT signal, source, 'edge' AS name, {_linear_probe()}
   FROM sizes CROSS JOIN (SELECT unnest({QCUT_PROBES}) AS q)),
 edges AS (SELECT DISTINCT signal, source, value AS edge FROM ({_EDGES})),
@@ -136,45 +185,49 @@ bounds AS (SELECT signal, source, row_number() OVER (PARTITION BY signal, source
   lag(edge) OVER (PARTITION BY signal, source ORDER BY edge) AS low, edge AS high FROM edges),
 cuts AS (SELECT signal, source, code, CASE WHEN code = 0 THEN NULL ELSE low END AS low, high FROM bounds
   WHERE code >= 0),
-binned AS (SELECT c.signal, c.source, k.code, c.predicted, c.actual, c.covered FROM compared c
-  JOIN cuts k ON k.signal = c.signal AND k.source = c.source
-  AND (k.low IS NULL OR c.predicted > k.low) AND c.predicted <= k.high),
+codes AS (SELECT v.signal, v.source, k.code, v.value AS predicted, v.c FROM by_predicted v
+  JOIN cuts k ON k.signal = v.signal AND k.source = v.source
+  AND (k.low IS NULL OR v.value > k.low) AND v.value <= k.high),
+binned AS (SELECT c.signal, c.source, k.code, c.actual, c.covered FROM compared c
+  JOIN codes k ON k.signal = c.signal AND k.source = c.source AND k.predicted = c.predicted),
 q AS ({_Q}),
-bins AS (SELECT b.signal, b.source, b.code, COUNT(*) AS n, MIN(b.predicted) AS predicted_low,
-  MAX(b.predicted) AS predicted_high, MIN(q.value) AS q,
-  CAST(SUM(CASE WHEN b.covered THEN 1 ELSE 0 END) AS DOUBLE) / COUNT(*) AS coverage
-  FROM binned b JOIN q ON q.signal = b.signal AND q.source = b.source GROUP BY b.signal, b.source, b.code),
-by_bin_predicted AS (SELECT signal, source, code, predicted AS value,
-  row_number() OVER (PARTITION BY signal, source, code ORDER BY predicted) - 1 AS i FROM binned),
-by_bin_actual AS (SELECT signal, source, code, actual AS value,
-  row_number() OVER (PARTITION BY signal, source, code ORDER BY actual) - 1 AS i FROM binned),
+bins AS (SELECT k.signal, k.source, k.code, CAST(SUM(k.c) AS BIGINT) AS n, MIN(k.predicted) AS predicted_low,
+  MAX(k.predicted) AS predicted_high, MIN(q.value) AS q
+  FROM codes k JOIN q ON q.signal = k.signal AND q.source = k.source GROUP BY k.signal, k.source, k.code),
+actual_values AS (SELECT signal, source, code, actual, COUNT(*) AS n,
+  SUM(CASE WHEN covered THEN 1 ELSE 0 END) AS covered FROM binned GROUP BY signal, source, code, actual),
+covered AS (SELECT signal, source, code, CAST(SUM(covered) AS DOUBLE) AS covered FROM actual_values
+  GROUP BY signal, source, code),
+by_bin_predicted AS (SELECT signal, source, code, predicted AS value, c, SUM(c) OVER (PARTITION BY signal, source,
+  code ORDER BY predicted ROWS UNBOUNDED PRECEDING) - c AS first_i FROM codes),
+by_bin_actual AS ({_values("actual_values", _BIN_KEYS, "actual", "n")}),
 medians AS ({_MEDIANS}),
 actuals AS ({_ACTUALS})
 SELECT bins.signal, bins.source, bins.code + 1 AS bin, bins.n AS requests, bins.predicted_low, bins.predicted_high,
-  medians.value AS predicted_median, bins.q AS quantile, actuals.value AS actual_quantile, bins.coverage
+  medians.value AS predicted_median, bins.q AS quantile, actuals.value AS actual_quantile,
+  covered.covered / bins.n AS coverage
 FROM bins JOIN medians USING (signal, source, code) JOIN actuals USING (signal, source, code)
+  JOIN covered USING (signal, source, code)
 ORDER BY signal, source, bin"""
 """``pd.qcut`` of the predictions per signal and source into equal-count bins (edges: quantiles of the predicted
 values, duplicates dropped; a bin is (low, high], the first [low, high]); per bin its size, predicted range and
 median, the q-quantile of the actual values (q: the median of the rows' quantiles) and the coverage."""
 
-HEADROOM = "\nUNION ALL\n".join(
-    f"SELECT '{signal}' AS signal, slo_class, {signal}_headroom_seconds AS value\n"
-    f"FROM requests WHERE {signal}_headroom_seconds IS NOT NULL"
-    for signal in SIGNALS
-)
+_HEADROOM = _pick("signal", SIGNALS, "{}_headroom_seconds")
+HEADROOM = f"""SELECT signal, slo_class, value FROM (
+  SELECT signal, slo_class, {_HEADROOM} AS value FROM requests CROSS JOIN {_each("signal", SIGNALS)})
+WHERE value IS NOT NULL"""
 """The headroom at routing per signal and class, where it is known."""
 
 HEADROOM_TABLE = f"""WITH headroom AS ({HEADROOM}),
-ranked AS (SELECT signal, slo_class, value,
-  row_number() OVER (PARTITION BY signal, slo_class ORDER BY value) - 1 AS i FROM headroom),
-sizes AS (SELECT signal, slo_class, COUNT(*) AS n,
-  CAST(SUM(CASE WHEN value < 0 THEN 1 ELSE 0 END) AS DOUBLE) / COUNT(*) AS negative_share
-  FROM headroom GROUP BY signal, slo_class),
+ranked AS ({_values("headroom", ("signal", "slo_class"), "value")}),
+sizes AS (SELECT signal, slo_class, CAST(SUM(c) AS BIGINT) AS n,
+  CAST(SUM(CASE WHEN value < 0 THEN c ELSE 0 END) AS DOUBLE) / SUM(c) AS negative_share
+  FROM ranked GROUP BY signal, slo_class),
 probes AS (SELECT signal, slo_class, name, {_linear_probe()}
   FROM sizes CROSS JOIN (SELECT unnest($names) AS name, unnest($percentiles) AS q)),
 percentiles AS ({_order_statistic("ranked", "probes", ("signal", "slo_class"), _lerp("a.value", "b.value", "p.t"))})
-SELECT s.signal, s.slo_class, s.n AS requests, s.negative_share, p.name, p.value
+SELECT s.signal, s.slo_class, CAST(s.n AS BIGINT) AS requests, s.negative_share, p.name, p.value
 FROM sizes s JOIN percentiles p USING (signal, slo_class) ORDER BY s.signal, s.slo_class, p.name"""
 """Per signal and class: requests with a headroom, the share below zero, and the percentiles (long form)."""
 
@@ -255,12 +308,8 @@ WHERE prediction_skipped IS NOT NULL GROUP BY prediction_skipped"""
 
 ALL: dict[str, str] = {
     "eligible (view)": ELIGIBLE,
-    "attainment counts": counts("slo", "slo_class", "model"),
+    "counts (attainment, policy, trend, breakdown, burn, routing, worst pods)": COUNTS,
     "policy and trend counts": counts("slo", "slo_class"),
-    "breakdown counts": counts("slo", "slo_class", "pool", "model"),
-    "burn counts": counts("slo", "slo_class", "bin_start"),
-    "routing counts": counts("slo", "slo_class", "routing"),
-    "worst pods counts": counts("slo", "pool", "pod"),
     "causes": CAUSES,
     "coverage": COVERAGE,
     "mean error": MEAN_ERROR,

@@ -112,12 +112,13 @@ fuzz: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/sloscope demo $(DEMO_ARGS)
 
-## bench: throughput of the ingest path, the exposition parser, the record sinks' and the join's cost per upstream; ratios are measured in one run each.
+## bench: throughput of the ingest path, the exposition parser, the record sinks' and the join's cost per upstream (ratios measured in one run each), and the review's time and peak memory over 100 million store rows.
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
 	$(BIN)/python bench/parser.py
 	$(BIN)/python bench/sinks.py
 	$(BIN)/python bench/assembler.py
+	$(BIN)/python bench/review.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache native/target exporter/sloscope/_native*.so

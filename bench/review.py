@@ -6,8 +6,8 @@ Run from the repository root as part of ``make bench`` (``.venv/bin/python bench
 1. Writes synthetic requests in the store's real schema (``sloscope.store.schema.SCHEMA``: every column, its
    type, the schema version in the file metadata) and layout (``date=YYYY-MM-DD/hour=HH/*.parquet``, zstd), 10
    million rows at a time, an hour per file, by DuckDB straight from ``range()`` in two processes (not the Python
-   record path: that would take days): a 28-day window of a fleet of 20 models in 10 pools on 1,000 pods, three SLO classes, about 5% of
-   requests missing TTFT, quantile and mean predictions, failures, invalid values and skipped predictions.
+   record path: that would take days): a 28-day window of a fleet of 20 models in 10 pools on 1,000 pods, three
+   SLO classes, TTFT and TPOT misses, quantile and mean predictions, failures, invalid values, skipped predictions.
 2. After the first 10 million rows and at the end (``--measure-every`` for more points), runs ``sloscope review``
    over the whole window as a child process and reads its wall time and peak RSS (``ru_maxrss`` of the child,
    from ``os.wait4``): the report is the one a user gets (every table, the charts, the files).
@@ -138,6 +138,7 @@ def _write_hour(root: str, first: int, last: int, step_ns: int) -> None:
     with duckdb.connect() as connection:
         connection.execute("SET TimeZone = 'UTC'")
         connection.execute("SET threads = 1")
+        connection.execute("SET enable_progress_bar = false")
         connection.execute(
             f"COPY (SELECT * EXCLUDE (date, hour) FROM ({sql})) TO '{target}/part-bench-{first}.parquet' "
             f"(FORMAT parquet, COMPRESSION zstd, KV_METADATA {metadata})"

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from sloscope.review import ReviewError, analysis, charts, quality, queries
-from sloscope.review.engine import Engine, Rows
+from sloscope.review.engine import COLUMNS, Engine, Rows
 from sloscope.review.load import store_rows
 from sloscope.review.window import Window
 from sloscope.store.files import INCOMING, write_atomic
@@ -235,3 +235,34 @@ def test_the_queries_run_on_a_plain_duckdb_over_the_files(tmp_path: Path) -> Non
     connection.execute(f"CREATE VIEW eligible AS {queries.ELIGIBLE}")
     got = connection.execute(queries.ALL["policy and trend counts"]).fetchall()
     assert got == [("ttft", "interactive", 30, 10)]
+
+
+def _ddl_columns(text: str, opening: str) -> list[tuple[str, str]]:
+    """(column, type) of the CREATE TABLE after ``opening`` in docs/review.md, up to its partition columns."""
+    lines = text[text.index(opening) :].splitlines()[1:]
+    columns = []
+    for line in lines:
+        name, kind = line.strip().rstrip(",").split(" ", 1)
+        if name == "date":
+            return columns
+        columns.append((name, kind))
+    raise AssertionError(f"no partition columns after {opening}")
+
+
+def test_the_docs_tables_for_trino_and_spark_declare_the_reviews_columns() -> None:
+    """docs/review.md, "Running the queries elsewhere": each engine's table has the columns the review reads, in
+    the store's types (Spark's times as nanosecond BIGINT, its Parquet reader's only way to nanoseconds)."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "review.md").read_text(encoding="utf-8")
+    trino = {"string": "varchar", "double": "double", "int64": "bigint", "bool": "boolean"}
+    spark = {"string": "STRING", "double": "DOUBLE", "int64": "BIGINT", "bool": "BOOLEAN"}
+
+    def typed(names: dict[str, str], time: str, strings: str, column: str) -> str:
+        kind = SCHEMA.field(column).type
+        return time if pa.types.is_timestamp(kind) else strings if pa.types.is_list(kind) else names[str(kind)]
+
+    assert _ddl_columns(text, "CREATE TABLE hive.sloscope.records (") == [
+        (c, typed(trino, "timestamp(9)", "array(varchar)", c)) for c in COLUMNS
+    ]
+    assert _ddl_columns(text, "CREATE TABLE records (") == [
+        (c, typed(spark, "BIGINT", "ARRAY<STRING>", c)) for c in COLUMNS
+    ]

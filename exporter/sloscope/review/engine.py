@@ -108,6 +108,7 @@ class Engine:
         connection = duckdb.connect(":memory:")
         connection.execute(f"SET memory_limit = {_literal(self.memory_limit)}")
         connection.execute("SET parquet_metadata_cache = true")  # each query reads the same files' footers
+        connection.execute("SET enable_progress_bar = false")  # stderr is for the one line of an error
         if self.threads is not None:
             connection.execute(f"SET threads = {int(self.threads)}")
         spill = self.temp_directory or Path(tempfile.gettempdir()) / "sloscope-review"

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from sloscope.cli import main
 from sloscope.review import ReviewError, analysis, charts, quality, queries
 from sloscope.review.engine import COLUMNS, Engine, Rows
 from sloscope.review.load import store_rows
@@ -139,6 +140,19 @@ def test_duckdb_limits_come_from_the_options(tmp_path: Path) -> None:
         "SELECT current_setting('memory_limit'), current_setting('threads'), current_setting('temp_directory')"
     )
     assert (limit, int(threads), spill) == ("286.1 MiB", 1, str(tmp_path / "t"))
+
+
+def test_the_review_takes_duckdbs_limits_as_options(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write(tmp_path / "store", [row(i, ttft_met=i % 2 == 0) for i in range(20)])
+    window = ["--from", "2026-11-30T10:00:00Z", "--to", "2026-11-30T11:00:00Z"]
+    args = ["review", "--store", str(tmp_path / "store"), *window, "--out", str(tmp_path / "r.html")]
+    assert main([*args, "--memory-limit", "100MB", "--threads", "1"]) == 0
+    assert (tmp_path / "r-tables" / "attainment.csv").exists()
+    capsys.readouterr()
+    assert main([*args, "--threads", "0"]) == 2
+    assert capsys.readouterr().err == "review: --threads: must be at least 1, not 0\n"
+    assert main([*args, "--memory-limit", "lots"]) == 2
+    assert capsys.readouterr().err == "review: --memory-limit: not a size: 'lots' (like 2GB or 512MB)\n"
 
 
 def test_headroom_percentiles_equal_numpys_quantile(tmp_path: Path) -> None:

@@ -32,8 +32,13 @@ def review(args: argparse.Namespace, now: datetime | None = None) -> int:
             print(line, file=sys.stderr)
         return 2
     spec_source = str(args.slo_spec or loaded.settings.slo_spec or "the built-in spec")
-    if args.threads is not None and args.threads < 1:
-        print(f"review: --threads: must be at least 1, not {args.threads}", file=sys.stderr)
+    engine = Engine(memory_limit=args.memory_limit, threads=args.threads)
+    try:
+        if args.threads is not None and args.threads < 1:
+            raise UsageError(f"--threads: must be at least 1, not {args.threads}")
+        engine.connect().close()
+    except UsageError as exc:
+        print(f"review: {exc}", file=sys.stderr)
         return 2
     options = Options(
         window=window,
@@ -43,7 +48,7 @@ def review(args: argparse.Namespace, now: datetime | None = None) -> int:
         store=args.store,
         prometheus=args.prometheus,
         spec_source=spec_source,
-        engine=Engine(memory_limit=args.memory_limit, threads=args.threads),
+        engine=engine,
     )
     try:
         written = run(options)

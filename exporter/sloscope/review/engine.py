@@ -9,6 +9,8 @@ hand-made requests) the same views read the frame: every table is made by the sa
 
 from __future__ import annotations
 
+import atexit
+import shutil
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,7 +21,7 @@ import duckdb
 import pandas as pd
 import pyarrow as pa
 
-from sloscope.review import ReviewError
+from sloscope.review import ReviewError, UsageError
 from sloscope.review.queries import ELIGIBLE
 from sloscope.review.window import Window
 from sloscope.store.files import list_files
@@ -98,22 +100,35 @@ def _select(available: set[str]) -> str:
 @dataclass(frozen=True)
 class Engine:
     """DuckDB's limits for one review: ``memory_limit`` (DuckDB's size syntax, 2GB), ``threads`` (None: every
-    core), ``temp_directory`` (where it spills; None: a temporary directory of its own)."""
+    core), ``temp_directory`` (where it spills beyond the limit; None: a temporary directory of its own)."""
 
     memory_limit: str = DEFAULT_MEMORY_LIMIT
     threads: int | None = None
     temp_directory: Path | None = None
 
     def connect(self) -> duckdb.DuckDBPyConnection:
+        """A DuckDB connection with these limits; raises :class:`UsageError` for a memory limit it cannot read."""
         connection = duckdb.connect(":memory:")
-        connection.execute(f"SET memory_limit = {_literal(self.memory_limit)}")
+        try:
+            connection.execute(f"SET memory_limit = {_literal(self.memory_limit)}")
+        except duckdb.Error:
+            connection.close()
+            raise UsageError(f"--memory-limit: not a size: {self.memory_limit!r} (like 2GB or 512MB)") from None
         connection.execute("SET parquet_metadata_cache = true")  # each query reads the same files' footers
         connection.execute("SET enable_progress_bar = false")  # stderr is for the one line of an error
         if self.threads is not None:
             connection.execute(f"SET threads = {int(self.threads)}")
-        spill = self.temp_directory or Path(tempfile.gettempdir()) / "sloscope-review"
+        spill = self.temp_directory or _own_temporary_directory()
         connection.execute(f"SET temp_directory = {_literal(str(spill))}")
         return connection
+
+
+def _own_temporary_directory() -> Path:
+    """A directory for this review's spilled blocks alone (two reviews at once must not share DuckDB's temporary
+    file names), removed when the process ends."""
+    spill = Path(tempfile.mkdtemp(prefix="sloscope-review-"))
+    atexit.register(shutil.rmtree, spill, True)
+    return spill
 
 
 class Rows:

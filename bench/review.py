@@ -26,6 +26,7 @@ import multiprocessing
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -188,14 +189,21 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, help="where the store goes (default: a temporary directory)")
     parser.add_argument("--memory-limit", default=DEFAULT_MEMORY_LIMIT, help="the review's --memory-limit")
     parser.add_argument("--threads", type=int, help="the review's --threads (default: every core)")
+    parser.add_argument(
+        "--measure-first",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also review after the first 10 million rows (default: yes)",
+    )
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a stopped run still removes its files
     work = Path(tempfile.mkdtemp(prefix="sloscope-review-bench-", dir=args.dir))
     root = work / "store"
     root.mkdir()
     results = []
     try:
         written = 0
-        measure_at = {min(CHUNK, args.rows), args.rows}
+        measure_at = {min(CHUNK, args.rows), args.rows} if args.measure_first else {args.rows}
         if args.measure_every:
             measure_at |= set(range(args.measure_every, args.rows, args.measure_every))
         while written < args.rows:

@@ -133,8 +133,8 @@ demo: $(STAMP)
 	$(BIN)/sloscope demo $(DEMO_ARGS)
 
 ## bench: throughput of the ingest path, the exposition parser, the record sinks' and the join's cost per upstream, evaluation one at
-## a time against in batches, and CPU per span beside the OpenTelemetry Collector's spanmetrics pipeline on the same payloads
-## (1 and 2 cores); ratios are measured in one run each.
+## a time against in batches, CPU per span beside the OpenTelemetry Collector's spanmetrics pipeline on the same payloads
+## (1 and 2 cores), and the review's time and peak memory over 100 million store rows; ratios are measured in one run each.
 bench: $(STAMP) $(COLLECTOR_STAMP)
 	$(BIN)/python bench/run.py
 	$(BIN)/python bench/collector.py
@@ -142,6 +142,7 @@ bench: $(STAMP) $(COLLECTOR_STAMP)
 	$(BIN)/python bench/sinks.py
 	$(BIN)/python bench/assembler.py
 	$(BIN)/python bench/columnar.py
+	$(BIN)/python bench/review.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache native/target exporter/sloscope/_native*.so

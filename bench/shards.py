@@ -9,7 +9,7 @@ clock runs from the first export to the scrape that counts every request; a refu
 retried, as a client would. Each configuration runs ``--repeat`` times in turn with the others and the best is
 kept (a shared machine's speed drifts). It prints a table; it asserts nothing about speed.
 
-    .venv/bin/python bench/shards.py [--spans 200000] [--cpus 0,1]
+    PYTHONPATH=.:exporter .venv/bin/python -m bench.shards [--spans 200000] [--cpus 0,1]
 """
 
 from __future__ import annotations
@@ -18,20 +18,16 @@ import argparse
 import asyncio
 import os
 import resource
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench import payloads
+from prometheus_client import CollectorRegistry
 
-from prometheus_client import CollectorRegistry  # noqa: E402
-
-from bench import payloads  # noqa: E402
-from sloscope.config import Settings  # noqa: E402
-from sloscope.conventions import REQUESTS  # noqa: E402
-from sloscope.loading import default_spec  # noqa: E402
-from sloscope.pipeline import Pipeline  # noqa: E402
-from sloscope.receivers.intake import Status  # noqa: E402
+from sloscope.config import Settings
+from sloscope.conventions import REQUESTS
+from sloscope.loading import default_spec
+from sloscope.pipeline import Pipeline
+from sloscope.receivers.intake import Status
 
 IN_FLIGHT = 8  # exports being decoded or waiting for a decode thread at once, as a few client connections
 
@@ -49,7 +45,10 @@ async def send(pipeline: Pipeline, exports: list[bytes]) -> None:
 
     async def connection() -> None:
         for body in pending:
-            while (await pipeline.intake.receive(body, "", is_json=False, transport="http")).status is Status.QUEUE_FULL:
+            while True:
+                result = await pipeline.intake.receive(body, "", is_json=False, transport="http")
+                if result.status is not Status.QUEUE_FULL:
+                    break
                 await asyncio.sleep(0.001)
 
     await asyncio.gather(*(connection() for _ in range(IN_FLIGHT)))

@@ -363,7 +363,10 @@ mod tests {
         for i in 0..4000 {
             counts[shard_of(&id(i), 4)] += 1; // sequential ids, not random ones, still spread
         }
-        assert!(counts.iter().all(|&n| (900..1100).contains(&n)), "{counts:?}");
+        assert!(
+            counts.iter().all(|&n| (900..1100).contains(&n)),
+            "{counts:?}"
+        );
     }
 
     #[test]

@@ -10,7 +10,9 @@ flushes every waiting request with what it has, and only then returns: nothing a
 With ``join.workers`` above 1 there is one such worker per shard, each with its own queue and
 assembler, and intake routes every span to its trace's shard (processors/shards.py). The joins run in
 parallel (the native one releases the GIL); the hand-over to the evaluator takes one lock, so the
-evaluator and every publisher still see one writer at a time, in the order the batches are handed over.
+evaluator and every publisher still see one writer at a time. The workers' requests wait in one
+shared list, and a hand-over takes all of them: the evaluator's batches stay as large as with one
+worker (a small batch takes the slower one-at-a-time path).
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry
 
@@ -44,11 +47,10 @@ Assembler = TraceAssembler | NativeTraceAssembler
 
 @dataclass
 class _Shard:
-    """One join worker's own: its queue, its assembler and what that emitted since the last hand-over."""
+    """One join worker's own: its queue and its assembler."""
 
     queue: SpanQueue
     assembler: Assembler
-    emitted: list[JoinedRequest] = field(default_factory=list)
     thread: threading.Thread | None = None
 
 
@@ -101,18 +103,19 @@ class Pipeline:
         engine = NativeTraceAssembler if settings.join.engine == "native" else TraceAssembler
         join = shard_join(settings.join, workers)
         queues = self.queue.shards if isinstance(self.queue, shards.ShardedQueue) else [self.queue]
+        # What the assemblers emitted since the last hand-over: appended by the workers, taken under the lock.
+        self._emitted: deque[JoinedRequest] = deque()
         self._shards: list[_Shard] = []
         for queue in queues:
-            emitted: list[JoinedRequest] = []
             assembler = engine(
                 join,
                 mapping,
-                emitted.append,
+                self._emitted.append,
                 count_dropped=self.telemetry.dropped,
                 count_outcome=self.telemetry.outcome,
                 clock=clock,
             )
-            self._shards.append(_Shard(queue, assembler, emitted))
+            self._shards.append(_Shard(queue, assembler))
         self.assembler = self._shards[0].assembler  # the only one with one worker
         self._publishing = threading.Lock()  # the evaluator and the publishers: one writer at a time
         if workers > 1 and settings.join.by_request_id:
@@ -161,10 +164,10 @@ class Pipeline:
                     self._consume(batch, shard)
                 except Exception:  # keep the worker alive; the batch is lost and logged
                     log.exception("trace assembler failed on a batch of %d spans", len(batch))
-                self._hand_over(shard)
+                self._hand_over()
             if not batches:
                 assembler.expire()
-                self._hand_over(shard)
+                self._hand_over()
                 if queue.closed:
                     break
         self._flush(shard)
@@ -175,9 +178,9 @@ class Pipeline:
         for shard in self._shards:
             for batch in shard.queue.take(0):
                 self._consume(batch, shard)
-                self._hand_over(shard)
+                self._hand_over()
             shard.assembler.expire()
-            self._hand_over(shard)
+            self._hand_over()
 
     def _consume(self, batch: Batch, shard: _Shard) -> None:
         assembler = shard.assembler
@@ -186,13 +189,13 @@ class Pipeline:
         else:
             assembler.consume(batch)
 
-    def _hand_over(self, shard: _Shard) -> None:
-        """The requests the shard's assembler emitted since the last call, to the evaluator as one batch."""
-        if not shard.emitted:
+    def _hand_over(self) -> None:
+        """The requests the assemblers emitted since the last call, to the evaluator as one batch."""
+        if not self._emitted:
             return
-        requests = shard.emitted.copy()
-        shard.emitted.clear()
         with self._publishing:
+            emitted = self._emitted
+            requests = [emitted.popleft() for _ in range(len(emitted))]  # others may append meanwhile: kept
             try:
                 self.evaluator.batch(requests)
             except Exception:  # a batch the vectorized path cannot take still counts, one request at a time
@@ -202,7 +205,7 @@ class Pipeline:
 
     def _flush(self, shard: _Shard) -> None:
         flushed = shard.assembler.flush()
-        self._hand_over(shard)
+        self._hand_over()
         self._log_flush(flushed)
 
     @staticmethod

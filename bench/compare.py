@@ -26,8 +26,6 @@ to bench/results/.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import json
 import multiprocessing
 import os
 import pickle
@@ -54,6 +52,7 @@ from run import (
     Server,
     family,
     machine,
+    output_options,
     process_cpu_seconds,
     rate,
     requests_counted,
@@ -61,6 +60,7 @@ from run import (
     wait_for_requests,
     wait_idle,
     wait_quiet,
+    write_results,
 )
 
 ROOT = BENCH.parent
@@ -568,8 +568,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--window", type=float, default=0.5, help="join.window_seconds of the sloscope servers (default 0.5)")
     add("--retry-wait", type=float, default=0.05, help="seconds to wait before retrying a full queue")
     add("--quiet-wait", type=float, default=5, help="wait up to this long for other processes to go idle (default 5)")
-    add("--timeout", type=float, default=600, help="give up on one slice after this many seconds")
-    add("--out", type=Path, default=BENCH / "results", help="JSON results folder (default bench/results)")
+    output_options(parser)
     args = parser.parse_args(argv)
     if args.quick:
         args.spans, args.slice_spans = 20_000, 10_000
@@ -598,22 +597,10 @@ def main(argv: list[str] | None = None) -> int:
             rows.extend(run_cores(cores, args, slices, slices_file, Path(tmp)))
     summary = ratios(rows)
     print_table(summary)
-    args.out.mkdir(parents=True, exist_ok=True)
-    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    path = args.out / f"compare-{stamp}.json"
     version = subprocess.run([str(COLLECTOR), "--version"], capture_output=True, text=True, check=False).stdout.strip()
-    document = {
-        "time": stamp,
-        "machine": info,
-        "load_average": {"start": load, "end": os.getloadavg()},
-        "collector": version,
-        "parameters": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-        "summary": summary,
-        "runs": rows,
-    }
-    path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    document = {"machine": info, "load_average_start": load, "collector": version, "summary": summary, "runs": rows}
     print(f"\nload average at the end: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
-    print(f"results: {path}")
+    write_results(args, "compare", document)
     return 0
 
 

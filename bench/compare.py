@@ -567,7 +567,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--cores", type=int, nargs="+", default=[1, 2], help="core counts to pin the servers to (default 1 2)")
     add("--window", type=float, default=0.5, help="join.window_seconds of the sloscope servers (default 0.5)")
     add("--retry-wait", type=float, default=0.05, help="seconds to wait before retrying a full queue")
-    add("--quiet-wait", type=float, default=5, help="wait up to this long for other processes to go idle (default 5)")
+    add("--quiet-wait", type=float, default=3, help="wait up to this long for other processes to go idle (default 3)")
     output_options(parser)
     args = parser.parse_args(argv)
     if args.quick:

@@ -205,7 +205,7 @@ def test_a_batch_the_prometheus_publisher_did_not_remember_asks_labels_per_reque
     """Without the batch's label columns (the publisher took it one at a time, or failed on it) the tracker asks
     ``labels`` per request, as before."""
     reqs = requests(9, 600)
-    one, many = run_both(reqs, lambda: 200)
+    one, _ = run_both(reqs, lambda: 200)
     many_again = Side(Limits(), Predictions(), batched_sink=True, seed=5)
     many_again.tracker._batch_labels = None
     for at in range(0, len(reqs), 200):

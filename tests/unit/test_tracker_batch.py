@@ -23,6 +23,7 @@ from prometheus_client.openmetrics.exposition import generate_latest as generate
 
 from sloscope import conventions as c
 from sloscope.config import Headroom, Limits, Predictions
+from sloscope.processors import joined_batch
 from sloscope.processors.evaluator import SLOEvaluator
 from sloscope.processors.pod_history import PodHistory
 from sloscope.processors.predictions import Pending, PredictionSeries, PredictionTracker
@@ -123,7 +124,10 @@ def run_both(
     limits: Limits | None = None,
     predictions: Predictions | None = None,
     seed: int = 5,
+    native: bool = False,
 ) -> tuple[Side, Side]:
+    """``native``: the batches come as record batches alone, as the native join hands them (no request objects:
+    the tracker makes those it queues or records from the rows)."""
     limits, predictions = limits or Limits(), predictions or Predictions()
     one = Side(limits, predictions, batched_sink=False, seed=seed)
     many = Side(limits, predictions, batched_sink=seed % 2 == 0, seed=seed)
@@ -131,9 +135,12 @@ def run_both(
         one.evaluator(request)
     at = 0
     while at < len(requests):
-        size = sizes()
-        many.evaluator.batch(requests[at : at + size])
-        at += size
+        chunk = requests[at : at + sizes()]
+        if native:
+            many.evaluator.records(joined_batch.from_requests(chunk))
+        else:
+            many.evaluator.batch(chunk)
+        at += len(chunk)
     return one, many
 
 
@@ -183,6 +190,17 @@ def test_random_batch_sizes_shadow_on_and_off(seed: int) -> None:
     if not predictions.shadow:
         assert not one.queued()
         assert all(r.prediction_skipped is None for r in one.records)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_record_batches_without_objects_give_the_same_series_records_and_queue(seed: int) -> None:
+    rng = random.Random(seed)
+    predictions = Predictions(shadow=seed != 1, share=0.6, max_pending=150)
+    one, many = run_both(
+        requests(500 + seed, 2000), lambda: rng.randint(100, 700), predictions=predictions, seed=seed, native=True
+    )
+    assert_identical(one, many)
+    assert many.records and all(r.request.trace_id for r in many.records)
 
 
 @pytest.mark.parametrize("seed", range(3))

@@ -355,13 +355,14 @@ class PredictionTracker:
         self._enqueue_all(pending, fate)
         self._count_skips(rows, fate)
         if self._sink is not None:
+            fates, compared = fate.tolist(), spans()
             self._emit(
                 [
-                    self._span_record(pending[row], c.SOURCE_SPAN, spans(row))
-                    if fate[row] == _SPAN
-                    else self._record_of(pending[row], c.SOURCE_NONE, skipped=_REASONS[fate[row]])
+                    self._span_record(pending[row], c.SOURCE_SPAN, compared[row])
+                    if fates[row] == _SPAN
+                    else self._record_of(pending[row], c.SOURCE_NONE, skipped=_REASONS[fates[row]])
                     for row in needed.tolist()
-                    if fate[row] != _QUEUED
+                    if fates[row] != _QUEUED
                 ]
             )
 
@@ -410,9 +411,9 @@ class PredictionTracker:
 
     def _span_predictions(
         self, rows: TrackerRows, span: Mask, quantile: Floats, mean: Mask, tightest: Floats
-    ) -> Callable[[int], Compared]:
-        """:meth:`record`'s series for the rows carrying predictions; returns what a row's record adds (its
-        predictions, objective and headrooms)."""
+    ) -> Callable[[], list[Compared]]:
+        """:meth:`record`'s series for the rows carrying predictions; returns what each row's record adds (its
+        predictions, objective and headrooms), made when asked: only with a sink."""
         verdicts = rows.batch.verdicts
         trace_ids = _trace_ids(rows)
         found = prediction_batch.comparisons(
@@ -431,17 +432,25 @@ class PredictionTracker:
         values = found_headroom.pick((ttft, tpot))
         self.series.headroom_batch(found_headroom, values, rows.model, rows.pool_label, trace_ids)
 
-        def of(row: int) -> Compared:
-            return Compared(
-                float(rows.predicted_ttft[row]) if rows.has_ttft[row] else None,
-                float(rows.predicted_tpot[row]) if rows.has_tpot[row] else None,
-                c.OBJECTIVE_MEAN if mean[row] else c.OBJECTIVE_QUANTILE,
-                float(quantile[row]),
-                float(ttft[row]) if ttft_on[row] else None,
-                float(tpot[row]) if tpot_on[row] else None,
-            )
+        def every_row() -> list[Compared]:
+            optional = [
+                [value if on else None for value, on in zip(values.tolist(), present.tolist(), strict=True)]
+                for values, present in (
+                    (rows.predicted_ttft, rows.has_ttft),
+                    (rows.predicted_tpot, rows.has_tpot),
+                    (ttft, ttft_on),
+                    (tpot, tpot_on),
+                )
+            ]
+            objective = [c.OBJECTIVE_MEAN if m else c.OBJECTIVE_QUANTILE for m in mean.tolist()]
+            return [
+                Compared(t, p, o, q, th, ph)
+                for t, p, o, q, th, ph in zip(
+                    optional[0], optional[1], objective, quantile.tolist(), optional[2], optional[3], strict=True
+                )
+            ]
 
-        return of
+        return every_row
 
     def _choose_shadowed(self, rows: TrackerRows, fate: Codes) -> None:
         """The fate of each row carrying no prediction: shadowing off, no predictor, sampled out or queued (in
@@ -466,14 +475,17 @@ class PredictionTracker:
         """The rows that become objects (queued, or recorded), as :class:`Pending`."""
         pairs = rows.batch.pairs() if len(needed) == len(rows) else rows.batch.pairs_at(needed.tolist())
         arrival, running = rows.arrival.tolist(), tightest.tolist()
-        pool = rows.pool
+        models, labels, pools = (
+            [column.values[i] for i in column.codes.tolist()] for column in (rows.model, rows.pool_label, rows.pool)
+        )
+        keys = [rows.keys[i] if i >= 0 else None for i in rows.key.tolist()]
         return {
             row: Pending(
                 request,
                 evaluation,
-                rows.labels_at(row),
-                pool.values[pool.codes[row]],
-                rows.key_at(row),
+                (models[row], labels[row]),
+                pools[row],
+                keys[row],
                 arrival[row],
                 None if math.isnan(running[row]) else running[row],
             )

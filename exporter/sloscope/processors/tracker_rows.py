@@ -50,13 +50,6 @@ class TrackerRows:
     def __len__(self) -> int:
         return len(self.key)
 
-    def key_at(self, row: int) -> PodKey | None:
-        code = int(self.key[row])
-        return self.keys[code] if code >= 0 else None
-
-    def labels_at(self, row: int) -> tuple[str, str]:
-        return self.model.values[self.model.codes[row]], self.pool_label.values[self.pool_label.codes[row]]
-
 
 def _resolve(batch: EvaluatedBatch, pool_label: Column, history: PodHistory) -> tuple[list[PodKey], Codes, Column]:
     """Each row's pod key (codes into the keys found, -1: none) and the pool it is counted in: the key's, else the

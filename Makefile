@@ -132,16 +132,12 @@ fuzz: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/sloscope demo $(DEMO_ARGS)
 
-## bench: throughput of the ingest path, the exposition parser, the record sinks' and the join's cost per upstream, evaluation one at
-## a time against in batches, and CPU per span beside the OpenTelemetry Collector's spanmetrics pipeline on the same payloads
-## (1 and 2 cores); ratios are measured in one run each.
+## bench: every benchmark in one run (bench/all.py, about 15 minutes): CPU per span of both join engines beside the
+## OpenTelemetry Collector's spanmetrics on the same payloads (HTTP and gRPC, 1 and 2 cores) as ratios, bytes per pending
+## trace, decode alone, self-tracing, the join, columnar evaluation, the parser, the sinks and the review per 10 M rows.
+## BENCH_ARGS passes options, e.g. make bench BENCH_ARGS=--quick (a few minutes) or BENCH_ARGS="--only compare".
 bench: $(STAMP) $(COLLECTOR_STAMP)
-	$(BIN)/python bench/run.py
-	$(BIN)/python bench/collector.py
-	$(BIN)/python bench/parser.py
-	$(BIN)/python bench/sinks.py
-	$(BIN)/python bench/assembler.py
-	$(BIN)/python bench/columnar.py
+	$(BIN)/python bench/all.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache native/target exporter/sloscope/_native*.so

@@ -185,6 +185,24 @@ def machine() -> dict[str, Any]:
     }
 
 
+def output_options(parser: argparse.ArgumentParser) -> None:
+    """--timeout and --out, as every benchmark script that starts servers takes them."""
+    parser.add_argument("--timeout", type=float, default=600, help="give up on one slice after this many seconds")
+    parser.add_argument("--out", type=Path, default=BENCH / "results", help="JSON results folder (bench/results)")
+
+
+def write_results(args: argparse.Namespace, prefix: str, document: dict[str, Any]) -> Path:
+    """``document`` with the time and the parameters, as ``<args.out>/<prefix>-<UTC time>.json``."""
+    args.out.mkdir(parents=True, exist_ok=True)
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    path = args.out / f"{prefix}-{stamp}.json"
+    parameters = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+    document = {"time": stamp, "parameters": parameters, "load_average_end": os.getloadavg(), **document}
+    path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    print(f"\nresults: {path}")
+    return path
+
+
 # ---- step 1: decode -------------------------------------------------------------------------
 
 
@@ -943,7 +961,7 @@ def parse_args() -> argparse.Namespace:
         default=120,
         help="before each slice, wait up to this many seconds for other processes to go idle (default 120)",
     )
-    add("--timeout", type=float, default=600, help="give up on one slice after this many seconds")
+    output_options(parser)
     add(
         "--profile",
         choices=("auto", "py-spy", "cprofile"),
@@ -952,7 +970,6 @@ def parse_args() -> argparse.Namespace:
         help="also profile one more server: py-spy if installed (auto), else cProfile",
     )
     add("--profile-top", type=int, default=25, help="functions listed in the profile (default 25)")
-    add("--out", type=Path, default=BENCH / "results", help="JSON results folder (default bench/results)")
     args = parser.parse_args()
     usable = os.sched_getaffinity(0)
     if not {args.server_cpu, args.client_cpu} <= usable or args.server_cpu == args.client_cpu:
@@ -1009,13 +1026,8 @@ def main() -> int:
         print(f"\nprofiled run: {rate(profile['spans_per_s'])} spans/s (under the profiler: not comparable)")
         profiling.print_summary(profile["summary"])
 
-    args.out.mkdir(parents=True, exist_ok=True)
-    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    path = args.out / f"bench-{stamp}.json"
     document = {
-        "time": stamp,
         "machine": info,
-        "parameters": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
         "payloads": {
             "exports": len(measured.payloads),
             "spans": measured.spans,
@@ -1028,8 +1040,7 @@ def main() -> int:
         "shared_core": result.shared,
         "profile": profile,
     }
-    path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-    print(f"\nresults: {path}")
+    write_results(args, "bench", document)
     return 0
 
 

@@ -154,6 +154,16 @@ def _add_review(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     review.add_argument(
         "--title", metavar="TEXT", help="the report's title (default: SLO review: <service of the spec>)"
     )
+    review.add_argument(
+        "--memory-limit",
+        default="2GB",
+        metavar="SIZE",
+        help="the most memory DuckDB may take for the store's queries, beyond which it spills to disk "
+        "(DuckDB's size syntax: 2GB, 512MB; default 2GB)",
+    )
+    review.add_argument(
+        "--threads", type=int, metavar="N", help="DuckDB's threads for the store's queries (default: every core)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -256,6 +256,15 @@ class Join(_Section):
         description="Which implementation decodes OTLP and joins spans: the native core (sloscope._native, "
         "compiled) or the Python reference it is tested against. Both follow the same rules.",
     )
+    workers: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="Join worker threads: with more than one, the join is sharded by trace id, each worker with "
+        "its own assembler and queue (the native join releases the GIL, so they run on separate cores); the "
+        "queue and pending caps are totals, divided among them. Joining by request id across traces then only "
+        "joins traces that fall on the same worker (docs/scale-out.md).",
+    )
     window_seconds: float = Field(
         default=5.0,
         gt=0,

@@ -6,20 +6,30 @@ The worker is the only thread that touches the assembler. The requests one call 
 emits (a consume of a span batch, an expiry, the final flush) reach the evaluator together, as one
 batch. Shutdown closes the queue (receivers then answer "shutting down"), drains what was accepted,
 flushes every waiting request with what it has, and only then returns: nothing accepted is lost.
+
+With ``join.workers`` above 1 there is one such worker per shard, each with its own queue and
+assembler, and intake routes every span to its trace's shard (processors/shards.py). The joins run in
+parallel (the native one releases the GIL); the hand-over to the evaluator takes one lock, so the
+evaluator and every publisher still see one writer at a time. The workers' requests wait in one
+shared list, and a hand-over takes all of them: the evaluator's batches stay as large as with one
+worker (a small batch takes the slower one-at-a-time path).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
+from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import pyarrow as pa
 from prometheus_client import CollectorRegistry
 
 from sloscope.attributes import Mapping
-from sloscope.config import Settings
-from sloscope.processors import arrow_arrays, joined_batch, span_shapes
+from sloscope.config import Join, Settings
+from sloscope.processors import arrow_arrays, joined_batch, shards, span_shapes
 from sloscope.processors.assembler import TraceAssembler
 from sloscope.processors.evaluator import MIN_BATCH, RequestPublisher, SLOEvaluator
 from sloscope.processors.native_assembler import NativeTraceAssembler
@@ -33,6 +43,27 @@ from sloscope.telemetry import Telemetry
 log = logging.getLogger(__name__)
 
 _TICK_SECONDS = 0.25  # how often join windows are checked when no spans arrive
+Assembler = TraceAssembler | NativeTraceAssembler
+
+
+@dataclass
+class _Shard:
+    """One join worker's own: its queue and its assembler."""
+
+    queue: SpanQueue
+    assembler: Assembler
+    thread: threading.Thread | None = None
+
+
+def shard_join(join: Join, workers: int) -> Join:
+    """The settings of one of ``workers`` shards: the pending caps are totals, divided among them."""
+    if workers == 1:
+        return join
+    share = {
+        key: max(1, getattr(join, key) // workers)
+        for key in ("max_pending_traces", "max_pending_bytes", "max_done_traces")
+    }
+    return join.model_copy(update=share)
 
 
 class Pipeline:
@@ -43,13 +74,21 @@ class Pipeline:
         registry: CollectorRegistry,
         extra_publishers: tuple[RequestPublisher, ...] = (),
         pool_of_pod: Callable[[JoinedRequest], str | None] | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``clock`` is the join's arrival clock (tests step it, with :meth:`drain`)."""
         self.settings = settings
         self.spec = spec
         self.registry = registry
         self.telemetry = Telemetry(registry, settings.limits)
         mapping = Mapping(settings.attributes)
-        self.queue = SpanQueue(settings.limits.queue_spans)
+        workers = settings.join.workers
+        self.queue: SpanQueue | shards.ShardedQueue = (
+            SpanQueue(settings.limits.queue_spans)
+            if workers == 1
+            else shards.ShardedQueue(settings.limits.queue_spans, workers)
+        )
         self.publisher = publisher = PrometheusPublisher(
             registry,
             spec,
@@ -61,24 +100,39 @@ class Pipeline:
         )
         self.evaluator = SLOEvaluator(spec, (publisher, *extra_publishers))
         arrow_arrays.warm_up()  # the batch path's Arrow kernels, initialised before any load
-        self._emitted: list[JoinedRequest] = []  # the reference's requests, one object each
-        self._records: list[pa.RecordBatch] = []  # the native join's, one record batch per call
         # join.engine: the native core, or the Python reference it is tested against (the same rules).
-        dropped, outcome = self.telemetry.dropped, self.telemetry.outcome
-        self.assembler: TraceAssembler | NativeTraceAssembler = (
-            NativeTraceAssembler(
-                settings.join,
-                mapping,
-                self._emitted.append,
-                count_dropped=dropped,
-                count_outcome=outcome,
-                records=self._records.append,
+        join = shard_join(settings.join, workers)
+        queues = self.queue.shards if isinstance(self.queue, shards.ShardedQueue) else [self.queue]
+        # What the assemblers emitted since the last hand-over: appended by the workers, taken under the lock.
+        self._emitted: deque[JoinedRequest] = deque()  # the reference's requests, one object each
+        self._records: deque[pa.RecordBatch] = deque()  # the native join's, one record batch per call
+        self._shards: list[_Shard] = []
+        for queue in queues:
+            dropped, outcome = self.telemetry.dropped, self.telemetry.outcome
+            assembler: TraceAssembler | NativeTraceAssembler = (
+                NativeTraceAssembler(
+                    join,
+                    mapping,
+                    self._emitted.append,
+                    count_dropped=dropped,
+                    count_outcome=outcome,
+                    clock=clock,
+                    records=self._records.append,
+                )
+                if settings.join.engine == "native"
+                else TraceAssembler(
+                    join, mapping, self._emitted.append, count_dropped=dropped, count_outcome=outcome, clock=clock
+                )
             )
-            if settings.join.engine == "native"
-            else TraceAssembler(
-                settings.join, mapping, self._emitted.append, count_dropped=dropped, count_outcome=outcome
+            self._shards.append(_Shard(queue, assembler))
+        self.assembler = self._shards[0].assembler  # the only one with one worker
+        self._publishing = threading.Lock()  # the evaluator and the publishers: one writer at a time
+        if workers > 1 and settings.join.by_request_id:
+            log.warning(
+                "join.workers is %d: a model-server span and a gateway span in different traces are joined by "
+                "request id only when both traces fall on the same worker (docs/scale-out.md)",
+                workers,
             )
-        )
         self.intake = Intake(
             mapping,
             self.queue,
@@ -91,29 +145,32 @@ class Pipeline:
         self.telemetry.watch(
             lambda: len(self.queue),
             self.queue.capacity,
-            lambda: self.assembler.pending,
-            lambda: self.assembler.pending_bytes,
+            lambda: sum(shard.assembler.pending for shard in self._shards),
+            lambda: sum(shard.assembler.pending_bytes for shard in self._shards),
         )
-        self._thread: threading.Thread | None = None
+        self._started = False
         self._stopped = threading.Event()
 
     @property
     def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        return self._started and all(s.thread is not None and s.thread.is_alive() for s in self._shards)
 
     def start(self) -> None:
-        if self._thread is not None:
+        if self._started:
             return
-        self._thread = threading.Thread(target=self._run, name="sloscope-pipeline", daemon=True)
-        self._thread.start()
+        self._started = True
+        for i, shard in enumerate(self._shards):
+            name = "sloscope-pipeline" if len(self._shards) == 1 else f"sloscope-pipeline-{i}"
+            shard.thread = threading.Thread(target=self._run, args=(shard,), name=name, daemon=True)
+            shard.thread.start()
 
-    def _run(self) -> None:
-        queue, assembler = self.queue, self.assembler
+    def _run(self, shard: _Shard) -> None:
+        queue, assembler = shard.queue, shard.assembler
         while True:
             batches = queue.take(_TICK_SECONDS)
             for batch in batches:
                 try:
-                    self._consume(batch)
+                    self._consume(batch, shard)
                 except Exception:  # keep the worker alive; the batch is lost and logged
                     log.exception("trace assembler failed on a batch of %d spans", len(batch))
                 self._hand_over()
@@ -122,25 +179,36 @@ class Pipeline:
                 self._hand_over()
                 if queue.closed:
                     break
-        self._flush()
-        self._stopped.set()
+        self._flush(shard)
 
-    def _consume(self, batch: Batch) -> None:
-        assembler = self.assembler
+    def drain(self) -> None:
+        """For a pipeline not started (tests, benchmarks): every shard joins what waits in its queue and
+        expires what its clock says, in the caller's thread, as its worker would."""
+        for shard in self._shards:
+            for batch in shard.queue.take(0):
+                self._consume(batch, shard)
+                self._hand_over()
+            shard.assembler.expire()
+            self._hand_over()
+
+    def _consume(self, batch: Batch, shard: _Shard) -> None:
+        assembler = shard.assembler
         if isinstance(assembler, TraceAssembler):  # the reference takes Span objects, not a native decoder's batch
             assembler.consume(batch if isinstance(batch, list) else batch.to_spans())
         else:
             assembler.consume(batch)
 
     def _hand_over(self) -> None:
-        """The requests the assembler emitted since the last call, to the evaluator as one batch."""
-        for records in self._records:
-            self._evaluate(records=records)
-        self._records.clear()
-        if self._emitted:
-            requests = self._emitted.copy()
-            self._emitted.clear()
-            self._evaluate(requests=requests)
+        """The requests the assemblers emitted since the last call, to the evaluator as one batch each: the native
+        join's record batches (one per assembler call), the reference's objects together."""
+        if not self._emitted and not self._records:
+            return
+        with self._publishing:
+            records, emitted = self._records, self._emitted
+            for _ in range(len(records)):  # others may append meanwhile: kept
+                self._evaluate(records=records.popleft())
+            if emitted:
+                self._evaluate(requests=[emitted.popleft() for _ in range(len(emitted))])
 
     def _evaluate(self, *, records: pa.RecordBatch | None = None, requests: list[JoinedRequest] | None = None) -> None:
         """One batch, as the native join's record batch or the reference's objects. A small record batch is
@@ -161,8 +229,8 @@ class Pipeline:
             for request in requests:
                 self.evaluator(request)
 
-    def _flush(self) -> None:
-        flushed = self.assembler.flush()
+    def _flush(self, shard: _Shard) -> None:
+        flushed = shard.assembler.flush()
         self._hand_over()
         self._log_flush(flushed)
 
@@ -174,16 +242,19 @@ class Pipeline:
         """Stop accepting, drain, flush. Safe without start and safe twice. True when fully drained."""
         self.queue.close()
         self.intake.close()
-        if self._thread is None:
+        if not self._started:
             if not self._stopped.is_set():
-                for batch in self.queue.take(0):
-                    self._consume(batch)
-                    self._hand_over()
-                self._flush()
+                self.drain()
+                for shard in self._shards:
+                    self._flush(shard)
                 self._stopped.set()
             return True
-        self._thread.join(timeout)
-        if self._thread.is_alive():
+        deadline = time.monotonic() + timeout
+        threads = [shard.thread for shard in self._shards if shard.thread is not None]
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        if any(thread.is_alive() for thread in threads):
             log.error("pipeline did not drain within %.1fs; %d spans left", timeout, len(self.queue))
             return False
+        self._stopped.set()
         return True

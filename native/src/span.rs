@@ -274,6 +274,24 @@ impl SpanBatch {
     }
 }
 
+/// The shard (of `n`) a trace belongs to: a stable mix of its 128 bits, so every span of a trace
+/// reaches the same join worker whatever batch carries it. `sloscope.processors.shards.shard_of`
+/// computes the same for the reference decoder's spans (a trace's spans can come from both).
+pub fn shard_of(trace_id: &[u8; 16], n: usize) -> usize {
+    let hi = u64::from_be_bytes(trace_id[..8].try_into().expect("8 of 16 bytes"));
+    let lo = u64::from_be_bytes(trace_id[8..].try_into().expect("8 of 16 bytes"));
+    (mix(hi ^ mix(lo)) % n as u64) as usize
+}
+
+/// splitmix64's finalizer: every input bit moves every output bit (trace ids need not be random).
+fn mix(mut x: u64) -> u64 {
+    x ^= x >> 30;
+    x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x ^= x >> 27;
+    x = x.wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
 #[pymethods]
 impl SpanBatch {
     /// A batch of the given `sloscope.records.Span` objects (the Python decoder's output, tests).
@@ -294,6 +312,19 @@ impl SpanBatch {
             list.append(span_to_py(py, span)?)?;
         }
         Ok(list)
+    }
+
+    /// The spans split into `n` batches by trace id (`shard_of`), in their order within each; the
+    /// spans move, leaving this batch empty (as the join's `take` does).
+    fn split(&mut self, n: usize) -> PyResult<Vec<SpanBatch>> {
+        if n == 0 {
+            return Err(PyValueError::new_err("n must be at least 1"));
+        }
+        let mut out: Vec<SpanBatch> = (0..n).map(|_| SpanBatch::default()).collect();
+        for span in self.take() {
+            out[shard_of(&span.trace_id, n)].spans.push(span);
+        }
+        Ok(out)
     }
 
     fn __len__(&self) -> usize {
@@ -317,6 +348,25 @@ mod tests {
         assert_eq!(from_hex::<8>("DEADBEEF000102FF"), Some(id));
         assert_eq!(from_hex::<8>("deadbeef000102f"), None);
         assert_eq!(from_hex::<8>("deadbeef000102fg"), None);
+    }
+
+    #[test]
+    fn a_trace_has_one_shard_and_traces_spread() {
+        let id = |i: u64| {
+            let mut bytes = [0u8; 16];
+            bytes[8..].copy_from_slice(&i.to_be_bytes());
+            bytes
+        };
+        assert_eq!(shard_of(&id(7), 1), 0);
+        assert_eq!(shard_of(&id(7), 4), shard_of(&id(7), 4));
+        let mut counts = [0usize; 4];
+        for i in 0..4000 {
+            counts[shard_of(&id(i), 4)] += 1; // sequential ids, not random ones, still spread
+        }
+        assert!(
+            counts.iter().all(|&n| (900..1100).contains(&n)),
+            "{counts:?}"
+        );
     }
 
     #[test]

@@ -89,9 +89,10 @@ class Trace:
 class Shapes:
     """Builders of the upstream shapes, drawing every free choice from ``rng``."""
 
-    def __init__(self, rng: random.Random) -> None:
+    def __init__(self, rng: random.Random, *, cross: bool = True) -> None:
         self.rng = rng
         self.serial = 0
+        self.cross = cross  # calls split across traces (joined by request id) among the shapes
 
     def trace(self) -> Trace:
         rng = self.rng
@@ -281,7 +282,7 @@ class Shapes:
     def traces(self) -> list[Trace]:
         """One to three traces: a single call, an agent's calls, or a call split across traces."""
         rng = self.rng
-        kind = rng.choices(("single", "agent", "cross", "no_anchor"), (8, 2, 2, 1))[0]
+        kind = rng.choices(("single", "agent", "cross", "no_anchor"), (8, 2, 2 if self.cross else 0, 1))[0]
         trace = self.trace()
         if kind == "single":
             parent = trace.add("client", {}, at_ms=-2, length_ms=9000) if rng.random() < 0.3 else ""
@@ -321,9 +322,10 @@ class Shapes:
 Step = tuple[str, Any]  # ("spans", list[Span]) or ("advance", seconds)
 
 
-def deliveries(rng: random.Random, traces: int) -> Iterator[Step]:
-    """``traces`` generated traces as exporters deliver them, with the clock advancing between batches."""
-    shapes = Shapes(rng)
+def deliveries(rng: random.Random, traces: int, *, cross: bool = True) -> Iterator[Step]:
+    """``traces`` generated traces as exporters deliver them, with the clock advancing between batches;
+    without ``cross``, no call is split across traces."""
+    shapes = Shapes(rng, cross=cross)
     sent: list[Span] = []
     delayed: list[Span] = []
     made = 0

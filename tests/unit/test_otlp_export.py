@@ -251,6 +251,23 @@ def test_only_violations_exports_violating_requests_and_counts_the_rest_filtered
     assert counts(registry) == {"written": 2, "filtered": 2, "dropped": 0, "failed": 0}
 
 
+def test_a_batch_of_records_is_filtered_queued_and_dropped_as_one_at_a_time() -> None:
+    """``emit_all`` (the prediction tracker hands a batch's records at once) counts and queues what ``emit`` of
+    each in order would: the filter first, then the queue's room to the first records it keeps."""
+    records = [met_record(), violating_record(), bare_record(), violating_record()]
+    for only_violations, expected, kept in (
+        (True, {"written": 0, "filtered": 2, "dropped": 0, "failed": 0}, [records[1], records[3]]),
+        (False, {"written": 0, "filtered": 0, "dropped": 1, "failed": 0}, records[:3]),
+    ):
+        registry = CollectorRegistry()
+        sink = OTLPExport(settings(only_violations=only_violations, max_queue_size=3), SinkMetrics(registry))
+        sink._tracer = object()  # type: ignore[assignment]  # as if started, with no thread draining the queue
+        sink.emit_all(records)
+        assert counts(registry) == expected
+        assert queued(registry) == len(kept)
+        assert all(a is b for a, b in zip(sink._records, kept, strict=True))
+
+
 def test_refused_exports_count_failed_per_span() -> None:
     registry, failing = CollectorRegistry(), FailingExporter()
     sink = MemoryExport(settings(max_batch_size=2), SinkMetrics(registry), failing)

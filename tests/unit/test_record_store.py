@@ -242,6 +242,26 @@ def test_a_full_buffer_drops_new_records_and_counts_them(tmp_path: Path) -> None
     assert _records_total(registry, "written") == 3
 
 
+def test_a_batch_of_records_is_held_and_dropped_as_one_at_a_time(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``emit_all`` (a batch's records at once, from the prediction tracker) holds and drops what ``emit`` of each
+    in order would, and logs the run of drops once."""
+    one, one_registry = _store(tmp_path / "one", max_buffered_records=3)
+    many, many_registry = _store(tmp_path / "many", max_buffered_records=3)
+    records = [record(n) for n in range(5)]
+    for r in records:
+        one.emit(r)
+    many.emit_all(records[:2])
+    many.emit_all(records[2:])
+    many.emit_all(records[:1])
+    one.emit(records[0])
+    assert list(many._buffer) == list(one._buffer) == records[:3]
+    assert _records_total(many_registry, "dropped") == _records_total(one_registry, "dropped") == 3
+    drops = [r.getMessage() for r in caplog.records if "dropped" in r.getMessage()]
+    assert len(drops) == 2 and all("3 record(s) held" in message for message in drops)  # once per store
+
+
 def test_a_large_backlog_is_split_into_files_of_max_rows(tmp_path: Path) -> None:
     store, _ = _store(tmp_path, max_rows_per_file=4)
     for n in range(10):

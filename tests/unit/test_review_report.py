@@ -225,7 +225,8 @@ def test_without_the_extra_the_error_says_how_to_install_it(
     monkeypatch.setitem(sys.modules, "pandas", None)  # what an environment without pandas looks like to import
     assert main(["review", "--store", "anywhere"]) == 1
     assert one_line(capsys) == (
-        "review: sloscope review needs pandas and matplotlib: pip install 'sloscope[review]' (pandas is not installed)"
+        "review: sloscope review needs pandas, matplotlib and duckdb: pip install 'sloscope[review]' "
+        "(pandas is not installed)"
     )
 
 

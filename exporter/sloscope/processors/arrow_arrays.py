@@ -38,6 +38,11 @@ def floats(array: pa.Array) -> Floats:
     return data
 
 
+def ints(array: pa.Array) -> npt.NDArray[np.int64]:
+    """A non-null int64 array's values (a view of its buffer: read only)."""
+    return np.frombuffer(array.buffers()[1], dtype=np.int64, count=len(array), offset=array.offset * 8)
+
+
 def strings(array: pa.Array) -> tuple[Codes, list[str]]:
     """A string array as codes into its distinct values (in order of first appearance), -1 for null."""
     encoded = array.dictionary_encode()

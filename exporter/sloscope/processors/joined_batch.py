@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from operator import attrgetter
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from sloscope.processors import arrow_arrays
@@ -138,3 +139,16 @@ class EvaluatedBatch:
         if self._evaluations is None:
             self._evaluations = self.verdicts.evaluations()
         return list(zip(self.requests(), self._evaluations, strict=True))
+
+    def pairs_at(self, rows: Sequence[int]) -> list[tuple[JoinedRequest, Evaluation]]:
+        """The (request, evaluation) pairs of ``rows`` only, in that order: a publisher that needs objects for a few
+        requests of a batch (those it queues or records) converts those, not the whole batch."""
+        if self._requests is not None:
+            requests = [self._requests[row] for row in rows]
+        else:
+            requests = to_requests(self.records.take(arrow_arrays.int_array(list(rows))))
+        if self._evaluations is not None:
+            evaluations = [self._evaluations[row] for row in rows]
+        else:
+            evaluations = self.verdicts.take(np.asarray(rows, dtype=np.intp)).evaluations()
+        return list(zip(requests, evaluations, strict=True))

@@ -54,14 +54,19 @@ class NativeTraceAssembler:
         self._records = records
         self._count = {"dropped": count_dropped, "outcome": count_outcome}
         self._clock = clock
+        self._pending = self._pending_bytes = 0
+
+    # The gauges read these from the scrape's thread, while the worker's call may hold the native
+    # assembler (borrowed mutably, the GIL released: another borrow would raise), so they are the
+    # values after the worker's last call, which the worker itself reads.
 
     @property
     def pending(self) -> int:
-        return int(self._native.pending)
+        return self._pending
 
     @property
     def pending_bytes(self) -> int:
-        return int(self._native.pending_bytes)
+        return self._pending_bytes
 
     def consume(self, spans: SpanBatch | Sequence[Span]) -> None:
         batch = spans if isinstance(spans, SpanBatch) else SpanBatch.from_spans(spans)
@@ -76,6 +81,7 @@ class NativeTraceAssembler:
         return int(flushed)
 
     def _deliver(self, records: _Records, counts: _Counts) -> None:
+        self._pending, self._pending_bytes = int(self._native.pending), int(self._native.pending_bytes)
         for kind, reason, n in counts:
             self._count[kind](reason, n)
         if records is None:

@@ -20,23 +20,33 @@ or dead predictor can never hold up the SLO series, nor fill the queue of anothe
 from __future__ import annotations
 
 import logging
+import math
 import random
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 
+import numpy as np
 from prometheus_client import CollectorRegistry
 
 from sloscope import conventions as c
 from sloscope.config import Headroom, Predictions
+from sloscope.processors import arrow_arrays, prediction_batch
+from sloscope.processors.joined_batch import EvaluatedBatch
 from sloscope.processors.pod_history import PodHistory, PodKey
+from sloscope.processors.prediction_batch import Comparisons, Events
 from sloscope.processors.running_slos import RunningSLOs
+from sloscope.processors.tracker_rows import TrackerRows
+from sloscope.publishers.batch_rows import observe_groups
 from sloscope.publishers.buckets import HEADROOM_BUCKETS, RATIO_BUCKETS
 from sloscope.publishers.cardinality import SeriesBudget
+from sloscope.publishers.columns import Codes, Column, Mask, from_list, group
 from sloscope.publishers.series import CounterFamily, SeriesCollector
 from sloscope.records import Evaluation, JoinedRequest, PodStateAtArrival, RequestRecord
 from sloscope.slo.accuracy import compare, compare_mean
+from sloscope.slo.evaluate_batch import Floats
 from sloscope.slo.headroom import tpot_headroom
 from sloscope.slo.headroom import ttft_headroom as ttft_headroom_of
 from sloscope.slo.spec import is_valid_target
@@ -46,6 +56,8 @@ __all__ = ["Pending", "PredictionSeries", "PredictionTracker"]
 DEFAULT_QUANTILE = 0.9  # the predictor's default, used until a server has said otherwise
 
 log = logging.getLogger(__name__)
+
+TraceIds = Callable[[Codes], Callable[[Codes], list[str]]]  # batch rows -> (positions among them -> trace ids)
 
 
 class PredictionSeries:
@@ -137,6 +149,79 @@ class PredictionSeries:
             self._ratio.observe(key, comparison.ratio, trace_id)
         return True
 
+    def compared_batch(self, found: Comparisons, model: Column, pool: Column, source: str, trace_ids: TraceIds) -> None:
+        """:meth:`compared` of every event at once: the label sets new to a family first, in event order and with
+        the increments left out (so caps and budgets admit what one at a time would), then every family's
+        increments per label set, summed in event order."""
+        events, mean = found.events, found.mean
+        quantile_keys, quantile = prediction_batch.keys(events, model, pool, ~mean, source)
+        covered_keys, covered = prediction_batch.keys(events, model, pool, found.covered, source)
+        mean_keys, means = prediction_batch.keys(events, model, pool, mean, source)
+        with self._series.lock:
+            new = {
+                int(groups.first[g])
+                for family, labels, groups in (
+                    (self._predictions, quantile_keys, quantile),
+                    (self._covered, covered_keys, covered),
+                    (self._mean_count, mean_keys, means),
+                    *((f, mean_keys, means) for f in self._mean_families[1:]),
+                )
+                for g, key in enumerate(labels)
+                if key not in family.values
+            }
+            new.update(int(quantile.first[g]) for g, key in enumerate(quantile_keys) if key not in self._ratio.series)
+            for event in sorted(new):
+                self._replay(found, model, pool, source, event)
+            for family, labels, groups, values in (
+                (self._loss, quantile_keys, quantile, found.loss),
+                (self._mean_predicted, mean_keys, means, found.predicted),
+                (self._mean_under, mean_keys, means, found.under),
+                (self._mean_over, mean_keys, means, found.over),
+                (self._mean_squared, mean_keys, means, found.squared),
+            ):
+                rows = np.flatnonzero(groups.ids >= 0)
+                family.add_all(labels, groups.counts, groups.ids[rows], values[rows])
+            for family, labels, groups in (
+                (self._predictions, quantile_keys, quantile),
+                (self._covered, covered_keys, covered),
+                (self._mean_count, mean_keys, means),
+            ):
+                for key, count in zip(labels, groups.counts, strict=True):
+                    family.inc(key, float(count), events=count)
+            observe_groups(self._ratio, quantile_keys, quantile, found.ratio, lambda at: trace_ids(events.row[at]))
+
+    def _replay(self, found: Comparisons, model: Column, pool: Column, source: str, event: int) -> None:
+        """What :meth:`compared` does to the series set for one event, increments left out."""
+        row = int(found.events.row[event])
+        labels = (model.values[model.codes[row]], pool.values[pool.codes[row]])
+        key = (*labels, prediction_batch.SIGNALS[int(found.events.signal[event])], source)
+        if found.mean[event]:
+            if key not in self._mean_count.values:
+                self._start_comparisons(self._mean_families, labels, source)
+            for family in self._mean_families:
+                family.start(key)
+            return
+        if key not in self._predictions.values:
+            self._start_comparisons(self._quantile_families, labels, source)
+        self._predictions.start(key)
+        if found.covered[event]:
+            self._covered.start(key)
+        self._loss.start(key)
+        self._ratio.touch(key)
+
+    def headroom_batch(self, found: Events, values: Floats, model: Column, pool: Column, trace_ids: TraceIds) -> None:
+        """:meth:`headroom` of every event (its value in ``values``) at once, in event order."""
+        labels, groups = prediction_batch.keys(found, model, pool, np.ones(len(found), dtype=bool))
+        with self._series.lock:
+            if bool(np.isnan(values).any()):  # a NaN prediction: bisect and searchsorted bucket NaN apart
+                ids = trace_ids(found.row)(np.arange(len(found)))
+                for g, value, trace_id in zip(groups.ids.tolist(), values.tolist(), ids, strict=True):
+                    self._headroom.observe(labels[g], value, trace_id)
+                return
+            for key in labels:  # a histogram's admission is its own: new label sets in order of first event
+                self._headroom.touch(key)
+            observe_groups(self._headroom, labels, groups, values, lambda at: trace_ids(found.row[at]))
+
     def headroom(self, labels: tuple[str, str], signal: str, seconds: float, trace_id: str) -> None:
         with self._series.lock:
             self._headroom.observe((*labels, signal), seconds, trace_id)
@@ -145,7 +230,7 @@ class PredictionSeries:
         with self._series.lock:
             if pool not in self._pools:  # the request's pool label: the default pool or __other__ may be new
                 self._start_pool(pool)
-            self._skipped.inc((pool, reason), float(count))
+            self._skipped.inc((pool, reason), float(count), events=count)
 
     def call(self, pool: str, purpose: str, result: str) -> None:
         with self._series.lock:
@@ -158,6 +243,17 @@ class PredictionSeries:
             if pool not in self._pools:
                 self._start_pool(pool)
             self._retries.inc((pool, purpose))
+
+
+class Compared(NamedTuple):
+    """A request's predictions (seconds), their objective and quantile, and its headrooms: what its record adds."""
+
+    ttft: float | None
+    tpot: float | None
+    objective: str
+    quantile: float
+    ttft_headroom: float | None
+    tpot_headroom: float | None
 
 
 @dataclass(slots=True)
@@ -188,6 +284,8 @@ class PredictionTracker:
         objective_of: Callable[[str], str | None] = lambda pool: None,
         rng: random.Random | None = None,
         sink: Callable[[RequestRecord], None] | None = None,
+        sink_all: Callable[[list[RequestRecord]], None] | None = None,
+        batch_labels: Callable[[EvaluatedBatch], tuple[Column, Column] | None] | None = None,
     ) -> None:
         self._settings = settings
         self._buffer = headroom.slo_buffer_factor
@@ -201,6 +299,8 @@ class PredictionTracker:
         self._objectives: dict[str, str] = {}  # pool -> objective of its last comparison, to log a change once
         self._rng = rng or random.Random()
         self._sink = sink  # record sinks (store, OTLP export); None: nothing is recorded
+        self._sink_all = sink_all  # the same sinks, handed a batch's records at once (None: one at a time)
+        self._batch_labels = batch_labels  # the labels of a batch's rows, as ``labels`` gives them per request
         # One queue per pool, each of at most max_pending: a pool whose predictor is slow fills its own only.
         self._pending: dict[str, deque[Pending]] = {}
         self._lock = threading.Lock()
@@ -234,6 +334,190 @@ class PredictionTracker:
             self.unpredicted(pending, c.SKIP_SAMPLED_OUT)
         else:
             self._enqueue(pending)
+
+    def publish_batch(self, batch: EvaluatedBatch) -> None:
+        """:meth:`publish` of every request of the batch: the same series, records (in request order) and shadow
+        queue. Discovery is asked once per distinct pod of the batch, comparisons and skips are counted per label
+        set; only what is per request by nature stays so: the running TPOT SLOs of requests with one on a known
+        pod, the sampling draws, the queued requests and, with a sink, the records."""
+        n = len(batch)
+        if not n:
+            return
+        rows = TrackerRows(batch, *self._labels_of_batch(batch), self._history)
+        tightest = self._note_running(rows)
+        fate = np.full(n, _SPAN, dtype=np.intp)
+        quantile, mean, lost = self._objectives_by_row(rows)
+        fate[lost] = _LOST
+        spans = self._span_predictions(rows, fate == _SPAN, quantile, mean, tightest)
+        self._choose_shadowed(rows, fate)
+        needed = np.flatnonzero(fate != _LOST) if self._sink is not None else np.flatnonzero(fate == _QUEUED)
+        pending = self._pendings(rows, needed, tightest)
+        self._enqueue_all(pending, fate)
+        self._count_skips(rows, fate)
+        if self._sink is not None:
+            fates, compared = fate.tolist(), spans()
+            self._emit(
+                [
+                    self._span_record(pending[row], c.SOURCE_SPAN, compared[row])
+                    if fates[row] == _SPAN
+                    else self._record_of(pending[row], c.SOURCE_NONE, skipped=_REASONS[fates[row]])
+                    for row in needed.tolist()
+                    if fates[row] != _QUEUED
+                ]
+            )
+
+    def _labels_of_batch(self, batch: EvaluatedBatch) -> tuple[Column, Column]:
+        """The (model, pool) label columns: as the Prometheus publisher gave them, else ``labels`` per request."""
+        columns = self._batch_labels(batch) if self._batch_labels is not None else None
+        if columns is not None:
+            return columns
+        labels = [self._labels(request) for request in batch.requests()]
+        return from_list([model for model, _ in labels]), from_list([pool for _, pool in labels])
+
+    def _note_running(self, rows: TrackerRows) -> Floats:
+        """Each row's tightest TPOT SLO running on its pod at arrival (NaN: none), noting its own as it goes, in
+        request order: only the rows with a TPOT SLO on a known pod."""
+        tightest = np.full(len(rows), np.nan)
+        arrival, slo = rows.arrival, rows.slo_tpot
+        for row in np.flatnonzero((rows.key >= 0) & ~np.isnan(slo)).tolist():
+            key, at = rows.keys[rows.key[row]], float(arrival[row])
+            running = self._running.tightest_at(key, at)
+            if running is not None:
+                tightest[row] = running
+            if rows.end_ns[row]:
+                self._running.add(key, at, rows.end_ns[row] / 1e9, float(slo[row]))
+        return tightest
+
+    def _objectives_by_row(self, rows: TrackerRows) -> tuple[Floats, Mask, Mask]:
+        """Per row carrying a prediction: the quantile and whether the objective is the mean (asked once per pool,
+        each pool's objective noted in order of first appearance); and the rows :meth:`record` would fail on (a
+        usable quantile prediction at a quantile outside (0, 1)), which are lost as they would be there."""
+        pool, span = rows.pool, rows.carries_prediction
+        quantiles, means = np.full(len(pool.values), DEFAULT_QUANTILE), np.zeros(len(pool.values), dtype=bool)
+        for code in dict.fromkeys(pool.codes[span].tolist()):
+            name = pool.values[code]
+            objective = self._objective_of(name) or c.OBJECTIVE_QUANTILE
+            quantiles[code], means[code] = self._quantile_of(name) or DEFAULT_QUANTILE, objective == c.OBJECTIVE_MEAN
+            self._note_objective(name, objective)
+        quantile, mean = quantiles[pool.codes], means[pool.codes]
+        verdicts = rows.batch.verdicts
+        any_usable = prediction_batch.usable(verdicts.ttft_seconds, rows.predicted_ttft) | prediction_batch.usable(
+            verdicts.tpot_seconds, rows.predicted_tpot
+        )
+        lost = span & ~mean & ~((quantile > 0.0) & (quantile < 1.0)) & any_usable
+        if lost.any():
+            log.error("%d request(s) with predictions at a quantile outside (0, 1) were not compared", int(lost.sum()))
+        return quantile, mean, lost
+
+    def _span_predictions(
+        self, rows: TrackerRows, span: Mask, quantile: Floats, mean: Mask, tightest: Floats
+    ) -> Callable[[], list[Compared]]:
+        """:meth:`record`'s series for the rows carrying predictions; returns what each row's record adds (its
+        predictions, objective and headrooms), made when asked: only with a sink."""
+        verdicts = rows.batch.verdicts
+        trace_ids = _trace_ids(rows)
+        found = prediction_batch.comparisons(
+            (verdicts.ttft_seconds, verdicts.tpot_seconds),
+            (rows.predicted_ttft, rows.predicted_tpot),
+            span,
+            quantile,
+            mean,
+        )
+        self.series.compared_batch(found, rows.model, rows.pool_label, c.SOURCE_SPAN, trace_ids)
+        ttft_on = span & rows.has_ttft & ~np.isnan(rows.slo_ttft)
+        tpot_on = span & rows.has_tpot & ~np.isnan(rows.slo_tpot)
+        ttft = rows.slo_ttft - rows.predicted_ttft
+        tpot = prediction_batch.tpot_headrooms(rows.slo_tpot, rows.predicted_tpot, self._buffer, tightest)
+        found_headroom = prediction_batch.events(ttft_on, tpot_on)
+        values = found_headroom.pick((ttft, tpot))
+        self.series.headroom_batch(found_headroom, values, rows.model, rows.pool_label, trace_ids)
+
+        def every_row() -> list[Compared]:
+            optional = [
+                [value if on else None for value, on in zip(values.tolist(), present.tolist(), strict=True)]
+                for values, present in (
+                    (rows.predicted_ttft, rows.has_ttft),
+                    (rows.predicted_tpot, rows.has_tpot),
+                    (ttft, ttft_on),
+                    (tpot, tpot_on),
+                )
+            ]
+            objective = [c.OBJECTIVE_MEAN if m else c.OBJECTIVE_QUANTILE for m in mean.tolist()]
+            return [
+                Compared(t, p, o, q, th, ph)
+                for t, p, o, q, th, ph in zip(
+                    optional[0], optional[1], objective, quantile.tolist(), optional[2], optional[3], strict=True
+                )
+            ]
+
+        return every_row
+
+    def _choose_shadowed(self, rows: TrackerRows, fate: Codes) -> None:
+        """The fate of each row carrying no prediction: shadowing off, no predictor, sampled out or queued (in
+        request order, one draw per request reaching the share, as :meth:`publish` draws)."""
+        rest = fate == _SPAN
+        rest &= ~rows.carries_prediction
+        if not self._settings.shadow:
+            fate[rest] = _NONE
+            return
+        pool = rows.pool
+        predicted = np.array([name in self._predicted_pools for name in pool.values], dtype=bool)[pool.codes]
+        fate[rest & ~predicted] = _NO_PREDICTOR
+        candidates = np.flatnonzero(rest & predicted)
+        share = self._settings.share
+        if share < 1.0 and len(candidates):
+            draws = np.array([self._rng.random() for _ in range(len(candidates))])
+            fate[candidates[draws >= share]] = _SAMPLED_OUT
+            candidates = candidates[draws < share]
+        fate[candidates] = _QUEUED
+
+    def _pendings(self, rows: TrackerRows, needed: Codes, tightest: Floats) -> dict[int, Pending]:
+        """The rows that become objects (queued, or recorded), as :class:`Pending`."""
+        pairs = rows.batch.pairs() if len(needed) == len(rows) else rows.batch.pairs_at(needed.tolist())
+        arrival, running = rows.arrival.tolist(), tightest.tolist()
+        models, labels, pools = (
+            [column.values[i] for i in column.codes.tolist()] for column in (rows.model, rows.pool_label, rows.pool)
+        )
+        keys = [rows.keys[i] if i >= 0 else None for i in rows.key.tolist()]
+        return {
+            row: Pending(
+                request,
+                evaluation,
+                (models[row], labels[row]),
+                pools[row],
+                keys[row],
+                arrival[row],
+                None if math.isnan(running[row]) else running[row],
+            )
+            for row, (request, evaluation) in zip(needed.tolist(), pairs, strict=True)
+        }
+
+    def _enqueue_all(self, pending: dict[int, Pending], fate: Codes) -> None:
+        """:meth:`_enqueue` of every queued row, in order under one lock: a full queue turns the rest of its pool's
+        rows into ``queue_full``."""
+        with self._lock:
+            for row in np.flatnonzero(fate == _QUEUED).tolist():
+                queue = self._pending.setdefault(pending[row].pool, deque())
+                if len(queue) >= self._settings.max_pending:
+                    fate[row] = _QUEUE_FULL
+                else:
+                    queue.append(pending[row])
+
+    def _count_skips(self, rows: TrackerRows, fate: Codes) -> None:
+        """The skipped rows counted per (pool label, reason), label sets in order of first request."""
+        skipped = (fate >= _NO_PREDICTOR) & (fate <= _QUEUE_FULL)
+        groups = group([rows.pool_label.codes, fate], skipped)
+        for row, count in zip(groups.first.tolist(), groups.counts, strict=True):
+            reason = _REASONS[fate[row]]
+            assert reason is not None
+            self.series.skipped(rows.pool_label.values[rows.pool_label.codes[row]], reason, count)
+
+    def _emit(self, records: list[RequestRecord]) -> None:
+        if self._sink_all is not None:
+            self._sink_all(records)
+        elif self._sink is not None:
+            for record in records:
+                self._sink(record)
 
     def _enqueue(self, pending: Pending) -> None:
         with self._lock:
@@ -314,12 +598,22 @@ class PredictionTracker:
             tpot_headroom_value = tpot_headroom(slo_tpot, predicted_tpot, self._buffer, pending.tightest_running)
             series.headroom(labels, c.SIGNAL_TPOT, tpot_headroom_value, trace_id)
         if self._sink is not None:
-            record = self._record_of(pending, source)
-            record.predicted_ttft_seconds, record.predicted_tpot_seconds = predicted_ttft, predicted_tpot
-            record.prediction_objective = objective
-            record.prediction_quantile = quantile if objective == c.OBJECTIVE_QUANTILE else None
-            record.ttft_headroom_seconds, record.tpot_headroom_seconds = ttft_headroom, tpot_headroom_value
-            self._sink(record)
+            self._sink(
+                self._span_record(
+                    pending,
+                    source,
+                    Compared(predicted_ttft, predicted_tpot, objective, quantile, ttft_headroom, tpot_headroom_value),
+                )
+            )
+
+    def _span_record(self, pending: Pending, source: str, compared: Compared) -> RequestRecord:
+        """The record of a request compared with its predictions."""
+        record = self._record_of(pending, source)
+        record.predicted_ttft_seconds, record.predicted_tpot_seconds = compared.ttft, compared.tpot
+        record.prediction_objective = compared.objective
+        record.prediction_quantile = compared.quantile if compared.objective == c.OBJECTIVE_QUANTILE else None
+        record.ttft_headroom_seconds, record.tpot_headroom_seconds = compared.ttft_headroom, compared.tpot_headroom
+        return record
 
     def _note_objective(self, pool: str, objective: str) -> None:
         with self._lock:
@@ -345,6 +639,25 @@ class PredictionTracker:
             prediction_skipped=skipped,
             pod_state=pod_state,
         )
+
+
+# A row's fate in a batch: compared with its span predictions, or why it got none, or queued for a shadow one.
+_SPAN, _NONE, _NO_PREDICTOR, _SAMPLED_OUT, _QUEUE_FULL, _QUEUED, _LOST = range(7)
+_REASONS: tuple[str | None, ...] = (None, None, c.SKIP_NO_PREDICTOR, c.SKIP_SAMPLED_OUT, c.SKIP_QUEUE_FULL, None, None)
+
+
+def _trace_ids(rows: TrackerRows) -> TraceIds:
+    """The trace ids of rows of the batch, read only for the positions asked (those an exemplar keeps)."""
+    column = rows.trace_ids
+
+    def of(batch_rows: Codes) -> Callable[[Codes], list[str]]:
+        def read(positions: Codes) -> list[str]:
+            ids: list[str] = column.take(arrow_arrays.int_array(batch_rows[positions])).to_pylist()
+            return ids
+
+        return read
+
+    return of
 
 
 def _seconds(ms: float | None) -> float | None:

@@ -78,6 +78,10 @@ class BatchMemory:
         self._batch, self._model, self._pool = batch, model, pool
         self._rows: dict[int, int] | None = None
 
+    def columns_of(self, batch: EvaluatedBatch) -> tuple[Column, Column] | None:
+        """The model and pool label columns of ``batch``, when it is the batch remembered."""
+        return (self._model, self._pool) if batch is self._batch else None
+
     def labels_of(self, request: JoinedRequest) -> tuple[str, str] | None:
         requests = self._batch.requests()
         if self._rows is None:  # built once someone asks: the objects are only made for publishers that need them

@@ -113,6 +113,11 @@ class PrometheusPublisher:
         pool = self._pool(request)
         return admit(c.MODEL, self._model(request, pool)), admit(c.POOL, pool)
 
+    def batch_model_and_pool(self, batch: EvaluatedBatch) -> tuple[Column, Column] | None:
+        """:meth:`model_and_pool` of every row of the batch just published, as label columns; None for another
+        batch (this publisher failed on it, or took it one request at a time)."""
+        return self._last_batch.columns_of(batch) if self._last_batch is not None else None
+
     def _model(self, request: JoinedRequest, pool: str) -> str:
         """The spans' model, else the pool's configured one (vLLM 0.33 names none), else unknown."""
         return request.model or self._model_of_pool.get(pool) or c.UNKNOWN

@@ -25,7 +25,7 @@ import logging
 import threading
 import time
 from collections import defaultdict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
 import pyarrow as pa
@@ -100,19 +100,27 @@ class RecordStore:
         self._thread.start()
 
     def emit(self, record: RequestRecord) -> None:
+        self.emit_all((record,))
+
+    def emit_all(self, records: Sequence[RequestRecord]) -> None:
+        """Each record held for writing, in order, until the buffer's bound; those beyond it dropped and counted."""
         ready = first_drop = False
         with self._lock:
             held = len(self._buffer) + self._writing
-            full = held >= self._settings.max_buffered_records
-            if full:
-                first_drop, self._dropping = not self._dropping, True
-            else:
+            accepted = max(min(self._settings.max_buffered_records - held, len(records)), 0)
+            dropped = len(records) - accepted
+            if accepted:
                 self._dropping = False
-                self._buffer.append(record)
+                self._buffer.extend(records[:accepted])
                 # While writes fail the retry timer paces the attempts, not every arriving record.
                 ready = len(self._buffer) >= self._settings.max_rows_per_file and not self._fault.failing
-        if full:
-            self._count(c.RECORD_DROPPED, 1)
+            if dropped:
+                first_drop, self._dropping = not self._dropping, True
+            held += accepted
+        if ready:
+            self._wake.set()
+        if dropped:
+            self._count(c.RECORD_DROPPED, dropped)
             if first_drop:
                 why = f" while writes fail ({self._fault.reason})" if self._fault.failing else ""
                 log.error(
@@ -121,8 +129,6 @@ class RecordStore:
                     held,
                     why,
                 )
-        elif ready:
-            self._wake.set()
 
     def _run(self) -> None:
         interval = self._settings.flush_interval_seconds

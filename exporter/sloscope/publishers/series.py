@@ -57,12 +57,49 @@ class CounterFamily:
             labels = self.cap.admit(labels, observed=False)
         values.setdefault(labels, 0.0)
 
+    def resolve(self, labels: Labels, events: int) -> Labels:
+        """The label set ``events`` increments of ``labels`` land in (itself, or its fold, counted ``events``
+        times), after :meth:`start` has taken the cap's verdict on it."""
+        if labels in self.values or self.cap is None:
+            return labels
+        return self.cap.admit(labels, events=events)
+
+    def add_all(self, labels: list[Labels], counts: list[int], which: Codes, values: Floats) -> None:
+        """``inc(labels[which[i]], values[i])`` for every ``i`` in order, at once: each label set resolved once
+        (``counts[j]`` increments of ``labels[j]``), and each series' value accumulated in the same order as one
+        increment at a time, so a sum of fractions rounds exactly as it would have."""
+        if len(values) and bool((values < 0).any()):
+            raise ValueError(f"counter {self.definition.name} can only grow")
+        landing: dict[Labels, int] = {}
+        target = [landing.setdefault(self.resolve(key, n), len(landing)) for key, n in zip(labels, counts, strict=True)]
+        keys = list(landing)
+        which = np.asarray(target, dtype=np.intp)[which]
+        for key, total in zip(keys, sums_in_order([self.values.get(k, 0.0) for k in keys], which, values), strict=True):
+            self.values[key] = total
+
     def family(self, values: list[tuple[Labels, float]]) -> Metric:
         d = self.definition
         family = CounterMetricFamily(d.name, d.help, labels=d.labels)
         for labels, value in values:
             family.add_metric(labels, value)
         return family
+
+
+def sums_in_order(starts: list[float], which: Codes, values: Floats) -> list[float]:
+    """Per series ``j``, ``starts[j]`` plus the ``values[i]`` with ``which[i] == j`` added one at a time in order.
+
+    A row of a zero-padded matrix summed along the row with ``cumsum`` is sequential, so it rounds as the one by
+    one sum does (adding 0.0 changes nothing); ``sum`` would add pairwise and round differently."""
+    if not starts:
+        return []
+    order = np.argsort(which, kind="stable")
+    per_series = np.bincount(which, minlength=len(starts))
+    rank = np.arange(len(values)) - np.repeat(np.cumsum(per_series) - per_series, per_series)
+    padded = np.zeros((len(starts), int(per_series.max(initial=0)) + 1))
+    padded[:, 0] = starts
+    padded[which[order], rank + 1] = values[order]
+    sums: list[float] = np.cumsum(padded, axis=1)[:, -1].tolist()
+    return sums
 
 
 class _Histogram:
@@ -134,13 +171,7 @@ class HistogramFamily:
         bucket = np.searchsorted(self._bounds, values, side="left")  # bisect_left: le is inclusive
         cell = which * size + bucket
         counts = np.bincount(cell, minlength=len(labels) * size).reshape(len(labels), size).tolist()
-        order = np.argsort(which, kind="stable")
-        per_series = np.bincount(which, minlength=len(labels))
-        rank = np.arange(len(values)) - np.repeat(np.cumsum(per_series) - per_series, per_series)
-        padded = np.zeros((len(labels), int(per_series.max()) + 1))
-        padded[:, 0] = [histogram.sum for histogram in series]
-        padded[which[order], rank + 1] = values[order]
-        sums = np.cumsum(padded, axis=1)[:, -1].tolist()
+        sums = sums_in_order([histogram.sum for histogram in series], which, values)
         for histogram, added, total in zip(series, counts, sums, strict=True):
             histogram.counts = [a + b for a, b in zip(histogram.counts, added, strict=True)]
             histogram.sum = total

@@ -16,14 +16,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from sloscope import conventions as c
 from sloscope.records import RequestRecord
 
-__all__ = ["FailureWindow", "RecordSink", "RecordSinks", "SinkMetrics"]
+__all__ = ["BatchSink", "FailureWindow", "RecordSink", "RecordSinks", "SinkMetrics"]
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +47,13 @@ class RecordSink(Protocol):
     def unwritten(self) -> int:
         """Records accepted and not written (or sent) when shutdown ended; 0 before."""
         ...
+
+
+@runtime_checkable
+class BatchSink(Protocol):
+    """A sink that accepts a batch's records under one lock, as ``emit`` of each in order would."""
+
+    def emit_all(self, records: Sequence[RequestRecord]) -> None: ...
 
 
 class FailureWindow:
@@ -134,6 +141,20 @@ class RecordSinks:
                 sink.emit(record)
             except Exception:
                 log.exception("record sink %s failed on trace %s", sink.name, record.request.trace_id)
+
+    def emit_all(self, records: Sequence[RequestRecord]) -> None:
+        """:meth:`emit` of each record, in order: a sink that takes a batch (``emit_all``) takes them at once."""
+        if not records:
+            return
+        for sink in self.sinks:
+            try:
+                if isinstance(sink, BatchSink):
+                    sink.emit_all(records)
+                else:
+                    for record in records:
+                        sink.emit(record)
+            except Exception:
+                log.exception("record sink %s failed on a batch of %d records", sink.name, len(records))
 
     def problems(self) -> dict[str, str]:
         """The reason of every sink that has failed for longer than its grace, by sink name."""

@@ -18,6 +18,7 @@ from sloscope import conventions as c
 from sloscope.attributes import Mapping
 from sloscope.config import Limits
 from sloscope.processors.queue import SpanQueue
+from sloscope.processors.shards import ShardedQueue
 from sloscope.receivers.decode_pool import Decoder
 from sloscope.receivers.in_flight import InFlightBytes
 from sloscope.receivers.native_decode import NativeDecoder
@@ -44,7 +45,7 @@ class Intake:
     def __init__(
         self,
         mapping: Mapping,
-        queue: SpanQueue,
+        queue: SpanQueue | ShardedQueue,
         telemetry: Telemetry,
         retry_after_seconds: int,
         keep: frozenset[str] | None = None,
@@ -85,24 +86,25 @@ class Intake:
 
     def submit(self, decoded: Decoded, transport: str) -> Result:
         spans = decoded.batch if decoded.batch is not None else self._checked(decoded)
-        offered = len(spans) + decoded.rejected  # a refused batch is refused whole, invalid spans included
+        count = len(spans)  # now: once queued, a native batch's spans move (to a shard, to the join)
+        offered = count + decoded.rejected  # a refused batch is refused whole, invalid spans included
         if self._queue.closed:
             self._telemetry.dropped(c.DROP_SHUTDOWN, offered)
             self.count_request(transport, "shutting_down")
             return Result(Status.SHUTTING_DOWN)
-        if len(spans) > self._queue.capacity:  # would never fit: retrying cannot help, so no 429
+        if count > self._queue.capacity:  # would never fit: retrying cannot help, so no 429
             self._telemetry.dropped(c.DROP_INVALID, offered)
             self.count_request(transport, "too_large")
             return Result(
                 Status.TOO_MANY_SPANS,
-                message=f"batch of {len(spans)} spans exceeds the queue capacity of {self._queue.capacity}; "
+                message=f"batch of {count} spans exceeds the queue capacity of {self._queue.capacity}; "
                 "send smaller batches",
             )
         if not self._queue.offer(spans):
             self._telemetry.dropped(c.DROP_QUEUE_FULL, offered)
             self.count_request(transport, "queue_full")
             return Result(Status.QUEUE_FULL)
-        self._received[transport].inc(len(spans))
+        self._received[transport].inc(count)
         self._telemetry.dropped(c.DROP_INVALID, decoded.rejected)
         self.count_request(transport, "partial" if decoded.rejected else "accepted")
         return Result(Status.ACCEPTED, decoded.rejected, decoded.message)

@@ -1,13 +1,15 @@
 """``sloscope review``: the weekly SLO review, from the record store (or Prometheus) to an HTML/Markdown report.
 
-Needs the ``review`` extra (pandas, matplotlib): ``pip install 'sloscope[review]'``. Nothing here is imported
+Needs the ``review`` extra (pandas, matplotlib, duckdb): ``pip install 'sloscope[review]'``. Nothing here is imported
 by ``sloscope serve``; the CLI imports :mod:`sloscope.review.main` only when ``review`` runs.
 
 Modules, one job each:
 
 - ``window``: the review window from ``--since`` / ``--from`` / ``--to``;
-- ``load``: the record store's rows in the window as a DataFrame;
-- ``analysis``: pure functions, DataFrames in, DataFrames out (attainment, routing profiles compared, burn,
+- ``queries``: every aggregation of the store's rows, as SQL;
+- ``engine``: DuckDB and its limits, the window's rows as the SQL views ``requests`` and ``eligible``;
+- ``load``: the window's rows (and the previous period's) from the store;
+- ``analysis``: the tables, from the queries' aggregates (attainment, routing profiles compared, burn,
   worst periods and pods, causes, calibration, headroom);
 - ``budget``: the period's error budget a window spends, and the error-budget policy's status;
 - ``quality``: the data's gaps, join ratio, invalid values, failures, and the worst-missing requests;
@@ -20,7 +22,7 @@ Modules, one job each:
 - ``main``: the command: reads, analyses, renders, writes the files.
 """
 
-MISSING_EXTRA = "sloscope review needs pandas and matplotlib: pip install 'sloscope[review]'"
+MISSING_EXTRA = "sloscope review needs pandas, matplotlib and duckdb: pip install 'sloscope[review]'"
 
 
 class ReviewError(Exception):

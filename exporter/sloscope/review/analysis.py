@@ -36,9 +36,9 @@ from sloscope.conventions import (
     ROUTING_UNKNOWN,
     SIGNALS,
     SLOS,
-    SOURCES,
 )
-from sloscope.review import budget
+from sloscope.review import budget, queries
+from sloscope.review.engine import Requests, Rows, rows
 from sloscope.slo.spec import SLOSpec
 
 __all__ = [
@@ -95,25 +95,33 @@ def objectives(spec: SLOSpec) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["slo_class", "slo", "objective", "period_seconds"])
 
 
-def eligible(requests: pd.DataFrame) -> pd.DataFrame:
-    """Long form: one row per (request, SLO it was eligible for), with ``violated``.
+def eligible(requests: Requests) -> Rows:
+    """Long form: one row per (request, SLO it was eligible for), with ``violated`` (the ``eligible`` view,
+    :data:`~sloscope.review.queries.ELIGIBLE`). The tables counting eligible requests (attainment, burn, routing,
+    worst pods) take it."""
+    return rows(requests)
 
-    The tables counting eligible requests (attainment, burn, routing, worst pods) take this, built once per
-    report: it is the largest frame the review makes (up to three rows per request).
+
+def _counts(long: Requests, keys: Sequence[str], bin_seconds: int | None = None) -> pd.DataFrame:
+    """Eligible requests and violations per ``keys`` of the long form (``bin_start``: bins of ``bin_seconds``).
+
+    The report's keys (:data:`~sloscope.review.queries.COUNT_KEYS`) come from one query that counts them all in
+    one scan (:data:`~sloscope.review.queries.COUNTS`), run once per bin width; other keys from their own query.
     """
-    parts = []
-    for slo in SLOS:
-        met = requests[f"{slo}_met"]
-        rows = requests.loc[met.notna(), ["end_time", "slo_class", "model", "pool", "pod", "routing"]].copy()
-        rows["slo"] = slo
-        rows["violated"] = ~met[met.notna()].astype(bool)
-        parts.append(rows)
-    return pd.concat(parts, ignore_index=True)
-
-
-def _counts(long: pd.DataFrame, keys: Sequence[str | pd.Series]) -> pd.DataFrame:
-    """Eligible requests and violations per ``keys`` of the long form."""
-    return long.groupby(list(keys)).agg(eligible=("violated", "size"), violations=("violated", "sum")).reset_index()
+    found = rows(long)
+    bin_ns = (bin_seconds or BIN_LADDER_SECONDS[0]) * 1_000_000_000
+    if tuple(keys) not in queries.COUNT_KEYS and "bin_start" in keys:
+        return found.table(queries.counts(*keys), times=["bin_start"], bin_ns=bin_ns)
+    if tuple(keys) not in queries.COUNT_KEYS:
+        return found.table(queries.counts(*keys))
+    every = found.table(queries.COUNTS, bin_ns=bin_ns)
+    columns = queries.COUNT_COLUMNS
+    summed = sum(1 << (len(columns) - 1 - i) for i, column in enumerate(columns) if column not in keys)
+    table = every[every["grouping_set"] == summed][[*keys, "eligible", "violations"]]
+    if "bin_start" in keys:
+        table["bin_start"] = pd.to_datetime(table["bin_start"].astype("int64"), unit="ns", utc=True)
+    table = table.astype({"eligible": "int64", "violations": "int64"})
+    return table.sort_values(list(keys)).reset_index(drop=True)
 
 
 def _with_objectives(table: pd.DataFrame, targets: pd.DataFrame, window_seconds: float) -> pd.DataFrame:
@@ -139,7 +147,7 @@ def _slo_order(table: pd.DataFrame) -> pd.Series:
     return table["slo"].map(_SLO_ORDER)
 
 
-def attainment(long: pd.DataFrame, targets: pd.DataFrame, window_seconds: float) -> pd.DataFrame:
+def attainment(long: Requests, targets: pd.DataFrame, window_seconds: float) -> pd.DataFrame:
     """Per SLO, class and model over the window (``long`` from :func:`eligible`): eligible, violations,
     attainment, objective, mean burn rate, the period's budget consumed and remaining, and the policy status.
 
@@ -167,7 +175,7 @@ def _budget_table(counts: pd.DataFrame, targets: pd.DataFrame, window_seconds: f
     return table[columns].reset_index(drop=True)
 
 
-def policy(long: pd.DataFrame, targets: pd.DataFrame, window_seconds: float) -> pd.DataFrame:
+def policy(long: Requests, targets: pd.DataFrame, window_seconds: float) -> pd.DataFrame:
     """Per SLO and class (models summed): the attainment table's columns, with the error-budget policy status."""
     return policy_from_counts(_counts(long, ["slo", "slo_class"]), targets, window_seconds)
 
@@ -179,7 +187,7 @@ def policy_from_counts(counts: pd.DataFrame, targets: pd.DataFrame, window_secon
     return _budget_table(summed, targets, window_seconds, keys)
 
 
-def breakdown(long: pd.DataFrame, targets: pd.DataFrame, window_seconds: float) -> pd.DataFrame:
+def breakdown(long: Requests, targets: pd.DataFrame, window_seconds: float) -> pd.DataFrame:
     """Per SLO, class, pool and model: the attainment table's columns, one row per pool and model."""
     keys = ["slo", "slo_class", "pool", "model"]
     return _budget_table(_counts(long, keys), targets, window_seconds, keys)
@@ -196,7 +204,7 @@ def choose_bin(span_seconds: float) -> int:
     return BIN_LADDER_SECONDS[-1]
 
 
-def burn(long: pd.DataFrame, targets: pd.DataFrame, bin_seconds: int, window_seconds: float) -> pd.DataFrame:
+def burn(long: Requests, targets: pd.DataFrame, bin_seconds: int, window_seconds: float) -> pd.DataFrame:
     """Per bin (``bin_start``, aligned to multiples of the bin since the epoch), SLO and class, the models summed.
 
     ``burn_rate`` is the bin's error ratio over the error budget (1 = spending exactly the budget's pace);
@@ -205,8 +213,7 @@ def burn(long: pd.DataFrame, targets: pd.DataFrame, bin_seconds: int, window_sec
     (1 - objective); its last value is the class's budget consumed over the window. Bins without eligible
     requests are left out.
     """
-    bin_start = long["end_time"].dt.floor(pd.Timedelta(seconds=bin_seconds)).rename("bin_start")
-    return burn_from_counts(_counts(long, ["slo", "slo_class", bin_start]), targets, window_seconds)
+    return burn_from_counts(_counts(long, ["slo", "slo_class", "bin_start"], bin_seconds), targets, window_seconds)
 
 
 def burn_from_counts(counts: pd.DataFrame, targets: pd.DataFrame, window_seconds: float) -> pd.DataFrame:
@@ -240,7 +247,7 @@ def worst_periods(burn_table: pd.DataFrame, limit: int = 10) -> pd.DataFrame:
     return table[columns].head(limit).reset_index(drop=True)
 
 
-def worst_pods(long: pd.DataFrame, limit: int = 10) -> pd.DataFrame:
+def worst_pods(long: Requests, limit: int = 10) -> pd.DataFrame:
     """Per pool, pod and SLO (``long`` from :func:`eligible`): eligible, violations, error ratio and the pod's
     share of that SLO's violations.
 
@@ -308,7 +315,7 @@ def two_proportion_z(
     return (z, math.erfc(abs(z) / math.sqrt(2.0)))
 
 
-def routing(long: pd.DataFrame, targets: pd.DataFrame) -> pd.DataFrame:
+def routing(long: Requests, targets: pd.DataFrame) -> pd.DataFrame:
     """Per SLO and class (models summed; ``long`` from :func:`eligible`): eligible, violations and attainment under
     each routing profile side by side, the difference predicted - default and its z-test; see
     :func:`routing_from_counts`."""
@@ -377,8 +384,9 @@ def routing_from_counts(counts: pd.DataFrame, targets: pd.DataFrame) -> pd.DataF
     return table[columns].reset_index(drop=True)
 
 
-def violation_cause(requests: pd.DataFrame) -> pd.Series:
-    """The cause of each request's violation (null where it met every SLO it was eligible for).
+def violation_cause(requests: Requests) -> pd.Series:
+    """The cause of each request's violation (null where it met every SLO it was eligible for), in the requests'
+    order; :data:`~sloscope.review.queries.CAUSE_ROWS`:
 
     - missed TTFT only: ``queueing`` when ``queue_seconds >= prefill_seconds``, else ``prefill``;
     - missed TPOT only: ``decode``;
@@ -388,46 +396,17 @@ def violation_cause(requests: pd.DataFrame) -> pd.Series:
     - ``unknown`` when a value the rule needs is missing;
     - ``failed`` for a failed, shed, timed-out or aborted request, whatever it missed: no phase was slow.
     """
-    missed_ttft = requests["ttft_met"].eq(False).fillna(False).astype(bool)
-    missed_tpot = requests["tpot_met"].eq(False).fillna(False).astype(bool)
-    queue = requests["queue_seconds"].astype(float)
-    prefill = requests["prefill_seconds"].astype(float)
-    tokens = requests["completion_tokens"].astype("Float64").astype(float)
-    queue_share = queue / requests["ttft_target_seconds"]
-    prefill_share = prefill / requests["ttft_target_seconds"]
-    decode_share = requests["decode_seconds"] / (requests["tpot_target_seconds"] * (tokens - 1.0))
-
-    cause = pd.Series(pd.NA, index=requests.index, dtype="string")
-    ttft_only = missed_ttft & ~missed_tpot
-    known = queue.notna() & prefill.notna()
-    cause[ttft_only & known] = np.where(queue >= prefill, "queueing", "prefill")[ttft_only & known]
-    cause[ttft_only & ~known] = "unknown"
-    cause[missed_tpot & ~missed_ttft] = "decode"
-    both = missed_ttft & missed_tpot
-    shares = pd.concat([queue_share, prefill_share, decode_share], axis=1, keys=["queueing", "prefill", "decode"])
-    shares = shares.astype(float).replace([np.inf, -np.inf], np.nan)
-    shares_known = shares.notna().all(axis=1)
-    picked = shares.fillna(-np.inf).idxmax(axis=1)  # first of equal maxima: the documented order
-    cause[both & shares_known] = picked[both & shares_known]
-    cause[both & ~shares_known] = "unknown"
-    if "failure_reason" in requests:  # stores written before failures were recorded have no such column
-        cause[requests["failure_reason"].notna() & (missed_ttft | missed_tpot)] = "failed"
-    return cause
+    cause = rows(requests).table(queries.CAUSE_ROWS)["cause"].astype("string")
+    return cause.set_axis(requests.index) if isinstance(requests, pd.DataFrame) else cause
 
 
-def causes(requests: pd.DataFrame) -> pd.DataFrame:
+def causes(requests: Requests) -> pd.DataFrame:
     """Violating requests per class, which SLOs they missed (ttft, tpot, both) and cause, with the cause's share
     of the class's violating requests."""
-    cause = violation_cause(requests)
-    violating = requests.loc[cause.notna(), ["slo_class", "ttft_met", "tpot_met"]].copy()
-    violating["cause"] = cause[cause.notna()].astype(str)
-    ttft = violating["ttft_met"].eq(False).fillna(False).astype(bool)
-    tpot = violating["tpot_met"].eq(False).fillna(False).astype(bool)
-    violating["missed"] = np.where(ttft & tpot, "both", np.where(ttft, "ttft", "tpot"))
     columns = ["slo_class", "missed", "cause", "requests", "share"]
-    if violating.empty:
+    table = rows(requests).table(queries.CAUSES)
+    if table.empty:
         return pd.DataFrame(columns=columns)
-    table = violating.groupby(["slo_class", "missed", "cause"]).size().rename("requests").reset_index()
     table["share"] = table["requests"] / table.groupby("slo_class")["requests"].transform("sum")
     order = {cause: i for i, cause in enumerate(CAUSES)}
     table["order"] = table["cause"].map(order)
@@ -435,131 +414,77 @@ def causes(requests: pd.DataFrame) -> pd.DataFrame:
     return table[columns].reset_index(drop=True)
 
 
-def _compared(requests: pd.DataFrame, signal: str) -> pd.DataFrame:
-    """Requests with a prediction (span or shadow) and an actual for ``signal``."""
-    actual = requests[f"{signal}_seconds"]
-    predicted = requests[f"predicted_{signal}_seconds"]
-    keep = requests["prediction_source"].isin(SOURCES) & actual.notna() & predicted.notna()
-    rows = requests.loc[keep, ["pool", "prediction_source", "prediction_quantile"]].copy()
-    objective = requests.get("prediction_objective")
-    # Rows written before the store had the column are quantile predictions (the only kind then judged).
-    rows["objective"] = "quantile" if objective is None else objective[keep].fillna("quantile").astype(str)
-    rows["actual"] = actual[keep].astype(float)
-    rows["predicted"] = predicted[keep].astype(float)
-    rows["covered"] = rows["actual"] <= rows["predicted"]
-    rows["signal"] = signal
-    return rows.rename(columns={"prediction_source": "source", "prediction_quantile": "quantile"})
-
-
-def _compared_of(requests: pd.DataFrame, objective: str) -> pd.DataFrame:
-    rows = pd.concat([_compared(requests, signal) for signal in SIGNALS], ignore_index=True)
-    return rows[rows["objective"] == objective] if not rows.empty else rows
-
-
-def coverage(requests: pd.DataFrame) -> pd.DataFrame:
+def coverage(requests: Requests) -> pd.DataFrame:
     """Per signal, source, pool and the predictor's quantile: compared, covered, coverage and coverage - quantile.
 
     A well-calibrated quantile-q predictor covers a share q of the requests; below q it predicts too low. Mean
-    predictions are left out (see :func:`mean_error`): half of them are exceeded by design.
+    predictions are left out (see :func:`mean_error`): half of them are exceeded by design. Rows written before
+    the store had ``prediction_objective`` are quantile predictions (the only kind then judged).
     """
-    rows = _compared_of(requests, "quantile")
     columns = ["signal", "source", "pool", "quantile", "compared", "covered", "coverage", "gap"]
-    if rows.empty:
+    table = rows(requests).table(queries.COVERAGE)
+    if table.empty:
         return pd.DataFrame(columns=columns)
-    rows["quantile"] = rows["quantile"].fillna(0.9)
-    table = (
-        rows.groupby(["signal", "source", "pool", "quantile"])
-        .agg(compared=("covered", "size"), covered=("covered", "sum"))
-        .reset_index()
-    )
     table["coverage"] = table["covered"] / table["compared"]
     table["gap"] = table["coverage"] - table["quantile"]
     return table[columns]
 
 
-def mean_error(requests: pd.DataFrame) -> pd.DataFrame:
+def mean_error(requests: Requests) -> pd.DataFrame:
     """Per signal, source and pool, the mean predictions: compared, bias (mean of actual - predicted, s),
     relative bias (over the mean prediction; positive: predicts too low), MAE and RMSE (s)."""
     columns = ["signal", "source", "pool", "compared", "bias", "relative_bias", "mae", "rmse"]
-    rows = _compared_of(requests, "mean")
-    if rows.empty:
+    table = rows(requests).table(queries.MEAN_ERROR, serial=True)
+    if table.empty:
         return pd.DataFrame(columns=columns)
-    rows = rows.assign(error=rows["actual"] - rows["predicted"])
-    rows = rows.assign(absolute=rows["error"].abs(), squared=rows["error"] ** 2)
-    table = (
-        rows.groupby(["signal", "source", "pool"])
-        .agg(
-            compared=("error", "size"),
-            bias=("error", "mean"),
-            predicted=("predicted", "mean"),
-            mae=("absolute", "mean"),
-            mse=("squared", "mean"),
-        )
-        .reset_index()
-    )
     table["relative_bias"] = table["bias"] / table["predicted"]
     table["rmse"] = table["mse"] ** 0.5
     return table[columns]
 
 
-def reliability(requests: pd.DataFrame, bins: int = 10) -> pd.DataFrame:
+def qcut_probabilities(bins: int) -> list[float]:
+    """The probabilities of ``pd.qcut(x, bins)``'s edges: np.linspace(0, 1, bins + 1), each nudged up to the next
+    float where bins x it is not the whole number it should be (pandas/core/reshape/tile.py, ``qcut``)."""
+    quantiles = np.linspace(0, 1, bins + 1)
+    np.putmask(quantiles, bins * quantiles != np.arange(bins + 1), np.nextafter(quantiles, 1))
+    return [float(q) for q in quantiles]
+
+
+def reliability(requests: Requests, bins: int = 10) -> pd.DataFrame:
     """Per signal and source: the compared requests cut into ``bins`` equal-count bins of the predicted value
-    (``pd.qcut``, deciles by default; fewer when predictions repeat), and in each bin the predicted median, the
+    (as ``pd.qcut``, deciles by default; fewer when predictions repeat), and in each bin the predicted median, the
     q-quantile of the actual values (q = the predictor's quantile, linear interpolation) and the coverage.
 
     On a reliability plot (actual quantile against predicted median) a calibrated predictor lies on the diagonal.
     """
     columns = ["signal", "source", "bin", "requests", "predicted_low", "predicted_high", "predicted_median"]
     columns += ["quantile", "actual_quantile", "coverage"]
-    rows = _compared_of(requests, "quantile")
-    parts = []
-    for (signal, source), group in rows.groupby(["signal", "source"], sort=True):
-        q = float(group["quantile"].fillna(0.9).median())
-        codes = pd.qcut(group["predicted"], q=bins, labels=False, duplicates="drop")
-        for code, members in group.groupby(codes, sort=True):
-            predicted = members["predicted"]
-            parts.append(
-                {
-                    "signal": signal,
-                    "source": source,
-                    "bin": int(code) + 1,
-                    "requests": len(members),
-                    "predicted_low": float(predicted.min()),
-                    "predicted_high": float(predicted.max()),
-                    "predicted_median": float(predicted.median()),
-                    "quantile": q,
-                    "actual_quantile": float(members["actual"].quantile(q)),
-                    "coverage": float(members["covered"].mean()),
-                }
-            )
-    return pd.DataFrame(parts, columns=columns)
+    table = rows(requests).table(queries.RELIABILITY, edges=qcut_probabilities(bins))
+    return table[columns] if not table.empty else pd.DataFrame(columns=columns)
 
 
-def headroom(requests: pd.DataFrame, percentiles: Sequence[float] = HEADROOM_PERCENTILES) -> pd.DataFrame:
+def _percentile_name(p: float) -> str:
+    return f"p{round(p * 100):02d}"
+
+
+def headroom(requests: Requests, percentiles: Sequence[float] = HEADROOM_PERCENTILES) -> pd.DataFrame:
     """Per signal and class: requests with a headroom at routing (target - predicted), the share below zero
     (routed although predicted to miss), and percentiles (linear interpolation), in seconds."""
-    parts = []
-    for signal in SIGNALS:
-        values = requests[["slo_class", f"{signal}_headroom_seconds"]].dropna()
-        values = values.rename(columns={f"{signal}_headroom_seconds": "headroom"})
-        for slo_class, group in values.groupby("slo_class", sort=True):
-            seconds = group["headroom"].astype(float)
-            row: dict[str, object] = {
-                "signal": signal,
-                "slo_class": slo_class,
-                "requests": len(seconds),
-                "negative_share": float((seconds < 0).mean()),
-            }
-            for p in percentiles:
-                row[f"p{round(p * 100):02d}"] = float(seconds.quantile(p))
-            parts.append(row)
-    columns = ["signal", "slo_class", "requests", "negative_share", *(f"p{round(p * 100):02d}" for p in percentiles)]
-    return pd.DataFrame(parts, columns=columns)
+    names = [_percentile_name(p) for p in percentiles]
+    columns = ["signal", "slo_class", "requests", "negative_share", *names]
+    long = rows(requests).table(queries.HEADROOM_TABLE, names=names, percentiles=[float(p) for p in percentiles])
+    if long.empty:
+        return pd.DataFrame(columns=columns)
+    table = long.pivot(index=["signal", "slo_class", "requests", "negative_share"], columns="name", values="value")
+    table = table.reset_index()
+    table["order"] = table["signal"].map({signal: i for i, signal in enumerate(SIGNALS)})
+    table = table.sort_values(["order", "slo_class"])
+    return pd.DataFrame(table[columns].to_numpy(), columns=columns).astype(
+        {"requests": "int64", "negative_share": float, **dict.fromkeys(names, float)}
+    )
 
 
-def trend(
-    long: pd.DataFrame, previous: pd.DataFrame | None, targets: pd.DataFrame, window_seconds: float
-) -> pd.DataFrame:
+def trend(long: Requests, previous: Requests | None, targets: pd.DataFrame, window_seconds: float) -> pd.DataFrame:
     """Per SLO and class (models summed): the window's eligible, attainment and mean burn rate beside those of the
     period of the same length just before it (``previous``, in :func:`eligible`'s long form; None or empty when
     the store does not reach back that far: the previous columns are then null), and ``change`` = attainment -
@@ -568,8 +493,9 @@ def trend(
     now = _budget_table(_counts(long, keys), targets, window_seconds, keys)
     columns = [*keys, "eligible", "attainment", "mean_burn_rate"]
     table = now[columns]
-    if previous is not None and not previous.empty:
-        before = _budget_table(_counts(previous, keys), targets, window_seconds, keys)[columns]
+    earlier = _counts(previous, keys) if previous is not None else None
+    if earlier is not None and not earlier.empty:
+        before = _budget_table(earlier, targets, window_seconds, keys)[columns]
     else:
         before = pd.DataFrame({c: pd.Series(dtype=object if c in keys else float) for c in columns})
     table = table.merge(before, on=keys, how="outer", suffixes=("", "_previous"))

@@ -1,7 +1,7 @@
 """The review's charts: matplotlib figures drawn with the Agg canvas (no display, no pyplot state), as PNG bytes.
 
-Each function takes the table the analysis made (or the requests, for the histogram) and returns PNG bytes,
-or None when the table is empty. PNGs are written without the timestamp and software metadata, so the same
+Each function takes the table the analysis made (or the requests, for the histogram, counted by SQL) and returns
+PNG bytes, or None when the table is empty. PNGs are written without the timestamp and software metadata, so the same
 tables give the same bytes. Every label that may come from a span (class, pod, source) goes through
 :func:`~sloscope.review.escape.plain`, and ``text.usetex`` is off: span text is never parsed as a formula.
 """
@@ -14,17 +14,30 @@ from collections.abc import Callable
 from typing import ParamSpec
 
 import matplotlib
+import numpy as np
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from sloscope.conventions import ROUTING_DEFAULT, ROUTING_PREDICTED, SIGNALS, SLOS
+from sloscope.review import queries
 from sloscope.review.analysis import CAUSES, wilson_interval
+from sloscope.review.engine import Requests
+from sloscope.review.engine import rows as sql_rows
 from sloscope.review.escape import plain
 
-__all__ = ["burn_chart", "causes_chart", "headroom_chart", "pods_chart", "reliability_chart", "routing_chart"]
+__all__ = [
+    "burn_chart",
+    "causes_chart",
+    "headroom_chart",
+    "headroom_histogram",
+    "pods_chart",
+    "reliability_chart",
+    "routing_chart",
+]
 
 _DPI = 80
+HISTOGRAM_BINS = 40
 _COLORS = {"failed": "#e7298a", "queueing": "#d95f02", "prefill": "#7570b3", "decode": "#1b9e77", "unknown": "#999999"}
 
 
@@ -185,17 +198,36 @@ def reliability_chart(reliability: pd.DataFrame) -> bytes | None:
     return _png(figure)
 
 
+def headroom_histogram(requests: Requests, signal: str, bins: int = HISTOGRAM_BINS) -> tuple[np.ndarray, np.ndarray]:
+    """(edges, counts) of ``np.histogram(headroom, bins)`` for one signal, counted by SQL
+    (:data:`~sloscope.review.queries.HEADROOM_HISTOGRAM`): the range from SQL, the edges from numpy."""
+    found = sql_rows(requests)
+    ranges = found.table(queries.HEADROOM_RANGE).set_index("signal")
+    first, last = float(ranges["low"][signal]), float(ranges["high"][signal])
+    if first == last:  # numpy's _get_outer_edges
+        first, last = first - 0.5, last + 0.5
+    edges = np.linspace(first, last, bins + 1)
+    counted = found.table(
+        queries.HEADROOM_HISTOGRAM, signal=signal, first=first, last=last, bins=bins, edges=[float(e) for e in edges]
+    )
+    counts = np.zeros(bins, dtype=np.int64)
+    counts[counted["bin"].to_numpy(dtype=np.int64)] = counted["requests"].to_numpy(dtype=np.int64)
+    return edges, counts
+
+
 @_without_tex
-def headroom_chart(requests: pd.DataFrame) -> bytes | None:
+def headroom_chart(requests: Requests) -> bytes | None:
     """Per signal, a histogram of the headroom at routing (target - predicted); left of 0 predicted a miss."""
-    columns = [s for s in SIGNALS if requests[f"{s}_headroom_seconds"].notna().any()]
+    found = sql_rows(requests)
+    known = set(found.table(queries.HEADROOM_RANGE)["signal"])
+    columns = [s for s in SIGNALS if s in known]
     if not columns:
         return None
     figure = Figure(figsize=(4.5 * len(columns), 3.2))
     for i, signal in enumerate(columns, start=1):
         axes = figure.add_subplot(1, len(columns), i)
-        values = requests[f"{signal}_headroom_seconds"].dropna().astype(float)
-        axes.hist(values, bins=40, color="#4c72b0")
+        edges, counts = headroom_histogram(found, signal)
+        axes.hist(edges[:-1], bins=list(edges), weights=counts, color="#4c72b0")  # each left edge in its own bin
         axes.axvline(0.0, color="#c00", linewidth=1)
         axes.set_title(f"{signal.upper()} headroom at routing")
         axes.set_xlabel("target - predicted, s")

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 
 from sloscope.loading import ConfigError, load
 from sloscope.review import ReviewError, UsageError
+from sloscope.review.engine import Engine
 from sloscope.review.main import Options, run
 from sloscope.review.window import parse_window
 
@@ -31,6 +32,14 @@ def review(args: argparse.Namespace, now: datetime | None = None) -> int:
             print(line, file=sys.stderr)
         return 2
     spec_source = str(args.slo_spec or loaded.settings.slo_spec or "the built-in spec")
+    engine = Engine(memory_limit=args.memory_limit, threads=args.threads)
+    try:
+        if args.threads is not None and args.threads < 1:
+            raise UsageError(f"--threads: must be at least 1, not {args.threads}")
+        engine.connect().close()
+    except UsageError as exc:
+        print(f"review: {exc}", file=sys.stderr)
+        return 2
     options = Options(
         window=window,
         spec=loaded.spec,
@@ -39,6 +48,7 @@ def review(args: argparse.Namespace, now: datetime | None = None) -> int:
         store=args.store,
         prometheus=args.prometheus,
         spec_source=spec_source,
+        engine=engine,
     )
     try:
         written = run(options)

@@ -11,8 +11,9 @@ import numpy as np
 import pandas as pd
 
 from sloscope.conventions import SLOS
-from sloscope.review import budget
+from sloscope.review import budget, queries
 from sloscope.review.analysis import SIGNIFICANCE_LEVEL
+from sloscope.review.engine import Requests, rows
 
 __all__ = ["alerts_line", "budget_lines", "calibration_lines", "headroom_lines", "routing_line"]
 
@@ -108,16 +109,16 @@ def calibration_lines(coverage: pd.DataFrame, mean_error: pd.DataFrame) -> list[
     return lines
 
 
-def headroom_lines(requests: pd.DataFrame) -> list[str]:
+def headroom_lines(requests: Requests) -> list[str]:
     """Per signal: the share of requests routed with negative headroom (predicted to miss), over all classes."""
+    ranges = rows(requests).table(queries.HEADROOM_RANGE).set_index("signal")
     lines = []
     for signal in ("ttft", "tpot"):
-        values = requests[f"{signal}_headroom_seconds"].dropna().astype(float)
-        if values.empty:
+        if signal not in ranges.index:
             continue
-        negative = int((values < 0).sum())
+        count, negative = int(ranges["requests"][signal]), int(ranges["negative"][signal])
         lines.append(
-            f"Headroom: {_percent(negative / len(values))} of the {len(values)} requests with a {signal.upper()} "
+            f"Headroom: {_percent(negative / count)} of the {count} requests with a {signal.upper()} "
             f"headroom were routed with negative headroom ({negative} predicted to miss their target)."
         )
     return lines

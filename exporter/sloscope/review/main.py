@@ -11,7 +11,7 @@ Files written for ``--out report.html``::
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -19,8 +19,9 @@ import pandas as pd
 from sloscope import __version__
 from sloscope.conventions import POD_REQUESTS, POD_SLO_VIOLATIONS
 from sloscope.review import analysis, budget, charts, findings, quality
+from sloscope.review.engine import Engine, Requests
 from sloscope.review.escape import csv_safe
-from sloscope.review.load import load_frame, load_previous
+from sloscope.review.load import store_rows
 from sloscope.review.prometheus import alert_step
 from sloscope.review.render import Chart, Report, Section, cell, render_html, render_markdown
 from sloscope.review.window import Window
@@ -38,6 +39,7 @@ class Options:
     store: Path | None = None
     prometheus: str | None = None
     spec_source: str = "built-in spec"
+    engine: Engine = field(default_factory=Engine)
 
 
 def _chart(name: str, title: str, png: bytes | None) -> list[Chart]:
@@ -159,15 +161,14 @@ _OFFENDERS = (
 
 
 def store_sections(
-    requests: pd.DataFrame, spec: SLOSpec, window: Window, previous: pd.DataFrame | None = None
+    requests: Requests, spec: SLOSpec, window: Window, previous: Requests | None = None
 ) -> tuple[list[str], list[Section]]:
     """The summary's sentences and the sections, from the window's requests (and the previous period's)."""
     targets = analysis.objectives(spec)
-    long = analysis.eligible(requests)  # once: the tables that count eligible requests share it
+    long = analysis.eligible(requests)
     attainment = analysis.attainment(long, targets, window.seconds)
     policy = analysis.policy(long, targets, window.seconds)
-    span = (requests["end_time"].max() - requests["end_time"].min()).total_seconds()
-    bin_seconds = analysis.choose_bin(span)
+    bin_seconds = analysis.choose_bin(quality.span(long).seconds)
     burn = analysis.burn(long, targets, bin_seconds, window.seconds)
     routing = analysis.routing(long, targets)
     coverage = analysis.coverage(requests)
@@ -227,7 +228,7 @@ def store_sections(
             charts=_chart(
                 "reliability",
                 "Reliability plot",
-                charts.reliability_chart(reliability := analysis.reliability(requests)),
+                charts.reliability_chart(reliability),
             ),
             tables=[("coverage", coverage), ("reliability", reliability), ("mean_error", mean_error)],
         ),
@@ -298,31 +299,30 @@ def prometheus_sections(url: str, window: Window, spec: SLOSpec) -> tuple[list[s
     return summary, sections
 
 
-def _span_facts(requests: pd.DataFrame, gaps: pd.DataFrame) -> list[tuple[str, str]]:
-    first, last = requests["end_time"].min(), requests["end_time"].max()
-    span = f"requests ended {cell(first)} to {cell(last)} ({_bin_text((last - first).total_seconds())})"
+def _span_facts(span: quality.Span, gaps: pd.DataFrame) -> list[tuple[str, str]]:
+    first, last = span.first, span.last
+    text = f"requests ended {cell(first)} to {cell(last)} ({_bin_text(span.seconds)})"
     if gaps.empty:
         holes = "none: every bin between the first and the last request has requests"
     else:
         longest = gaps.iloc[int(gaps["seconds"].to_numpy().argmax())]
         holes = f"{len(gaps)} without requests, {_bin_text(gaps['seconds'].sum())} in all, the longest "
         holes += f"{_bin_text(longest['seconds'])} from {cell(longest['gap_start'])} (gaps.csv)"
-    return [("Data", span), ("Gaps", holes), ("Counts", quality.SAMPLING_NOTE)]
+    return [("Data", text), ("Gaps", holes), ("Counts", quality.SAMPLING_NOTE)]
 
 
 def build_report(options: Options) -> Report:
     window = options.window
     facts = [("Window", f"{window} ({_bin_text(window.seconds)})")]
     if options.store is not None:
-        requests = load_frame(options.store, window)
-        previous = load_previous(options.store, window)
+        requests, previous = store_rows(options.store, window, options.engine)
         summary, sections = store_sections(requests, options.spec, window, previous)
-        bin_seconds = analysis.choose_bin((requests["end_time"].max() - requests["end_time"].min()).total_seconds())
-        gaps = quality.gaps(requests, bin_seconds)
-        facts += _span_facts(requests, gaps)
-        source = f"record store {options.store}: {len(requests)} requests"
+        span = quality.span(requests)
+        gaps = quality.gaps(requests, analysis.choose_bin(span.seconds))
+        facts += _span_facts(span, gaps)
+        source = f"record store {options.store}: {span.requests} requests"
         store_quality = quality.data_quality(requests)
-        join = quality.join_ratio(requests)
+        join = span.join_ratio
     else:
         assert options.prometheus is not None
         summary, sections = prometheus_sections(options.prometheus, window, options.spec)

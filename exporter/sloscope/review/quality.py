@@ -1,19 +1,32 @@
 """What the data is worth: its real time span and gaps, how well it was joined, and the requests that missed worst.
 
-Pure functions from the requests DataFrame (see ``load``) to tables; docs/review.md, "Data", "Data quality" and
+Functions from the window's requests (SQL views: :mod:`engine`) to tables; docs/review.md, "Data", "Data quality" and
 "Top offending requests", says how to read them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from sloscope.conventions import OUTCOME_JOINED, OUTCOME_JOINED_BY_REQUEST_ID, SIGNALS
+from sloscope.review import queries
+from sloscope.review.engine import Requests, rows
 
-__all__ = ["JOINED", "OFFENDER_LIMIT", "SAMPLING_NOTE", "data_quality", "gaps", "join_ratio", "offenders"]
+__all__ = [
+    "JOINED",
+    "OFFENDER_LIMIT",
+    "SAMPLING_NOTE",
+    "Span",
+    "data_quality",
+    "gaps",
+    "join_ratio",
+    "offenders",
+    "span",
+]
 
 JOINED = (OUTCOME_JOINED, OUTCOME_JOINED_BY_REQUEST_ID)
 """Join outcomes where the model-server span found its gateway span: the request's routing and targets are known."""
@@ -24,21 +37,22 @@ SAMPLING_NOTE = (
 )
 
 
-def gaps(requests: pd.DataFrame, bin_seconds: int) -> pd.DataFrame:
+def gaps(requests: Requests, bin_seconds: int) -> pd.DataFrame:
     """Stretches of whole bins (aligned as the burn table's) between the first and the last request without a
     request: ``gap_start``, ``gap_end`` (the end of the last empty bin) and ``seconds``. A gap is a time the
     report cannot speak for: sloscope down, no traffic, or no sampled trace."""
     step = pd.Timedelta(seconds=bin_seconds)
     columns = ["gap_start", "gap_end", "seconds"]
-    if requests.empty:
+    bins = rows(requests).table(queries.BINS_SEEN, times=["bin_start"], bin_ns=bin_seconds * 1_000_000_000)
+    if bins.empty:
         return pd.DataFrame(columns=columns)
-    seen = pd.DatetimeIndex(requests["end_time"].dt.floor(step).unique()).sort_values()
+    seen = pd.DatetimeIndex(bins["bin_start"])
     every = pd.date_range(seen[0], seen[-1], freq=step)
     empty = every.difference(seen)
-    rows = []
+    rows_ = []
     for start, end in _runs(empty, step):
-        rows.append({"gap_start": start, "gap_end": end + step, "seconds": (end + step - start).total_seconds()})
-    return pd.DataFrame(rows, columns=columns)
+        rows_.append({"gap_start": start, "gap_end": end + step, "seconds": (end + step - start).total_seconds()})
+    return pd.DataFrame(rows_, columns=columns)
 
 
 def _runs(moments: pd.DatetimeIndex, step: pd.Timedelta) -> Iterable[tuple[pd.Timestamp, pd.Timestamp]]:
@@ -55,13 +69,39 @@ def _runs(moments: pd.DatetimeIndex, step: pd.Timedelta) -> Iterable[tuple[pd.Ti
         yield start, previous
 
 
-def join_ratio(requests: pd.DataFrame) -> float:
+@dataclass(frozen=True)
+class Span:
+    """The window's requests: how many, the first and last end time (None without requests), the join ratio."""
+
+    requests: int
+    first: pd.Timestamp | None
+    last: pd.Timestamp | None
+    join_ratio: float
+
+    @property
+    def seconds(self) -> float:
+        """From the first request's end to the last's (0 without requests)."""
+        return 0.0 if self.first is None or self.last is None else float((self.last - self.first).total_seconds())
+
+
+def span(requests: Requests) -> Span:
+    count, first, last, outcomes, joined = rows(requests).scalars(
+        queries.SPAN, joined=JOINED[0], by_request_id=JOINED[1]
+    )
+    ratio = joined / outcomes if outcomes else float("nan")
+    moment = [pd.Timestamp(value, unit="ns", tz="UTC") if value is not None else None for value in (first, last)]
+    return Span(int(count), moment[0], moment[1], float(ratio))
+
+
+def join_ratio(requests: Requests) -> float:
     """Share of the requests whose model-server span was joined with its gateway span (NaN for no outcome)."""
-    outcome = requests["join_outcome"].dropna()
-    return float(outcome.isin(JOINED).mean()) if len(outcome) else float("nan")
+    return span(requests).join_ratio
 
 
-def data_quality(requests: pd.DataFrame) -> pd.DataFrame:
+_MEASURES = ("join outcome", "invalid value", "failed request", "prediction skipped")
+
+
+def data_quality(requests: Requests) -> pd.DataFrame:
     """From the store, per measure and key: ``count`` and ``share`` of the window's requests.
 
     - ``join outcome``: how the assembler joined each request (``joined``, ``joined_by_request_id``,
@@ -71,40 +111,30 @@ def data_quality(requests: pd.DataFrame) -> pd.DataFrame:
     - ``failed request``: requests that failed, by ``failure_reason``;
     - ``prediction skipped``: requests without a shadow prediction, by reason.
     """
-    total = len(requests)
-    parts: list[pd.DataFrame] = []
-
-    def add(measure: str, values: pd.Series) -> None:
-        counts = values.dropna().astype(str).value_counts().sort_index()
-        parts.append(pd.DataFrame({"measure": measure, "key": counts.index, "count": counts.to_numpy()}))
-
-    add("join outcome", requests["join_outcome"])
-    fields = requests["invalid_fields"].dropna()
-    add("invalid value", pd.Series([f for listed in fields for f in set(listed)], dtype=object))
-    add("failed request", requests["failure_reason"])
-    add("prediction skipped", requests["prediction_skipped"])
-    table = pd.concat(parts, ignore_index=True)
+    found = rows(requests)
+    total = span(found).requests
+    table = found.table(queries.DATA_QUALITY)
+    table["order"] = table["measure"].map({measure: i for i, measure in enumerate(_MEASURES)})
+    table = table.sort_values(["order", "key"]).drop(columns="order").reset_index(drop=True)
+    table["key"] = table["key"].astype(object)
     table["count"] = table["count"].astype("int64")
     table["share"] = table["count"] / total if total else np.nan
     table.insert(0, "source", "store")
     return table
 
 
-def offenders(requests: pd.DataFrame, limit: int = OFFENDER_LIMIT) -> pd.DataFrame:
+def offenders(requests: Requests, limit: int = OFFENDER_LIMIT) -> pd.DataFrame:
     """Per signal, the ``limit`` requests that missed their target by the largest factor (``over_target`` =
     actual / target), with their trace ids: the requests to open in the tracing UI first. Ties go to the earlier
     request. Failed requests without an actual value are in the data quality table instead."""
     columns = ["signal", "trace_id", "request_id", "end_time", "model", "pool", "pod", "slo_class", "routing"]
     columns += ["actual_seconds", "target_seconds", "over_target", "failure_reason"]
-    parts = []
-    for signal in SIGNALS:
-        actual, target = requests[f"{signal}_seconds"], requests[f"{signal}_target_seconds"]
-        missed = requests[f"{signal}_met"].eq(False).fillna(False).astype(bool) & actual.notna() & (target > 0)
-        rows = requests.loc[missed].copy()
-        rows["signal"] = signal
-        rows["actual_seconds"] = actual[missed].astype(float)
-        rows["target_seconds"] = target[missed].astype(float)
-        rows["over_target"] = rows["actual_seconds"] / rows["target_seconds"]
-        rows = rows.sort_values(["over_target", "end_time"], ascending=[False, True]).head(limit)
-        parts.append(rows.reindex(columns=columns))
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=columns)
+    table = rows(requests).table(queries.OFFENDERS, limit=limit)
+    table["end_time"] = pd.to_datetime(table["end_time"].astype("int64"), unit="ns", utc=True)
+    order = {signal: i for i, signal in enumerate(SIGNALS)}
+    table = table.sort_values(
+        ["signal", "over_target", "end_time"],
+        ascending=[True, False, True],
+        key=lambda c: c.map(order) if c.name == "signal" else c,
+    )
+    return table[columns].reset_index(drop=True)

@@ -28,12 +28,14 @@ from sloscope.conventions import ENGINE_LATENCY_SECONDS, MODEL, SKIP_SHUTDOWN
 from sloscope.predictor.client import PredictionClient
 from sloscope.predictor.health import PredictorHealth, PredictorSnapshot, server_labels
 from sloscope.processors.inflight_history import InflightHistory
+from sloscope.processors.joined_batch import EvaluatedBatch
 from sloscope.processors.live_headroom import LiveHeadroom
 from sloscope.processors.pod_history import PodHistory
 from sloscope.processors.predictions import PredictionSeries, PredictionTracker
 from sloscope.processors.running_slos import RunningSLOs
 from sloscope.processors.shadow import RoutingFeatures, ShadowPredictor
 from sloscope.publishers.cardinality import LabelGuard
+from sloscope.publishers.columns import Column
 from sloscope.publishers.engine_latency import EngineLatencyCollector
 from sloscope.publishers.epp import EPPCollector
 from sloscope.publishers.pod_state import PodStateCollector
@@ -81,6 +83,8 @@ class PoolMonitor:
         history: PodHistory,
         labels: Callable[[JoinedRequest], tuple[str, str]],
         sink: Callable[[RequestRecord], None] | None = None,
+        sink_all: Callable[[list[RequestRecord]], None] | None = None,
+        batch_labels: Callable[[EvaluatedBatch], tuple[Column, Column] | None] | None = None,
     ) -> None:
         pools, scrape, predictions = settings.pools, settings.scrape, settings.predictions
         names = [pool.name for pool in pools]
@@ -145,6 +149,8 @@ class PoolMonitor:
             quantile_of=self._quantile_of,
             objective_of=self._objective_of,
             sink=sink,
+            sink_all=sink_all,
+            batch_labels=batch_labels,
         )
         self.inflight = InflightHistory(
             scrape.history_samples, scrape.stale_after_seconds, producer=predictions.inflight_producer

@@ -86,6 +86,8 @@ class Service:
             history=history,
             labels=self.pipeline.publisher.model_and_pool,
             sink=self.sinks.emit if self.sinks else None,
+            sink_all=self.sinks.emit_all if self.sinks else None,
+            batch_labels=self.pipeline.publisher.batch_model_and_pool,
         )
         self.pipeline.evaluator.add(self.pools.tracker)
         self._tracer = tracer_provider(settings.self_tracing)

@@ -64,6 +64,21 @@ class Verdicts:
         result: VerdictColumns = getattr(self, slo)
         return result
 
+    def take(self, rows: Codes) -> Verdicts:
+        """The verdicts of ``rows`` only, in that order (for the few requests that must become objects)."""
+        return Verdicts(
+            class_names=self.class_names,
+            slo_class=self.slo_class[rows],
+            ttft=_take(self.ttft, rows),
+            tpot=_take(self.tpot, rows),
+            goodput=_take(self.goodput, rows),
+            ttft_seconds=self.ttft_seconds[rows],
+            tpot_seconds=self.tpot_seconds[rows],
+            target_source=self.target_source[rows],
+            invalid={field: mask[rows] for field, mask in self.invalid.items()},
+            ttft_invalid_last=self.ttft_invalid_last[rows],
+        )
+
     def evaluations(self) -> list[Evaluation]:
         """The same conclusions as objects, for publishers that take one request at a time."""
         names, sources = self.class_names, TARGET_SOURCES
@@ -283,6 +298,10 @@ def _optional(values: Floats) -> list[float | None]:
     out[np.isnan(values)] = None
     result: list[float | None] = out.tolist()
     return result
+
+
+def _take(v: VerdictColumns, rows: Codes) -> VerdictColumns:
+    return VerdictColumns(v.eligible[rows], v.met[rows], v.actual[rows], v.target[rows])
 
 
 def _verdict_objects(v: VerdictColumns) -> list[Verdict]:

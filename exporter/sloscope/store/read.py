@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 from sloscope.store.files import list_files
 from sloscope.store.schema import METADATA_KEY, SCHEMA, SCHEMA_VERSION
 
-__all__ = ["StoreError", "read_records"]
+__all__ = ["StoreError", "check_version", "read_records"]
 
 
 class StoreError(Exception):
@@ -36,7 +36,7 @@ def read_records(root: Path, start: datetime, end: datetime, columns: Sequence[s
         raise StoreError(f"record store {root} does not exist")
     files = [f for f in list_files(root) if start - timedelta(hours=1) < f.hour < end]
     for stored in files:
-        _check_version(stored.path)
+        check_version(stored.path)
     if not files:
         empty = SCHEMA.empty_table()
         return empty.select(list(columns)) if columns is not None else empty
@@ -47,7 +47,8 @@ def read_records(root: Path, start: datetime, end: datetime, columns: Sequence[s
     return dataset.to_table(columns=list(columns) if columns is not None else None, filter=condition)
 
 
-def _check_version(path: Path) -> None:
+def check_version(path: Path) -> None:
+    """Raises :class:`StoreError` when ``path`` was written by a newer schema than this sloscope reads."""
     metadata = pq.read_schema(path).metadata or {}
     version = int(metadata.get(METADATA_KEY, b"0"))
     if version > SCHEMA_VERSION:

@@ -1,0 +1,73 @@
+"""A batch of evaluated requests as the columns :meth:`PredictionTracker.publish_batch` reads.
+
+What :meth:`PredictionTracker.publish` works out per request, here per row at once: the request's pod in
+discovery (asked once per distinct pool, pod and endpoint of the batch, not once per request), the pool it is
+counted in, its arrival, its TPOT SLO and the predictions its spans carried.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sloscope.processors import arrow_arrays
+from sloscope.processors.joined_batch import EvaluatedBatch
+from sloscope.processors.pod_history import PodHistory, PodKey
+from sloscope.publishers.columns import Codes, Column, Mask, distinct, group
+from sloscope.slo.evaluate_batch import Floats, floats
+
+__all__ = ["TrackerRows", "target_seconds"]
+
+
+def target_seconds(ms: Floats) -> Floats:
+    """SLO targets in seconds, NaN where a row carries none or an unusable one (``_target_seconds`` per row)."""
+    with np.errstate(invalid="ignore"):
+        valid = np.isfinite(ms) & (ms > 0)
+    return np.where(valid, ms / 1000.0, np.nan)
+
+
+class TrackerRows:
+    """Per row: labels, pod key, pool, arrival, TPOT SLO and span predictions (NaN: none)."""
+
+    def __init__(self, batch: EvaluatedBatch, model: Column, pool_label: Column, history: PodHistory) -> None:
+        records = batch.records
+        self.batch, self.model, self.pool_label = batch, model, pool_label
+        self.keys, self.key, self.pool = _resolve(batch, pool_label, history)
+        start, arrival = (arrow_arrays.ints(records.column(name)) for name in ("start_ns", "arrival_ns"))
+        self.arrival: Floats = np.where(arrival != 0, arrival, start) / 1e9
+        self.end_ns: list[int] = records.column("end_ns").to_pylist()
+        self.slo_ttft, self.slo_tpot = (
+            target_seconds(floats(records, "slo_ttft_ms")),
+            target_seconds(floats(records, "slo_tpot_ms")),
+        )
+        self.predicted_ttft = floats(records, "predicted_ttft_ms") / 1000.0
+        self.predicted_tpot = floats(records, "predicted_tpot_ms") / 1000.0
+        # present, apart from their values: NaN stays a value (a span may carry one)
+        self.has_ttft: Mask = arrow_arrays.present(records.column("predicted_ttft_ms"))
+        self.has_tpot: Mask = arrow_arrays.present(records.column("predicted_tpot_ms"))
+        self.carries_prediction: Mask = self.has_ttft | self.has_tpot
+        self.trace_ids = records.column("trace_id")
+
+    def __len__(self) -> int:
+        return len(self.key)
+
+
+def _resolve(batch: EvaluatedBatch, pool_label: Column, history: PodHistory) -> tuple[list[PodKey], Codes, Column]:
+    """Each row's pod key (codes into the keys found, -1: none) and the pool it is counted in: the key's, else the
+    span's pool, else its pool label; discovery asked once per distinct (pool, pod, endpoint, pool label)."""
+    records = batch.records
+    columns = [arrow_arrays.strings(records.column(name)) for name in ("pool", "pod", "endpoint")]
+    groups = group([codes + 1 for codes, _ in columns] + [pool_label.codes])
+    keys: list[PodKey] = []
+    key_of_group: list[int] = []
+    pool_of_group: list[str] = []
+    for row in groups.first.tolist():
+        pool, pod, endpoint = (values[codes[row]] if codes[row] >= 0 else None for codes, values in columns)
+        key = history.resolve(pool, pod, endpoint)
+        if key is not None:
+            key_of_group.append(len(keys))
+            keys.append(key)
+        else:
+            key_of_group.append(-1)
+        pool_of_group.append(key[0] if key is not None else (pool or pool_label.values[pool_label.codes[row]]))
+    key_codes = np.asarray(key_of_group, dtype=np.intp)[groups.ids]
+    return keys, key_codes, distinct(groups.ids, pool_of_group)

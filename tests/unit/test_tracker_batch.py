@@ -1,0 +1,237 @@
+"""The prediction tracker's batch path against its one-request-at-a-time path: identical /metrics, records and
+shadow queues.
+
+Each side is what the service runs after the evaluator (service/pools.py, service/server.py): the Prometheus
+publisher, then the tracker asking it for each request's labels, on one registry. The requests are the
+differential generator's (tests/support/joined_requests.py) with predictions carried on spans (usable, unusable,
+NaN), arrivals, and pods discovery knows (by name in their pool, by name alone, by address) or not, so TPOT SLOs
+run on known pods and headroom meets the tightest of them. Pools with a predictor and without, quantile and mean
+objectives, shadowing on and off, a share drawn from the same seeded rng, a queue that fills, label caps and
+series budgets running out per family.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+from collections.abc import Callable
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
+
+from sloscope import conventions as c
+from sloscope.config import Headroom, Limits, Predictions
+from sloscope.processors import joined_batch
+from sloscope.processors.evaluator import SLOEvaluator
+from sloscope.processors.pod_history import PodHistory
+from sloscope.processors.predictions import Pending, PredictionSeries, PredictionTracker
+from sloscope.processors.running_slos import RunningSLOs
+from sloscope.publishers.prometheus import PrometheusPublisher
+from sloscope.receivers.discovery import Target
+from sloscope.receivers.protocols import PodState
+from sloscope.records import JoinedRequest, RequestRecord
+from sloscope.telemetry import Telemetry
+from tests.support.joined_requests import SPEC, joined_requests
+
+TARGETS = (
+    Target(pool="pool-a", pod="pod-1", address="10.0.0.1:8000"),
+    Target(pool="pool-b", pod="pod-2", address="10.0.0.2:8000"),
+    Target(pool="pool-c", pod="pod-3", address="10.0.0.3:8000"),  # a pool no span names: found by pod name
+)
+STATE = PodState(waiting=3.0, running=7.0, kv_cache_utilization=0.25, lora=None, models=frozenset())
+QUANTILES = {"pool-a": 0.8}
+OBJECTIVES = {"pool-b": c.OBJECTIVE_MEAN, "pool-c": c.OBJECTIVE_MEAN}
+_PREDICTED_TTFT = (None, None, 150.0, 400.0, 2000.0, 80.0, 0.0, -3.0, math.nan, math.inf, 1e-300)
+_PREDICTED_TPOT = (None, None, 20.0, 45.0, 5.0, 0.0, math.nan, 1e300)
+
+
+def requests(seed: int, count: int, *, models: int = 0) -> list[JoinedRequest]:
+    """The generator's requests, some with predictions, an arrival, and an endpoint or pod discovery knows."""
+    rng = random.Random(seed)
+    out = []
+    for request in joined_requests(seed, count, models=models):
+        predicted = rng.random() < 0.45
+        out.append(
+            dataclasses.replace(
+                request,
+                predicted_ttft_ms=rng.choice(_PREDICTED_TTFT) if predicted else None,
+                predicted_tpot_ms=rng.choice(_PREDICTED_TPOT) if predicted else None,
+                arrival_ns=rng.choice((0, request.start_ns - 50_000_000)),
+                pod=rng.choice((request.pod, "pod-3")),
+                endpoint=rng.choice((request.endpoint, "10.0.0.3:8000")),
+            )
+        )
+    return out
+
+
+class Side:
+    def __init__(self, limits: Limits, predictions: Predictions, *, batched_sink: bool, seed: int) -> None:
+        self.registry = CollectorRegistry()
+        telemetry = Telemetry(self.registry, limits)
+        self.publisher = PrometheusPublisher(
+            self.registry,
+            SPEC,
+            limits,
+            telemetry,
+            "default-pool",
+            model_of_pool={"pool-b": "configured-model"},
+            clock=lambda: 1_750_000_000.25,
+        )
+        history = PodHistory(8, 30.0, 60.0)
+        for target in TARGETS:
+            history.track(target)
+            history.record(target.key, 1_699_999_999.5, STATE)
+        self.records: list[RequestRecord] = []
+        self.series = PredictionSeries(self.registry, ["pool-a", "pool-b", "pool-c"], telemetry.series_budget)
+        self.series._series._clock = lambda: 1_750_000_000.25  # the exemplars' timestamps, alike on both sides
+        for family in (self.series._ratio, self.series._headroom):
+            family._clock = lambda: 1_750_000_000.25
+        self.tracker = PredictionTracker(
+            settings=predictions,
+            headroom=Headroom(slo_buffer_factor=0.9),
+            history=history,
+            running=RunningSLOs(),
+            series=self.series,
+            labels=self.publisher.model_and_pool,
+            batch_labels=self.publisher.batch_model_and_pool,
+            predicted_pools={"pool-a", "pool-c"},
+            quantile_of=QUANTILES.get,
+            objective_of=OBJECTIVES.get,
+            rng=random.Random(seed),
+            sink=self.records.append,
+            sink_all=self.records.extend if batched_sink else None,
+        )
+        self.evaluator = SLOEvaluator(SPEC, (self.publisher, self.tracker), min_batch=1)  # every batch vectorized
+
+    def exposition(self) -> tuple[str, str]:
+        """Both formats, without the ``_created`` samples of the telemetry's counters (their creation times)."""
+        return tuple(  # type: ignore[return-value]
+            "".join(line for line in page.decode().splitlines(keepends=True) if "_created" not in line)
+            for page in (generate_latest(self.registry), generate_openmetrics(self.registry))
+        )
+
+    def queued(self) -> list[Pending]:
+        """Every pool's queue, oldest first (read, not taken)."""
+        return [pending for queue in self.tracker._pending.values() for pending in queue]
+
+
+def run_both(
+    requests: list[JoinedRequest],
+    sizes: Callable[[], int],
+    *,
+    limits: Limits | None = None,
+    predictions: Predictions | None = None,
+    seed: int = 5,
+    native: bool = False,
+) -> tuple[Side, Side]:
+    """``native``: the batches come as record batches alone, as the native join hands them (no request objects:
+    the tracker makes those it queues or records from the rows)."""
+    limits, predictions = limits or Limits(), predictions or Predictions()
+    one = Side(limits, predictions, batched_sink=False, seed=seed)
+    many = Side(limits, predictions, batched_sink=seed % 2 == 0, seed=seed)
+    for request in requests:
+        one.evaluator(request)
+    at = 0
+    while at < len(requests):
+        chunk = requests[at : at + sizes()]
+        if native:
+            many.evaluator.records(joined_batch.from_requests(chunk))
+        else:
+            many.evaluator.batch(chunk)
+        at += len(chunk)
+    return one, many
+
+
+def assert_identical(one: Side, many: Side) -> None:
+    text_one, om_one = one.exposition()
+    text_many, om_many = many.exposition()
+    assert text_many == text_one
+    assert om_many == om_one
+    # by their repr: a NaN a span carried is a value, and equal to itself only there
+    assert repr(many.records) == repr(one.records)
+    assert repr(many.queued()) == repr(one.queued())
+
+
+def sample(side: Side, name: str, **labels: str) -> float:
+    return side.registry.get_sample_value(name, labels) or 0.0
+
+
+@pytest.mark.parametrize("size", [1, 2, 7, 128, 512, 3000])
+def test_fixed_batch_sizes_give_the_same_series_records_and_queue(size: int) -> None:
+    count = 3000 if size > 100 else 300  # a batch of one costs what a batch of a hundred does
+    predictions = Predictions(max_pending=count // 8, share=0.7)
+    one, many = run_both(requests(size, count), lambda: size, predictions=predictions)
+    assert_identical(one, many)
+    # the comparison covered what it is meant to: every objective, headroom with exemplars, every skip, records
+    _, om = one.exposition()
+    for family in ("sloscope_prediction_ratio_bucket", "sloscope_headroom_seconds_bucket"):
+        assert any(line.startswith(family) and "# {trace_id=" in line for line in om.splitlines()), family
+    assert "sloscope_mean_prediction_squared_error_seconds2_total" in om or "mean_prediction" in om
+    for reason in (c.SKIP_NO_PREDICTOR, c.SKIP_SAMPLED_OUT, c.SKIP_QUEUE_FULL):
+        assert any(r.prediction_skipped == reason for r in one.records), reason
+    assert {r.prediction_source for r in one.records} == {c.SOURCE_SPAN, c.SOURCE_NONE}
+    assert any(r.tpot_headroom_seconds is not None and r.pod_state is not None for r in one.records)
+    assert max(len(queue) for queue in one.tracker._pending.values()) == predictions.max_pending  # a full queue
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_batch_sizes_shadow_on_and_off(seed: int) -> None:
+    rng = random.Random(seed)
+    predictions = Predictions(shadow=seed % 3 != 0, share=rng.choice((1.0, 0.5)), max_pending=rng.choice((50, 10_000)))
+    one, many = run_both(
+        requests(100 + seed, 2500, models=rng.choice((0, 8))),
+        lambda: rng.randint(1, 600),
+        predictions=predictions,
+        seed=seed,
+    )
+    assert_identical(one, many)
+    if not predictions.shadow:
+        assert not one.queued()
+        assert all(r.prediction_skipped is None for r in one.records)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_record_batches_without_objects_give_the_same_series_records_and_queue(seed: int) -> None:
+    rng = random.Random(seed)
+    predictions = Predictions(shadow=seed != 1, share=0.6, max_pending=150)
+    one, many = run_both(
+        requests(500 + seed, 2000), lambda: rng.randint(100, 700), predictions=predictions, seed=seed, native=True
+    )
+    assert_identical(one, many)
+    assert many.records and all(r.request.trace_id for r in many.records)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_caps_and_per_family_budgets_give_the_same_series(seed: int) -> None:
+    """Label caps fold models and pools; each family's budget runs out (the total is left ample: a budget shared
+    by every family admits in the order the families are published, which a batch changes for every batch
+    publisher alike)."""
+    rng = random.Random(seed)
+    limits = Limits(
+        max_label_values={"model": 5, "pool": 3, "slo_class": 4, "pod": 3},
+        max_series_per_family=24,
+        max_series_total=100_000,
+    )
+    one, many = run_both(requests(300 + seed, 2000, models=12), lambda: rng.randint(1, 300), limits=limits, seed=seed)
+    assert_identical(one, many)
+    assert sample(one, "sloscope_series_folded_total", family="sloscope_prediction_ratio")
+
+
+def test_a_batch_the_prometheus_publisher_did_not_remember_asks_labels_per_request() -> None:
+    """Without the batch's label columns (the publisher took it one at a time, or failed on it) the tracker asks
+    ``labels`` per request, as before."""
+    reqs = requests(9, 600)
+    one, _ = run_both(reqs, lambda: 200)
+    many_again = Side(Limits(), Predictions(), batched_sink=True, seed=5)
+    many_again.tracker._batch_labels = None
+    for at in range(0, len(reqs), 200):
+        many_again.evaluator.batch(reqs[at : at + 200])
+    assert_identical(one, many_again)
+
+
+def test_an_empty_batch_changes_nothing() -> None:
+    one, many = run_both([], lambda: 1)
+    many.evaluator.batch([])
+    assert_identical(one, many)

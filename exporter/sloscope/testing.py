@@ -241,12 +241,14 @@ def export_request(spans: Iterable[Span]) -> ExportTraceServiceRequest:
 
 
 def to_otlp_json(request: ExportTraceServiceRequest) -> bytes:
-    """OTLP/JSON: the protobuf JSON mapping with trace and span ids as hex instead of base64."""
+    """OTLP/JSON: the protobuf JSON mapping with trace and span ids as hex instead of base64 (a span's and its
+    links')."""
     document = json_format.MessageToDict(request)
     for resource_spans in document.get("resourceSpans", []):
         for scope_spans in resource_spans.get("scopeSpans", []):
             for s in scope_spans.get("spans", []):
-                for key in ("traceId", "spanId", "parentSpanId"):
-                    if key in s:
-                        s[key] = base64.b64decode(s[key]).hex()
+                for ids in (s, *s.get("links", [])):
+                    for key in ("traceId", "spanId", "parentSpanId"):
+                        if key in ids:
+                            ids[key] = base64.b64decode(ids[key]).hex()
     return json.dumps(document).encode()

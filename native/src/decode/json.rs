@@ -21,8 +21,8 @@ use std::sync::Arc;
 use super::json_dom::{parse, Sure, Unsure, J};
 use super::rules::Rules;
 use super::values::{dedupe, KeyInfo, Keys};
-use super::{check_ids, Decoded, Rejection};
-use crate::span::{Key, Resource, Span, Value};
+use super::{Decoded, Read};
+use crate::span::{Key, Resource, Value};
 
 const MAX_MESSAGE_DEPTH: usize = 100;
 
@@ -419,36 +419,23 @@ impl<'d> Walk<'d, '_> {
             status_message = string(st.values[0])?;
             status_code = enumeration(st.values[1], &CODES)?;
         }
-        let ids = check_ids(&trace_id, &span_id, &parent_id);
-        let (trace_id, span_id, parent_span_id) = match ids {
-            Ok(ids) => ids,
-            Err(fault) => {
-                out.reject_id(Rejection::Id {
-                    name: name.into(),
-                    fault,
-                });
-                return Ok(());
-            }
-        };
         let typed: Vec<(Key, u32)> = kept
             .iter()
             .filter_map(|(info, _)| Some((info.key.clone(), info.rule?)))
             .collect();
-        let attributes = dedupe(kept.into_iter().map(|(i, v)| (i.key, v)).collect());
-        let span = Span {
-            trace_id,
-            span_id,
-            parent_span_id,
-            name: name.into(),
+        let attributes = kept.into_iter().map(|(i, v)| (i.key, v)).collect();
+        let read = Read {
+            trace_id: &trace_id,
+            span_id: &span_id,
+            parent_id: &parent_id,
+            name,
+            trace_state,
             start_ns,
             end_ns,
-            attributes,
-            resource: resource.clone(),
-            tracestate: trace_state.into(),
             status_code,
-            status_message: status_message.into(),
+            status_message,
         };
-        out.check_and_keep(self.rules, span, &typed);
+        out.add(self.rules, read, attributes, resource, &typed);
         Ok(())
     }
 }

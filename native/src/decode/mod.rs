@@ -78,6 +78,19 @@ pub enum Rejection {
     },
 }
 
+/// One span's fields as a decoder read them, before its ids are checked.
+pub struct Read<'a> {
+    pub trace_id: &'a [u8],
+    pub span_id: &'a [u8],
+    pub parent_id: &'a [u8],
+    pub name: &'a str,
+    pub trace_state: &'a str,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub status_code: i32,
+    pub status_message: &'a str,
+}
+
 /// One payload's outcome.
 #[derive(Default)]
 pub struct Decoded {
@@ -100,6 +113,42 @@ impl Decoded {
         if self.types.len() < QUOTED {
             self.types.push(rejection);
         }
+    }
+
+    /// Keeps the span both decoders read (its attributes deduplicated as a Python dict keeps them),
+    /// or rejects it for its ids or for a typed attribute of the wrong type.
+    fn add(
+        &mut self,
+        rules: &Rules,
+        read: Read<'_>,
+        attributes: Vec<(Key, Value)>,
+        resource: &std::sync::Arc<crate::span::Resource>,
+        typed: &[(Key, u32)],
+    ) {
+        let (trace_id, span_id, parent_span_id) =
+            match check_ids(read.trace_id, read.span_id, read.parent_id) {
+                Ok(ids) => ids,
+                Err(fault) => {
+                    return self.reject_id(Rejection::Id {
+                        name: read.name.into(),
+                        fault,
+                    })
+                }
+            };
+        let span = crate::span::Span {
+            trace_id,
+            span_id,
+            parent_span_id,
+            name: read.name.into(),
+            start_ns: read.start_ns,
+            end_ns: read.end_ns,
+            attributes: values::dedupe(attributes),
+            resource: resource.clone(),
+            tracestate: read.trace_state.into(),
+            status_code: read.status_code,
+            status_message: read.status_message.into(),
+        };
+        self.check_and_keep(rules, span, typed);
     }
 
     /// Keeps `span`, or rejects it if a typed attribute has the wrong type (`typed`: the span's

@@ -17,8 +17,8 @@ use super::rules::Rules;
 use super::schema::{validate, ENTITY_REF, EVENT, LINK, SCOPE};
 use super::values::{dedupe, Ctx, Keys};
 use super::wire::{utf8, Reader, Result, Value as Wire};
-use super::{check_ids, Decoded, Rejection};
-use crate::span::{Resource, Span};
+use super::{Decoded, Read};
+use crate::span::Resource;
 
 pub fn decode(payload: &[u8], rules: &Rules) -> Result<Decoded> {
     let mut ctx = Ctx {
@@ -140,36 +140,22 @@ fn span<'p>(
             _ => {}
         }
     }
-    let ids = check_ids(trace_id, span_id, parent_id);
     // The span keeps an exact-size copy; the buffer (and its capacity) is reused for the next.
     let mut exact = Vec::with_capacity(attributes.len());
     exact.append(&mut attributes);
     ctx.scratch = attributes;
-    let (trace_id, span_id, parent_span_id) = match ids {
-        Ok(ids) => ids,
-        Err(fault) => {
-            out.reject_id(Rejection::Id {
-                name: name.into(),
-                fault,
-            });
-            ctx.typed = typed;
-            return Ok(());
-        }
-    };
-    let span = Span {
+    let read = Read {
         trace_id,
         span_id,
-        parent_span_id,
-        name: name.into(),
+        parent_id,
+        name,
+        trace_state,
         start_ns,
         end_ns,
-        attributes: dedupe(exact),
-        resource: resource.clone(),
-        tracestate: trace_state.into(),
         status_code,
-        status_message: status_message.into(),
+        status_message,
     };
-    out.check_and_keep(ctx.rules, span, &typed);
+    out.add(ctx.rules, read, exact, resource, &typed);
     ctx.typed = typed;
     Ok(())
 }

@@ -265,6 +265,21 @@ class Join(_Section):
         "queue and pending caps are totals, divided among them. Joining by request id across traces then only "
         "joins traces that fall on the same worker (docs/scale-out.md).",
     )
+    batch_requests: int = Field(
+        default=4096,
+        ge=1,
+        le=1_000_000,
+        description="Joined requests gathered before they are evaluated and published together (or fewer after "
+        "batch_timeout_seconds): the vectorized evaluation costs about ten times more per request in batches of "
+        "256 than of 4,096.",
+    )
+    batch_timeout_seconds: float = Field(
+        default=0.1,
+        ge=0,
+        le=10,
+        description="The longest a joined request waits for its batch to fill before it is evaluated and "
+        "published anyway; the series lag the join by at most this (0: every assembler call is published at once).",
+    )
     window_seconds: float = Field(
         default=5.0,
         gt=0,

@@ -1,5 +1,5 @@
-"""The pipeline hands the evaluator the requests of one assembler call as one batch; the series are those of
-one request at a time."""
+"""The pipeline gathers what the assembler emits and hands it to the evaluator in batches (``join.batch_requests``,
+``join.batch_timeout_seconds``); the series are those of one request at a time."""
 
 from __future__ import annotations
 
@@ -64,9 +64,11 @@ def published(registry: CollectorRegistry) -> list[str]:
     return [line for line in generate_latest(registry).decode().splitlines() if line.startswith(names)]
 
 
-def run(batches: list[list[Span]]) -> tuple[list[str], int]:
+def run(batches: list[list[Span]], **join: float) -> tuple[list[str], list[int]]:
+    """The series of ``batches`` offered one by one to a pipeline drained on this thread, and the sizes of the
+    batches the evaluator was handed."""
     registry = CollectorRegistry()
-    pipeline = Pipeline(Settings(), default_spec(), registry)
+    pipeline = Pipeline(Settings.model_validate({"join": join}), default_spec(), registry)
     handed: list[int] = []
     batch, records = pipeline.evaluator.batch, pipeline.evaluator.records
     pipeline.evaluator.batch = lambda requests: (handed.append(len(requests)), batch(requests))  # type: ignore[method-assign]
@@ -75,15 +77,25 @@ def run(batches: list[list[Span]]) -> tuple[list[str], int]:
     for spans in batches:
         assert pipeline.queue.offer(spans)
     assert pipeline.shutdown()  # not started: drains the queue on this thread, then flushes
-    return published(registry), max(handed)
+    return published(registry), handed
 
 
 def test_one_span_batch_of_many_traces_gives_the_series_of_one_trace_at_a_time() -> None:
     rng = random.Random(3)
     traces = [trace(i, rng) for i in range(3 * MIN_BATCH)]
-    together, largest = run([[s for t in traces for s in t]])
-    apart, single = run(traces)
-    assert largest == 3 * MIN_BATCH  # every request of the consume in one batch: the vectorized path
-    assert single == 1
+    together, sizes = run([[s for t in traces for s in t]], batch_timeout_seconds=0)
+    apart, singles = run(traces, batch_timeout_seconds=0)  # each assembler call published at once
+    assert sizes == [3 * MIN_BATCH]  # every request of the consume in one batch: the vectorized path
+    assert singles == [1] * len(traces)
     assert together == apart
     assert f'{c.REQUESTS.name}_total{{model="llama-3-8b"' in "\n".join(together)
+
+
+def test_requests_of_many_assembler_calls_are_gathered_into_batches_of_batch_requests() -> None:
+    rng = random.Random(5)
+    traces = [trace(i, rng) for i in range(3 * MIN_BATCH + 7)]
+    gathered, sizes = run(traces, batch_requests=MIN_BATCH, batch_timeout_seconds=10)
+    apart, _ = run(traces, batch_timeout_seconds=0)
+    # Full batches as they fill, the rest at the drain's end (idle: nothing to wait for).
+    assert sizes == [MIN_BATCH, MIN_BATCH, MIN_BATCH, 7]
+    assert gathered == apart

@@ -20,6 +20,8 @@ from sloscope.processors import arrow_arrays
 Codes = npt.NDArray[np.intp]
 Mask = npt.NDArray[np.bool_]
 
+_TABLE_SLOTS = 1 << 16  # label combinations numbered by a table of slots up to this (or 4 per row), else sorted
+
 
 @dataclass(frozen=True, slots=True)
 class Column:
@@ -84,11 +86,32 @@ def appearance(codes: Codes, values: Sequence[str]) -> Column:
     """Codes into ``values`` re-coded so the distinct values used are listed in order of first appearance."""
     if len(codes) == 0:
         return Column(codes, [])
-    used, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
-    order = np.argsort(first, kind="stable")
-    rank = np.empty(len(order), dtype=np.intp)
+    ids, first, _ = numbered(codes, len(values))
+    return Column(ids, [values[i] for i in codes[first].tolist()])
+
+
+def numbered(keys: Codes, size: int) -> tuple[Codes, Codes, Codes]:
+    """``keys`` (each in ``[0, size)``) numbered in order of first appearance: per row its number, per number its
+    first row and its count of rows. A table of ``size`` slots instead of a sort: the label codes of a batch
+    are small, and sorting thousands of rows per family was most of a batch's cost."""
+    n = len(keys)
+    first = np.full(size, n, dtype=np.intp)
+    np.minimum.at(first, keys, np.arange(n))
+    used = np.flatnonzero(first < n)
+    order = used[np.argsort(first[used])]  # first rows are distinct: any sort is stable here
+    rank = np.empty(size, dtype=np.intp)
     rank[order] = np.arange(len(order))
-    return Column(rank[inverse.reshape(-1)], [values[i] for i in used[order].tolist()])
+    ids = rank[keys]
+    return ids, first[order], np.bincount(ids, minlength=len(order))
+
+
+def stable_order(keys: Codes, size: int) -> npt.NDArray[np.intp]:
+    """``argsort(keys, kind="stable")`` for keys in ``[0, size)``: numpy sorts 16-bit integers stably by radix,
+    in one pass, and larger ones by merging."""
+    if size <= np.iinfo(np.int16).max:
+        keys = keys.astype(np.int16)
+    order: npt.NDArray[np.intp] = np.argsort(keys, kind="stable")
+    return order
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +128,7 @@ class Groups:
     def rows(self) -> npt.NDArray[np.intp]:
         """Rows of the selection, ordered by group then by row (stable: each group's rows stay in order)."""
         selected = np.flatnonzero(self.ids >= 0)
-        return selected[np.argsort(self.ids[selected], kind="stable")]
+        return selected[stable_order(self.ids[selected], len(self))]
 
 
 def group(columns: Sequence[Codes], selected: Mask | None = None) -> Groups:
@@ -116,7 +139,15 @@ def group(columns: Sequence[Codes], selected: Mask | None = None) -> Groups:
     if len(rows) == 0:
         return Groups(ids, np.zeros(0, dtype=np.intp), [])
     radices = [int(codes.max(initial=0)) + 1 for codes in columns]
-    if math.prod(radices) < 2**62:  # the combination as one integer (mixed radix)
+    combinations = math.prod(radices)
+    if combinations <= max(_TABLE_SLOTS, 4 * n) and all(int(codes.min(initial=0)) >= 0 for codes in columns):
+        combined = np.zeros(n, dtype=np.intp)  # the combination as one integer (mixed radix), numbered by a table
+        for codes, radix in zip(columns, radices, strict=True):
+            combined = combined * radix + codes
+        group_ids, first_rows, group_counts = numbered(combined[rows], combinations)
+        ids[rows] = group_ids
+        return Groups(ids, rows[first_rows], group_counts.tolist())
+    if combinations < 2**62:  # too many to table: the combination as one integer, sorted
         combined = np.zeros(n, dtype=np.int64)
         for codes, radix in zip(columns, radices, strict=True):
             combined = combined * radix + codes

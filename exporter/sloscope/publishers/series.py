@@ -26,6 +26,7 @@ from prometheus_client.utils import floatToGoString
 
 from sloscope.conventions import MetricDef
 from sloscope.publishers.cardinality import FamilyCap, Labels, SeriesBudget
+from sloscope.publishers.columns import stable_order
 
 Floats = npt.NDArray[np.float64]
 Codes = npt.NDArray[np.intp]
@@ -92,7 +93,7 @@ def sums_in_order(starts: list[float], which: Codes, values: Floats) -> list[flo
     one sum does (adding 0.0 changes nothing); ``sum`` would add pairwise and round differently."""
     if not starts:
         return []
-    order = np.argsort(which, kind="stable")
+    order = stable_order(which, len(starts))
     per_series = np.bincount(which, minlength=len(starts))
     rank = np.arange(len(values)) - np.repeat(np.cumsum(per_series) - per_series, per_series)
     padded = np.zeros((len(starts), int(per_series.max(initial=0)) + 1))
@@ -178,8 +179,10 @@ class HistogramFamily:
         if trace_ids is None:
             return
         now = self._clock()
-        cells, from_end = np.unique(cell[::-1], return_index=True)
-        kept = len(cell) - 1 - from_end
+        last = np.full(len(labels) * size, -1, dtype=np.intp)  # per cell, its last value's position
+        np.maximum.at(last, cell, np.arange(len(cell)))
+        cells = np.flatnonzero(last >= 0)
+        kept = last[cells]
         for at_cell, at, trace_id in zip(cells.tolist(), kept.tolist(), trace_ids(kept), strict=True):
             series[at_cell // size].exemplars[at_cell % size] = (trace_id, float(values[at]), now)
 

@@ -274,7 +274,7 @@ class Join(_Section):
         "256 than of 4,096.",
     )
     batch_timeout_seconds: float = Field(
-        default=0.1,
+        default=0.5,
         ge=0,
         le=10,
         description="The longest a joined request waits for its batch to fill before it is evaluated and "

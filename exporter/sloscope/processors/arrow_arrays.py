@@ -57,6 +57,24 @@ def strings(array: pa.Array) -> tuple[Codes, list[str]]:
     return codes, values
 
 
+class StringColumns:
+    """A record batch's string columns as :func:`strings` codes, each encoded once for every reader: the
+    verdicts and each publisher's families read the same few (pod, model, pool, failure reason). The codes are
+    read only, since they are shared."""
+
+    def __init__(self, records: pa.RecordBatch) -> None:
+        self._records = records
+        self._coded: dict[str, tuple[Codes, list[str]]] = {}
+
+    def __call__(self, name: str) -> tuple[Codes, list[str]]:
+        coded = self._coded.get(name)
+        if coded is None:
+            codes, values = strings(self._records.column(name))
+            codes.setflags(write=False)
+            coded = self._coded[name] = (codes, values)
+        return coded
+
+
 def float_array(values: Floats, null: Mask | None = None) -> pa.Array:
     """float64 values as an array, null where ``null`` (NaN stays a value otherwise)."""
     data = np.ascontiguousarray(values, dtype=np.float64)

@@ -16,7 +16,7 @@ from typing import Protocol, runtime_checkable
 
 import pyarrow as pa
 
-from sloscope.processors import joined_batch
+from sloscope.processors import arrow_arrays, joined_batch
 from sloscope.processors.joined_batch import EvaluatedBatch
 from sloscope.records import Evaluation, JoinedRequest
 from sloscope.slo.evaluate import evaluate
@@ -72,7 +72,8 @@ class SLOEvaluator:
             self._publish_batch(records, None)
 
     def _publish_batch(self, records: pa.RecordBatch, requests: Sequence[JoinedRequest] | None) -> None:
-        evaluated = EvaluatedBatch(records, evaluate_batch(records, self._spec), requests)
+        strings = arrow_arrays.StringColumns(records)  # read by the verdicts and by every publisher
+        evaluated = EvaluatedBatch(records, evaluate_batch(records, self._spec, strings), requests, strings)
         # Built before anything is published, so whatever may fail fails before any publisher has counted.
         one_by_one = [p for p in self._publishers if not isinstance(p, BatchPublisher)]
         pairs = evaluated.pairs() if one_by_one else []

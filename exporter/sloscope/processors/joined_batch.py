@@ -119,10 +119,15 @@ class EvaluatedBatch:
     """
 
     def __init__(
-        self, records: pa.RecordBatch, verdicts: Verdicts, requests: Sequence[JoinedRequest] | None = None
+        self,
+        records: pa.RecordBatch,
+        verdicts: Verdicts,
+        requests: Sequence[JoinedRequest] | None = None,
+        strings: arrow_arrays.StringColumns | None = None,
     ) -> None:
         self.records = records
         self.verdicts = verdicts
+        self.strings = strings if strings is not None else arrow_arrays.StringColumns(records)
         self._requests = list(requests) if requests is not None else None
         self._evaluations: list[Evaluation] | None = None
 

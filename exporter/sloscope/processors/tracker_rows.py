@@ -54,8 +54,7 @@ class TrackerRows:
 def _resolve(batch: EvaluatedBatch, pool_label: Column, history: PodHistory) -> tuple[list[PodKey], Codes, Column]:
     """Each row's pod key (codes into the keys found, -1: none) and the pool it is counted in: the key's, else the
     span's pool, else its pool label; discovery asked once per distinct (pool, pod, endpoint, pool label)."""
-    records = batch.records
-    columns = [arrow_arrays.strings(records.column(name)) for name in ("pool", "pod", "endpoint")]
+    columns = [batch.strings(name) for name in ("pool", "pod", "endpoint")]
     groups = group([codes + 1 for codes, _ in columns] + [pool_label.codes])
     keys: list[PodKey] = []
     key_of_group: list[int] = []

@@ -13,7 +13,7 @@ import numpy as np
 from sloscope.processors import arrow_arrays
 from sloscope.processors.joined_batch import EvaluatedBatch
 from sloscope.publishers.cardinality import Labels
-from sloscope.publishers.columns import Codes, Column, Groups, Mask, distinct, first_named, from_arrow
+from sloscope.publishers.columns import Codes, Column, Groups, Mask, appearance, distinct, first_named
 from sloscope.publishers.series import CounterFamily, HistogramFamily
 from sloscope.records import JoinedRequest
 from sloscope.slo.evaluate_batch import Floats
@@ -29,12 +29,12 @@ class BatchRows:
         records = batch.records
         self.batch, self.verdicts = batch, batch.verdicts
         self.pool, self.pod = pool, pod
-        self.routing = from_arrow(records.column("routing"))
-        reason, reasons = arrow_arrays.strings(records.column("failure_reason"))
+        self.routing = appearance(*batch.strings("routing"))
+        reason, reasons = batch.strings("failure_reason")
         self.failed: Mask = reason >= 0
         self.reason = distinct(np.where(self.failed, reason, len(reasons)), [*reasons, ""])  # read only where failed
         # a request refused or lost before any pod is no pod's
-        _, (has_pod, has_endpoint) = first_named([records.column("pod"), records.column("endpoint")], "")
+        _, (has_pod, has_endpoint) = first_named([batch.strings("pod"), batch.strings("endpoint")], "")
         self.on_a_pod: Mask = ~self.failed | has_pod | has_endpoint
         self.base_columns: tuple[Column, ...] = (model, pool, slo_class, self.routing)
         self.histogram_columns: tuple[Column, ...] = (model, pool, slo_class)

@@ -13,9 +13,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-import pyarrow as pa
-
-from sloscope.processors import arrow_arrays
 
 Codes = npt.NDArray[np.intp]
 Mask = npt.NDArray[np.bool_]
@@ -53,26 +50,21 @@ def distinct(codes: Codes, values: Sequence[str]) -> Column:
     return appearance(np.asarray(remap, dtype=np.intp)[codes], values)
 
 
-def from_arrow(array: pa.Array) -> Column:
-    """A column of non-null strings as codes."""
-    return appearance(*arrow_arrays.strings(array))
-
-
 def from_list(values: Sequence[str]) -> Column:
     index: dict[str, int] = {}
     codes = np.fromiter((index.setdefault(v, len(index)) for v in values), dtype=np.intp, count=len(values))
     return Column(codes, list(index))
 
 
-def first_named(arrays: Sequence[pa.Array], default: str) -> tuple[Column, list[Mask]]:
-    """Per row, the first of ``arrays`` that holds a non-empty string there, else ``default`` (``a or b or
-    default``); and for each array, the rows where it held one."""
-    n = len(arrays[0])
+def first_named(columns: Sequence[tuple[Codes, list[str]]], default: str) -> tuple[Column, list[Mask]]:
+    """Per row, the first of ``columns`` (string columns as :func:`~sloscope.processors.arrow_arrays.strings`
+    codes) that holds a non-empty string there, else ``default`` (``a or b or default``); and for each column,
+    the rows where it held one."""
+    n = len(columns[0][0])
     code = np.full(n, -1, dtype=np.intp)
     values: list[str] = []
     named: list[Mask] = []
-    for array in arrays:
-        codes, these = arrow_arrays.strings(array)
+    for codes, these in columns:
         holds = (codes >= 0) & np.array([v != "" for v in these] + [False], dtype=bool)[codes]
         taken = holds & (code < 0)
         code[taken] = codes[taken] + len(values)

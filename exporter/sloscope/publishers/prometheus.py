@@ -219,14 +219,14 @@ class PrometheusPublisher:
 
     def _batch_labels(self, batch: EvaluatedBatch) -> tuple[Column, Column, Column, Column]:
         """The capped model, pool, class and pod label of every row, admitted in row order as :meth:`publish` does."""
-        records, admit = batch.records, self._guard.admit_all
+        admit = self._guard.admit_all
         raw_pool = self._batch_pools(batch)
-        served, names = models(records)
+        served, names = models(batch.strings)
         fallback = [self._model_of_pool.get(p) or c.UNKNOWN for p in raw_pool.values]
         unnamed = np.array([name == "" for name in names], dtype=bool)[served]
         raw_model = distinct(np.where(unnamed, len(names) + raw_pool.codes, served), [*names, *fallback])
         raw_class = appearance(batch.verdicts.slo_class, batch.verdicts.class_names)
-        raw_pod, _ = first_named([records.column("pod"), records.column("endpoint")], c.UNKNOWN)
+        raw_pod, _ = first_named([batch.strings("pod"), batch.strings("endpoint")], c.UNKNOWN)
         return (
             raw_model.mapped(admit(c.MODEL, raw_model.values, raw_model.counts())),
             raw_pool.mapped(admit(c.POOL, raw_pool.values, raw_pool.counts())),
@@ -236,7 +236,7 @@ class PrometheusPublisher:
 
     def _batch_pools(self, batch: EvaluatedBatch) -> Column:
         """:meth:`_pool` of every row: the span's pool, else discovery's (asked per request), else the default."""
-        pools, (named,) = first_named([batch.records.column("pool")], self._default_pool)
+        pools, (named,) = first_named([batch.strings("pool")], self._default_pool)
         if named.all() or self._pool_of_pod is None:
             return pools
         values, requests = pools.at(np.arange(len(named))), batch.requests()

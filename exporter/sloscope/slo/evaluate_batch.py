@@ -120,14 +120,16 @@ class Verdicts:
         return out
 
 
-def evaluate_batch(batch: pa.RecordBatch, spec: SLOSpec) -> Verdicts:
+def evaluate_batch(batch: pa.RecordBatch, spec: SLOSpec, strings: arrow_arrays.StringColumns | None = None) -> Verdicts:
     """Classify every request of ``batch`` (:data:`~sloscope.processors.joined_batch.SCHEMA`), resolve targets
-    and judge each SLO, as :func:`~sloscope.slo.evaluate.evaluate` does one request."""
+    and judge each SLO, as :func:`~sloscope.slo.evaluate.evaluate` does one request. ``strings``: the batch's
+    string columns, shared with the publishers."""
     n = batch.num_rows
+    strings = strings if strings is not None else arrow_arrays.StringColumns(batch)
     slo_ttft, slo_tpot = floats(batch, "slo_ttft_ms"), floats(batch, "slo_tpot_ms")
     has_ttft, has_tpot = _valid_target(slo_ttft), _valid_target(slo_tpot)
     header_ttft, header_tpot = np.where(has_ttft, slo_ttft, np.nan), np.where(has_tpot, slo_tpot, np.nan)
-    cls = _classify(spec, *models(batch), header_ttft, header_tpot)
+    cls = _classify(spec, *models(strings), header_ttft, header_tpot)
     default_ttft = np.array([_ms(k.defaults.ttft_ms) for k in spec.classes] + [np.nan])
     default_tpot = np.array([_ms(k.defaults.tpot_ms) for k in spec.classes] + [np.nan])
     target_ttft = np.where(has_ttft, header_ttft, default_ttft[cls])  # NaN: no target
@@ -137,9 +139,7 @@ def evaluate_batch(batch: pa.RecordBatch, spec: SLOSpec) -> Verdicts:
     source[carries_ttft | carries_tpot] = _CLASS_DEFAULT
     source[has_ttft | has_tpot] = _REQUEST
 
-    reason, reasons = arrow_arrays.strings(batch.column("failure_reason"))
-    failed = reason >= 0
-    client_error = failed & np.array([r == c.FAILURE_INVALID for r in reasons] + [False])[reason]
+    failed, client_error = failures(strings)
     ok = ~failed
 
     raw_ttft = floats(batch, "ttft_seconds")
@@ -203,11 +203,18 @@ def evaluate_batch(batch: pa.RecordBatch, spec: SLOSpec) -> Verdicts:
     )
 
 
-def models(batch: pa.RecordBatch) -> tuple[Codes, list[str]]:
+def failures(strings: arrow_arrays.StringColumns) -> tuple[Mask, Mask]:
+    """The rows that failed, and those of them that failed by the client's fault (an invalid request)."""
+    reason, reasons = strings("failure_reason")
+    failed = reason >= 0
+    return failed, failed & np.array([r == c.FAILURE_INVALID for r in reasons] + [False])[reason]
+
+
+def models(strings: arrow_arrays.StringColumns) -> tuple[Codes, list[str]]:
     """``JoinedRequest.model or ""`` of every row (the target model, else the requested one), as codes into
     distinct names."""
-    target, targets = arrow_arrays.strings(batch.column("target_model"))
-    requested, requesteds = arrow_arrays.strings(batch.column("requested_model"))
+    target, targets = strings("target_model")
+    requested, requesteds = strings("requested_model")
     names = list(dict.fromkeys([*targets, *requesteds, ""]))
     index = {name: i for i, name in enumerate(names)}
     to_name = np.array([index[t] for t in targets] + [index[""]], dtype=np.intp)  # the last one: null

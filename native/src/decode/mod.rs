@@ -115,13 +115,15 @@ impl Decoded {
         }
     }
 
-    /// Keeps the span both decoders read (its attributes deduplicated as a Python dict keeps them),
-    /// or rejects it for its ids or for a typed attribute of the wrong type.
+    /// Keeps the span both decoders read (its attributes deduplicated as a Python dict keeps them,
+    /// unless the decoder knows its keys are distinct: `maybe_repeated` false), or rejects it for
+    /// its ids or for a typed attribute of the wrong type.
     fn add(
         &mut self,
         rules: &Rules,
         read: Read<'_>,
         attributes: Vec<(Key, Value)>,
+        maybe_repeated: bool,
         resource: &std::sync::Arc<crate::span::Resource>,
         typed: &[(Key, u32)],
     ) {
@@ -142,7 +144,11 @@ impl Decoded {
             name: read.name.into(),
             start_ns: read.start_ns,
             end_ns: read.end_ns,
-            attributes: values::dedupe(attributes),
+            attributes: if maybe_repeated {
+                values::dedupe(attributes)
+            } else {
+                attributes
+            },
             resource: resource.clone(),
             tracestate: read.trace_state.into(),
             status_code: read.status_code,

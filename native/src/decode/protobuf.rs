@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use super::rules::Rules;
 use super::schema::{validate, ENTITY_REF, EVENT, LINK, SCOPE};
-use super::values::{dedupe, Ctx, Keys};
+use super::values::{dedupe, Ctx, Keys, Seen};
 use super::wire::{utf8, Reader, Result, Value as Wire};
 use super::{Decoded, Read};
 use crate::span::Resource;
@@ -64,9 +64,7 @@ fn resource_spans<'p>(
         while let Some((number, value)) = resource.next()? {
             match (number, value) {
                 (1, Wire::Len(kv)) => {
-                    if let Some((info, value)) = ctx.key_value(&resource, kv, true)? {
-                        attributes.push((info.key, value));
-                    }
+                    ctx.key_value(&resource, kv, true, &mut attributes)?;
                 }
                 (3, Wire::Len(e)) => validate(&resource, e, &ENTITY_REF)?,
                 _ => {}
@@ -107,6 +105,7 @@ fn span<'p>(
     let mut typed = std::mem::take(&mut ctx.typed);
     attributes.clear();
     typed.clear();
+    let mut seen = Seen::default();
     while let Some((number, value)) = reader.next()? {
         match (number, value) {
             (1, Wire::Len(b)) => trace_id = b,
@@ -117,11 +116,11 @@ fn span<'p>(
             (7, Wire::Fixed64(v)) => start_ns = v,
             (8, Wire::Fixed64(v)) => end_ns = v,
             (9, Wire::Len(b)) => {
-                if let Some((info, value)) = ctx.key_value(&reader, b, false)? {
-                    if let Some(rule) = info.rule {
-                        typed.push((info.key.clone(), rule));
+                if let Some(id) = ctx.key_value(&reader, b, false, &mut attributes)? {
+                    seen.add(id);
+                    if let Some(rule) = ctx.keys.info(id).rule {
+                        typed.push((ctx.keys.info(id).key.clone(), rule));
                     }
-                    attributes.push((info.key, value));
                 }
             }
             (11, Wire::Len(b)) => validate(&reader, b, &EVENT)?,
@@ -155,7 +154,14 @@ fn span<'p>(
         status_code,
         status_message,
     };
-    out.add(ctx.rules, read, exact, resource, &typed);
+    out.add(
+        ctx.rules,
+        read,
+        exact,
+        seen.maybe_repeated,
+        resource,
+        &typed,
+    );
     ctx.typed = typed;
     Ok(())
 }

@@ -23,50 +23,89 @@ pub struct KeyInfo {
 }
 
 /// Interns attribute keys for one payload: a key's bytes are checked and converted once, and
-/// every span carrying it shares one `Arc<str>`.
+/// every span carrying it shares one `Arc<str>`. Each distinct key has a small id (its index in
+/// `infos`, in order of first sight), which lets a span tell cheaply that its keys are distinct.
 ///
 /// A small direct-mapped cache sits in front of the map: a payload repeats the same dozen keys
 /// span after span, and comparing a few bytes is cheaper than hashing them. The map keeps the
 /// standard library's keyed hash, since the keys come from the client.
 #[derive(Default)]
 pub struct Keys<'p> {
-    recent: Vec<Option<(&'p [u8], KeyInfo)>>,
-    known: HashMap<&'p [u8], KeyInfo>,
+    recent: Vec<Option<(&'p [u8], u32)>>,
+    known: HashMap<&'p [u8], u32>,
+    infos: Vec<KeyInfo>,
 }
 
 const RECENT: usize = 64;
 
+#[inline(always)]
 fn slot(raw: &[u8]) -> usize {
     let (first, last) = (raw.first().copied(), raw.last().copied());
     (raw.len() * 31 + usize::from(first.unwrap_or(0)) * 7 + usize::from(last.unwrap_or(0))) % RECENT
 }
 
 impl<'p> Keys<'p> {
-    pub fn get(&mut self, raw: &'p [u8], rules: &Rules) -> Result<KeyInfo> {
+    /// The key's id (see `info`).
+    #[inline(always)]
+    pub fn id(&mut self, raw: &'p [u8], rules: &Rules) -> Result<u32> {
+        let at = slot(raw);
+        if let Some(Some((bytes, id))) = self.recent.get(at) {
+            if *bytes == raw {
+                return Ok(*id);
+            }
+        }
+        self.miss(at, raw, rules)
+    }
+
+    #[inline(never)]
+    fn miss(&mut self, at: usize, raw: &'p [u8], rules: &Rules) -> Result<u32> {
         if self.recent.is_empty() {
             self.recent.resize(RECENT, None);
         }
-        let at = slot(raw);
-        if let Some((bytes, info)) = &self.recent[at] {
-            if *bytes == raw {
-                return Ok(info.clone());
-            }
-        }
-        let info = match self.known.get(raw) {
-            Some(info) => info.clone(),
+        let id = match self.known.get(raw) {
+            Some(&id) => id,
             None => {
                 let text = utf8(raw)?;
-                let info = KeyInfo {
+                let id = self.infos.len() as u32;
+                self.infos.push(KeyInfo {
                     key: Key::from(text),
                     kept: rules.kept(text),
                     rule: rules.rule_of(text),
-                };
-                self.known.insert(raw, info.clone());
-                info
+                });
+                self.known.insert(raw, id);
+                id
             }
         };
-        self.recent[at] = Some((raw, info.clone()));
-        Ok(info)
+        self.recent[at] = Some((raw, id));
+        Ok(id)
+    }
+
+    /// What the key of id `id` is.
+    #[inline(always)]
+    pub fn info(&self, id: u32) -> &KeyInfo {
+        &self.infos[id as usize]
+    }
+
+    pub fn get(&mut self, raw: &'p [u8], rules: &Rules) -> Result<KeyInfo> {
+        let id = self.id(raw, rules)?;
+        Ok(self.info(id).clone())
+    }
+}
+
+/// Which keys a span has seen, by id, to tell whether its attributes need `dedupe` at all.
+#[derive(Default)]
+pub struct Seen {
+    ids: u64,
+    /// A key seen twice, or one whose id is past the mask: `dedupe` decides.
+    pub maybe_repeated: bool,
+}
+
+impl Seen {
+    #[inline(always)]
+    pub fn add(&mut self, id: u32) {
+        let bit = 1u64.checked_shl(id).unwrap_or(0);
+        self.maybe_repeated |= bit == 0 || self.ids & bit != 0;
+        self.ids |= bit;
     }
 }
 
@@ -179,22 +218,22 @@ impl<'p> Ctx<'p, '_> {
         let mut reader = parent.sub(body)?;
         while let Some((number, value)) = reader.next()? {
             if let (1, Wire::Len(b)) = (number, value) {
-                if let Some((info, value)) = self.key_value(&reader, b, true)? {
-                    pairs.push((info.key, value));
-                }
+                self.key_value(&reader, b, true, pairs)?;
             }
         }
         Ok(())
     }
 
-    /// One `KeyValue` (key = 1, value = 2): the key and value if the key is kept (always, with
-    /// `all`), else None after checking the value as the runtime would.
+    /// One `KeyValue` (key = 1, value = 2): the pair pushed onto `out` if the key is kept (always,
+    /// with `all`), and its key's id returned; else None after checking the value as the runtime
+    /// would.
     pub fn key_value(
         &mut self,
         parent: &Reader<'p>,
         body: &'p [u8],
         all: bool,
-    ) -> Result<Option<(KeyInfo, Value)>> {
+        out: &mut Vec<(Key, Value)>,
+    ) -> Result<Option<u32>> {
         let mut reader = parent.sub(body)?;
         let mut key: Option<&'p [u8]> = None;
         let mut first: Option<&'p [u8]> = None;
@@ -213,9 +252,9 @@ impl<'p> Ctx<'p, '_> {
                 _ => {}
             }
         }
-        let info = self.keys.get(key.unwrap_or(b""), self.rules)?;
+        let id = self.keys.id(key.unwrap_or(b""), self.rules)?;
         let bodies = first.into_iter().chain(more);
-        if !(all || info.kept) {
+        if !(all || self.keys.info(id).kept) {
             for b in bodies {
                 validate(&reader, b, &ANY_VALUE)?;
             }
@@ -225,7 +264,8 @@ impl<'p> Ctx<'p, '_> {
         for b in bodies {
             self.merge_any(&reader, b, &mut state)?;
         }
-        Ok(Some((info, state.finish())))
+        out.push((self.keys.info(id).key.clone(), state.finish()));
+        Ok(Some(id))
     }
 }
 

@@ -18,7 +18,7 @@ use super::schema::{validate, ENTITY_REF, EVENT, LINK, SCOPE};
 use super::values::{dedupe, Ctx, Keys, Seen};
 use super::wire::{utf8, Reader, Result, Value as Wire};
 use super::{Decoded, Read};
-use crate::span::Resource;
+use crate::span::{Key, Resource};
 
 pub fn decode(payload: &[u8], rules: &Rules) -> Result<Decoded> {
     let mut ctx = Ctx {
@@ -74,6 +74,7 @@ fn resource_spans<'p>(
     let resource = Arc::new(Resource {
         attributes: dedupe(attributes),
     });
+    out.spans.reserve(scopes.iter().map(|b| spans_in(b)).sum());
     for b in scopes {
         let mut scope = reader.sub(b)?;
         while let Some((number, value)) = scope.next()? {
@@ -88,6 +89,17 @@ fn resource_spans<'p>(
         }
     }
     Ok(())
+}
+
+/// How many spans a `ScopeSpans` body holds (reading stops at a fault: this only sizes the
+/// batch, and the decoding proper reports the fault where the reference finds it).
+fn spans_in(body: &[u8]) -> usize {
+    let mut reader = Reader::new(body);
+    let mut n = 0;
+    while let Ok(Some((number, value))) = reader.next() {
+        n += usize::from(matches!((number, value), (2, Wire::Len(_))));
+    }
+    n
 }
 
 fn span<'p>(
@@ -106,6 +118,7 @@ fn span<'p>(
     attributes.clear();
     typed.clear();
     let mut seen = Seen::default();
+    let mut all_typed_right = true;
     while let Some((number, value)) = reader.next()? {
         match (number, value) {
             (1, Wire::Len(b)) => trace_id = b,
@@ -119,7 +132,11 @@ fn span<'p>(
                 if let Some(id) = ctx.key_value(&reader, b, false, &mut attributes)? {
                     seen.add(id);
                     if let Some(rule) = ctx.keys.info(id).rule {
-                        typed.push((ctx.keys.info(id).key.clone(), rule));
+                        typed.push((id, rule));
+                        if let Some((_, value)) = attributes.last() {
+                            all_typed_right &=
+                                ctx.rules.list[rule as usize].expected.accepts(value);
+                        }
                     }
                 }
             }
@@ -154,14 +171,18 @@ fn span<'p>(
         status_code,
         status_message,
     };
-    out.add(
-        ctx.rules,
-        read,
-        exact,
-        seen.maybe_repeated,
-        resource,
-        &typed,
-    );
+    // With distinct keys each typed value was checked as it came; only a span with a wrong one,
+    // or with a repeated key (whose last value counts), needs `first_wrong`'s scan.
+    let check: Vec<(Key, u32)> = if seen.maybe_repeated || !all_typed_right {
+        typed
+            .iter()
+            .map(|&(id, rule)| (ctx.keys.info(id).key.clone(), rule))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let repeated = seen.maybe_repeated;
+    out.add(ctx.rules, read, exact, repeated, resource, &check);
     ctx.typed = typed;
     Ok(())
 }

@@ -36,12 +36,25 @@ pub struct Keys<'p> {
     infos: Vec<KeyInfo>,
 }
 
-const RECENT: usize = 64;
+const RECENT: usize = 128;
 
+/// The cache slot of a key: its length mixed with its first and last eight bytes (mapped keys
+/// often differ only near their end: `x-slo-ttft-ms`, `x-slo-tpot-ms`).
 #[inline(always)]
 fn slot(raw: &[u8]) -> usize {
-    let (first, last) = (raw.first().copied(), raw.last().copied());
-    (raw.len() * 31 + usize::from(first.unwrap_or(0)) * 7 + usize::from(last.unwrap_or(0))) % RECENT
+    let word = |bytes: Option<&[u8]>| {
+        bytes
+            .and_then(|b| b.try_into().ok())
+            .map_or(0, u64::from_le_bytes)
+    };
+    let (head, tail) = if raw.len() >= 8 {
+        (word(raw.get(..8)), word(raw.get(raw.len() - 8..)))
+    } else {
+        (raw.iter().fold(0u64, |h, &b| h << 8 | u64::from(b)), 0)
+    };
+    let mixed =
+        (head ^ tail.rotate_left(29) ^ raw.len() as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    (mixed >> 57) as usize % RECENT
 }
 
 impl<'p> Keys<'p> {
@@ -122,6 +135,7 @@ enum Building<'p> {
 }
 
 impl Building<'_> {
+    #[inline(always)]
     fn finish(self) -> Value {
         match self {
             Building::Empty => Value::Empty,
@@ -142,12 +156,13 @@ pub struct Ctx<'p, 'r> {
     pub rules: &'r Rules,
     /// A span's attributes while it is read (reused: the span keeps an exact-size copy).
     pub scratch: Vec<(Key, Value)>,
-    /// The span's typed keys with their rules.
-    pub typed: Vec<(Key, u32)>,
+    /// The span's typed keys (by id) with their rules.
+    pub typed: Vec<(u32, u32)>,
 }
 
 impl<'p> Ctx<'p, '_> {
     /// Merges the `AnyValue` encoded in `body` (a field of `parent`) into `state`.
+    #[inline]
     fn merge_any(
         &mut self,
         parent: &Reader<'p>,

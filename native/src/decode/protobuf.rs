@@ -74,7 +74,6 @@ fn resource_spans<'p>(
     let resource = Arc::new(Resource {
         attributes: dedupe(attributes),
     });
-    out.spans.reserve(scopes.iter().map(|b| spans_in(b)).sum());
     for b in scopes {
         let mut scope = reader.sub(b)?;
         while let Some((number, value)) = scope.next()? {
@@ -89,17 +88,6 @@ fn resource_spans<'p>(
         }
     }
     Ok(())
-}
-
-/// How many spans a `ScopeSpans` body holds (reading stops at a fault: this only sizes the
-/// batch, and the decoding proper reports the fault where the reference finds it).
-fn spans_in(body: &[u8]) -> usize {
-    let mut reader = Reader::new(body);
-    let mut n = 0;
-    while let Ok(Some((number, value))) = reader.next() {
-        n += usize::from(matches!((number, value), (2, Wire::Len(_))));
-    }
-    n
 }
 
 fn span<'p>(

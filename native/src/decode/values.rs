@@ -205,6 +205,34 @@ impl<'p> Ctx<'p, '_> {
         Ok(())
     }
 
+    /// The `AnyValue` encoded in `body` (a field of `parent`): what `merge_any` builds from an
+    /// empty state, read directly in the usual case of one member written once.
+    #[inline]
+    fn any_value(&mut self, parent: &Reader<'p>, body: &'p [u8]) -> Result<Value> {
+        let mut reader = parent.sub(body)?;
+        if let Some((number, value)) = reader.next()? {
+            if reader.at_end() {
+                match (number, value) {
+                    (1, Wire::Len(b)) => return Ok(Value::Str(utf8(b)?.into())),
+                    (2, Wire::Varint(v)) => return Ok(Value::Bool(v != 0)),
+                    (3, Wire::Varint(v)) => return Ok(Value::Int(v as i64)),
+                    (4, Wire::Fixed64(v)) => return Ok(Value::Double(f64::from_bits(v))),
+                    (5, Wire::Len(b)) => {
+                        let mut items = Vec::with_capacity(1);
+                        self.merge_array(&reader, b, &mut items)?;
+                        return Ok(Value::Array(items.into_boxed_slice()));
+                    }
+                    (7, Wire::Len(b)) => return Ok(Value::Bytes(b.into())),
+                    (8, Wire::Varint(_)) => return Ok(Value::Empty),
+                    _ => {}
+                }
+            }
+        }
+        let mut state = Building::Empty;
+        self.merge_any(parent, body, &mut state)?;
+        Ok(state.finish())
+    }
+
     /// ArrayValue: values = 1.
     fn merge_array(
         &mut self,
@@ -215,9 +243,7 @@ impl<'p> Ctx<'p, '_> {
         let mut reader = parent.sub(body)?;
         while let Some((number, value)) = reader.next()? {
             if let (1, Wire::Len(b)) = (number, value) {
-                let mut item = Building::Empty;
-                self.merge_any(&reader, b, &mut item)?;
-                items.push(item.finish());
+                items.push(self.any_value(&reader, b)?);
             }
         }
         Ok(())
@@ -268,6 +294,7 @@ impl<'p> Ctx<'p, '_> {
             }
         }
         let id = self.keys.id(key.unwrap_or(b""), self.rules)?;
+        let single = more.is_empty();
         let bodies = first.into_iter().chain(more);
         if !(all || self.keys.info(id).kept) {
             for b in bodies {
@@ -275,11 +302,18 @@ impl<'p> Ctx<'p, '_> {
             }
             return Ok(None);
         }
-        let mut state = Building::Empty;
-        for b in bodies {
-            self.merge_any(&reader, b, &mut state)?;
-        }
-        out.push((self.keys.info(id).key.clone(), state.finish()));
+        let value = match (first, single) {
+            (None, _) => Value::Empty,
+            (Some(b), true) => self.any_value(&reader, b)?,
+            (Some(_), false) => {
+                let mut state = Building::Empty;
+                for b in bodies {
+                    self.merge_any(&reader, b, &mut state)?;
+                }
+                state.finish()
+            }
+        };
+        out.push((self.keys.info(id).key.clone(), value));
         Ok(Some(id))
     }
 }

@@ -79,6 +79,12 @@ impl<'a> Reader<'a> {
         self.depth
     }
 
+    /// Whether every field of the message has been read.
+    #[inline(always)]
+    pub fn at_end(&self) -> bool {
+        self.pos == self.buf.len()
+    }
+
     /// Where the reader is in the whole payload (0 for a body that is not a slice of it).
     fn at(&self) -> usize {
         let base = (self.buf.as_ptr() as usize).wrapping_sub(self.origin);

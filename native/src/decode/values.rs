@@ -268,6 +268,7 @@ impl<'p> Ctx<'p, '_> {
     /// One `KeyValue` (key = 1, value = 2): the pair pushed onto `out` if the key is kept (always,
     /// with `all`), and its key's id returned; else None after checking the value as the runtime
     /// would.
+    #[inline]
     pub fn key_value(
         &mut self,
         parent: &Reader<'p>,

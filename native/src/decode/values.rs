@@ -277,23 +277,10 @@ impl<'p> Ctx<'p, '_> {
         out: &mut Vec<(Key, Value)>,
     ) -> Result<Option<u32>> {
         let mut reader = parent.sub(body)?;
-        let mut key: Option<&'p [u8]> = None;
-        let mut first: Option<&'p [u8]> = None;
-        let mut more: Vec<&'p [u8]> = Vec::new();
-        while let Some((number, value)) = reader.next()? {
-            match (number, value) {
-                (1, Wire::Len(b)) => {
-                    if let Some(previous) = key.replace(b) {
-                        utf8(previous)?; // overwritten, but the runtime still checked it
-                    }
-                }
-                (2, Wire::Len(b)) => match first {
-                    None => first = Some(b),
-                    Some(_) => more.push(b),
-                },
-                _ => {}
-            }
-        }
+        let (key, first, more) = match canonical_key_value(body) {
+            Some((key, value)) => (Some(key), Some(value), Vec::new()),
+            None => key_value_fields(&mut reader)?,
+        };
         let id = self.keys.id(key.unwrap_or(b""), self.rules)?;
         let single = more.is_empty();
         let bodies = first.into_iter().chain(more);
@@ -317,6 +304,50 @@ impl<'p> Ctx<'p, '_> {
         out.push((self.keys.info(id).key.clone(), value));
         Ok(Some(id))
     }
+}
+
+/// A `KeyValue` as SDKs write it: the key (field 1) then one value (field 2), each with a
+/// one-byte length, and nothing else; None for any other form (`key_value_fields` reads it). Both
+/// read the same key and value from such a body.
+#[inline(always)]
+fn canonical_key_value(body: &[u8]) -> Option<(&[u8], &[u8])> {
+    let (&[0x0a, key_len], rest) = body.split_first_chunk::<2>()? else {
+        return None;
+    };
+    if key_len >= 0x80 {
+        return None;
+    }
+    let (key, rest) = rest.split_at_checked(usize::from(key_len))?;
+    let (&[0x12, value_len], value) = rest.split_first_chunk::<2>()? else {
+        return None;
+    };
+    (value_len < 0x80 && value.len() == usize::from(value_len)).then_some((key, value))
+}
+
+/// The key and the value bodies of a `KeyValue` (key = 1, value = 2) in any form the runtime
+/// reads: the last key wins (an earlier one is still checked), every value is kept in order.
+#[allow(clippy::type_complexity)]
+fn key_value_fields<'p>(
+    reader: &mut Reader<'p>,
+) -> Result<(Option<&'p [u8]>, Option<&'p [u8]>, Vec<&'p [u8]>)> {
+    let mut key: Option<&'p [u8]> = None;
+    let mut first: Option<&'p [u8]> = None;
+    let mut more: Vec<&'p [u8]> = Vec::new();
+    while let Some((number, value)) = reader.next()? {
+        match (number, value) {
+            (1, Wire::Len(b)) => {
+                if let Some(previous) = key.replace(b) {
+                    utf8(previous)?; // overwritten, but the runtime still checked it
+                }
+            }
+            (2, Wire::Len(b)) => match first {
+                None => first = Some(b),
+                Some(_) => more.push(b),
+            },
+            _ => {}
+        }
+    }
+    Ok((key, first, more))
 }
 
 /// Pairs as a Python dict holds them: each key at its first position, with its last value. The
@@ -372,6 +403,30 @@ mod tests {
                 (key.clone(), Value::Int(*v))
             })
             .collect()
+    }
+
+    #[test]
+    fn a_canonical_key_value_reads_as_the_general_loop_reads_it() {
+        let forms: [&[u8]; 8] = [
+            b"\x0a\x01k\x12\x02\x08\x01",         // key, then one value
+            b"\x0a\x00\x12\x00",                  // empty key, empty value
+            b"\x12\x02\x08\x01\x0a\x01k",         // value first
+            b"\x0a\x01k",                         // no value
+            b"\x0a\x01k\x12\x02\x08\x01\x12\x00", // two values
+            b"\x0a\x01k\x12\x03\x08\x01",         // truncated value
+            b"\x0a\x01k\x12\x01\x08\x01",         // a byte past the value
+            b"\x0a\x05k\x12\x00",                 // key longer than the body
+        ];
+        for (i, body) in forms.iter().enumerate() {
+            let general = key_value_fields(&mut Reader::new(body));
+            match canonical_key_value(body) {
+                Some((key, value)) => {
+                    assert!(i < 2, "form {i}");
+                    assert_eq!(general, Ok((Some(key), Some(value), Vec::new())));
+                }
+                None => assert!(i >= 2, "form {i}"),
+            }
+        }
     }
 
     #[test]

@@ -279,6 +279,13 @@ impl<'a> Reader<'a> {
 /// A string field's text: upb refuses a proto3 `string` that is not UTF-8.
 #[inline]
 pub fn utf8(bytes: &[u8]) -> Result<&str> {
+    if bytes.is_ascii() {
+        // SAFETY: ASCII is valid UTF-8. OTLP strings (span names, ids, model names, header values)
+        // are nearly always ASCII, and the word-at-a-time ASCII check costs a fraction of
+        // `from_utf8`'s general validation on such short strings: measured with callgrind on
+        // bench/payloads.py `build` payloads, 6,490 -> 6,110 instructions per span.
+        return Ok(unsafe { std::str::from_utf8_unchecked(bytes) });
+    }
     std::str::from_utf8(bytes).map_err(|e| not_utf8(e.valid_up_to(), bytes.len()))
 }
 

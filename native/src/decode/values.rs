@@ -286,7 +286,11 @@ impl<'p> Ctx<'p, '_> {
         let bodies = first.into_iter().chain(more);
         if !(all || self.keys.info(id).kept) {
             for b in bodies {
-                validate(&reader, b, &ANY_VALUE)?;
+                if one_scalar(b) {
+                    reader.sub(b)?; // nothing in it to check but its depth
+                } else {
+                    validate(&reader, b, &ANY_VALUE)?;
+                }
             }
             return Ok(None);
         }
@@ -322,6 +326,20 @@ fn canonical_key_value(body: &[u8]) -> Option<(&[u8], &[u8])> {
         return None;
     };
     (value_len < 0x80 && value.len() == usize::from(value_len)).then_some((key, value))
+}
+
+/// Whether an `AnyValue` body is one bool, int or double (one-byte tag) and nothing else: the
+/// runtime accepts any such bytes, so `validate` would find nothing in it.
+#[inline(always)]
+fn one_scalar(body: &[u8]) -> bool {
+    match body.split_first() {
+        Some((0x21, rest)) => rest.len() == 8,
+        // a varint of at most 10 bytes, each but the last with its continuation bit set
+        Some((0x10 | 0x18, [more @ .., last])) => {
+            more.len() < 10 && *last < 0x80 && more.iter().all(|&b| b >= 0x80)
+        }
+        _ => false,
+    }
 }
 
 /// The key and the value bodies of a `KeyValue` (key = 1, value = 2) in any form the runtime
@@ -426,6 +444,36 @@ mod tests {
                 }
                 None => assert!(i >= 2, "form {i}"),
             }
+        }
+    }
+
+    #[test]
+    fn one_scalar_is_what_validate_has_nothing_to_check_in() {
+        let ten = [[0x18].as_slice(), &[0xff; 9], &[0x01]].concat();
+        let eleven = [[0x18].as_slice(), &[0xff; 10], &[0x01]].concat();
+        let yes: [&[u8]; 5] = [
+            b"\x18\x01",
+            b"\x10\x00",
+            b"\x18\x96\x01",
+            &ten,
+            b"\x21\0\0\0\0\0\0\xf0\x3f",
+        ];
+        let no: [&[u8]; 7] = [
+            b"",
+            b"\x18",
+            b"\x18\x80",
+            b"\x18\x01\x01",
+            &eleven,
+            b"\x21\0",
+            b"\x0a\x00",
+        ];
+        let parent = Reader::new(b"");
+        for body in yes {
+            assert!(one_scalar(body), "{body:?}");
+            assert!(validate(&parent, body, &ANY_VALUE).is_ok());
+        }
+        for body in no {
+            assert!(!one_scalar(body), "{body:?}");
         }
     }
 

@@ -435,7 +435,7 @@ impl<'d> Walk<'d, '_> {
             status_code,
             status_message,
         };
-        out.add(self.rules, read, attributes, resource, &typed);
+        out.add(self.rules, read, attributes, true, resource, &typed);
         Ok(())
     }
 }

@@ -115,13 +115,15 @@ impl Decoded {
         }
     }
 
-    /// Keeps the span both decoders read (its attributes deduplicated as a Python dict keeps them),
-    /// or rejects it for its ids or for a typed attribute of the wrong type.
+    /// Keeps the span both decoders read (its attributes deduplicated as a Python dict keeps them,
+    /// unless the decoder knows its keys are distinct: `maybe_repeated` false), or rejects it for
+    /// its ids or for a typed attribute of the wrong type.
     fn add(
         &mut self,
         rules: &Rules,
         read: Read<'_>,
         attributes: Vec<(Key, Value)>,
+        maybe_repeated: bool,
         resource: &std::sync::Arc<crate::span::Resource>,
         typed: &[(Key, u32)],
     ) {
@@ -135,39 +137,36 @@ impl Decoded {
                     })
                 }
             };
-        let span = crate::span::Span {
+        let attributes = if maybe_repeated {
+            values::dedupe(attributes)
+        } else {
+            attributes
+        };
+        // Checked before the span is built, so that a kept span is written once, into the batch.
+        if let Some((key, rule, value)) = rules::first_wrong(rules, &attributes, typed) {
+            let rejection = Rejection::Type {
+                span_id,
+                name: read.name.into(),
+                key: key.clone(),
+                field: rule.field.clone(),
+                expected: rule.expected,
+                value: value.clone(),
+            };
+            return self.reject_type(rejection);
+        }
+        self.spans.push(crate::span::Span {
             trace_id,
             span_id,
             parent_span_id,
             name: read.name.into(),
             start_ns: read.start_ns,
             end_ns: read.end_ns,
-            attributes: values::dedupe(attributes),
+            attributes,
             resource: resource.clone(),
             tracestate: read.trace_state.into(),
             status_code: read.status_code,
             status_message: read.status_message.into(),
-        };
-        self.check_and_keep(rules, span, typed);
-    }
-
-    /// Keeps `span`, or rejects it if a typed attribute has the wrong type (`typed`: the span's
-    /// typed keys with their rules).
-    fn check_and_keep(&mut self, rules: &Rules, span: crate::span::Span, typed: &[(Key, u32)]) {
-        match rules::first_wrong(rules, &span.attributes, typed) {
-            Some((key, rule, value)) => {
-                let rejection = Rejection::Type {
-                    span_id: span.span_id,
-                    name: span.name.clone(),
-                    key: key.clone(),
-                    field: rule.field.clone(),
-                    expected: rule.expected,
-                    value: value.clone(),
-                };
-                self.reject_type(rejection);
-            }
-            None => self.spans.push(span),
-        }
+        });
     }
 
     /// The quoted rejections in the reference's order.

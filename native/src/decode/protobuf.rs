@@ -15,10 +15,10 @@ use std::sync::Arc;
 
 use super::rules::Rules;
 use super::schema::{validate, ENTITY_REF, EVENT, LINK, SCOPE};
-use super::values::{dedupe, Ctx, Keys};
+use super::values::{dedupe, Ctx, Keys, Seen};
 use super::wire::{utf8, Reader, Result, Value as Wire};
 use super::{Decoded, Read};
-use crate::span::Resource;
+use crate::span::{Key, Resource};
 
 pub fn decode(payload: &[u8], rules: &Rules) -> Result<Decoded> {
     let mut ctx = Ctx {
@@ -64,9 +64,7 @@ fn resource_spans<'p>(
         while let Some((number, value)) = resource.next()? {
             match (number, value) {
                 (1, Wire::Len(kv)) => {
-                    if let Some((info, value)) = ctx.key_value(&resource, kv, true)? {
-                        attributes.push((info.key, value));
-                    }
+                    ctx.key_value(&resource, kv, true, &mut attributes)?;
                 }
                 (3, Wire::Len(e)) => validate(&resource, e, &ENTITY_REF)?,
                 _ => {}
@@ -107,6 +105,8 @@ fn span<'p>(
     let mut typed = std::mem::take(&mut ctx.typed);
     attributes.clear();
     typed.clear();
+    let mut seen = Seen::default();
+    let mut all_typed_right = true;
     while let Some((number, value)) = reader.next()? {
         match (number, value) {
             (1, Wire::Len(b)) => trace_id = b,
@@ -117,11 +117,15 @@ fn span<'p>(
             (7, Wire::Fixed64(v)) => start_ns = v,
             (8, Wire::Fixed64(v)) => end_ns = v,
             (9, Wire::Len(b)) => {
-                if let Some((info, value)) = ctx.key_value(&reader, b, false)? {
-                    if let Some(rule) = info.rule {
-                        typed.push((info.key.clone(), rule));
+                if let Some(id) = ctx.key_value(&reader, b, false, &mut attributes)? {
+                    seen.add(id);
+                    if let Some(rule) = ctx.keys.info(id).rule {
+                        typed.push((id, rule));
+                        if let Some((_, value)) = attributes.last() {
+                            all_typed_right &=
+                                ctx.rules.list[rule as usize].expected.accepts(value);
+                        }
                     }
-                    attributes.push((info.key, value));
                 }
             }
             (11, Wire::Len(b)) => validate(&reader, b, &EVENT)?,
@@ -155,7 +159,18 @@ fn span<'p>(
         status_code,
         status_message,
     };
-    out.add(ctx.rules, read, exact, resource, &typed);
+    // With distinct keys each typed value was checked as it came; only a span with a wrong one,
+    // or with a repeated key (whose last value counts), needs `first_wrong`'s scan.
+    let check: Vec<(Key, u32)> = if seen.maybe_repeated || !all_typed_right {
+        typed
+            .iter()
+            .map(|&(id, rule)| (ctx.keys.info(id).key.clone(), rule))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let repeated = seen.maybe_repeated;
+    out.add(ctx.rules, read, exact, repeated, resource, &check);
     ctx.typed = typed;
     Ok(())
 }

@@ -23,50 +23,102 @@ pub struct KeyInfo {
 }
 
 /// Interns attribute keys for one payload: a key's bytes are checked and converted once, and
-/// every span carrying it shares one `Arc<str>`.
+/// every span carrying it shares one `Arc<str>`. Each distinct key has a small id (its index in
+/// `infos`, in order of first sight), which lets a span tell cheaply that its keys are distinct.
 ///
 /// A small direct-mapped cache sits in front of the map: a payload repeats the same dozen keys
 /// span after span, and comparing a few bytes is cheaper than hashing them. The map keeps the
 /// standard library's keyed hash, since the keys come from the client.
 #[derive(Default)]
 pub struct Keys<'p> {
-    recent: Vec<Option<(&'p [u8], KeyInfo)>>,
-    known: HashMap<&'p [u8], KeyInfo>,
+    recent: Vec<Option<(&'p [u8], u32)>>,
+    known: HashMap<&'p [u8], u32>,
+    infos: Vec<KeyInfo>,
 }
 
-const RECENT: usize = 64;
+const RECENT: usize = 128;
 
+/// The cache slot of a key: its length mixed with its first and last eight bytes (mapped keys
+/// often differ only near their end: `x-slo-ttft-ms`, `x-slo-tpot-ms`).
+#[inline(always)]
 fn slot(raw: &[u8]) -> usize {
-    let (first, last) = (raw.first().copied(), raw.last().copied());
-    (raw.len() * 31 + usize::from(first.unwrap_or(0)) * 7 + usize::from(last.unwrap_or(0))) % RECENT
+    let word = |bytes: Option<&[u8]>| {
+        bytes
+            .and_then(|b| b.try_into().ok())
+            .map_or(0, u64::from_le_bytes)
+    };
+    let (head, tail) = if raw.len() >= 8 {
+        (word(raw.get(..8)), word(raw.get(raw.len() - 8..)))
+    } else {
+        (raw.iter().fold(0u64, |h, &b| h << 8 | u64::from(b)), 0)
+    };
+    let mixed =
+        (head ^ tail.rotate_left(29) ^ raw.len() as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    (mixed >> 57) as usize % RECENT
 }
 
 impl<'p> Keys<'p> {
-    pub fn get(&mut self, raw: &'p [u8], rules: &Rules) -> Result<KeyInfo> {
+    /// The key's id (see `info`).
+    #[inline(always)]
+    pub fn id(&mut self, raw: &'p [u8], rules: &Rules) -> Result<u32> {
+        let at = slot(raw);
+        if let Some(Some((bytes, id))) = self.recent.get(at) {
+            if *bytes == raw {
+                return Ok(*id);
+            }
+        }
+        self.miss(at, raw, rules)
+    }
+
+    #[inline(never)]
+    fn miss(&mut self, at: usize, raw: &'p [u8], rules: &Rules) -> Result<u32> {
         if self.recent.is_empty() {
             self.recent.resize(RECENT, None);
         }
-        let at = slot(raw);
-        if let Some((bytes, info)) = &self.recent[at] {
-            if *bytes == raw {
-                return Ok(info.clone());
-            }
-        }
-        let info = match self.known.get(raw) {
-            Some(info) => info.clone(),
+        let id = match self.known.get(raw) {
+            Some(&id) => id,
             None => {
                 let text = utf8(raw)?;
-                let info = KeyInfo {
+                let id = self.infos.len() as u32;
+                self.infos.push(KeyInfo {
                     key: Key::from(text),
                     kept: rules.kept(text),
                     rule: rules.rule_of(text),
-                };
-                self.known.insert(raw, info.clone());
-                info
+                });
+                self.known.insert(raw, id);
+                id
             }
         };
-        self.recent[at] = Some((raw, info.clone()));
-        Ok(info)
+        self.recent[at] = Some((raw, id));
+        Ok(id)
+    }
+
+    /// What the key of id `id` is.
+    #[inline(always)]
+    pub fn info(&self, id: u32) -> &KeyInfo {
+        &self.infos[id as usize]
+    }
+
+    pub fn get(&mut self, raw: &'p [u8], rules: &Rules) -> Result<KeyInfo> {
+        let id = self.id(raw, rules)?;
+        Ok(self.info(id).clone())
+    }
+}
+
+/// Which keys a span has seen, by id, to tell whether its attributes need `dedupe` at all.
+#[derive(Default)]
+pub struct Seen {
+    ids: u64,
+    /// A key seen twice, or one whose id is past the mask: `dedupe` decides.
+    pub maybe_repeated: bool,
+}
+
+impl Seen {
+    #[inline(always)]
+    pub fn add(&mut self, id: u32) {
+        let bit = 1u64.checked_shl(id).unwrap_or(0);
+        self.maybe_repeated |= bit == 0 || self.ids & bit != 0;
+        self.ids |= bit;
     }
 }
 
@@ -83,6 +135,7 @@ enum Building<'p> {
 }
 
 impl Building<'_> {
+    #[inline(always)]
     fn finish(self) -> Value {
         match self {
             Building::Empty => Value::Empty,
@@ -103,12 +156,13 @@ pub struct Ctx<'p, 'r> {
     pub rules: &'r Rules,
     /// A span's attributes while it is read (reused: the span keeps an exact-size copy).
     pub scratch: Vec<(Key, Value)>,
-    /// The span's typed keys with their rules.
-    pub typed: Vec<(Key, u32)>,
+    /// The span's typed keys (by id) with their rules.
+    pub typed: Vec<(u32, u32)>,
 }
 
 impl<'p> Ctx<'p, '_> {
     /// Merges the `AnyValue` encoded in `body` (a field of `parent`) into `state`.
+    #[inline]
     fn merge_any(
         &mut self,
         parent: &Reader<'p>,
@@ -151,6 +205,34 @@ impl<'p> Ctx<'p, '_> {
         Ok(())
     }
 
+    /// The `AnyValue` encoded in `body` (a field of `parent`): what `merge_any` builds from an
+    /// empty state, read directly in the usual case of one member written once.
+    #[inline]
+    fn any_value(&mut self, parent: &Reader<'p>, body: &'p [u8]) -> Result<Value> {
+        let mut reader = parent.sub(body)?;
+        if let Some((number, value)) = reader.next()? {
+            if reader.at_end() {
+                match (number, value) {
+                    (1, Wire::Len(b)) => return Ok(Value::Str(utf8(b)?.into())),
+                    (2, Wire::Varint(v)) => return Ok(Value::Bool(v != 0)),
+                    (3, Wire::Varint(v)) => return Ok(Value::Int(v as i64)),
+                    (4, Wire::Fixed64(v)) => return Ok(Value::Double(f64::from_bits(v))),
+                    (5, Wire::Len(b)) => {
+                        let mut items = Vec::with_capacity(1);
+                        self.merge_array(&reader, b, &mut items)?;
+                        return Ok(Value::Array(items.into_boxed_slice()));
+                    }
+                    (7, Wire::Len(b)) => return Ok(Value::Bytes(b.into())),
+                    (8, Wire::Varint(_)) => return Ok(Value::Empty),
+                    _ => {}
+                }
+            }
+        }
+        let mut state = Building::Empty;
+        self.merge_any(parent, body, &mut state)?;
+        Ok(state.finish())
+    }
+
     /// ArrayValue: values = 1.
     fn merge_array(
         &mut self,
@@ -161,9 +243,7 @@ impl<'p> Ctx<'p, '_> {
         let mut reader = parent.sub(body)?;
         while let Some((number, value)) = reader.next()? {
             if let (1, Wire::Len(b)) = (number, value) {
-                let mut item = Building::Empty;
-                self.merge_any(&reader, b, &mut item)?;
-                items.push(item.finish());
+                items.push(self.any_value(&reader, b)?);
             }
         }
         Ok(())
@@ -179,54 +259,113 @@ impl<'p> Ctx<'p, '_> {
         let mut reader = parent.sub(body)?;
         while let Some((number, value)) = reader.next()? {
             if let (1, Wire::Len(b)) = (number, value) {
-                if let Some((info, value)) = self.key_value(&reader, b, true)? {
-                    pairs.push((info.key, value));
-                }
+                self.key_value(&reader, b, true, pairs)?;
             }
         }
         Ok(())
     }
 
-    /// One `KeyValue` (key = 1, value = 2): the key and value if the key is kept (always, with
-    /// `all`), else None after checking the value as the runtime would.
+    /// One `KeyValue` (key = 1, value = 2): the pair pushed onto `out` if the key is kept (always,
+    /// with `all`), and its key's id returned; else None after checking the value as the runtime
+    /// would.
+    #[inline]
     pub fn key_value(
         &mut self,
         parent: &Reader<'p>,
         body: &'p [u8],
         all: bool,
-    ) -> Result<Option<(KeyInfo, Value)>> {
+        out: &mut Vec<(Key, Value)>,
+    ) -> Result<Option<u32>> {
         let mut reader = parent.sub(body)?;
-        let mut key: Option<&'p [u8]> = None;
-        let mut first: Option<&'p [u8]> = None;
-        let mut more: Vec<&'p [u8]> = Vec::new();
-        while let Some((number, value)) = reader.next()? {
-            match (number, value) {
-                (1, Wire::Len(b)) => {
-                    if let Some(previous) = key.replace(b) {
-                        utf8(previous)?; // overwritten, but the runtime still checked it
-                    }
-                }
-                (2, Wire::Len(b)) => match first {
-                    None => first = Some(b),
-                    Some(_) => more.push(b),
-                },
-                _ => {}
-            }
-        }
-        let info = self.keys.get(key.unwrap_or(b""), self.rules)?;
+        let (key, first, more) = match canonical_key_value(body) {
+            Some((key, value)) => (Some(key), Some(value), Vec::new()),
+            None => key_value_fields(&mut reader)?,
+        };
+        let id = self.keys.id(key.unwrap_or(b""), self.rules)?;
+        let single = more.is_empty();
         let bodies = first.into_iter().chain(more);
-        if !(all || info.kept) {
+        if !(all || self.keys.info(id).kept) {
             for b in bodies {
-                validate(&reader, b, &ANY_VALUE)?;
+                if one_scalar(b) {
+                    reader.sub(b)?; // nothing in it to check but its depth
+                } else {
+                    validate(&reader, b, &ANY_VALUE)?;
+                }
             }
             return Ok(None);
         }
-        let mut state = Building::Empty;
-        for b in bodies {
-            self.merge_any(&reader, b, &mut state)?;
-        }
-        Ok(Some((info, state.finish())))
+        let value = match (first, single) {
+            (None, _) => Value::Empty,
+            (Some(b), true) => self.any_value(&reader, b)?,
+            (Some(_), false) => {
+                let mut state = Building::Empty;
+                for b in bodies {
+                    self.merge_any(&reader, b, &mut state)?;
+                }
+                state.finish()
+            }
+        };
+        out.push((self.keys.info(id).key.clone(), value));
+        Ok(Some(id))
     }
+}
+
+/// A `KeyValue` as SDKs write it: the key (field 1) then one value (field 2), each with a
+/// one-byte length, and nothing else; None for any other form (`key_value_fields` reads it). Both
+/// read the same key and value from such a body.
+#[inline(always)]
+fn canonical_key_value(body: &[u8]) -> Option<(&[u8], &[u8])> {
+    let (&[0x0a, key_len], rest) = body.split_first_chunk::<2>()? else {
+        return None;
+    };
+    if key_len >= 0x80 {
+        return None;
+    }
+    let (key, rest) = rest.split_at_checked(usize::from(key_len))?;
+    let (&[0x12, value_len], value) = rest.split_first_chunk::<2>()? else {
+        return None;
+    };
+    (value_len < 0x80 && value.len() == usize::from(value_len)).then_some((key, value))
+}
+
+/// Whether an `AnyValue` body is one bool, int or double (one-byte tag) and nothing else: the
+/// runtime accepts any such bytes, so `validate` would find nothing in it.
+#[inline(always)]
+fn one_scalar(body: &[u8]) -> bool {
+    match body.split_first() {
+        Some((0x21, rest)) => rest.len() == 8,
+        // a varint of at most 10 bytes, each but the last with its continuation bit set
+        Some((0x10 | 0x18, [more @ .., last])) => {
+            more.len() < 10 && *last < 0x80 && more.iter().all(|&b| b >= 0x80)
+        }
+        _ => false,
+    }
+}
+
+/// The key and the value bodies of a `KeyValue` (key = 1, value = 2) in any form the runtime
+/// reads: the last key wins (an earlier one is still checked), every value is kept in order.
+#[allow(clippy::type_complexity)]
+fn key_value_fields<'p>(
+    reader: &mut Reader<'p>,
+) -> Result<(Option<&'p [u8]>, Option<&'p [u8]>, Vec<&'p [u8]>)> {
+    let mut key: Option<&'p [u8]> = None;
+    let mut first: Option<&'p [u8]> = None;
+    let mut more: Vec<&'p [u8]> = Vec::new();
+    while let Some((number, value)) = reader.next()? {
+        match (number, value) {
+            (1, Wire::Len(b)) => {
+                if let Some(previous) = key.replace(b) {
+                    utf8(previous)?; // overwritten, but the runtime still checked it
+                }
+            }
+            (2, Wire::Len(b)) => match first {
+                None => first = Some(b),
+                Some(_) => more.push(b),
+            },
+            _ => {}
+        }
+    }
+    Ok((key, first, more))
 }
 
 /// Pairs as a Python dict holds them: each key at its first position, with its last value. The
@@ -282,6 +421,60 @@ mod tests {
                 (key.clone(), Value::Int(*v))
             })
             .collect()
+    }
+
+    #[test]
+    fn a_canonical_key_value_reads_as_the_general_loop_reads_it() {
+        let forms: [&[u8]; 8] = [
+            b"\x0a\x01k\x12\x02\x08\x01",         // key, then one value
+            b"\x0a\x00\x12\x00",                  // empty key, empty value
+            b"\x12\x02\x08\x01\x0a\x01k",         // value first
+            b"\x0a\x01k",                         // no value
+            b"\x0a\x01k\x12\x02\x08\x01\x12\x00", // two values
+            b"\x0a\x01k\x12\x03\x08\x01",         // truncated value
+            b"\x0a\x01k\x12\x01\x08\x01",         // a byte past the value
+            b"\x0a\x05k\x12\x00",                 // key longer than the body
+        ];
+        for (i, body) in forms.iter().enumerate() {
+            let general = key_value_fields(&mut Reader::new(body));
+            match canonical_key_value(body) {
+                Some((key, value)) => {
+                    assert!(i < 2, "form {i}");
+                    assert_eq!(general, Ok((Some(key), Some(value), Vec::new())));
+                }
+                None => assert!(i >= 2, "form {i}"),
+            }
+        }
+    }
+
+    #[test]
+    fn one_scalar_is_what_validate_has_nothing_to_check_in() {
+        let ten = [[0x18].as_slice(), &[0xff; 9], &[0x01]].concat();
+        let eleven = [[0x18].as_slice(), &[0xff; 10], &[0x01]].concat();
+        let yes: [&[u8]; 5] = [
+            b"\x18\x01",
+            b"\x10\x00",
+            b"\x18\x96\x01",
+            &ten,
+            b"\x21\0\0\0\0\0\0\xf0\x3f",
+        ];
+        let no: [&[u8]; 7] = [
+            b"",
+            b"\x18",
+            b"\x18\x80",
+            b"\x18\x01\x01",
+            &eleven,
+            b"\x21\0",
+            b"\x0a\x00",
+        ];
+        let parent = Reader::new(b"");
+        for body in yes {
+            assert!(one_scalar(body), "{body:?}");
+            assert!(validate(&parent, body, &ANY_VALUE).is_ok());
+        }
+        for body in no {
+            assert!(!one_scalar(body), "{body:?}");
+        }
     }
 
     #[test]

@@ -7,10 +7,11 @@
 //! its trace id. Where the reference works on a trace it has already taken out of its map (an
 //! eviction), the trace stays in the map marked `evicting`, invisible to lookups of other traces.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use crate::join::build::{self, Builder, Joined};
+use crate::join::hash::{HashMap, HashSet};
 use crate::join::held::ValueRef;
 use crate::join::ordered::OrderedMap;
 use crate::join::rules::{Field, Rules};
@@ -129,9 +130,9 @@ impl Assembler {
             anchor_deadlines: VecDeque::new(),
             gateway_deadlines: VecDeque::new(),
             done: OrderedMap::default(),
-            companions_by_rid: HashMap::new(),
-            anchors_by_rid: HashMap::new(),
-            answered: HashSet::new(),
+            companions_by_rid: HashMap::default(),
+            anchors_by_rid: HashMap::default(),
+            answered: HashSet::default(),
             answered_order: VecDeque::new(),
             out: Vec::new(),
             counts: Counts::default(),
@@ -188,7 +189,7 @@ impl Assembler {
     /// Spans with their trace ids (a held span does not carry its own).
     pub fn consume(&mut self, spans: Vec<(TraceId, Held)>, now: f64) {
         let mut touched: Vec<TraceId> = Vec::new();
-        let mut seen: HashSet<TraceId> = HashSet::new();
+        let mut seen: HashSet<TraceId> = HashSet::default();
         for (tid, span) in spans {
             if self.add(tid, span, now) && seen.insert(tid) {
                 touched.push(tid);

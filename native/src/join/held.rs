@@ -7,10 +7,10 @@
 //! span, and only the rare value that is neither (an array, a map, bytes) kept as a `Value`. Keys are read by id: the mapping's keys and
 //! the span-shape keys are interned when the assembler is made, so reading a field compares integers.
 
-use std::collections::HashMap;
 use std::mem::size_of;
 use std::sync::Arc;
 
+use crate::join::hash::HashMap;
 use crate::join::shapes;
 use crate::span::{get, Key, Resource, Span, Value, STATUS_ERROR};
 
@@ -33,11 +33,17 @@ pub const DISAGGREGATION_USED: KeyId = 3;
 const MAX_KEYS: usize = 4096;
 const REQUEST_ID_KEY: &str = "gen_ai.request.id";
 
+/// Slots of the cache of recent keys by address.
+const RECENT: usize = 64;
+
 /// The attribute keys seen, each with an id.
 #[derive(Default)]
 pub struct Keys {
     ids: HashMap<Key, KeyId>,
     gen_ai: Vec<bool>,
+    /// The decoder shares one `Arc` per key name, so most keys are found here by address, without
+    /// hashing their text. Each slot holds its `Arc`, so its address cannot be reused by another key.
+    recent: Vec<Option<(Key, KeyId)>>,
 }
 
 impl Keys {
@@ -47,6 +53,22 @@ impl Keys {
             keys.id(key);
         }
         keys
+    }
+
+    /// The id of a shared key: by its address when it was seen lately, else by its text.
+    pub fn shared_id(&mut self, key: &Key) -> KeyId {
+        if self.recent.is_empty() {
+            self.recent = vec![None; RECENT];
+        }
+        let slot = (Arc::as_ptr(key) as *const u8 as usize >> 4) % RECENT;
+        if let Some((seen, id)) = &self.recent[slot] {
+            if Arc::ptr_eq(seen, key) {
+                return *id;
+            }
+        }
+        let id = self.id(key);
+        self.recent[slot] = Some((key.clone(), id));
+        id
     }
 
     /// The key's id, interning it when new.
@@ -156,7 +178,7 @@ impl HeldSpan {
         let message_end = text.len() as u32;
         let mut others = Vec::new();
         for (key, value) in span.attributes {
-            let id = keys.id(&key);
+            let id = keys.shared_id(&key);
             let (kind, aux, bits) = match value {
                 Value::Str(s) => {
                     let start = text.len();

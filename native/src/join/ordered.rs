@@ -1,8 +1,10 @@
 //! Insertion-ordered containers with the operations the assembler's Python dicts are used for:
 //! removal of any entry in O(log n), move to the end, and the oldest first.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::hash::Hash;
+
+use crate::join::hash::HashMap;
 
 /// A map that remembers insertion order (Python's `OrderedDict`), removal in O(log n).
 pub struct OrderedMap<K, V> {
@@ -14,7 +16,7 @@ pub struct OrderedMap<K, V> {
 impl<K: Hash + Eq + Copy, V> Default for OrderedMap<K, V> {
     fn default() -> Self {
         OrderedMap {
-            entries: HashMap::new(),
+            entries: HashMap::default(),
             order: BTreeMap::new(),
             next: 0,
         }

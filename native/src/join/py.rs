@@ -13,10 +13,10 @@ use std::sync::Arc;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList};
+use pyo3::types::{PyDict, PyList};
 
 use crate::join::assembler::{Assembler, Settings};
-use crate::join::columns::{self, Kind};
+use crate::join::columns;
 use crate::join::held::{HeldSpan, Keys};
 use crate::join::request_id::{self, DEFAULT_PATTERN};
 use crate::join::rules::{Field, Rules, Source, FIELD_NAMES};
@@ -220,23 +220,17 @@ impl NativeAssembler {
         Ok(id.map(Into::into))
     }
 
-    /// What was emitted and counted since the last call: the requests as the buffers of one Arrow
-    /// record batch (`(rows, [(name, type, validity, offsets, values), ...])`, None for no request;
-    /// `sloscope.processors.joined_batch.from_buffers` wraps them) and the counts, in order.
+    /// What was emitted and counted since the last call: the requests as one Arrow record batch
+    /// exported through the C data interface (None for no request; `NativeTraceAssembler` imports
+    /// it with `SCHEMA`) and the counts, in order.
     fn drain<'py>(&mut self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyList>)> {
         let requests = std::mem::take(&mut self.core.out);
         let records = if requests.is_empty() {
             py.None().into_bound(py)
         } else {
-            let built = py.detach(|| columns::columns(&requests));
-            let list = PyList::empty(py);
-            for (name, kind, column) in built {
-                let bytes = |b: &[u8]| PyBytes::new(py, b);
-                let validity = column.validity.as_deref().map(bytes);
-                let offsets = (kind == Kind::String).then(|| bytes(&column.offsets));
-                list.append((name, kind.name(), validity, offsets, bytes(&column.values)))?;
-            }
-            (requests.len(), list).into_pyobject(py)?.into_any()
+            let rows = requests.len();
+            let array = py.detach(|| columns::export(&requests));
+            Bound::new(py, ExportedBatch { array, rows })?.into_any()
         };
         let counts = PyList::empty(py);
         for (dropped, reason, n) in std::mem::take(&mut self.core.counts.items) {
@@ -247,8 +241,40 @@ impl NativeAssembler {
     }
 }
 
+/// A record batch of joined requests waiting for pyarrow to import it (`RecordBatch._import_from_c`
+/// with `address` and `joined_batch.SCHEMA`); released with this object if it never is.
+#[pyclass(module = "sloscope._native")]
+pub struct ExportedBatch {
+    array: Box<columns::ArrowArray>,
+    rows: usize,
+}
+
+#[pymethods]
+impl ExportedBatch {
+    /// The address of its `struct ArrowArray`, valid while this object lives.
+    #[getter]
+    fn address(&self) -> usize {
+        &*self.array as *const columns::ArrowArray as usize
+    }
+
+    #[getter]
+    fn rows(&self) -> usize {
+        self.rows
+    }
+}
+
 #[pymethods]
 impl NativeAssembler {
+    /// The exported batches' columns, `(name, Arrow type name)` in order, for checking them against
+    /// `joined_batch.SCHEMA` once.
+    #[staticmethod]
+    fn columns() -> Vec<(&'static str, &'static str)> {
+        columns::columns(&[])
+            .into_iter()
+            .map(|(name, kind, _)| (name, kind.name()))
+            .collect()
+    }
+
     /// `join` is a `sloscope.config.Join`; `rules` is `Mapping.rules()`; `pattern` the compiled
     /// `join.request_id_pattern`; `python_bytes` counts memory as the reference estimates it.
     #[new]

@@ -8,7 +8,7 @@
 //! eviction), the trace stays in the map marked `evicting`, invisible to lookups of other traces.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::join::build::{self, Builder, Joined};
 use crate::join::hash::{HashMap, HashSet};
@@ -77,8 +77,13 @@ pub struct Assembler {
     cfg: Settings,
     rules: Arc<Rules>,
     builder: Builder,
+    /// The strings of the requests in `out` (`build::Text` ranges), one buffer for them all. In a
+    /// mutex only because the assembler is shared with Python, which wants it `Sync`: it is locked
+    /// once a request, by the one thread that holds the assembler mutably or not at all.
+    text: Mutex<String>,
     done_cap: usize,
-    traces: OrderedMap<TraceId, Trace>,
+    /// Boxed: the map's table, never full, then holds a pointer per slot, not a whole trace.
+    traces: OrderedMap<TraceId, Box<Trace>>,
     evicting: Option<TraceId>,
     span_bytes: usize,
     /// Bytes of the request-id index's entries (`companions_by_rid`).
@@ -88,8 +93,8 @@ pub struct Assembler {
     done: OrderedMap<TraceId, Seen>,
     companions_by_rid: HashMap<Box<str>, TraceId>,
     anchors_by_rid: HashMap<Box<str>, (TraceId, SpanId)>,
-    answered: HashSet<Box<str>>,
-    answered_order: VecDeque<Box<str>>,
+    answered: HashSet<Arc<str>>,
+    answered_order: VecDeque<Arc<str>>,
     pub out: Vec<Joined>,
     pub counts: Counts,
 }
@@ -135,8 +140,21 @@ impl Assembler {
             answered: HashSet::default(),
             answered_order: VecDeque::new(),
             out: Vec::new(),
+            text: Mutex::default(),
             counts: Counts::default(),
         }
+    }
+
+    fn text(&self) -> MutexGuard<'_, String> {
+        self.text
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The requests emitted since the last call and the text their strings lie in.
+    pub fn take_out(&mut self) -> (Vec<Joined>, String) {
+        let text = std::mem::take(&mut *self.text());
+        (std::mem::take(&mut self.out), text)
     }
 
     pub fn pending(&self) -> usize {
@@ -169,7 +187,7 @@ impl Assembler {
         if self.evicting == Some(*tid) {
             return None;
         }
-        self.traces.get(tid)
+        self.traces.get(tid).map(|t| &**t)
     }
 
     fn t(&self, tid: &TraceId) -> &Trace {
@@ -286,7 +304,7 @@ impl Assembler {
             };
             self.evict(oldest);
         }
-        self.traces.insert(tid, Trace::new(now));
+        self.traces.insert(tid, Box::new(Trace::new(now)));
     }
 
     /// A pending-trace cap is reached: the trace leaves early, its requests emitted with what they have.
@@ -704,7 +722,7 @@ impl Assembler {
         }
     }
 
-    fn answered_id(&mut self, rid: Option<Box<str>>) {
+    fn answered_id(&mut self, rid: Option<Arc<str>>) {
         let Some(rid) = rid else { return };
         if self.answered.insert(rid.clone()) {
             self.answered_order.push_back(rid);
@@ -720,7 +738,7 @@ impl Assembler {
     fn remember(
         &mut self,
         tid: TraceId,
-        spans: impl Iterator<Item = (SpanId, Option<SpanId>)>,
+        spans: impl ExactSizeIterator<Item = (SpanId, Option<SpanId>)>,
         claimed: bool,
     ) {
         // Re-inserted: the most recent trace is forgotten last.
@@ -840,7 +858,9 @@ impl Assembler {
         let Some(reason) = shapes::failure_reason(scope.iter().map(|h| &h.span), answered) else {
             return;
         };
-        let mut request = self.builder.failed(gateway, &scope, reason);
+        let mut request = self
+            .builder
+            .failed(&mut self.text(), gateway, &scope, reason);
         request.trace_id = tid;
         let scope = ids(&scope);
         self.claim(tid, &key, &[], &scope);
@@ -932,11 +952,19 @@ impl Assembler {
             Key::Gateway(gid) => trace.get(&gid),
             Key::Parent(..) => None,
         };
-        let mut request = self
-            .builder
-            .request(trace, &anchors, &companions, outcome, gateway);
+        let mut request = self.builder.request(
+            &mut self.text(),
+            trace,
+            &anchors,
+            &companions,
+            outcome,
+            gateway,
+        );
         request.trace_id = tid;
-        let rids: Vec<Option<Box<str>>> = anchors.iter().map(|a| a.rid.clone()).collect();
+        let rids: Vec<Option<Arc<str>>> = anchors
+            .iter()
+            .map(|a| a.rid.as_deref().map(Arc::from))
+            .collect();
         let scope_ids = ids(&scope);
         self.claim(tid, &key, &anchor_ids, &scope_ids);
         for rid in rids {

@@ -9,8 +9,9 @@
 use std::ffi::c_void;
 use std::ptr;
 
-use crate::join::build::Joined;
-use crate::span::to_hex;
+use crate::join::build::{Joined, Text};
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// The Arrow type of a column (named as `str(pyarrow type)` names it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,6 +95,28 @@ fn strings<'a>(rows: usize, values: impl Iterator<Item = Option<&'a str>>) -> Co
     }
 }
 
+/// Ids as lowercase hex strings, written straight into the column (no string per id).
+fn hex_strings<'a>(ids: impl ExactSizeIterator<Item = &'a [u8]>) -> Column {
+    let rows = ids.len();
+    let mut offsets = Vec::with_capacity(4 * (rows + 1));
+    let mut data = Vec::new();
+    offsets.extend_from_slice(&0i32.to_le_bytes());
+    for id in ids {
+        data.reserve(2 * id.len());
+        for b in id {
+            data.push(HEX[(b >> 4) as usize]);
+            data.push(HEX[(b & 15) as usize]);
+        }
+        let end = i32::try_from(data.len()).unwrap_or(i32::MAX);
+        offsets.extend_from_slice(&end.to_le_bytes());
+    }
+    Column {
+        offsets,
+        values: data,
+        ..Column::default()
+    }
+}
+
 fn floats(rows: usize, values: impl Iterator<Item = Option<f64>>) -> Column {
     let mut validity = Validity::new(rows);
     let mut data = Vec::with_capacity(8 * rows);
@@ -129,27 +152,26 @@ fn ns(value: u64) -> i64 {
 }
 
 /// The columns of `requests`, named and typed as `SCHEMA` names and types them, in its order.
-pub fn columns(requests: &[Joined]) -> Vec<(&'static str, Kind, Column)> {
+pub fn columns(requests: &[Joined], text: &str) -> Vec<(&'static str, Kind, Column)> {
     let n = requests.len();
     let r = requests;
+    let shared =
+        |f: fn(&Joined) -> Option<Text>| strings(n, r.iter().map(|j| f(j).map(|t| t.read(text))));
     let text = |f: fn(&Joined) -> Option<&str>| strings(n, r.iter().map(f));
     let float = |f: fn(&Joined) -> Option<f64>| floats(n, r.iter().map(f));
     let int = |f: fn(&Joined) -> i64| ints(n, r.iter().map(f));
-    let hex = |f: fn(&Joined) -> &[u8]| {
-        let ids: Vec<String> = r.iter().map(|j| to_hex(f(j))).collect();
-        strings(n, ids.iter().map(|s| Some(s.as_str())))
-    };
+    let hex = |f: fn(&Joined) -> &[u8]| hex_strings(r.iter().map(f));
     use Kind::{Float64 as F, Int64 as I, String as S};
     vec![
         ("trace_id", S, hex(|j| &j.trace_id)),
         ("span_id", S, hex(|j| &j.span_id)),
         ("outcome", S, text(|j| Some(j.outcome))),
-        ("request_id", S, text(|j| j.request_id.as_deref())),
-        ("requested_model", S, text(|j| j.requested_model.as_deref())),
-        ("target_model", S, text(|j| j.target_model.as_deref())),
-        ("pool", S, text(|j| j.pool.as_deref())),
-        ("pod", S, text(|j| j.pod.as_deref())),
-        ("endpoint", S, text(|j| j.endpoint.as_deref())),
+        ("request_id", S, shared(|j| j.request_id)),
+        ("requested_model", S, shared(|j| j.requested_model)),
+        ("target_model", S, shared(|j| j.target_model)),
+        ("pool", S, shared(|j| j.pool)),
+        ("pod", S, shared(|j| j.pod)),
+        ("endpoint", S, shared(|j| j.endpoint)),
         ("slo_ttft_ms", F, float(|j| j.slo_ttft_ms)),
         ("slo_tpot_ms", F, float(|j| j.slo_tpot_ms)),
         ("routing", S, text(|j| Some(j.routing))),
@@ -171,7 +193,7 @@ pub fn columns(requests: &[Joined]) -> Vec<(&'static str, Kind, Column)> {
         ("failure_reason", S, text(|j| j.failure_reason)),
         ("tpot_seconds", F, float(|j| j.tpot_seconds)),
         ("choices", I, int(|j| i64::from(j.choices))),
-        ("prefill_pod", S, text(|j| j.prefill_pod.as_deref())),
+        ("prefill_pod", S, shared(|j| j.prefill_pod)),
         (
             "prefill_queue_seconds",
             F,
@@ -264,9 +286,9 @@ fn empty_array() -> ArrowArray {
 }
 
 /// The requests as a struct array of the C data interface, the columns its children in `SCHEMA`'s order.
-pub fn export(requests: &[Joined]) -> Box<ArrowArray> {
+pub fn export(requests: &[Joined], text: &str) -> Box<ArrowArray> {
     let rows = requests.len() as i64;
-    let built = columns(requests);
+    let built = columns(requests, text);
     let mut buffers: Vec<[*const c_void; 3]> = Vec::with_capacity(built.len());
     let mut children: Vec<ArrowArray> = Vec::with_capacity(built.len());
     let mut cols: Vec<Column> = Vec::with_capacity(built.len());
@@ -358,6 +380,13 @@ mod tests {
     }
 
     #[test]
+    fn ids_are_lowercase_hex() {
+        let c = hex_strings([&[0xde_u8, 0x0a][..], &[][..]].into_iter());
+        assert_eq!((c.values.as_slice(), c.validity), (&b"de0a"[..], None));
+        assert_eq!(c.offsets.len(), 12);
+    }
+
+    #[test]
     fn floats_keep_nan_as_a_value_and_none_as_null() {
         let c = floats(9, (0..9).map(|i| (i != 8).then_some(f64::NAN)));
         assert_eq!(c.validity, Some(vec![0xff, 0b1111_1110]));
@@ -366,7 +395,7 @@ mod tests {
 
     #[test]
     fn every_field_has_a_column() {
-        let cols = columns(&[Joined::default()]);
+        let cols = columns(&[Joined::default()], "");
         assert_eq!(cols.len(), 33);
         assert!(cols.iter().all(|(_, kind, c)| c.values.len()
             == if *kind == Kind::String { 0 } else { 8 }

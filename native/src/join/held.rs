@@ -171,7 +171,15 @@ impl HeldSpan {
     /// The span packed, its keys interned in `keys`. The last of duplicate keys is the one read.
     pub fn pack(span: Span, keys: &mut Keys) -> HeldSpan {
         let mut attrs = Vec::with_capacity(span.attributes.len());
-        let mut text = String::with_capacity(span.name.len() + span.status_message.len());
+        let strings: usize = span
+            .attributes
+            .iter()
+            .map(|(_, v)| match v {
+                Value::Str(s) => s.len(),
+                _ => 0,
+            })
+            .sum();
+        let mut text = String::with_capacity(span.name.len() + span.status_message.len() + strings);
         text.push_str(&span.name);
         let name_end = text.len() as u32;
         text.push_str(&span.status_message);

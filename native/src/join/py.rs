@@ -157,12 +157,13 @@ fn collapse_header(key: &Key, value: &mut Value) {
     }
 }
 
-/// Bytes a pending trace holds beyond its spans: its entry in the trace map's hash table (a control
-/// byte, at most 7/8 full) and in its order (a B-tree, whose nodes are at least half full).
+/// Bytes a pending trace holds beyond its spans: its `Trace` (boxed, with the allocator's 8-byte
+/// header), its entry in the trace map's hash table (a control byte, at most 7/8 full) and in its
+/// order (a queue with at most about as many stale entries as live ones).
 fn trace_overhead() -> usize {
-    let entry = size_of::<(TraceId, (u64, Trace))>() + 1;
+    let entry = size_of::<(TraceId, (u64, Box<Trace>))>() + 1;
     let order = size_of::<(u64, TraceId)>();
-    entry * 8 / 7 + order * 2
+    size_of::<Trace>() + 8 + entry * 8 / 7 + order * 2
 }
 
 // ---- results to Python ----------------------------------------------------------------------
@@ -209,12 +210,9 @@ impl NativeAssembler {
         if self.default_pattern && raw.is_ascii() {
             return Ok(Some(request_id::normalise(&raw).unwrap_or(&raw).into()));
         }
-        let found = self
-            .pattern
-            .bind(py)
-            .call_method1("match", (raw.as_str(),))?;
+        let found = self.pattern.bind(py).call_method1("match", (&*raw,))?;
         if found.is_none() {
-            return Ok(Some(raw.into()));
+            return Ok(Some((&*raw).into()));
         }
         let id: Option<String> = found.call_method1("group", ("id",))?.extract()?;
         Ok(id.map(Into::into))
@@ -224,12 +222,12 @@ impl NativeAssembler {
     /// exported through the C data interface (None for no request; `NativeTraceAssembler` imports
     /// it with `SCHEMA`) and the counts, in order.
     fn drain<'py>(&mut self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyList>)> {
-        let requests = std::mem::take(&mut self.core.out);
+        let (requests, text) = self.core.take_out();
         let records = if requests.is_empty() {
             py.None().into_bound(py)
         } else {
             let rows = requests.len();
-            let array = py.detach(|| columns::export(&requests));
+            let array = py.detach(|| columns::export(&requests, &text));
             Bound::new(py, ExportedBatch { array, rows })?.into_any()
         };
         let counts = PyList::empty(py);
@@ -269,7 +267,7 @@ impl NativeAssembler {
     /// `joined_batch.SCHEMA` once.
     #[staticmethod]
     fn columns() -> Vec<(&'static str, &'static str)> {
-        columns::columns(&[])
+        columns::columns(&[], "")
             .into_iter()
             .map(|(name, kind, _)| (name, kind.name()))
             .collect()

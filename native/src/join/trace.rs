@@ -5,7 +5,7 @@
 //! vector in arrival order and children are found by a scan: no per-trace index to pay for.
 
 use crate::join::held::HeldSpan;
-use crate::join::ordered::{Few, SmallSet};
+use crate::join::ordered::Few;
 
 pub type SpanId = [u8; 8];
 pub type TraceId = [u8; 16];
@@ -142,48 +142,112 @@ impl Trace {
     }
 }
 
-/// What is remembered of a trace's spans once they left the pending trace.
+/// What is remembered of a trace's spans once they left the pending trace: the ids seen, those
+/// claimed by an emitted request, and the parents of claimed spans, each a bounded list oldest first.
+/// The three lists are segments of one vector (one allocation per remembered trace, not three).
 #[derive(Default)]
 pub struct Seen {
-    seen: SmallSet<SpanId>,
-    claimed: SmallSet<SpanId>,
-    parents: SmallSet<SpanId>,
+    ids: Vec<SpanId>,
+    claimed_at: usize,
+    parents_at: usize,
 }
 
 pub const DROP_DUPLICATE: &str = "duplicate";
 pub const DROP_LATE: &str = "late";
 
 impl Seen {
+    fn seen(&self) -> &[SpanId] {
+        &self.ids[..self.claimed_at]
+    }
+
+    fn claimed(&self) -> &[SpanId] {
+        &self.ids[self.claimed_at..self.parents_at]
+    }
+
+    fn parents(&self) -> &[SpanId] {
+        &self.ids[self.parents_at..]
+    }
+
+    fn add_seen(&mut self, id: SpanId) {
+        if !self.seen().contains(&id) {
+            self.ids.insert(self.claimed_at, id);
+            self.claimed_at += 1;
+            self.parents_at += 1;
+        }
+    }
+
+    fn add_claimed(&mut self, id: SpanId) {
+        if !self.claimed().contains(&id) {
+            self.ids.insert(self.parents_at, id);
+            self.parents_at += 1;
+        }
+    }
+
+    fn add_parent(&mut self, id: SpanId) {
+        if !self.parents().contains(&id) {
+            self.ids.push(id);
+        }
+    }
+
+    /// Forgets the oldest of each list until at most `cap` are left in it.
+    fn trim(&mut self, cap: usize) {
+        let parents = self.parents().len().saturating_sub(cap);
+        self.ids.drain(self.parents_at..self.parents_at + parents);
+        let claimed = self.claimed().len().saturating_sub(cap);
+        self.ids.drain(self.claimed_at..self.claimed_at + claimed);
+        self.parents_at -= claimed;
+        let seen = self.seen().len().saturating_sub(cap);
+        self.ids.drain(..seen);
+        self.claimed_at -= seen;
+        self.parents_at -= seen;
+    }
+
     pub fn remember(
         &mut self,
-        spans: impl Iterator<Item = (SpanId, Option<SpanId>)>,
+        spans: impl ExactSizeIterator<Item = (SpanId, Option<SpanId>)>,
         claimed: bool,
         cap: usize,
     ) {
+        self.ids.reserve(spans.len() * if claimed { 3 } else { 1 });
         for (id, parent) in spans {
-            self.seen.add(id);
+            self.add_seen(id);
             if claimed {
-                self.claimed.add(id);
+                self.add_claimed(id);
                 if let Some(parent) = parent {
-                    self.parents.add(parent);
+                    self.add_parent(parent);
                 }
             }
         }
-        self.seen.trim(cap);
-        self.claimed.trim(cap);
-        self.parents.trim(cap);
+        self.trim(cap);
     }
 
     pub fn verdict(&self, span: &HeldSpan) -> Option<&'static str> {
-        if self.seen.contains(&span.span_id) {
+        if self.seen().contains(&span.span_id) {
             return Some(DROP_DUPLICATE);
         }
         let under_claimed = span
             .parent_span_id
-            .is_some_and(|p| self.claimed.contains(&p));
-        if self.parents.contains(&span.span_id) || under_claimed {
+            .is_some_and(|p| self.claimed().contains(&p));
+        if self.parents().contains(&span.span_id) || under_claimed {
             return Some(DROP_LATE);
         }
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_list_keeps_its_newest_cap() {
+        let mut seen = Seen::default();
+        let id = |i: u8| [i; 8];
+        seen.remember([(id(1), Some(id(9))), (id(2), None)].into_iter(), true, 3);
+        seen.remember([(id(3), Some(id(8))), (id(1), None)].into_iter(), false, 3);
+        seen.remember([(id(4), Some(id(7)))].into_iter(), true, 2);
+        assert_eq!(seen.seen(), &[id(3), id(4)]);
+        assert_eq!(seen.claimed(), &[id(2), id(4)]);
+        assert_eq!(seen.parents(), &[id(9), id(7)]);
     }
 }

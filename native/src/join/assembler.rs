@@ -213,9 +213,14 @@ impl Assembler {
                 touched.push(tid);
             }
         }
-        for tid in touched {
-            if self.live(&tid).is_some() {
-                self.try_complete(tid);
+        for tid in &touched {
+            if self.live(tid).is_some() {
+                self.try_complete(*tid);
+            }
+        }
+        for tid in &touched {
+            if let Some(trace) = self.traces.get_mut(tid) {
+                trace.compact();
             }
         }
         self.expire(now);

@@ -37,7 +37,9 @@ impl Held {
 pub struct Trace {
     pub first_seen: f64,
     pub size: usize,
-    pub spans: Few<Held>,
+    /// A vector that grows while a batch adds to it (one allocation for a batch's spans, not one per
+    /// span) and is cut to its length when the batch is done (`compact`) or a span leaves.
+    pub spans: Vec<Held>,
     /// Anchors not yet emitted, with their arrival time, in arrival order.
     pub anchors: Few<(SpanId, f64)>,
     /// Gateway spans not yet resolved.
@@ -70,6 +72,11 @@ impl Trace {
         self.anchors.iter().any(|(a, _)| a == id)
     }
 
+    /// Gives back the spare room the spans' vector grew while a batch added to it.
+    pub fn compact(&mut self) {
+        self.spans.shrink_to_fit();
+    }
+
     pub fn add(&mut self, held: Held) {
         self.size += held.size as usize;
         self.spans.push(held);
@@ -80,6 +87,7 @@ impl Trace {
         match self.spans.iter().position(|h| h.span.span_id == *id) {
             Some(i) => {
                 let size = self.spans.remove(i).size as usize;
+                self.spans.shrink_to_fit();
                 self.size -= size;
                 size
             }
@@ -90,7 +98,7 @@ impl Trace {
     /// Every span left (their request was emitted); returns the bytes given back.
     pub fn clear(&mut self) -> usize {
         let size = std::mem::take(&mut self.size);
-        self.spans.clear();
+        self.spans = Vec::new();
         self.anchors.clear();
         self.gateways.clear();
         self.bare.clear();
@@ -122,14 +130,12 @@ impl Trace {
     /// first (the order the Python reference's stack gives).
     pub fn descendants(&self, id: &SpanId) -> Vec<&Held> {
         let mut out: Vec<&Held> = Vec::new();
-        let mut seen: Vec<SpanId> = vec![*id];
         let mut stack: Vec<&Held> = self.children(id).collect();
         while let Some(child) = stack.pop() {
             let child_id = child.id();
-            if seen.contains(&child_id) {
-                continue;
+            if child_id == *id || out.iter().any(|h| h.id() == child_id) {
+                continue; // seen: the walk's start and what it took (a parent cycle)
             }
-            seen.push(child_id);
             out.push(child);
             stack.extend(self.children(&child_id));
         }

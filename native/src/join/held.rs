@@ -28,6 +28,26 @@ pub const HTTP_STATUS_KEYS: [KeyId; 2] = [0, 1];
 pub const SCORER_TYPE: KeyId = 2;
 pub const DISAGGREGATION_USED: KeyId = 3;
 
+/// The ids of the span-shape keys whose string and array-of-string values the shapes read apart
+/// (`shapes::READS_STRINGS_APART`).
+const READS_STRINGS_APART: [KeyId; 3] = [HTTP_STATUS_KEYS[0], HTTP_STATUS_KEYS[1], SCORER_TYPE];
+
+/// A captured header (an array of one non-empty string) held as the string: every reader of the join
+/// sees the same (`as_string` takes the first element either way, and neither is a number, None or
+/// ""), and the array's allocation is saved. The span-shape keys read arrays and strings apart
+/// (an HTTP status "429" counts, ["429"] does not), so they keep their form.
+fn collapse_header(value: Value) -> Value {
+    match value {
+        Value::Array(items) if matches!(&*items, [Value::Str(text)] if !text.is_empty()) => {
+            match items.into_vec().pop() {
+                Some(text) => text,
+                None => Value::Empty, // never: the array holds one string
+            }
+        }
+        other => other,
+    }
+}
+
 /// Keys beyond this many distinct ones share one of two ids (`gen_ai.` or not): the decoder keeps only
 /// the mapped keys, so only spans built by hand with thousands of keys get there.
 const MAX_KEYS: usize = 4096;
@@ -187,6 +207,11 @@ impl HeldSpan {
         let mut others = Vec::new();
         for (key, value) in span.attributes {
             let id = keys.shared_id(&key);
+            let value = if READS_STRINGS_APART.contains(&id) {
+                value
+            } else {
+                collapse_header(value)
+            };
             let (kind, aux, bits) = match value {
                 Value::Str(s) => {
                     let start = text.len();
@@ -331,5 +356,43 @@ mod tests {
         assert_eq!(held.attribute(keys.id("missing")), None);
         assert_eq!(held.gen_ai_keys().count(), 1);
         assert!(held.failed());
+    }
+
+    #[test]
+    fn captured_headers_are_strings_but_shape_keys_keep_their_arrays() {
+        let mut keys = Keys::new();
+        let ids: Vec<KeyId> = shapes::READS_STRINGS_APART
+            .iter()
+            .map(|k| keys.id(k))
+            .collect();
+        assert_eq!(ids, READS_STRINGS_APART);
+        let header = |v: &str| Value::Array(Box::new([Value::Str(v.into())]));
+        let span = Span {
+            trace_id: [1; 16],
+            span_id: [2; 8],
+            parent_span_id: None,
+            name: "s".into(),
+            start_ns: 0,
+            end_ns: 0,
+            attributes: vec![
+                (Key::from("x-slo-ttft-ms"), header("200")),
+                (Key::from("empty"), header("")),
+                (Key::from(shapes::HTTP_STATUS_KEYS[1]), header("429")),
+            ],
+            resource: Arc::new(Resource::default()),
+            tracestate: "".into(),
+            status_code: 0,
+            status_message: "".into(),
+        };
+        let held = HeldSpan::pack(span, &mut keys);
+        assert_eq!(
+            held.attribute(keys.id("x-slo-ttft-ms")),
+            Some(ValueRef::Str("200"))
+        );
+        assert!(matches!(
+            held.attribute(keys.id("empty")),
+            Some(ValueRef::Other(_))
+        ));
+        assert!(matches!(held.attribute(ids[1]), Some(ValueRef::Other(_))));
     }
 }

@@ -17,7 +17,7 @@ use pyo3::types::{PyDict, PyList};
 
 use crate::join::assembler::{Assembler, Settings};
 use crate::join::columns;
-use crate::join::held::{HeldSpan, Keys};
+use crate::join::held::{HeldSpan, KeyId, Keys};
 use crate::join::request_id::{self, DEFAULT_PATTERN};
 use crate::join::rules::{Field, Rules, Source, FIELD_NAMES};
 use crate::join::shapes;
@@ -32,7 +32,8 @@ pub struct NativeAssembler {
     pattern: Py<PyAny>,
     default_pattern: bool,
     anchor_names: Vec<String>,
-    anchor_attribute: String,
+    /// The interned key of `join.anchor_attribute`.
+    anchor_key: KeyId,
     gateway_names: Vec<String>,
     python_bytes: bool,
     keys: Keys,
@@ -140,23 +141,6 @@ fn native_span_bytes(held: &Held) -> usize {
     size + resource_bytes / Arc::strong_count(resource).max(1)
 }
 
-/// A captured header (an array of one non-empty string) held as the string: every reader of the join
-/// sees the same (`as_string` takes the first element either way, and neither is a number, None or
-/// ""), and the array's allocation is saved. The span-shape keys read arrays and strings apart
-/// (an HTTP status "429" counts, ["429"] does not), so they keep their form.
-fn collapse_header(key: &Key, value: &mut Value) {
-    if shapes::READS_STRINGS_APART.contains(&&**key) {
-        return;
-    }
-    if let Value::Array(items) = value {
-        if let [Value::Str(text)] = &mut **items {
-            if !text.is_empty() {
-                *value = Value::Str(std::mem::take(text));
-            }
-        }
-    }
-}
-
 /// Bytes a pending trace holds beyond its spans: its `Trace` (boxed, with the allocator's 8-byte
 /// header), its entry in the trace map's hash table (a control byte, at most 7/8 full) and in its
 /// order (a queue with at most about as many stale entries as live ones).
@@ -170,17 +154,14 @@ fn trace_overhead() -> usize {
 
 impl NativeAssembler {
     /// A span as the join holds it: its request id normalised, its kind decided, its size counted.
-    fn hold(&mut self, py: Python<'_>, mut span: Span) -> PyResult<Held> {
+    fn hold(&mut self, py: Python<'_>, span: Span) -> PyResult<Held> {
         // The reference's estimate, of the span as it came (before headers are collapsed).
         let reference_size = self.python_bytes.then(|| python_span_bytes(&span));
-        for (key, value) in span.attributes.iter_mut() {
-            collapse_header(key, value);
-        }
         let name = &*span.name;
-        let anchor = self.anchor_names.iter().any(|n| n == name)
-            || span.attribute(&self.anchor_attribute).is_some();
+        let named_anchor = self.anchor_names.iter().any(|n| n == name);
         let gateway = self.gateway_names.iter().any(|n| n == name);
         let span = HeldSpan::pack(span, &mut self.keys);
+        let anchor = named_anchor || span.attribute(self.anchor_key).is_some();
         let bare = !span.has_attributes()
             && !gateway
             && shapes::leg(&span).is_none()
@@ -301,13 +282,15 @@ impl NativeAssembler {
         let text: String = attr(join, "request_id_pattern")?;
         let mut keys = Keys::new();
         let rules = Arc::new(rules_from_py(rules, &mut keys)?);
+        let anchor_attribute: String = attr(join, "anchor_attribute")?;
+        let anchor_key = keys.id(&anchor_attribute);
         Ok(NativeAssembler {
             core: Assembler::new(settings, rules.clone()),
             rules,
             pattern: pattern.clone().unbind(),
             default_pattern: text == DEFAULT_PATTERN,
             anchor_names: attr(join, "anchor_span_names")?,
-            anchor_attribute: attr(join, "anchor_attribute")?,
+            anchor_key,
             gateway_names: attr(join, "gateway_span_names")?,
             python_bytes,
             keys,

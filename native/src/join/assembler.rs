@@ -385,7 +385,7 @@ impl Assembler {
     // ---- grouping -----------------------------------------------------------------------
 
     fn key(&self, trace: &Trace, anchor: &Held) -> Key {
-        if let Some(above) = trace.ancestors(anchor).into_iter().find(|h| h.gateway) {
+        if let Some(above) = trace.above(anchor).find(|h| h.gateway) {
             return Key::Gateway(above.id());
         }
         let rid: Box<str> = anchor.rid.clone().unwrap_or_default();
@@ -442,7 +442,7 @@ impl Assembler {
     }
 
     fn in_a_gateway(trace: &Trace, span: &Held) -> bool {
-        span.gateway || trace.ancestors(span).iter().any(|h| h.gateway)
+        span.gateway || trace.above(span).any(|h| h.gateway)
     }
 
     /// The request's companions, nearest first: what its fields are read from, and what it claims.

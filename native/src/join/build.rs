@@ -148,16 +148,13 @@ pub fn tpot_seconds(e2e: Option<f64>, ttft: Option<f64>, tokens: Option<f64>) ->
 
 /// The P/D leg an anchor ran in: its nearest sidecar leg span above it.
 pub fn leg_of(trace: &Trace, anchor: &Held) -> Option<Leg> {
-    trace
-        .ancestors(anchor)
-        .into_iter()
-        .find_map(|h| shapes::leg(&h.span))
+    trace.above(anchor).find_map(|h| shapes::leg(&h.span))
 }
 
 /// A P/D request: the EPP chose P/D, or a leg span is among its companions or above its anchors.
 pub fn disaggregated(trace: &Trace, anchors: &[&Held], companions: &[&Held]) -> bool {
-    let above: Vec<&Held> = anchors.iter().flat_map(|a| trace.ancestors(a)).collect();
-    shapes::disaggregated(companions.iter().chain(above.iter()).map(|h| &h.span))
+    let above = anchors.iter().flat_map(|a| trace.above(a));
+    shapes::disaggregated(companions.iter().copied().chain(above).map(|h| &h.span))
 }
 
 /// The decode stage: under the decode leg (its first chunk), else the last to end.
@@ -290,8 +287,7 @@ impl Builder {
         if request.ttft_source != Some(TTFT_GATEWAY) {
             if let Some(server_ttft) = request.server_ttft_seconds {
                 let routing = trace
-                    .ancestors(decode)
-                    .into_iter()
+                    .above(decode)
                     .find(|h| shapes::is_sidecar_routing(&h.span));
                 let (origin, source) = match routing {
                     Some(r) => (Some(r), TTFT_PD_SIDECAR),

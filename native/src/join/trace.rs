@@ -120,6 +120,25 @@ impl Trace {
         chain
     }
 
+    /// The held ancestors of `span`, nearest first, without collecting them: for finding one. In a
+    /// parent cycle it goes round again (at most as many steps as the trace holds spans), which no
+    /// search can tell from `ancestors`: what it meets again it met before.
+    pub fn above<'a>(&'a self, span: &Held) -> impl Iterator<Item = &'a Held> + 'a {
+        let start = span.id();
+        let mut parent = span.parent();
+        let mut left = self.spans.len();
+        std::iter::from_fn(move || {
+            let id = parent?;
+            if id == start || left == 0 {
+                return None;
+            }
+            left -= 1;
+            let above = self.get(&id)?;
+            parent = above.parent();
+            Some(above)
+        })
+    }
+
     /// Every ancestor up to a root span is held (a cycle never is complete).
     pub fn chain_complete(&self, span: &Held) -> bool {
         let chain = self.ancestors(span);

@@ -30,13 +30,23 @@ class Decoder:
 # The trace join (native/src/join): (kind "dropped" or "outcome", reason, count) in first-seen order.
 _Counts = list[tuple[str, str, int]]
 
-_Records = tuple[int, list[tuple[str, str, bytes | None, bytes | None, bytes]]] | None
+class ExportedBatch:
+    """A record batch of joined requests as an Arrow C data interface struct, until pyarrow imports it."""
+
+    @property
+    def address(self) -> int: ...
+    @property
+    def rows(self) -> int: ...
+
+_Records = ExportedBatch | None
 
 class NativeAssembler:
     def __init__(
         self, join: Join, rules: dict[str, object], pattern: re.Pattern[str], python_bytes: bool = False
     ) -> None: ...
-    # The requests as Arrow buffers: (rows, [(name, type, validity, offsets, values), ...]), None for none.
+    # The requests as one exported record batch (pa.RecordBatch._import_from_c with SCHEMA), None for none.
+    @staticmethod
+    def columns() -> list[tuple[str, str]]: ...
     def consume(self, batch: SpanBatch, now: float) -> tuple[_Records, _Counts]: ...
     def expire(self, now: float) -> tuple[_Records, _Counts]: ...
     def flush(self) -> tuple[int, _Records, _Counts]: ...

@@ -4,8 +4,9 @@ of :class:`sloscope.processors.assembler.TraceAssembler`, its reference.
 The join runs in Rust on a :class:`sloscope._native.SpanBatch` (the native decoder's output), whose
 spans it takes: Python holds nothing per span. The requests of one call (consume, expire, flush) come
 back as one Arrow record batch of :data:`sloscope.processors.joined_batch.SCHEMA`, its buffers written in
-Rust: given ``records``, that batch is what the caller gets (the pipeline hands it to the evaluator
-whole); otherwise ``emit`` gets its rows as :class:`JoinedRequest` objects, one by one.
+Rust and moved to pyarrow through the Arrow C data interface in one call (not wrapped column by column: that
+cost as much as the join). Given ``records``, that batch is what the caller gets (the pipeline hands it to the
+evaluator whole); otherwise ``emit`` gets its rows as :class:`JoinedRequest` objects, one by one.
 The rules are the reference's, held to it by differential tests (tests/unit/test_native_join.py);
 only ``pending_bytes`` means something else: the bytes Rust holds for pending traces, which
 ``join.max_pending_bytes`` bounds, rather than the reference's estimate of Python objects.
@@ -16,6 +17,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, TypeAlias
 
 import pyarrow as pa
 
@@ -26,8 +28,11 @@ from sloscope.processors import joined_batch
 from sloscope.processors.assembler import Count, Emit
 from sloscope.records import Span
 
+if TYPE_CHECKING:
+    from sloscope._native import ExportedBatch
+
 _Counts = list[tuple[str, str, int]]
-_Records = tuple[int, list[joined_batch.Buffers]] | None
+_Records: TypeAlias = "ExportedBatch | None"
 EmitRecords = Callable[[pa.RecordBatch], None]
 
 
@@ -49,6 +54,7 @@ class NativeTraceAssembler:
         """``reference_bytes`` counts pending bytes as the reference estimates them (for tests that
         compare the two under ``join.max_pending_bytes``); ``records``, when given, takes each call's
         requests as one record batch (none for a call that emitted nothing) instead of ``emit``."""
+        _check_columns()
         self._native = NativeAssembler(join, mapping.rules(), re.compile(join.request_id_pattern), reference_bytes)
         self._emit = emit
         self._records = records
@@ -86,9 +92,18 @@ class NativeTraceAssembler:
             self._count[kind](reason, n)
         if records is None:
             return
-        batch = joined_batch.from_buffers(*records)
+        batch = pa.RecordBatch._import_from_c(records.address, joined_batch.SCHEMA)
         if self._records is not None:
             self._records(batch)
             return
         for request in joined_batch.to_requests(batch):
             self._emit(request)
+
+
+def _check_columns() -> None:
+    """ValueError when the native join's columns are not :data:`joined_batch.SCHEMA`'s: the batches it exports
+    are imported with that schema, which names and types their columns, so they must agree (checked once)."""
+    native = [tuple(column) for column in NativeAssembler.columns()]
+    expected = [(field.name, str(field.type)) for field in joined_batch.SCHEMA]
+    if native != expected:
+        raise ValueError(f"the native join's columns {native} are not {expected}")

@@ -7,10 +7,11 @@
 //! its trace id. Where the reference works on a trace it has already taken out of its map (an
 //! eviction), the trace stays in the map marked `evicting`, invisible to lookups of other traces.
 
-use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::Arc;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::join::build::{self, Builder, Joined};
+use crate::join::hash::{HashMap, HashSet};
 use crate::join::held::ValueRef;
 use crate::join::ordered::OrderedMap;
 use crate::join::rules::{Field, Rules};
@@ -76,8 +77,13 @@ pub struct Assembler {
     cfg: Settings,
     rules: Arc<Rules>,
     builder: Builder,
+    /// The strings of the requests in `out` (`build::Text` ranges), one buffer for them all. In a
+    /// mutex only because the assembler is shared with Python, which wants it `Sync`: it is locked
+    /// once a request, by the one thread that holds the assembler mutably or not at all.
+    text: Mutex<String>,
     done_cap: usize,
-    traces: OrderedMap<TraceId, Trace>,
+    /// Boxed: the map's table, never full, then holds a pointer per slot, not a whole trace.
+    traces: OrderedMap<TraceId, Box<Trace>>,
     evicting: Option<TraceId>,
     span_bytes: usize,
     /// Bytes of the request-id index's entries (`companions_by_rid`).
@@ -87,8 +93,8 @@ pub struct Assembler {
     done: OrderedMap<TraceId, Seen>,
     companions_by_rid: HashMap<Box<str>, TraceId>,
     anchors_by_rid: HashMap<Box<str>, (TraceId, SpanId)>,
-    answered: HashSet<Box<str>>,
-    answered_order: VecDeque<Box<str>>,
+    answered: HashSet<Arc<str>>,
+    answered_order: VecDeque<Arc<str>>,
     pub out: Vec<Joined>,
     pub counts: Counts,
 }
@@ -129,13 +135,26 @@ impl Assembler {
             anchor_deadlines: VecDeque::new(),
             gateway_deadlines: VecDeque::new(),
             done: OrderedMap::default(),
-            companions_by_rid: HashMap::new(),
-            anchors_by_rid: HashMap::new(),
-            answered: HashSet::new(),
+            companions_by_rid: HashMap::default(),
+            anchors_by_rid: HashMap::default(),
+            answered: HashSet::default(),
             answered_order: VecDeque::new(),
             out: Vec::new(),
+            text: Mutex::default(),
             counts: Counts::default(),
         }
+    }
+
+    fn text(&self) -> MutexGuard<'_, String> {
+        self.text
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The requests emitted since the last call and the text their strings lie in.
+    pub fn take_out(&mut self) -> (Vec<Joined>, String) {
+        let text = std::mem::take(&mut *self.text());
+        (std::mem::take(&mut self.out), text)
     }
 
     pub fn pending(&self) -> usize {
@@ -168,7 +187,7 @@ impl Assembler {
         if self.evicting == Some(*tid) {
             return None;
         }
-        self.traces.get(tid)
+        self.traces.get(tid).map(|t| &**t)
     }
 
     fn t(&self, tid: &TraceId) -> &Trace {
@@ -188,15 +207,20 @@ impl Assembler {
     /// Spans with their trace ids (a held span does not carry its own).
     pub fn consume(&mut self, spans: Vec<(TraceId, Held)>, now: f64) {
         let mut touched: Vec<TraceId> = Vec::new();
-        let mut seen: HashSet<TraceId> = HashSet::new();
+        let mut seen: HashSet<TraceId> = HashSet::default();
         for (tid, span) in spans {
             if self.add(tid, span, now) && seen.insert(tid) {
                 touched.push(tid);
             }
         }
-        for tid in touched {
-            if self.live(&tid).is_some() {
-                self.try_complete(tid);
+        for tid in &touched {
+            if self.live(tid).is_some() {
+                self.try_complete(*tid);
+            }
+        }
+        for tid in &touched {
+            if let Some(trace) = self.traces.get_mut(tid) {
+                trace.compact();
             }
         }
         self.expire(now);
@@ -285,7 +309,7 @@ impl Assembler {
             };
             self.evict(oldest);
         }
-        self.traces.insert(tid, Trace::new(now));
+        self.traces.insert(tid, Box::new(Trace::new(now)));
     }
 
     /// A pending-trace cap is reached: the trace leaves early, its requests emitted with what they have.
@@ -361,7 +385,7 @@ impl Assembler {
     // ---- grouping -----------------------------------------------------------------------
 
     fn key(&self, trace: &Trace, anchor: &Held) -> Key {
-        if let Some(above) = trace.ancestors(anchor).into_iter().find(|h| h.gateway) {
+        if let Some(above) = trace.above(anchor).find(|h| h.gateway) {
             return Key::Gateway(above.id());
         }
         let rid: Box<str> = anchor.rid.clone().unwrap_or_default();
@@ -418,7 +442,7 @@ impl Assembler {
     }
 
     fn in_a_gateway(trace: &Trace, span: &Held) -> bool {
-        span.gateway || trace.ancestors(span).iter().any(|h| h.gateway)
+        span.gateway || trace.above(span).any(|h| h.gateway)
     }
 
     /// The request's companions, nearest first: what its fields are read from, and what it claims.
@@ -703,7 +727,7 @@ impl Assembler {
         }
     }
 
-    fn answered_id(&mut self, rid: Option<Box<str>>) {
+    fn answered_id(&mut self, rid: Option<Arc<str>>) {
         let Some(rid) = rid else { return };
         if self.answered.insert(rid.clone()) {
             self.answered_order.push_back(rid);
@@ -719,7 +743,7 @@ impl Assembler {
     fn remember(
         &mut self,
         tid: TraceId,
-        spans: impl Iterator<Item = (SpanId, Option<SpanId>)>,
+        spans: impl ExactSizeIterator<Item = (SpanId, Option<SpanId>)>,
         claimed: bool,
     ) {
         // Re-inserted: the most recent trace is forgotten last.
@@ -839,7 +863,9 @@ impl Assembler {
         let Some(reason) = shapes::failure_reason(scope.iter().map(|h| &h.span), answered) else {
             return;
         };
-        let mut request = self.builder.failed(gateway, &scope, reason);
+        let mut request = self
+            .builder
+            .failed(&mut self.text(), gateway, &scope, reason);
         request.trace_id = tid;
         let scope = ids(&scope);
         self.claim(tid, &key, &[], &scope);
@@ -931,11 +957,19 @@ impl Assembler {
             Key::Gateway(gid) => trace.get(&gid),
             Key::Parent(..) => None,
         };
-        let mut request = self
-            .builder
-            .request(trace, &anchors, &companions, outcome, gateway);
+        let mut request = self.builder.request(
+            &mut self.text(),
+            trace,
+            &anchors,
+            &companions,
+            outcome,
+            gateway,
+        );
         request.trace_id = tid;
-        let rids: Vec<Option<Box<str>>> = anchors.iter().map(|a| a.rid.clone()).collect();
+        let rids: Vec<Option<Arc<str>>> = anchors
+            .iter()
+            .map(|a| a.rid.as_deref().map(Arc::from))
+            .collect();
         let scope_ids = ids(&scope);
         self.claim(tid, &key, &anchor_ids, &scope_ids);
         for rid in rids {

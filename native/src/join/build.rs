@@ -20,12 +20,12 @@ pub struct Joined {
     pub trace_id: TraceId,
     pub span_id: SpanId,
     pub outcome: &'static str,
-    pub request_id: Option<String>,
-    pub requested_model: Option<String>,
-    pub target_model: Option<String>,
-    pub pool: Option<String>,
-    pub pod: Option<String>,
-    pub endpoint: Option<String>,
+    pub request_id: Option<Text>,
+    pub requested_model: Option<Text>,
+    pub target_model: Option<Text>,
+    pub pool: Option<Text>,
+    pub pod: Option<Text>,
+    pub endpoint: Option<Text>,
     pub slo_ttft_ms: Option<f64>,
     pub slo_tpot_ms: Option<f64>,
     pub routing: &'static str,
@@ -47,9 +47,36 @@ pub struct Joined {
     pub failure_reason: Option<&'static str>,
     pub tpot_seconds: Option<f64>,
     pub choices: u32,
-    pub prefill_pod: Option<String>,
+    pub prefill_pod: Option<Text>,
     pub prefill_queue_seconds: Option<f64>,
     pub prefill_seconds_on_prefill_pod: Option<f64>,
+}
+
+/// A string of a built request: where it lies in the text the builder's requests share (one buffer
+/// for a call's requests, not a string each).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Text {
+    start: u32,
+    len: u32,
+}
+
+/// `value` appended to the requests' shared `text`.
+fn put(text: &mut String, value: Option<&str>) -> Option<Text> {
+    let value = value?;
+    let start = text.len();
+    text.push_str(value);
+    // A call's requests hold far below 4 GiB of text; past it a string reads as empty.
+    match (u32::try_from(start), u32::try_from(value.len())) {
+        (Ok(start), Ok(len)) => Some(Text { start, len }),
+        _ => Some(Text::default()),
+    }
+}
+
+impl Text {
+    pub fn read(self, text: &str) -> &str {
+        let start = self.start as usize;
+        &text[start..start + self.len as usize]
+    }
 }
 
 /// Reads requests out of grouped spans with the configured mapping.
@@ -57,10 +84,6 @@ pub struct Builder {
     pub rules: Arc<Rules>,
     pub latency_scorers: Vec<String>,
     pub unanswered_are_aborted: bool,
-}
-
-fn owned(text: Option<&str>) -> Option<String> {
-    text.map(str::to_owned)
 }
 
 /// The first element with the largest key (Python's `max(..., key=...)`).
@@ -125,16 +148,13 @@ pub fn tpot_seconds(e2e: Option<f64>, ttft: Option<f64>, tokens: Option<f64>) ->
 
 /// The P/D leg an anchor ran in: its nearest sidecar leg span above it.
 pub fn leg_of(trace: &Trace, anchor: &Held) -> Option<Leg> {
-    trace
-        .ancestors(anchor)
-        .into_iter()
-        .find_map(|h| shapes::leg(&h.span))
+    trace.above(anchor).find_map(|h| shapes::leg(&h.span))
 }
 
 /// A P/D request: the EPP chose P/D, or a leg span is among its companions or above its anchors.
 pub fn disaggregated(trace: &Trace, anchors: &[&Held], companions: &[&Held]) -> bool {
-    let above: Vec<&Held> = anchors.iter().flat_map(|a| trace.ancestors(a)).collect();
-    shapes::disaggregated(companions.iter().chain(above.iter()).map(|h| &h.span))
+    let above = anchors.iter().flat_map(|a| trace.above(a));
+    shapes::disaggregated(companions.iter().copied().chain(above).map(|h| &h.span))
 }
 
 /// The decode stage: under the decode leg (its first chunk), else the last to end.
@@ -180,6 +200,7 @@ impl Builder {
     /// One request of model-server spans: P/D stages, `n > 1` choices, or a single span.
     pub fn request(
         &self,
+        text: &mut String,
         trace: &Trace,
         anchors: &[&Held],
         companions: &[&Held],
@@ -195,16 +216,17 @@ impl Builder {
                     !self.unanswered_are_aborted,
                 );
                 return self.failed(
+                    text,
                     gateway.unwrap_or(anchors[0]),
                     &scope,
                     reason.unwrap_or(shapes::FAILURE_ABORTED),
                 );
             };
-            return self
-                .disaggregated_request(trace, decode, anchors, companions, outcome, gateway);
+            let request = self.build(text, decode, companions, outcome);
+            return self.disaggregated_request(text, request, trace, decode, anchors, gateway);
         }
         let primary = primary_anchor(trace, anchors);
-        let mut request = self.build(primary, companions, outcome);
+        let mut request = self.build(text, primary, companions, outcome);
         if anchors.len() > 1 {
             self.merge_choices(&mut request, anchors);
         }
@@ -216,17 +238,17 @@ impl Builder {
         request
     }
 
+    /// `request`, built from the decode stage, with the P/D stages' facts.
     fn disaggregated_request(
         &self,
+        text: &mut String,
+        mut request: Joined,
         trace: &Trace,
         decode: &Held,
         anchors: &[&Held],
-        companions: &[&Held],
-        outcome: &'static str,
         gateway: Option<&Held>,
     ) -> Joined {
         let rules = &self.rules;
-        let mut request = self.build(decode, companions, outcome);
         request.arrival_ns = arrival(trace, decode, anchors, gateway);
         let mut chunks: Vec<&Held> = anchors
             .iter()
@@ -258,15 +280,14 @@ impl Builder {
             .collect();
         if let Some(stage) = first_max(&prefill, |s| s.span.end_ns) {
             let view = [stage];
-            request.prefill_pod = owned(rules.string(Field::Pod, &view));
+            request.prefill_pod = put(text, rules.string(Field::Pod, &view));
             request.prefill_queue_seconds = rules.number(Field::QueueSeconds, &view);
             request.prefill_seconds_on_prefill_pod = rules.number(Field::PrefillSeconds, &view);
         }
         if request.ttft_source != Some(TTFT_GATEWAY) {
             if let Some(server_ttft) = request.server_ttft_seconds {
                 let routing = trace
-                    .ancestors(decode)
-                    .into_iter()
+                    .above(decode)
                     .find(|h| shapes::is_sidecar_routing(&h.span));
                 let (origin, source) = match routing {
                     Some(r) => (Some(r), TTFT_PD_SIDECAR),
@@ -291,13 +312,19 @@ impl Builder {
     }
 
     /// A request that reached no model server (or whose decode stage never came).
-    pub fn failed(&self, head: &Held, scope: &[&Held], reason: &'static str) -> Joined {
+    pub fn failed(
+        &self,
+        text: &mut String,
+        head: &Held,
+        scope: &[&Held],
+        reason: &'static str,
+    ) -> Joined {
         let companions: Vec<&Held> = scope
             .iter()
             .copied()
             .filter(|s| !std::ptr::eq(*s, head))
             .collect();
-        let mut request = self.build(head, &companions, OUTCOME_FAILED);
+        let mut request = self.build(text, head, &companions, OUTCOME_FAILED);
         // The gateway's own numbers are no model server's.
         request.ttft_seconds = None;
         request.ttft_source = None;
@@ -345,7 +372,13 @@ impl Builder {
     }
 
     /// Every field: model-server facts from the anchor alone, gateway facts from companions first.
-    pub fn build(&self, anchor: &Held, companions: &[&Held], outcome: &'static str) -> Joined {
+    pub fn build(
+        &self,
+        text: &mut String,
+        anchor: &Held,
+        companions: &[&Held],
+        outcome: &'static str,
+    ) -> Joined {
         let rules = &self.rules;
         let own: [&Held; 1] = [anchor];
         let mut gateway: Vec<&Held> = companions.to_vec();
@@ -361,20 +394,25 @@ impl Builder {
             (None, Some(s)) => (Some(s), Some(TTFT_MODEL_SERVER)),
             _ => (None, None),
         };
-        let non_empty = |s: Option<&str>| s.filter(|s| !s.is_empty()).map(str::to_owned);
+        fn non_empty(s: Option<&str>) -> Option<&str> {
+            s.filter(|s| !s.is_empty())
+        }
         let routing = shapes::routing(companions.iter().map(|h| &h.span), &self.latency_scorers)
             .unwrap_or_else(|| self.header_routing(gw));
         Joined {
             trace_id: TraceId::default(), // the assembler's: held spans do not carry it
             span_id: anchor.span.span_id,
             outcome,
-            request_id: rules.identifier(Field::RequestId, gw),
-            requested_model: non_empty(rules.string(Field::RequestedModel, gw)),
-            target_model: non_empty(rules.string(Field::TargetModel, &own))
-                .or_else(|| non_empty(rules.string(Field::TargetModel, gw))),
-            pool: owned(rules.string(Field::Pool, gw)),
-            pod: owned(rules.string(Field::Pod, &own)),
-            endpoint: owned(rules.string(Field::Endpoint, gw)),
+            request_id: put(text, rules.identifier(Field::RequestId, gw).as_deref()),
+            requested_model: put(text, non_empty(rules.string(Field::RequestedModel, gw))),
+            target_model: put(
+                text,
+                non_empty(rules.string(Field::TargetModel, &own))
+                    .or_else(|| non_empty(rules.string(Field::TargetModel, gw))),
+            ),
+            pool: put(text, rules.string(Field::Pool, gw)),
+            pod: put(text, rules.string(Field::Pod, &own)),
+            endpoint: put(text, rules.string(Field::Endpoint, gw)),
             slo_ttft_ms: rules.header_number(Field::SloTtftMs, gw),
             slo_tpot_ms: rules.header_number(Field::SloTpotMs, gw),
             routing,

@@ -7,10 +7,10 @@
 //! span, and only the rare value that is neither (an array, a map, bytes) kept as a `Value`. Keys are read by id: the mapping's keys and
 //! the span-shape keys are interned when the assembler is made, so reading a field compares integers.
 
-use std::collections::HashMap;
 use std::mem::size_of;
 use std::sync::Arc;
 
+use crate::join::hash::HashMap;
 use crate::join::shapes;
 use crate::span::{get, Key, Resource, Span, Value, STATUS_ERROR};
 
@@ -28,16 +28,42 @@ pub const HTTP_STATUS_KEYS: [KeyId; 2] = [0, 1];
 pub const SCORER_TYPE: KeyId = 2;
 pub const DISAGGREGATION_USED: KeyId = 3;
 
+/// The ids of the span-shape keys whose string and array-of-string values the shapes read apart
+/// (`shapes::READS_STRINGS_APART`).
+const READS_STRINGS_APART: [KeyId; 3] = [HTTP_STATUS_KEYS[0], HTTP_STATUS_KEYS[1], SCORER_TYPE];
+
+/// A captured header (an array of one non-empty string) held as the string: every reader of the join
+/// sees the same (`as_string` takes the first element either way, and neither is a number, None or
+/// ""), and the array's allocation is saved. The span-shape keys read arrays and strings apart
+/// (an HTTP status "429" counts, ["429"] does not), so they keep their form.
+fn collapse_header(value: Value) -> Value {
+    match value {
+        Value::Array(items) if matches!(&*items, [Value::Str(text)] if !text.is_empty()) => {
+            match items.into_vec().pop() {
+                Some(text) => text,
+                None => Value::Empty, // never: the array holds one string
+            }
+        }
+        other => other,
+    }
+}
+
 /// Keys beyond this many distinct ones share one of two ids (`gen_ai.` or not): the decoder keeps only
 /// the mapped keys, so only spans built by hand with thousands of keys get there.
 const MAX_KEYS: usize = 4096;
 const REQUEST_ID_KEY: &str = "gen_ai.request.id";
+
+/// Slots of the cache of recent keys by address.
+const RECENT: usize = 64;
 
 /// The attribute keys seen, each with an id.
 #[derive(Default)]
 pub struct Keys {
     ids: HashMap<Key, KeyId>,
     gen_ai: Vec<bool>,
+    /// The decoder shares one `Arc` per key name, so most keys are found here by address, without
+    /// hashing their text. Each slot holds its `Arc`, so its address cannot be reused by another key.
+    recent: Vec<Option<(Key, KeyId)>>,
 }
 
 impl Keys {
@@ -47,6 +73,22 @@ impl Keys {
             keys.id(key);
         }
         keys
+    }
+
+    /// The id of a shared key: by its address when it was seen lately, else by its text.
+    pub fn shared_id(&mut self, key: &Key) -> KeyId {
+        if self.recent.is_empty() {
+            self.recent = vec![None; RECENT];
+        }
+        let slot = (Arc::as_ptr(key) as *const u8 as usize >> 4) % RECENT;
+        if let Some((seen, id)) = &self.recent[slot] {
+            if Arc::ptr_eq(seen, key) {
+                return *id;
+            }
+        }
+        let id = self.id(key);
+        self.recent[slot] = Some((key.clone(), id));
+        id
     }
 
     /// The key's id, interning it when new.
@@ -149,14 +191,27 @@ impl HeldSpan {
     /// The span packed, its keys interned in `keys`. The last of duplicate keys is the one read.
     pub fn pack(span: Span, keys: &mut Keys) -> HeldSpan {
         let mut attrs = Vec::with_capacity(span.attributes.len());
-        let mut text = String::with_capacity(span.name.len() + span.status_message.len());
+        let strings: usize = span
+            .attributes
+            .iter()
+            .map(|(_, v)| match v {
+                Value::Str(s) => s.len(),
+                _ => 0,
+            })
+            .sum();
+        let mut text = String::with_capacity(span.name.len() + span.status_message.len() + strings);
         text.push_str(&span.name);
         let name_end = text.len() as u32;
         text.push_str(&span.status_message);
         let message_end = text.len() as u32;
         let mut others = Vec::new();
         for (key, value) in span.attributes {
-            let id = keys.id(&key);
+            let id = keys.shared_id(&key);
+            let value = if READS_STRINGS_APART.contains(&id) {
+                value
+            } else {
+                collapse_header(value)
+            };
             let (kind, aux, bits) = match value {
                 Value::Str(s) => {
                     let start = text.len();
@@ -301,5 +356,43 @@ mod tests {
         assert_eq!(held.attribute(keys.id("missing")), None);
         assert_eq!(held.gen_ai_keys().count(), 1);
         assert!(held.failed());
+    }
+
+    #[test]
+    fn captured_headers_are_strings_but_shape_keys_keep_their_arrays() {
+        let mut keys = Keys::new();
+        let ids: Vec<KeyId> = shapes::READS_STRINGS_APART
+            .iter()
+            .map(|k| keys.id(k))
+            .collect();
+        assert_eq!(ids, READS_STRINGS_APART);
+        let header = |v: &str| Value::Array(Box::new([Value::Str(v.into())]));
+        let span = Span {
+            trace_id: [1; 16],
+            span_id: [2; 8],
+            parent_span_id: None,
+            name: "s".into(),
+            start_ns: 0,
+            end_ns: 0,
+            attributes: vec![
+                (Key::from("x-slo-ttft-ms"), header("200")),
+                (Key::from("empty"), header("")),
+                (Key::from(shapes::HTTP_STATUS_KEYS[1]), header("429")),
+            ],
+            resource: Arc::new(Resource::default()),
+            tracestate: "".into(),
+            status_code: 0,
+            status_message: "".into(),
+        };
+        let held = HeldSpan::pack(span, &mut keys);
+        assert_eq!(
+            held.attribute(keys.id("x-slo-ttft-ms")),
+            Some(ValueRef::Str("200"))
+        );
+        assert!(matches!(
+            held.attribute(keys.id("empty")),
+            Some(ValueRef::Other(_))
+        ));
+        assert!(matches!(held.attribute(ids[1]), Some(ValueRef::Other(_))));
     }
 }

@@ -1,21 +1,26 @@
 //! Insertion-ordered containers with the operations the assembler's Python dicts are used for:
-//! removal of any entry in O(log n), move to the end, and the oldest first.
+//! removal of any entry, move to the end, and the oldest first.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::VecDeque;
 use std::hash::Hash;
 
-/// A map that remembers insertion order (Python's `OrderedDict`), removal in O(log n).
+use crate::join::hash::HashMap;
+
+/// A map that remembers insertion order (Python's `OrderedDict`). The order is a queue of
+/// (sequence number, key): a removed or moved key leaves a stale entry behind (its number is no
+/// longer the key's), dropped when it reaches the front or when stale entries outnumber live ones,
+/// so every operation is O(1) amortized, without the B-tree's node allocations.
 pub struct OrderedMap<K, V> {
     entries: HashMap<K, (u64, V)>,
-    order: BTreeMap<u64, K>,
+    order: VecDeque<(u64, K)>,
     next: u64,
 }
 
 impl<K: Hash + Eq + Copy, V> Default for OrderedMap<K, V> {
     fn default() -> Self {
         OrderedMap {
-            entries: HashMap::new(),
-            order: BTreeMap::new(),
+            entries: HashMap::default(),
+            order: VecDeque::new(),
             next: 0,
         }
     }
@@ -42,6 +47,23 @@ impl<K: Hash + Eq + Copy, V> OrderedMap<K, V> {
         self.entries.contains_key(key)
     }
 
+    fn live(&self, (seq, key): &(u64, K)) -> bool {
+        self.entries.get(key).is_some_and(|e| e.0 == *seq)
+    }
+
+    /// Drops stale entries at the front (so the front is always live) and, when stale entries
+    /// outnumber live ones, everywhere.
+    fn tidy(&mut self) {
+        while self.order.front().is_some_and(|e| !self.live(e)) {
+            self.order.pop_front();
+        }
+        if self.order.len() > 2 * self.entries.len() + 16 {
+            let entries = &self.entries;
+            self.order
+                .retain(|(seq, key)| entries.get(key).is_some_and(|e| e.0 == *seq));
+        }
+    }
+
     /// Inserts a new key at the end (an existing key keeps its place, as a dict assignment does).
     pub fn insert(&mut self, key: K, value: V) {
         if let Some(entry) = self.entries.get_mut(&key) {
@@ -50,32 +72,35 @@ impl<K: Hash + Eq + Copy, V> OrderedMap<K, V> {
         }
         let seq = self.next;
         self.next += 1;
-        self.order.insert(seq, key);
+        self.order.push_back((seq, key));
         self.entries.insert(key, (seq, value));
     }
 
     pub fn remove(&mut self, key: &K) -> Option<V> {
-        let (seq, value) = self.entries.remove(key)?;
-        self.order.remove(&seq);
+        let (_, value) = self.entries.remove(key)?;
+        self.tidy();
         Some(value)
     }
 
     pub fn move_to_end(&mut self, key: &K) {
         if let Some(entry) = self.entries.get_mut(key) {
-            self.order.remove(&entry.0);
             entry.0 = self.next;
-            self.order.insert(self.next, *key);
+            self.order.push_back((self.next, *key));
             self.next += 1;
+            self.tidy();
         }
     }
 
     /// Keys, oldest first.
     pub fn keys(&self) -> impl Iterator<Item = &K> {
-        self.order.values()
+        self.order
+            .iter()
+            .filter(|e| self.live(e))
+            .map(|(_, key)| key)
     }
 
     pub fn first(&self) -> Option<K> {
-        self.order.values().next().copied()
+        self.order.front().map(|(_, key)| *key) // the front is live (`tidy`)
     }
 
     pub fn pop_first(&mut self) -> Option<(K, V)> {
@@ -90,41 +115,6 @@ impl<K: Hash + Eq + Copy, V> OrderedMap<K, V> {
 
     pub fn values(&self) -> impl Iterator<Item = &V> {
         self.entries.values().map(|(_, v)| v)
-    }
-}
-
-/// A bounded set of ids, oldest first; re-adding keeps the old place (a dict's `d[k] = None`).
-/// Small (a few hundred ids), so a scan beats hashing and costs no table.
-#[derive(Default)]
-pub struct SmallSet<T> {
-    items: Vec<T>,
-}
-
-impl<T: PartialEq + Copy> SmallSet<T> {
-    pub fn contains(&self, item: &T) -> bool {
-        self.items.contains(item)
-    }
-
-    pub fn add(&mut self, item: T) {
-        if !self.items.contains(&item) {
-            self.items.push(item);
-        }
-    }
-
-    /// Forgets the oldest until at most `cap` are left.
-    pub fn trim(&mut self, cap: usize) {
-        if self.items.len() > cap {
-            let excess = self.items.len() - cap;
-            self.items.drain(..excess);
-        }
-    }
-
-    pub fn len(&self) -> usize {
-        self.items.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.items.is_empty()
     }
 }
 
@@ -206,12 +196,18 @@ mod tests {
     }
 
     #[test]
-    fn small_set_forgets_the_oldest() {
-        let mut s = SmallSet::default();
-        for i in [1, 2, 3, 1, 4] {
-            s.add(i);
+    fn stale_entries_do_not_pile_up() {
+        let mut m: OrderedMap<u32, ()> = OrderedMap::default();
+        m.insert(0, ()); // stays at the front while thousands come and go behind it
+        for i in 1..10_000 {
+            m.insert(i, ());
+            m.remove(&i);
+            m.move_to_end(&0);
+            m.insert(i + 100_000, ());
+            m.move_to_end(&0);
         }
-        s.trim(2);
-        assert!(!s.contains(&1) && !s.contains(&2) && s.contains(&3) && s.contains(&4));
+        assert!(m.order.len() <= 2 * m.len() + 17, "{}", m.order.len());
+        assert_eq!(m.first(), Some(100_001));
+        assert_eq!(m.keys().count(), m.len());
     }
 }

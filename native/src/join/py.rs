@@ -13,11 +13,11 @@ use std::sync::Arc;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList};
+use pyo3::types::{PyDict, PyList};
 
 use crate::join::assembler::{Assembler, Settings};
-use crate::join::columns::{self, Kind};
-use crate::join::held::{HeldSpan, Keys};
+use crate::join::columns;
+use crate::join::held::{HeldSpan, KeyId, Keys};
 use crate::join::request_id::{self, DEFAULT_PATTERN};
 use crate::join::rules::{Field, Rules, Source, FIELD_NAMES};
 use crate::join::shapes;
@@ -32,7 +32,8 @@ pub struct NativeAssembler {
     pattern: Py<PyAny>,
     default_pattern: bool,
     anchor_names: Vec<String>,
-    anchor_attribute: String,
+    /// The interned key of `join.anchor_attribute`.
+    anchor_key: KeyId,
     gateway_names: Vec<String>,
     python_bytes: bool,
     keys: Keys,
@@ -140,46 +141,27 @@ fn native_span_bytes(held: &Held) -> usize {
     size + resource_bytes / Arc::strong_count(resource).max(1)
 }
 
-/// A captured header (an array of one non-empty string) held as the string: every reader of the join
-/// sees the same (`as_string` takes the first element either way, and neither is a number, None or
-/// ""), and the array's allocation is saved. The span-shape keys read arrays and strings apart
-/// (an HTTP status "429" counts, ["429"] does not), so they keep their form.
-fn collapse_header(key: &Key, value: &mut Value) {
-    if shapes::READS_STRINGS_APART.contains(&&**key) {
-        return;
-    }
-    if let Value::Array(items) = value {
-        if let [Value::Str(text)] = &mut **items {
-            if !text.is_empty() {
-                *value = Value::Str(std::mem::take(text));
-            }
-        }
-    }
-}
-
-/// Bytes a pending trace holds beyond its spans: its entry in the trace map's hash table (a control
-/// byte, at most 7/8 full) and in its order (a B-tree, whose nodes are at least half full).
+/// Bytes a pending trace holds beyond its spans: its `Trace` (boxed, with the allocator's 8-byte
+/// header), its entry in the trace map's hash table (a control byte, at most 7/8 full) and in its
+/// order (a queue with at most about as many stale entries as live ones).
 fn trace_overhead() -> usize {
-    let entry = size_of::<(TraceId, (u64, Trace))>() + 1;
+    let entry = size_of::<(TraceId, (u64, Box<Trace>))>() + 1;
     let order = size_of::<(u64, TraceId)>();
-    entry * 8 / 7 + order * 2
+    size_of::<Trace>() + 8 + entry * 8 / 7 + order * 2
 }
 
 // ---- results to Python ----------------------------------------------------------------------
 
 impl NativeAssembler {
     /// A span as the join holds it: its request id normalised, its kind decided, its size counted.
-    fn hold(&mut self, py: Python<'_>, mut span: Span) -> PyResult<Held> {
+    fn hold(&mut self, py: Python<'_>, span: Span) -> PyResult<Held> {
         // The reference's estimate, of the span as it came (before headers are collapsed).
         let reference_size = self.python_bytes.then(|| python_span_bytes(&span));
-        for (key, value) in span.attributes.iter_mut() {
-            collapse_header(key, value);
-        }
         let name = &*span.name;
-        let anchor = self.anchor_names.iter().any(|n| n == name)
-            || span.attribute(&self.anchor_attribute).is_some();
+        let named_anchor = self.anchor_names.iter().any(|n| n == name);
         let gateway = self.gateway_names.iter().any(|n| n == name);
         let span = HeldSpan::pack(span, &mut self.keys);
+        let anchor = named_anchor || span.attribute(self.anchor_key).is_some();
         let bare = !span.has_attributes()
             && !gateway
             && shapes::leg(&span).is_none()
@@ -209,34 +191,25 @@ impl NativeAssembler {
         if self.default_pattern && raw.is_ascii() {
             return Ok(Some(request_id::normalise(&raw).unwrap_or(&raw).into()));
         }
-        let found = self
-            .pattern
-            .bind(py)
-            .call_method1("match", (raw.as_str(),))?;
+        let found = self.pattern.bind(py).call_method1("match", (&*raw,))?;
         if found.is_none() {
-            return Ok(Some(raw.into()));
+            return Ok(Some((&*raw).into()));
         }
         let id: Option<String> = found.call_method1("group", ("id",))?.extract()?;
         Ok(id.map(Into::into))
     }
 
-    /// What was emitted and counted since the last call: the requests as the buffers of one Arrow
-    /// record batch (`(rows, [(name, type, validity, offsets, values), ...])`, None for no request;
-    /// `sloscope.processors.joined_batch.from_buffers` wraps them) and the counts, in order.
+    /// What was emitted and counted since the last call: the requests as one Arrow record batch
+    /// exported through the C data interface (None for no request; `NativeTraceAssembler` imports
+    /// it with `SCHEMA`) and the counts, in order.
     fn drain<'py>(&mut self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyList>)> {
-        let requests = std::mem::take(&mut self.core.out);
+        let (requests, text) = self.core.take_out();
         let records = if requests.is_empty() {
             py.None().into_bound(py)
         } else {
-            let built = py.detach(|| columns::columns(&requests));
-            let list = PyList::empty(py);
-            for (name, kind, column) in built {
-                let bytes = |b: &[u8]| PyBytes::new(py, b);
-                let validity = column.validity.as_deref().map(bytes);
-                let offsets = (kind == Kind::String).then(|| bytes(&column.offsets));
-                list.append((name, kind.name(), validity, offsets, bytes(&column.values)))?;
-            }
-            (requests.len(), list).into_pyobject(py)?.into_any()
+            let rows = requests.len();
+            let array = py.detach(|| columns::export(&requests, &text));
+            Bound::new(py, ExportedBatch { array, rows })?.into_any()
         };
         let counts = PyList::empty(py);
         for (dropped, reason, n) in std::mem::take(&mut self.core.counts.items) {
@@ -247,8 +220,40 @@ impl NativeAssembler {
     }
 }
 
+/// A record batch of joined requests waiting for pyarrow to import it (`RecordBatch._import_from_c`
+/// with `address` and `joined_batch.SCHEMA`); released with this object if it never is.
+#[pyclass(module = "sloscope._native")]
+pub struct ExportedBatch {
+    array: Box<columns::ArrowArray>,
+    rows: usize,
+}
+
+#[pymethods]
+impl ExportedBatch {
+    /// The address of its `struct ArrowArray`, valid while this object lives.
+    #[getter]
+    fn address(&self) -> usize {
+        &*self.array as *const columns::ArrowArray as usize
+    }
+
+    #[getter]
+    fn rows(&self) -> usize {
+        self.rows
+    }
+}
+
 #[pymethods]
 impl NativeAssembler {
+    /// The exported batches' columns, `(name, Arrow type name)` in order, for checking them against
+    /// `joined_batch.SCHEMA` once.
+    #[staticmethod]
+    fn columns() -> Vec<(&'static str, &'static str)> {
+        columns::columns(&[], "")
+            .into_iter()
+            .map(|(name, kind, _)| (name, kind.name()))
+            .collect()
+    }
+
     /// `join` is a `sloscope.config.Join`; `rules` is `Mapping.rules()`; `pattern` the compiled
     /// `join.request_id_pattern`; `python_bytes` counts memory as the reference estimates it.
     #[new]
@@ -277,13 +282,15 @@ impl NativeAssembler {
         let text: String = attr(join, "request_id_pattern")?;
         let mut keys = Keys::new();
         let rules = Arc::new(rules_from_py(rules, &mut keys)?);
+        let anchor_attribute: String = attr(join, "anchor_attribute")?;
+        let anchor_key = keys.id(&anchor_attribute);
         Ok(NativeAssembler {
             core: Assembler::new(settings, rules.clone()),
             rules,
             pattern: pattern.clone().unbind(),
             default_pattern: text == DEFAULT_PATTERN,
             anchor_names: attr(join, "anchor_span_names")?,
-            anchor_attribute: attr(join, "anchor_attribute")?,
+            anchor_key,
             gateway_names: attr(join, "gateway_span_names")?,
             python_bytes,
             keys,

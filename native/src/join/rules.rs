@@ -4,6 +4,8 @@
 //! A view is a list of spans, nearest first: for each configured key in order, the first span of
 //! the list that carries it gives the value (Python merges the dicts so the nearest one wins).
 
+use std::borrow::Cow;
+
 use crate::join::held::{KeyId, ValueRef};
 use crate::join::trace::Held;
 use crate::span::Value;
@@ -113,7 +115,7 @@ impl Rules {
         as_string(self.raw(field, view)?)
     }
 
-    pub fn identifier(&self, field: Field, view: &View<'_>) -> Option<String> {
+    pub fn identifier<'a>(&self, field: Field, view: &View<'a>) -> Option<Cow<'a, str>> {
         as_id(self.raw(field, view)?)
     }
 
@@ -160,10 +162,10 @@ pub fn as_string(value: ValueRef<'_>) -> Option<&str> {
 }
 
 /// An identifier: a string, or an integer read as its decimal string.
-pub fn as_id(value: ValueRef<'_>) -> Option<String> {
+pub fn as_id(value: ValueRef<'_>) -> Option<Cow<'_, str>> {
     match value {
-        ValueRef::Int(i) => Some(i.to_string()),
-        other => as_string(other).map(str::to_owned),
+        ValueRef::Int(i) => Some(Cow::Owned(i.to_string())),
+        other => as_string(other).map(Cow::Borrowed),
     }
 }
 

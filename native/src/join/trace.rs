@@ -5,7 +5,7 @@
 //! vector in arrival order and children are found by a scan: no per-trace index to pay for.
 
 use crate::join::held::HeldSpan;
-use crate::join::ordered::{Few, SmallSet};
+use crate::join::ordered::Few;
 
 pub type SpanId = [u8; 8];
 pub type TraceId = [u8; 16];
@@ -37,7 +37,9 @@ impl Held {
 pub struct Trace {
     pub first_seen: f64,
     pub size: usize,
-    pub spans: Few<Held>,
+    /// A vector that grows while a batch adds to it (one allocation for a batch's spans, not one per
+    /// span) and is cut to its length when the batch is done (`compact`) or a span leaves.
+    pub spans: Vec<Held>,
     /// Anchors not yet emitted, with their arrival time, in arrival order.
     pub anchors: Few<(SpanId, f64)>,
     /// Gateway spans not yet resolved.
@@ -70,6 +72,11 @@ impl Trace {
         self.anchors.iter().any(|(a, _)| a == id)
     }
 
+    /// Gives back the spare room the spans' vector grew while a batch added to it.
+    pub fn compact(&mut self) {
+        self.spans.shrink_to_fit();
+    }
+
     pub fn add(&mut self, held: Held) {
         self.size += held.size as usize;
         self.spans.push(held);
@@ -80,6 +87,7 @@ impl Trace {
         match self.spans.iter().position(|h| h.span.span_id == *id) {
             Some(i) => {
                 let size = self.spans.remove(i).size as usize;
+                self.spans.shrink_to_fit();
                 self.size -= size;
                 size
             }
@@ -90,7 +98,7 @@ impl Trace {
     /// Every span left (their request was emitted); returns the bytes given back.
     pub fn clear(&mut self) -> usize {
         let size = std::mem::take(&mut self.size);
-        self.spans.clear();
+        self.spans = Vec::new();
         self.anchors.clear();
         self.gateways.clear();
         self.bare.clear();
@@ -112,6 +120,25 @@ impl Trace {
         chain
     }
 
+    /// The held ancestors of `span`, nearest first, without collecting them: for finding one. In a
+    /// parent cycle it goes round again (at most as many steps as the trace holds spans), which no
+    /// search can tell from `ancestors`: what it meets again it met before.
+    pub fn above<'a>(&'a self, span: &Held) -> impl Iterator<Item = &'a Held> + 'a {
+        let start = span.id();
+        let mut parent = span.parent();
+        let mut left = self.spans.len();
+        std::iter::from_fn(move || {
+            let id = parent?;
+            if id == start || left == 0 {
+                return None;
+            }
+            left -= 1;
+            let above = self.get(&id)?;
+            parent = above.parent();
+            Some(above)
+        })
+    }
+
     /// Every ancestor up to a root span is held (a cycle never is complete).
     pub fn chain_complete(&self, span: &Held) -> bool {
         let chain = self.ancestors(span);
@@ -122,14 +149,12 @@ impl Trace {
     /// first (the order the Python reference's stack gives).
     pub fn descendants(&self, id: &SpanId) -> Vec<&Held> {
         let mut out: Vec<&Held> = Vec::new();
-        let mut seen: Vec<SpanId> = vec![*id];
         let mut stack: Vec<&Held> = self.children(id).collect();
         while let Some(child) = stack.pop() {
             let child_id = child.id();
-            if seen.contains(&child_id) {
-                continue;
+            if child_id == *id || out.iter().any(|h| h.id() == child_id) {
+                continue; // seen: the walk's start and what it took (a parent cycle)
             }
-            seen.push(child_id);
             out.push(child);
             stack.extend(self.children(&child_id));
         }
@@ -142,48 +167,112 @@ impl Trace {
     }
 }
 
-/// What is remembered of a trace's spans once they left the pending trace.
+/// What is remembered of a trace's spans once they left the pending trace: the ids seen, those
+/// claimed by an emitted request, and the parents of claimed spans, each a bounded list oldest first.
+/// The three lists are segments of one vector (one allocation per remembered trace, not three).
 #[derive(Default)]
 pub struct Seen {
-    seen: SmallSet<SpanId>,
-    claimed: SmallSet<SpanId>,
-    parents: SmallSet<SpanId>,
+    ids: Vec<SpanId>,
+    claimed_at: usize,
+    parents_at: usize,
 }
 
 pub const DROP_DUPLICATE: &str = "duplicate";
 pub const DROP_LATE: &str = "late";
 
 impl Seen {
+    fn seen(&self) -> &[SpanId] {
+        &self.ids[..self.claimed_at]
+    }
+
+    fn claimed(&self) -> &[SpanId] {
+        &self.ids[self.claimed_at..self.parents_at]
+    }
+
+    fn parents(&self) -> &[SpanId] {
+        &self.ids[self.parents_at..]
+    }
+
+    fn add_seen(&mut self, id: SpanId) {
+        if !self.seen().contains(&id) {
+            self.ids.insert(self.claimed_at, id);
+            self.claimed_at += 1;
+            self.parents_at += 1;
+        }
+    }
+
+    fn add_claimed(&mut self, id: SpanId) {
+        if !self.claimed().contains(&id) {
+            self.ids.insert(self.parents_at, id);
+            self.parents_at += 1;
+        }
+    }
+
+    fn add_parent(&mut self, id: SpanId) {
+        if !self.parents().contains(&id) {
+            self.ids.push(id);
+        }
+    }
+
+    /// Forgets the oldest of each list until at most `cap` are left in it.
+    fn trim(&mut self, cap: usize) {
+        let parents = self.parents().len().saturating_sub(cap);
+        self.ids.drain(self.parents_at..self.parents_at + parents);
+        let claimed = self.claimed().len().saturating_sub(cap);
+        self.ids.drain(self.claimed_at..self.claimed_at + claimed);
+        self.parents_at -= claimed;
+        let seen = self.seen().len().saturating_sub(cap);
+        self.ids.drain(..seen);
+        self.claimed_at -= seen;
+        self.parents_at -= seen;
+    }
+
     pub fn remember(
         &mut self,
-        spans: impl Iterator<Item = (SpanId, Option<SpanId>)>,
+        spans: impl ExactSizeIterator<Item = (SpanId, Option<SpanId>)>,
         claimed: bool,
         cap: usize,
     ) {
+        self.ids.reserve(spans.len() * if claimed { 3 } else { 1 });
         for (id, parent) in spans {
-            self.seen.add(id);
+            self.add_seen(id);
             if claimed {
-                self.claimed.add(id);
+                self.add_claimed(id);
                 if let Some(parent) = parent {
-                    self.parents.add(parent);
+                    self.add_parent(parent);
                 }
             }
         }
-        self.seen.trim(cap);
-        self.claimed.trim(cap);
-        self.parents.trim(cap);
+        self.trim(cap);
     }
 
     pub fn verdict(&self, span: &HeldSpan) -> Option<&'static str> {
-        if self.seen.contains(&span.span_id) {
+        if self.seen().contains(&span.span_id) {
             return Some(DROP_DUPLICATE);
         }
         let under_claimed = span
             .parent_span_id
-            .is_some_and(|p| self.claimed.contains(&p));
-        if self.parents.contains(&span.span_id) || under_claimed {
+            .is_some_and(|p| self.claimed().contains(&p));
+        if self.parents().contains(&span.span_id) || under_claimed {
             return Some(DROP_LATE);
         }
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_list_keeps_its_newest_cap() {
+        let mut seen = Seen::default();
+        let id = |i: u8| [i; 8];
+        seen.remember([(id(1), Some(id(9))), (id(2), None)].into_iter(), true, 3);
+        seen.remember([(id(3), Some(id(8))), (id(1), None)].into_iter(), false, 3);
+        seen.remember([(id(4), Some(id(7)))].into_iter(), true, 2);
+        assert_eq!(seen.seen(), &[id(3), id(4)]);
+        assert_eq!(seen.claimed(), &[id(2), id(4)]);
+        assert_eq!(seen.parents(), &[id(9), id(7)]);
     }
 }

@@ -472,24 +472,21 @@ class PredictionTracker:
         fate[candidates] = _QUEUED
 
     def _pendings(self, rows: TrackerRows, needed: Codes, tightest: Floats) -> dict[int, Pending]:
-        """The rows that become objects (queued, or recorded), as :class:`Pending`."""
+        """The rows that become objects (queued, or recorded), as :class:`Pending`: only those rows are read."""
+        if not len(needed):  # nothing queued and no sink: the usual batch of a deployment without a predictor
+            return {}
         pairs = rows.batch.pairs() if len(needed) == len(rows) else rows.batch.pairs_at(needed.tolist())
-        arrival, running = rows.arrival.tolist(), tightest.tolist()
+        arrival, running = rows.arrival[needed].tolist(), tightest[needed].tolist()
         models, labels, pools = (
-            [column.values[i] for i in column.codes.tolist()] for column in (rows.model, rows.pool_label, rows.pool)
+            [column.values[i] for i in column.codes[needed].tolist()]
+            for column in (rows.model, rows.pool_label, rows.pool)
         )
-        keys = [rows.keys[i] if i >= 0 else None for i in rows.key.tolist()]
+        keys = [rows.keys[i] if i >= 0 else None for i in rows.key[needed].tolist()]
         return {
-            row: Pending(
-                request,
-                evaluation,
-                (models[row], labels[row]),
-                pools[row],
-                keys[row],
-                arrival[row],
-                None if math.isnan(running[row]) else running[row],
+            row: Pending(request, evaluation, (model, label), pool, key, at, None if math.isnan(tight) else tight)
+            for row, (request, evaluation), model, label, pool, key, at, tight in zip(
+                needed.tolist(), pairs, models, labels, pools, keys, arrival, running, strict=True
             )
-            for row, (request, evaluation) in zip(needed.tolist(), pairs, strict=True)
         }
 
     def _enqueue_all(self, pending: dict[int, Pending], fate: Codes) -> None:

@@ -61,6 +61,14 @@ STEPS = (
         ("--llmd", "--spans", "20000", "--rounds", "3"),
         ("--llmd", "--spans", "10000", "--rounds", "2"),
     ),
+    # in process, no HTTP: decode, intake, join and hand-over (evaluation and publishing) per span
+    Step(
+        "stages",
+        "stages.py",
+        ("--spans", "100000", "--rounds", "3"),
+        ("--spans", "20000", "--rounds", "2"),
+        "stages-",
+    ),
     Step("assembler", "assembler.py", quick=("--requests", "5000", "--repetitions", "2")),
     Step("columnar", "columnar.py", quick=("--requests", "2048", "--repeat", "1")),
     Step("parser", "parser.py", quick=("--repetitions", "2")),

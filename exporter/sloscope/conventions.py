@@ -416,6 +416,12 @@ OTLP_REQUESTS = _m("otlp_requests", "counter", (TRANSPORT, RESULT), "OTLP export
 QUEUE_SPANS = _m("queue_spans", "gauge", (), "Spans waiting in the receiver-to-assembler queue.")
 QUEUE_CAPACITY_SPANS = _m("queue_capacity_spans", "gauge", (), "Capacity of the receiver-to-assembler queue.")
 TRACES_PENDING = _m("traces_pending", "gauge", (), "Traces held by the assembler waiting for their spans.")
+REQUESTS_AWAITING_EVALUATION = _m(
+    "requests_awaiting_evaluation",
+    "gauge",
+    (),
+    "Joined requests gathered for the next evaluation batch, not yet in any request series.",
+)
 # Ingest memory bounded in bytes (limits.max_bytes_in_flight, join.max_pending_bytes).
 OTLP_BYTES_IN_FLIGHT = _m(
     "otlp_bytes_in_flight", "gauge", (), "Bytes of OTLP requests being read or decoded, across both receivers."
@@ -678,6 +684,7 @@ ALL_METRICS: tuple[MetricDef, ...] = (
     QUEUE_SPANS,
     QUEUE_CAPACITY_SPANS,
     TRACES_PENDING,
+    REQUESTS_AWAITING_EVALUATION,
     OTLP_BYTES_IN_FLIGHT,
     TRACES_PENDING_BYTES,
     TRACES_JOINED,

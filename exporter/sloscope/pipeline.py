@@ -60,24 +60,30 @@ class _Shard:
 
 class _Gathering:
     """How many joined requests wait for the evaluator, and since when: a batch is due when it is full or its
-    first request has waited long enough. Counted as the assemblers emit; read and cleared under the
-    publishing lock (a count from another worker landing in between only makes the next batch due sooner)."""
+    first request has waited long enough. Counted up as the assemblers emit (any worker) and down once a batch
+    is evaluated, so the count (``sloscope_requests_awaiting_evaluation``) is 0 only when every joined request
+    is in the series."""
 
     def __init__(self, size: int, timeout: float) -> None:
         self.size, self.timeout = size, timeout
         self.rows = 0
         self.since: float | None = None
+        self._lock = threading.Lock()
 
     def add(self, rows: int) -> None:
-        if self.since is None:
-            self.since = time.monotonic()
-        self.rows += rows
+        with self._lock:
+            if self.since is None:
+                self.since = time.monotonic()
+            self.rows += rows
 
     def due(self) -> bool:
-        return self.rows >= self.size or self.since is None or time.monotonic() - self.since >= self.timeout
+        since = self.since
+        return self.rows >= self.size or since is None or time.monotonic() - since >= self.timeout
 
-    def clear(self) -> None:
-        self.rows, self.since = 0, None
+    def evaluated(self, rows: int) -> None:
+        with self._lock:
+            self.rows -= rows
+            self.since = time.monotonic() if self.rows > 0 else None  # what came meanwhile waits from now
 
 
 def shard_join(join: Join, workers: int) -> Join:
@@ -173,6 +179,7 @@ class Pipeline:
             self.queue.capacity,
             lambda: sum(shard.assembler.pending for shard in self._shards),
             lambda: sum(shard.assembler.pending_bytes for shard in self._shards),
+            lambda: self._batch.rows,
         )
         self._started = False
         self._stopped = threading.Event()
@@ -241,13 +248,16 @@ class Pipeline:
         with self._publishing:
             if not (now or self._batch.due()):
                 return
-            self._batch.clear()
             records, emitted = self._records, self._emitted
             taken = [records.popleft() for _ in range(len(records))]  # others may append meanwhile: kept
-            if taken:
-                self._evaluate(records=taken[0] if len(taken) == 1 else pa.concat_batches(taken))
-            if emitted:
-                self._evaluate(requests=[emitted.popleft() for _ in range(len(emitted))])
+            requests = [emitted.popleft() for _ in range(len(emitted))]
+            try:
+                if taken:
+                    self._evaluate(records=taken[0] if len(taken) == 1 else pa.concat_batches(taken))
+                if requests:
+                    self._evaluate(requests=requests)
+            finally:
+                self._batch.evaluated(sum(batch.num_rows for batch in taken) + len(requests))
 
     def _evaluate(self, *, records: pa.RecordBatch | None = None, requests: list[JoinedRequest] | None = None) -> None:
         """One batch, as the native join's record batch or the reference's objects. A small record batch is

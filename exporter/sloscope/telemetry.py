@@ -42,6 +42,9 @@ class Telemetry:
         self.queue_spans = Gauge(c.QUEUE_SPANS.name, c.QUEUE_SPANS.help, registry=registry)
         self.queue_capacity = Gauge(c.QUEUE_CAPACITY_SPANS.name, c.QUEUE_CAPACITY_SPANS.help, registry=registry)
         self.traces_pending = Gauge(c.TRACES_PENDING.name, c.TRACES_PENDING.help, registry=registry)
+        self.awaiting_evaluation = Gauge(
+            c.REQUESTS_AWAITING_EVALUATION.name, c.REQUESTS_AWAITING_EVALUATION.help, registry=registry
+        )
         self.otlp_bytes_in_flight = Gauge(c.OTLP_BYTES_IN_FLIGHT.name, c.OTLP_BYTES_IN_FLIGHT.help, registry=registry)
         self.traces_pending_bytes = Gauge(c.TRACES_PENDING_BYTES.name, c.TRACES_PENDING_BYTES.help, registry=registry)
         info = Info(c.BUILD_INFO.name, c.BUILD_INFO.help, registry=registry)
@@ -75,8 +78,10 @@ class Telemetry:
         capacity: int,
         pending: Callable[[], int],
         pending_bytes: Callable[[], int] = lambda: 0,
+        awaiting_evaluation: Callable[[], int] = lambda: 0,
     ) -> None:
         """Gauges read at scrape time, so they are never stale."""
+        self.awaiting_evaluation.set_function(lambda: float(awaiting_evaluation()))
         self.queue_spans.set_function(lambda: float(queue_len()))
         self.queue_capacity.set(capacity)
         self.traces_pending.set_function(lambda: float(pending()))

@@ -42,6 +42,7 @@ from sloscope.conventions import (
     PROMPT_TOKENS,
     QUEUE_SPANS,
     REQUESTS,
+    REQUESTS_AWAITING_EVALUATION,
     REQUESTS_FAILED,
     SLO_REQUESTS,
     SLO_VIOLATIONS,
@@ -155,12 +156,14 @@ def send(endpoint: str, batches: list[list[list[ReadableSpan]]]) -> int:
 
 
 def settled(servers: Sequence[Server], spans: int) -> Callable[[], bool]:
-    """Every span received, none queued, no trace pending: each replica has emitted all it will."""
+    """Every span received, none queued, no trace pending, no request awaiting evaluation: each replica has counted
+    all it will."""
 
     def done() -> bool:
         if sum(s.total(SPANS_RECEIVED.exposed_name) for s in servers) != spans:
             return False
-        return all(s.value(TRACES_PENDING.name) == 0 and s.value(QUEUE_SPANS.name) == 0 for s in servers)
+        idle = (TRACES_PENDING, QUEUE_SPANS, REQUESTS_AWAITING_EVALUATION)
+        return all(s.value(gauge.name) == 0 for s in servers for gauge in idle)
 
     return done
 

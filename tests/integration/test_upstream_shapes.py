@@ -614,8 +614,9 @@ class Readout:
 
 
 def settle(server: Server, outcomes: int, timeout: float = 20.0) -> Readout:
-    """Waits until sloscope counted ``outcomes`` join outcomes (at least) and holds no trace and no queued span:
-    from then on nothing more can be emitted. Returns the scrape that showed it."""
+    """Waits until sloscope counted ``outcomes`` join outcomes (at least) and holds no trace, no queued span and
+    no request awaiting evaluation: from then on nothing more can be emitted or counted. Returns the scrape that
+    showed it."""
     seen: list[Readout] = []
 
     def done() -> bool:
@@ -625,6 +626,7 @@ def settle(server: Server, outcomes: int, timeout: float = 20.0) -> Readout:
             sum(readout.nonzero("sloscope_traces_joined_total").values()) >= outcomes
             and readout.value("sloscope_traces_pending") == 0
             and readout.value("sloscope_queue_spans") == 0
+            and readout.value("sloscope_requests_awaiting_evaluation") == 0
         )
 
     try:

@@ -64,19 +64,29 @@ def published(registry: CollectorRegistry) -> list[str]:
     return [line for line in generate_latest(registry).decode().splitlines() if line.startswith(names)]
 
 
+AWAITING = c.REQUESTS_AWAITING_EVALUATION.name
+
+
 def run(batches: list[list[Span]], **join: float) -> tuple[list[str], list[int]]:
     """The series of ``batches`` offered one by one to a pipeline drained on this thread, and the sizes of the
-    batches the evaluator was handed."""
+    batches the evaluator was handed; each batch is still counted awaiting evaluation while it is evaluated, and
+    none is at the end."""
     registry = CollectorRegistry()
     pipeline = Pipeline(Settings.model_validate({"join": join}), default_spec(), registry)
     handed: list[int] = []
+
+    def hand(size: int) -> None:
+        handed.append(size)
+        assert registry.get_sample_value(AWAITING) == size
+
     batch, records = pipeline.evaluator.batch, pipeline.evaluator.records
-    pipeline.evaluator.batch = lambda requests: (handed.append(len(requests)), batch(requests))  # type: ignore[method-assign]
+    pipeline.evaluator.batch = lambda requests: (hand(len(requests)), batch(requests))  # type: ignore[method-assign]
     # The native join's record batches (the default engine): a small one is handed to batch() as objects.
-    pipeline.evaluator.records = lambda rows: (handed.append(rows.num_rows), records(rows))  # type: ignore[method-assign]
+    pipeline.evaluator.records = lambda rows: (hand(rows.num_rows), records(rows))  # type: ignore[method-assign]
     for spans in batches:
         assert pipeline.queue.offer(spans)
     assert pipeline.shutdown()  # not started: drains the queue on this thread, then flushes
+    assert registry.get_sample_value(AWAITING) == 0
     return published(registry), handed
 
 

@@ -13,10 +13,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::join::build::{self, Builder, Joined};
 use crate::join::hash::{HashMap, HashSet};
 use crate::join::held::ValueRef;
-use crate::join::ordered::OrderedMap;
+use crate::join::ordered::{OrderedMap, Small};
 use crate::join::rules::{Field, Rules};
 use crate::join::shapes;
-use crate::join::trace::{Held, Seen, SpanId, Trace, TraceId, DROP_DUPLICATE};
+use crate::join::trace::{Held, Seen, SpanId, Spans, Trace, TraceId, DROP_DUPLICATE};
 
 pub const OUTCOME_JOINED: &str = "joined";
 pub const OUTCOME_JOINED_BY_REQUEST_ID: &str = "joined_by_request_id";
@@ -99,9 +99,9 @@ pub struct Assembler {
     pub counts: Counts,
 }
 
-type Ids = Vec<SpanId>;
+type Ids = Small<SpanId, 8>;
 
-fn held<'a>(trace: &'a Trace, ids: &[SpanId]) -> Vec<&'a Held> {
+fn held<'a>(trace: &'a Trace, ids: &[SpanId]) -> Spans<'a> {
     ids.iter().filter_map(|id| trace.get(id)).collect()
 }
 
@@ -400,11 +400,11 @@ impl Assembler {
         Key::Parent(anchor.parent(), rid)
     }
 
-    fn request_ids_under<'a>(&self, trace: &'a Trace, gid: &SpanId) -> Vec<&'a str> {
+    fn request_ids_under<'a>(&self, trace: &'a Trace, gid: &SpanId) -> Small<&'a str, 8> {
         let Some(gateway) = trace.get(gid) else {
-            return Vec::new();
+            return Small::new();
         };
-        let mut out: Vec<&str> = Vec::new();
+        let mut out: Small<&str, 8> = Small::new();
         for span in std::iter::once(gateway).chain(trace.descendants(gid)) {
             if !span.anchor {
                 if let Some(rid) = span.rid.as_deref().filter(|r| !r.is_empty()) {
@@ -426,7 +426,7 @@ impl Assembler {
             let key = self.key(trace, anchor);
             match groups.iter_mut().find(|(k, _)| *k == key) {
                 Some((_, members)) => members.push(*aid),
-                None => groups.push((key, vec![*aid])),
+                None => groups.push((key, std::iter::once(*aid).collect())),
             }
         }
         groups
@@ -446,9 +446,9 @@ impl Assembler {
     }
 
     /// The request's companions, nearest first: what its fields are read from, and what it claims.
-    fn scope<'a>(&self, trace: &'a Trace, key: &Key, anchors: &[&'a Held]) -> Vec<&'a Held> {
+    fn scope<'a>(&self, trace: &'a Trace, key: &Key, anchors: &[&'a Held]) -> Spans<'a> {
         let primary = build::primary_anchor(trace, anchors);
-        let mut ordered: Vec<&Held> = trace
+        let mut ordered: Spans<'_> = trace
             .ancestors(primary)
             .into_iter()
             .filter(|s| !trace.is_anchor(&s.id()))
@@ -458,12 +458,12 @@ impl Assembler {
             .map(|s| s.id())
             .chain(anchors.iter().map(|a| a.id()))
             .collect();
-        let extra: Vec<&Held> = match key {
+        let extra: Spans<'_> = match key {
             Key::Gateway(gid) => {
                 let Some(gateway) = trace.get(gid) else {
                     return ordered;
                 };
-                let mut extra: Vec<&Held> = Vec::new();
+                let mut extra: Spans<'_> = Small::new();
                 if !listed.contains(gid) {
                     extra.push(gateway);
                     extra.extend(trace.ancestors(gateway));
@@ -495,8 +495,8 @@ impl Assembler {
         gateway: &Held,
         anchors: &[&Held],
         listed: &[SpanId],
-    ) -> Vec<&'a Held> {
-        let candidates: Vec<&Held> = trace
+    ) -> Spans<'a> {
+        let candidates: Spans<'_> = trace
             .spans
             .iter()
             .filter(|s| {
@@ -508,13 +508,13 @@ impl Assembler {
         if candidates.is_empty() {
             return candidates;
         }
-        let mut request_ids: Vec<&str> = self.request_ids_under(trace, &gateway.id());
+        let mut request_ids: Small<&str, 8> = self.request_ids_under(trace, &gateway.id());
         for anchor in anchors {
             if let Some(rid) = anchor.rid.as_deref().filter(|r| !r.is_empty()) {
                 request_ids.push(rid);
             }
         }
-        let mut others: Vec<&str> = Vec::new();
+        let mut others: Small<&str, 8> = Small::new();
         if request_ids.is_empty() {
             for other in &trace.gateways {
                 if *other != gateway.id() {
@@ -847,7 +847,7 @@ impl Assembler {
         let Some(gateway) = trace.get(&gid) else {
             return;
         };
-        let mut scope: Vec<&Held> = vec![gateway];
+        let mut scope: Spans<'_> = std::iter::once(gateway).collect();
         scope.extend(self.scope(trace, &key, &[gateway]));
         if !self.is_llm_call(&scope) {
             return; // not an LLM call: it stays a companion until the trace expires, as any span
@@ -985,16 +985,16 @@ impl Assembler {
         let shared: Ids = match key {
             Key::Gateway(gid) => match trace.get(gid) {
                 Some(gateway) => ids(&trace.ancestors(gateway)),
-                None => Vec::new(),
+                None => Small::new(),
             },
-            Key::Parent(..) => Vec::new(),
+            Key::Parent(..) => Small::new(),
         };
         let claimed: Ids = anchors
             .iter()
             .chain(scope.iter().filter(|s| !shared.contains(s)))
             .copied()
             .collect();
-        let remembered: Vec<(SpanId, Option<SpanId>)> = claimed
+        let remembered: Small<(SpanId, Option<SpanId>), 8> = claimed
             .iter()
             .filter_map(|id| trace.get(id).map(|h| (h.id(), h.parent())))
             .collect();

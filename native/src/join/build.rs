@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::join::rules::{Field, Rules};
 use crate::join::shapes::{self, Leg};
-use crate::join::trace::{Held, SpanId, Trace, TraceId};
+use crate::join::trace::{Held, SpanId, Spans, Trace, TraceId};
 
 pub const OUTCOME_FAILED: &str = "failed";
 pub const TTFT_GATEWAY: &str = "gateway";
@@ -159,7 +159,7 @@ pub fn disaggregated(trace: &Trace, anchors: &[&Held], companions: &[&Held]) -> 
 
 /// The decode stage: under the decode leg (its first chunk), else the last to end.
 pub fn decode_stage<'a>(trace: &Trace, anchors: &[&'a Held]) -> Option<&'a Held> {
-    let legs: Vec<&Held> = anchors
+    let legs: Spans<'_> = anchors
         .iter()
         .copied()
         .filter(|a| leg_of(trace, a) == Some(Leg::Decode))
@@ -210,7 +210,7 @@ impl Builder {
         if disaggregated(trace, anchors, companions) {
             let Some(decode) = decode_stage(trace, anchors) else {
                 // The decode stage never came: the client got no answer from a decode pod.
-                let scope: Vec<&Held> = anchors.iter().chain(companions).copied().collect();
+                let scope: Spans<'_> = anchors.iter().chain(companions).copied().collect();
                 let reason = shapes::failure_reason(
                     scope.iter().map(|h| &h.span),
                     !self.unanswered_are_aborted,
@@ -250,7 +250,7 @@ impl Builder {
     ) -> Joined {
         let rules = &self.rules;
         request.arrival_ns = arrival(trace, decode, anchors, gateway);
-        let mut chunks: Vec<&Held> = anchors
+        let mut chunks: Spans<'_> = anchors
             .iter()
             .copied()
             .filter(|a| leg_of(trace, a) == Some(Leg::Decode))
@@ -273,7 +273,7 @@ impl Builder {
             let last_end = chunks.iter().map(|c| c.span.end_ns).max().unwrap_or(0);
             request.e2e_seconds = Some(seconds_between(last_end, decode.span.start_ns));
         }
-        let prefill: Vec<&Held> = anchors
+        let prefill: Spans<'_> = anchors
             .iter()
             .copied()
             .filter(|a| !chunks.iter().any(|c| std::ptr::eq(*c, *a)))
@@ -319,7 +319,7 @@ impl Builder {
         scope: &[&Held],
         reason: &'static str,
     ) -> Joined {
-        let companions: Vec<&Held> = scope
+        let companions: Spans<'_> = scope
             .iter()
             .copied()
             .filter(|s| !std::ptr::eq(*s, head))
@@ -381,8 +381,7 @@ impl Builder {
     ) -> Joined {
         let rules = &self.rules;
         let own: [&Held; 1] = [anchor];
-        let mut gateway: Vec<&Held> = companions.to_vec();
-        gateway.push(anchor);
+        let gateway: Spans<'_> = companions.iter().copied().chain([anchor]).collect();
         let gw = &gateway[..];
         let mut gateway_ttft = rules.number(Field::GatewayTtftSeconds, gw);
         if gateway_ttft.is_none() {

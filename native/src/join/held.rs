@@ -196,6 +196,11 @@ impl HeldSpan {
             .iter()
             .map(|(_, v)| match v {
                 Value::Str(s) => s.len(),
+                // A captured header, collapsed to its string below.
+                Value::Array(items) => match &**items {
+                    [Value::Str(s)] => s.len(),
+                    _ => 0,
+                },
                 _ => 0,
             })
             .sum();

@@ -5,10 +5,13 @@
 //! vector in arrival order and children are found by a scan: no per-trace index to pay for.
 
 use crate::join::held::HeldSpan;
-use crate::join::ordered::Few;
+use crate::join::ordered::{Few, Small};
 
 pub type SpanId = [u8; 8];
 pub type TraceId = [u8; 16];
+
+/// Spans the join collects while it works on one request (a handful: kept in place).
+pub type Spans<'a> = Small<&'a Held, 8>;
 
 /// A held span and what the join reads of it more than once.
 pub struct Held {
@@ -106,8 +109,8 @@ impl Trace {
     }
 
     /// The held ancestors of `span`, nearest first, up to the first one missing.
-    pub fn ancestors<'a>(&'a self, span: &Held) -> Vec<&'a Held> {
-        let mut chain: Vec<&Held> = Vec::new();
+    pub fn ancestors<'a>(&'a self, span: &Held) -> Spans<'a> {
+        let mut chain = Spans::new();
         let mut parent = span.parent();
         while let Some(id) = parent {
             if id == span.id() || chain.iter().any(|h| h.id() == id) {
@@ -147,9 +150,9 @@ impl Trace {
 
     /// The held descendants of `id`, in the order of a depth-first walk taking the last child
     /// first (the order the Python reference's stack gives).
-    pub fn descendants(&self, id: &SpanId) -> Vec<&Held> {
-        let mut out: Vec<&Held> = Vec::new();
-        let mut stack: Vec<&Held> = self.children(id).collect();
+    pub fn descendants(&self, id: &SpanId) -> Spans<'_> {
+        let mut out = Spans::new();
+        let mut stack: Spans<'_> = self.children(id).collect();
         while let Some(child) = stack.pop() {
             let child_id = child.id();
             if child_id == *id || out.iter().any(|h| h.id() == child_id) {

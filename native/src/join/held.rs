@@ -320,28 +320,33 @@ impl HeldSpan {
 mod tests {
     use super::*;
 
-    #[test]
-    fn packed_attributes_read_back_and_the_last_duplicate_wins() {
-        let mut keys = Keys::new();
-        let span = Span {
+    /// A failed span named "s" with these attributes.
+    fn span_with(attributes: Vec<(Key, Value)>) -> Span {
+        Span {
             trace_id: [1; 16],
             span_id: [2; 8],
             parent_span_id: None,
             name: "s".into(),
             start_ns: 0,
             end_ns: 0,
-            attributes: vec![
-                (Key::from("gen_ai.latency.e2e"), Value::Double(1.5)),
-                (Key::from("a"), Value::Str("x".into())),
-                (Key::from("a"), Value::Str("yz".into())),
-                (Key::from("gen_ai.request.id"), Value::Int(-3)),
-                (Key::from("h"), Value::Array(Box::new([Value::Bool(true)]))),
-            ],
+            attributes,
             resource: Arc::new(Resource::default()),
             tracestate: "ts".into(),
             status_code: 2,
             status_message: "boom".into(),
-        };
+        }
+    }
+
+    #[test]
+    fn packed_attributes_read_back_and_the_last_duplicate_wins() {
+        let mut keys = Keys::new();
+        let span = span_with(vec![
+            (Key::from("gen_ai.latency.e2e"), Value::Double(1.5)),
+            (Key::from("a"), Value::Str("x".into())),
+            (Key::from("a"), Value::Str("yz".into())),
+            (Key::from("gen_ai.request.id"), Value::Int(-3)),
+            (Key::from("h"), Value::Array(Box::new([Value::Bool(true)]))),
+        ]);
         let held = HeldSpan::pack(span, &mut keys);
         assert_eq!((held.name(), held.status_message()), ("s", "boom"));
         assert_eq!(size_of::<Attr>(), 16);
@@ -373,21 +378,13 @@ mod tests {
         assert_eq!(ids, READS_STRINGS_APART);
         let header = |v: &str| Value::Array(Box::new([Value::Str(v.into())]));
         let span = Span {
-            trace_id: [1; 16],
-            span_id: [2; 8],
-            parent_span_id: None,
-            name: "s".into(),
-            start_ns: 0,
-            end_ns: 0,
-            attributes: vec![
+            status_code: 0,
+            status_message: "".into(),
+            ..span_with(vec![
                 (Key::from("x-slo-ttft-ms"), header("200")),
                 (Key::from("empty"), header("")),
                 (Key::from(shapes::HTTP_STATUS_KEYS[1]), header("429")),
-            ],
-            resource: Arc::new(Resource::default()),
-            tracestate: "".into(),
-            status_code: 0,
-            status_message: "".into(),
+            ])
         };
         let held = HeldSpan::pack(span, &mut keys);
         assert_eq!(

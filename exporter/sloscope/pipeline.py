@@ -231,13 +231,14 @@ class Pipeline:
         else:
             assembler.consume(batch)
 
+    # Counted before they are appended: a hand-over on another worker takes only what it counts down.
     def _emit(self, request: JoinedRequest) -> None:
-        self._emitted.append(request)
         self._batch.add(1)
+        self._emitted.append(request)
 
     def _emit_records(self, records: pa.RecordBatch) -> None:
-        self._records.append(records)
         self._batch.add(records.num_rows)
+        self._records.append(records)
 
     def _hand_over(self, *, now: bool = False) -> None:
         """What the assemblers emitted since the last hand-over, to the evaluator as one batch, once the batch is

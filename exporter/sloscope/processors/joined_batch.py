@@ -11,9 +11,9 @@ order, so the two cannot drift apart:
 
 This is the contract a producer of joined requests other than the Python assembler (the native join) writes
 directly: a ``pyarrow.RecordBatch`` with exactly :data:`SCHEMA` (:func:`check` says what is wrong with one
-that has not); :func:`from_buffers` wraps the column buffers it writes. :func:`from_requests` builds it from
-objects and :func:`to_requests` gives the objects back,
-for tests and for publishers that still take one request at a time.
+that has not; the native join exports its batches through the Arrow C data interface,
+``processors/native_assembler.py``). :func:`from_requests` builds it from objects and :func:`to_requests`
+gives the objects back, for tests and for publishers that still take one request at a time.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from sloscope.processors import arrow_arrays
 from sloscope.records import Evaluation, JoinedRequest
 from sloscope.slo.evaluate_batch import Verdicts
 
-__all__ = ["SCHEMA", "EvaluatedBatch", "check", "from_buffers", "from_requests", "to_requests"]
+__all__ = ["SCHEMA", "EvaluatedBatch", "check", "from_requests", "to_requests"]
 
 _TYPES: dict[str, tuple[pa.DataType, bool]] = {  # annotation -> (Arrow type, nullable)
     "str": (pa.string(), False),
@@ -69,27 +69,6 @@ def from_requests(requests: Sequence[JoinedRequest]) -> pa.RecordBatch:
     columns = list(zip(*rows, strict=True)) if rows else [() for _ in NAMES]
     arrays = [_BUILD[field.type](column) for column, field in zip(columns, SCHEMA, strict=True)]
     return pa.RecordBatch.from_arrays(arrays, schema=SCHEMA)
-
-
-Buffers = tuple[str, str, bytes | None, bytes | None, bytes]  # name, Arrow type, validity, offsets, values
-
-
-def from_buffers(rows: int, columns: Sequence[Buffers]) -> pa.RecordBatch:
-    """The record batch of ``rows`` rows whose columns another producer wrote as Arrow buffers (the native
-    join: ``native/src/join/columns.rs``), in :data:`SCHEMA`'s order; ValueError when they are not its
-    columns. The buffers are wrapped, not copied."""
-    if tuple(name for name, *_ in columns) != NAMES:
-        raise ValueError(f"joined batch columns {[name for name, *_ in columns]} are not {list(NAMES)}")
-    arrays = []
-    for (name, kind, validity, offsets, values), field in zip(columns, SCHEMA, strict=True):
-        if kind != str(field.type):
-            raise ValueError(f"joined batch column {name} is {kind}, not {field.type}")
-        buffers = [None if validity is None else pa.py_buffer(validity)]
-        buffers += [pa.py_buffer(offsets)] if offsets is not None else []
-        arrays.append(pa.Array.from_buffers(field.type, rows, [*buffers, pa.py_buffer(values)]))
-    batch = pa.RecordBatch.from_arrays(arrays, schema=SCHEMA)
-    check(batch)
-    return batch
 
 
 def to_requests(batch: pa.RecordBatch) -> list[JoinedRequest]:

@@ -132,17 +132,14 @@ def group(columns: Sequence[Codes], selected: Mask | None = None) -> Groups:
         return Groups(ids, np.zeros(0, dtype=np.intp), [])
     radices = [int(codes.max(initial=0)) + 1 for codes in columns]
     combinations = math.prod(radices)
-    if combinations <= max(_TABLE_SLOTS, 4 * n) and all(int(codes.min(initial=0)) >= 0 for codes in columns):
-        combined = np.zeros(n, dtype=np.intp)  # the combination as one integer (mixed radix), numbered by a table
+    if combinations < 2**62:  # the combination as one integer (mixed radix)
+        combined = np.zeros(n, dtype=np.intp)
         for codes, radix in zip(columns, radices, strict=True):
             combined = combined * radix + codes
-        group_ids, first_rows, group_counts = numbered(combined[rows], combinations)
-        ids[rows] = group_ids
-        return Groups(ids, rows[first_rows], group_counts.tolist())
-    if combinations < 2**62:  # too many to table: the combination as one integer, sorted
-        combined = np.zeros(n, dtype=np.int64)
-        for codes, radix in zip(columns, radices, strict=True):
-            combined = combined * radix + codes
+        if combinations <= max(_TABLE_SLOTS, 4 * n) and int(combined.min(initial=0)) >= 0:  # few: by a table
+            group_ids, first_rows, group_counts = numbered(combined[rows], combinations)
+            ids[rows] = group_ids
+            return Groups(ids, rows[first_rows], group_counts.tolist())
         _, first, inverse, counts = np.unique(
             combined[rows], return_index=True, return_inverse=True, return_counts=True
         )

@@ -68,13 +68,13 @@ def measure(payloads: PayloadSet, engine: str, workdir: Path) -> dict[str, float
             joining = clock()
             pipe._consume(batch, shard)
             joined = clock()
-            pipe._hand_over()
+            pipe._hand_over(shard)
             seconds["join"] += joined - joining
             seconds["hand_over"] += clock() - joined
     start = clock()
     shard.assembler.flush()
     flushed = clock()
-    pipe._hand_over(now=True)
+    pipe._hand_over(shard, now=True)
     seconds["join"] += flushed - start
     seconds["hand_over"] += clock() - flushed
     return {stage: value / payloads.spans * 1e6 for stage, value in seconds.items()}

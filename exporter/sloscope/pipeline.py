@@ -136,7 +136,6 @@ class Pipeline:
         queues = self.queue.shards if isinstance(self.queue, shards.ShardedQueue) else [self.queue]
         # What the assemblers emitted since the last hand-over: appended by the workers, taken under the lock.
         self._emitted: deque[JoinedRequest] = deque()  # the reference's requests, one object each
-        self._records: deque[pa.RecordBatch] = deque()  # the native join's, one record batch per call
         self._batch = _Gathering(settings.join.batch_requests, settings.join.batch_timeout_seconds)
         self._shards: list[_Shard] = []
         for queue in queues:
@@ -149,7 +148,7 @@ class Pipeline:
                     count_dropped=dropped,
                     count_outcome=outcome,
                     clock=clock,
-                    records=self._emit_records,
+                    gathered=self._batch.add,  # the native join's stay in it until the hand-over takes them
                 )
                 if settings.join.engine == "native"
                 else TraceAssembler(
@@ -206,10 +205,10 @@ class Pipeline:
                     self._consume(batch, shard)
                 except Exception:  # keep the worker alive; the batch is lost and logged
                     log.exception("trace assembler failed on a batch of %d spans", len(batch))
-                self._hand_over()
+                self._hand_over(shard)
             if not batches:  # idle: nothing to gather for, so whatever waits is published now
                 assembler.expire()
-                self._hand_over(now=True)
+                self._hand_over(shard, now=True)
                 if queue.closed:
                     break
         self._flush(shard)
@@ -220,9 +219,9 @@ class Pipeline:
         for shard in self._shards:
             for batch in shard.queue.take(0):
                 self._consume(batch, shard)
-                self._hand_over()
+                self._hand_over(shard)
             shard.assembler.expire()
-            self._hand_over(now=True)
+            self._hand_over(shard, now=True)
 
     def _consume(self, batch: Batch, shard: _Shard) -> None:
         assembler = shard.assembler
@@ -236,29 +235,27 @@ class Pipeline:
         self._batch.add(1)
         self._emitted.append(request)
 
-    def _emit_records(self, records: pa.RecordBatch) -> None:
-        self._batch.add(records.num_rows)
-        self._records.append(records)
-
-    def _hand_over(self, *, now: bool = False) -> None:
+    def _hand_over(self, shard: _Shard, *, now: bool = False) -> None:
         """What the assemblers emitted since the last hand-over, to the evaluator as one batch, once the batch is
-        due (``now``: whatever there is): the native join's record batches as one, the reference's objects
-        together."""
-        if not self._emitted and not self._records:
+        due (``now``: whatever there is): the requests the worker's native join gathered as one record batch
+        (taken only by the worker that owns it; another worker's wait for its own next hand-over), the
+        reference's objects together."""
+        native = shard.assembler if isinstance(shard.assembler, NativeTraceAssembler) else None
+        if not self._emitted and not (native is not None and native.gathered):
             return
         with self._publishing:
             if not (now or self._batch.due()):
                 return
-            records, emitted = self._records, self._emitted
-            taken = [records.popleft() for _ in range(len(records))]  # others may append meanwhile: kept
-            requests = [emitted.popleft() for _ in range(len(emitted))]
+            records = None if native is None else native.take()
+            emitted = self._emitted
+            requests = [emitted.popleft() for _ in range(len(emitted))]  # others may append meanwhile: kept
             try:
-                if taken:
-                    self._evaluate(records=taken[0] if len(taken) == 1 else pa.concat_batches(taken))
+                if records is not None:
+                    self._evaluate(records=records)
                 if requests:
                     self._evaluate(requests=requests)
             finally:
-                self._batch.evaluated(sum(batch.num_rows for batch in taken) + len(requests))
+                self._batch.evaluated((0 if records is None else records.num_rows) + len(requests))
 
     def _evaluate(self, *, records: pa.RecordBatch | None = None, requests: list[JoinedRequest] | None = None) -> None:
         """One batch, as the native join's record batch or the reference's objects. A small record batch is
@@ -281,7 +278,7 @@ class Pipeline:
 
     def _flush(self, shard: _Shard) -> None:
         flushed = shard.assembler.flush()
-        self._hand_over(now=True)
+        self._hand_over(shard, now=True)
         self._log_flush(flushed)
 
     @staticmethod

@@ -618,11 +618,19 @@ def test_an_empty_prometheus_window_exits_1(prometheus: str, tmp_path: Path) -> 
 
 def test_alerts_that_fired_come_from_prometheus(demo: DemoReview, prometheus: str, tmp_path: Path) -> None:
     """The live rule fires on the scraped page (evaluated every second): the review of the demo's store with
-    --prometheus lists it, from Prometheus's ALERTS series, and adds the exporter's counters to data quality."""
+    --prometheus lists it, from Prometheus's ALERTS series, and adds the exporter's counters to data quality.
+    The alert fires on the page's first sample, but increase() needs two: the review waits for both (with one,
+    the data quality table has no Prometheus rows)."""
     deadline = time.monotonic() + 60  # a bound on the rule's first evaluations, not a measurement
-    query = f'ALERTS{{alertname="{ALERT}",alertstate="firing"}}'
-    while not httpx.get(f"{prometheus}/api/v1/query", params={"query": query}, timeout=5).json()["data"]["result"]:
-        assert time.monotonic() < deadline, "the test rule never fired"
+    firing = f'ALERTS{{alertname="{ALERT}",alertstate="firing"}}'
+    two_samples = f'count_over_time({SPANS_DROPPED.exposed_name}{{job="page"}}[10m]) >= 2'
+
+    def holds(query: str) -> bool:
+        answer = httpx.get(f"{prometheus}/api/v1/query", params={"query": query}, timeout=5).json()
+        return bool(answer["data"]["result"])
+
+    while not (holds(firing) and holds(two_samples)):
+        assert time.monotonic() < deadline, "the test rule never fired, or the page was scraped fewer than twice"
         time.sleep(0.5)
     out = tmp_path / "review.html"
     ran = sloscope("review", "--store", str(demo.store), "--slo-spec", str(demo.out.parents[1] / "work" / "slo.yaml"),

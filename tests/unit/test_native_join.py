@@ -59,7 +59,8 @@ class Engine:
 
 class Pair:
     """The reference and the native assembler, fed alike on one clock: the reference's objects against the
-    rows of the record batches the native join writes (``joined_batch.to_requests``)."""
+    rows of the record batches the native join writes (``joined_batch.to_requests``), taken every third step
+    and at the end, so a record batch gathers the requests of several calls as the pipeline's do."""
 
     def __init__(self, join: Join, attributes: Attributes) -> None:
         self.now = 1000.0
@@ -77,13 +78,24 @@ class Pair:
             )
             for engine, into, extra in (
                 (TraceAssembler, self.python, {}),
-                (NativeTraceAssembler, self.native, {"reference_bytes": True, "records": self.native.rows}),
+                (NativeTraceAssembler, self.native, {"reference_bytes": True, "gathered": lambda _: None}),
             )
         ]
 
     def run(self, steps: Any) -> None:
         python, native = self.assemblers
-        for kind, value in steps:
+        assert isinstance(native, NativeTraceAssembler)
+
+        def take() -> None:
+            gathered = native.gathered
+            batch = native.take()
+            assert (0 if batch is None else batch.num_rows) == gathered and native.gathered == 0
+            if batch is not None:
+                self.native.rows(batch)
+
+        for step, (kind, value) in enumerate(steps):
+            if step % 3 == 2:
+                take()
             if kind == "spans":
                 python.consume(value)
                 native.consume(SpanBatch.from_spans(value))
@@ -93,6 +105,7 @@ class Pair:
                 python.expire()
                 native.expire()
         self.python.flushed, self.native.flushed = python.flush(), native.flush()
+        take()
 
     def check(self) -> int:
         """Asserts the two agree; returns how many requests they emitted."""

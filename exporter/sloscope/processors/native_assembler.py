@@ -2,11 +2,14 @@
 of :class:`sloscope.processors.assembler.TraceAssembler`, its reference.
 
 The join runs in Rust on a :class:`sloscope._native.SpanBatch` (the native decoder's output), whose
-spans it takes: Python holds nothing per span. The requests of one call (consume, expire, flush) come
-back as one Arrow record batch of :data:`sloscope.processors.joined_batch.SCHEMA`, its buffers written in
-Rust and moved to pyarrow through the Arrow C data interface in one call (not wrapped column by column: that
-cost as much as the join). Given ``records``, that batch is what the caller gets (the pipeline hands it to the
-evaluator whole); otherwise ``emit`` gets its rows as :class:`JoinedRequest` objects, one by one.
+spans it takes: Python holds nothing per span. The requests it emits are gathered in Rust, across calls,
+until :meth:`NativeTraceAssembler.take` hands them over as one Arrow record batch of
+:data:`sloscope.processors.joined_batch.SCHEMA`, its buffers written in Rust and moved to pyarrow through the
+Arrow C data interface in one call (not wrapped column by column: that cost as much as the join; nor
+concatenated from one small batch per call: that cost a quarter of the evaluation). Given ``gathered``, the
+caller is told how many requests each call emitted and takes them when it wants a batch (the pipeline, once
+an evaluation batch is due); otherwise ``emit`` gets each call's requests as :class:`JoinedRequest` objects,
+one by one.
 The rules are the reference's, held to it by differential tests (tests/unit/test_native_join.py);
 only ``pending_bytes`` means something else: the bytes Rust holds for pending traces, which
 ``join.max_pending_bytes`` bounds, rather than the reference's estimate of Python objects.
@@ -17,7 +20,6 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, TypeAlias
 
 import pyarrow as pa
 
@@ -28,12 +30,8 @@ from sloscope.processors import joined_batch
 from sloscope.processors.assembler import Count, Emit
 from sloscope.records import Span
 
-if TYPE_CHECKING:
-    from sloscope._native import ExportedBatch
-
 _Counts = list[tuple[str, str, int]]
-_Records: TypeAlias = "ExportedBatch | None"
-EmitRecords = Callable[[pa.RecordBatch], None]
+Gathered = Callable[[int], None]
 
 
 class NativeTraceAssembler:
@@ -49,18 +47,19 @@ class NativeTraceAssembler:
         count_outcome: Count,
         clock: Callable[[], float] = time.monotonic,
         reference_bytes: bool = False,
-        records: EmitRecords | None = None,
+        gathered: Gathered | None = None,
     ) -> None:
         """``reference_bytes`` counts pending bytes as the reference estimates them (for tests that
-        compare the two under ``join.max_pending_bytes``); ``records``, when given, takes each call's
-        requests as one record batch (none for a call that emitted nothing) instead of ``emit``."""
+        compare the two under ``join.max_pending_bytes``); ``gathered``, when given, is told how many
+        requests each call emitted (when any), which wait for :meth:`take` instead of going to ``emit``."""
         _check_columns()
         self._native = NativeAssembler(join, mapping.rules(), re.compile(join.request_id_pattern), reference_bytes)
         self._emit = emit
-        self._records = records
+        self._gathered = gathered
         self._count = {"dropped": count_dropped, "outcome": count_outcome}
         self._clock = clock
         self._pending = self._pending_bytes = 0
+        self._gathered_rows = 0
 
     # The gauges read these from the scrape's thread, while the worker's call may hold the native
     # assembler (borrowed mutably, the GIL released: another borrow would raise), so they are the
@@ -74,6 +73,11 @@ class NativeTraceAssembler:
     def pending_bytes(self) -> int:
         return self._pending_bytes
 
+    @property
+    def gathered(self) -> int:
+        """Requests emitted and not yet taken."""
+        return self._gathered_rows
+
     def consume(self, spans: SpanBatch | Sequence[Span]) -> None:
         batch = spans if isinstance(spans, SpanBatch) else SpanBatch.from_spans(spans)
         self._deliver(*self._native.consume(batch, self._clock()))
@@ -82,20 +86,29 @@ class NativeTraceAssembler:
         self._deliver(*self._native.expire(self._clock() if now is None else now))
 
     def flush(self) -> int:
-        flushed, requests, counts = self._native.flush()
-        self._deliver(requests, counts)
+        flushed, emitted, counts = self._native.flush()
+        self._deliver(emitted, counts)
         return int(flushed)
 
-    def _deliver(self, records: _Records, counts: _Counts) -> None:
+    def take(self) -> pa.RecordBatch | None:
+        """The requests emitted since the last take, in order, as one record batch (None for none). Only the
+        thread that calls consume, expire and flush may call it."""
+        exported = self._native.take()
+        self._gathered_rows = 0
+        return None if exported is None else pa.RecordBatch._import_from_c(exported.address, joined_batch.SCHEMA)
+
+    def _deliver(self, emitted: int, counts: _Counts) -> None:
         self._pending, self._pending_bytes = int(self._native.pending), int(self._native.pending_bytes)
         for kind, reason, n in counts:
             self._count[kind](reason, n)
-        if records is None:
+        if not emitted:
             return
-        batch = pa.RecordBatch._import_from_c(records.address, joined_batch.SCHEMA)
-        if self._records is not None:
-            self._records(batch)
+        self._gathered_rows += emitted
+        if self._gathered is not None:
+            self._gathered(emitted)
             return
+        batch = self.take()
+        assert batch is not None
         for request in joined_batch.to_requests(batch):
             self._emit(request)
 

@@ -199,24 +199,16 @@ impl NativeAssembler {
         Ok(id.map(Into::into))
     }
 
-    /// What was emitted and counted since the last call: the requests as one Arrow record batch
-    /// exported through the C data interface (None for no request; `NativeTraceAssembler` imports
-    /// it with `SCHEMA`) and the counts, in order.
-    fn drain<'py>(&mut self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyList>)> {
-        let (requests, text) = self.core.take_out();
-        let records = if requests.is_empty() {
-            py.None().into_bound(py)
-        } else {
-            let rows = requests.len();
-            let array = py.detach(|| columns::export(&requests, &text));
-            Bound::new(py, ExportedBatch { array, rows })?.into_any()
-        };
+    /// The counts since the last call, in order. The requests emitted stay gathered in the core until
+    /// `take` (the pipeline takes them once a batch is due, so a batch of thousands is exported once
+    /// rather than concatenated from one small batch per call).
+    fn counts<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let counts = PyList::empty(py);
         for (dropped, reason, n) in std::mem::take(&mut self.core.counts.items) {
             let kind = if dropped { "dropped" } else { "outcome" };
             counts.append((kind, reason, n))?;
         }
-        Ok((records, counts))
+        Ok(counts)
     }
 }
 
@@ -298,42 +290,57 @@ impl NativeAssembler {
     }
 
     /// Takes the batch's spans (it is left empty) and joins them at time `now` (seconds, the
-    /// pipeline's monotonic clock). Returns the requests emitted and the counts, in order.
+    /// pipeline's monotonic clock). Returns how many requests it emitted (gathered until `take`) and
+    /// the counts, in order.
     fn consume<'py>(
         &mut self,
         py: Python<'py>,
         batch: &Bound<'py, SpanBatch>,
         now: f64,
-    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyList>)> {
+    ) -> PyResult<(usize, Bound<'py, PyList>)> {
         let spans = batch.borrow_mut().take();
         let mut held = Vec::with_capacity(spans.len());
         for span in spans {
             let tid = span.trace_id;
             held.push((tid, self.hold(py, span)?));
         }
+        let before = self.core.out.len();
         let core = &mut self.core;
         py.detach(move || core.consume(held, now));
-        self.drain(py)
+        Ok((self.core.out.len() - before, self.counts(py)?))
     }
 
-    fn expire<'py>(
-        &mut self,
-        py: Python<'py>,
-        now: f64,
-    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyList>)> {
+    fn expire<'py>(&mut self, py: Python<'py>, now: f64) -> PyResult<(usize, Bound<'py, PyList>)> {
+        let before = self.core.out.len();
         let core = &mut self.core;
         py.detach(move || core.expire(now));
-        self.drain(py)
+        Ok((self.core.out.len() - before, self.counts(py)?))
     }
 
-    /// Emits every waiting anchor with what it has (shutdown). Returns (how many, requests, counts).
-    fn flush<'py>(
-        &mut self,
-        py: Python<'py>,
-    ) -> PyResult<(usize, Bound<'py, PyAny>, Bound<'py, PyList>)> {
+    /// Emits every waiting anchor with what it has (shutdown). Returns (how many, requests emitted,
+    /// counts).
+    fn flush<'py>(&mut self, py: Python<'py>) -> PyResult<(usize, usize, Bound<'py, PyList>)> {
+        let before = self.core.out.len();
         let flushed = self.core.flush();
-        let (requests, counts) = self.drain(py)?;
-        Ok((flushed, requests, counts))
+        Ok((flushed, self.core.out.len() - before, self.counts(py)?))
+    }
+
+    /// The requests gathered since the last take, in order, as one Arrow record batch exported
+    /// through the C data interface (None for none; `NativeTraceAssembler` imports it with `SCHEMA`).
+    fn take<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let (requests, text) = self.core.take_out();
+        if requests.is_empty() {
+            return Ok(py.None().into_bound(py));
+        }
+        let rows = requests.len();
+        let array = py.detach(|| columns::export(&requests, &text));
+        Ok(Bound::new(py, ExportedBatch { array, rows })?.into_any())
+    }
+
+    /// Requests emitted and not yet taken.
+    #[getter]
+    fn gathered(&self) -> usize {
+        self.core.out.len()
     }
 
     #[getter]

@@ -167,8 +167,9 @@ def test_the_batch_is_taken_and_native_bytes_are_what_rust_holds() -> None:
 def test_a_waiting_two_span_trace_of_the_bench_payloads_holds_at_most_1_kib_natively() -> None:
     """bench/payloads.py's traces (gateway.request and llm_request), decoded as the receivers decode
     them and kept waiting (the gateway span's caller has not come, and no SLO header settles it): the
-    native join holds 1,002 bytes a trace by its count (compact held spans: structs, attributes packed with
-    interned key ids, one text buffer a span; list and deadline entries, map entry), where the reference
+    native join holds 1,010 bytes a trace by its count (compact held spans: structs with a bitmap of their key
+    ids, attributes packed with interned key ids, one text buffer a span; list and deadline entries, map
+    entry), where the reference
     estimates 3,412 bytes of Python objects."""
     join = Join()
     keep = Mapping(Attributes()).span_keys(join.anchor_attribute, *span_shapes.KEYS)

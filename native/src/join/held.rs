@@ -182,9 +182,20 @@ pub struct HeldSpan {
     name_end: u32,
     message_end: u32,
     pub resource: Arc<Resource>,
+    /// Which key ids its attributes have (bit `id` for ids below 63, bit 63 for any other), so that
+    /// looking up a key it lacks, which most lookups are (a field's other keys, the view's other spans),
+    /// costs a test rather than a scan.
+    present: u64,
     attrs: Box<[Attr]>,
     text: Box<str>,
-    others: Box<[Value]>,
+    /// The values kept whole, boxed apart (a pointer, not a slice's two words: most spans have none,
+    /// and the word saved pays for `present`).
+    others: Option<Box<Vec<Value>>>,
+}
+
+/// A key id's bit in `HeldSpan::present`.
+fn key_bit(id: KeyId) -> u64 {
+    1 << u32::from(id).min(63)
 }
 
 impl HeldSpan {
@@ -210,6 +221,7 @@ impl HeldSpan {
         text.push_str(&span.status_message);
         let message_end = text.len() as u32;
         let mut others = Vec::new();
+        let mut present = 0;
         for (key, value) in span.attributes {
             let id = keys.shared_id(&key);
             let value = if READS_STRINGS_APART.contains(&id) {
@@ -233,6 +245,7 @@ impl HeldSpan {
                 }
             };
             let gen_ai = keys.is_gen_ai(id);
+            present |= key_bit(id);
             attrs.push(Attr {
                 key: id,
                 kind,
@@ -250,9 +263,10 @@ impl HeldSpan {
             name_end,
             message_end,
             resource: span.resource,
+            present,
             attrs: attrs.into_boxed_slice(),
             text: text.into_boxed_str(),
-            others: others.into_boxed_slice(),
+            others: (!others.is_empty()).then(|| Box::new(others)),
         }
     }
 
@@ -274,12 +288,18 @@ impl HeldSpan {
             INT => ValueRef::Int(attr.bits as i64),
             DOUBLE => ValueRef::Double(f64::from_bits(attr.bits)),
             EMPTY => ValueRef::Empty,
-            _ => ValueRef::Other(&self.others[attr.bits as usize]),
+            _ => match &self.others {
+                Some(others) => ValueRef::Other(&others[attr.bits as usize]),
+                None => ValueRef::Empty, // never: an OTHER attribute's value is in `others`
+            },
         }
     }
 
     /// The attribute of key `id` (the last one when the span carried the key twice).
     pub fn attribute(&self, id: KeyId) -> Option<ValueRef<'_>> {
+        if self.present & key_bit(id) == 0 {
+            return None;
+        }
         self.attrs
             .iter()
             .rev()
@@ -308,11 +328,11 @@ impl HeldSpan {
     pub fn heap_bytes(&self, value_heap: impl Fn(&Value) -> usize) -> usize {
         self.attrs.len() * size_of::<Attr>()
             + self.text.len()
-            + self
-                .others
-                .iter()
-                .map(|v| size_of::<Value>() + value_heap(v))
-                .sum::<usize>()
+            + self.others.as_ref().map_or(0, |others| {
+                size_of::<Vec<Value>>()
+                    + others.capacity() * size_of::<Value>()
+                    + others.iter().map(&value_heap).sum::<usize>()
+            })
     }
 }
 
@@ -366,6 +386,23 @@ mod tests {
         assert_eq!(held.attribute(keys.id("missing")), None);
         assert_eq!(held.gen_ai_keys().count(), 1);
         assert!(held.failed());
+    }
+
+    #[test]
+    fn keys_past_the_bitmap_are_found_by_scanning() {
+        let mut keys = Keys::new();
+        let names: Vec<String> = (0..70).map(|i| format!("k{i}")).collect();
+        let ids: Vec<KeyId> = names.iter().map(|n| keys.id(n)).collect();
+        let span = span_with(vec![
+            (Key::from("k3"), Value::Int(3)),
+            (Key::from("k61"), Value::Int(61)),
+            (Key::from("k66"), Value::Int(66)),
+        ]);
+        let held = HeldSpan::pack(span, &mut keys);
+        for (i, id) in ids.iter().enumerate() {
+            let expected = [3, 61, 66].contains(&i).then_some(ValueRef::Int(i as i64));
+            assert_eq!(held.attribute(*id), expected, "k{i} (id {id})");
+        }
     }
 
     #[test]

@@ -36,6 +36,13 @@ fn with_prefixes(text: &str, cmpl: bool) -> Option<&str> {
 /// no newline, after which the tail matches. `$` also matches before a final newline.
 fn lazy_id(text: &str, cmpl: bool) -> Option<&str> {
     let bytes = text.as_bytes();
+    if !cmpl {
+        // `$` right after the id: the whole text, or all but a final newline; the id holds none.
+        return match bytes.iter().position(|&b| b == b'\n') {
+            None => (!bytes.is_empty()).then_some(text),
+            Some(i) => (i > 0 && i + 1 == bytes.len()).then(|| &text[..i]),
+        };
+    }
     for end in 1..=bytes.len() {
         if bytes[end - 1] == b'\n' {
             return None; // `.` does not match a newline, and a longer id would hold it
@@ -88,5 +95,39 @@ mod tests {
         assert_eq!(normalise("a\nb"), None);
         assert_eq!(normalise("\n"), None);
         assert_eq!(normalise("cmpl-"), Some("cmpl-"));
+    }
+
+    /// `lazy_id` without `-\d+` as the pattern backtracks: the shortest id before `$`, one end at a time.
+    fn lazy_id_by_backtracking(text: &str) -> Option<&str> {
+        let bytes = text.as_bytes();
+        for end in 1..=bytes.len() {
+            if bytes[end - 1] == b'\n' {
+                return None;
+            }
+            let tail = &bytes[end..];
+            if tail.is_empty() || tail == b"\n" {
+                return Some(&text[..end]);
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn the_plain_id_is_found_without_trying_every_end() {
+        let alphabet = ["a", "-", "\n", "7"];
+        let mut texts = vec![String::new()];
+        for _ in 0..5 {
+            let longer: Vec<String> = texts
+                .iter()
+                .flat_map(|t| alphabet.iter().map(move |c| format!("{t}{c}")))
+                .collect();
+            texts.extend(longer);
+        }
+        texts.sort();
+        texts.dedup();
+        assert!(texts.len() > 1000);
+        for text in &texts {
+            assert_eq!(lazy_id(text, false), lazy_id_by_backtracking(text), "{text:?}");
+        }
     }
 }

@@ -59,7 +59,6 @@ class NativeTraceAssembler:
         self._count = {"dropped": count_dropped, "outcome": count_outcome}
         self._clock = clock
         self._pending = self._pending_bytes = 0
-        self._gathered_rows = 0
 
     # The gauges read these from the scrape's thread, while the worker's call may hold the native
     # assembler (borrowed mutably, the GIL released: another borrow would raise), so they are the
@@ -75,8 +74,8 @@ class NativeTraceAssembler:
 
     @property
     def gathered(self) -> int:
-        """Requests emitted and not yet taken."""
-        return self._gathered_rows
+        """Requests emitted and not yet taken (read by the thread that calls consume, as take is)."""
+        return int(self._native.gathered)
 
     def consume(self, spans: SpanBatch | Sequence[Span]) -> None:
         batch = spans if isinstance(spans, SpanBatch) else SpanBatch.from_spans(spans)
@@ -94,7 +93,6 @@ class NativeTraceAssembler:
         """The requests emitted since the last take, in order, as one record batch (None for none). Only the
         thread that calls consume, expire and flush may call it."""
         exported = self._native.take()
-        self._gathered_rows = 0
         return None if exported is None else pa.RecordBatch._import_from_c(exported.address, joined_batch.SCHEMA)
 
     def _deliver(self, emitted: int, counts: _Counts) -> None:
@@ -103,7 +101,6 @@ class NativeTraceAssembler:
             self._count[kind](reason, n)
         if not emitted:
             return
-        self._gathered_rows += emitted
         if self._gathered is not None:
             self._gathered(emitted)
             return

@@ -243,6 +243,30 @@ def test_pd_p2p_concurrent_connector() -> None:
     assert request.ttft_seconds == pytest.approx(0.002 + 0.3, abs=1e-12)
 
 
+def test_pd_sidecar_spans_exported_after_the_pods_are_waited_for() -> None:
+    """The sidecar exports its spans itself, so the pods' llm_request spans may come first: they then reach
+    their gateway by request id alone, and the request waits for the spans between (which give its TTFT)."""
+    h = Harness(window_seconds=2.0)
+    spans = nixl_request(1)
+    epp, sidecar, pods = spans[:-8], spans[-8:-2], spans[-2:]
+    h.feed(*epp, *pods)
+    h.advance(1.9)
+    assert h.emitted == []
+    h.feed(*sidecar)
+    [request] = h.emitted
+    assert (request.pod, request.prefill_pod, request.ttft_source) == ("decode-0", "prefill-0", c.TTFT_PD_SIDECAR)
+    assert request.ttft_seconds == pytest.approx(0.150 + 0.02, abs=1e-12)
+    assert not h.dropped
+    # when they never come, the window ends the wait: with the EPP's word that it is P/D, the TTFT is counted
+    # from the gateway span
+    h2 = Harness(window_seconds=2.0)
+    h2.feed(*nixl_request(2)[:-8], prepare_disaggregation(2), *nixl_request(2)[-2:])
+    h2.advance(2.0)
+    [request] = h2.emitted
+    assert (request.pod, request.prefill_pod, request.ttft_source) == ("decode-0", "prefill-0", c.TTFT_PD_GATEWAY)
+    assert request.ttft_seconds == pytest.approx(0.161 + 0.02, abs=1e-12)
+
+
 def prepare_disaggregation(trace: int) -> Span:
     return span(
         trace,

@@ -308,7 +308,11 @@ class TraceAssembler:
         for key, anchors in self._groups(trace).items():
             if key[0] == _GATEWAY:
                 scope = self._scope(trace, key, anchors)
-                if self._stages_complete(trace, anchors, scope) and self._headers_settled(trace, key, scope):
+                if (
+                    _placed(trace, key[1], anchors)
+                    and self._stages_complete(trace, anchors, scope)
+                    and self._headers_settled(trace, key, scope)
+                ):
                     self._emit_group(trace_id, trace, key, c.OUTCOME_JOINED, anchors=anchors, scope=scope)
                 continue
             if not trace.chain_complete(anchors[0]):
@@ -565,6 +569,19 @@ class TraceAssembler:
                 trace.bare = deque(s for s in trace.bare if s in trace.spans)
         trace.emitted = True
         self._remember(trace_id, claimed, claimed=True)
+
+
+def _placed(trace: PendingTrace, gateway_id: str, anchors: list[Span]) -> bool:
+    """Every anchor hangs from its gateway span, or its chain to the trace root is whole.
+
+    An anchor whose parent has not arrived was matched to its gateway by request id alone: the spans between
+    them (a routing sidecar's, exported by another process) may still come, and they decide its P/D stages and
+    TTFT, so the request waits for them, at most its window.
+    """
+    return all(
+        any(above.span_id == gateway_id for above in trace.ancestors(anchor)) or trace.chain_complete(anchor)
+        for anchor in anchors
+    )
 
 
 def _encloses(span: Span, gateway: Span) -> bool:

@@ -109,6 +109,16 @@ fn ids(spans: &[&Held]) -> Ids {
     spans.iter().map(|h| h.id()).collect()
 }
 
+/// Every anchor hangs from its gateway span, or its chain to the trace root is whole. An anchor
+/// whose parent has not arrived was matched to its gateway by request id alone: the spans between
+/// them (a routing sidecar's, exported by another process) may still come, and they decide its P/D
+/// stages and TTFT, so the request waits for them, at most its window.
+fn placed(trace: &Trace, gid: &SpanId, anchors: &[&Held]) -> bool {
+    anchors
+        .iter()
+        .all(|a| trace.above(a).any(|h| h.id() == *gid) || trace.chain_complete(a))
+}
+
 /// A sibling of the gateway span that started before it and ended after it: the same call's.
 fn encloses(span: &Held, gateway: &Held) -> bool {
     span.parent() == gateway.parent()
@@ -543,9 +553,10 @@ impl Assembler {
             if anchors.is_empty() {
                 continue;
             }
-            if let Key::Gateway(_) = key {
+            if let Key::Gateway(gid) = key {
                 let scope = self.scope(trace, &key, &anchors);
-                if self.stages_complete(trace, &anchors, &scope)
+                if placed(trace, &gid, &anchors)
+                    && self.stages_complete(trace, &anchors, &scope)
                     && self.headers_settled(trace, &key, &scope)
                 {
                     let scope = ids(&scope);

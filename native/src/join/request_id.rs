@@ -119,7 +119,11 @@ mod tests {
         texts.dedup();
         assert!(texts.len() > 1000);
         for text in &texts {
-            assert_eq!(lazy_id(text, false), lazy_id_by_backtracking(text, false), "{text:?}");
+            assert_eq!(
+                lazy_id(text, false),
+                lazy_id_by_backtracking(text, false),
+                "{text:?}"
+            );
         }
     }
 }

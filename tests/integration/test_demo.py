@@ -21,7 +21,10 @@ whose predictions sit close to the actuals; see docs/demo.md.)
 
 The llm-d predictor runs in mean mode (llm-d-router's chart sets ``LATENCY_OBJECTIVE_TYPE: "mean"``), so
 there sloscope counts no coverage: the measured phase's mean absolute error of the shadow predictions must
-be within ``MAE_TOLERANCE`` of the router's own, relative to the latter.
+be within ``MAE_TOLERANCE`` of the router's own, relative to the latter. Measured over five runs on
+2026-12-03: TTFT 1.0 to 11.3 %, TPOT 1.7 to 12.6 % (the mean errors are small, 6 to 11 ms for TPOT, so a
+little difference in pod state weighs much). Before the join waited for a P/D request's sidecar spans, the
+requests joined without them gave differences up to 20 % (TTFT) and 57 % (TPOT).
 
 The EPP's own page is live: sloscope republishes the demo router's EPP series (``sloscope_epp_*``) with the
 counts the router kept, exactly (the page no longer changes once the traffic drained), and says what the
@@ -44,7 +47,7 @@ from sloscope.demo.runner import Demo, DemoOptions
 pytestmark = pytest.mark.integration
 
 COVERAGE_TOLERANCE = 0.06  # gie-2025 (quantile)
-MAE_TOLERANCE = 0.15  # llm-d (mean): relative
+MAE_TOLERANCE = 0.25  # llm-d (mean): relative
 RETRAIN_EVERY_SECONDS = 5.0
 WARM_UP_SECONDS = 45.0
 MEASURED_SECONDS = 45.0
@@ -134,6 +137,8 @@ def test_a_seeded_demo_matches_its_ground_truth(tmp_path: Path, upstream: str) -
     )
     truth = demo.truth
     print("differences:", differences(truth, figures))
+    print("spans dropped:", dict(figures.spans_dropped), "OTLP requests:", dict(figures.otlp_requests))
+    print("traces joined:", dict(figures.traces_joined))
     assert counted_all
     assert truth.total > 300
     # counts per class and routing profile, eligibility and violations per SLO, failures per reason, requests

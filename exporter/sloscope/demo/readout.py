@@ -37,6 +37,10 @@ class Readout:
     mean_under: dict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))
     mean_over: dict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))
     epp: dict[str, float] = field(default_factory=lambda: defaultdict(float))  # sloscope_epp_* sample -> sum
+    # how the spans fared on the way in: what to read first when a count differs from the truth
+    spans_dropped: Counter[str] = field(default_factory=Counter)  # reason
+    otlp_requests: Counter[str] = field(default_factory=Counter)  # result, over both transports
+    traces_joined: Counter[str] = field(default_factory=Counter)  # outcome
 
     @property
     def total(self) -> int:
@@ -82,6 +86,9 @@ _COUNTERS = {
     "sloscope_predictions_total": ("predictions", ("signal", "source")),
     "sloscope_prediction_covered_total": ("covered", ("signal", "source")),
     "sloscope_mean_predictions_total": ("mean_predictions", ("signal", "source")),
+    c.SPANS_DROPPED.exposed_name: ("spans_dropped", (c.REASON,)),
+    c.OTLP_REQUESTS.exposed_name: ("otlp_requests", (c.RESULT,)),
+    c.TRACES_JOINED.exposed_name: ("traces_joined", (c.OUTCOME,)),
 }
 _MEAN_SUMS = {
     c.MEAN_PREDICTION_UNDERESTIMATE.exposed_name: "mean_under",

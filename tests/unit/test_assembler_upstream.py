@@ -267,6 +267,26 @@ def test_pd_sidecar_spans_exported_after_the_pods_are_waited_for() -> None:
     assert request.ttft_seconds == pytest.approx(0.161 + 0.02, abs=1e-12)
 
 
+def test_a_pd_decode_stage_waits_for_its_prefill_stage_at_most_its_window() -> None:
+    """Each pod exports its own llm_request span: the prefill pod's may come after the decode pod's."""
+    h = Harness(window_seconds=2.0)
+    spans = nixl_request(1)
+    h.feed(*spans[:-2], spans[-1])  # all but the prefill pod's span
+    h.advance(1.9)
+    assert h.emitted == []
+    h.feed(spans[-2])
+    [request] = h.emitted
+    assert (request.pod, request.prefill_pod, request.prefill_queue_seconds) == ("decode-0", "prefill-0", 0.01)
+    assert not h.dropped
+    h = Harness(window_seconds=2.0)
+    spans = nixl_request(2)
+    h.feed(*spans[:-2], spans[-1])
+    h.advance(2.0)  # it never came: the decode stage's window ends the wait
+    [request] = h.emitted
+    assert (request.pod, request.prefill_pod, request.ttft_source) == ("decode-0", None, c.TTFT_PD_SIDECAR)
+    assert request.ttft_seconds == pytest.approx(0.150 + 0.02, abs=1e-12)
+
+
 def prepare_disaggregation(trace: int) -> Span:
     return span(
         trace,

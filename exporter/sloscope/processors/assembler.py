@@ -310,7 +310,7 @@ class TraceAssembler:
                 scope = self._scope(trace, key, anchors)
                 if (
                     _placed(trace, key[1], anchors)
-                    and self._stages_complete(trace, anchors, scope)
+                    and self._stages(trace, anchors, scope)[1]
                     and self._headers_settled(trace, key, scope)
                 ):
                     self._emit_group(trace_id, trace, key, c.OUTCOME_JOINED, anchors=anchors, scope=scope)
@@ -341,14 +341,17 @@ class TraceAssembler:
         return trace.chain_complete(trace.spans[key[1]]) or self._has_slo(View(scope))
 
     @staticmethod
-    def _stages_complete(trace: PendingTrace, anchors: list[Span], scope: list[Span]) -> bool:
-        """A P/D request is complete once its decode stage is here; any other once an anchor is."""
+    def _stages(trace: PendingTrace, anchors: list[Span], scope: list[Span]) -> tuple[bool, bool]:
+        """(Its decode stage is here, both its stages are): a P/D request waits for its decode stage, which may
+        stream for minutes, and then for its prefill stage, no longer than the decode stage's window (each pod
+        exports its own spans, so the prefill pod's may come after the decode pod's). Any other request has
+        both once an anchor is here."""
         if not disaggregated(trace, anchors, scope):
-            return True
-        if any(leg_of(trace, a) == "decode" for a in anchors):
-            return True
-        has_legs = any(shapes.leg(s) is not None for s in scope)
-        return not has_legs and len(anchors) >= 2
+            return True, True
+        decode = any(leg_of(trace, a) == "decode" for a in anchors) or (
+            len(anchors) >= 2 and not any(shapes.leg(s) is not None for s in scope)
+        )
+        return decode, decode and len(anchors) >= 2
 
     def _finish_with_what_it_has(self, trace_id: str, trace: PendingTrace, anchor_id: str, outcome: str) -> None:
         """The window is over (or the trace expires, or sloscope stops): the anchor's companions if any,
@@ -467,7 +470,7 @@ class TraceAssembler:
         anchor = trace.spans[anchor_id]
         key = self._key(trace, anchor)
         anchors = self._group(trace, key)
-        return not self._stages_complete(trace, anchors, self._scope(trace, key, anchors))
+        return not self._stages(trace, anchors, self._scope(trace, key, anchors))[0]
 
     def _resolve_unanswered(self, trace_id: str, trace: PendingTrace, gateway_id: str) -> None:
         """The failure window of a gateway span passed: its anchors with what they have, else a failed request."""

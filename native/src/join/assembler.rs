@@ -556,7 +556,7 @@ impl Assembler {
             if let Key::Gateway(gid) = key {
                 let scope = self.scope(trace, &key, &anchors);
                 if placed(trace, &gid, &anchors)
-                    && self.stages_complete(trace, &anchors, &scope)
+                    && self.stages(trace, &anchors, &scope).1
                     && self.headers_settled(trace, &key, &scope)
                 {
                     let scope = ids(&scope);
@@ -629,19 +629,19 @@ impl Assembler {
         trace.get(gid).is_some_and(|g| trace.chain_complete(g)) || self.has_slo(scope)
     }
 
-    /// A P/D request is complete once its decode stage is here; any other once an anchor is.
-    fn stages_complete(&self, trace: &Trace, anchors: &[&Held], scope: &[&Held]) -> bool {
+    /// (Its decode stage is here, both its stages are): a P/D request waits for its decode stage,
+    /// which may stream for minutes, and then for its prefill stage, no longer than the decode
+    /// stage's window (each pod exports its own spans, so the prefill pod's may come after the
+    /// decode pod's). Any other request has both once an anchor is here.
+    fn stages(&self, trace: &Trace, anchors: &[&Held], scope: &[&Held]) -> (bool, bool) {
         if !build::disaggregated(trace, anchors, scope) {
-            return true;
+            return (true, true);
         }
-        if anchors
+        let decode = anchors
             .iter()
             .any(|a| build::leg_of(trace, a) == Some(shapes::Leg::Decode))
-        {
-            return true;
-        }
-        let has_legs = scope.iter().any(|s| shapes::leg(&s.span).is_some());
-        !has_legs && anchors.len() >= 2
+            || (anchors.len() >= 2 && !scope.iter().any(|s| shapes::leg(&s.span).is_some()));
+        (decode, decode && anchors.len() >= 2)
     }
 
     /// The window is over (or the trace expires, or sloscope stops): the anchor's companions if
@@ -843,7 +843,7 @@ impl Assembler {
         let key = self.key(trace, anchor);
         let anchors = held(trace, &self.group(trace, &key));
         let scope = self.scope(trace, &key, &anchors);
-        !self.stages_complete(trace, &anchors, &scope)
+        !self.stages(trace, &anchors, &scope).0
     }
 
     /// The failure window of a gateway span passed: its anchors with what they have, else a failed request.

@@ -23,13 +23,21 @@ def post(server: Server, body: bytes) -> None:
         assert response.status == 200
 
 
-def test_http_server_metrics_use_route_templates(serve: Callable[..., Server]) -> None:
-    server = serve()
+@pytest.mark.parametrize("traced", [True, False], ids=["self-traced", "untraced"])
+def test_http_server_metrics_use_route_templates(serve: Callable[..., Server], traced: bool) -> None:
+    """Untraced, an export goes straight to the OTLP receiver; traced, through FastAPI: the same series."""
+    server = serve(self_tracing={"enabled": traced})
     post(server, export_request([span(1, 1, "llm_request", vllm_attributes())]).SerializeToString())
     for path in ("/healthz", "/readyz", "/metrics"):
         urllib.request.urlopen(server.url(path), timeout=5).read()
     with pytest.raises(urllib.error.HTTPError):
         urllib.request.urlopen(server.url("/no/such/path"), timeout=5)
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(server.otlp_http, timeout=5)  # a GET
+    assert refused.value.code == 405
+    with pytest.raises(urllib.error.HTTPError) as unknown:
+        urllib.request.urlopen(urllib.request.Request(server.otlp_http + "/x", b"", method="POST"), timeout=5)
+    assert unknown.value.code == 404
     samples = server.samples()
 
     def requests(handler: str, method: str, status: str) -> float:
@@ -37,6 +45,8 @@ def test_http_server_metrics_use_route_templates(serve: Callable[..., Server]) -
         return samples.get(("http_requests_total", key), 0.0)
 
     assert requests("/v1/traces", "POST", "200") == 1
+    assert requests("/v1/traces", "GET", "405") == 1
+    assert requests("none", "POST", "404") == 1
     assert requests("/healthz", "GET", "200") == 1
     assert requests("/readyz", "GET", "200") == 1
     assert requests("none", "GET", "404") == 1  # unmatched paths share one series

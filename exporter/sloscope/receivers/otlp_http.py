@@ -11,11 +11,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from typing import Any
 
-from fastapi import APIRouter, Request, Response
+from fastapi import Request, Response
 from google.rpc import code_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from starlette.requests import ClientDisconnect
+from starlette.routing import Match, Route
+from starlette.types import Scope
 
 from sloscope.receivers.in_flight import Lease
 from sloscope.receivers.intake import Intake, Status
@@ -26,15 +29,30 @@ log = logging.getLogger(__name__)
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 _PROTOBUF_TYPES = frozenset({PROTOBUF, "application/protobuf"})
+TRACES_PATH = "/v1/traces"
 
 
-def otlp_router(intake: Intake, max_request_bytes: int, body_timeout: float = 30.0) -> APIRouter:
-    """``body_timeout``: seconds a client has to send a body once its headers are in (a total, not per read)."""
-    router = APIRouter()
-    retry = {"Retry-After": str(intake.retry_after_seconds)}
+class OtlpHttpReceiver:
+    """``POST /v1/traces`` as a plain ASGI app.
 
-    @router.post("/v1/traces", summary="OTLP/HTTP trace export")
-    async def export_traces(request: Request) -> Response:
+    FastAPI routes to it (:func:`otlp_route`); without self-tracing the listener calls it directly
+    (:func:`sloscope.service.app.create_otlp_app`), because FastAPI's routing, dependency solving and
+    exception middleware cost more per export than this handler's own work.
+    ``body_timeout``: seconds a client has to send a body once its headers are in (a total, not per read).
+    """
+
+    def __init__(self, intake: Intake, max_request_bytes: int, body_timeout: float = 30.0) -> None:
+        self._intake = intake
+        self._limit = max_request_bytes
+        self._body_timeout = body_timeout
+        self._retry = {"Retry-After": str(intake.retry_after_seconds)}
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        response = await self.export(Request(scope, receive))
+        await response(scope, receive, send)
+
+    async def export(self, request: Request) -> Response:
+        intake = self._intake
         media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
         is_json = media_type == JSON
         if not is_json and media_type not in _PROTOBUF_TYPES:
@@ -50,9 +68,9 @@ def otlp_router(intake: Intake, max_request_bytes: int, body_timeout: float = 30
                 lease,
                 encoding=encoding,
                 is_json=is_json,
-                limit=max_request_bytes,
-                body_timeout=body_timeout,
-                retry=retry,
+                limit=self._limit,
+                body_timeout=self._body_timeout,
+                retry=self._retry,
             )
         except ClientDisconnect:
             intake.count_request("http", "client_disconnected")
@@ -61,7 +79,21 @@ def otlp_router(intake: Intake, max_request_bytes: int, body_timeout: float = 30
         finally:
             lease.release()
 
-    return router
+
+class _NamedRoute(Route):
+    """A route that puts itself in the scope when it matches, as FastAPI's own routes do: the HTTP server
+    metrics read their ``handler`` label from it."""
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        match, child_scope = super().matches(scope)
+        if match is not Match.NONE:
+            child_scope["route"] = self
+        return match, child_scope
+
+
+def otlp_route(receiver: OtlpHttpReceiver) -> Route:
+    """The receiver's route: only POST, so any other method is answered 405 by the router."""
+    return _NamedRoute(TRACES_PATH, receiver, methods=["POST"], name="otlp_traces", include_in_schema=False)
 
 
 class _InFlightFullError(Exception):

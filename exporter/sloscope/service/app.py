@@ -15,10 +15,11 @@ from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client.exposition import choose_encoder
+from starlette.routing import Route
 
 from sloscope import __version__
 from sloscope.pipeline import Pipeline
-from sloscope.receivers.otlp_http import otlp_router
+from sloscope.receivers.otlp_http import OtlpHttpReceiver, otlp_route
 from sloscope.service.http_metrics import HttpMetrics
 from sloscope.service.tracing import instrument
 
@@ -34,14 +35,36 @@ def create_otlp_app(
     *,
     protect: Callable[[Any], Any] = _unprotected,
 ) -> Any:
-    """``protect`` wraps the app with the listener's credentials check (its 401s are still counted)."""
+    """``protect`` wraps the app with the listener's credentials check (its 401s are still counted).
+
+    Without self-tracing, an export goes straight to the receiver, past FastAPI (which still answers every
+    other request: 404, 405); with it, through FastAPI, whose instrumentation makes the server span.
+    """
     app = FastAPI(title="sloscope OTLP/HTTP receiver", version=__version__, docs_url=None, redoc_url=None)
     settings = pipeline.settings
-    app.include_router(
-        otlp_router(pipeline.intake, settings.limits.max_request_bytes, settings.listeners.body_timeout_seconds)
+    receiver = OtlpHttpReceiver(
+        pipeline.intake, settings.limits.max_request_bytes, settings.listeners.body_timeout_seconds
     )
-    instrument(app, tracer)
-    return http_metrics.middleware(protect(app))
+    route = otlp_route(receiver)
+    app.router.routes.append(route)
+    if tracer is not None:
+        instrument(app, tracer)
+        return http_metrics.middleware(protect(app))
+    return http_metrics.middleware(protect(_straight_to(route, app)))
+
+
+def _straight_to(route: Route, app: Any) -> Any:
+    """POST to ``route``'s path goes to its ASGI app directly, anything else to ``app``."""
+    receiver, path = route.app, route.path
+
+    async def asgi(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST" and scope["path"] == path:
+            scope["route"] = route  # as the router sets it: the HTTP metrics' handler label
+            await receiver(scope, receive, send)
+        else:
+            await app(scope, receive, send)
+
+    return asgi
 
 
 def create_metrics_app(

@@ -34,6 +34,7 @@ predictor predicts (``sloscope_predictor_objective``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -70,10 +71,17 @@ async def settled(read: Callable[[], Awaitable[Readout | None]]) -> Readout:
     raise AssertionError("sloscope's shadow predictions did not settle")
 
 
-async def keep_training(demo: Demo) -> None:
-    """Retrain and publish the model every few seconds (the fleet itself is told never to retrain)."""
+async def keep_training(demo: Demo, stop: asyncio.Event) -> None:
+    """Retrain and publish the model every few seconds until ``stop`` (the fleet itself is told never to retrain).
+
+    Stopped, not cancelled: a cancelled retrain goes on in its worker thread, and the fleet's model sync would
+    publish its fit during the measured phase, which is meant to run on one fixed model.
+    """
     while True:
-        await asyncio.sleep(RETRAIN_EVERY_SECONDS)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), RETRAIN_EVERY_SECONDS)
+        if stop.is_set():
+            return
         await demo.predictor.retrain_now()
         await demo.predictor.sync_now()
 
@@ -97,9 +105,11 @@ def run(options: DemoOptions) -> tuple[Demo, Readout, Judged, bool]:
         demo = Demo(options)
         await demo.start()
         try:
-            learning = asyncio.create_task(keep_training(demo))
+            learned = asyncio.Event()
+            learning = asyncio.create_task(keep_training(demo, learned))
             await demo.run_traffic(asyncio.Event(), duration=WARM_UP_SECONDS)
-            learning.cancel()
+            learned.set()
+            await learning
             if not await demo.drain(timeout=90):
                 figures = await demo.read()
                 raise AssertionError(

@@ -17,22 +17,36 @@ any); it has no latency and no pod, so no pod's count has it.
 Predictions: the router's own prediction for the pod it chose, the one the EPP routes on. True coverage
 is the share of requests whose actual latency was at most that prediction (what a quantile predictor is
 judged by); the true bias and MAE are the mean of actual - predicted and of its absolute value, in seconds
-(what a mean predictor is judged by). Both are kept, whichever the predictor predicts.
+(what a mean predictor is judged by). Both are kept, whichever the predictor predicts. The last
+``RECENT_PREDICTIONS`` of them are also kept by request id, with the actuals (:attr:`GroundTruth.recent`), so a
+shadow prediction that strays can be set beside the router's (:mod:`sloscope.demo.shadow_check`).
 """
 
 from __future__ import annotations
 
 import threading
-from collections import Counter
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
 from sloscope.demo.records import Completion, SimRequest
 
-__all__ = ["FailedOutcome", "GroundTruth", "Outcome"]
+__all__ = ["FailedOutcome", "GroundTruth", "Outcome", "RoutedPrediction"]
 
 SLOS = ("ttft", "tpot", "goodput")
 SIGNALS = ("ttft", "tpot")
+RECENT_PREDICTIONS = 50_000  # the demo runs for hours: what is kept per request is bounded
+
+
+@dataclass(frozen=True, slots=True)
+class RoutedPrediction:
+    """What the router predicted for the pod it chose, beside what happened (seconds)."""
+
+    pod: str
+    arrival: float
+    signal: str
+    predicted: float
+    actual: float
 
 
 def _tpot(completion: Completion) -> float | None:
@@ -92,6 +106,8 @@ class GroundTruth:
     absolute_error_sums: dict[str, float] = field(default_factory=lambda: dict.fromkeys(SIGNALS, 0.0))
     per_pod: Counter[str] = field(default_factory=Counter)
     failed: Counter[tuple[str, str, str]] = field(default_factory=Counter)  # (slo_class, routing, reason)
+    # (request id, signal) -> the router's prediction, the last RECENT_PREDICTIONS of them
+    recent: OrderedDict[tuple[str, str], RoutedPrediction] = field(default_factory=OrderedDict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def _class(self, request: SimRequest) -> str:
@@ -128,6 +144,17 @@ class GroundTruth:
                     error = actual - predicted_ms / 1000.0
                     self.error_sums[signal] += error
                     self.absolute_error_sums[signal] += abs(error)
+                    self._keep(request, completion.pod, signal, predicted_ms / 1000.0, actual)
+
+    def _keep(self, request: SimRequest, pod: str, signal: str, predicted: float, actual: float) -> None:
+        self.recent[(request.request_id, signal)] = RoutedPrediction(pod, request.arrival, signal, predicted, actual)
+        while len(self.recent) > RECENT_PREDICTIONS:
+            self.recent.popitem(last=False)
+
+    def routed(self) -> dict[tuple[str, str], RoutedPrediction]:
+        """A copy of the recent predictions by (request id, signal), taken under the lock."""
+        with self._lock:
+            return dict(self.recent)
 
     def _add_failed(self, outcome: FailedOutcome) -> None:
         request = outcome.request

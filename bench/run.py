@@ -55,6 +55,7 @@ import yaml
 
 # Sibling modules in bench/: the script's folder is first on sys.path.
 import profiling
+from cpu import process_cpu_seconds
 from payloads import PayloadSet, build
 
 BENCH = Path(__file__).resolve().parent
@@ -63,6 +64,7 @@ GOAL_SPANS_PER_SECOND = 20_000  # end to end, one core, default settings (self-t
 LISTENING = "sloscope listening:"
 REQUESTS_SERIES = "sloscope_requests_total"
 POLL_SECONDS = 0.05
+IDLE_GROWTH_SECONDS = 0.002  # CPU an idle server may use in one poll interval (4 % of a core)
 BUSY_MACHINE_CORES = 0.1  # other processes using more than this during a measurement earn a warning
 
 
@@ -97,15 +99,6 @@ def _machine_busy_seconds() -> float:
 def _own_cpu_seconds() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
-
-
-def process_cpu_seconds(pid: int) -> float:
-    """User + system CPU time a process has used so far (0 once it is gone)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class LoadMeter:
@@ -384,12 +377,13 @@ def requests_counted(port: int) -> float:
 
 
 def wait_idle(server: Server, deadline: float) -> None:
-    """Until the server's CPU time stops growing for two samples in a row, POLL_SECONDS apart."""
+    """Until the server's CPU time grows by less than IDLE_GROWTH_SECONDS for two samples in a row, POLL_SECONDS
+    apart (an idle server still wakes its timers: to the nanosecond its CPU time never stands still)."""
     last, still = server.cpu_seconds(), 0
     while still < 2 and time.monotonic() < deadline:
         time.sleep(POLL_SECONDS)
         now = server.cpu_seconds()
-        still = still + 1 if now == last else 0
+        still = still + 1 if now - last < IDLE_GROWTH_SECONDS else 0
         last = now
 
 

@@ -16,11 +16,11 @@ it) or every span (the Collector's traces_span_metrics_calls_total).
 
 The client is a few processes of its own (``--clients``), pinned to the cores the servers are not on when there are
 any, each sending its share of every slice over its own connections; the CPU they use is reported beside the
-servers'. Reported per server, payload set, transport and core count: CPU microseconds per span (user + system time
-of the server process (every thread, to the nanosecond: bench/cpu.py) over the slice, less the measured cost of the /metrics scrapes that
-found it done) and spans/s (spans over the time from the first export sent to the first scrape showing them all),
-and the ratios sloscope/Collector and native/python of CPU per span. It asserts nothing about speed and writes JSON
-to bench/results/.
+servers'. Reported per server, payload set, transport and core count: CPU microseconds per span (the CPU time of
+every thread of the server process, to the nanosecond: bench/cpu.py, over the slice, less the measured cost of the
+/metrics scrapes that found it done) and spans/s (spans over the time from the first export sent to the first
+scrape showing them all), and the ratios sloscope/Collector and native/python of CPU per span. It asserts nothing
+about speed and writes JSON to bench/results/.
 """
 
 from __future__ import annotations

@@ -9,7 +9,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from bench.cpu import process_cpu_seconds
 
 # A child that spins in a thread for BURN seconds of CPU, lets that thread exit, then waits to be read.

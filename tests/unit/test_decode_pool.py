@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import time
 from collections.abc import Iterator
 
 import pytest
 
 from sloscope.receivers.decode_pool import Decoder
-from sloscope.receivers.in_flight import InFlightBytes, Lease
+from sloscope.receivers.in_flight import InFlightBytes, Lease, MemoryTrimmer
 from sloscope.receivers.otlp_decode import Decoded, MalformedPayloadError, PayloadTooLargeError, decode_protobuf
 from sloscope.testing import export_request, gateway_attributes, span, to_otlp_json, vllm_attributes
 
@@ -73,3 +74,34 @@ def test_the_budget_refuses_past_its_cap_but_always_admits_one_request() -> None
     assert not Lease(budget).take(1)
     second.release()
     assert (budget.held, gauge) == (0, [150, 0, 60, 100, 0])
+
+
+def test_a_body_let_go_while_a_trim_waits_gets_one_more_trim_after_it() -> None:
+    """gRPC frees a message after its handler returns, later than the handler says it lets it go: the trim that
+    was already waiting may run before that, so one more follows it; a quiet trimmer then stays quiet."""
+    calls: list[float] = []
+
+    async def scenario() -> int:
+        trimmer = MemoryTrimmer(interval=0.02, trim=lambda _: calls.append(time.monotonic()) or 0)
+        trimmer.request()  # schedules the first trim
+        await asyncio.sleep(0.005)
+        trimmer.request()  # while it waits: one more after it
+        trimmer.request()  # coalesced with that one
+        await asyncio.sleep(0.2)
+        return trimmer.trims
+
+    assert asyncio.run(scenario()) == 2
+    assert len(calls) == 2 and calls[1] - calls[0] >= 0.02
+
+
+def test_a_lone_body_gets_one_trim() -> None:
+    calls: list[int] = []
+
+    async def scenario() -> int:
+        trimmer = MemoryTrimmer(interval=0.01, trim=lambda pad: calls.append(pad) or 0)
+        trimmer.request()
+        await asyncio.sleep(0.15)
+        return trimmer.trims
+
+    assert asyncio.run(scenario()) == 1
+    assert calls == [0]

@@ -52,16 +52,36 @@ def test_a_thread_that_exited_is_still_counted_and_agrees_with_the_kernels_ticks
     assert process_cpu_seconds(child.pid) == 0.0  # gone
 
 
+# A child that spins for a millisecond of CPU each time it is asked (one line in, one line out).
+STEPPER = """
+import sys, time
+for _ in sys.stdin:
+    end = time.thread_time() + 0.001
+    while time.thread_time() < end:
+        pass
+    print("ok", flush=True)
+"""
+
+
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads Linux's /proc")
 def test_a_live_process_is_read_finer_than_a_clock_tick() -> None:
-    """Two readings a few hundred microseconds of work apart differ by that work, not by 0 or a whole tick."""
-    pid = os.getpid()
+    """Readings a millisecond of a child's work apart differ by about that, not by 0 or a whole 10 ms tick (the
+    child, not this process: a test run's own threads make each reading cost more than a millisecond)."""
     tick = 1 / os.sysconf("SC_CLK_TCK")
-    steps = []
-    for _ in range(20):
-        before = process_cpu_seconds(pid)
-        end = time.thread_time() + tick / 20
-        while time.thread_time() < end:
-            pass
-        steps.append(process_cpu_seconds(pid) - before)
-    assert all(0 < step < tick for step in steps), steps
+    child = subprocess.Popen([sys.executable, "-c", STEPPER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert child.stdin is not None and child.stdout is not None
+    try:
+        child.stdin.write("go\n")  # started: the interpreter's start-up is behind it
+        child.stdin.flush()
+        assert child.stdout.readline() == "ok\n"
+        steps = []
+        for _ in range(20):
+            before = process_cpu_seconds(child.pid)
+            child.stdin.write("go\n")
+            child.stdin.flush()
+            assert child.stdout.readline() == "ok\n"
+            steps.append(process_cpu_seconds(child.pid) - before)
+    finally:
+        child.kill()
+        child.wait()
+    assert all(0.001 <= step < tick for step in steps), steps

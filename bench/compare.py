@@ -43,6 +43,8 @@ from typing import Any
 
 import yaml
 
+from cpu import ProcessClock
+
 # Sibling modules in bench/: the script's folder is first on sys.path.
 from payloads import PayloadSet, build, build_llmd
 from run import (
@@ -317,9 +319,10 @@ class Target:
         self.total = 0.0
         self.scrape_cpu_s = 0.0
         self.slices: list[Slice] = []
+        self.clock = ProcessClock(proc.pid)
 
     def cpu_seconds(self) -> float:
-        return process_cpu_seconds(self.proc.pid)
+        return self.clock.seconds()
 
     def measure_scrape(self) -> None:
         """What one /metrics scrape costs the server, on an idle server (subtracted from every slice)."""
@@ -377,6 +380,7 @@ class Target:
             "client_cpu_share": sum(s.client_cpu_s for s in slices) / elapsed,
             "scrape_cpu_ms": self.scrape_cpu_s * 1e3,
             "max_other_cpu_share": max(s.other_cpu_share for s in slices),
+            "threads_vanished": self.clock.vanished,  # their time after the last reading is not counted
             "slices": [{**asdict(s), "cpu_us_per_span": s.cpu_s / s.spans * 1e6} for s in slices],
         }
 

@@ -3,10 +3,17 @@
 ``/proc/<pid>/stat`` counts user and system time in clock ticks (10 ms here). A benchmark slice of 12,500 spans
 costs a server 60 to 100 ms of CPU, so a tick is a tenth of it, and the comparisons of ``bench/compare.py`` moved
 by more than a change worth measuring (docs/performance.md). The scheduler keeps each thread's time on the CPU in
-nanoseconds (``/proc/<pid>/task/<tid>/schedstat``, first field, user and system together): summed over the live
-threads it is the process's CPU time at that resolution. A thread that has exited is in neither list any more;
-its time is still in the process's ticks, so what the ticks hold beyond the live threads' ticks is added (at tick
-resolution: servers keep their threads, so that part is normally zero).
+nanoseconds (``/proc/<pid>/task/<tid>/schedstat``, first field, user and system together): summed over the threads
+it is the process's CPU time at that resolution.
+
+A thread that has exited is in no list any more. An earlier version took its time from the process's ticks less
+the live threads' ticks. That difference is not zero when no thread has exited: the kernel rounds each thread's
+time down to a tick, and the process's once, so with a dozen threads under load it wandered by up to 4 ticks
+between readings (40 ms: 3 µs a span on a slice of 13,000 spans, more than the gap being measured). So a
+:class:`ProcessClock` remembers every thread it has seen, with its last reading: a thread that exits keeps the time
+it had when last read. What it loses is a thread's time after its last reading, and all of a thread born and gone
+between two readings; ``vanished`` counts the threads that went, so that a benchmark can say when that happened
+(the servers measured keep their threads: thread pools, the Go runtime's threads).
 """
 
 from __future__ import annotations
@@ -14,32 +21,47 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["process_cpu_seconds"]
+__all__ = ["ProcessClock", "process_cpu_seconds"]
+
+_clocks: dict[int, ProcessClock] = {}
 
 
-def _ticks(stat: str) -> int:
-    """utime + stime of a ``/proc/.../stat`` line (the fields after the command's closing parenthesis)."""
-    fields = stat.rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])
+class ProcessClock:
+    """User + system CPU time of process ``pid``, every thread it was seen to have, to the nanosecond."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self._task = Path(f"/proc/{pid}/task")
+        # (tid, start time in ticks since boot): a tid the kernel hands out again is another thread
+        self._last_ns: dict[tuple[str, str], int] = {}
+        self._live: set[tuple[str, str]] = set()
+        self.vanished = 0
+
+    def seconds(self) -> float:
+        """CPU seconds so far; once the process is gone, what it had when last read."""
+        try:
+            tids = os.listdir(self._task)
+        except OSError:
+            tids = []
+        live = set()
+        for tid in tids:
+            try:
+                stat = (self._task / tid / "stat").read_text()
+                schedstat = (self._task / tid / "schedstat").read_text()
+            except OSError:  # exited between the listing and now: it keeps its last reading
+                continue
+            thread = (tid, stat.rsplit(")", 1)[1].split()[19])
+            self._last_ns[thread] = int(schedstat.split()[0])
+            live.add(thread)
+        self.vanished += len(self._live - live)
+        self._live = live
+        return sum(self._last_ns.values()) / 1e9
 
 
 def process_cpu_seconds(pid: int) -> float:
-    """User + system CPU time process ``pid`` has used so far, every thread (0 once it is gone)."""
-    proc = Path(f"/proc/{pid}")
-    try:
-        process_ticks = _ticks((proc / "stat").read_text())
-        tasks = os.listdir(proc / "task")
-    except OSError:
-        return 0.0
-    running_ns = 0
-    thread_ticks = 0
-    for tid in tasks:
-        try:
-            schedstat = (proc / "task" / tid / "schedstat").read_text()
-            stat = (proc / "task" / tid / "stat").read_text()
-        except OSError:  # exited between the listing and now: its time is in the process's ticks
-            continue
-        running_ns += int(schedstat.split()[0])
-        thread_ticks += _ticks(stat)
-    exited = max(0, process_ticks - thread_ticks) / os.sysconf("SC_CLK_TCK")
-    return running_ns / 1e9 + exited
+    """CPU seconds of process ``pid`` so far, by one clock a pid for the benchmark's run (so that every reader of
+    a server shares the threads seen; a benchmark outlives no pid it starts, so a pid is never another process)."""
+    clock = _clocks.get(pid)
+    if clock is None:
+        clock = _clocks[pid] = ProcessClock(pid)
+    return clock.seconds()

@@ -46,6 +46,7 @@ from sloscope.telemetry import Telemetry
 log = logging.getLogger(__name__)
 
 _TICK_SECONDS = 0.25  # how often join windows are checked when no spans arrive
+_IDLE_SECONDS = 5.0  # how long the worker sleeps with no trace pending (each wake-up costs an idle process CPU)
 Assembler = TraceAssembler | NativeTraceAssembler
 
 
@@ -198,8 +199,10 @@ class Pipeline:
 
     def _run(self, shard: _Shard) -> None:
         queue, assembler = shard.queue, shard.assembler
+        wait = _TICK_SECONDS
         while True:
-            batches = queue.take(_TICK_SECONDS)
+            batches = queue.take(wait)
+            wait = _TICK_SECONDS
             for batch in batches:
                 try:
                     self._consume(batch, shard)
@@ -211,6 +214,8 @@ class Pipeline:
                 self._hand_over(shard, now=True)
                 if queue.closed:
                     break
+                if not assembler.pending:  # no window to watch: sleep until spans come (offer and close wake it)
+                    wait = _IDLE_SECONDS
         self._flush(shard)
 
     def drain(self) -> None:

@@ -30,6 +30,7 @@ import multiprocessing
 import os
 import pickle
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -440,9 +441,9 @@ def build_slices(args: argparse.Namespace) -> dict[str, list[PayloadSet]]:
     out: dict[str, list[PayloadSet]] = {}
     ids = 10**7  # request numbers per slice
     for t, transport in enumerate(TRANSPORTS):
+        numbers = [count * t + n for n in range(count)]  # unique over both transports, whatever the count
         out[f"two-span/{transport}"] = [
-            build(args.slice_spans, args.batch_spans, args.pods, seed=10 * t + n + 1, first_request=ids * (n + 10 * t))
-            for n in range(count)
+            build(args.slice_spans, args.batch_spans, args.pods, seed=k + 1, first_request=ids * k) for k in numbers
         ]
         out[f"llm-d/{transport}"] = [
             build_llmd(args.slice_spans, args.batch_spans, seed=1000 * (t + 1) + n) for n in range(count)
@@ -462,7 +463,7 @@ def run_cores(
     targets: list[Target] = []
     clients = None
     try:
-        for engine in ENGINES:
+        for engine in args.engines:
             targets.append(sloscope_target(engine, cpus, workdir, args, warmup))
         targets.append(collector_target(cpus, workdir, args, warmup))
         clients = Clients(args.clients, client_cpus if client_cpus != usable else [], slices_file, args)
@@ -512,45 +513,51 @@ def ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     for r in rows
                     if (r["cores"], r["payload_set"], r["transport"]) == (cores, payload_set, transport)
                 }
-                native, python, collector = pick["sloscope native"], pick["sloscope python"], pick[COLLECTOR_LABEL]
-                out.append(
-                    {
-                        "cores": cores,
-                        "payload_set": payload_set,
-                        "transport": transport,
-                        **{f"{k}_cpu_us_per_span": pick[v]["cpu_us_per_span"] for k, v in LABELS.items()},
-                        **{f"{k}_spans_per_s": pick[v]["spans_per_s"] for k, v in LABELS.items()},
-                        **{f"{k}_client_cpu_share": pick[v]["client_cpu_share"] for k, v in LABELS.items()},
-                        "native_over_collector": native["cpu_us_per_span"] / collector["cpu_us_per_span"],
-                        "python_over_collector": python["cpu_us_per_span"] / collector["cpu_us_per_span"],
-                        "native_over_python": native["cpu_us_per_span"] / python["cpu_us_per_span"],
-                        "max_other_cpu_share": max(r["max_other_cpu_share"] for r in pick.values()),
-                    }
-                )
+                ran = {k: pick[v] for k, v in LABELS.items() if v in pick}
+                row: dict[str, Any] = {"cores": cores, "payload_set": payload_set, "transport": transport}
+                for key in ("cpu_us_per_span", "spans_per_s", "client_cpu_share"):
+                    row.update({f"{k}_{key}": r[key] for k, r in ran.items()})
+                for a, b in (("native", "collector"), ("python", "collector"), ("native", "python")):
+                    if a in ran and b in ran:
+                        row[f"{a}_over_{b}"] = ran[a]["cpu_us_per_span"] / ran[b]["cpu_us_per_span"]
+                        row[f"{a}_over_{b}_median"] = median_of_slice_ratios(ran[a], ran[b])
+                row["max_other_cpu_share"] = max(r["max_other_cpu_share"] for r in pick.values())
+                out.append(row)
     return out
+
+
+def median_of_slice_ratios(a: dict[str, Any], b: dict[str, Any]) -> float:
+    """The median over the slices of ``a``'s CPU per span over ``b``'s on the same slice. The servers take their
+    turns at a slice within a second or two, while the machine's speed drifts over a run by a third and more: a
+    slice caught by a slow spell skews the ratio of the totals, not the median."""
+    pairs = zip(a["slices"], b["slices"], strict=True)
+    return statistics.median(x["cpu_us_per_span"] / y["cpu_us_per_span"] for x, y in pairs)
 
 
 LABELS = {"native": "sloscope native", "python": "sloscope python", "collector": COLLECTOR_LABEL}
 
 
+def _cell(row: dict[str, Any], key: str, form: str) -> str:
+    return format(row[key], form) if key in row else "-"
+
+
 def print_table(rows: list[dict[str, Any]]) -> None:
-    print("\nCPU µs per span (server process, utime + stime) and ratios of it")
-    head = ("cores", "payloads", "OTLP", "native", "python", "Collector", "nat/Col", "py/Col", "nat/py")
+    print("\nCPU µs per span (server process, all threads) and ratios of it: of the totals; median: of the slices'")
+    head = ("cores", "payloads", "OTLP", "native", "python", "Collector", "nat/Col", "median", "py/Col", "nat/py")
     print(f"{head[0]:>5} {head[1]:>9} {head[2]:>5}" + "".join(f" {h:>9}" for h in head[3:]))
     for r in rows:
-        cells = [r["native_cpu_us_per_span"], r["python_cpu_us_per_span"], r["collector_cpu_us_per_span"]]
-        shares = [r["native_over_collector"], r["python_over_collector"], r["native_over_python"]]
+        cells = [_cell(r, f"{k}_cpu_us_per_span", ".1f") for k in LABELS]
+        keys = ("native_over_collector", "native_over_collector_median", "python_over_collector", "native_over_python")
+        shares = [_cell(r, key, ".2f") + "x" * (key in r) for key in keys]
         print(
-            f"{r['cores']:>5} {r['payload_set']:>9} {r['transport']:>5}"
-            + "".join(f" {c:>9.1f}" for c in cells)
-            + "".join(f" {s:>8.2f}x" for s in shares)
+            f"{r['cores']:>5} {r['payload_set']:>9} {r['transport']:>5}" + "".join(f" {c:>9}" for c in cells + shares)
         )
     print("\nspans/s (first export sent -> series show all) and the client processes' CPU, in cores")
     head = ("cores", "payloads", "OTLP", "native", "python", "Collector", "client n/p/C")
     print(f"{head[0]:>5} {head[1]:>9} {head[2]:>5}" + "".join(f" {h:>9}" for h in head[3:6]) + f" {head[6]:>16}")
     for r in rows:
-        speeds = [rate(r[f"{k}_spans_per_s"]) for k in LABELS]
-        client = "/".join(f"{r[f'{k}_client_cpu_share']:.2f}" for k in LABELS)
+        speeds = [rate(r[f"{k}_spans_per_s"]) if f"{k}_spans_per_s" in r else "-" for k in LABELS]
+        client = "/".join(_cell(r, f"{k}_client_cpu_share", ".2f") for k in LABELS)
         print(
             f"{r['cores']:>5} {r['payload_set']:>9} {r['transport']:>5}"
             + "".join(f" {s:>9}" for s in speeds)
@@ -571,6 +578,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--cores", type=int, nargs="+", default=[1, 2], help="core counts to pin the servers to (default 1 2)")
     add("--window", type=float, default=0.5, help="join.window_seconds of the sloscope servers (default 0.5)")
     add("--retry-wait", type=float, default=0.05, help="seconds to wait before retrying a full queue")
+    add("--engines", nargs="+", choices=ENGINES, default=list(ENGINES), help="sloscope's join engines (default both)")
     add("--quiet-wait", type=float, default=3, help="wait up to this long for other processes to go idle (default 3)")
     output_options(parser)
     args = parser.parse_args(argv)

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 from prometheus_client import CollectorRegistry
 
+from sloscope import threads
 from sloscope.attributes import Mapping
 from sloscope.config import Join, Settings
 from sloscope.processors import arrow_arrays, joined_batch, shards, span_shapes
@@ -194,8 +195,7 @@ class Pipeline:
         self._started = True
         for i, shard in enumerate(self._shards):
             name = "sloscope-pipeline" if len(self._shards) == 1 else f"sloscope-pipeline-{i}"
-            shard.thread = threading.Thread(target=self._run, args=(shard,), name=name, daemon=True)
-            shard.thread.start()
+            shard.thread = threads.start(self._run, name, shard)
 
     def _run(self, shard: _Shard) -> None:
         queue, assembler = shard.queue, shard.assembler

@@ -46,7 +46,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
-from sloscope import __version__
+from sloscope import __version__, threads
 from sloscope import conventions as c
 from sloscope.config import Export
 from sloscope.publishers.evaluation_span import (
@@ -208,8 +208,7 @@ class OTLPExport:
             log.error("OTLP export: OTEL_SDK_DISABLED is set, every evaluation span is counted dropped")
             return
         self._tracer = tracer
-        self._builder = threading.Thread(target=self._build, args=(tracer,), name="sloscope-otlp-spans", daemon=True)
-        self._builder.start()
+        self._builder = threads.start(self._build, "sloscope-otlp-spans", tracer)
         log.info(
             "OTLP export of evaluation spans to %s (%s, relation=%s, only_violations=%s)",
             s.endpoint,
@@ -308,8 +307,7 @@ class OTLPExport:
         """Probes on a thread of its own, so neither building spans nor shutdown waits on a down endpoint."""
         if self._prober is not None and self._prober.is_alive():
             return
-        self._prober = threading.Thread(target=self._probe, name="sloscope-otlp-probe", daemon=True)
-        self._prober.start()
+        self._prober = threads.start(self._probe, "sloscope-otlp-probe")
 
     def _probe(self) -> None:
         """An export of no spans; its result ends or continues the failure."""
@@ -351,8 +349,7 @@ class OTLPExport:
         if builder is not None:  # every accepted record becomes a span before the processor flushes
             self._wake.set()
             builder.join(max(timeout, 0.0))
-        done = threading.Thread(target=provider.shutdown, name="sloscope-otlp-export-shutdown", daemon=True)
-        done.start()
+        done = threads.start(provider.shutdown, "sloscope-otlp-export-shutdown")
         done.join(max(deadline - time.monotonic(), 0.0))
         flushed = not done.is_alive() and (builder is None or not builder.is_alive())
         if not flushed:

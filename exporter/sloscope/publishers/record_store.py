@@ -32,6 +32,7 @@ import pyarrow as pa
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from sloscope import conventions as c
+from sloscope import threads
 from sloscope.config import Store
 from sloscope.publishers.sinks import FailureWindow, SinkMetrics
 from sloscope.records import RequestRecord
@@ -96,8 +97,7 @@ class RecordStore:
                 log.warning("record store: deleted %d incomplete file(s) left by an earlier crash", leftovers)
             self._retain()
         log.info("record store at %s, replica %s", self._root, self.replica)
-        self._thread = threading.Thread(target=self._run, name="sloscope-record-store", daemon=True)
-        self._thread.start()
+        self._thread = threads.start(self._run, "sloscope-record-store")
 
     def emit(self, record: RequestRecord) -> None:
         self.emit_all((record,))

@@ -28,7 +28,6 @@ import logging
 import multiprocessing
 import os
 import signal
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
@@ -38,6 +37,8 @@ from typing import Any, TypeVar
 
 from sloscope.receivers.native_decode import NativeDecoder
 from sloscope.receivers.otlp_decode import Decoded, decode_json, decode_protobuf, decompress, parse_json
+from sloscope.threads import name_os_thread
+from sloscope.threads import start as start_thread
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -80,7 +81,7 @@ def _worker_start(server_pid: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     gc.freeze()
     gc.set_threshold(50_000, 20, 100)
-    threading.Thread(target=_exit_when_orphaned, args=(server_pid,), name="sloscope-orphan-watch", daemon=True).start()
+    start_thread(_exit_when_orphaned, "sloscope-orphan-watch", server_pid)
 
 
 def _exit_when_orphaned(server_pid: int) -> None:
@@ -108,7 +109,7 @@ class Decoder:
             # (JSON is tried natively first, in decode(); these are for the bodies it leaves to the reference)
             self._protobuf, self._json = native.protobuf, native.json_by_reference
         self._limit = max_request_bytes
-        self._threads = ThreadPoolExecutor(threads, thread_name_prefix="sloscope-decode")
+        self._threads = ThreadPoolExecutor(threads, thread_name_prefix="sloscope-decode", initializer=name_os_thread)
         self._json_processes = json_processes
         self._processes: ProcessPoolExecutor | None = None
         self._closed = False

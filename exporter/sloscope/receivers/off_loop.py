@@ -31,6 +31,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import ParamSpec, TypeVar
 
+from sloscope.threads import name_os_thread
+
 __all__ = ["INLINE_BYTES", "THREADS", "off_loop"]
 
 INLINE_BYTES = 64 * 1024  # a vLLM page (65 kB) is read inline; 64 KiB of wanted lines parse in ~9 ms
@@ -58,5 +60,5 @@ def _executor() -> ThreadPoolExecutor:
     global _pool  # noqa: PLW0603  # one pool per process, shared by every scraper and event loop
     with _pool_lock:
         if _pool is None:
-            _pool = ThreadPoolExecutor(THREADS, thread_name_prefix="sloscope-read")
+            _pool = ThreadPoolExecutor(THREADS, thread_name_prefix="sloscope-read", initializer=name_os_thread)
         return _pool

@@ -24,6 +24,7 @@ from kubernetes import config as k8s_config
 from kubernetes.config.config_exception import ConfigException
 from kubernetes.watch import Watch
 
+from sloscope import threads
 from sloscope.config import KubernetesSD
 from sloscope.receivers.discovery import Target, Update, sorted_labels
 
@@ -385,8 +386,7 @@ class KubernetesDiscovery:
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(_settle, finished, error)
 
-        thread = threading.Thread(target=body, name=f"sloscope-discovery-{self._pool}", daemon=True)
-        thread.start()
+        thread = threads.start(body, f"sloscope-discovery-{self._pool}")
         try:
             await asyncio.shield(finished)
         finally:

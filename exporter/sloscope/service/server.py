@@ -48,8 +48,8 @@ class _Server(uvicorn.Server):
 
     uvicorn's main loop sleeps 100 ms at a time to see whether it should exit, renewing the Date header every
     tenth wake-up. With two servers that woke an idle process 20 times a second, about 5 ms of CPU a second on a
-    virtual machine, more than the whole Collector idles at. Here the loop waits for the exit flag itself, so a
-    stop is seen at once, and otherwise wakes when the Date header (whole seconds) is due."""
+    virtual machine (docs/performance.md). Here the loop waits for the exit flag itself, so a stop is seen at
+    once, and otherwise wakes when the Date header (whole seconds) is due. The flag is set on the loop's thread."""
 
     def __init__(self, config: uvicorn.Config) -> None:
         self._exit = asyncio.Event()

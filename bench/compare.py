@@ -44,9 +44,8 @@ from typing import Any
 
 import yaml
 
-from cpu import ProcessClock
-
 # Sibling modules in bench/: the script's folder is first on sys.path.
+from cpu import clock_of
 from payloads import PayloadSet, build, build_llmd
 from run import (
     BENCH,
@@ -320,7 +319,7 @@ class Target:
         self.total = 0.0
         self.scrape_cpu_s = 0.0
         self.slices: list[Slice] = []
-        self.clock = ProcessClock(proc.pid)
+        self.clock = clock_of(proc.pid)  # the one LoadMeter reads too
 
     def cpu_seconds(self) -> float:
         return self.clock.seconds()

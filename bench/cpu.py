@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["ProcessClock", "process_cpu_seconds"]
+__all__ = ["ProcessClock", "clock_of", "process_cpu_seconds"]
 
 _clocks: dict[int, ProcessClock] = {}
 
@@ -58,10 +58,15 @@ class ProcessClock:
         return sum(self._last_ns.values()) / 1e9
 
 
-def process_cpu_seconds(pid: int) -> float:
-    """CPU seconds of process ``pid`` so far, by one clock a pid for the benchmark's run (so that every reader of
-    a server shares the threads seen; a benchmark outlives no pid it starts, so a pid is never another process)."""
+def clock_of(pid: int) -> ProcessClock:
+    """The one clock of process ``pid`` for the benchmark's run, so that every reader of a server shares the threads
+    seen (a benchmark outlives no pid it starts, so a pid is never another process)."""
     clock = _clocks.get(pid)
     if clock is None:
         clock = _clocks[pid] = ProcessClock(pid)
-    return clock.seconds()
+    return clock
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """CPU seconds of process ``pid`` so far (:func:`clock_of`)."""
+    return clock_of(pid).seconds()

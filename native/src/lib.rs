@@ -9,6 +9,7 @@ use pyo3::prelude::*;
 
 pub mod decode; // OTLP protobuf and JSON into SpanBatch
 pub mod join; // the trace join: SpanBatch into joined requests
+pub mod packed; // a span's strings and attributes in two allocations
 pub mod span; // the span type both share
 
 #[pymodule]

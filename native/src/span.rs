@@ -1,17 +1,21 @@
 //! One OTLP span reduced to what sloscope reads: the native twin of `sloscope.records.Span`.
 //!
-//! Both the decoder and the trace join work on this type; Python sees it only when it asks
+//! The decoder writes this type and the trace join takes it; Python sees it only when it asks
 //! (`SpanBatch.to_spans`, for tests and for the Python reference assembler). Ids stay bytes here
-//! (hex only at the boundary), attribute keys are shared `Arc<str>` (a decoder interns them, so a
-//! thousand spans carrying `gen_ai.latency.e2e` hold one copy of the name), and a span's resource is
-//! shared by every span of its `ResourceSpans`.
+//! (hex only at the boundary); the name, the status message and the attributes are packed
+//! (`packed::Packed`), each attribute's key an id in its batch's key table (so a thousand spans
+//! carrying `gen_ai.latency.e2e` hold one copy of the name, and the join maps a batch's keys to its
+//! own once); a span's resource is shared by every span of its `ResourceSpans`.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyType};
+
+use crate::packed::{In, Packed};
 
 /// An attribute key, shared between spans.
 pub type Key = Arc<str>;
@@ -50,36 +54,65 @@ pub struct Resource {
     pub attributes: Attrs,
 }
 
-#[derive(Clone, Debug, PartialEq)]
+/// A decoded span. Its name, status message and attributes are packed (`Packed`); the attributes'
+/// keys are ids in the key table of the batch that carries it (`SpanBatch::keys`).
 pub struct Span {
     pub trace_id: [u8; 16],
     pub span_id: [u8; 8],
     /// None for a root span (OTLP: an empty `parent_span_id`).
     pub parent_span_id: Option<[u8; 8]>,
-    pub name: Box<str>,
     pub start_ns: u64,
     pub end_ns: u64,
-    pub attributes: Attrs,
     pub resource: Arc<Resource>,
+    /// Apart from the packed text: the join never reads it, and it is nearly always empty (no
+    /// allocation).
     pub tracestate: Box<str>,
     /// OTLP StatusCode: 0 unset, 1 ok, 2 error.
     pub status_code: i32,
-    pub status_message: Box<str>,
+    pub fields: Packed,
 }
 
 pub const STATUS_ERROR: i32 = 2;
 
-impl Span {
-    pub fn attribute(&self, key: &str) -> Option<&Value> {
-        get(&self.attributes, key)
+/// Attribute keys by id, for the spans of one batch: the decoder of protobuf interns a payload's
+/// keys itself; this table interns them for the other ways a span is made (OTLP/JSON, Python
+/// spans, tests).
+#[derive(Default)]
+pub struct KeyTable {
+    ids: HashMap<Key, u32>,
+    keys: Vec<Key>,
+}
+
+impl KeyTable {
+    pub fn id(&mut self, key: &Key) -> u32 {
+        if let Some(&id) = self.ids.get(key) {
+            return id;
+        }
+        let id = self.keys.len() as u32;
+        self.ids.insert(key.clone(), id);
+        self.keys.push(key.clone());
+        id
     }
 
-    pub fn resource_attribute(&self, key: &str) -> Option<&Value> {
-        get(&self.resource.attributes, key)
+    /// The owned attributes as packed input, their keys interned.
+    pub fn input<'a>(&mut self, attrs: &'a [(Key, Value)]) -> Vec<(u32, In<'a>)> {
+        attrs.iter().map(|(k, v)| (self.id(k), In::of(v))).collect()
     }
 
-    pub fn failed(&self) -> bool {
-        self.status_code == STATUS_ERROR
+    pub fn into_keys(self) -> Vec<Key> {
+        self.keys
+    }
+}
+
+impl From<Vec<Key>> for KeyTable {
+    /// A table of distinct keys, each with its index as id.
+    fn from(keys: Vec<Key>) -> KeyTable {
+        let ids = keys
+            .iter()
+            .enumerate()
+            .map(|(i, k)| (k.clone(), i as u32))
+            .collect();
+        KeyTable { ids, keys }
     }
 }
 
@@ -149,22 +182,31 @@ pub fn attrs_to_py<'py>(py: Python<'py>, attrs: &[(Key, Value)]) -> PyResult<Bou
     Ok(dict)
 }
 
-/// A `sloscope.records.Span` with the same fields (ids as lowercase hex, "" for no parent).
-pub fn span_to_py<'py>(py: Python<'py>, span: &Span) -> PyResult<Bound<'py, PyAny>> {
+/// A `sloscope.records.Span` with the same fields (ids as lowercase hex, "" for no parent); `keys`
+/// is its batch's key table.
+pub fn span_to_py<'py>(py: Python<'py>, span: &Span, keys: &[Key]) -> PyResult<Bound<'py, PyAny>> {
     let class = SPAN_CLASS.import(py, "sloscope.records", "Span")?;
     let parent = span.parent_span_id.map(|p| to_hex(&p)).unwrap_or_default();
+    let fields = &span.fields;
+    let attributes = PyDict::new(py);
+    for attr in fields.attrs() {
+        attributes.set_item(
+            &*keys[attr.key as usize],
+            value_to_py(py, &fields.value(attr))?,
+        )?;
+    }
     class.call1((
         to_hex(&span.trace_id),
         to_hex(&span.span_id),
         parent,
-        &*span.name,
+        fields.name(),
         span.start_ns,
         span.end_ns,
-        attrs_to_py(py, &span.attributes)?,
+        attributes,
         attrs_to_py(py, &span.resource.attributes)?,
         &*span.tracestate,
         span.status_code,
-        &*span.status_message,
+        fields.status_message(),
     ))
 }
 
@@ -216,11 +258,13 @@ fn id_from_py<const N: usize>(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<[u
         .ok_or_else(|| PyValueError::new_err(format!("{what} {text:?} is not {N} bytes of hex")))
 }
 
-/// The native span of a `sloscope.records.Span`. `resources` shares one `Resource` between spans
-/// whose resource dict is the same Python object (as the Python decoder makes them).
+/// The native span of a `sloscope.records.Span`, its keys interned in `keys`. `resources` shares
+/// one `Resource` between spans whose resource dict is the same Python object (as the Python decoder
+/// makes them).
 pub fn span_from_py(
     obj: &Bound<'_, PyAny>,
     resources: &mut Vec<(usize, Arc<Resource>)>,
+    keys: &mut KeyTable,
 ) -> PyResult<Span> {
     let parent: String = obj.getattr("parent_span_id")?.extract()?;
     let parent_span_id = if parent.is_empty() {
@@ -242,18 +286,19 @@ pub fn span_from_py(
             r
         }
     };
+    let name: String = obj.getattr("name")?.extract()?;
+    let message: String = obj.getattr("status_message")?.extract()?;
+    let attributes = attrs_from_py(obj.getattr("attributes")?.cast::<PyDict>()?)?;
     Ok(Span {
         trace_id: id_from_py::<16>(obj, "trace_id")?,
         span_id: id_from_py::<8>(obj, "span_id")?,
         parent_span_id,
-        name: obj.getattr("name")?.extract::<String>()?.into(),
         start_ns: obj.getattr("start_ns")?.extract()?,
         end_ns: obj.getattr("end_ns")?.extract()?,
-        attributes: attrs_from_py(obj.getattr("attributes")?.cast::<PyDict>()?)?,
         resource,
         tracestate: obj.getattr("tracestate")?.extract::<String>()?.into(),
         status_code: obj.getattr("status_code")?.extract()?,
-        status_message: obj.getattr("status_message")?.extract::<String>()?.into(),
+        fields: Packed::new(&name, &message, &mut keys.input(&attributes)),
     })
 }
 
@@ -265,12 +310,17 @@ pub fn span_from_py(
 #[derive(Default)]
 pub struct SpanBatch {
     pub spans: Vec<Span>,
+    /// The attribute keys of its spans, by id.
+    pub keys: Vec<Key>,
 }
 
 impl SpanBatch {
-    /// The spans, leaving the batch empty (the join owns them from then on).
-    pub fn take(&mut self) -> Vec<Span> {
-        std::mem::take(&mut self.spans)
+    /// The spans and their key table, leaving the batch empty (the join owns them from then on).
+    pub fn take(&mut self) -> (Vec<Span>, Vec<Key>) {
+        (
+            std::mem::take(&mut self.spans),
+            std::mem::take(&mut self.keys),
+        )
     }
 }
 
@@ -298,18 +348,22 @@ impl SpanBatch {
     #[staticmethod]
     fn from_spans(spans: &Bound<'_, PyAny>) -> PyResult<Self> {
         let mut resources = Vec::new();
+        let mut keys = KeyTable::default();
         let mut out = Vec::new();
         for span in spans.try_iter()? {
-            out.push(span_from_py(&span?, &mut resources)?);
+            out.push(span_from_py(&span?, &mut resources, &mut keys)?);
         }
-        Ok(SpanBatch { spans: out })
+        Ok(SpanBatch {
+            spans: out,
+            keys: keys.into_keys(),
+        })
     }
 
     /// The spans as `sloscope.records.Span` objects, in order.
     fn to_spans<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let list = PyList::empty(py);
         for span in &self.spans {
-            list.append(span_to_py(py, span)?)?;
+            list.append(span_to_py(py, span, &self.keys)?)?;
         }
         Ok(list)
     }
@@ -320,8 +374,14 @@ impl SpanBatch {
         if n == 0 {
             return Err(PyValueError::new_err("n must be at least 1"));
         }
-        let mut out: Vec<SpanBatch> = (0..n).map(|_| SpanBatch::default()).collect();
-        for span in self.take() {
+        let (spans, keys) = self.take();
+        let mut out: Vec<SpanBatch> = (0..n)
+            .map(|_| SpanBatch {
+                spans: Vec::new(),
+                keys: keys.clone(),
+            })
+            .collect();
+        for span in spans {
             out[shard_of(&span.trace_id, n)].spans.push(span);
         }
         Ok(out)
@@ -337,8 +397,34 @@ impl SpanBatch {
 }
 
 #[cfg(test)]
-mod tests {
+pub mod tests {
     use super::*;
+
+    /// A span with these attributes, and the key table of its batch (for the join's tests).
+    pub fn span_with(
+        name: &str,
+        status_code: i32,
+        message: &str,
+        attributes: Vec<(&str, Value)>,
+    ) -> (Span, Vec<Key>) {
+        let attributes: Attrs = attributes
+            .into_iter()
+            .map(|(k, v)| (Key::from(k), v))
+            .collect();
+        let mut keys = KeyTable::default();
+        let span = Span {
+            trace_id: [1; 16],
+            span_id: [2; 8],
+            parent_span_id: None,
+            start_ns: 0,
+            end_ns: 0,
+            resource: Arc::new(Resource::default()),
+            tracestate: "".into(),
+            status_code,
+            fields: Packed::new(name, message, &mut keys.input(&attributes)),
+        };
+        (span, keys.into_keys())
+    }
 
     #[test]
     fn hex_round_trip() {

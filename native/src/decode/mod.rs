@@ -12,7 +12,10 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 
-use crate::span::{to_hex, value_to_py, Key, SpanBatch, Value};
+use std::sync::Arc;
+
+use crate::packed::{In, Packed};
+use crate::span::{to_hex, value_to_py, Key, KeyTable, Resource, Span, SpanBatch, Value};
 
 pub mod json;
 pub mod json_dom;
@@ -94,7 +97,9 @@ pub struct Read<'a> {
 /// One payload's outcome.
 #[derive(Default)]
 pub struct Decoded {
-    pub spans: Vec<crate::span::Span>,
+    pub spans: Vec<Span>,
+    /// The keys of the spans' attributes, by id.
+    pub keys: KeyTable,
     pub rejected: usize,
     ids: Vec<Rejection>,
     types: Vec<Rejection>,
@@ -115,57 +120,107 @@ impl Decoded {
         }
     }
 
-    /// Keeps the span both decoders read (its attributes deduplicated as a Python dict keeps them,
-    /// unless the decoder knows its keys are distinct: `maybe_repeated` false), or rejects it for
-    /// its ids or for a typed attribute of the wrong type.
+    /// The span's ids, or None after rejecting it for them.
+    fn ids(&mut self, read: &Read<'_>) -> Option<Ids> {
+        match check_ids(read.trace_id, read.span_id, read.parent_id) {
+            Ok(ids) => Some(ids),
+            Err(fault) => {
+                self.reject_id(Rejection::Id {
+                    name: read.name.into(),
+                    fault,
+                });
+                None
+            }
+        }
+    }
+
+    /// Keeps a span whose attributes are owned (OTLP/JSON): deduplicated as a Python dict keeps
+    /// them, unless the decoder knows its keys are distinct (`maybe_repeated` false), then checked;
+    /// `typed` holds the span's typed keys (interned, so compared by address) with their rules.
     fn add(
         &mut self,
         rules: &Rules,
         read: Read<'_>,
         attributes: Vec<(Key, Value)>,
         maybe_repeated: bool,
-        resource: &std::sync::Arc<crate::span::Resource>,
+        resource: &Arc<Resource>,
         typed: &[(Key, u32)],
     ) {
-        let (trace_id, span_id, parent_span_id) =
-            match check_ids(read.trace_id, read.span_id, read.parent_id) {
-                Ok(ids) => ids,
-                Err(fault) => {
-                    return self.reject_id(Rejection::Id {
-                        name: read.name.into(),
-                        fault,
-                    })
-                }
-            };
+        let Some(ids) = self.ids(&read) else { return };
         let attributes = if maybe_repeated {
             values::dedupe(attributes)
         } else {
             attributes
         };
-        // Checked before the span is built, so that a kept span is written once, into the batch.
-        if let Some((key, rule, value)) = rules::first_wrong(rules, &attributes, typed) {
-            let rejection = Rejection::Type {
-                span_id,
-                name: read.name.into(),
-                key: key.clone(),
-                field: rule.field.clone(),
-                expected: rule.expected,
-                value: value.clone(),
-            };
-            return self.reject_type(rejection);
+        let wrong = rules::first_wrong(rules, &attributes, typed, Expected::accepts);
+        if let Some((key, rule, value)) = wrong {
+            return self.reject_wrong_type(ids.1, &read, key.clone(), rule, value.clone());
         }
-        self.spans.push(crate::span::Span {
+        let mut input = self.keys.input(&attributes);
+        self.push(ids, &read, resource, &mut input);
+    }
+
+    /// Keeps a span whose attributes are packed input by key id (the protobuf decoder's; `key_of`
+    /// names an id), as `add` does.
+    #[allow(clippy::too_many_arguments)]
+    fn add_input(
+        &mut self,
+        rules: &Rules,
+        read: Read<'_>,
+        attributes: &mut Vec<(u32, In<'_>)>,
+        maybe_repeated: bool,
+        resource: &Arc<Resource>,
+        typed: &[(u32, u32)],
+        key_of: impl Fn(u32) -> Key,
+    ) {
+        let Some(ids) = self.ids(&read) else { return };
+        if maybe_repeated {
+            values::dedupe_in_place(attributes);
+        }
+        let wrong = rules::first_wrong(rules, attributes, typed, Expected::accepts_in);
+        if let Some((&id, rule, value)) = wrong {
+            return self.reject_wrong_type(ids.1, &read, key_of(id), rule, value.to_value());
+        }
+        self.push(ids, &read, resource, attributes);
+    }
+
+    fn reject_wrong_type(
+        &mut self,
+        span_id: [u8; 8],
+        read: &Read<'_>,
+        key: Key,
+        rule: &Rule,
+        value: Value,
+    ) {
+        self.reject_type(Rejection::Type {
+            span_id,
+            name: read.name.into(),
+            key,
+            field: rule.field.clone(),
+            expected: rule.expected,
+            value,
+        });
+    }
+
+    /// Writes a kept span into the batch.
+    fn push(
+        &mut self,
+        ids: Ids,
+        read: &Read<'_>,
+        resource: &Arc<Resource>,
+        attributes: &mut Vec<(u32, In<'_>)>,
+    ) {
+        let (trace_id, span_id, parent_span_id) = ids;
+        self.spans.push(Span {
             trace_id,
             span_id,
             parent_span_id,
-            name: read.name.into(),
             start_ns: read.start_ns,
             end_ns: read.end_ns,
-            attributes,
             resource: resource.clone(),
             tracestate: read.trace_state.into(),
             status_code: read.status_code,
-            status_message: read.status_message.into(),
+            fields: Packed::new(read.name, read.status_message, attributes),
         });
     }
 
@@ -222,6 +277,7 @@ fn outcome(py: Python<'_>, decoded: Decoded) -> PyResult<Outcome> {
         .collect::<PyResult<Vec<_>>>()?;
     let batch = SpanBatch {
         spans: decoded.spans,
+        keys: decoded.keys.into_keys(),
     };
     Ok((batch, decoded.rejected, reasons))
 }

@@ -18,7 +18,7 @@ use super::schema::{validate, ENTITY_REF, EVENT, LINK, SCOPE};
 use super::values::{dedupe, Ctx, Keys, Seen};
 use super::wire::{utf8, Reader, Result, Value as Wire};
 use super::{Decoded, Read};
-use crate::span::{Key, Resource};
+use crate::span::{KeyTable, Resource};
 
 pub fn decode(payload: &[u8], rules: &Rules) -> Result<Decoded> {
     let mut ctx = Ctx {
@@ -34,6 +34,7 @@ pub fn decode(payload: &[u8], rules: &Rules) -> Result<Decoded> {
             resource_spans(&reader, body, &mut ctx, &mut out)?;
         }
     }
+    out.keys = KeyTable::from(ctx.keys.into_keys());
     Ok(out)
 }
 
@@ -117,13 +118,13 @@ fn span<'p>(
             (7, Wire::Fixed64(v)) => start_ns = v,
             (8, Wire::Fixed64(v)) => end_ns = v,
             (9, Wire::Len(b)) => {
-                if let Some(id) = ctx.key_value(&reader, b, false, &mut attributes)? {
+                if let Some(id) = ctx.span_attribute(&reader, b, &mut attributes)? {
                     seen.add(id);
                     if let Some(rule) = ctx.keys.info(id).rule {
                         typed.push((id, rule));
                         if let Some((_, value)) = attributes.last() {
                             all_typed_right &=
-                                ctx.rules.list[rule as usize].expected.accepts(value);
+                                ctx.rules.list[rule as usize].expected.accepts_in(value);
                         }
                     }
                 }
@@ -144,10 +145,6 @@ fn span<'p>(
             _ => {}
         }
     }
-    // The span keeps an exact-size copy; the buffer (and its capacity) is reused for the next.
-    let mut exact = Vec::with_capacity(attributes.len());
-    exact.append(&mut attributes);
-    ctx.scratch = attributes;
     let read = Read {
         trace_id,
         span_id,
@@ -161,16 +158,24 @@ fn span<'p>(
     };
     // With distinct keys each typed value was checked as it came; only a span with a wrong one,
     // or with a repeated key (whose last value counts), needs `first_wrong`'s scan.
-    let check: Vec<(Key, u32)> = if seen.maybe_repeated || !all_typed_right {
-        typed
-            .iter()
-            .map(|&(id, rule)| (ctx.keys.info(id).key.clone(), rule))
-            .collect()
+    let check: &[(u32, u32)] = if seen.maybe_repeated || !all_typed_right {
+        &typed
     } else {
-        Vec::new()
+        &[]
     };
     let repeated = seen.maybe_repeated;
-    out.add(ctx.rules, read, exact, repeated, resource, &check);
+    let key_of = |id: u32| ctx.keys.info(id).key.clone();
+    out.add_input(
+        ctx.rules,
+        read,
+        &mut attributes,
+        repeated,
+        resource,
+        check,
+        key_of,
+    );
+    // The buffer (and its capacity) is reused for the next span.
+    ctx.scratch = attributes;
     ctx.typed = typed;
     Ok(())
 }

@@ -5,7 +5,8 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::span::{Key, Value};
+use crate::packed::In;
+use crate::span::Value;
 
 /// The kinds `Mapping` names (its `_typed` values), with the words its messages use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,6 +49,17 @@ impl Expected {
             Expected::StringOrInteger => matches!(value, Value::Int(_)) || string(),
         }
     }
+
+    /// `accepts` for a value in packed form.
+    pub fn accepts_in(self, value: &In<'_>) -> bool {
+        match value {
+            In::Whole(whole) => self.accepts(whole),
+            In::Str(_) | In::Header(_) => self != Expected::Number,
+            In::Int(_) => self != Expected::String,
+            In::Double(_) => self == Expected::Number,
+            In::Bool(_) | In::Empty => false,
+        }
+    }
 }
 
 /// One typed span key: the field it feeds and the type it must have.
@@ -83,19 +95,21 @@ impl Rules {
 
 /// The first wrong-typed attribute of a span, in the span's own order (as `Mapping.check` names
 /// the first bad key of the dict, which keeps each key's first position). `typed` holds the
-/// span's typed keys (interned, so compared by address) with their rules.
-pub fn first_wrong<'a>(
+/// span's typed keys (interned, so equal keys compare at once) with their rules; `accepts` is
+/// `Expected::accepts` for the value's type.
+pub fn first_wrong<'a, K: PartialEq, V>(
     rules: &'a Rules,
-    attrs: &'a [(Key, Value)],
-    typed: &[(Key, u32)],
-) -> Option<(&'a Key, &'a Rule, &'a Value)> {
+    attrs: &'a [(K, V)],
+    typed: &[(K, u32)],
+    accepts: impl Fn(Expected, &V) -> bool,
+) -> Option<(&'a K, &'a Rule, &'a V)> {
     if typed.is_empty() {
         return None;
     }
     attrs.iter().find_map(|(key, value)| {
-        let (_, index) = typed.iter().find(|(k, _)| std::sync::Arc::ptr_eq(k, key))?;
+        let (_, index) = typed.iter().find(|(k, _)| k == key)?;
         let rule = &rules.list[*index as usize];
-        (!rule.expected.accepts(value)).then_some((key, rule, value))
+        (!accepts(rule.expected, value)).then_some((key, rule, value))
     })
 }
 
@@ -120,5 +134,35 @@ mod tests {
         assert!(Expected::StringOrInteger.accepts(&Value::Int(1)));
         assert!(Expected::StringOrInteger.accepts(&header));
         assert!(!Expected::StringOrInteger.accepts(&Value::Double(1.0)));
+    }
+
+    #[test]
+    fn packed_values_are_accepted_as_their_owned_form_is() {
+        let values = [
+            Value::Str("x".into()),
+            Value::Array(vec![Value::Str("200".into())].into_boxed_slice()),
+            Value::Array(vec![Value::Str("".into())].into_boxed_slice()),
+            Value::Array(vec![Value::Int(1)].into_boxed_slice()),
+            Value::Int(1),
+            Value::Double(0.5),
+            Value::Bool(true),
+            Value::Empty,
+            Value::Bytes(Box::new([1])),
+        ];
+        let kinds = [
+            Expected::Number,
+            Expected::String,
+            Expected::StringOrInteger,
+        ];
+        for value in &values {
+            for kind in kinds {
+                let packed = In::of(value);
+                assert_eq!(
+                    kind.accepts_in(&packed),
+                    kind.accepts(value),
+                    "{kind:?} {value:?}"
+                );
+            }
+        }
     }
 }

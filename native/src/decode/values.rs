@@ -7,10 +7,12 @@
 //! member set, or with `string_value_strindex` (which `_value` does not convert), is `Empty`.
 
 use std::collections::HashMap;
+use std::hash::Hash;
 
 use super::rules::Rules;
 use super::schema::{validate, ANY_VALUE};
 use super::wire::{utf8, Reader, Result, Value as Wire};
+use crate::packed::In;
 use crate::span::{Key, Value};
 
 /// What a key is to this decode: its shared name, and whether span attributes keep it.
@@ -99,6 +101,11 @@ impl<'p> Keys<'p> {
         &self.infos[id as usize]
     }
 
+    /// The keys by id.
+    pub fn into_keys(self) -> Vec<Key> {
+        self.infos.into_iter().map(|info| info.key).collect()
+    }
+
     pub fn get(&mut self, raw: &'p [u8], rules: &Rules) -> Result<KeyInfo> {
         let id = self.id(raw, rules)?;
         Ok(self.info(id).clone())
@@ -154,8 +161,8 @@ impl Building<'_> {
 pub struct Ctx<'p, 'r> {
     pub keys: Keys<'p>,
     pub rules: &'r Rules,
-    /// A span's attributes while it is read (reused: the span keeps an exact-size copy).
-    pub scratch: Vec<(Key, Value)>,
+    /// A span's attributes while it is read, by key id (reused: the span packs them).
+    pub scratch: Vec<(u32, In<'p>)>,
     /// The span's typed keys (by id) with their rules.
     pub typed: Vec<(u32, u32)>,
 }
@@ -233,6 +240,30 @@ impl<'p> Ctx<'p, '_> {
         Ok(state.finish())
     }
 
+    /// `any_value` in packed form: a string or a captured header borrowed from the payload.
+    #[inline]
+    fn any_in(&mut self, parent: &Reader<'p>, body: &'p [u8]) -> Result<In<'p>> {
+        let mut reader = parent.sub(body)?;
+        if let Some((number, value)) = reader.next()? {
+            if reader.at_end() {
+                match (number, value) {
+                    (1, Wire::Len(b)) => return Ok(In::Str(utf8(b)?)),
+                    (2, Wire::Varint(v)) => return Ok(In::Bool(v != 0)),
+                    (3, Wire::Varint(v)) => return Ok(In::Int(v as i64)),
+                    (4, Wire::Fixed64(v)) => return Ok(In::Double(f64::from_bits(v))),
+                    (5, Wire::Len(b)) => {
+                        if let Some(text) = header(&reader, b)? {
+                            return Ok(In::Header(text));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        // `Packed::new` files a whole value that is a plain string or a header as such.
+        self.any_value(parent, body).map(In::Whole)
+    }
+
     /// ArrayValue: values = 1.
     fn merge_array(
         &mut self,
@@ -268,7 +299,6 @@ impl<'p> Ctx<'p, '_> {
     /// One `KeyValue` (key = 1, value = 2): the pair pushed onto `out` if the key is kept (always,
     /// with `all`), and its key's id returned; else None after checking the value as the runtime
     /// would.
-    #[inline]
     pub fn key_value(
         &mut self,
         parent: &Reader<'p>,
@@ -276,6 +306,37 @@ impl<'p> Ctx<'p, '_> {
         all: bool,
         out: &mut Vec<(Key, Value)>,
     ) -> Result<Option<u32>> {
+        let Some((id, value)) = self.kept(parent, body, all, Self::any_value)? else {
+            return Ok(None);
+        };
+        out.push((self.keys.info(id).key.clone(), value));
+        Ok(Some(id))
+    }
+
+    /// `key_value` for a span's attribute: the pair pushed in packed form, by key id.
+    #[inline]
+    pub fn span_attribute(
+        &mut self,
+        parent: &Reader<'p>,
+        body: &'p [u8],
+        out: &mut Vec<(u32, In<'p>)>,
+    ) -> Result<Option<u32>> {
+        let Some((id, value)) = self.kept(parent, body, false, Self::any_in)? else {
+            return Ok(None);
+        };
+        out.push((id, value));
+        Ok(Some(id))
+    }
+
+    /// A `KeyValue`'s key id and value (read by `one`, or merged), if the key is kept.
+    #[inline(always)]
+    fn kept<V: From<Value>>(
+        &mut self,
+        parent: &Reader<'p>,
+        body: &'p [u8],
+        all: bool,
+        one: impl FnOnce(&mut Self, &Reader<'p>, &'p [u8]) -> Result<V>,
+    ) -> Result<Option<(u32, V)>> {
         let mut reader = parent.sub(body)?;
         let (key, first, more) = match canonical_key_value(body) {
             Some((key, value)) => (Some(key), Some(value), Vec::new()),
@@ -295,18 +356,36 @@ impl<'p> Ctx<'p, '_> {
             return Ok(None);
         }
         let value = match (first, single) {
-            (None, _) => Value::Empty,
-            (Some(b), true) => self.any_value(&reader, b)?,
+            (None, _) => V::from(Value::Empty),
+            (Some(b), true) => one(self, &reader, b)?,
             (Some(_), false) => {
                 let mut state = Building::Empty;
                 for b in bodies {
                     self.merge_any(&reader, b, &mut state)?;
                 }
-                state.finish()
+                V::from(state.finish())
             }
         };
-        out.push((self.keys.info(id).key.clone(), value));
-        Ok(Some(id))
+        Ok(Some((id, value)))
+    }
+}
+
+/// The string of an `ArrayValue` body holding exactly one `AnyValue` that is exactly one non-empty
+/// string, as SDKs write a captured header; None for any other body (`any_value` reads it then, and
+/// checks it).
+#[inline(always)]
+fn header<'p>(parent: &Reader<'p>, body: &'p [u8]) -> Result<Option<&'p str>> {
+    let mut array = parent.sub(body)?;
+    let Some((1, Wire::Len(item))) = array.next()? else {
+        return Ok(None);
+    };
+    if !array.at_end() {
+        return Ok(None);
+    }
+    let mut any = array.sub(item)?;
+    match any.next()? {
+        Some((1, Wire::Len(text))) if any.at_end() && !text.is_empty() => Ok(Some(utf8(text)?)),
+        _ => Ok(None),
     }
 }
 
@@ -369,30 +448,26 @@ fn key_value_fields<'p>(
 }
 
 /// Pairs as a Python dict holds them: each key at its first position, with its last value. The
-/// keys must come from one `Keys` (equal keys compared by address).
-pub fn dedupe(mut pairs: Vec<(Key, Value)>) -> Vec<(Key, Value)> {
+/// keys must come from one `Keys` (interned: equal keys are the same `Arc`, or the same id).
+pub fn dedupe<K: Eq + Hash + Clone, V>(mut pairs: Vec<(K, V)>) -> Vec<(K, V)> {
+    dedupe_in_place(&mut pairs);
+    pairs
+}
+
+/// `dedupe`, in the vector given.
+pub fn dedupe_in_place<K: Eq + Hash + Clone, V>(pairs: &mut Vec<(K, V)>) {
     const SCAN: usize = 16; // up to this many pairs a scan beats hashing
-                            // Keys of one payload are interned (`Keys`): equal keys are the same `Arc`.
-    let same = |a: &Key, b: &Key| std::sync::Arc::ptr_eq(a, b);
     if pairs.len() <= SCAN {
         let unique = pairs
             .iter()
             .enumerate()
-            .all(|(i, (key, _))| !pairs[..i].iter().any(|(k, _)| same(k, key)));
+            .all(|(i, (key, _))| !pairs[..i].iter().any(|(k, _)| k == key));
         if unique {
-            return pairs; // the usual case: nothing to move
+            return; // the usual case: nothing to move
         }
-        let mut out: Vec<(Key, Value)> = Vec::with_capacity(pairs.len());
-        for (key, value) in pairs {
-            match out.iter_mut().find(|(k, _)| same(k, &key)) {
-                Some(slot) => slot.1 = value,
-                None => out.push((key, value)),
-            }
-        }
-        return out;
     }
-    let mut at: HashMap<Key, usize> = HashMap::with_capacity(pairs.len());
-    let mut out: Vec<(Key, Value)> = Vec::with_capacity(pairs.len());
+    let mut at: HashMap<K, usize> = HashMap::with_capacity(pairs.len());
+    let mut out: Vec<(K, V)> = Vec::with_capacity(pairs.len());
     for (key, value) in pairs.drain(..) {
         match at.get(&key) {
             Some(&i) => out[i].1 = value,
@@ -402,7 +477,7 @@ pub fn dedupe(mut pairs: Vec<(Key, Value)>) -> Vec<(Key, Value)> {
             }
         }
     }
-    out
+    *pairs = out;
 }
 
 #[cfg(test)]

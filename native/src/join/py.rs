@@ -72,8 +72,9 @@ fn rules_from_py(rules: &Bound<'_, PyDict>, keys: &mut Keys) -> PyResult<Rules> 
 
 // ---- what a span costs ----------------------------------------------------------------------
 
-/// `trace_state.span_bytes`: the reference's estimate (characters, not bytes, of its strings).
-fn python_span_bytes(span: &Span) -> usize {
+/// `trace_state.span_bytes`: the reference's estimate (characters, not bytes, of its strings);
+/// `keys` names the span's attribute keys.
+fn python_span_bytes(span: &Span, keys: &[Key]) -> usize {
     fn chars(s: &str) -> usize {
         s.chars().count()
     }
@@ -86,9 +87,11 @@ fn python_span_bytes(span: &Span) -> usize {
             _ => 0,
         }
     }
-    let mut size = 700 + chars(&span.name) + chars(&span.status_message) + chars(&span.tracestate);
-    for (key, v) in &span.attributes {
-        size += 100 + chars(key) + value(v);
+    let fields = &span.fields;
+    let mut size = 700 + chars(fields.name()) + chars(fields.status_message());
+    size += chars(&span.tracestate);
+    for attr in fields.attrs() {
+        size += 100 + chars(&keys[attr.key as usize]) + value(&fields.value(attr));
     }
     size
 }
@@ -154,13 +157,14 @@ fn trace_overhead() -> usize {
 
 impl NativeAssembler {
     /// A span as the join holds it: its request id normalised, its kind decided, its size counted.
-    fn hold(&mut self, py: Python<'_>, span: Span) -> PyResult<Held> {
-        // The reference's estimate, of the span as it came (before headers are collapsed).
-        let reference_size = self.python_bytes.then(|| python_span_bytes(&span));
-        let name = &*span.name;
+    /// `names` are its batch's keys, `ids` their ids here.
+    fn hold(&mut self, py: Python<'_>, span: Span, names: &[Key], ids: &[KeyId]) -> PyResult<Held> {
+        // The reference's estimate, of the span as it came (before headers are unfolded).
+        let reference_size = self.python_bytes.then(|| python_span_bytes(&span, names));
+        let name = span.fields.name();
         let named_anchor = self.anchor_names.iter().any(|n| n == name);
         let gateway = self.gateway_names.iter().any(|n| n == name);
-        let span = HeldSpan::pack(span, &mut self.keys);
+        let span = HeldSpan::pack(span, ids, &self.keys);
         let anchor = named_anchor || span.attribute(self.anchor_key).is_some();
         let bare = !span.has_attributes()
             && !gateway
@@ -298,11 +302,12 @@ impl NativeAssembler {
         batch: &Bound<'py, SpanBatch>,
         now: f64,
     ) -> PyResult<(usize, Bound<'py, PyList>)> {
-        let spans = batch.borrow_mut().take();
+        let (spans, names) = batch.borrow_mut().take();
+        let ids = self.keys.ids_of(&names);
         let mut held = Vec::with_capacity(spans.len());
         for span in spans {
             let tid = span.trace_id;
-            held.push((tid, self.hold(py, span)?));
+            held.push((tid, self.hold(py, span, &names, &ids)?));
         }
         let before = self.core.out.len();
         let core = &mut self.core;

@@ -169,24 +169,14 @@ pub fn failure_reason<'a>(
 mod tests {
     use super::*;
     use crate::join::held::Keys;
-    use crate::span::{Key, Resource, Value};
-    use std::sync::Arc;
+    use crate::span::tests::span_with;
+    use crate::span::Value;
 
     fn span(name: &str, attrs: Vec<(&str, Value)>, status: i32, message: &str) -> Span {
-        let span = crate::span::Span {
-            trace_id: [1; 16],
-            span_id: [2; 8],
-            parent_span_id: None,
-            name: name.into(),
-            start_ns: 0,
-            end_ns: 0,
-            attributes: attrs.into_iter().map(|(k, v)| (Key::from(k), v)).collect(),
-            resource: Arc::new(Resource::default()),
-            tracestate: "".into(),
-            status_code: status,
-            status_message: message.into(),
-        };
-        HeldSpan::pack(span, &mut Keys::new())
+        let (span, names) = span_with(name, status, message, attrs);
+        let mut keys = Keys::new();
+        let ids = keys.ids_of(&names);
+        HeldSpan::pack(span, &ids, &keys)
     }
 
     fn reason(spans: &[Span], answered: bool) -> Option<&'static str> {

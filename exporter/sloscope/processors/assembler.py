@@ -44,6 +44,7 @@ from sloscope.attributes import Mapping, View
 from sloscope.config import Join
 from sloscope.processors import span_shapes as shapes
 from sloscope.processors.joined_request import RequestBuilder, disaggregated, leg_of, primary_anchor
+from sloscope.processors.recent import Recent
 from sloscope.processors.trace_state import Footprint, PendingTrace, SeenSpans, span_bytes
 from sloscope.records import JoinedRequest, Span
 
@@ -84,10 +85,10 @@ class TraceAssembler:
         self._footprint = Footprint()  # estimated bytes of every pending trace's spans
         self._anchor_deadlines: deque[tuple[float, str, str]] = deque()  # (deadline, trace id, anchor span id)
         self._gateway_deadlines: deque[tuple[float, str, str]] = deque()  # (deadline, trace id, gateway span id)
-        self._done: OrderedDict[str, SeenSpans] = OrderedDict()
+        self._done: Recent[str, SeenSpans] = Recent(join.max_done_traces)
         self._companions_by_request_id: dict[str, str] = {}  # request id -> trace id
         self._anchors_by_request_id: dict[str, tuple[str, str]] = {}  # request id -> (trace id, span id)
-        self._answered: dict[str, None] = {}  # request ids of emitted model-server spans, oldest first
+        self._answered: Recent[str, None] = Recent(join.max_done_traces)  # request ids of emitted model-server spans
 
     @property
     def pending(self) -> int:
@@ -408,16 +409,13 @@ class TraceAssembler:
     def _answered_id(self, request_id: str | None) -> None:
         if request_id is None:
             return
-        self._answered[request_id] = None
-        while len(self._answered) > self._join.max_done_traces:
-            del self._answered[next(iter(self._answered))]
+        if request_id not in self._answered:
+            self._answered.put(request_id, None)
 
     def _remember(self, trace_id: str, spans: Iterable[Span], *, claimed: bool) -> None:
-        done = self._done.pop(trace_id, None) or SeenSpans()  # re-inserted: the most recent trace is forgotten last
+        done = self._done.take(trace_id) or SeenSpans()  # put again: the most recent trace is forgotten last
         done.remember(spans, claimed=claimed, cap=self._done_cap)
-        self._done[trace_id] = done
-        while len(self._done) > self._join.max_done_traces:
-            self._done.popitem(last=False)
+        self._done.put(trace_id, done)
 
     # ---- time -------------------------------------------------------------------------------
 
@@ -483,7 +481,7 @@ class TraceAssembler:
         scope = [gateway, *self._scope(trace, key, [gateway])]
         if not self._is_llm_call(scope):
             return  # not an LLM call: it stays a companion until the trace expires, as any span
-        if self._request_ids_under(trace, gateway_id) & self._answered.keys():
+        if any(request_id in self._answered for request_id in self._request_ids_under(trace, gateway_id)):
             return  # a model server answered it in another trace (the gateway forwarded another traceparent)
         answered = not self._join.unanswered_are_aborted
         reason = shapes.failure_reason(scope, answered=answered)

@@ -14,6 +14,7 @@ use crate::join::build::{self, Builder, Joined};
 use crate::join::hash::{HashMap, HashSet};
 use crate::join::held::ValueRef;
 use crate::join::ordered::{OrderedMap, Small};
+use crate::join::recent::Recent;
 use crate::join::rules::{Field, Rules};
 use crate::join::shapes;
 use crate::join::trace::{Held, Seen, SpanId, Spans, Trace, TraceId, DROP_DUPLICATE};
@@ -90,11 +91,10 @@ pub struct Assembler {
     index_bytes: usize,
     anchor_deadlines: VecDeque<(f64, TraceId, SpanId)>,
     gateway_deadlines: VecDeque<(f64, TraceId, SpanId)>,
-    done: OrderedMap<TraceId, Seen>,
+    done: Recent<TraceId, Seen>,
     companions_by_rid: HashMap<Box<str>, TraceId>,
     anchors_by_rid: HashMap<Box<str>, (TraceId, SpanId)>,
-    answered: HashSet<Arc<str>>,
-    answered_order: VecDeque<Arc<str>>,
+    answered: Recent<Arc<str>, ()>,
     pub out: Vec<Joined>,
     pub counts: Counts,
 }
@@ -135,6 +135,8 @@ impl Assembler {
         };
         Assembler {
             done_cap: 4 * cfg.max_spans_per_trace,
+            done: Recent::new(cfg.max_done_traces),
+            answered: Recent::new(cfg.max_done_traces),
             cfg,
             rules,
             builder,
@@ -144,11 +146,8 @@ impl Assembler {
             index_bytes: 0,
             anchor_deadlines: VecDeque::new(),
             gateway_deadlines: VecDeque::new(),
-            done: OrderedMap::default(),
             companions_by_rid: HashMap::default(),
             anchors_by_rid: HashMap::default(),
-            answered: HashSet::default(),
-            answered_order: VecDeque::new(),
             out: Vec::new(),
             text: Mutex::default(),
             counts: Counts::default(),
@@ -740,14 +739,8 @@ impl Assembler {
 
     fn answered_id(&mut self, rid: Option<Arc<str>>) {
         let Some(rid) = rid else { return };
-        if self.answered.insert(rid.clone()) {
-            self.answered_order.push_back(rid);
-        }
-        while self.answered.len() > self.cfg.max_done_traces {
-            let Some(oldest) = self.answered_order.pop_front() else {
-                break;
-            };
-            self.answered.remove(&oldest);
+        if !self.answered.contains(&*rid) {
+            self.answered.put(rid, ());
         }
     }
 
@@ -757,13 +750,10 @@ impl Assembler {
         spans: impl ExactSizeIterator<Item = (SpanId, Option<SpanId>)>,
         claimed: bool,
     ) {
-        // Re-inserted: the most recent trace is forgotten last.
-        let mut done = self.done.remove(&tid).unwrap_or_default();
+        // Put again: the most recent trace is forgotten last.
+        let mut done = self.done.take(&tid).unwrap_or_default();
         done.remember(spans, claimed, self.done_cap);
-        self.done.insert(tid, done);
-        while self.done.len() > self.cfg.max_done_traces {
-            self.done.pop_first();
-        }
+        self.done.put(tid, done);
     }
 
     // ---- time ---------------------------------------------------------------------------

@@ -3,8 +3,8 @@
 //!
 //! The pieces: what the configured attribute mapping reads (`rules`), the joinable request id
 //! (`request_id`), what upstream span shapes mean (`shapes`), how a waiting span is held (`held`), what is held per trace (`trace`),
-//! how a request is read from its spans (`build`), requests as Arrow buffers (`columns`), the assembler itself (`assembler`) and its
-//! Python face (`py`), and the hasher of their maps (`hash`).
+//! how a request is read from its spans (`build`), requests as Arrow buffers (`columns`), the assembler itself (`assembler`), its
+//! memory of finished traces (`recent`) and its Python face (`py`), and the hasher of their maps (`hash`).
 
 pub mod assembler;
 pub mod build;
@@ -13,6 +13,7 @@ pub mod hash;
 pub mod held;
 pub mod ordered;
 pub mod py;
+pub mod recent;
 pub mod request_id;
 pub mod rules;
 pub mod shapes;

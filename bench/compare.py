@@ -438,14 +438,14 @@ def build_slices(args: argparse.Namespace) -> dict[str, list[PayloadSet]]:
     """
     count = max(1, round(args.spans / args.slice_spans))
     out: dict[str, list[PayloadSet]] = {}
-    ids = 10**7  # request numbers per slice
+    ids = 10**7  # request (two-span) or session (llm-d) numbers per slice
     for t, transport in enumerate(TRANSPORTS):
         numbers = [count * t + n for n in range(count)]  # unique over both transports, whatever the count
         out[f"two-span/{transport}"] = [
             build(args.slice_spans, args.batch_spans, args.pods, seed=k + 1, first_request=ids * k) for k in numbers
         ]
         out[f"llm-d/{transport}"] = [
-            build_llmd(args.slice_spans, args.batch_spans, seed=1000 * (t + 1) + n) for n in range(count)
+            build_llmd(args.slice_spans, args.batch_spans, seed=k + 1, first_session=ids * k) for k in numbers
         ]
     return out
 

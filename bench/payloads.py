@@ -175,7 +175,13 @@ _T0 = 1_764_582_000.0
 
 
 def build_llmd(
-    total_spans: int, batch_spans: int = 512, calls_per_trace: int = 4, pd_share: float = 0.25, seed: int = 1
+    total_spans: int,
+    batch_spans: int = 512,
+    calls_per_trace: int = 4,
+    pd_share: float = 0.25,
+    seed: int = 1,
+    *,
+    first_session: int = 0,
 ) -> PayloadSet:
     """Exports of agent sessions as today's llm-d stack sends them, made by the demo's span emitter.
 
@@ -185,7 +191,9 @@ def build_llmd(
     pod's routing sidecar (NIXL: the prefill leg, then the decode leg, each with its own ``llm_request``). Spans
     are exported in the order the processes finish them, ``batch_spans`` (about) per export, as a Collector's
     batch processor forwards them: an export holds about one call of each of the sessions in flight, and a call's
-    spans may straddle two exports. ``requests`` counts LLM calls.
+    spans may straddle two exports. ``requests`` counts LLM calls. ``first_session`` offsets the sessions' numbers,
+    from which their trace ids are made (``seed`` changes span ids, not trace ids): sets sent to one server need
+    disjoint ranges, or a later set continues the traces of an earlier one.
     """
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -199,7 +207,8 @@ def build_llmd(
     emitter = LlmdSpanEmitter(LLMD_PODS, lambda: SimpleSpanProcessor(exporter), model=MODELS[0])
     payloads: list[bytes] = []
     pending: list = []
-    spans = requests = session_number = 0
+    spans = requests = 0
+    session_number = first_session
     group = max(1, batch_spans // 16)  # sessions in flight at once: about one call of each per export
     while spans < total_spans:
         sessions = [_session_records(rng, session_number + i + 1, calls_per_trace, pd_share) for i in range(group)]

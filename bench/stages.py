@@ -107,7 +107,7 @@ def main() -> int:
     gc.set_threshold(50_000, 20, 100)
     sets = {
         "two-span": [build(args.spans, first_request=k * args.spans) for k in range(args.warm + 1)],
-        "llm-d": [build_llmd(args.spans, seed=k + 1) for k in range(args.warm + 1)],
+        "llm-d": [build_llmd(args.spans, seed=k + 1, first_session=k * args.spans) for k in range(args.warm + 1)],
     }
     rows = []
     with tempfile.TemporaryDirectory(prefix="sloscope-bench-stages-") as tmp:

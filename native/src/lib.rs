@@ -7,6 +7,9 @@
 
 use pyo3::prelude::*;
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 pub mod decode; // OTLP protobuf and JSON into SpanBatch
 pub mod join; // the trace join: SpanBatch into joined requests
 pub mod packed; // a span's strings and attributes in two allocations

@@ -3,10 +3,11 @@
 Every shape the join rules name, drawn at random from a seed: late-2025 traces (the EPP's span with
 the headers, vLLM's below it), llm-d-router's (``gateway.request`` > orchestration > scheduling, vLLM
 under it or beside it under the caller's span, an Envoy span with captured headers outside it),
-agent traces of many calls with tool spans, P/D with the routing sidecar's spans or without them
-(chunked decodes, decode stages that never come), ``n > 1`` choices, gateway requests that fail for
-each reason or are no LLM call, failed model-server spans, lone model-server spans, traces whose
-gateway spans went to a trace of their own (joined by request id), traces with no model-server span.
+agent traces of many calls with tool spans (now and then a long-lived session of 20 to 40 calls), P/D with
+the routing sidecar's spans or without them (chunked decodes, decode stages that never come), ``n > 1``
+choices, gateway requests that fail for each reason or are no LLM call, failed model-server spans, lone
+model-server spans, traces whose gateway spans went to a trace of their own (joined by request id), traces
+with no model-server span.
 Then they are delivered as exporters deliver them: interleaved, in random order, split into batches,
 with spans lost, resent (duplicates, retries) or late, and with the clock moving between batches
 across every window. The shapes follow llm-d-router ebab6879 (``pkg/epp/handlers/server.go:460``,
@@ -289,7 +290,8 @@ class Shapes:
             self.call(trace, parent, 0)
         elif kind == "agent":
             root = trace.add("agent.run", rng.choice(({}, {"agent.name": "planner"})), length_ms=60000)
-            for i in range(rng.randint(2, 8)):
+            calls = rng.randint(2, 8) if rng.random() > 0.03 else rng.randint(20, 40)  # a long-lived session, at times
+            for i in range(calls):
                 if rng.random() < 0.5:
                     trace.add("tool.call", {}, parent=root, at_ms=1000 * i + 900)  # carries nothing
                 self.call(trace, root, 1000 * i)

@@ -236,7 +236,11 @@ impl Assembler {
     }
 
     fn add(&mut self, tid: TraceId, span: Held, now: f64) -> bool {
-        if let Some(verdict) = self.done.get(&tid).and_then(|d| d.verdict(&span.span)) {
+        if let Some(verdict) = self
+            .done
+            .get(&tid)
+            .and_then(|d| d.verdict(span.span.span_id, span.span.parent_span_id))
+        {
             self.dropped(verdict, 1);
             return false;
         }

@@ -60,7 +60,10 @@ impl<K: Hash + Eq, V> Recent<K, V> {
 
     /// Remembers a key that is not remembered now (`take` it first).
     pub fn put(&mut self, key: K, value: V) {
-        debug_assert!(!self.old.contains_key(&key), "put a remembered key: take it first");
+        debug_assert!(
+            !self.old.contains_key(&key),
+            "put a remembered key: take it first"
+        );
         self.young.insert(key, value);
         if self.young.len() >= self.half {
             std::mem::swap(&mut self.young, &mut self.old);

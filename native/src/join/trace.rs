@@ -4,6 +4,7 @@
 //! Spans are few per trace (`join.max_spans_per_trace`, 64 by default), so they are kept in a
 //! vector in arrival order and children are found by a scan: no per-trace index to pay for.
 
+use crate::join::hash::HashSet;
 use crate::join::held::HeldSpan;
 use crate::join::ordered::{Few, Small};
 
@@ -173,61 +174,106 @@ impl Trace {
 /// What is remembered of a trace's spans once they left the pending trace: the ids seen, those
 /// claimed by an emitted request, and the parents of claimed spans, each a bounded list oldest first.
 /// The three lists are segments of one vector (one allocation per remembered trace, not three).
+/// A long-lived trace (an agent session of many calls) also indexes them once they hold more than
+/// `INDEXED` ids, so checking a span costs the same whatever the trace's length: scanning the lists
+/// took the join from 0.60 to 0.96 µs a span at 128 calls a trace.
 #[derive(Default)]
 pub struct Seen {
     ids: Vec<SpanId>,
     claimed_at: usize,
     parents_at: usize,
+    index: Option<Box<[HashSet<SpanId>; 3]>>,
+}
+
+const INDEXED: usize = 48;
+
+#[derive(Clone, Copy, PartialEq)]
+enum List {
+    Seen = 0,
+    Claimed = 1,
+    Parents = 2,
 }
 
 pub const DROP_DUPLICATE: &str = "duplicate";
 pub const DROP_LATE: &str = "late";
 
 impl Seen {
-    fn seen(&self) -> &[SpanId] {
-        &self.ids[..self.claimed_at]
+    fn bounds(&self, list: List) -> (usize, usize) {
+        match list {
+            List::Seen => (0, self.claimed_at),
+            List::Claimed => (self.claimed_at, self.parents_at),
+            List::Parents => (self.parents_at, self.ids.len()),
+        }
     }
 
-    fn claimed(&self) -> &[SpanId] {
-        &self.ids[self.claimed_at..self.parents_at]
+    fn list(&self, list: List) -> &[SpanId] {
+        let (start, end) = self.bounds(list);
+        &self.ids[start..end]
     }
 
-    fn parents(&self) -> &[SpanId] {
-        &self.ids[self.parents_at..]
+    fn has(&self, list: List, id: &SpanId) -> bool {
+        match &self.index {
+            Some(index) => index[list as usize].contains(id),
+            None => self.list(list).contains(id),
+        }
     }
 
-    fn add_seen(&mut self, id: SpanId) {
-        if !self.seen().contains(&id) {
-            self.ids.insert(self.claimed_at, id);
+    fn add(&mut self, list: List, id: SpanId) {
+        if self.has(list, &id) {
+            return;
+        }
+        let (_, end) = self.bounds(list);
+        self.ids.insert(end, id);
+        if list == List::Seen {
             self.claimed_at += 1;
+        }
+        if list != List::Parents {
             self.parents_at += 1;
+        }
+        if let Some(index) = &mut self.index {
+            index[list as usize].insert(id);
         }
     }
 
-    fn add_claimed(&mut self, id: SpanId) {
-        if !self.claimed().contains(&id) {
-            self.ids.insert(self.parents_at, id);
-            self.parents_at += 1;
+    /// Forgets the oldest `count` of a list.
+    fn forget(&mut self, list: List, count: usize) {
+        let (start, _) = self.bounds(list);
+        let gone = self.ids.drain(start..start + count);
+        if let Some(index) = &mut self.index {
+            for id in gone {
+                index[list as usize].remove(&id);
+            }
+        } else {
+            drop(gone);
         }
-    }
-
-    fn add_parent(&mut self, id: SpanId) {
-        if !self.parents().contains(&id) {
-            self.ids.push(id);
+        if list == List::Seen {
+            self.claimed_at -= count;
+        }
+        if list != List::Parents {
+            self.parents_at -= count;
         }
     }
 
     /// Forgets the oldest of each list until at most `cap` are left in it.
     fn trim(&mut self, cap: usize) {
-        let parents = self.parents().len().saturating_sub(cap);
-        self.ids.drain(self.parents_at..self.parents_at + parents);
-        let claimed = self.claimed().len().saturating_sub(cap);
-        self.ids.drain(self.claimed_at..self.claimed_at + claimed);
-        self.parents_at -= claimed;
-        let seen = self.seen().len().saturating_sub(cap);
-        self.ids.drain(..seen);
-        self.claimed_at -= seen;
-        self.parents_at -= seen;
+        for list in [List::Parents, List::Claimed, List::Seen] {
+            let over = self.list(list).len().saturating_sub(cap);
+            if over > 0 {
+                self.forget(list, over);
+            }
+        }
+    }
+
+    fn index_if_long(&mut self) {
+        if self.index.is_some() || self.ids.len() <= INDEXED {
+            return;
+        }
+        let set = |list| self.list(list).iter().copied().collect::<HashSet<SpanId>>();
+        self.index = Some(Box::new([
+            set(List::Seen),
+            set(List::Claimed),
+            set(List::Parents),
+        ]));
     }
 
     pub fn remember(
@@ -238,25 +284,26 @@ impl Seen {
     ) {
         self.ids.reserve(spans.len() * if claimed { 3 } else { 1 });
         for (id, parent) in spans {
-            self.add_seen(id);
+            self.add(List::Seen, id);
             if claimed {
-                self.add_claimed(id);
+                self.add(List::Claimed, id);
                 if let Some(parent) = parent {
-                    self.add_parent(parent);
+                    self.add(List::Parents, parent);
                 }
             }
         }
         self.trim(cap);
+        self.index_if_long();
     }
 
-    pub fn verdict(&self, span: &HeldSpan) -> Option<&'static str> {
-        if self.seen().contains(&span.span_id) {
+    /// Why a span with these ids is not new: a duplicate of a span seen, or late (a parent of a
+    /// claimed span, or under one).
+    pub fn verdict(&self, span: SpanId, parent: Option<SpanId>) -> Option<&'static str> {
+        if self.has(List::Seen, &span) {
             return Some(DROP_DUPLICATE);
         }
-        let under_claimed = span
-            .parent_span_id
-            .is_some_and(|p| self.claimed().contains(&p));
-        if self.parents().contains(&span.span_id) || under_claimed {
+        let under_claimed = parent.is_some_and(|p| self.has(List::Claimed, &p));
+        if self.has(List::Parents, &span) || under_claimed {
             return Some(DROP_LATE);
         }
         None
@@ -274,8 +321,35 @@ mod tests {
         seen.remember([(id(1), Some(id(9))), (id(2), None)].into_iter(), true, 3);
         seen.remember([(id(3), Some(id(8))), (id(1), None)].into_iter(), false, 3);
         seen.remember([(id(4), Some(id(7)))].into_iter(), true, 2);
-        assert_eq!(seen.seen(), &[id(3), id(4)]);
-        assert_eq!(seen.claimed(), &[id(2), id(4)]);
-        assert_eq!(seen.parents(), &[id(9), id(7)]);
+        assert_eq!(seen.list(List::Seen), &[id(3), id(4)]);
+        assert_eq!(seen.list(List::Claimed), &[id(2), id(4)]);
+        assert_eq!(seen.list(List::Parents), &[id(9), id(7)]);
+        assert!(seen.index.is_none());
+    }
+
+    #[test]
+    fn a_long_trace_is_indexed_and_forgets_from_its_index_too() {
+        let mut seen = Seen::default();
+        let id = |i: u16| {
+            let mut id = [0u8; 8];
+            id[..2].copy_from_slice(&i.to_be_bytes());
+            id
+        };
+        // 100 calls of a session: span 2k under parent 2k + 1, each call claimed; at most 64 of each kept.
+        for k in 0..100 {
+            seen.remember([(id(2 * k), Some(id(2 * k + 1)))].into_iter(), true, 64);
+        }
+        assert!(seen.index.is_some());
+        let verdict = |span: u16, parent: Option<u16>| seen.verdict(id(span), parent.map(id));
+        assert_eq!(verdict(198, None), Some(DROP_DUPLICATE));
+        assert_eq!(verdict(72, None), Some(DROP_DUPLICATE)); // call 36, the oldest kept
+        assert_eq!(verdict(70, None), None); // call 35: forgotten, from the index too
+        assert_eq!(verdict(199, None), Some(DROP_LATE)); // a parent of a claimed span
+        assert_eq!(verdict(5000, Some(150)), Some(DROP_LATE)); // under a claimed span
+        assert_eq!(verdict(5000, Some(60)), None);
+        let index = seen.index.as_ref().expect("indexed");
+        for list in [List::Seen, List::Claimed, List::Parents] {
+            assert_eq!(index[list as usize].len(), seen.list(list).len());
+        }
     }
 }

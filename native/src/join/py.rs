@@ -333,12 +333,12 @@ impl NativeAssembler {
     /// The requests gathered since the last take, in order, as one Arrow record batch exported
     /// through the C data interface (None for none; `NativeTraceAssembler` imports it with `SCHEMA`).
     fn take<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let (requests, text) = self.core.take_out();
-        if requests.is_empty() {
+        let rows = self.core.out.len();
+        if rows == 0 {
             return Ok(py.None().into_bound(py));
         }
-        let rows = requests.len();
-        let array = py.detach(|| columns::export(&requests, &text));
+        let core = &mut self.core;
+        let array = py.detach(move || core.export_out());
         Ok(Bound::new(py, ExportedBatch { array, rows })?.into_any())
     }
 

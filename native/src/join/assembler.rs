@@ -168,9 +168,9 @@ impl Assembler {
 
     /// The requests emitted since the last call, as the buffers of an Arrow batch (`columns`). The
     /// requests and their text are cleared, not given away: a fresh vector for every batch grew by
-    /// doubling into memory the system had to fault in and zero each time (a fifth of the join
-    /// thread's time went to clearing pages). What is kept is bounded by `KEPT_REQUESTS` requests
-    /// and `KEPT_TEXT` bytes, so a flush of every pending trace does not stay allocated.
+    /// doubling into memory the system could have to fault in and zero each time. What is kept is
+    /// bounded by `KEPT_REQUESTS` requests and `KEPT_TEXT` bytes, so a flush of every pending trace
+    /// does not stay allocated.
     pub fn export_out(&mut self) -> Box<columns::ArrowArray> {
         let text = self.text.get_mut().unwrap_or_else(|p| p.into_inner());
         let array = columns::export(&self.out, text);

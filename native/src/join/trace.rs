@@ -238,13 +238,10 @@ impl Seen {
     /// Forgets the oldest `count` of a list.
     fn forget(&mut self, list: List, count: usize) {
         let (start, _) = self.bounds(list);
-        let gone = self.ids.drain(start..start + count);
-        if let Some(index) = &mut self.index {
-            for id in gone {
+        for id in self.ids.drain(start..start + count) {
+            if let Some(index) = &mut self.index {
                 index[list as usize].remove(&id);
             }
-        } else {
-            drop(gone);
         }
         if list == List::Seen {
             self.claimed_at -= count;

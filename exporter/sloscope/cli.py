@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from sloscope import __version__
+from sloscope.allocator import limit_arenas
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -286,6 +287,7 @@ def _tune_gil() -> None:
 
 
 def _serve(config: Path | None, spec: Path | None) -> int:
+    limit_arenas()  # before any thread allocates
     from sloscope.loading import ConfigError, load
     from sloscope.redaction import RedactingFilter, redact_text
     from sloscope.service.listeners import ListenerFilesError

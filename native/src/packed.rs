@@ -1,5 +1,5 @@
-//! A span's name, status message and attributes packed into two allocations: one text buffer for
-//! every string and one slice of 16-byte attribute records.
+//! A span's name, status message and attributes packed into one allocation: 12-byte attribute
+//! records, then one text for every string.
 //!
 //! The decoder writes spans in this form and the trace join holds them in it (it only rewrites each
 //! record's key in place), so a span costs two allocations made on a receiver's thread and freed
@@ -25,16 +25,71 @@ pub const OTHER: u8 = 5;
 /// An array of one non-empty string, held as the string.
 pub const HEADER: u8 = 6;
 
-/// One attribute. `key` is an id: the batch's key table's for a decoded span, the join's interned
-/// id for a held one. A string's (or header's) start in the text is the low 32 bits of `bits` and
-/// its length the high 32.
+/// One attribute, in 12 bytes of four-byte words (so a span's records and text share one
+/// allocation without padding): its key id in the low 24 bits of `tag`, its kind and the join's
+/// `gen_ai.` mark in the high 8, its value's 64 bits in two words. The key is an id: the batch's
+/// key table's for a decoded span, the join's interned id for a held one. A string's (or header's)
+/// start in the text is the low 32 bits of the value and its length the high 32.
 #[derive(Clone, Copy, Debug)]
+#[repr(C)]
 pub struct Attr {
-    pub key: u32,
-    pub kind: u8,
+    tag: u32,
+    bits: [u32; 2],
+}
+
+const KEY_BITS: u32 = 24;
+/// The largest key id a record holds: a payload naming more distinct keys is refused
+/// (`decode::values::Keys`), which `limits.max_request_bytes` already prevents.
+pub const MAX_KEY: u32 = (1 << KEY_BITS) - 1;
+const GEN_AI: u32 = 1 << 31;
+const KIND_MASK: u32 = 0x7f;
+
+impl Attr {
+    fn new(key: u32, kind: u8, bits: u64) -> Attr {
+        let mut attr = Attr {
+            tag: 0,
+            bits: [0; 2],
+        };
+        attr.set_key(key);
+        attr.set_value(kind, bits);
+        attr
+    }
+
+    pub fn key(&self) -> u32 {
+        self.tag & MAX_KEY
+    }
+
+    pub fn set_key(&mut self, key: u32) {
+        debug_assert!(key <= MAX_KEY);
+        self.tag = self.tag & !MAX_KEY | key & MAX_KEY;
+    }
+
+    pub fn kind(&self) -> u8 {
+        (self.tag >> KEY_BITS & KIND_MASK) as u8
+    }
+
     /// Set by the join: a `gen_ai.` key beyond the request id.
-    pub gen_ai: bool,
-    pub bits: u64,
+    pub fn gen_ai(&self) -> bool {
+        self.tag & GEN_AI != 0
+    }
+
+    pub fn set_gen_ai(&mut self, gen_ai: bool) {
+        self.tag = if gen_ai {
+            self.tag | GEN_AI
+        } else {
+            self.tag & !GEN_AI
+        };
+    }
+
+    pub fn bits(&self) -> u64 {
+        u64::from(self.bits[0]) | u64::from(self.bits[1]) << 32
+    }
+
+    fn set_value(&mut self, kind: u8, bits: u64) {
+        let kind = (u32::from(kind) & KIND_MASK) << KEY_BITS;
+        self.tag = self.tag & (MAX_KEY | GEN_AI) | kind;
+        self.bits = [bits as u32, (bits >> 32) as u32];
+    }
 }
 
 /// A value on its way into a packed span: text borrowed from the payload (or from an owned value),
@@ -115,6 +170,25 @@ pub enum ValueRef<'a> {
     Other(&'a Value),
 }
 
+/// The records followed by the text, in one allocation of their exact size.
+fn with_text(mut records: Vec<Attr>, text: &str) -> Box<[Attr]> {
+    let at = records.len();
+    records.resize(
+        at + records_for(text.len()),
+        Attr {
+            tag: 0,
+            bits: [0; 2],
+        },
+    );
+    // SAFETY: the records after `at` are plain words with room for the text's bytes; any bytes are
+    // valid in them.
+    unsafe {
+        let dest = records.as_mut_ptr().add(at).cast::<u8>();
+        std::ptr::copy_nonoverlapping(text.as_ptr(), dest, text.len());
+    }
+    records.into_boxed_slice()
+}
+
 /// The kind and bits of a value that is not kept whole, its text written to `text`.
 fn record(text: &mut String, value: In<'_>) -> (u8, u64) {
     let mut string = |kind: u8, s: &str| {
@@ -145,25 +219,45 @@ impl<'a> From<&'a Value> for ValueRef<'a> {
     }
 }
 
+/// Where a string lies in a packed span's text: its start and length, in 8 bytes with a niche (so an
+/// `Option` of it is 8 bytes too).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TextAt(std::num::NonZeroU64);
+
+impl TextAt {
+    fn new(start: usize, len: usize) -> TextAt {
+        let bits = (len as u64) << 32 | start as u64;
+        TextAt(std::num::NonZeroU64::new(bits + 1).expect("a text is shorter than 4 GiB"))
+    }
+}
+
 fn text_range(bits: u64) -> (usize, usize) {
     let start = (bits & 0xffff_ffff) as usize;
     (start, start + (bits >> 32) as usize)
 }
 
+/// A span's name, status message and attributes in one allocation: the attribute records, then the
+/// text (the name, the status message, then each string value) in the records after them.
 pub struct Packed {
-    /// The name, the status message, then each string value.
-    text: Box<str>,
+    buf: Box<[Attr]>,
+    /// How many of `buf`'s records are attributes.
+    attrs: u32,
+    text_len: u32,
     name_end: u32,
     message_end: u32,
-    attrs: Box<[Attr]>,
     /// The values kept whole, boxed apart (a pointer, not a slice's two words: most spans have none).
     #[allow(clippy::box_collection)]
     others: Option<Box<Vec<Value>>>,
 }
 
+/// Records that hold `bytes` of text.
+fn records_for(bytes: usize) -> usize {
+    bytes.div_ceil(size_of::<Attr>())
+}
+
 impl Packed {
-    /// Packs a span's strings and attributes (`(key id, value)` in order, drained), each part
-    /// allocated at its exact size.
+    /// Packs a span's strings and attributes (`(key id, value)` in order, drained) into one
+    /// allocation of its exact size.
     pub fn new(name: &str, message: &str, attrs: &mut Vec<(u32, In<'_>)>) -> Packed {
         let strings: usize = attrs.iter().map(|(_, v)| v.text_len()).sum();
         let mut text = String::with_capacity(name.len() + message.len() + strings);
@@ -171,7 +265,7 @@ impl Packed {
         let name_end = text.len() as u32;
         text.push_str(message);
         let message_end = text.len() as u32;
-        let mut records = Vec::with_capacity(attrs.len());
+        let mut records = Vec::with_capacity(attrs.len() + records_for(text.capacity()));
         let mut others = Vec::new();
         for (key, value) in attrs.drain(..) {
             let (kind, bits) = match value {
@@ -185,53 +279,85 @@ impl Packed {
                 },
                 plain => record(&mut text, plain),
             };
-            records.push(Attr {
-                key,
-                kind,
-                gen_ai: false,
-                bits,
-            });
+            records.push(Attr::new(key, kind, bits));
         }
         Packed {
-            text: text.into_boxed_str(),
+            attrs: records.len() as u32,
+            buf: with_text(records, &text),
+            text_len: text.len() as u32,
             name_end,
             message_end,
-            attrs: records.into_boxed_slice(),
             others: (!others.is_empty()).then(|| Box::new(others)),
         }
     }
 
+    fn text(&self) -> &str {
+        let records = &self.buf[self.attrs as usize..];
+        // SAFETY: the records after the attributes hold `text_len` bytes of the text `with_text`
+        // copied there from a `str` (valid UTF-8), and nothing writes them after.
+        unsafe {
+            let bytes =
+                std::slice::from_raw_parts(records.as_ptr().cast::<u8>(), self.text_len as usize);
+            std::str::from_utf8_unchecked(bytes)
+        }
+    }
+
     pub fn name(&self) -> &str {
-        &self.text[..self.name_end as usize]
+        &self.text()[..self.name_end as usize]
     }
 
     pub fn status_message(&self) -> &str {
-        &self.text[self.name_end as usize..self.message_end as usize]
+        &self.text()[self.name_end as usize..self.message_end as usize]
     }
 
     pub fn attrs(&self) -> &[Attr] {
-        &self.attrs
+        &self.buf[..self.attrs as usize]
     }
 
     pub fn attrs_mut(&mut self) -> &mut [Attr] {
-        &mut self.attrs
+        &mut self.buf[..self.attrs as usize]
     }
 
     fn string(&self, attr: &Attr) -> &str {
-        let (start, end) = text_range(attr.bits);
-        &self.text[start..end]
+        let (start, end) = text_range(attr.bits());
+        &self.text()[start..end]
+    }
+
+    /// The string at `at` in the text.
+    pub fn text_at(&self, at: TextAt) -> &str {
+        let (start, end) = text_range(at.0.get() - 1);
+        &self.text()[start..end]
+    }
+
+    /// Where `part` lies in the text, when it is a slice of it (a value read from it).
+    pub fn find(&self, part: &str) -> Option<TextAt> {
+        let text = self.text();
+        let offset = (part.as_ptr() as usize).wrapping_sub(text.as_ptr() as usize);
+        let inside = offset <= text.len() && part.len() <= text.len() - offset;
+        inside.then(|| TextAt::new(offset, part.len()))
+    }
+
+    /// Appends `part` to the text (one reallocation): for a string the span did not carry, such as
+    /// a request id made from a number or by a pattern in Python.
+    pub fn append(&mut self, part: &str) -> TextAt {
+        let start = self.text_len as usize;
+        let text = [self.text(), part].concat();
+        let records = self.attrs().to_vec();
+        self.buf = with_text(records, &text);
+        self.text_len = text.len() as u32;
+        TextAt::new(start, part.len())
     }
 
     /// An attribute's value as the join reads it.
     pub fn get(&self, attr: &Attr) -> ValueRef<'_> {
-        match attr.kind {
+        match attr.kind() {
             STR | HEADER => ValueRef::Str(self.string(attr)),
-            BOOL => ValueRef::Bool(attr.bits != 0),
-            INT => ValueRef::Int(attr.bits as i64),
-            DOUBLE => ValueRef::Double(f64::from_bits(attr.bits)),
+            BOOL => ValueRef::Bool(attr.bits() != 0),
+            INT => ValueRef::Int(attr.bits() as i64),
+            DOUBLE => ValueRef::Double(f64::from_bits(attr.bits())),
             EMPTY => ValueRef::Empty,
             _ => match &self.others {
-                Some(others) => ValueRef::Other(&others[attr.bits as usize]),
+                Some(others) => ValueRef::Other(&others[attr.bits() as usize]),
                 None => ValueRef::Empty, // never: an OTHER attribute's value is in `others`
             },
         }
@@ -239,7 +365,7 @@ impl Packed {
 
     /// An attribute's value in its input form (a header as a header).
     pub fn input(&self, attr: &Attr) -> In<'_> {
-        match (attr.kind, self.get(attr)) {
+        match (attr.kind(), self.get(attr)) {
             (HEADER, ValueRef::Str(s)) => In::Header(s),
             (_, ValueRef::Str(s)) => In::Str(s),
             (_, ValueRef::Bool(b)) => In::Bool(b),
@@ -258,21 +384,19 @@ impl Packed {
     /// Turns a header attribute into the array it came as (kept whole), for a reader that tells the
     /// two apart.
     pub fn unfold_header(&mut self, index: usize) {
-        let attr = self.attrs[index];
-        if attr.kind != HEADER {
+        let attr = self.buf[index];
+        if attr.kind() != HEADER {
             return;
         }
         let array = In::Header(self.string(&attr)).to_value();
         let others = self.others.get_or_insert_with(Default::default);
         others.push(array);
-        self.attrs[index].kind = OTHER;
-        self.attrs[index].bits = (others.len() - 1) as u64;
+        self.buf[index].set_value(OTHER, (others.len() - 1) as u64);
     }
 
     /// Its heap parts: the records, the text, the values kept whole.
     pub fn heap_bytes(&self, value_heap: impl Fn(&Value) -> usize) -> usize {
-        self.attrs.len() * size_of::<Attr>()
-            + self.text.len()
+        self.buf.len() * size_of::<Attr>()
             + self.others.as_ref().map_or(0, |others| {
                 size_of::<Vec<Value>>()
                     + others.capacity() * size_of::<Value>()
@@ -300,11 +424,11 @@ mod tests {
         let expected: Vec<In> = attrs.iter().map(|(_, v)| v.clone()).collect();
         let packed = Packed::new("span", "boom", &mut attrs);
         assert!(attrs.is_empty());
-        assert_eq!(size_of::<Attr>(), 16);
+        assert_eq!(size_of::<Attr>(), 12);
         assert_eq!((packed.name(), packed.status_message()), ("span", "boom"));
         let got: Vec<In> = packed.attrs().iter().map(|a| packed.input(a)).collect();
         assert_eq!(got, expected);
-        let keys: Vec<u32> = packed.attrs().iter().map(|a| a.key).collect();
+        let keys: Vec<u32> = packed.attrs().iter().map(|a| a.key()).collect();
         assert_eq!(keys, [7, 8, 9, 10, 11, 12, 13]);
         assert_eq!(packed.get(&packed.attrs()[1]), ValueRef::Str("200"));
         assert_eq!(
@@ -323,6 +447,51 @@ mod tests {
         assert_eq!(In::of(&empty), In::Whole(empty.clone()));
         assert_eq!(In::of(&two), In::Whole(two.clone()));
         assert_eq!(In::of(&header).to_value(), header);
+    }
+
+    #[test]
+    fn a_record_keeps_its_key_kind_mark_and_value_apart() {
+        let mut attr = Attr::new(MAX_KEY, DOUBLE, (-2.5f64).to_bits());
+        attr.set_gen_ai(true);
+        assert_eq!(
+            (attr.key(), attr.kind(), attr.gen_ai()),
+            (MAX_KEY, DOUBLE, true)
+        );
+        attr.set_key(7);
+        attr.set_value(INT, u64::MAX);
+        assert_eq!(
+            (attr.key(), attr.kind(), attr.gen_ai(), attr.bits()),
+            (7, INT, true, u64::MAX)
+        );
+        attr.set_gen_ai(false);
+        assert_eq!((attr.key(), attr.kind(), attr.gen_ai()), (7, INT, false));
+    }
+
+    #[test]
+    fn a_string_of_the_text_is_found_in_place_and_another_is_appended() {
+        // 13 bytes of text after the records: the last record holds one byte of it.
+        let mut packed = Packed::new(
+            "span",
+            "",
+            &mut vec![(1, In::Str("chatcmpl-")), (2, In::Int(7))],
+        );
+        let value = match packed.get(&packed.attrs()[0]) {
+            ValueRef::Str(s) => s,
+            other => panic!("{other:?}"),
+        };
+        let at = packed.find(&value[4..]).expect("a slice of the text");
+        assert_eq!(packed.text_at(at), "cmpl-");
+        assert_eq!(packed.find("cmpl-"), None); // equal, but not of the text
+        let made = packed.append("12345");
+        assert_eq!(
+            (packed.text_at(made), packed.text_at(at)),
+            ("12345", "cmpl-")
+        );
+        assert_eq!(
+            (packed.name(), packed.get(&packed.attrs()[1])),
+            ("span", ValueRef::Int(7))
+        );
+        assert_eq!(packed.heap_bytes(|_| 0), 2 * 12 + 24); // 18 bytes of text in two records
     }
 
     #[test]

@@ -15,7 +15,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyType};
 
-use crate::packed::{In, Packed};
+use crate::packed::{In, Packed, MAX_KEY};
 
 /// An attribute key, shared between spans.
 pub type Key = Arc<str>;
@@ -89,6 +89,11 @@ impl KeyTable {
             return id;
         }
         let id = self.keys.len() as u32;
+        // Spans made here carry only the keys a mapping keeps: a few dozen.
+        assert!(
+            id <= MAX_KEY,
+            "more than {MAX_KEY} distinct attribute keys in one batch"
+        );
         self.ids.insert(key.clone(), id);
         self.keys.push(key.clone());
         id
@@ -191,7 +196,7 @@ pub fn span_to_py<'py>(py: Python<'py>, span: &Span, keys: &[Key]) -> PyResult<B
     let attributes = PyDict::new(py);
     for attr in fields.attrs() {
         attributes.set_item(
-            &*keys[attr.key as usize],
+            &*keys[attr.key() as usize],
             value_to_py(py, &fields.value(attr))?,
         )?;
     }

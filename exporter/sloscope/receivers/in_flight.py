@@ -20,22 +20,15 @@ receivers share one loop).
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import ctypes
 import logging
 from collections.abc import Callable
+
+from sloscope.allocator import malloc_trim
 
 log = logging.getLogger(__name__)
 
 _TRIM_INTERVAL_SECONDS = 1.0
 _TRIM_FROM_BYTES = 1024 * 1024  # freeing a smaller body leaves nothing worth giving back
-
-
-def _malloc_trim() -> Callable[[int], int] | None:
-    with contextlib.suppress(OSError, AttributeError):
-        trim: Callable[[int], int] = ctypes.CDLL(None).malloc_trim  # glibc only; ctypes releases the GIL
-        return trim
-    return None
 
 
 class MemoryTrimmer:
@@ -44,7 +37,7 @@ class MemoryTrimmer:
 
     def __init__(self, interval: float = _TRIM_INTERVAL_SECONDS, trim: Callable[[int], int] | None = None) -> None:
         """``trim``: the allocator's call (glibc's ``malloc_trim`` when not given; none elsewhere than glibc)."""
-        self._trim = trim if trim is not None else _malloc_trim()
+        self._trim = trim if trim is not None else malloc_trim()
         self._interval = interval
         self._scheduled = False
         self._again = False

@@ -11,8 +11,8 @@ use std::hash::Hash;
 
 use super::rules::Rules;
 use super::schema::{validate, ANY_VALUE};
-use super::wire::{utf8, Reader, Result, Value as Wire};
-use crate::packed::In;
+use super::wire::{utf8, Reader, Result, Value as Wire, WireError};
+use crate::packed::{In, MAX_KEY};
 use crate::span::{Key, Value};
 
 /// What a key is to this decode: its shared name, and whether span attributes keep it.
@@ -82,6 +82,11 @@ impl<'p> Keys<'p> {
             None => {
                 let text = utf8(raw)?;
                 let id = self.infos.len() as u32;
+                if id > MAX_KEY {
+                    return Err(WireError(format!(
+                        "more than {MAX_KEY} distinct attribute keys in one request"
+                    )));
+                }
                 self.infos.push(KeyInfo {
                     key: Key::from(text),
                     kept: rules.kept(text),

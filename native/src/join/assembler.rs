@@ -269,7 +269,7 @@ impl Assembler {
         }
         // Room too for what indexing its request id may add (native bytes only: the reference's
         // estimate counts no index), so the cap holds after the span is indexed.
-        let index = match span.rid.as_deref().filter(|_| !span.anchor) {
+        let index = match span.rid().filter(|_| !span.anchor) {
             Some(rid) if self.cfg.count_index => {
                 self.index_entry_bytes(rid) + std::mem::size_of::<Box<str>>() + rid.len()
             }
@@ -368,7 +368,7 @@ impl Assembler {
 
     fn index_companion(&mut self, tid: TraceId, sid: SpanId) {
         let trace = self.t(&tid);
-        let Some(rid) = trace.get(&sid).and_then(|h| h.rid.clone()) else {
+        let Some(rid) = trace.get(&sid).and_then(|h| h.rid()).map(Box::<str>::from) else {
             return;
         };
         let has_gateways = !trace.gateways.is_empty();
@@ -416,7 +416,7 @@ impl Assembler {
         if let Some(above) = trace.above(anchor).find(|h| h.gateway) {
             return Key::Gateway(above.id());
         }
-        let rid: Box<str> = anchor.rid.clone().unwrap_or_default();
+        let rid: Box<str> = anchor.rid().map(Box::from).unwrap_or_default();
         if !rid.is_empty() {
             // The caller's traceparent won at the gateway: a sibling.
             for gid in &trace.gateways {
@@ -435,7 +435,7 @@ impl Assembler {
         let mut out: Small<&str, 8> = Small::new();
         for span in std::iter::once(gateway).chain(trace.descendants(gid)) {
             if !span.anchor {
-                if let Some(rid) = span.rid.as_deref().filter(|r| !r.is_empty()) {
+                if let Some(rid) = span.rid().filter(|r| !r.is_empty()) {
                     if !out.contains(&rid) {
                         out.push(rid);
                     }
@@ -538,7 +538,7 @@ impl Assembler {
         }
         let mut request_ids: Small<&str, 8> = self.request_ids_under(trace, &gateway.id());
         for anchor in anchors {
-            if let Some(rid) = anchor.rid.as_deref().filter(|r| !r.is_empty()) {
+            if let Some(rid) = anchor.rid().filter(|r| !r.is_empty()) {
                 request_ids.push(rid);
             }
         }
@@ -553,7 +553,7 @@ impl Assembler {
         candidates
             .into_iter()
             .filter(|s| {
-                let rid = s.rid.as_deref();
+                let rid = s.rid();
                 let same_id = rid.is_some_and(|r| request_ids.contains(&r));
                 let unclaimed = rid.is_none_or(|r| !others.contains(&r));
                 same_id || (request_ids.is_empty() && unclaimed && encloses(s, gateway))
@@ -723,7 +723,7 @@ impl Assembler {
     }
 
     fn companion_trace(&self, anchor: &Held) -> Option<TraceId> {
-        let rid = anchor.rid.as_deref().filter(|r| !r.is_empty())?;
+        let rid = anchor.rid().filter(|r| !r.is_empty())?;
         let other = self.companions_by_rid.get(rid)?;
         self.live(other).map(|_| *other)
     }
@@ -986,10 +986,7 @@ impl Assembler {
             gateway,
         );
         request.trace_id = tid;
-        let rids: Vec<Option<Arc<str>>> = anchors
-            .iter()
-            .map(|a| a.rid.as_deref().map(Arc::from))
-            .collect();
+        let rids: Vec<Option<Arc<str>>> = anchors.iter().map(|a| a.rid().map(Arc::from)).collect();
         let scope_ids = ids(&scope);
         self.claim(tid, &key, &anchor_ids, &scope_ids);
         for rid in rids {

@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use crate::join::hash::HashMap;
 use crate::join::shapes;
-use crate::packed::Packed;
 pub use crate::packed::ValueRef;
+use crate::packed::{Packed, TextAt};
 use crate::span::{get, Key, Resource, Span, Value, STATUS_ERROR};
 
 /// An interned attribute key.
@@ -131,9 +131,9 @@ impl HeldSpan {
         let mut present = 0;
         for index in 0..fields.attrs().len() {
             let attr = &mut fields.attrs_mut()[index];
-            let id = ids[attr.key as usize];
-            attr.key = u32::from(id);
-            attr.gen_ai = keys.is_gen_ai(id);
+            let id = ids[attr.key() as usize];
+            attr.set_key(u32::from(id));
+            attr.set_gen_ai(keys.is_gen_ai(id));
             present |= key_bit(id);
             if READS_STRINGS_APART.contains(&id) {
                 fields.unfold_header(index);
@@ -159,13 +159,27 @@ impl HeldSpan {
         self.fields.status_message()
     }
 
+    pub fn text_at(&self, at: TextAt) -> &str {
+        self.fields.text_at(at)
+    }
+
+    /// Where a string read from it lies in its text, None for a string made elsewhere.
+    pub fn find(&self, part: &str) -> Option<TextAt> {
+        self.fields.find(part)
+    }
+
+    /// Adds a string made elsewhere to its text.
+    pub fn append(&mut self, part: &str) -> TextAt {
+        self.fields.append(part)
+    }
+
     /// The attribute of key `id` (the last one when the span carried the key twice).
     pub fn attribute(&self, id: KeyId) -> Option<ValueRef<'_>> {
         if self.present & key_bit(id) == 0 {
             return None;
         }
         let (fields, key) = (&self.fields, u32::from(id));
-        let attr = fields.attrs().iter().rev().find(|a| a.key == key)?;
+        let attr = fields.attrs().iter().rev().find(|a| a.key() == key)?;
         Some(fields.get(attr))
     }
 
@@ -176,7 +190,7 @@ impl HeldSpan {
     /// The ids of its `gen_ai.` attributes beyond the request id, in order.
     pub fn gen_ai_keys(&self) -> impl Iterator<Item = KeyId> + '_ {
         let attrs = self.fields.attrs().iter();
-        attrs.filter(|a| a.gen_ai).map(|a| a.key as KeyId)
+        attrs.filter(|a| a.gen_ai()).map(|a| a.key() as KeyId)
     }
 
     pub fn has_attributes(&self) -> bool {

@@ -8,6 +8,7 @@
 //! the differential tests the reference's estimate (`trace_state.span_bytes`) can be chosen
 //! instead, so that `join.max_pending_bytes` evicts the same traces in both.
 
+use std::borrow::Cow;
 use std::mem::size_of;
 use std::sync::Arc;
 
@@ -91,7 +92,7 @@ fn python_span_bytes(span: &Span, keys: &[Key]) -> usize {
     let mut size = 700 + chars(fields.name()) + chars(fields.status_message());
     size += chars(&span.tracestate);
     for attr in fields.attrs() {
-        size += 100 + chars(&keys[attr.key as usize]) + value(&fields.value(attr));
+        size += 100 + chars(&keys[attr.key() as usize]) + value(&fields.value(attr));
     }
     size
 }
@@ -122,7 +123,6 @@ fn key_heap(key: &Key) -> usize {
 fn native_span_bytes(held: &Held) -> usize {
     let span = &held.span;
     let mut size = size_of::<Held>() + span.heap_bytes(value_heap);
-    size += held.rid.as_ref().map_or(0, |r| r.len());
     // Its entries in the trace's lists and the assembler's deadline queues.
     let deadline = size_of::<(f64, TraceId, SpanId)>();
     if held.anchor {
@@ -173,19 +173,22 @@ impl NativeAssembler {
             && !shapes::is_scheduling(&span);
         let mut held = Held {
             span,
-            rid: None,
+            rid_at: None,
             anchor,
             gateway,
             bare,
             size: 0,
         };
-        held.rid = self.joinable_id(py, &held)?;
+        let rid = self
+            .joinable_id(py, &held)?
+            .map(|id| held.span.find(&id).ok_or_else(|| id.into_owned()));
+        held.rid_at = rid.map(|rid| rid.unwrap_or_else(|made| held.span.append(&made)));
         let size = reference_size.unwrap_or_else(|| native_span_bytes(&held));
         held.size = u32::try_from(size).unwrap_or(u32::MAX);
         Ok(held)
     }
 
-    fn joinable_id(&self, py: Python<'_>, held: &Held) -> PyResult<Option<Box<str>>> {
+    fn joinable_id<'a>(&self, py: Python<'_>, held: &'a Held) -> PyResult<Option<Cow<'a, str>>> {
         let Some(raw) = self.rules.identifier(Field::RequestId, &[held]) else {
             return Ok(None);
         };
@@ -193,14 +196,17 @@ impl NativeAssembler {
             return Ok(None);
         }
         if self.default_pattern && raw.is_ascii() {
-            return Ok(Some(request_id::normalise(&raw).unwrap_or(&raw).into()));
+            return Ok(Some(match raw {
+                Cow::Borrowed(raw) => Cow::Borrowed(request_id::normalise(raw).unwrap_or(raw)),
+                Cow::Owned(raw) => Cow::Owned(request_id::normalise(&raw).unwrap_or(&raw).into()),
+            }));
         }
         let found = self.pattern.bind(py).call_method1("match", (&*raw,))?;
         if found.is_none() {
-            return Ok(Some((&*raw).into()));
+            return Ok(Some(raw));
         }
         let id: Option<String> = found.call_method1("group", ("id",))?.extract()?;
-        Ok(id.map(Into::into))
+        Ok(id.map(Cow::Owned))
     }
 
     /// The counts since the last call, in order. The requests emitted stay gathered in the core until

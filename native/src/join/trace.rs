@@ -6,7 +6,8 @@
 
 use crate::join::hash::HashSet;
 use crate::join::held::HeldSpan;
-use crate::join::ordered::{Few, Small};
+use crate::join::ordered::{Few, Lone, Small};
+use crate::packed::TextAt;
 
 pub type SpanId = [u8; 8];
 pub type TraceId = [u8; 16];
@@ -17,8 +18,9 @@ pub type Spans<'a> = Small<&'a Held, 8>;
 /// A held span and what the join reads of it more than once.
 pub struct Held {
     pub span: HeldSpan,
-    /// The joinable request id (`join.request_id_pattern`'s group `id`), None without one.
-    pub rid: Option<Box<str>>,
+    /// Where its joinable request id (`join.request_id_pattern`'s group `id`) lies in its text,
+    /// None without one: most ids are a slice of an attribute's value, so they cost nothing more.
+    pub rid_at: Option<TextAt>,
     pub anchor: bool,
     pub gateway: bool,
     pub bare: bool,
@@ -35,6 +37,11 @@ impl Held {
     pub fn parent(&self) -> Option<SpanId> {
         self.span.parent_span_id
     }
+
+    /// Its joinable request id, None without one.
+    pub fn rid(&self) -> Option<&str> {
+        self.rid_at.map(|at| self.span.text_at(at))
+    }
 }
 
 #[derive(Default)]
@@ -45,9 +52,9 @@ pub struct Trace {
     /// span) and is cut to its length when the batch is done (`compact`) or a span leaves.
     pub spans: Vec<Held>,
     /// Anchors not yet emitted, with their arrival time, in arrival order.
-    pub anchors: Few<(SpanId, f64)>,
+    pub anchors: Lone<(SpanId, f64)>,
     /// Gateway spans not yet resolved.
-    pub gateways: Few<SpanId>,
+    pub gateways: Lone<SpanId>,
     /// Spans that carry nothing: the first to go when the trace is full.
     pub bare: Few<SpanId>,
     pub request_ids: Few<Box<str>>,

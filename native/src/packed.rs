@@ -2,7 +2,7 @@
 //! records, then one text for every string.
 //!
 //! The decoder writes spans in this form and the trace join holds them in it (it only rewrites each
-//! record's key in place), so a span costs two allocations made on a receiver's thread and freed
+//! record's key in place), so a span costs one allocation made on a receiver's thread and freed
 //! once on the join's, instead of one per string, header and attribute list made on one thread and
 //! freed on the other as the join repacked them.
 //!
@@ -170,35 +170,46 @@ pub enum ValueRef<'a> {
     Other(&'a Value),
 }
 
-/// The records followed by the text, in one allocation of their exact size.
-fn with_text(mut records: Vec<Attr>, text: &str) -> Box<[Attr]> {
-    let at = records.len();
-    records.resize(
-        at + records_for(text.len()),
-        Attr {
-            tag: 0,
-            bits: [0; 2],
-        },
-    );
-    // SAFETY: the records after `at` are plain words with room for the text's bytes; any bytes are
-    // valid in them.
-    unsafe {
-        let dest = records.as_mut_ptr().add(at).cast::<u8>();
-        std::ptr::copy_nonoverlapping(text.as_ptr(), dest, text.len());
+/// Room for `attrs` records followed by `text_len` bytes of text, in one allocation of its exact
+/// size, zeroed.
+fn blank(attrs: usize, text_len: usize) -> Box<[Attr]> {
+    let zero = Attr {
+        tag: 0,
+        bits: [0; 2],
+    };
+    vec![zero; attrs + records_for(text_len)].into_boxed_slice()
+}
+
+/// The text being written into the records after the attributes.
+struct Text<'a> {
+    bytes: &'a mut [u8],
+    len: usize,
+}
+
+impl<'a> Text<'a> {
+    fn new(records: &'a mut [Attr]) -> Text<'a> {
+        let len = records.len() * size_of::<Attr>();
+        // SAFETY: `Attr` is plain 4-byte words (`repr(C)`, no padding), so its memory is bytes and any
+        // bytes written there are a valid `Attr`.
+        let bytes =
+            unsafe { std::slice::from_raw_parts_mut(records.as_mut_ptr().cast::<u8>(), len) };
+        Text { bytes, len: 0 }
     }
-    records.into_boxed_slice()
+
+    /// Writes `s` after what is written; returns its start in the low 32 bits, its length in the high.
+    fn push(&mut self, s: &str) -> u64 {
+        let start = self.len;
+        self.bytes[start..start + s.len()].copy_from_slice(s.as_bytes());
+        self.len += s.len();
+        start as u64 | (s.len() as u64) << 32
+    }
 }
 
 /// The kind and bits of a value that is not kept whole, its text written to `text`.
-fn record(text: &mut String, value: In<'_>) -> (u8, u64) {
-    let mut string = |kind: u8, s: &str| {
-        let start = text.len() as u64;
-        text.push_str(s);
-        (kind, start | (s.len() as u64) << 32)
-    };
+fn record(text: &mut Text<'_>, value: In<'_>) -> (u8, u64) {
     match value {
-        In::Str(s) => string(STR, s),
-        In::Header(s) => string(HEADER, s),
+        In::Str(s) => (STR, text.push(s)),
+        In::Header(s) => (HEADER, text.push(s)),
         In::Bool(b) => (BOOL, u64::from(b)),
         In::Int(i) => (INT, i as u64),
         In::Double(d) => (DOUBLE, d.to_bits()),
@@ -260,14 +271,17 @@ impl Packed {
     /// allocation of its exact size.
     pub fn new(name: &str, message: &str, attrs: &mut Vec<(u32, In<'_>)>) -> Packed {
         let strings: usize = attrs.iter().map(|(_, v)| v.text_len()).sum();
-        let mut text = String::with_capacity(name.len() + message.len() + strings);
-        text.push_str(name);
-        let name_end = text.len() as u32;
-        text.push_str(message);
-        let message_end = text.len() as u32;
-        let mut records = Vec::with_capacity(attrs.len() + records_for(text.capacity()));
+        let text_len = name.len() + message.len() + strings;
+        let count = attrs.len();
+        let mut buf = blank(count, text_len);
+        let (records, tail) = buf.split_at_mut(count);
+        let mut text = Text::new(tail);
+        text.push(name);
+        text.push(message);
+        let name_end = name.len() as u32;
+        let message_end = name_end + message.len() as u32;
         let mut others = Vec::new();
-        for (key, value) in attrs.drain(..) {
+        for (slot, (key, value)) in records.iter_mut().zip(attrs.drain(..)) {
             let (kind, bits) = match value {
                 // A value made whole (merged from several encodings, or owned) is filed by its form.
                 In::Whole(whole) => match In::plain(&whole) {
@@ -279,12 +293,13 @@ impl Packed {
                 },
                 plain => record(&mut text, plain),
             };
-            records.push(Attr::new(key, kind, bits));
+            *slot = Attr::new(key, kind, bits);
         }
+        debug_assert_eq!(text.len, text_len);
         Packed {
-            attrs: records.len() as u32,
-            buf: with_text(records, &text),
-            text_len: text.len() as u32,
+            buf,
+            attrs: count as u32,
+            text_len: text_len as u32,
             name_end,
             message_end,
             others: (!others.is_empty()).then(|| Box::new(others)),
@@ -293,8 +308,8 @@ impl Packed {
 
     fn text(&self) -> &str {
         let records = &self.buf[self.attrs as usize..];
-        // SAFETY: the records after the attributes hold `text_len` bytes of the text `with_text`
-        // copied there from a `str` (valid UTF-8), and nothing writes them after.
+        // SAFETY: the records after the attributes hold `text_len` bytes that `Text::push` copied
+        // there from `str`s (valid UTF-8), and nothing writes them after.
         unsafe {
             let bytes =
                 std::slice::from_raw_parts(records.as_ptr().cast::<u8>(), self.text_len as usize);
@@ -340,11 +355,15 @@ impl Packed {
     /// Appends `part` to the text (one reallocation): for a string the span did not carry, such as
     /// a request id made from a number or by a pattern in Python.
     pub fn append(&mut self, part: &str) -> TextAt {
-        let start = self.text_len as usize;
-        let text = [self.text(), part].concat();
-        let records = self.attrs().to_vec();
-        self.buf = with_text(records, &text);
-        self.text_len = text.len() as u32;
+        let (count, start) = (self.attrs as usize, self.text_len as usize);
+        let mut buf = blank(count, start + part.len());
+        let (records, tail) = buf.split_at_mut(count);
+        records.copy_from_slice(self.attrs());
+        let mut text = Text::new(tail);
+        text.push(self.text());
+        text.push(part);
+        self.buf = buf;
+        self.text_len = (start + part.len()) as u32;
         TextAt::new(start, part.len())
     }
 

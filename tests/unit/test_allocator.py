@@ -3,7 +3,6 @@ threads allocate, by counting the arenas ``malloc_stats`` reports."""
 
 from __future__ import annotations
 
-import ctypes
 import os
 import subprocess
 import sys
@@ -50,15 +49,10 @@ def _arenas(mode: str, environ: dict[str, str]) -> tuple[str, int]:
     return done.stdout.strip(), arenas
 
 
-def _glibc() -> bool:
-    try:
-        ctypes.CDLL(None).mallopt  # noqa: B018
-    except AttributeError:
-        return False
-    return True
+_NOT_GLIBC = allocator.malloc_trim() is None
 
 
-@pytest.mark.skipif(not _glibc(), reason="glibc's malloc only (the cap is a no-op elsewhere)")
+@pytest.mark.skipif(_NOT_GLIBC, reason="glibc's malloc only (the cap is a no-op elsewhere)")
 def test_the_process_makes_at_most_two_arenas_when_capped_and_one_per_thread_when_not() -> None:
     environ = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
     assert _arenas("cap", environ) == ("True", allocator.ARENAS)
@@ -67,7 +61,7 @@ def test_the_process_makes_at_most_two_arenas_when_capped_and_one_per_thread_whe
     assert arenas == 7  # the main thread's and one for each of the six
 
 
-@pytest.mark.skipif(not _glibc(), reason="glibc's malloc only")
+@pytest.mark.skipif(_NOT_GLIBC, reason="glibc's malloc only")
 def test_the_operators_malloc_arena_max_wins() -> None:
     environ = {**os.environ, "MALLOC_ARENA_MAX": "4"}
     assert _arenas("cap", environ) == ("False", 4)

@@ -23,7 +23,11 @@ The llm-d predictor runs in mean mode (llm-d-router's chart sets ``LATENCY_OBJEC
 there sloscope counts no coverage: the measured phase's mean absolute error of the shadow predictions must
 be within ``MAE_TOLERANCE`` of the router's own, relative to the latter. Measured over five runs on
 2026-12-03: TTFT 1.0 to 11.3 %, TPOT 1.7 to 12.6 % (the mean errors are small, 6 to 11 ms for TPOT, so a
-little difference in pod state weighs much). Before the join waited for a P/D request's sidecar spans, the
+little difference in pod state weighs much), and twice in recent full runs over 25 % (TTFT, 29 % the second
+time): a few requests whose pod sloscope's 0.25 s scrape saw busier than the router's 0.1 s one. The demo's
+sloscope now scrapes as often as the router (docs/demo.md); three runs on 2026-12-04: TTFT -8.4 to -3.8 %, TPOT
+-8.2 to +4.9 %.
+Before the join waited for a P/D request's sidecar spans, the
 requests joined without them gave differences up to 20 % (TTFT) and 57 % (TPOT).
 
 The EPP's own page is live: sloscope republishes the demo router's EPP series (``sloscope_epp_*``) with the

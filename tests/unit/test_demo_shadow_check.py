@@ -12,6 +12,7 @@ from sloscope.demo import truth
 from sloscope.demo.records import Completion, SimRequest
 from sloscope.demo.shadow_check import format_strays, read_shadows, strays
 from sloscope.demo.truth import RECENT_PREDICTIONS, GroundTruth, Outcome, RoutedPrediction
+from sloscope.predictor.features import Features
 from sloscope.store.files import write_atomic
 from sloscope.store.schema import SCHEMA
 
@@ -50,15 +51,15 @@ def test_the_requests_whose_shadow_strayed_farthest_beyond_the_router_come_first
 def test_late_2025_ids_match_without_vllms_cmpl_prefix_and_both_signals_are_read() -> None:
     routed = {
         ("r1", "ttft"): _routed(0.5, 0.6),
-        ("r1", "tpot"): RoutedPrediction("vllm-1", 100.0, "tpot", 0.020, 0.025),
+        ("r1", "tpot"): RoutedPrediction("vllm-1", 100.0, "tpot", 0.020, 0.025, waiting=0, running=7),
     }
     found = strays(routed, [_row("cmpl-r1", 0.9, 0.021, pod_state_age_seconds=None)])
     assert [(s.signal, round(s.gap, 6)) for s in found] == [("ttft", 0.2), ("tpot", -0.001)]
     assert format_strays(found).splitlines() == [
-        "ttft cmpl-r1: actual 0.6000 router 0.5000 (pod vllm-0) shadow 0.9000 (pod vllm-0, waiting 2.0, "
-        "running 5.0, state ? old) gap +0.2000",
-        "tpot cmpl-r1: actual 0.0250 router 0.0200 (pod vllm-1) shadow 0.0210 (pod vllm-0, waiting 2.0, "
-        "running 5.0, state ? old) gap -0.0010",
+        "ttft cmpl-r1: actual 0.6000 router 0.5000 (pod vllm-0, waiting ?, running ?) shadow 0.9000 (pod vllm-0, "
+        "waiting 2, running 5, state ? old) gap +0.2000",
+        "tpot cmpl-r1: actual 0.0250 router 0.0200 (pod vllm-1, waiting 0, running 7) shadow 0.0210 (pod vllm-0, "
+        "waiting 2, running 5, state ? old) gap -0.0010",
     ]
 
 
@@ -89,8 +90,12 @@ def test_the_truth_keeps_the_last_predictions_by_request_id(monkeypatch: pytest.
     for i in range(3):
         request = SimRequest(f"r{i}", "interactive", "m", 10, 5, 500.0, 50.0, arrival=100.0 + i)
         completion = Completion("vllm-0", 100.0 + i, 100.1 + i, 100.3 + i, 100.7 + i, 10, 5)
-        ground.add(Outcome(request, completion, "predicted", predicted_ttft_ms=250.0, predicted_tpot_ms=None))
+        state = Features(
+            0.5, 10, num_request_waiting=i, num_request_running=4 + i, num_tokens_generated=1, prefix_cache_score=0.0
+        )
+        ground.add(Outcome(request, completion, "predicted", 250.0, None, routed_on=state if i else None))
     kept = ground.routed()
     assert list(kept) == [("r1", "ttft"), ("r2", "ttft")]
-    assert kept[("r2", "ttft")] == RoutedPrediction("vllm-0", 102.0, "ttft", 0.25, pytest.approx(0.3))
+    # with the pod state the router predicted from
+    assert kept[("r2", "ttft")] == RoutedPrediction("vllm-0", 102.0, "ttft", 0.25, pytest.approx(0.3), 2, 6)
     assert RECENT_PREDICTIONS == 50_000

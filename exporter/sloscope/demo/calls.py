@@ -150,6 +150,7 @@ def outcome(record: CallRecord) -> Outcome | FailedOutcome:
         choices=record.completions if record.call.n > 1 else (),
         routing_start_ns=None if start is None else ns(start),
         decode_start_ns=None if start is None else ns(counted.arrived),
+        routed_on=decision.features,
     )
 
 

@@ -62,6 +62,7 @@ __all__ = ["Decision", "Router", "RouterPod"]
 log = logging.getLogger(__name__)
 
 WORDS_PER_TOKEN = 0.75
+REFRESH_SECONDS = 0.1  # how often the router scrapes each pod (and the demo's sloscope scrapes them too)
 TTFT_WEIGHT, TPOT_WEIGHT = 0.8, 0.2
 
 
@@ -93,7 +94,7 @@ class Router:
         *,
         default_share: float = 0.2,
         slo_buffer: float = 1.0,
-        refresh_seconds: float = 0.1,
+        refresh_seconds: float = REFRESH_SECONDS,
         train_flush_seconds: float = 1.0,
         epp: EppMetrics | None = None,
     ) -> None:

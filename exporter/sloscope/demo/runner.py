@@ -245,7 +245,14 @@ class Demo:
         completion = await self._pods_by_name[decision.pod].submit(request)
         self._router.finished(request, decision, completion)
         self.truth.add(
-            Outcome(request, completion, decision.routing, decision.predicted_ttft_ms, decision.predicted_tpot_ms)
+            Outcome(
+                request,
+                completion,
+                decision.routing,
+                decision.predicted_ttft_ms,
+                decision.predicted_tpot_ms,
+                routed_on=decision.features,
+            )
         )
         self._spans.emit(
             request,

@@ -94,8 +94,9 @@ def format_strays(found: Iterable[Stray]) -> str:
     """One line a request, for a failing test's output."""
     lines = [
         f"{s.signal} {s.request_id}: actual {s.routed.actual:.4f} router {s.routed.predicted:.4f} "
-        f"(pod {s.routed.pod}) shadow {s.shadow:.4f} (pod {s.sloscope_pod}, waiting {s.pod_waiting}, "
-        f"running {s.pod_running}, state {_age(s.pod_state_age)} old) gap {s.gap:+.4f}"
+        f"(pod {s.routed.pod}, waiting {_count(s.routed.waiting)}, running {_count(s.routed.running)}) "
+        f"shadow {s.shadow:.4f} (pod {s.sloscope_pod}, waiting {_count(s.pod_waiting)}, "
+        f"running {_count(s.pod_running)}, state {_age(s.pod_state_age)} old) gap {s.gap:+.4f}"
         for s in found
     ]
     return "\n".join(lines) or "(no request has both a shadow and a router prediction)"
@@ -107,6 +108,10 @@ def _text(value: object) -> str | None:
 
 def _number(value: object) -> float | None:
     return float(value) if isinstance(value, int | float) else None
+
+
+def _count(value: float | None) -> str:
+    return "?" if value is None else f"{value:g}"
 
 
 def _age(seconds: float | None) -> str:

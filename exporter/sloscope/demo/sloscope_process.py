@@ -19,6 +19,8 @@ from typing import Any
 
 import yaml
 
+from sloscope.demo.router import REFRESH_SECONDS
+
 __all__ = ["FAILURE_WINDOW_SECONDS", "SloscopeProcess", "demo_settings"]
 
 FAILURE_WINDOW_SECONDS = 4.0  # join.failure_window_seconds of the llm-d demo (the default is 15 s)
@@ -39,7 +41,8 @@ def demo_settings(
     """Settings for the simulated pool: pods by address and name, the predictor, its EPP's /metrics, fast loops.
 
     The EPP's page is scraped without credentials (``auth: {}``): the simulated EPP serves it openly, where a
-    real one authenticates /metrics by default.
+    real one authenticates /metrics by default. The pods and the EPP are scraped as often as the router scrapes
+    the pods, so that a shadow prediction is given a pod state about as old as the router's was.
 
     For the llm-d upstream, a failed request (no model-server span) is emitted 4 s after its gateway span
     arrived rather than 15 s, and a trace holds up to 256 spans: an agent session's five calls, P/D ones
@@ -50,7 +53,7 @@ def demo_settings(
         "listeners": {"host": "127.0.0.1", "otlp_grpc_port": 0, "otlp_http_port": 0, "metrics_port": metrics_port},
         "final_scrape_wait_seconds": 0,
         "join": {"window_seconds": 2.0, "trace_ttl_seconds": 10.0},
-        "scrape": {"interval_seconds": 0.25, "timeout_seconds": 1.0, "stale_after_seconds": 10.0},
+        "scrape": {"interval_seconds": REFRESH_SECONDS, "timeout_seconds": 1.0, "stale_after_seconds": 10.0},
         "predictions": {
             "batch_wait_seconds": 0.5,
             "health_interval_seconds": 2.0,

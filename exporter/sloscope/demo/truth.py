@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sloscope.demo.records import Completion, SimRequest
+from sloscope.predictor.features import Features
 
 __all__ = ["FailedOutcome", "GroundTruth", "Outcome", "RoutedPrediction"]
 
@@ -47,6 +48,8 @@ class RoutedPrediction:
     signal: str
     predicted: float
     actual: float
+    waiting: int | None = None  # the pod state the router predicted from (None: not known)
+    running: int | None = None
 
 
 def _tpot(completion: Completion) -> float | None:
@@ -66,6 +69,7 @@ class Outcome:
     choices: tuple[Completion, ...] = ()  # n > 1: every choice
     routing_start_ns: int | None = None  # P/D: the start of the span the client's TTFT counts from
     decode_start_ns: int | None = None  # P/D: the decode stage's llm_request start, as exported
+    routed_on: Features | None = None  # what the router knew of the chosen pod when it predicted
 
     @property
     def ttft(self) -> float:
@@ -144,10 +148,19 @@ class GroundTruth:
                     error = actual - predicted_ms / 1000.0
                     self.error_sums[signal] += error
                     self.absolute_error_sums[signal] += abs(error)
-                    self._keep(request, completion.pod, signal, predicted_ms / 1000.0, actual)
+                    self._keep(outcome, signal, predicted_ms / 1000.0, actual)
 
-    def _keep(self, request: SimRequest, pod: str, signal: str, predicted: float, actual: float) -> None:
-        self.recent[(request.request_id, signal)] = RoutedPrediction(pod, request.arrival, signal, predicted, actual)
+    def _keep(self, outcome: Outcome, signal: str, predicted: float, actual: float) -> None:
+        request, state = outcome.request, outcome.routed_on
+        self.recent[(request.request_id, signal)] = RoutedPrediction(
+            outcome.completion.pod,
+            request.arrival,
+            signal,
+            predicted,
+            actual,
+            None if state is None else state.num_request_waiting,
+            None if state is None else state.num_request_running,
+        )
         while len(self.recent) > RECENT_PREDICTIONS:
             self.recent.popitem(last=False)
 

@@ -38,6 +38,8 @@ class Step:
 STEPS = (
     # end to end: the two join engines and the Collector, both payload sets, HTTP and gRPC, 1 and 2 cores
     Step("compare", "compare.py", quick=("--quick",), results="compare-"),
+    # what the OTLP transports cost alone (grpc.aio, uvicorn), beside sloscope's whole per thread, one core
+    Step("front", "front.py", ("--spans", "100000", "--sets", "3"), ("--spans", "25000", "--sets", "2"), "front-"),
     # bytes per pending trace: the join's account and the server's RSS growth
     Step("pending", "pending.py", quick=("--quick",), results="pending-"),
     # decode alone and self-tracing on/off (one core, the default engine)
@@ -110,6 +112,11 @@ def headline(steps: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if "compare" in documents:
         out["end_to_end"] = documents["compare"]["summary"]
+    if "front" in documents:
+        out["front"] = [
+            {k: r[k] for k in ("transport", "target", "us_per_span", "us_per_span_by_thread")}
+            for r in documents["front"]["rows"]
+        ]
     if "pending" in documents:
         out["pending"] = [
             {k: r[k] for k in ("engine", "payload_set", "pending_bytes_per_trace", "rss_growth_per_trace")}
@@ -136,6 +143,9 @@ def print_headline(numbers: dict[str, Any]) -> None:
             f"{r['collector_cpu_us_per_span']:.1f} µs/span; native/Collector {r['native_over_collector']:.2f}x, "
             f"native/python {r['native_over_python']:.2f}x"
         )
+    for r in numbers.get("front", []):
+        threads = ", ".join(f"{name} {us:.2f}" for name, us in r["us_per_span_by_thread"].items())
+        print(f"  front OTLP/{r['transport']:<4} {r['target']:>8}: {r['us_per_span']:.2f} µs/span ({threads})")
     for r in numbers.get("pending", []):
         print(
             f"  pending {r['payload_set']:>8} trace, {r['engine']:>6}: {r['pending_bytes_per_trace']:,.0f} B "

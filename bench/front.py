@@ -29,6 +29,7 @@ import argparse
 import asyncio
 import os
 import re
+import socket
 import subprocess
 import sys
 import tempfile
@@ -142,8 +143,6 @@ def start_floor(transport: str) -> tuple[subprocess.Popen[bytes], int]:
 
 
 def _listening(port: int) -> bool:
-    import socket
-
     with socket.socket() as probe:
         return probe.connect_ex(("127.0.0.1", port)) == 0
 

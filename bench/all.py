@@ -38,6 +38,14 @@ class Step:
 STEPS = (
     # end to end: the two join engines and the Collector, both payload sets, HTTP and gRPC, 1 and 2 cores
     Step("compare", "compare.py", quick=("--quick",), results="compare-"),
+    # the same in bursts: each server takes 100,000 spans at a time (its queue runs ahead of its join), one core
+    Step(
+        "compare-burst",
+        "compare.py",
+        ("--cores", "1", "--engines", "native", "--spans", "200000", "--slice-spans", "100000"),
+        ("--cores", "1", "--engines", "native", "--spans", "50000", "--slice-spans", "50000"),
+        "compare-",
+    ),
     # what the OTLP transports cost alone (grpc.aio, uvicorn), beside sloscope's whole per thread, one core
     Step("front", "front.py", ("--spans", "100000", "--sets", "3"), ("--spans", "25000", "--sets", "2"), "front-"),
     # bytes per pending trace: the join's account and the server's RSS growth
@@ -112,6 +120,8 @@ def headline(steps: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if "compare" in documents:
         out["end_to_end"] = documents["compare"]["summary"]
+    if "compare-burst" in documents:
+        out["end_to_end_burst"] = documents["compare-burst"]["summary"]
     if "front" in documents:
         out["front"] = [
             {k: r[k] for k in ("transport", "target", "us_per_span", "us_per_span_by_thread")}
@@ -142,6 +152,12 @@ def print_headline(numbers: dict[str, Any]) -> None:
             f"{r['native_cpu_us_per_span']:.1f}, python {r['python_cpu_us_per_span']:.1f}, Collector "
             f"{r['collector_cpu_us_per_span']:.1f} µs/span; native/Collector {r['native_over_collector']:.2f}x, "
             f"native/python {r['native_over_python']:.2f}x"
+        )
+    for r in numbers.get("end_to_end_burst", []):
+        print(
+            f"  burst, {r['cores']} core {r['payload_set']:>8} OTLP/{r['transport']:<4}: native "
+            f"{r['native_cpu_us_per_span']:.1f}, Collector {r['collector_cpu_us_per_span']:.1f} µs/span; "
+            f"native/Collector {r['native_over_collector']:.2f}x"
         )
     for r in numbers.get("front", []):
         threads = ", ".join(f"{name} {us:.2f}" for name, us in r["us_per_span_by_thread"].items())

@@ -7,7 +7,7 @@ This measures that part. Pinned to one core and fed the same two-span exports (`
 
 * **floor**: the transport alone, in a process of its own, answering at once. For gRPC a ``grpc.aio`` server with
   the raw-bytes ``TraceService/Export`` handler and the channel options of sloscope's receiver
-  (``sloscope.receivers.otlp_grpc.create_server`` with the listeners' default limits); for HTTP uvicorn with its h11
+  (``sloscope.receivers.otlp_grpc.server_options`` with the listeners' default limits); for HTTP uvicorn with its h11
   protocol and an ASGI app that reads the body whole and answers 200.
 * **sloscope**: ``sloscope serve`` with the native engine, every request counted on its /metrics page, and its CPU
   time per thread: the event loop and any thread Python did not name (``python``), gRPC's threads
@@ -94,7 +94,7 @@ async def _grpc_floor(port: int) -> None:
     from prometheus_client import CollectorRegistry
 
     from sloscope.config import Limits, Settings
-    from sloscope.receivers.otlp_grpc import SERVICE
+    from sloscope.receivers.otlp_grpc import SERVICE, server_options
     from sloscope.service.listeners import ListenerSetup
 
     async def export(request: bytes, context: Any) -> bytes:
@@ -102,8 +102,7 @@ async def _grpc_floor(port: int) -> None:
 
     handler = grpc.unary_unary_rpc_method_handler(export)
     listeners = ListenerSetup(Settings().listeners, CollectorRegistry())  # the defaults' connection limits
-    receive = ("grpc.max_receive_message_length", 4 * Limits().max_request_bytes)
-    server = grpc.aio.server(options=[receive, ("grpc.so_reuseport", 0), *listeners.grpc_options()])
+    server = grpc.aio.server(options=server_options(Limits().max_request_bytes, listeners.grpc_options()))
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, {"Export": handler}),))
     server.add_insecure_port(f"127.0.0.1:{port}")
     await server.start()

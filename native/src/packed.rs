@@ -188,7 +188,7 @@ struct Text<'a> {
 
 impl<'a> Text<'a> {
     fn new(records: &'a mut [Attr]) -> Text<'a> {
-        let len = records.len() * size_of::<Attr>();
+        let len = size_of_val(records);
         // SAFETY: `Attr` is plain 4-byte words (`repr(C)`, no padding), so its memory is bytes and any
         // bytes written there are a valid `Attr`.
         let bytes =

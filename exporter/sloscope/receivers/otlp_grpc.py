@@ -109,15 +109,13 @@ def create_server(
     interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
 ) -> grpc.aio.Server:
     """``options``: further channel arguments (the listener's limits); ``interceptors``: its credentials check."""
-    # gRPC's own cap answers RESOURCE_EXHAUSTED, which exporters retry forever; it is set well above
-    # ours so that the handler can refuse oversize messages with a permanent, counted error.
-    server = grpc.aio.server(
-        options=[
-            ("grpc.max_receive_message_length", 4 * max_request_bytes),
-            ("grpc.so_reuseport", 0),
-            *options,
-        ],
-        interceptors=interceptors,
-    )
+    server = grpc.aio.server(options=server_options(max_request_bytes, options), interceptors=interceptors)
     server.add_generic_rpc_handlers((trace_service_handler(intake, max_request_bytes),))
     return server
+
+
+def server_options(max_request_bytes: int, options: Sequence[tuple[str, int]] = ()) -> list[tuple[str, int]]:
+    """The receiver's channel arguments, ``options`` (the listener's limits) after its own."""
+    # gRPC's own cap answers RESOURCE_EXHAUSTED, which exporters retry forever; it is set well above
+    # ours so that the handler can refuse oversize messages with a permanent, counted error.
+    return [("grpc.max_receive_message_length", 4 * max_request_bytes), ("grpc.so_reuseport", 0), *options]

@@ -181,16 +181,12 @@ impl<T> Few<T> {
 /// item in place, more than one boxed as a `Few`. A trace pays 8 bytes more for it than for a `Few`
 /// and saves the smallest heap block the allocator hands out (32 bytes with glibc) for each list
 /// that holds one item.
+#[derive(Default)]
 pub enum Lone<T> {
+    #[default]
     Empty,
     One(T),
     Many(Few<T>),
-}
-
-impl<T> Default for Lone<T> {
-    fn default() -> Self {
-        Lone::Empty
-    }
 }
 
 impl<T> std::ops::Deref for Lone<T> {

@@ -179,10 +179,17 @@ impl NativeAssembler {
             bare,
             size: 0,
         };
-        let rid = self
-            .joinable_id(py, &held)?
-            .map(|id| held.span.find(&id).ok_or_else(|| id.into_owned()));
-        held.rid_at = rid.map(|rid| rid.unwrap_or_else(|made| held.span.append(&made)));
+        held.rid_at = match self.joinable_id(py, &held)? {
+            None => None,
+            // Nearly always a slice of one of its values: kept as where it lies.
+            Some(id) => match held.span.find(&id) {
+                found @ Some(_) => found,
+                None => {
+                    let made = id.into_owned(); // made elsewhere: appended to its text
+                    Some(held.span.append(&made))
+                }
+            },
+        };
         let size = reference_size.unwrap_or_else(|| native_span_bytes(&held));
         held.size = u32::try_from(size).unwrap_or(u32::MAX);
         Ok(held)

@@ -4,7 +4,11 @@
 use std::borrow::Borrow;
 use std::hash::Hash;
 
-use crate::join::hash::HashMap;
+use crate::join::hash::{HashMap, Seeded};
+
+/// The most keys a generation's table is made for up front; a table for a larger limit grows past it
+/// as it fills, so that a limit set far above the default does not reserve its memory at start.
+pub const PRESIZED: usize = 1 << 20;
 
 /// The keys put most recently, at most `limit` of them, kept as two generations: a key goes into
 /// the young one; when that holds half the limit it becomes the old one and the old one is
@@ -13,6 +17,11 @@ use crate::join::hash::HashMap;
 /// is cleared in one sequential pass and its table reused, so once both have filled nothing is
 /// allocated. The price: between half the limit and the limit are remembered, never more.
 /// The Python reference (`sloscope.processors.recent.Recent`) forgets the same keys at the same time.
+///
+/// Both tables are made at their full size at once (up to [`PRESIZED`] keys each): grown as they
+/// fill, they were rehashed into fresh memory at every doubling, and the page faults and copies of
+/// that made the join of a server's first few hundred thousand traces a third dearer than later
+/// (docs/performance.md). Untouched pages cost no resident memory until keys land in them.
 pub struct Recent<K, V> {
     young: HashMap<K, V>,
     old: HashMap<K, V>,
@@ -21,10 +30,12 @@ pub struct Recent<K, V> {
 
 impl<K: Hash + Eq, V> Recent<K, V> {
     pub fn new(limit: usize) -> Self {
+        let half = limit.div_ceil(2).max(1);
+        let table = || HashMap::with_capacity_and_hasher(half.min(PRESIZED), Seeded::default());
         Recent {
-            young: HashMap::default(),
-            old: HashMap::default(),
-            half: limit.div_ceil(2).max(1),
+            young: table(),
+            old: table(),
+            half,
         }
     }
 
@@ -95,6 +106,19 @@ mod tests {
         recent.put(6, 60);
         recent.put(7, 70); // young 3, 6, 7 fill: 4 and 5 are forgotten
         assert_eq!((recent.get(&3), recent.contains(&4)), (Some(&31), false));
+    }
+
+    #[test]
+    fn both_tables_are_made_whole_at_start_and_never_grow() {
+        let mut recent: Recent<u64, ()> = Recent::new(1000);
+        let made = (recent.young.capacity(), recent.old.capacity());
+        assert!(made.0 >= 500 && made.1 >= 500, "{made:?}");
+        for key in 0..10_000 {
+            recent.put(key, ());
+        }
+        assert_eq!((recent.young.capacity(), recent.old.capacity()), made);
+        let large: Recent<u64, ()> = Recent::new(4 * PRESIZED);
+        assert!((PRESIZED..2 * PRESIZED).contains(&large.young.capacity()));
     }
 
     #[test]

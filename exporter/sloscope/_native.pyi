@@ -1,7 +1,7 @@
 """Types of the native core (native/, Rust with PyO3), for mypy."""
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from sloscope.config import Join
 from sloscope.records import Span
@@ -26,6 +26,26 @@ class Decoder:
     def __init__(self, keep: Iterable[str] | None, typed: dict[str, tuple[str, str]]) -> None: ...
     def protobuf(self, payload: bytes) -> tuple[SpanBatch, int, list[str]]: ...
     def json(self, payload: bytes) -> tuple[SpanBatch, int, list[str]] | None: ...
+
+class GrpcFront:
+    """The OTLP/gRPC TraceService/Export listener of the native core (native/src/front), serving ``fd``."""
+
+    def __init__(
+        self,
+        fd: int,
+        decoder: Decoder,
+        export: Callable[[tuple[SpanBatch, int, list[str]] | str], tuple[int, str, list[tuple[str, bytes]], bytes]],
+        too_large: Callable[[int], tuple[int, str, list[tuple[str, bytes]], bytes]],
+        count: Callable[[str], None],
+        *,
+        max_request_bytes: int,
+        max_connections: int,
+        max_concurrent_streams: int,
+        keepalive_time: float,
+        keepalive_timeout: float,
+        handler_threads: int,
+    ) -> None: ...
+    def stop(self, grace: float) -> None: ...
 
 # The trace join (native/src/join): (kind "dropped" or "outcome", reason, count) in first-seen order.
 _Counts = list[tuple[str, str, int]]

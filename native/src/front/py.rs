@@ -1,0 +1,137 @@
+//! `GrpcFront`, the Python face of the gRPC front: made from a listening socket and two Python
+//! callables, serving from the moment it is made until `stop`.
+
+use std::net::TcpListener;
+use std::os::fd::FromRawFd;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use pyo3::exceptions::{PyOSError, PyValueError};
+use pyo3::prelude::*;
+
+use crate::decode::{outcome, Decoder};
+use crate::front::grpc;
+use crate::front::server::{self, Answer, Config, Handler, Running};
+
+/// (code, message, trailing metadata, response message), as `export` returns it.
+type PyAnswer = (u32, String, Vec<(String, Vec<u8>)>, Vec<u8>);
+
+struct PyHandler {
+    decoder: Py<Decoder>,
+    /// `export(outcome)`: the decoded message as `Decoder.protobuf` returns it, or the reason it is
+    /// not one (a str), to a `PyAnswer`.
+    export: Py<PyAny>,
+    /// `too_large(size)`: a message over the limit, to a `PyAnswer`.
+    too_large: Py<PyAny>,
+    /// `count(result)`: a call refused before `export`.
+    count: Py<PyAny>,
+}
+
+fn answer(py: Python<'_>, returned: PyResult<Py<PyAny>>) -> Answer {
+    match returned.and_then(|answer| answer.extract::<PyAnswer>(py)) {
+        Ok((code, message, metadata, body)) => Answer {
+            code,
+            message,
+            metadata,
+            body,
+        },
+        Err(error) => {
+            error.write_unraisable(py, None);
+            Answer::status(grpc::INTERNAL, "sloscope failed to take the export")
+        }
+    }
+}
+
+impl Handler for PyHandler {
+    fn export(&self, message: &[u8]) -> Answer {
+        let decoded = self.decoder.get().export_request(message); // without the GIL
+        Python::attach(|py| {
+            let returned = match decoded {
+                Ok(decoded) => outcome(py, decoded).and_then(|o| self.export.call1(py, (o,))),
+                Err(reason) => self.export.call1(py, (reason,)),
+            };
+            answer(py, returned)
+        })
+    }
+
+    fn too_large(&self, size: usize) -> Answer {
+        Python::attach(|py| answer(py, self.too_large.call1(py, (size,))))
+    }
+
+    fn refused(&self, result: &'static str) {
+        Python::attach(|py| {
+            if let Err(error) = self.count.call1(py, (result,)) {
+                error.write_unraisable(py, None);
+            }
+        });
+    }
+}
+
+/// The OTLP/gRPC `TraceService/Export` listener of the native core (src/front).
+#[pyclass(module = "sloscope._native", frozen)]
+pub struct GrpcFront {
+    running: Mutex<Option<Running>>,
+}
+
+#[pymethods]
+impl GrpcFront {
+    /// `fd`: a bound and listening TCP socket that the caller gives up (`socket.detach()`); the
+    /// front serves it at once. `decoder`: the intake's `Decoder`. Durations in seconds.
+    #[new]
+    #[pyo3(signature = (
+        fd, decoder, export, too_large, count, *, max_request_bytes, max_connections, max_concurrent_streams,
+        keepalive_time, keepalive_timeout, handler_threads
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        fd: i32,
+        decoder: Py<Decoder>,
+        export: Py<PyAny>,
+        too_large: Py<PyAny>,
+        count: Py<PyAny>,
+        max_request_bytes: usize,
+        max_connections: usize,
+        max_concurrent_streams: u32,
+        keepalive_time: f64,
+        keepalive_timeout: f64,
+        handler_threads: usize,
+    ) -> PyResult<Self> {
+        if fd < 0 {
+            return Err(PyValueError::new_err(
+                "fd must be an open socket's descriptor",
+            ));
+        }
+        let seconds = |s: f64| Duration::try_from_secs_f64(s).map_err(PyValueError::new_err);
+        let config = Config {
+            max_request_bytes,
+            max_connections,
+            max_concurrent_streams,
+            keepalive_time: seconds(keepalive_time)?,
+            keepalive_timeout: seconds(keepalive_timeout)?,
+            handler_threads,
+        };
+        // SAFETY: the caller hands over an open listening socket it no longer uses (detached).
+        let listener = unsafe { TcpListener::from_raw_fd(fd) };
+        let handler = Arc::new(PyHandler {
+            decoder,
+            export,
+            too_large,
+            count,
+        });
+        let running = server::start(listener, config, handler)
+            .map_err(|e| PyOSError::new_err(e.to_string()))?;
+        Ok(GrpcFront {
+            running: Mutex::new(Some(running)),
+        })
+    }
+
+    /// Stops accepting, lets open calls finish for up to `grace` seconds, and returns once the
+    /// front's threads are gone (the GIL released meanwhile: they may need it to finish). Safe twice.
+    fn stop(&self, py: Python<'_>, grace: f64) {
+        let running = self.running.lock().map(|mut r| r.take()).unwrap_or(None);
+        if let Some(mut running) = running {
+            let grace = Duration::try_from_secs_f64(grace).unwrap_or_default();
+            py.detach(move || running.stop(grace));
+        }
+    }
+}

@@ -1,0 +1,333 @@
+//! The listener: a current-thread tokio runtime on a thread of its own accepts connections and serves
+//! HTTP/2 on them. A call's message is read whole (at most `max_request_bytes`) and handed to one of
+//! the runtime's blocking threads, where the [`Handler`] decodes it and takes the GIL: the runtime's
+//! own thread never waits for Python.
+
+use std::convert::Infallible;
+use std::net::TcpListener as StdListener;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::CONTENT_TYPE;
+use http::{HeaderMap, HeaderName, HeaderValue, Request, Response};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Empty, Full};
+use hyper::body::Incoming;
+use hyper::server::conn::http2;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::front::grpc;
+
+/// The listener's limits (the `listeners` and `limits` settings).
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub max_request_bytes: usize,
+    pub max_connections: usize,
+    pub max_concurrent_streams: u32,
+    pub keepalive_time: Duration,
+    pub keepalive_timeout: Duration,
+    /// Blocking threads decoding and handing over messages at once.
+    pub handler_threads: usize,
+}
+
+/// The answer to one call.
+#[derive(Debug, Default, PartialEq)]
+pub struct Answer {
+    pub code: u32,
+    pub message: String,
+    /// Trailing metadata; a key ending in `-bin` is sent in base64.
+    pub metadata: Vec<(String, Vec<u8>)>,
+    /// The response message, sent when the code is OK.
+    pub body: Vec<u8>,
+}
+
+impl Answer {
+    pub fn status(code: u32, message: impl Into<String>) -> Self {
+        Answer {
+            code,
+            message: message.into(),
+            ..Answer::default()
+        }
+    }
+}
+
+/// What is done with a call's message, on a blocking thread (it may decode and take the GIL).
+pub trait Handler: Send + Sync + 'static {
+    /// One uncompressed Export message.
+    fn export(&self, message: &[u8]) -> Answer;
+    /// A message of `size` bytes, over the limit, refused unread.
+    fn too_large(&self, size: usize) -> Answer;
+    /// A call refused before its message reached `export`; `result` is the `otlp_requests` result
+    /// it counts as (`malformed`, `client_disconnected`).
+    fn refused(&self, result: &'static str);
+}
+
+/// A call's body, read as far as it needs to be.
+enum Read {
+    /// The whole body: one message and its prefix.
+    Whole(Vec<u8>),
+    /// The prefix announces a message of this many bytes, over the limit.
+    TooLarge(usize),
+    /// More than the one message the prefix announced.
+    Trailing,
+    /// The client reset the stream or went away.
+    Gone,
+}
+
+/// At most this much room is made ahead of a message's bytes on the word of its prefix alone.
+const RESERVE_AHEAD: usize = 1 << 20;
+
+/// Reads a unary call's body: the message's prefix says its length, so one over `max` is refused
+/// before its bytes are read (and with its size, as the grpcio receiver words it).
+async fn read(mut body: Incoming, max: usize) -> Read {
+    let mut whole: Vec<u8> = Vec::new();
+    let mut expected: Option<usize> = None;
+    while let Some(frame) = body.frame().await {
+        let Ok(frame) = frame else {
+            return Read::Gone;
+        };
+        let Ok(data) = frame.into_data() else {
+            continue; // request trailers carry nothing for a unary call
+        };
+        whole.extend_from_slice(&data);
+        if expected.is_none() {
+            if let Some(prefix) = whole.first_chunk::<5>() {
+                let length =
+                    u32::from_be_bytes([prefix[1], prefix[2], prefix[3], prefix[4]]) as usize;
+                if length > max {
+                    return Read::TooLarge(length);
+                }
+                whole.reserve((5 + length - whole.len().min(5 + length)).min(RESERVE_AHEAD));
+                expected = Some(5 + length);
+            }
+        }
+        if expected.is_some_and(|e| whole.len() > e) {
+            return Read::Trailing;
+        }
+    }
+    Read::Whole(whole)
+}
+
+/// A started listener; [`Running::stop`] ends it.
+pub struct Running {
+    stop: watch::Sender<Option<Duration>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Running {
+    /// Stops accepting, lets open calls finish for up to `grace` (connections are told to go away
+    /// once their calls end), then drops what is left; returns once the runtime's thread is gone.
+    pub fn stop(&mut self, grace: Duration) {
+        let _ = self.stop.send(Some(grace));
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for Running {
+    /// Tells the runtime to stop without waiting for it: a front dropped by Python holds the GIL,
+    /// which the calls still running may be waiting for.
+    fn drop(&mut self) {
+        let _ = self.stop.send(Some(Duration::ZERO));
+    }
+}
+
+/// Serves `listener` (bound and listening) until stopped.
+pub fn start(
+    listener: StdListener,
+    config: Config,
+    handler: Arc<dyn Handler>,
+) -> std::io::Result<Running> {
+    listener.set_nonblocking(true)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .max_blocking_threads(config.handler_threads.max(1))
+        .thread_name("sloscope-grpc-call")
+        .build()?;
+    let (stop, stopped) = watch::channel(None);
+    let thread = std::thread::Builder::new()
+        .name("sloscope-grpc".into())
+        .spawn(move || runtime.block_on(serve(listener, config, handler, stopped)))?;
+    Ok(Running {
+        stop,
+        thread: Some(thread),
+    })
+}
+
+type Stop = watch::Receiver<Option<Duration>>;
+
+async fn serve(listener: StdListener, config: Config, handler: Arc<dyn Handler>, mut stop: Stop) {
+    let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
+        return;
+    };
+    let config = Arc::new(config);
+    let mut connections = JoinSet::new();
+    let grace = loop {
+        tokio::select! {
+            _ = stop.changed() => break stop.borrow().unwrap_or_default(),
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            accepted = listener.accept() => {
+                let Ok((stream, _)) = accepted else {
+                    // Out of descriptors, most likely: accepting again at once would spin.
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                };
+                if connections.len() >= config.max_connections {
+                    continue; // closed before the HTTP/2 preface, as grpc core does at its cap
+                }
+                let _ = stream.set_nodelay(true);
+                connections.spawn(connection(stream, config.clone(), handler.clone(), stop.clone()));
+            }
+        }
+    };
+    drop(listener);
+    let _ = tokio::time::timeout(grace, async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
+}
+
+async fn connection(
+    stream: TcpStream,
+    config: Arc<Config>,
+    handler: Arc<dyn Handler>,
+    mut stop: Stop,
+) {
+    let limits = config.clone();
+    let service = service_fn(move |request| call(request, limits.clone(), handler.clone()));
+    let mut builder = http2::Builder::new(TokioExecutor::new());
+    builder
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(config.max_concurrent_streams)
+        .keep_alive_interval(config.keepalive_time)
+        .keep_alive_timeout(config.keepalive_timeout)
+        .adaptive_window(true);
+    let served = builder.serve_connection(TokioIo::new(stream), service);
+    tokio::pin!(served);
+    tokio::select! {
+        _ = served.as_mut() => return,
+        _ = stop.changed() => {}
+    }
+    served.as_mut().graceful_shutdown();
+    let _ = served.await;
+}
+
+type Body = BoxBody<Bytes, Infallible>;
+
+async fn call(
+    request: Request<Incoming>,
+    config: Arc<Config>,
+    handler: Arc<dyn Handler>,
+) -> Result<Response<Body>, Infallible> {
+    let path = request.uri().path();
+    if request.method() != http::Method::POST || path != grpc::EXPORT_PATH {
+        let message = format!(
+            "unknown method {path}; this server serves {}",
+            grpc::EXPORT_PATH
+        );
+        return Ok(respond(Answer::status(grpc::UNIMPLEMENTED, message)));
+    }
+    let encoding = request
+        .headers()
+        .get("grpc-encoding")
+        .map(|v| v.to_str().unwrap_or("?").to_owned());
+    let body = match read(request.into_body(), config.max_request_bytes).await {
+        Read::Whole(body) => body,
+        Read::TooLarge(size) => {
+            return Ok(respond(blocking(move || handler.too_large(size)).await))
+        }
+        Read::Trailing => {
+            let reason = "a unary call carries one message; the request body holds more";
+            return Ok(respond(
+                blocking(move || malformed(&*handler, reason.into())).await,
+            ));
+        }
+        Read::Gone => {
+            let _ =
+                tokio::task::spawn_blocking(move || handler.refused("client_disconnected")).await;
+            return Ok(respond(Answer::status(
+                grpc::INTERNAL,
+                "request body not received",
+            )));
+        }
+    };
+    Ok(respond(
+        blocking(move || handle(&body, encoding.as_deref(), &*handler)).await,
+    ))
+}
+
+/// Runs `work` on one of the runtime's blocking threads (where the GIL may be taken).
+async fn blocking(work: impl FnOnce() -> Answer + Send + 'static) -> Answer {
+    tokio::task::spawn_blocking(work)
+        .await
+        .unwrap_or_else(|_| Answer::status(grpc::INTERNAL, "the export handler failed"))
+}
+
+fn malformed(handler: &dyn Handler, reason: String) -> Answer {
+    handler.refused("malformed");
+    Answer::status(grpc::INVALID_ARGUMENT, reason)
+}
+
+fn handle(body: &[u8], encoding: Option<&str>, handler: &dyn Handler) -> Answer {
+    match grpc::message(body) {
+        Err(reason) => malformed(handler, reason),
+        Ok((false, message)) => handler.export(message),
+        Ok((true, _)) => {
+            handler.refused("malformed");
+            let encoding = encoding.unwrap_or("identity");
+            Answer::status(
+                grpc::UNIMPLEMENTED,
+                format!(
+                    "compressed messages ({encoding}) are not accepted yet; send them uncompressed"
+                ),
+            )
+        }
+    }
+}
+
+fn respond(answer: Answer) -> Response<Body> {
+    let mut status = HeaderMap::new();
+    status.insert("grpc-status", HeaderValue::from(answer.code));
+    if !answer.message.is_empty() {
+        let text = grpc::percent_encode(&answer.message);
+        status.insert(
+            "grpc-message",
+            HeaderValue::from_str(&text).expect("percent-encoded is ASCII"),
+        );
+    }
+    for (key, value) in &answer.metadata {
+        let Ok(name) = HeaderName::from_bytes(key.as_bytes()) else {
+            continue;
+        };
+        let value = if key.ends_with("-bin") {
+            HeaderValue::from_str(&grpc::base64(value))
+        } else {
+            HeaderValue::from_bytes(value)
+        };
+        if let Ok(value) = value {
+            status.append(name, value);
+        }
+    }
+    let grpc_type = HeaderValue::from_static("application/grpc");
+    if answer.code != grpc::OK {
+        // Trailers-only: the status in the one HEADERS frame that ends the stream.
+        let mut response = Response::new(Empty::new().boxed());
+        response.headers_mut().insert(CONTENT_TYPE, grpc_type);
+        response.headers_mut().extend(status);
+        return response;
+    }
+    let message = Full::new(Bytes::from(grpc::frame(&answer.body)));
+    let body = message
+        .with_trailers(async move { Some(Ok(status)) })
+        .boxed();
+    let mut response = Response::new(body);
+    response.headers_mut().insert(CONTENT_TYPE, grpc_type);
+    response
+}

@@ -137,10 +137,24 @@ def test_http_wrong_attribute_types_get_partial_success_json(server: Server) -> 
     assert "must be a number, got str 'eleven'" in partial["errorMessage"]
 
 
-def grpc_export(server: Server, body: bytes) -> bytes:
-    with grpc.insecure_channel(server.otlp_grpc) as channel:
+def grpc_export(server: Server, body: bytes, compression: grpc.Compression = grpc.Compression.NoCompression) -> bytes:
+    with grpc.insecure_channel(server.otlp_grpc, compression=compression) as channel:
         export = channel.unary_unary(f"/{SERVICE}/Export")
         return bytes(export(body, timeout=10))
+
+
+@pytest.mark.parametrize("compression", [grpc.Compression.Gzip, grpc.Compression.Deflate])
+def test_grpc_compressed_messages_are_taken_and_their_inflated_size_limited(
+    server: Server, compression: grpc.Compression
+) -> None:
+    trace = 0xD0 + compression.value
+    before = server.total("sloscope_requests_total")
+    assert grpc_export(server, good_request(trace), compression) == b""
+    wait_until(lambda: server.total("sloscope_requests_total") == before + 1, what="the compressed request")
+    with pytest.raises(grpc.RpcError) as raised:  # a few hundred bytes on the wire, over the limit inflated
+        grpc_export(server, b"\x0a" + b"\x00" * (LIMIT + 10), compression)
+    assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert raised.value.details() == f"message of {LIMIT + 11} bytes exceeds the limit of {LIMIT}; send smaller batches"
 
 
 def test_grpc_malformed_is_invalid_argument_with_a_reason(server: Server) -> None:

@@ -36,6 +36,45 @@ pub fn message(body: &[u8]) -> Result<(bool, &[u8]), String> {
     Ok((compressed, rest))
 }
 
+/// A compressed message inflated (`grpc-encoding` gzip or deflate, the zlib format), if it holds at
+/// most `max` bytes; else `Err(Some(size))`, its inflated size, when that is at most `count_to`, or
+/// `Err(None)`. Bytes that do not inflate are `Err` of the reason, as `Inflated::Corrupt`.
+pub fn inflate(encoding: &str, compressed: &[u8], max: usize, count_to: usize) -> Inflated {
+    use std::io::Read;
+    let reader: Box<dyn Read + '_> = match encoding {
+        "gzip" => Box::new(flate2::read::GzDecoder::new(compressed)),
+        "deflate" => Box::new(flate2::read::ZlibDecoder::new(compressed)),
+        other => return Inflated::Unknown(other.to_owned()),
+    };
+    let mut out = Vec::new();
+    let mut reader = reader.take(count_to as u64 + 1);
+    if let Err(error) = reader.by_ref().take(max as u64 + 1).read_to_end(&mut out) {
+        return Inflated::Corrupt(format!("the {encoding} message does not inflate: {error}"));
+    }
+    if out.len() <= max {
+        return Inflated::Message(out);
+    }
+    // Over the limit: count the rest (bounded) to say how large it is, without keeping it.
+    match std::io::copy(&mut reader, &mut std::io::sink()) {
+        Ok(rest) => {
+            let size = out.len() + rest as usize;
+            Inflated::TooLarge((size <= count_to).then_some(size))
+        }
+        Err(error) => {
+            Inflated::Corrupt(format!("the {encoding} message does not inflate: {error}"))
+        }
+    }
+}
+
+#[derive(Debug, PartialEq)]
+pub enum Inflated {
+    Message(Vec<u8>),
+    /// Over the limit: its size when counted to the end.
+    TooLarge(Option<usize>),
+    Corrupt(String),
+    Unknown(String),
+}
+
 /// One uncompressed message with its prefix.
 pub fn frame(message: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(5 + message.len());
@@ -91,6 +130,37 @@ mod tests {
             .unwrap_err()
             .contains("holds 1"));
         assert!(message(&[2, 0, 0, 0, 0]).unwrap_err().contains("flag 2"));
+    }
+
+    fn gzip(bytes: &[u8]) -> Vec<u8> {
+        use std::io::Write;
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        encoder.write_all(bytes).unwrap();
+        encoder.finish().unwrap()
+    }
+
+    #[test]
+    fn a_compressed_message_inflates_within_its_limit_and_is_measured_beyond_it() {
+        let plain = vec![7u8; 1000];
+        assert_eq!(
+            inflate("gzip", &gzip(&plain), 1000, 4000),
+            Inflated::Message(plain.clone())
+        );
+        assert_eq!(
+            inflate("gzip", &gzip(&plain), 999, 4000),
+            Inflated::TooLarge(Some(1000))
+        );
+        assert_eq!(
+            inflate("gzip", &gzip(&plain), 10, 500),
+            Inflated::TooLarge(None)
+        );
+        assert!(
+            matches!(inflate("gzip", b"not gzip", 10, 40), Inflated::Corrupt(r) if r.contains("gzip"))
+        );
+        assert_eq!(
+            inflate("snappy", b"", 10, 40),
+            Inflated::Unknown("snappy".into())
+        );
     }
 
     #[test]

@@ -221,6 +221,9 @@ async fn connection(
 
 type Body = BoxBody<Bytes, Infallible>;
 
+/// What a client may compress its messages with (`grpc-accept-encoding` of every answer).
+const ACCEPTED_ENCODINGS: &str = "identity, deflate, gzip";
+
 async fn call(
     request: Request<Incoming>,
     config: Arc<Config>,
@@ -258,8 +261,9 @@ async fn call(
             )));
         }
     };
+    let max = config.max_request_bytes;
     Ok(respond(
-        blocking(move || handle(&body, encoding.as_deref(), &*handler)).await,
+        blocking(move || handle(&body, encoding.as_deref(), max, &*handler)).await,
     ))
 }
 
@@ -275,19 +279,27 @@ fn malformed(handler: &dyn Handler, reason: String) -> Answer {
     Answer::status(grpc::INVALID_ARGUMENT, reason)
 }
 
-fn handle(body: &[u8], encoding: Option<&str>, handler: &dyn Handler) -> Answer {
-    match grpc::message(body) {
-        Err(reason) => malformed(handler, reason),
-        Ok((false, message)) => handler.export(message),
-        Ok((true, _)) => {
+fn handle(body: &[u8], encoding: Option<&str>, max: usize, handler: &dyn Handler) -> Answer {
+    let compressed = match grpc::message(body) {
+        Err(reason) => return malformed(handler, reason),
+        Ok((false, message)) => return handler.export(message),
+        Ok((true, compressed)) => compressed,
+    };
+    let encoding = encoding.unwrap_or("identity");
+    if encoding == "identity" {
+        let reason = "the message is marked compressed and grpc-encoding names none".to_owned();
+        return malformed(handler, reason);
+    }
+    // As far as grpcio's own cap (4 times ours) the inflated size is counted, to be told.
+    match grpc::inflate(encoding, compressed, max, 4 * max) {
+        grpc::Inflated::Message(message) => handler.export(&message),
+        grpc::Inflated::TooLarge(size) => handler.too_large(size.unwrap_or(4 * max + 1)),
+        grpc::Inflated::Corrupt(reason) => malformed(handler, reason),
+        grpc::Inflated::Unknown(encoding) => {
             handler.refused("malformed");
-            let encoding = encoding.unwrap_or("identity");
-            Answer::status(
-                grpc::UNIMPLEMENTED,
-                format!(
-                    "compressed messages ({encoding}) are not accepted yet; send them uncompressed"
-                ),
-            )
+            let message =
+                format!("grpc-encoding {encoding} is not supported; use gzip, deflate or identity");
+            Answer::status(grpc::UNIMPLEMENTED, message)
         }
     }
 }
@@ -316,6 +328,10 @@ fn respond(answer: Answer) -> Response<Body> {
         }
     }
     let grpc_type = HeaderValue::from_static("application/grpc");
+    status.insert(
+        "grpc-accept-encoding",
+        HeaderValue::from_static(ACCEPTED_ENCODINGS),
+    );
     if answer.code != grpc::OK {
         // Trailers-only: the status in the one HEADERS frame that ends the stream.
         let mut response = Response::new(Empty::new().boxed());

@@ -159,7 +159,13 @@ def sloscope_settings(engine: str, window: float) -> dict[str, Any]:
     return {
         "log_level": "INFO",
         "shutdown_grace_seconds": 10,
-        "listeners": {"host": "127.0.0.1", "otlp_grpc_port": 0, "otlp_http_port": 0, "metrics_port": 0},
+        "listeners": {
+            "host": "127.0.0.1",
+            "otlp_grpc_port": 0,
+            "otlp_http_port": 0,
+            "metrics_port": 0,
+            "grpc": {"server": os.environ.get("BENCH_GRPC_SERVER", "grpcio")},
+        },
         "join": {"engine": engine, "window_seconds": window},
         "self_tracing": {"enabled": False},
     }

@@ -27,6 +27,20 @@ class Decoder:
     def protobuf(self, payload: bytes) -> tuple[SpanBatch, int, list[str]]: ...
     def json(self, payload: bytes) -> tuple[SpanBatch, int, list[str]] | None: ...
 
+class ByteBudget:
+    """Bytes of OTLP requests held at once across the receivers; one request is always admitted alone."""
+
+    def __init__(self, cap: int) -> None: ...
+    def reserve(self, size: int) -> bool: ...
+    def release(self, size: int) -> None: ...
+    @property
+    def held(self) -> int: ...
+    @property
+    def cap(self) -> int: ...
+
+# (status code, message, trailing metadata, response message)
+_Wire = tuple[int, str, list[tuple[str, bytes]], bytes]
+
 class GrpcFront:
     """The OTLP/gRPC TraceService/Export listener of the native core (native/src/front), serving ``fd``."""
 
@@ -34,9 +48,9 @@ class GrpcFront:
         self,
         fd: int,
         decoder: Decoder,
-        export: Callable[[tuple[SpanBatch, int, list[str]] | str], tuple[int, str, list[tuple[str, bytes]], bytes]],
-        too_large: Callable[[int], tuple[int, str, list[tuple[str, bytes]], bytes]],
-        count: Callable[[str], None],
+        budget: ByteBudget,
+        export: Callable[[tuple[SpanBatch, int, list[str]] | str], _Wire],
+        refused: Callable[[str, int, str], _Wire],
         *,
         max_request_bytes: int,
         max_connections: int,

@@ -20,5 +20,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     decode::register(m)?;
     m.add_class::<join::py::NativeAssembler>()?;
     m.add_class::<front::py::GrpcFront>()?;
+    m.add_class::<front::budget::ByteBudget>()?;
     Ok(())
 }

@@ -113,6 +113,9 @@ def start_server(
         "final_scrape_wait_seconds": 0,
     }
     merged = {**base, **settings, "listeners": {**base["listeners"], **settings.get("listeners", {})}}
+    secured = any(merged["listeners"].get(k, {}).get("enabled") for k in ("tls", "auth"))
+    if os.environ.get("TEST_GRPC_SERVER") and merged.get("join", {}).get("engine") != "python" and not secured:
+        merged["listeners"]["grpc"] = {**merged["listeners"].get("grpc", {}), "server": os.environ["TEST_GRPC_SERVER"]}
     path = tmp_path / "settings.yaml"
     path.write_text(yaml.safe_dump(merged))
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("SLOSCOPE_", "OTEL_"))} | dict(env or {})

@@ -66,7 +66,8 @@ class Intake:
             json_processes=limits.json_decode_processes,
             native=native,
         )
-        self.in_flight = InFlightBytes(limits.max_bytes_in_flight, telemetry.otlp_bytes_in_flight.set)
+        self.in_flight = InFlightBytes(limits.max_bytes_in_flight)
+        telemetry.otlp_bytes_in_flight.set_function(lambda: self.in_flight.held)  # the native front's too
         self._queue = queue
         self._telemetry = telemetry
         self.retry_after_seconds = retry_after_seconds

@@ -44,12 +44,15 @@ class NativeGrpcReceiver:
         result = self._intake.submit(Decoded(rejected=rejected, errors=errors, batch=batch), "grpc")
         return _wire(self._answers.of(result))
 
-    def too_large(self, size: int) -> Wire:
-        self._intake.count_request("grpc", "too_large")
-        return _wire(self._answers.too_large(size))
-
-    def count(self, result: str) -> None:
-        self._intake.count_request("grpc", result)
+    def refused(self, result: str, size: int, reason: str) -> Wire:
+        """A call the front refused before :meth:`export` (native/src/front/server.rs ``Handler::refused``)."""
+        self._intake.count_request("grpc", "malformed" if result == "unsupported_encoding" else result)
+        if result == "too_large":
+            return _wire(self._answers.too_large(size))
+        if result == "in_flight_full":
+            return _wire(self._answers.in_flight_full)
+        code = grpc.StatusCode.UNIMPLEMENTED if result == "unsupported_encoding" else grpc.StatusCode.INVALID_ARGUMENT
+        return _wire(Answer(code, reason))
 
 
 def start(sock: socket.socket, intake: Intake, settings: Settings) -> _native.GrpcFront:
@@ -63,9 +66,9 @@ def start(sock: socket.socket, intake: Intake, settings: Settings) -> _native.Gr
     return _native.GrpcFront(
         sock.detach(),
         decoder,
+        intake.in_flight.budget,
         receiver.export,
-        receiver.too_large,
-        receiver.count,
+        receiver.refused,
         max_request_bytes=limits.max_request_bytes,
         max_connections=grpc_limits.max_connections,
         max_concurrent_streams=grpc_limits.max_concurrent_streams,

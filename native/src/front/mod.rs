@@ -7,6 +7,7 @@
 //! to the intake (Python decides the answer: accepted, partial, refused). The Python receiver
 //! (receivers/otlp_grpc.py) stays, and answers the same calls the same way.
 
+pub mod budget; // the bytes in flight, shared with the Python receivers
 pub mod grpc; // the framing and status trailers of a unary call
 pub mod py; // GrpcFront, the Python class
 pub mod server; // the runtime, its connections and calls

@@ -10,10 +10,11 @@ use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 
 use crate::decode::{outcome, Decoder};
+use crate::front::budget::ByteBudget;
 use crate::front::grpc;
 use crate::front::server::{self, Answer, Config, Handler, Running};
 
-/// (code, message, trailing metadata, response message), as `export` returns it.
+/// (code, message, trailing metadata, response message), as the Python callables return it.
 type PyAnswer = (u32, String, Vec<(String, Vec<u8>)>, Vec<u8>);
 
 struct PyHandler {
@@ -21,10 +22,9 @@ struct PyHandler {
     /// `export(outcome)`: the decoded message as `Decoder.protobuf` returns it, or the reason it is
     /// not one (a str), to a `PyAnswer`.
     export: Py<PyAny>,
-    /// `too_large(size)`: a message over the limit, to a `PyAnswer`.
-    too_large: Py<PyAny>,
-    /// `count(result)`: a call refused before `export`.
-    count: Py<PyAny>,
+    /// `refused(result, size, reason)`: a call refused before `export` (`Handler::refused`), to a
+    /// `PyAnswer`.
+    refused: Py<PyAny>,
 }
 
 fn answer(py: Python<'_>, returned: PyResult<Py<PyAny>>) -> Answer {
@@ -54,16 +54,8 @@ impl Handler for PyHandler {
         })
     }
 
-    fn too_large(&self, size: usize) -> Answer {
-        Python::attach(|py| answer(py, self.too_large.call1(py, (size,))))
-    }
-
-    fn refused(&self, result: &'static str) {
-        Python::attach(|py| {
-            if let Err(error) = self.count.call1(py, (result,)) {
-                error.write_unraisable(py, None);
-            }
-        });
+    fn refused(&self, result: &'static str, size: usize, reason: String) -> Answer {
+        Python::attach(|py| answer(py, self.refused.call1(py, (result, size, reason))))
     }
 }
 
@@ -76,19 +68,20 @@ pub struct GrpcFront {
 #[pymethods]
 impl GrpcFront {
     /// `fd`: a bound and listening TCP socket that the caller gives up (`socket.detach()`); the
-    /// front serves it at once. `decoder`: the intake's `Decoder`. Durations in seconds.
+    /// front serves it at once. `decoder`: the intake's `Decoder`; `budget`: the receivers' bytes in
+    /// flight. Durations in seconds.
     #[new]
     #[pyo3(signature = (
-        fd, decoder, export, too_large, count, *, max_request_bytes, max_connections, max_concurrent_streams,
-        keepalive_time, keepalive_timeout, handler_threads
+        fd, decoder, budget, export, refused, *, max_request_bytes, max_connections,
+        max_concurrent_streams, keepalive_time, keepalive_timeout, handler_threads
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         fd: i32,
         decoder: Py<Decoder>,
+        budget: Py<ByteBudget>,
         export: Py<PyAny>,
-        too_large: Py<PyAny>,
-        count: Py<PyAny>,
+        refused: Py<PyAny>,
         max_request_bytes: usize,
         max_connections: usize,
         max_concurrent_streams: u32,
@@ -109,14 +102,14 @@ impl GrpcFront {
             keepalive_time: seconds(keepalive_time)?,
             keepalive_timeout: seconds(keepalive_timeout)?,
             handler_threads,
+            budget: budget.get().0.clone(),
         };
         // SAFETY: the caller hands over an open listening socket it no longer uses (detached).
         let listener = unsafe { TcpListener::from_raw_fd(fd) };
         let handler = Arc::new(PyHandler {
             decoder,
             export,
-            too_large,
-            count,
+            refused,
         });
         let running = server::start(listener, config, handler)
             .map_err(|e| PyOSError::new_err(e.to_string()))?;

@@ -22,6 +22,7 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use crate::front::budget::{Budget, Lease};
 use crate::front::grpc;
 
 /// The listener's limits (the `listeners` and `limits` settings).
@@ -34,6 +35,8 @@ pub struct Config {
     pub keepalive_timeout: Duration,
     /// Blocking threads decoding and handing over messages at once.
     pub handler_threads: usize,
+    /// The bytes in flight, shared with the Python receivers.
+    pub budget: Arc<Budget>,
 }
 
 /// The answer to one call.
@@ -61,19 +64,20 @@ impl Answer {
 pub trait Handler: Send + Sync + 'static {
     /// One uncompressed Export message.
     fn export(&self, message: &[u8]) -> Answer;
-    /// A message of `size` bytes, over the limit, refused unread.
-    fn too_large(&self, size: usize) -> Answer;
-    /// A call refused before its message reached `export`; `result` is the `otlp_requests` result
-    /// it counts as (`malformed`, `client_disconnected`).
-    fn refused(&self, result: &'static str);
+    /// A call refused before its message reached `export`, as the `otlp_requests` result it counts
+    /// as (`too_large` with the message's size, `in_flight_full`, `malformed` and
+    /// `unsupported_encoding` with the reason, `client_disconnected`).
+    fn refused(&self, result: &'static str, size: usize, reason: String) -> Answer;
 }
 
 /// A call's body, read as far as it needs to be.
 enum Read {
     /// The whole body: one message and its prefix.
-    Whole(Vec<u8>),
+    Whole(Vec<u8>, Lease),
     /// The prefix announces a message of this many bytes, over the limit.
     TooLarge(usize),
+    /// The bytes in flight are at their cap.
+    InFlightFull,
     /// More than the one message the prefix announced.
     Trailing,
     /// The client reset the stream or went away.
@@ -85,9 +89,10 @@ const RESERVE_AHEAD: usize = 1 << 20;
 
 /// Reads a unary call's body: the message's prefix says its length, so one over `max` is refused
 /// before its bytes are read (and with its size, as the grpcio receiver words it).
-async fn read(mut body: Incoming, max: usize) -> Read {
+async fn read(mut body: Incoming, max: usize, budget: &Arc<Budget>) -> Read {
     let mut whole: Vec<u8> = Vec::new();
     let mut expected: Option<usize> = None;
+    let mut lease = None;
     while let Some(frame) = body.frame().await {
         let Ok(frame) = frame else {
             return Read::Gone;
@@ -103,6 +108,12 @@ async fn read(mut body: Incoming, max: usize) -> Read {
                 if length > max {
                     return Read::TooLarge(length);
                 }
+                // A compressed message also holds its inflated worst case, as an HTTP body does.
+                let inflated = if prefix[0] == 0 { 0 } else { max };
+                match Lease::take(budget, 5 + length + inflated) {
+                    Some(taken) => lease = Some(taken),
+                    None => return Read::InFlightFull,
+                }
                 whole.reserve((5 + length - whole.len().min(5 + length)).min(RESERVE_AHEAD));
                 expected = Some(5 + length);
             }
@@ -111,7 +122,8 @@ async fn read(mut body: Incoming, max: usize) -> Read {
             return Read::Trailing;
         }
     }
-    Read::Whole(whole)
+    let lease = lease.or_else(|| Lease::take(budget, whole.len()));
+    lease.map_or(Read::InFlightFull, |lease| Read::Whole(whole, lease))
 }
 
 /// A started listener; [`Running::stop`] ends it.
@@ -241,30 +253,32 @@ async fn call(
         .headers()
         .get("grpc-encoding")
         .map(|v| v.to_str().unwrap_or("?").to_owned());
-    let body = match read(request.into_body(), config.max_request_bytes).await {
-        Read::Whole(body) => body,
-        Read::TooLarge(size) => {
-            return Ok(respond(blocking(move || handler.too_large(size)).await))
-        }
+    let max = config.max_request_bytes;
+    let (body, lease) = match read(request.into_body(), max, &config.budget).await {
+        Read::Whole(body, lease) => (body, lease),
+        Read::TooLarge(size) => return Ok(respond(refused(handler, "too_large", size, "").await)),
+        Read::InFlightFull => return Ok(respond(refused(handler, "in_flight_full", 0, "").await)),
         Read::Trailing => {
             let reason = "a unary call carries one message; the request body holds more";
-            return Ok(respond(
-                blocking(move || malformed(&*handler, reason.into())).await,
-            ));
+            return Ok(respond(refused(handler, "malformed", 0, reason).await));
         }
         Read::Gone => {
-            let _ =
-                tokio::task::spawn_blocking(move || handler.refused("client_disconnected")).await;
-            return Ok(respond(Answer::status(
-                grpc::INTERNAL,
+            let answer = refused(
+                handler,
+                "client_disconnected",
+                0,
                 "request body not received",
-            )));
+            )
+            .await;
+            return Ok(respond(answer));
         }
     };
-    let max = config.max_request_bytes;
-    Ok(respond(
-        blocking(move || handle(&body, encoding.as_deref(), max, &*handler)).await,
-    ))
+    let answer = blocking(move || {
+        let answer = handle(&body, encoding.as_deref(), max, &*handler);
+        drop(lease); // the message is decoded and handed over: its bytes are let go
+        answer
+    });
+    Ok(respond(answer.await))
 }
 
 /// Runs `work` on one of the runtime's blocking threads (where the GIL may be taken).
@@ -274,32 +288,37 @@ async fn blocking(work: impl FnOnce() -> Answer + Send + 'static) -> Answer {
         .unwrap_or_else(|_| Answer::status(grpc::INTERNAL, "the export handler failed"))
 }
 
-fn malformed(handler: &dyn Handler, reason: String) -> Answer {
-    handler.refused("malformed");
-    Answer::status(grpc::INVALID_ARGUMENT, reason)
+async fn refused(
+    handler: Arc<dyn Handler>,
+    result: &'static str,
+    size: usize,
+    reason: &'static str,
+) -> Answer {
+    blocking(move || handler.refused(result, size, reason.to_owned())).await
 }
 
 fn handle(body: &[u8], encoding: Option<&str>, max: usize, handler: &dyn Handler) -> Answer {
     let compressed = match grpc::message(body) {
-        Err(reason) => return malformed(handler, reason),
+        Err(reason) => return handler.refused("malformed", 0, reason),
         Ok((false, message)) => return handler.export(message),
         Ok((true, compressed)) => compressed,
     };
     let encoding = encoding.unwrap_or("identity");
     if encoding == "identity" {
         let reason = "the message is marked compressed and grpc-encoding names none".to_owned();
-        return malformed(handler, reason);
+        return handler.refused("malformed", 0, reason);
     }
     // As far as grpcio's own cap (4 times ours) the inflated size is counted, to be told.
     match grpc::inflate(encoding, compressed, max, 4 * max) {
         grpc::Inflated::Message(message) => handler.export(&message),
-        grpc::Inflated::TooLarge(size) => handler.too_large(size.unwrap_or(4 * max + 1)),
-        grpc::Inflated::Corrupt(reason) => malformed(handler, reason),
+        grpc::Inflated::TooLarge(size) => {
+            handler.refused("too_large", size.unwrap_or(4 * max + 1), String::new())
+        }
+        grpc::Inflated::Corrupt(reason) => handler.refused("malformed", 0, reason),
         grpc::Inflated::Unknown(encoding) => {
-            handler.refused("malformed");
-            let message =
+            let reason =
                 format!("grpc-encoding {encoding} is not supported; use gzip, deflate or identity");
-            Answer::status(grpc::UNIMPLEMENTED, message)
+            handler.refused("unsupported_encoding", 0, reason)
         }
     }
 }

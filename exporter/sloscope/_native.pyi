@@ -57,6 +57,9 @@ class GrpcFront:
         max_concurrent_streams: int,
         keepalive_time: float,
         keepalive_timeout: float,
+        handshake_timeout: float,
+        max_age: float,
+        max_age_grace: float,
         handler_threads: int,
     ) -> None: ...
     def stop(self, grace: float) -> None: ...

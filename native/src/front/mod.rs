@@ -10,4 +10,5 @@
 pub mod budget; // the bytes in flight, shared with the Python receivers
 pub mod grpc; // the framing and status trailers of a unary call
 pub mod py; // GrpcFront, the Python class
+mod rewound; // a connection's first bytes given back after the preface is checked
 pub mod server; // the runtime, its connections and calls

@@ -73,7 +73,8 @@ impl GrpcFront {
     #[new]
     #[pyo3(signature = (
         fd, decoder, budget, export, refused, *, max_request_bytes, max_connections,
-        max_concurrent_streams, keepalive_time, keepalive_timeout, handler_threads
+        max_concurrent_streams, keepalive_time, keepalive_timeout, handshake_timeout, max_age,
+        max_age_grace, handler_threads
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -87,6 +88,9 @@ impl GrpcFront {
         max_concurrent_streams: u32,
         keepalive_time: f64,
         keepalive_timeout: f64,
+        handshake_timeout: f64,
+        max_age: f64,
+        max_age_grace: f64,
         handler_threads: usize,
     ) -> PyResult<Self> {
         if fd < 0 {
@@ -101,6 +105,9 @@ impl GrpcFront {
             max_concurrent_streams,
             keepalive_time: seconds(keepalive_time)?,
             keepalive_timeout: seconds(keepalive_timeout)?,
+            handshake_timeout: seconds(handshake_timeout)?,
+            max_age: seconds(max_age)?,
+            max_age_grace: seconds(max_age_grace)?,
             handler_threads,
             budget: budget.get().0.clone(),
         };

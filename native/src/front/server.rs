@@ -18,12 +18,14 @@ use hyper::body::Incoming;
 use hyper::server::conn::http2;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::front::budget::{Budget, Lease};
 use crate::front::grpc;
+use crate::front::rewound::Rewound;
 
 /// The listener's limits (the `listeners` and `limits` settings).
 #[derive(Clone, Debug)]
@@ -33,6 +35,11 @@ pub struct Config {
     pub max_concurrent_streams: u32,
     pub keepalive_time: Duration,
     pub keepalive_timeout: Duration,
+    /// How long a new connection has to send the HTTP/2 preface.
+    pub handshake_timeout: Duration,
+    /// A connection is told to go away (GOAWAY) after this long, its calls given `max_age_grace`.
+    pub max_age: Duration,
+    pub max_age_grace: Duration,
     /// Blocking threads decoding and handing over messages at once.
     pub handler_threads: usize,
     /// The bytes in flight, shared with the Python receivers.
@@ -206,12 +213,23 @@ async fn serve(listener: StdListener, config: Config, handler: Arc<dyn Handler>,
     .await;
 }
 
+/// The client's first bytes on an HTTP/2 connection (RFC 9113 section 3.4).
+const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
 async fn connection(
-    stream: TcpStream,
+    mut stream: TcpStream,
     config: Arc<Config>,
     handler: Arc<dyn Handler>,
     mut stop: Stop,
 ) {
+    // A peer that does not open HTTP/2 in time (silent, or slow on purpose) is closed, as grpc
+    // core's handshake timeout does; hyper would wait for it forever.
+    let mut head = [0u8; PREFACE.len()];
+    match tokio::time::timeout(config.handshake_timeout, stream.read_exact(&mut head)).await {
+        Ok(Ok(_)) if &head == PREFACE => {}
+        _ => return,
+    }
+    let stream = Rewound::new(head.to_vec(), stream);
     let limits = config.clone();
     let service = service_fn(move |request| call(request, limits.clone(), handler.clone()));
     let mut builder = http2::Builder::new(TokioExecutor::new());
@@ -223,12 +241,13 @@ async fn connection(
         .adaptive_window(true);
     let served = builder.serve_connection(TokioIo::new(stream), service);
     tokio::pin!(served);
-    tokio::select! {
+    let grace = tokio::select! {
         _ = served.as_mut() => return,
-        _ = stop.changed() => {}
-    }
+        _ = tokio::time::sleep(config.max_age) => config.max_age_grace,
+        _ = stop.changed() => stop.borrow().unwrap_or_default(),
+    };
     served.as_mut().graceful_shutdown();
-    let _ = served.await;
+    let _ = tokio::time::timeout(grace, served).await;
 }
 
 type Body = BoxBody<Bytes, Infallible>;

@@ -51,6 +51,7 @@ class GrpcFront:
         budget: ByteBudget,
         export: Callable[[tuple[SpanBatch, int, list[str]] | str], _Wire],
         refused: Callable[[str, int, str], _Wire],
+        authorize: Callable[[str | None], _Wire | None] | None,
         *,
         max_request_bytes: int,
         max_connections: int,

@@ -10,6 +10,8 @@ with :class:`~sloscope.receivers.otlp_grpc.Answers`, as the grpcio receiver does
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable
+from functools import partial
 
 import grpc
 
@@ -21,6 +23,11 @@ from sloscope.receivers.otlp_grpc import Answer, Answers
 
 Wire = tuple[int, str, list[tuple[str, bytes]], bytes]
 """An answer as the front takes it: (status code, message, trailing metadata, response message)."""
+
+
+def _authorize(check: Callable[[str | None], str | None], authorization: str | None) -> Wire | None:
+    message = check(authorization)
+    return None if message is None else _wire(Answer(grpc.StatusCode.UNAUTHENTICATED, message))
 
 
 def _wire(answer: Answer) -> Wire:
@@ -55,8 +62,11 @@ class NativeGrpcReceiver:
         return _wire(Answer(code, reason))
 
 
-def start(sock: socket.socket, intake: Intake, settings: Settings) -> _native.GrpcFront:
-    """Serves ``sock`` (bound) from now on; the front owns it."""
+def start(
+    sock: socket.socket, intake: Intake, settings: Settings, check: Callable[[str | None], str | None] | None
+) -> _native.GrpcFront:
+    """Serves ``sock`` (bound) from now on; the front owns it. ``check``: the listener's credentials check
+    (``ListenerSetup.grpc_check``), None when it needs none."""
     limits, grpc_limits = settings.limits, settings.listeners.grpc
     receiver = NativeGrpcReceiver(intake, limits.max_request_bytes)
     decoder = intake.native_decoder
@@ -69,6 +79,7 @@ def start(sock: socket.socket, intake: Intake, settings: Settings) -> _native.Gr
         intake.in_flight.budget,
         receiver.export,
         receiver.refused,
+        None if check is None else partial(_authorize, check),
         max_request_bytes=limits.max_request_bytes,
         max_connections=grpc_limits.max_connections,
         max_concurrent_streams=grpc_limits.max_concurrent_streams,

@@ -25,6 +25,8 @@ struct PyHandler {
     /// `refused(result, size, reason)`: a call refused before `export` (`Handler::refused`), to a
     /// `PyAnswer`.
     refused: Py<PyAny>,
+    /// `authorize(authorization)`: None, or the `PyAnswer` refusing the call.
+    authorize: Option<Py<PyAny>>,
 }
 
 fn answer(py: Python<'_>, returned: PyResult<Py<PyAny>>) -> Answer {
@@ -43,6 +45,14 @@ fn answer(py: Python<'_>, returned: PyResult<Py<PyAny>>) -> Answer {
 }
 
 impl Handler for PyHandler {
+    fn authorize(&self, authorization: Option<String>) -> Option<Answer> {
+        let check = self.authorize.as_ref()?;
+        Python::attach(|py| match check.call1(py, (authorization,)) {
+            Ok(returned) if returned.is_none(py) => None,
+            returned => Some(answer(py, returned)),
+        })
+    }
+
     fn export(&self, message: &[u8]) -> Answer {
         let decoded = self.decoder.get().export_request(message); // without the GIL
         Python::attach(|py| {
@@ -72,7 +82,7 @@ impl GrpcFront {
     /// flight. Durations in seconds.
     #[new]
     #[pyo3(signature = (
-        fd, decoder, budget, export, refused, *, max_request_bytes, max_connections,
+        fd, decoder, budget, export, refused, authorize, *, max_request_bytes, max_connections,
         max_concurrent_streams, keepalive_time, keepalive_timeout, handshake_timeout, max_age,
         max_age_grace, handler_threads
     ))]
@@ -83,6 +93,7 @@ impl GrpcFront {
         budget: Py<ByteBudget>,
         export: Py<PyAny>,
         refused: Py<PyAny>,
+        authorize: Option<Py<PyAny>>,
         max_request_bytes: usize,
         max_connections: usize,
         max_concurrent_streams: u32,
@@ -110,6 +121,7 @@ impl GrpcFront {
             max_age_grace: seconds(max_age_grace)?,
             handler_threads,
             budget: budget.get().0.clone(),
+            authorize: authorize.is_some(),
         };
         // SAFETY: the caller hands over an open listening socket it no longer uses (detached).
         let listener = unsafe { TcpListener::from_raw_fd(fd) };
@@ -117,6 +129,7 @@ impl GrpcFront {
             decoder,
             export,
             refused,
+            authorize,
         });
         let running = server::start(listener, config, handler)
             .map_err(|e| PyOSError::new_err(e.to_string()))?;

@@ -44,6 +44,8 @@ pub struct Config {
     pub handler_threads: usize,
     /// The bytes in flight, shared with the Python receivers.
     pub budget: Arc<Budget>,
+    /// Whether calls need credentials (`Handler::authorize`).
+    pub authorize: bool,
 }
 
 /// The answer to one call.
@@ -69,6 +71,9 @@ impl Answer {
 
 /// What is done with a call's message, on a blocking thread (it may decode and take the GIL).
 pub trait Handler: Send + Sync + 'static {
+    /// Checks a call's `authorization` metadata before its message is read: None to go on, else the
+    /// answer (UNAUTHENTICATED). Asked only when `Config::authorize` is set.
+    fn authorize(&self, authorization: Option<String>) -> Option<Answer>;
     /// One uncompressed Export message.
     fn export(&self, message: &[u8]) -> Answer;
     /// A call refused before its message reached `export`, as the `otlp_requests` result it counts
@@ -267,6 +272,24 @@ async fn call(
             grpc::EXPORT_PATH
         );
         return Ok(respond(Answer::status(grpc::UNIMPLEMENTED, message)));
+    }
+    if config.authorize {
+        let authorization = request
+            .headers()
+            .get(http::header::AUTHORIZATION)
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+        let checking = handler.clone();
+        let refusal = tokio::task::spawn_blocking(move || checking.authorize(authorization))
+            .await
+            .unwrap_or_else(|_| {
+                Some(Answer::status(
+                    grpc::INTERNAL,
+                    "the credentials check failed",
+                ))
+            });
+        if let Some(answer) = refusal {
+            return Ok(respond(answer));
+        }
     }
     let encoding = request
         .headers()

@@ -38,6 +38,8 @@ class ByteBudget:
     @property
     def cap(self) -> int: ...
 
+# (certificate chain, key, client CA, client_auth_type) in PEM
+_Pems = tuple[bytes, bytes, bytes | None, str]
 # (status code, message, trailing metadata, response message)
 _Wire = tuple[int, str, list[tuple[str, bytes]], bytes]
 
@@ -52,6 +54,8 @@ class GrpcFront:
         export: Callable[[tuple[SpanBatch, int, list[str]] | str], _Wire],
         refused: Callable[[str, int, str], _Wire],
         authorize: Callable[[str | None], _Wire | None] | None,
+        tls: _Pems | None,
+        tls_changed: Callable[[], _Pems | None] | None,
         *,
         max_request_bytes: int,
         max_connections: int,

@@ -41,7 +41,7 @@ class GrpcListener(_Section):
     server: Literal["grpcio", "native"] = Field(
         default="grpcio",
         description="What serves OTLP/gRPC: grpcio's asyncio server, or the native core's HTTP/2 server "
-        "(join.engine native; not yet with TLS).",
+        "(needs join.engine native).",
     )
     max_connections: int = Field(
         default=512, ge=1, description="Connections open at once; gRPC refuses more before their handshake."
@@ -889,8 +889,6 @@ class Settings(BaseSettings):
             return self
         if self.join.engine != "native":
             raise ValueError("listeners.grpc.server: native decodes with the native core: it needs join.engine: native")
-        if listeners.tls.enabled and "otlp_grpc" in listeners.tls.listeners:
-            raise ValueError("listeners.grpc.server: native does not serve TLS yet; use listeners.grpc.server: grpcio")
         return self
 
     @classmethod

@@ -113,8 +113,7 @@ def start_server(
         "final_scrape_wait_seconds": 0,
     }
     merged = {**base, **settings, "listeners": {**base["listeners"], **settings.get("listeners", {})}}
-    secured = bool(merged["listeners"].get("tls", {}).get("cert_file"))
-    if os.environ.get("TEST_GRPC_SERVER") and merged.get("join", {}).get("engine") != "python" and not secured:
+    if os.environ.get("TEST_GRPC_SERVER") and merged.get("join", {}).get("engine") != "python":
         merged["listeners"]["grpc"] = {**merged["listeners"].get("grpc", {}), "server": os.environ["TEST_GRPC_SERVER"]}
     path = tmp_path / "settings.yaml"
     path.write_text(yaml.safe_dump(merged))

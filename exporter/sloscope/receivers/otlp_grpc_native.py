@@ -20,6 +20,7 @@ from sloscope.config import Settings
 from sloscope.receivers.intake import Intake
 from sloscope.receivers.otlp_decode import Decoded
 from sloscope.receivers.otlp_grpc import Answer, Answers
+from sloscope.service.tls import Pems
 
 Wire = tuple[int, str, list[tuple[str, bytes]], bytes]
 """An answer as the front takes it: (status code, message, trailing metadata, response message)."""
@@ -63,10 +64,15 @@ class NativeGrpcReceiver:
 
 
 def start(
-    sock: socket.socket, intake: Intake, settings: Settings, check: Callable[[str | None], str | None] | None
+    sock: socket.socket,
+    intake: Intake,
+    settings: Settings,
+    check: Callable[[str | None], str | None] | None,
+    tls: tuple[Pems, Callable[[], Pems | None]] | None,
 ) -> _native.GrpcFront:
     """Serves ``sock`` (bound) from now on; the front owns it. ``check``: the listener's credentials check
-    (``ListenerSetup.grpc_check``), None when it needs none."""
+    (``ListenerSetup.grpc_check``), None when it needs none; ``tls``: its TLS files and their reload check
+    (``ListenerSetup.grpc_tls_files``), None for plain connections."""
     limits, grpc_limits = settings.limits, settings.listeners.grpc
     receiver = NativeGrpcReceiver(intake, limits.max_request_bytes)
     decoder = intake.native_decoder
@@ -80,6 +86,8 @@ def start(
         receiver.export,
         receiver.refused,
         None if check is None else partial(_authorize, check),
+        None if tls is None else tls[0],
+        None if tls is None else tls[1],
         max_request_bytes=limits.max_request_bytes,
         max_connections=grpc_limits.max_connections,
         max_concurrent_streams=grpc_limits.max_concurrent_streams,

@@ -183,8 +183,8 @@ class Service:
         if listeners.grpc.server == "native":
             sock = _bind(listeners.host, listeners.otlp_grpc_port)
             port: int = sock.getsockname()[1]
-            check = self._listeners.grpc_check()
-            self._native_grpc = otlp_grpc_native.start(sock, self.pipeline.intake, self.settings, check)
+            check, tls = self._listeners.grpc_check(), self._listeners.grpc_tls_files()
+            self._native_grpc = otlp_grpc_native.start(sock, self.pipeline.intake, self.settings, check, tls)
             return port
         self._grpc = create_grpc_server(
             self.pipeline.intake,

@@ -12,3 +12,4 @@ pub mod grpc; // the framing and status trailers of a unary call
 pub mod py; // GrpcFront, the Python class
 mod rewound; // a connection's first bytes given back after the preface is checked
 pub mod server; // the runtime, its connections and calls
+pub mod tls; // rustls, from the listener's PEM files

@@ -13,6 +13,7 @@ use crate::decode::{outcome, Decoder};
 use crate::front::budget::ByteBudget;
 use crate::front::grpc;
 use crate::front::server::{self, Answer, Config, Handler, Running};
+use crate::front::tls::{self, Pems};
 
 /// (code, message, trailing metadata, response message), as the Python callables return it.
 type PyAnswer = (u32, String, Vec<(String, Vec<u8>)>, Vec<u8>);
@@ -27,6 +28,20 @@ struct PyHandler {
     refused: Py<PyAny>,
     /// `authorize(authorization)`: None, or the `PyAnswer` refusing the call.
     authorize: Option<Py<PyAny>>,
+    /// `tls_changed()`: None, or the TLS files' `PyPems` when they changed.
+    tls_changed: Option<Py<PyAny>>,
+}
+
+/// (certificate chain, key, client CA or None, client auth type), PEM bytes read by Python.
+type PyPems = (Vec<u8>, Vec<u8>, Option<Vec<u8>>, String);
+
+fn pems((cert_chain, key, client_ca, client_auth): PyPems) -> Pems {
+    Pems {
+        cert_chain,
+        key,
+        client_ca,
+        client_auth,
+    }
 }
 
 fn answer(py: Python<'_>, returned: PyResult<Py<PyAny>>) -> Answer {
@@ -45,6 +60,19 @@ fn answer(py: Python<'_>, returned: PyResult<Py<PyAny>>) -> Answer {
 }
 
 impl Handler for PyHandler {
+    fn tls_changed(&self) -> Option<Pems> {
+        let read = self.tls_changed.as_ref()?;
+        Python::attach(
+            |py| match read.call0(py).and_then(|r| r.extract::<Option<PyPems>>(py)) {
+                Ok(changed) => changed.map(pems),
+                Err(error) => {
+                    error.write_unraisable(py, None);
+                    None
+                }
+            },
+        )
+    }
+
     fn authorize(&self, authorization: Option<String>) -> Option<Answer> {
         let check = self.authorize.as_ref()?;
         Python::attach(|py| match check.call1(py, (authorization,)) {
@@ -79,10 +107,11 @@ pub struct GrpcFront {
 impl GrpcFront {
     /// `fd`: a bound and listening TCP socket that the caller gives up (`socket.detach()`); the
     /// front serves it at once. `decoder`: the intake's `Decoder`; `budget`: the receivers' bytes in
-    /// flight. Durations in seconds.
+    /// flight; `tls`: the listener's TLS files (None: plain), `tls_changed` asked at each connection.
+    /// Durations in seconds.
     #[new]
     #[pyo3(signature = (
-        fd, decoder, budget, export, refused, authorize, *, max_request_bytes, max_connections,
+        fd, decoder, budget, export, refused, authorize, tls, tls_changed, *, max_request_bytes, max_connections,
         max_concurrent_streams, keepalive_time, keepalive_timeout, handshake_timeout, max_age,
         max_age_grace, handler_threads
     ))]
@@ -94,6 +123,8 @@ impl GrpcFront {
         export: Py<PyAny>,
         refused: Py<PyAny>,
         authorize: Option<Py<PyAny>>,
+        tls: Option<PyPems>,
+        tls_changed: Option<Py<PyAny>>,
         max_request_bytes: usize,
         max_connections: usize,
         max_concurrent_streams: u32,
@@ -122,6 +153,12 @@ impl GrpcFront {
             handler_threads,
             budget: budget.get().0.clone(),
             authorize: authorize.is_some(),
+            tls: match tls {
+                None => None,
+                Some(first) => Some(Mutex::new(
+                    tls::server_config(&pems(first)).map_err(PyValueError::new_err)?,
+                )),
+            },
         };
         // SAFETY: the caller hands over an open listening socket it no longer uses (detached).
         let listener = unsafe { TcpListener::from_raw_fd(fd) };
@@ -130,6 +167,7 @@ impl GrpcFront {
             export,
             refused,
             authorize,
+            tls_changed,
         });
         let running = server::start(listener, config, handler)
             .map_err(|e| PyOSError::new_err(e.to_string()))?;

@@ -6,16 +6,15 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
 
-pub struct Rewound {
+pub struct Rewound<S> {
     head: Vec<u8>,
     at: usize,
-    stream: TcpStream,
+    stream: S,
 }
 
-impl Rewound {
-    pub fn new(head: Vec<u8>, stream: TcpStream) -> Self {
+impl<S> Rewound<S> {
+    pub fn new(head: Vec<u8>, stream: S) -> Self {
         Rewound {
             head,
             at: 0,
@@ -24,7 +23,7 @@ impl Rewound {
     }
 }
 
-impl AsyncRead for Rewound {
+impl<S: AsyncRead + Unpin> AsyncRead for Rewound<S> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -41,7 +40,7 @@ impl AsyncRead for Rewound {
     }
 }
 
-impl AsyncWrite for Rewound {
+impl<S: AsyncWrite + Unpin> AsyncWrite for Rewound<S> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,

@@ -5,7 +5,7 @@
 
 use std::convert::Infallible;
 use std::net::TcpListener as StdListener;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -18,17 +18,20 @@ use hyper::body::Incoming;
 use hyper::server::conn::http2;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use tokio::io::AsyncReadExt;
+use rustls::ServerConfig;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
 
 use crate::front::budget::{Budget, Lease};
 use crate::front::grpc;
 use crate::front::rewound::Rewound;
+use crate::front::tls::{self, Pems};
 
 /// The listener's limits (the `listeners` and `limits` settings).
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Config {
     pub max_request_bytes: usize,
     pub max_connections: usize,
@@ -46,6 +49,9 @@ pub struct Config {
     pub budget: Arc<Budget>,
     /// Whether calls need credentials (`Handler::authorize`).
     pub authorize: bool,
+    /// The TLS configuration new connections get, when the listener serves TLS (replaced when
+    /// `Handler::tls_changed` says the files changed).
+    pub tls: Option<Mutex<Arc<ServerConfig>>>,
 }
 
 /// The answer to one call.
@@ -71,6 +77,9 @@ impl Answer {
 
 /// What is done with a call's message, on a blocking thread (it may decode and take the GIL).
 pub trait Handler: Send + Sync + 'static {
+    /// The listener's TLS files when they changed since they were last read, else None. Asked at
+    /// every new connection when `Config::tls` is set (a renewed certificate needs no restart).
+    fn tls_changed(&self) -> Option<Pems>;
     /// Checks a call's `authorization` metadata before its message is read: None to go on, else the
     /// answer (UNAUTHENTICATED). Asked only when `Config::authorize` is set.
     fn authorize(&self, authorization: Option<String>) -> Option<Answer>;
@@ -221,12 +230,34 @@ async fn serve(listener: StdListener, config: Config, handler: Arc<dyn Handler>,
 /// The client's first bytes on an HTTP/2 connection (RFC 9113 section 3.4).
 const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
-async fn connection(
-    mut stream: TcpStream,
+async fn connection(stream: TcpStream, config: Arc<Config>, handler: Arc<dyn Handler>, stop: Stop) {
+    let Some(current) = &config.tls else {
+        return http2_connection(stream, config, handler, stop).await;
+    };
+    let checking = handler.clone();
+    if let Ok(Some(pems)) = tokio::task::spawn_blocking(move || checking.tls_changed()).await {
+        // A pair that does not load keeps the previous one in use (Python has checked it already).
+        if let (Ok(fresh), Ok(mut tls)) = (tls::server_config(&pems), current.lock()) {
+            *tls = fresh;
+        }
+    }
+    let Ok(tls) = current.lock().map(|tls| tls.clone()) else {
+        return;
+    };
+    let handshake = TlsAcceptor::from(tls).accept(stream);
+    if let Ok(Ok(stream)) = tokio::time::timeout(config.handshake_timeout, handshake).await {
+        http2_connection(stream, config, handler, stop).await;
+    }
+}
+
+async fn http2_connection<S>(
+    mut stream: S,
     config: Arc<Config>,
     handler: Arc<dyn Handler>,
     mut stop: Stop,
-) {
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     // A peer that does not open HTTP/2 in time (silent, or slow on purpose) is closed, as grpc
     // core's handshake timeout does; hyper would wait for it forever.
     let mut head = [0u8; PREFACE.len()];

@@ -63,6 +63,7 @@ class GrpcFront:
         keepalive_time: float,
         keepalive_timeout: float,
         handshake_timeout: float,
+        max_idle: float,
         max_age: float,
         max_age_grace: float,
         handler_threads: int,

@@ -94,6 +94,7 @@ def start(
         keepalive_time=grpc_limits.keepalive_time_seconds,
         keepalive_timeout=grpc_limits.keepalive_timeout_seconds,
         handshake_timeout=settings.listeners.header_timeout_seconds,
+        max_idle=grpc_limits.max_connection_idle_seconds,
         max_age=grpc_limits.max_connection_age_seconds,
         max_age_grace=grpc_limits.max_connection_age_grace_seconds,
         handler_threads=limits.decode_threads,

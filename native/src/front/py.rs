@@ -112,7 +112,7 @@ impl GrpcFront {
     #[new]
     #[pyo3(signature = (
         fd, decoder, budget, export, refused, authorize, tls, tls_changed, *, max_request_bytes, max_connections,
-        max_concurrent_streams, keepalive_time, keepalive_timeout, handshake_timeout, max_age,
+        max_concurrent_streams, keepalive_time, keepalive_timeout, handshake_timeout, max_idle, max_age,
         max_age_grace, handler_threads
     ))]
     #[allow(clippy::too_many_arguments)]
@@ -131,6 +131,7 @@ impl GrpcFront {
         keepalive_time: f64,
         keepalive_timeout: f64,
         handshake_timeout: f64,
+        max_idle: f64,
         max_age: f64,
         max_age_grace: f64,
         handler_threads: usize,
@@ -148,6 +149,7 @@ impl GrpcFront {
             keepalive_time: seconds(keepalive_time)?,
             keepalive_timeout: seconds(keepalive_timeout)?,
             handshake_timeout: seconds(handshake_timeout)?,
+            max_idle: seconds(max_idle)?,
             max_age: seconds(max_age)?,
             max_age_grace: seconds(max_age_grace)?,
             handler_threads,

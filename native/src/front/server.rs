@@ -5,9 +5,10 @@
 
 use std::convert::Infallible;
 use std::net::TcpListener as StdListener;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::header::CONTENT_TYPE;
@@ -40,6 +41,8 @@ pub struct Config {
     pub keepalive_timeout: Duration,
     /// How long a new connection has to send the HTTP/2 preface.
     pub handshake_timeout: Duration,
+    /// A connection with no call for this long is told to go away (GOAWAY).
+    pub max_idle: Duration,
     /// A connection is told to go away (GOAWAY) after this long, its calls given `max_age_grace`.
     pub max_age: Duration,
     pub max_age_grace: Duration,
@@ -267,7 +270,17 @@ async fn http2_connection<S>(
     }
     let stream = Rewound::new(head.to_vec(), stream);
     let limits = config.clone();
-    let service = service_fn(move |request| call(request, limits.clone(), handler.clone()));
+    let activity = Arc::new(Activity::new());
+    let watched = activity.clone();
+    let service = service_fn(move |request| {
+        let call = call(request, limits.clone(), handler.clone());
+        let busy = Busy::new(watched.clone());
+        async move {
+            let answered = call.await;
+            drop(busy);
+            answered
+        }
+    });
     let mut builder = http2::Builder::new(TokioExecutor::new());
     builder
         .timer(TokioTimer::new())
@@ -280,10 +293,60 @@ async fn http2_connection<S>(
     let grace = tokio::select! {
         _ = served.as_mut() => return,
         _ = tokio::time::sleep(config.max_age) => config.max_age_grace,
+        _ = activity.idle_for(config.max_idle) => Duration::ZERO,
         _ = stop.changed() => stop.borrow().unwrap_or_default(),
     };
     served.as_mut().graceful_shutdown();
     let _ = tokio::time::timeout(grace, served).await;
+}
+
+/// The calls in flight on one connection, and when the last one ended.
+struct Activity {
+    calls: AtomicUsize,
+    last: Mutex<Instant>,
+}
+
+impl Activity {
+    fn new() -> Self {
+        Activity {
+            calls: AtomicUsize::new(0),
+            last: Mutex::new(Instant::now()),
+        }
+    }
+
+    /// Returns once the connection has had no call for `limit`.
+    async fn idle_for(&self, limit: Duration) {
+        loop {
+            let since = self
+                .last
+                .lock()
+                .map(|last| last.elapsed())
+                .unwrap_or_default();
+            if self.calls.load(Ordering::Acquire) == 0 && since >= limit {
+                return;
+            }
+            tokio::time::sleep(limit.saturating_sub(since).max(limit / 8)).await;
+        }
+    }
+}
+
+/// One call in flight on a connection, for as long as it lives.
+struct Busy(Arc<Activity>);
+
+impl Busy {
+    fn new(activity: Arc<Activity>) -> Self {
+        activity.calls.fetch_add(1, Ordering::AcqRel);
+        Busy(activity)
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        if let Ok(mut last) = self.0.last.lock() {
+            *last = Instant::now();
+        }
+        self.0.calls.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 type Body = BoxBody<Bytes, Infallible>;

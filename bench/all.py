@@ -35,6 +35,8 @@ class Step:
     results: str | None = None  # the prefix of the JSON file the script writes to bench/results/
 
 
+NATIVE_GRPC = ("--grpc-server", "native")
+
 STEPS = (
     # end to end: the two join engines and the Collector, both payload sets, HTTP and gRPC, 1 and 2 cores
     Step("compare", "compare.py", quick=("--quick",), results="compare-"),
@@ -46,8 +48,23 @@ STEPS = (
         ("--cores", "1", "--engines", "native", "--spans", "50000", "--slice-spans", "50000"),
         "compare-",
     ),
+    # the burst again with the native gRPC front (listeners.grpc.server: native)
+    Step(
+        "compare-burst-native-grpc",
+        "compare.py",
+        ("--cores", "1", "--engines", "native", "--spans", "200000", "--slice-spans", "100000", *NATIVE_GRPC),
+        ("--cores", "1", "--engines", "native", "--spans", "50000", "--slice-spans", "50000", *NATIVE_GRPC),
+        "compare-",
+    ),
     # what the OTLP transports cost alone (grpc.aio, uvicorn), beside sloscope's whole per thread, one core
     Step("front", "front.py", ("--spans", "100000", "--sets", "3"), ("--spans", "25000", "--sets", "2"), "front-"),
+    Step(
+        "front-native-grpc",
+        "front.py",
+        ("--spans", "100000", "--sets", "3", "--grpc-server", "native"),
+        ("--spans", "25000", "--sets", "2", "--grpc-server", "native"),
+        "front-",
+    ),
     # bytes per pending trace: the join's account and the server's RSS growth
     Step("pending", "pending.py", quick=("--quick",), results="pending-"),
     # decode alone and self-tracing on/off (one core, the default engine)
@@ -122,11 +139,14 @@ def headline(steps: list[dict[str, Any]]) -> dict[str, Any]:
         out["end_to_end"] = documents["compare"]["summary"]
     if "compare-burst" in documents:
         out["end_to_end_burst"] = documents["compare-burst"]["summary"]
-    if "front" in documents:
-        out["front"] = [
-            {k: r[k] for k in ("transport", "target", "us_per_span", "us_per_span_by_thread")}
-            for r in documents["front"]["rows"]
-        ]
+    if "compare-burst-native-grpc" in documents:
+        out["end_to_end_burst_native_grpc"] = documents["compare-burst-native-grpc"]["summary"]
+    for step in ("front", "front-native-grpc"):
+        if step in documents:
+            out[step.replace("-", "_")] = [
+                {k: r[k] for k in ("transport", "target", "us_per_span", "us_per_span_by_thread")}
+                for r in documents[step]["rows"]
+            ]
     if "pending" in documents:
         out["pending"] = [
             {k: r[k] for k in ("engine", "payload_set", "pending_bytes_per_trace", "rss_growth_per_trace")}
@@ -153,15 +173,17 @@ def print_headline(numbers: dict[str, Any]) -> None:
             f"{r['collector_cpu_us_per_span']:.1f} µs/span; native/Collector {r['native_over_collector']:.2f}x, "
             f"native/python {r['native_over_python']:.2f}x"
         )
-    for r in numbers.get("end_to_end_burst", []):
-        print(
-            f"  burst, {r['cores']} core {r['payload_set']:>8} OTLP/{r['transport']:<4}: native "
-            f"{r['native_cpu_us_per_span']:.1f}, Collector {r['collector_cpu_us_per_span']:.1f} µs/span; "
-            f"native/Collector {r['native_over_collector']:.2f}x"
-        )
-    for r in numbers.get("front", []):
-        threads = ", ".join(f"{name} {us:.2f}" for name, us in r["us_per_span_by_thread"].items())
-        print(f"  front OTLP/{r['transport']:<4} {r['target']:>8}: {r['us_per_span']:.2f} µs/span ({threads})")
+    for key, label in (("end_to_end_burst", "burst"), ("end_to_end_burst_native_grpc", "burst, native gRPC front")):
+        for r in numbers.get(key, []):
+            print(
+                f"  {label}, {r['cores']} core {r['payload_set']:>8} OTLP/{r['transport']:<4}: native "
+                f"{r['native_cpu_us_per_span']:.1f}, Collector {r['collector_cpu_us_per_span']:.1f} µs/span; "
+                f"native/Collector {r['native_over_collector']:.2f}x"
+            )
+    for key, label in (("front", "front"), ("front_native_grpc", "front, native gRPC front")):
+        for r in numbers.get(key, []):
+            threads = ", ".join(f"{name} {us:.2f}" for name, us in r["us_per_span_by_thread"].items())
+            print(f"  {label} OTLP/{r['transport']:<4} {r['target']:>8}: {r['us_per_span']:.2f} µs/span ({threads})")
     for r in numbers.get("pending", []):
         print(
             f"  pending {r['payload_set']:>8} trace, {r['engine']:>6}: {r['pending_bytes_per_trace']:,.0f} B "

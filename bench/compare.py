@@ -155,11 +155,17 @@ class Collector:
                 self.proc.wait()
 
 
-def sloscope_settings(engine: str, window: float) -> dict[str, Any]:
+def sloscope_settings(engine: str, window: float, grpc_server: str = "grpcio") -> dict[str, Any]:
     return {
         "log_level": "INFO",
         "shutdown_grace_seconds": 10,
-        "listeners": {"host": "127.0.0.1", "otlp_grpc_port": 0, "otlp_http_port": 0, "metrics_port": 0},
+        "listeners": {
+            "host": "127.0.0.1",
+            "otlp_grpc_port": 0,
+            "otlp_http_port": 0,
+            "metrics_port": 0,
+            "grpc": {"server": grpc_server},
+        },
         "join": {"engine": engine, "window_seconds": window},
         "self_tracing": {"enabled": False},
     }
@@ -386,7 +392,7 @@ class Target:
 
 
 def sloscope_target(engine: str, cpus: str, workdir: Path, args: argparse.Namespace, warmup: PayloadSet) -> Target:
-    server = Server(sloscope_settings(engine, args.window), cpus, workdir)  # type: ignore[arg-type]  # "0,1"
+    server = Server(sloscope_settings(engine, args.window, args.grpc_server), cpus, workdir)  # type: ignore[arg-type]  # "0,1"
     try:
         client = Client(server.otlp_http_port, args.connections, args.retry_wait)
         client.send(warmup.payloads, time.monotonic() + args.timeout)  # lazy imports, first-request costs
@@ -570,6 +576,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--quick", action="store_true", help="a short run: 20,000 spans per case in slices of 10,000")
     add("--spans", type=int, default=50_000, help="spans per server, payload set, transport and core count")
     add("--slice-spans", type=int, default=12_500, help="spans per slice; the servers take turns (default 12500)")
+    add(
+        "--grpc-server",
+        choices=("grpcio", "native"),
+        default="grpcio",
+        help="listeners.grpc.server of the sloscope servers (native needs the native engine; default grpcio)",
+    )
     add("--batch-spans", type=int, default=512, help="spans per OTLP export request (default 512)")
     add("--pods", type=int, default=8, help="vLLM pods the two-span requests are spread over (default 8)")
     add("--clients", type=int, default=2, help="client processes (default 2)")

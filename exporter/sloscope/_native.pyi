@@ -1,7 +1,7 @@
 """Types of the native core (native/, Rust with PyO3), for mypy."""
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from sloscope.config import Join
 from sloscope.records import Span
@@ -26,6 +26,49 @@ class Decoder:
     def __init__(self, keep: Iterable[str] | None, typed: dict[str, tuple[str, str]]) -> None: ...
     def protobuf(self, payload: bytes) -> tuple[SpanBatch, int, list[str]]: ...
     def json(self, payload: bytes) -> tuple[SpanBatch, int, list[str]] | None: ...
+
+class ByteBudget:
+    """Bytes of OTLP requests held at once across the receivers; one request is always admitted alone."""
+
+    def __init__(self, cap: int) -> None: ...
+    def reserve(self, size: int) -> bool: ...
+    def release(self, size: int) -> None: ...
+    @property
+    def held(self) -> int: ...
+    @property
+    def cap(self) -> int: ...
+
+# (certificate chain, key, client CA, client_auth_type) in PEM
+_Pems = tuple[bytes, bytes, bytes | None, str]
+# (status code, message, trailing metadata, response message)
+_Wire = tuple[int, str, list[tuple[str, bytes]], bytes]
+
+class GrpcFront:
+    """The OTLP/gRPC TraceService/Export listener of the native core (native/src/front), serving ``fd``."""
+
+    def __init__(
+        self,
+        fd: int,
+        decoder: Decoder,
+        budget: ByteBudget,
+        export: Callable[[tuple[SpanBatch, int, list[str]] | str], _Wire],
+        refused: Callable[[str, int, str], _Wire],
+        authorize: Callable[[str | None], _Wire | None] | None,
+        tls: _Pems | None,
+        tls_changed: Callable[[], _Pems | None] | None,
+        *,
+        max_request_bytes: int,
+        max_connections: int,
+        max_concurrent_streams: int,
+        keepalive_time: float,
+        keepalive_timeout: float,
+        handshake_timeout: float,
+        max_idle: float,
+        max_age: float,
+        max_age_grace: float,
+        handler_threads: int,
+    ) -> None: ...
+    def stop(self, grace: float) -> None: ...
 
 # The trace join (native/src/join): (kind "dropped" or "outcome", reason, count) in first-seen order.
 _Counts = list[tuple[str, str, int]]

@@ -38,6 +38,11 @@ def _unique_listeners(value: list[ListenerName]) -> list[ListenerName]:
 class GrpcListener(_Section):
     """gRPC transport limits of the OTLP/gRPC listener (gRPC core channel arguments)."""
 
+    server: Literal["grpcio", "native"] = Field(
+        default="grpcio",
+        description="What serves OTLP/gRPC: grpcio's asyncio server, or the native core's HTTP/2 server "
+        "(needs join.engine native).",
+    )
     max_connections: int = Field(
         default=512, ge=1, description="Connections open at once; gRPC refuses more before their handshake."
     )
@@ -875,6 +880,15 @@ class Settings(BaseSettings):
         repeated = sorted({n for n in names if names.count(n) > 1})
         if repeated:
             raise ValueError(f"pool names must be unique; repeated: {', '.join(repeated)}")
+        return self
+
+    @model_validator(mode="after")
+    def _check_grpc_server(self) -> Settings:
+        listeners = self.listeners
+        if listeners.grpc.server != "native":
+            return self
+        if self.join.engine != "native":
+            raise ValueError("listeners.grpc.server: native decodes with the native core: it needs join.engine: native")
         return self
 
     @classmethod

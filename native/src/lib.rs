@@ -8,6 +8,7 @@
 use pyo3::prelude::*;
 
 pub mod decode; // OTLP protobuf and JSON into SpanBatch
+pub mod front; // the OTLP/gRPC listener: HTTP/2 in a thread of its own, decoding off the GIL
 pub mod join; // the trace join: SpanBatch into joined requests
 pub mod packed; // a span's strings and attributes in two allocations
 pub mod span; // the span type both share
@@ -18,5 +19,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<span::SpanBatch>()?;
     decode::register(m)?;
     m.add_class::<join::py::NativeAssembler>()?;
+    m.add_class::<front::py::GrpcFront>()?;
+    m.add_class::<front::budget::ByteBudget>()?;
     Ok(())
 }

@@ -86,6 +86,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=8 * 1024 * 1024,
         help="limits.max_request_bytes of the ingest limit tests (their largest bodies); default the setting's",
     )
+    parser.addoption(
+        "--grpc-server",
+        choices=("grpcio", "native"),
+        default=None,
+        help="serve OTLP/gRPC with this listeners.grpc.server in every server of the native engine whose settings "
+        "do not name one (make test runs the gRPC tests a second time with native)",
+    )
+
+
+GRPC_SERVER: list[str] = []  # the --grpc-server option, set once the options are parsed
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    chosen = config.getoption("--grpc-server", default=None)
+    GRPC_SERVER[:] = [chosen] if chosen else []
 
 
 @pytest.fixture
@@ -113,6 +128,9 @@ def start_server(
         "final_scrape_wait_seconds": 0,
     }
     merged = {**base, **settings, "listeners": {**base["listeners"], **settings.get("listeners", {})}}
+    grpc = merged["listeners"].get("grpc", {})
+    if GRPC_SERVER and merged.get("join", {}).get("engine") != "python" and "server" not in grpc:
+        merged["listeners"]["grpc"] = {**grpc, "server": GRPC_SERVER[0]}
     path = tmp_path / "settings.yaml"
     path.write_text(yaml.safe_dump(merged))
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("SLOSCOPE_", "OTEL_"))} | dict(env or {})

@@ -56,15 +56,16 @@ def wrong_types(trace: int) -> list:
     ]
 
 
-@pytest.fixture(scope="module", params=["python", "native"])
+@pytest.fixture(scope="module", params=["python", "native", "native-front"])
 def server(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Server:
-    """Both decoders (``join.engine``) give the same answers."""
+    """Both decoders (``join.engine``), and both gRPC servers (``listeners.grpc.server``), give the same answers."""
     from .conftest import start_server
 
-    started = start_server(
-        tmp_path_factory.mktemp("bad"),
-        {"limits": {"max_request_bytes": LIMIT}, "join": {"window_seconds": 0.5, "engine": request.param}},
-    )
+    engine = "python" if request.param == "python" else "native"
+    settings: dict = {"limits": {"max_request_bytes": LIMIT}, "join": {"window_seconds": 0.5, "engine": engine}}
+    if request.param == "native-front":
+        settings["listeners"] = {"grpc": {"server": "native"}}
+    started = start_server(tmp_path_factory.mktemp("bad"), settings)
     yield started
     assert started.stop() == 0
 
@@ -136,10 +137,24 @@ def test_http_wrong_attribute_types_get_partial_success_json(server: Server) -> 
     assert "must be a number, got str 'eleven'" in partial["errorMessage"]
 
 
-def grpc_export(server: Server, body: bytes) -> bytes:
-    with grpc.insecure_channel(server.otlp_grpc) as channel:
+def grpc_export(server: Server, body: bytes, compression: grpc.Compression = grpc.Compression.NoCompression) -> bytes:
+    with grpc.insecure_channel(server.otlp_grpc, compression=compression) as channel:
         export = channel.unary_unary(f"/{SERVICE}/Export")
         return bytes(export(body, timeout=10))
+
+
+@pytest.mark.parametrize("compression", [grpc.Compression.Gzip, grpc.Compression.Deflate])
+def test_grpc_compressed_messages_are_taken_and_their_inflated_size_limited(
+    server: Server, compression: grpc.Compression
+) -> None:
+    trace = 0xD0 + compression.value
+    before = server.total("sloscope_requests_total")
+    assert grpc_export(server, good_request(trace), compression) == b""
+    wait_until(lambda: server.total("sloscope_requests_total") == before + 1, what="the compressed request")
+    with pytest.raises(grpc.RpcError) as raised:  # a few hundred bytes on the wire, over the limit inflated
+        grpc_export(server, b"\x0a" + b"\x00" * (LIMIT + 10), compression)
+    assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert raised.value.details() == f"message of {LIMIT + 11} bytes exceeds the limit of {LIMIT}; send smaller batches"
 
 
 def test_grpc_malformed_is_invalid_argument_with_a_reason(server: Server) -> None:

@@ -193,3 +193,33 @@ def test_grpc_refuses_connections_beyond_its_cap_and_times_out_silent_ones(tmp_p
         assert server.value("sloscope_spans_received_total", transport="grpc") == 1
     finally:
         assert server.stop() == 0
+
+
+def _frames(data: bytes) -> list[int]:
+    """The types of the HTTP/2 frames in ``data`` (RFC 9113 section 4.1), a cut last frame left out."""
+    types, at = [], 0
+    while at + 9 <= len(data):
+        length = int.from_bytes(data[at : at + 3], "big")
+        types.append(data[at + 3])
+        at += 9 + length
+    return types
+
+
+def test_grpc_connections_idle_past_their_limit_are_sent_goaway_and_closed(tmp_path: Path) -> None:
+    """``listeners.grpc.max_connection_idle_seconds`` (gRPC core's ``grpc.max_connection_idle_ms``): a connection
+    with no call for that long gets GOAWAY (frame type 7) and is closed."""
+    server = start_server(tmp_path, {"listeners": {"grpc": {"max_connection_idle_seconds": 1.0}}})
+    try:
+        with socket.create_connection(("127.0.0.1", server.grpc_port), timeout=15) as sock:
+            sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0]))  # preface, SETTINGS
+            started, received = time.monotonic(), b""
+            try:
+                while chunk := sock.recv(4096):
+                    received += chunk
+            except ConnectionResetError:
+                pass
+            waited = time.monotonic() - started
+        assert 7 in _frames(received), _frames(received)
+        assert 0.9 < waited < 10, waited
+    finally:
+        assert server.stop() == 0

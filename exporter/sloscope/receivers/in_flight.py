@@ -23,6 +23,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
+from sloscope._native import ByteBudget
 from sloscope.allocator import malloc_trim
 
 log = logging.getLogger(__name__)
@@ -69,24 +70,28 @@ class MemoryTrimmer:
 
 
 class InFlightBytes:
-    """The shared byte budget. ``set_gauge`` is called with the bytes held after every change."""
+    """The shared byte budget (``_native.ByteBudget``: the native gRPC front takes from it on its own threads).
+    ``set_gauge`` is called with the bytes held after every change made here."""
 
     def __init__(self, cap: int, set_gauge: Callable[[float], None] = lambda _: None) -> None:
         self.cap = cap
-        self.held = 0
+        self.budget = ByteBudget(cap)
         self._set_gauge = set_gauge
         self._trimmer = MemoryTrimmer()
 
+    @property
+    def held(self) -> int:
+        return self.budget.held
+
     def reserve(self, size: int) -> bool:
         """Holds ``size`` more bytes, unless that would pass the cap while anything else is held."""
-        if self.held and self.held + size > self.cap:
+        if not self.budget.reserve(size):
             return False
-        self.held += size
         self._set_gauge(self.held)
         return True
 
     def release(self, size: int) -> None:
-        self.held -= size
+        self.budget.release(size)
         self._set_gauge(self.held)
         self.freed(size)
 

@@ -56,15 +56,18 @@ class Intake:
         limits = limits if limits is not None else Limits()
         self._mapping = mapping
         self.keep = keep  # the span attributes the transports' decoder converts (None: all)
+        native = NativeDecoder(mapping, keep) if engine == "native" else None
+        self.native_decoder = native.decoder if native is not None else None  # for the native gRPC front
         # Shared by both transports: decoding off the event loop, and the bytes they may hold at once.
         self.decoder = Decoder(
             keep,
             limits.max_request_bytes,
             threads=limits.decode_threads,
             json_processes=limits.json_decode_processes,
-            native=NativeDecoder(mapping, keep) if engine == "native" else None,
+            native=native,
         )
-        self.in_flight = InFlightBytes(limits.max_bytes_in_flight, telemetry.otlp_bytes_in_flight.set)
+        self.in_flight = InFlightBytes(limits.max_bytes_in_flight)
+        telemetry.otlp_bytes_in_flight.set_function(lambda: self.in_flight.held)  # the native front's too
         self._queue = queue
         self._telemetry = telemetry
         self.retry_after_seconds = retry_after_seconds

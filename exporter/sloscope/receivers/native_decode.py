@@ -23,6 +23,11 @@ class NativeDecoder:
         assert isinstance(typed, dict)
         self._decoder = _native.Decoder(keep, typed)
 
+    @property
+    def decoder(self) -> _native.Decoder:
+        """The native decoder itself (the native gRPC front decodes with it on its own threads)."""
+        return self._decoder
+
     def protobuf(self, payload: bytes) -> Decoded:
         """An ``ExportTraceServiceRequest`` in protobuf; raises :class:`MalformedPayloadError`."""
         try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -20,7 +21,7 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from sloscope.receivers.in_flight import Lease
-from sloscope.receivers.intake import Intake, Status
+from sloscope.receivers.intake import Intake, Result, Status
 from sloscope.receivers.otlp_decode import MalformedPayloadError
 
 log = logging.getLogger(__name__)
@@ -39,27 +40,64 @@ def _retry_metadata(seconds: int, message: str) -> tuple[tuple[str, bytes], ...]
     )
 
 
+@dataclass(frozen=True)
+class Answer:
+    """What a call is answered: a status, and the response message when it is OK."""
+
+    code: grpc.StatusCode
+    message: str = ""
+    metadata: tuple[tuple[str, bytes], ...] = ()
+    body: bytes = b""
+
+
+class Answers:
+    """The answers of the Export method, shared by the grpcio receiver and the native front."""
+
+    def __init__(self, retry_after_seconds: int, max_request_bytes: int) -> None:
+        self.max_request_bytes = max_request_bytes
+        busy = "sloscope is busy: queue full, retry later"
+        self.queue_full = Answer(grpc.StatusCode.RESOURCE_EXHAUSTED, busy, _retry_metadata(retry_after_seconds, busy))
+        full = "sloscope is busy: too many bytes in flight, retry later"
+        self.in_flight_full = Answer(
+            grpc.StatusCode.RESOURCE_EXHAUSTED, full, _retry_metadata(retry_after_seconds, full)
+        )
+
+    def too_large(self, size: int) -> Answer:
+        """Permanent: INVALID_ARGUMENT, so exporters do not retry it."""
+        return Answer(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"message of {size} bytes exceeds the limit of {self.max_request_bytes}; send smaller batches",
+        )
+
+    def of(self, result: Result) -> Answer:
+        """The answer to a message the intake took (or refused)."""
+        if result.status is Status.QUEUE_FULL:
+            return self.queue_full
+        if result.status is Status.TOO_MANY_SPANS:
+            return Answer(grpc.StatusCode.INVALID_ARGUMENT, result.message)
+        if result.status is Status.SHUTTING_DOWN:
+            return Answer(grpc.StatusCode.UNAVAILABLE, "sloscope is shutting down")
+        response = ExportTraceServiceResponse()
+        if result.rejected:
+            response.partial_success.rejected_spans = result.rejected
+            response.partial_success.error_message = result.message
+        return Answer(grpc.StatusCode.OK, body=response.SerializeToString())
+
+
 def trace_service_handler(intake: Intake, max_request_bytes: int) -> grpc.GenericRpcHandler:
-    busy = "sloscope is busy: queue full, retry later"
-    retry_metadata = _retry_metadata(intake.retry_after_seconds, busy)
-    full = "sloscope is busy: too many bytes in flight, retry later"
-    full_metadata = _retry_metadata(intake.retry_after_seconds, full)
+    answers = Answers(intake.retry_after_seconds, max_request_bytes)
 
     async def export(request: bytes, context: Any) -> bytes:
         size = len(request)
-        if size > max_request_bytes:  # permanent: INVALID_ARGUMENT, so exporters do not retry it
+        if size > max_request_bytes:
             intake.count_request("grpc", "too_large")
             intake.in_flight.freed(size)
-            return refuse(
-                context,
-                grpc.StatusCode.INVALID_ARGUMENT,
-                f"message of {size} bytes exceeds the limit of {max_request_bytes}; send smaller batches",
-            )
+            return answer(context, answers.too_large(size))
         lease = Lease(intake.in_flight)
         if not lease.take(size):
             intake.count_request("grpc", "in_flight_full")
             intake.in_flight.freed(size)
-            return refuse(context, grpc.StatusCode.RESOURCE_EXHAUSTED, full, full_metadata)
+            return answer(context, answers.in_flight_full)
         try:
             result = await intake.receive(request, "", is_json=False, transport="grpc")
         except MalformedPayloadError as exc:
@@ -71,21 +109,16 @@ def trace_service_handler(intake: Intake, max_request_bytes: int) -> grpc.Generi
             raise
         finally:
             lease.release()
-        if result.status is Status.QUEUE_FULL:
-            return refuse(context, grpc.StatusCode.RESOURCE_EXHAUSTED, busy, retry_metadata)
-        if result.status is Status.TOO_MANY_SPANS:
-            return refuse(context, grpc.StatusCode.INVALID_ARGUMENT, result.message)
-        if result.status is Status.SHUTTING_DOWN:
-            return refuse(context, grpc.StatusCode.UNAVAILABLE, "sloscope is shutting down")
-        response = ExportTraceServiceResponse()
-        if result.rejected:
-            response.partial_success.rejected_spans = result.rejected
-            response.partial_success.error_message = result.message
-        serialized: bytes = response.SerializeToString()
-        return serialized
+        return answer(context, answers.of(result))
 
     handler = grpc.unary_unary_rpc_method_handler(export)  # no (de)serializers: raw bytes both ways
     return grpc.method_handlers_generic_handler(SERVICE, {"Export": handler})
+
+
+def answer(context: Any, reply: Answer) -> bytes:
+    if reply.code is grpc.StatusCode.OK:
+        return reply.body
+    return refuse(context, reply.code, reply.message, reply.metadata)
 
 
 def refuse(context: Any, code: grpc.StatusCode, message: str, metadata: tuple[tuple[str, bytes], ...] = ()) -> bytes:

@@ -111,6 +111,11 @@ def require_credentials(
     return asgi
 
 
+def unauthenticated_message(reason: str) -> str:
+    """What a gRPC call refused for its credentials is told (UNAUTHENTICATED)."""
+    return f"credentials {reason}: send authorization metadata (Bearer token or Basic)"
+
+
 class GrpcAuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc ships no types
     """Refuses every call without accepted credentials in its ``authorization`` metadata: UNAUTHENTICATED."""
 
@@ -129,7 +134,7 @@ class GrpcAuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # 
         if reason is None:
             return await continuation(handler_call_details)
         self._on_refusal(reason)
-        message = f"credentials {reason}: send authorization metadata (Bearer token or Basic)"
+        message = unauthenticated_message(reason)
 
         async def unauthenticated(request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
             return refuse(context, grpc.StatusCode.UNAUTHENTICATED, message)  # no abort: it would keep the bytes

@@ -20,9 +20,9 @@ from prometheus_client import CollectorRegistry, Counter
 
 from sloscope import conventions as c
 from sloscope.config import Listeners
-from sloscope.service.auth import Credentials, GrpcAuthInterceptor, require_credentials
+from sloscope.service.auth import Credentials, GrpcAuthInterceptor, require_credentials, unauthenticated_message
 from sloscope.service.listener_guard import ListenerGuard, guarded_protocol
-from sloscope.service.tls import ServerTLS
+from sloscope.service.tls import Pems, ServerTLS
 
 OPEN_PATHS = frozenset({"/healthz", "/readyz"})
 """Reachable without credentials on the metrics listener, so that probes need none."""
@@ -102,6 +102,30 @@ class ListenerSetup:
             ("grpc.max_connection_age_ms", _ms(g.max_connection_age_seconds)),
             ("grpc.max_connection_age_grace_ms", _ms(g.max_connection_age_grace_seconds)),
         ]
+
+    def grpc_tls_files(self) -> tuple[Pems, Callable[[], Pems | None]] | None:
+        """The native gRPC front's TLS files and their reload check (``ServerTLS.native_files``), or None."""
+        if self.tls is None or not self.tls_on("otlp_grpc"):
+            return None
+        return self.tls.native_files()
+
+    def grpc_check(self) -> Callable[[str | None], str | None] | None:
+        """The OTLP/gRPC listener's credentials check for the native front: the refusal's message (counted) or
+        None; None when the listener needs no credentials."""
+        credentials = self._auth_on("otlp_grpc")
+        if credentials is None:
+            return None
+        on_refusal = self._on_refusal("otlp_grpc")
+
+        def check(authorization: str | None) -> str | None:
+            assert credentials is not None
+            reason = credentials.check(authorization)
+            if reason is None:
+                return None
+            on_refusal(reason)
+            return unauthenticated_message(reason)
+
+        return check
 
     def grpc_interceptors(self) -> list[grpc.aio.ServerInterceptor]:
         credentials = self._auth_on("otlp_grpc")

@@ -21,10 +21,12 @@ import grpc
 import uvicorn
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
 
+from sloscope._native import GrpcFront
 from sloscope.config import Settings
 from sloscope.pipeline import Pipeline
 from sloscope.publishers.record_store import RecordStore
 from sloscope.publishers.sinks import RecordSink, RecordSinks, SinkMetrics
+from sloscope.receivers import otlp_grpc_native
 from sloscope.receivers.otlp_grpc import create_server as create_grpc_server
 from sloscope.service.app import create_metrics_app, create_otlp_app
 from sloscope.service.deadlines import within
@@ -121,6 +123,7 @@ class Service:
         self._http_metrics = HttpMetrics(self.registry)
         self._listeners = ListenerSetup(settings.listeners, self.registry)
         self._grpc: grpc.aio.Server | None = None
+        self._native_grpc: GrpcFront | None = None
         self._servers: dict[str, tuple[_Server, asyncio.Task[None]]] = {}
         self._ready = False
         self._drained = False
@@ -148,15 +151,7 @@ class Service:
         )
         metrics_port = await self._serve_http("metrics", metrics_app, listeners.host, listeners.metrics_port)
         try:
-            self._grpc = create_grpc_server(
-                self.pipeline.intake,
-                self.settings.limits.max_request_bytes,
-                options=self._listeners.grpc_options(),
-                interceptors=self._listeners.grpc_interceptors(),
-            )
-            grpc_address = f"{_grpc_host(listeners.host)}:{listeners.otlp_grpc_port}"
-            grpc_port = self._listeners.add_grpc_port(self._grpc, grpc_address)
-            await self._grpc.start()
+            grpc_port = await self._serve_grpc()
             otlp_app = create_otlp_app(
                 self.pipeline, self._http_metrics, self._tracer, protect=self._listeners.protect("otlp_http")
             )
@@ -182,6 +177,25 @@ class Service:
             ", ".join(auth.listeners) if auth.enabled else "none",
         )
         return self.ports
+
+    async def _serve_grpc(self) -> int:
+        listeners = self.settings.listeners
+        if listeners.grpc.server == "native":
+            sock = _bind(listeners.host, listeners.otlp_grpc_port)
+            port: int = sock.getsockname()[1]
+            check, tls = self._listeners.grpc_check(), self._listeners.grpc_tls_files()
+            self._native_grpc = otlp_grpc_native.start(sock, self.pipeline.intake, self.settings, check, tls)
+            return port
+        self._grpc = create_grpc_server(
+            self.pipeline.intake,
+            self.settings.limits.max_request_bytes,
+            options=self._listeners.grpc_options(),
+            interceptors=self._listeners.grpc_interceptors(),
+        )
+        address = f"{_grpc_host(listeners.host)}:{listeners.otlp_grpc_port}"
+        port = self._listeners.add_grpc_port(self._grpc, address)
+        await self._grpc.start()
+        return port
 
     async def _serve_http(self, name: str, app: Any, host: str, port: int) -> int:
         sock = _bind(host, port)
@@ -216,10 +230,14 @@ class Service:
         deadline = loop.time() + grace
         # The last step writes the records: the steps before it end this much before the deadline.
         flush_reserve = min(grace / 5, _FLUSH_RESERVE_SECONDS)
+        stop_grpc = min(2.0, grace / 4)
         if self._grpc is not None:
-            stop_grpc = min(2.0, grace / 4)
             await within(stop_grpc + 1.0, "the OTLP/gRPC receiver", self._grpc.stop(stop_grpc))
             self._grpc = None
+        if self._native_grpc is not None:
+            stopping = asyncio.to_thread(self._native_grpc.stop, stop_grpc)
+            await within(stop_grpc + 1.0, "the OTLP/gRPC receiver", stopping)
+            self._native_grpc = None
         await self._stop_http("otlp_http")
         remaining = max(deadline - flush_reserve - loop.time(), 0.1)
         drained = await asyncio.to_thread(self.pipeline.shutdown, remaining)

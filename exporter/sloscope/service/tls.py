@@ -14,12 +14,16 @@ ask for one (``GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY`` or
 from __future__ import annotations
 
 import ssl
+from collections.abc import Callable
 from pathlib import Path
 
 import grpc
 
 from sloscope.config import ListenerTLS
 from sloscope.service.file_watch import Reloading
+
+Pems = tuple[bytes, bytes, bytes | None, str]
+"""(certificate chain, key, client CA, client_auth_type): the native gRPC front's TLS."""
 
 _VERIFY = {
     "NoClientCert": ssl.CERT_NONE,
@@ -72,6 +76,24 @@ class ServerTLS:
             fetch,
             require_client_authentication=self.config.client_auth_type == "RequireAndVerifyClientCert",
         )
+
+    def native_files(self) -> tuple[Pems, Callable[[], Pems | None]]:
+        """The files for the native gRPC front (native/src/front/tls.rs), and what it asks at every new
+        connection: the files again when they changed (checked as the grpcio pair is), else None."""
+        watch = Reloading("OTLP/gRPC listener TLS", self._files, self._read_pems)
+
+        def changed() -> Pems | None:
+            value, fresh = watch.refresh()
+            return value if fresh else None
+
+        return watch.current(), changed
+
+    def _read_pems(self) -> Pems:
+        config = self.config
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(str(config.cert_file), str(config.key_file))
+        roots = Path(config.client_ca_file).read_bytes() if config.client_ca_file is not None else None
+        chain, key = Path(str(config.cert_file)).read_bytes(), Path(str(config.key_file)).read_bytes()
+        return chain, key, roots, config.client_auth_type
 
     def _build_grpc(self) -> grpc.ServerCertificateConfiguration:
         config = self.config

@@ -268,9 +268,9 @@ fn word(py: Python<'_>, rejection: &Rejection) -> PyResult<String> {
 }
 
 /// (the spans, how many were rejected, the first five reasons)
-type Outcome = (SpanBatch, usize, Vec<String>);
+pub type Outcome = (SpanBatch, usize, Vec<String>);
 
-fn outcome(py: Python<'_>, decoded: Decoded) -> PyResult<Outcome> {
+pub fn outcome(py: Python<'_>, decoded: Decoded) -> PyResult<Outcome> {
     let reasons = decoded
         .rejections()
         .map(|r| word(py, r))
@@ -326,13 +326,8 @@ impl Decoder {
     /// five reasons). Raises `DecodeError` for a payload that is not one.
     fn protobuf(&self, py: Python<'_>, payload: &[u8]) -> PyResult<Outcome> {
         let decoded = py
-            .detach(|| protobuf::decode(payload, &self.rules))
-            .map_err(|e| {
-                DecodeError::new_err(format!(
-                    "not a valid OTLP ExportTraceServiceRequest protobuf: {}",
-                    e.0
-                ))
-            })?;
+            .detach(|| self.export_request(payload))
+            .map_err(DecodeError::new_err)?;
         outcome(py, decoded)
     }
 
@@ -344,6 +339,19 @@ impl Decoder {
             Ok(decoded) => outcome(py, decoded).map(Some),
             Err(json_dom::Unsure) => Ok(None),
         }
+    }
+}
+
+impl Decoder {
+    /// `protobuf` without the GIL (the gRPC front decodes on its own threads); the error is the
+    /// reason a client is told.
+    pub fn export_request(&self, payload: &[u8]) -> Result<Decoded, String> {
+        protobuf::decode(payload, &self.rules).map_err(|e| {
+            format!(
+                "not a valid OTLP ExportTraceServiceRequest protobuf: {}",
+                e.0
+            )
+        })
     }
 }
 

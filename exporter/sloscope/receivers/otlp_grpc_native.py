@@ -1,0 +1,101 @@
+"""OTLP/gRPC receiver on the native core's HTTP/2 server (``listeners.grpc.server: native``).
+
+grpcio's asyncio server spends about 0.5 µs a span of the event loop's and its own threads' time before
+sloscope sees a message, and the message then hops to a decoding thread (bench/front.py). The native front
+(native/src/front) reads each Export message on a thread of its own, decodes it there without the GIL and
+takes the GIL once to call :meth:`NativeGrpcReceiver.export`, which hands the spans to the intake and answers
+with :class:`~sloscope.receivers.otlp_grpc.Answers`, as the grpcio receiver does.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+from functools import partial
+
+import grpc
+
+from sloscope import _native
+from sloscope.config import Settings
+from sloscope.receivers.intake import Intake
+from sloscope.receivers.otlp_decode import Decoded
+from sloscope.receivers.otlp_grpc import Answer, Answers
+from sloscope.service.tls import Pems
+
+Wire = tuple[int, str, list[tuple[str, bytes]], bytes]
+"""An answer as the front takes it: (status code, message, trailing metadata, response message)."""
+
+
+def _authorize(check: Callable[[str | None], str | None], authorization: str | None) -> Wire | None:
+    message = check(authorization)
+    return None if message is None else _wire(Answer(grpc.StatusCode.UNAUTHENTICATED, message))
+
+
+def _wire(answer: Answer) -> Wire:
+    code: int = answer.code.value[0]
+    return code, answer.message, list(answer.metadata), answer.body
+
+
+class NativeGrpcReceiver:
+    """The Python half of the native front: what it does with a decoded message, and its counts."""
+
+    def __init__(self, intake: Intake, max_request_bytes: int) -> None:
+        self._intake = intake
+        self._answers = Answers(intake.retry_after_seconds, max_request_bytes)
+
+    def export(self, outcome: tuple[_native.SpanBatch, int, list[str]] | str) -> Wire:
+        """``outcome``: the decoder's (spans, rejected, reasons), or why the message is not an export."""
+        if isinstance(outcome, str):
+            self._intake.count_request("grpc", "malformed")
+            return _wire(Answer(grpc.StatusCode.INVALID_ARGUMENT, outcome))
+        batch, rejected, errors = outcome
+        result = self._intake.submit(Decoded(rejected=rejected, errors=errors, batch=batch), "grpc")
+        return _wire(self._answers.of(result))
+
+    def refused(self, result: str, size: int, reason: str) -> Wire:
+        """A call the front refused before :meth:`export` (native/src/front/server.rs ``Handler::refused``)."""
+        self._intake.count_request("grpc", "malformed" if result == "unsupported_encoding" else result)
+        if result == "too_large":
+            return _wire(self._answers.too_large(size))
+        if result == "in_flight_full":
+            return _wire(self._answers.in_flight_full)
+        code = grpc.StatusCode.UNIMPLEMENTED if result == "unsupported_encoding" else grpc.StatusCode.INVALID_ARGUMENT
+        return _wire(Answer(code, reason))
+
+
+def start(
+    sock: socket.socket,
+    intake: Intake,
+    settings: Settings,
+    check: Callable[[str | None], str | None] | None,
+    tls: tuple[Pems, Callable[[], Pems | None]] | None,
+) -> _native.GrpcFront:
+    """Serves ``sock`` (bound) from now on; the front owns it. ``check``: the listener's credentials check
+    (``ListenerSetup.grpc_check``), None when it needs none; ``tls``: its TLS files and their reload check
+    (``ListenerSetup.grpc_tls_files``), None for plain connections."""
+    limits, grpc_limits = settings.limits, settings.listeners.grpc
+    receiver = NativeGrpcReceiver(intake, limits.max_request_bytes)
+    decoder = intake.native_decoder
+    if decoder is None:
+        raise ValueError("listeners.grpc.server: native needs join.engine: native (the native decoder)")
+    sock.listen(settings.listeners.backlog)
+    return _native.GrpcFront(
+        sock.detach(),
+        decoder,
+        intake.in_flight.budget,
+        receiver.export,
+        receiver.refused,
+        None if check is None else partial(_authorize, check),
+        None if tls is None else tls[0],
+        None if tls is None else tls[1],
+        max_request_bytes=limits.max_request_bytes,
+        max_connections=grpc_limits.max_connections,
+        max_concurrent_streams=grpc_limits.max_concurrent_streams,
+        keepalive_time=grpc_limits.keepalive_time_seconds,
+        keepalive_timeout=grpc_limits.keepalive_timeout_seconds,
+        handshake_timeout=settings.listeners.header_timeout_seconds,
+        max_idle=grpc_limits.max_connection_idle_seconds,
+        max_age=grpc_limits.max_connection_age_seconds,
+        max_age_grace=grpc_limits.max_connection_age_grace_seconds,
+        handler_threads=limits.decode_threads,
+    )

@@ -1,0 +1,55 @@
+//! TLS of the front by rustls: a server configuration made from the listener's PEM files (read and
+//! checked by Python, `sloscope.service.tls.ServerTLS`), with ALPN `h2` and the client certificate
+//! policy of `listeners.tls.client_auth_type`.
+
+use std::sync::Arc;
+
+use rustls::server::WebPkiClientVerifier;
+use rustls::{RootCertStore, ServerConfig};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+
+/// The PEM files' contents, and what a client must show.
+pub struct Pems {
+    pub cert_chain: Vec<u8>,
+    pub key: Vec<u8>,
+    pub client_ca: Option<Vec<u8>>,
+    /// `NoClientCert`, `VerifyClientCertIfGiven` or `RequireAndVerifyClientCert`.
+    pub client_auth: String,
+}
+
+pub fn server_config(pems: &Pems) -> Result<Arc<ServerConfig>, String> {
+    let chain = CertificateDer::pem_slice_iter(&pems.cert_chain)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("the certificate chain: {e}"))?;
+    let key = PrivateKeyDer::from_pem_slice(&pems.key).map_err(|e| format!("the key: {e}"))?;
+    // ring, which builds with a C compiler alone (aws-lc-rs, rustls's default, needs cmake). Its
+    // deprecation is for post-quantum key exchange, which OTLP exporters do not offer today.
+    #[allow(deprecated)]
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?;
+    let builder = match (&pems.client_ca, pems.client_auth.as_str()) {
+        (_, "NoClientCert") | (None, _) => builder.with_no_client_auth(),
+        (Some(ca), policy) => {
+            let mut roots = RootCertStore::empty();
+            for cert in CertificateDer::pem_slice_iter(ca) {
+                let cert = cert.map_err(|e| format!("the client CA: {e}"))?;
+                roots.add(cert).map_err(|e| format!("the client CA: {e}"))?;
+            }
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+            let verifier = if policy == "VerifyClientCertIfGiven" {
+                verifier.allow_unauthenticated()
+            } else {
+                verifier
+            };
+            builder.with_client_cert_verifier(verifier.build().map_err(|e| e.to_string())?)
+        }
+    };
+    let mut config = builder
+        .with_single_cert(chain, key)
+        .map_err(|e| format!("the certificate and key: {e}"))?;
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    Ok(Arc::new(config))
+}

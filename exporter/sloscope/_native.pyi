@@ -70,6 +70,30 @@ class GrpcFront:
     ) -> None: ...
     def stop(self, grace: float) -> None: ...
 
+class HttpFront:
+    """The OTLP/HTTP POST /v1/traces listener of the native core (native/src/front/http.rs), serving ``fd``.
+    ``receiver`` answers and counts: ``sloscope.receivers.otlp_http_native.NativeHttpReceiver``."""
+
+    def __init__(
+        self,
+        fd: int,
+        decoder: Decoder,
+        budget: ByteBudget,
+        receiver: object,
+        authorize: bool,
+        tls: _Pems | None,
+        tls_changed: Callable[[], _Pems | None] | None,
+        *,
+        name: str,
+        max_request_bytes: int,
+        max_connections: int,
+        header_timeout: float,
+        idle_timeout: float,
+        body_timeout: float,
+        handler_threads: int,
+    ) -> None: ...
+    def stop(self, grace: float) -> None: ...
+
 # The trace join (native/src/join): (kind "dropped" or "outcome", reason, count) in first-seen order.
 _Counts = list[tuple[str, str, int]]
 

@@ -182,6 +182,11 @@ class Listeners(_Section):
     idle_timeout_seconds: float = Field(
         default=75.0, gt=0, description="A kept-alive HTTP connection with no request for this long is closed."
     )
+    otlp_http_server: Literal["uvicorn", "native"] = Field(
+        default="uvicorn",
+        description="What serves OTLP/HTTP: uvicorn on the event loop, or the native core's HTTP/1.1 server (needs "
+        "join.engine native; its requests are not self-traced).",
+    )
     body_timeout_seconds: float = Field(
         default=30.0,
         gt=0,
@@ -883,12 +888,12 @@ class Settings(BaseSettings):
         return self
 
     @model_validator(mode="after")
-    def _check_grpc_server(self) -> Settings:
+    def _check_native_fronts(self) -> Settings:
         listeners = self.listeners
-        if listeners.grpc.server != "native":
-            return self
-        if self.join.engine != "native":
-            raise ValueError("listeners.grpc.server: native decodes with the native core: it needs join.engine: native")
+        chosen = {"grpc.server": listeners.grpc.server, "otlp_http_server": listeners.otlp_http_server}
+        for setting, server in chosen.items():
+            if server == "native" and self.join.engine != "native":
+                raise ValueError(f"listeners.{setting}: native decodes natively: it needs join.engine: native")
         return self
 
     @classmethod

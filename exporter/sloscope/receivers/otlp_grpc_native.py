@@ -72,7 +72,7 @@ def start(
 ) -> _native.GrpcFront:
     """Serves ``sock`` (bound) from now on; the front owns it. ``check``: the listener's credentials check
     (``ListenerSetup.grpc_check``), None when it needs none; ``tls``: its TLS files and their reload check
-    (``ListenerSetup.grpc_tls_files``), None for plain connections."""
+    (``ListenerSetup.tls_files``), None for plain connections."""
     limits, grpc_limits = settings.limits, settings.listeners.grpc
     receiver = NativeGrpcReceiver(intake, limits.max_request_bytes)
     decoder = intake.native_decoder

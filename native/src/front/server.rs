@@ -7,7 +7,6 @@ use std::convert::Infallible;
 use std::net::TcpListener as StdListener;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -19,16 +18,14 @@ use hyper::body::Incoming;
 use hyper::server::conn::http2;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use rustls::ServerConfig;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
-use tokio::net::TcpStream;
-use tokio::sync::watch;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
-use tokio_rustls::TlsAcceptor;
 
 use crate::front::budget::{Budget, Lease};
 use crate::front::grpc;
 use crate::front::rewound::Rewound;
+use crate::front::runtime::{self, Running, Stop};
 use crate::front::tls::{self, Pems};
 
 /// The listener's limits (the `listeners` and `limits` settings).
@@ -52,9 +49,9 @@ pub struct Config {
     pub budget: Arc<Budget>,
     /// Whether calls need credentials (`Handler::authorize`).
     pub authorize: bool,
-    /// The TLS configuration new connections get, when the listener serves TLS (replaced when
+    /// The TLS of new connections, when the listener serves TLS (reloaded when
     /// `Handler::tls_changed` says the files changed).
-    pub tls: Option<Mutex<Arc<ServerConfig>>>,
+    pub tls: Option<tls::Acceptor>,
 }
 
 /// The answer to one call.
@@ -150,75 +147,30 @@ async fn read(mut body: Incoming, max: usize, budget: &Arc<Budget>) -> Read {
     lease.map_or(Read::InFlightFull, |lease| Read::Whole(whole, lease))
 }
 
-/// A started listener; [`Running::stop`] ends it.
-pub struct Running {
-    stop: watch::Sender<Option<Duration>>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Running {
-    /// Stops accepting, lets open calls finish for up to `grace` (connections are told to go away
-    /// once their calls end), then drops what is left; returns once the runtime's thread is gone.
-    pub fn stop(&mut self, grace: Duration) {
-        let _ = self.stop.send(Some(grace));
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-impl Drop for Running {
-    /// Tells the runtime to stop without waiting for it: a front dropped by Python holds the GIL,
-    /// which the calls still running may be waiting for.
-    fn drop(&mut self) {
-        let _ = self.stop.send(Some(Duration::ZERO));
-    }
-}
-
 /// Serves `listener` (bound and listening) until stopped.
 pub fn start(
     listener: StdListener,
     config: Config,
     handler: Arc<dyn Handler>,
 ) -> std::io::Result<Running> {
-    listener.set_nonblocking(true)?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .max_blocking_threads(config.handler_threads.max(1))
-        .thread_name("sloscope-grpc-call")
-        .build()?;
-    let (stop, stopped) = watch::channel(None);
-    let thread = std::thread::Builder::new()
-        .name("sloscope-grpc".into())
-        .spawn(move || runtime.block_on(serve(listener, config, handler, stopped)))?;
-    Ok(Running {
-        stop,
-        thread: Some(thread),
+    let threads = config.handler_threads;
+    runtime::start("sloscope-grpc", listener, threads, move |listener, stop| {
+        serve(listener, config, handler, stop)
     })
 }
 
-type Stop = watch::Receiver<Option<Duration>>;
-
-async fn serve(listener: StdListener, config: Config, handler: Arc<dyn Handler>, mut stop: Stop) {
-    let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
-        return;
-    };
+async fn serve(listener: TcpListener, config: Config, handler: Arc<dyn Handler>, mut stop: Stop) {
     let config = Arc::new(config);
     let mut connections = JoinSet::new();
     let grace = loop {
         tokio::select! {
             _ = stop.changed() => break stop.borrow().unwrap_or_default(),
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
-            accepted = listener.accept() => {
-                let Ok((stream, _)) = accepted else {
-                    // Out of descriptors, most likely: accepting again at once would spin.
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                    continue;
-                };
+            accepted = runtime::accept(&listener) => {
+                let Some(stream) = accepted else { continue };
                 if connections.len() >= config.max_connections {
                     continue; // closed before the HTTP/2 preface, as grpc core does at its cap
                 }
-                let _ = stream.set_nodelay(true);
                 connections.spawn(connection(stream, config.clone(), handler.clone(), stop.clone()));
             }
         }
@@ -234,21 +186,12 @@ async fn serve(listener: StdListener, config: Config, handler: Arc<dyn Handler>,
 const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 async fn connection(stream: TcpStream, config: Arc<Config>, handler: Arc<dyn Handler>, stop: Stop) {
-    let Some(current) = &config.tls else {
+    let Some(tls) = &config.tls else {
         return http2_connection(stream, config, handler, stop).await;
     };
     let checking = handler.clone();
-    if let Ok(Some(pems)) = tokio::task::spawn_blocking(move || checking.tls_changed()).await {
-        // A pair that does not load keeps the previous one in use (Python has checked it already).
-        if let (Ok(fresh), Ok(mut tls)) = (tls::server_config(&pems), current.lock()) {
-            *tls = fresh;
-        }
-    }
-    let Ok(tls) = current.lock().map(|tls| tls.clone()) else {
-        return;
-    };
-    let handshake = TlsAcceptor::from(tls).accept(stream);
-    if let Ok(Ok(stream)) = tokio::time::timeout(config.handshake_timeout, handshake).await {
+    let changed = move || checking.tls_changed();
+    if let Some(stream) = tls.accept(stream, config.handshake_timeout, changed).await {
         http2_connection(stream, config, handler, stop).await;
     }
 }

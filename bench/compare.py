@@ -155,7 +155,9 @@ class Collector:
                 self.proc.wait()
 
 
-def sloscope_settings(engine: str, window: float, grpc_server: str = "grpcio") -> dict[str, Any]:
+def sloscope_settings(
+    engine: str, window: float, grpc_server: str = "grpcio", http_server: str = "uvicorn"
+) -> dict[str, Any]:
     return {
         "log_level": "INFO",
         "shutdown_grace_seconds": 10,
@@ -165,6 +167,7 @@ def sloscope_settings(engine: str, window: float, grpc_server: str = "grpcio") -
             "otlp_http_port": 0,
             "metrics_port": 0,
             "grpc": {"server": grpc_server},
+            "otlp_http_server": http_server,
         },
         "join": {"engine": engine, "window_seconds": window},
         "self_tracing": {"enabled": False},
@@ -392,7 +395,8 @@ class Target:
 
 
 def sloscope_target(engine: str, cpus: str, workdir: Path, args: argparse.Namespace, warmup: PayloadSet) -> Target:
-    server = Server(sloscope_settings(engine, args.window, args.grpc_server), cpus, workdir)  # type: ignore[arg-type]  # "0,1"
+    settings = sloscope_settings(engine, args.window, args.grpc_server, args.http_server)
+    server = Server(settings, cpus, workdir)  # type: ignore[arg-type]  # "0,1"
     try:
         client = Client(server.otlp_http_port, args.connections, args.retry_wait)
         client.send(warmup.payloads, time.monotonic() + args.timeout)  # lazy imports, first-request costs
@@ -581,6 +585,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         choices=("grpcio", "native"),
         default="grpcio",
         help="listeners.grpc.server of the sloscope servers (native needs the native engine; default grpcio)",
+    )
+    add(
+        "--http-server",
+        choices=("uvicorn", "native"),
+        default="uvicorn",
+        help="listeners.otlp_http_server of the sloscope servers (native needs the native engine; default uvicorn)",
     )
     add("--batch-spans", type=int, default=512, help="spans per OTLP export request (default 512)")
     add("--pods", type=int, default=8, help="vLLM pods the two-span requests are spread over (default 8)")

@@ -67,6 +67,8 @@ class GrpcFront:
         max_age: float,
         max_age_grace: float,
         handler_threads: int,
+        freed: Callable[[int], None] | None = None,
+        trim_from: int = ...,
     ) -> None: ...
     def stop(self, grace: float) -> None: ...
 
@@ -91,6 +93,7 @@ class HttpFront:
         idle_timeout: float,
         body_timeout: float,
         handler_threads: int,
+        trim_from: int,
     ) -> None: ...
     def stop(self, grace: float) -> None: ...
 

@@ -10,7 +10,7 @@ authentication failures. A compressed body, or JSON the native decoder leaves to
 decoded here (:meth:`NativeHttpReceiver.export_body`), still off the event loop.
 
 What the front does not do: self-tracing of OTLP/HTTP requests (``self_tracing`` still traces the metrics
-listener), and giving memory back to the system after large bodies (``InFlightBytes.freed``).
+listener).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from collections.abc import Callable
 
 from sloscope import _native
 from sloscope.config import Settings
+from sloscope.receivers.in_flight import TRIM_FROM_BYTES
 from sloscope.receivers.intake import Intake
 from sloscope.receivers.otlp_decode import Decoded, MalformedPayloadError, PayloadTooLargeError
 from sloscope.receivers.otlp_http import (
@@ -58,14 +59,18 @@ class NativeHttpReceiver:
         settings: Settings,
         metrics: HttpMetrics,
         connection_refused: Callable[[str], None],
+        *,
         credentials: tuple[Credentials, Callable[[str], None]] | None = None,
+        freed: Callable[[int], None] = lambda _: None,
     ) -> None:
+        """``freed``: told of a large body let go (``InFlightBytes.freed_from_threads``), to trim memory."""
         self._intake = intake
         self._metrics = metrics
         self._body_timeout = settings.listeners.body_timeout_seconds
         self._retry = {"Retry-After": str(intake.retry_after_seconds)}
         self._credentials = credentials
         self.connection_refused = connection_refused
+        self.freed = freed
 
     def _answered(self, reply: Reply, seconds: float, method: str = "POST", handler: str = TRACES_PATH) -> Reply:
         self._metrics.observe(handler, method, reply.status, seconds)
@@ -162,4 +167,5 @@ def start(
         idle_timeout=listeners.idle_timeout_seconds,
         body_timeout=listeners.body_timeout_seconds,
         handler_threads=limits.decode_threads,
+        trim_from=TRIM_FROM_BYTES,
     )

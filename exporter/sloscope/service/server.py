@@ -203,7 +203,10 @@ class Service:
             credentials = setup.credentials_of("otlp_http")
             intake = self.pipeline.intake
             refused = setup.connection_refused("otlp_http")
-            receiver = NativeHttpReceiver(intake, self.settings, self._http_metrics, refused, credentials)
+            freed = intake.in_flight.freed_from_threads()
+            receiver = NativeHttpReceiver(
+                intake, self.settings, self._http_metrics, refused, credentials=credentials, freed=freed
+            )
             tls, authorize = setup.tls_files("otlp_http"), credentials is not None
             self._fronts["otlp_http"] = otlp_http_native.start(
                 sock, intake, self.settings, receiver, tls, authorize=authorize

@@ -66,6 +66,8 @@ pub struct Config {
     pub budget: Arc<Budget>,
     /// Whether requests need credentials (`Handler::authorize`).
     pub authorize: bool,
+    /// Bodies of at least this many bytes are told to `Handler::freed` once let go.
+    pub trim_from: usize,
     /// The TLS of new connections, when the listener serves TLS.
     pub tls: Option<tls::Acceptor>,
 }
@@ -91,6 +93,8 @@ pub trait Handler: Send + Sync + 'static {
         -> Option<Reply>;
     /// A request for anything but `POST /v1/traces` (404, 405).
     fn other(&self, method: &str, path: &str, seconds: f64) -> Reply;
+    /// A body of `size` bytes (at least `Config::trim_from`) is let go: its memory may be handed back.
+    fn freed(&self, size: usize);
     /// One whole body with its `Content-Encoding` (`json`: OTLP/JSON, else protobuf).
     fn export(&self, body: &[u8], encoding: &str, json: bool, started: Instant) -> Reply;
     /// A request refused before `export`, as the `otlp_requests` result it counts as
@@ -128,7 +132,11 @@ async fn serve(listener: TcpListener, config: Config, handler: Arc<dyn Handler>,
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
             accepted = runtime::accept(&listener) => {
                 let Some(stream) = accepted else { continue };
-                let Some(slot) = slots.admit(config.max_connections, &handler) else {
+                let (slot, refusal) = slots.admit(config.max_connections);
+                if let Some(reason) = refusal {
+                    count(&handler, reason);
+                }
+                let Some(slot) = slot else {
                     tokio::spawn(refuse(stream, config.clone()));
                     continue;
                 };
@@ -280,34 +288,27 @@ struct Slots {
 
 impl Slots {
     /// A slot for a new connection, unless the cap is reached and no connection waits to make room
-    /// (the one waiting longest is closed for it). Refusals and evictions are counted.
-    fn admit(&self, cap: usize, handler: &Arc<dyn Handler>) -> Option<Arc<Slot>> {
+    /// (the one waiting longest is closed for it); and the refusal to count, if any.
+    fn admit(&self, cap: usize) -> (Option<Arc<Slot>>, Option<&'static str>) {
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        let mut refusal = None;
         if open.len() >= cap {
+            let waiting =
+                |slot: &Arc<Slot>| slot.with(|w| (w.busy == 0 && !w.evicted).then_some(w.since));
             let victim = open
                 .values()
-                .filter_map(|slot| {
-                    slot.with(|w| (w.busy == 0 && !w.evicted).then_some(w.since))
-                        .map(|s| (s, slot))
-                })
-                .min_by_key(|(since, _)| *since)
-                .map(|(_, slot)| slot.clone());
-            let reason = match victim {
-                Some(victim) => {
-                    victim.with(|w| w.evicted = true);
-                    victim.evict.notify_one();
-                    EVICTED
-                }
-                None => CONNECTION_LIMIT,
+                .filter_map(|slot| waiting(slot).map(|since| (since, slot)))
+                .min_by_key(|(since, _)| *since);
+            let Some((_, victim)) = victim else {
+                return (None, Some(CONNECTION_LIMIT));
             };
-            count(handler, reason);
-            if reason == CONNECTION_LIMIT {
-                return None;
-            }
+            victim.with(|w| w.evicted = true);
+            victim.evict.notify_one();
+            refusal = Some(EVICTED);
         }
         let slot = Arc::new(Slot::new(self.next.fetch_add(1, Ordering::Relaxed)));
         open.insert(slot.id, slot.clone());
-        Some(slot)
+        (Some(slot), refusal)
     }
 
     fn close(&self, slot: &Slot) {
@@ -412,10 +413,8 @@ async fn http1_connection<S>(
 type Body = Full<Bytes>;
 
 /// `Content-Type` of an OTLP body: protobuf (false), JSON (true), or the media type refused.
-fn media(request: &Request<Incoming>) -> Result<bool, String> {
-    let value = request
-        .headers()
-        .get(http::header::CONTENT_TYPE)
+fn media(content_type: Option<&HeaderValue>) -> Result<bool, String> {
+    let value = content_type
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
         .unwrap_or_default();
     let media = value.split(';').next().unwrap_or("").trim().to_lowercase();
@@ -436,6 +435,24 @@ async fn call(
     config: Arc<Config>,
     handler: Arc<dyn Handler>,
 ) -> Result<Response<Body>, Infallible> {
+    let progress = AtomicUsize::new(0);
+    let response = answer(request, &config, &handler, &progress).await;
+    let read = progress.load(Ordering::Relaxed);
+    if read >= config.trim_from {
+        // Its bytes are let go: a large body's memory is handed back to the system.
+        tokio::task::spawn_blocking(move || handler.freed(read));
+    }
+    Ok(response)
+}
+
+/// Answers one request; `progress`: the bytes of its body read.
+async fn answer(
+    request: Request<Incoming>,
+    config: &Arc<Config>,
+    handler: &Arc<dyn Handler>,
+    progress: &AtomicUsize,
+) -> Response<Body> {
+    let handler = handler.clone();
     let started = Instant::now();
     let seconds = move || started.elapsed().as_secs_f64();
     let method = request.method().as_str().to_owned();
@@ -445,8 +462,8 @@ async fn call(
         let refusal = blocking(move || checking.authorize(authorization, &method, seconds())).await;
         match refusal {
             Ok(None) => {}
-            Ok(Some(reply)) => return Ok(respond(reply)),
-            Err(failed) => return Ok(failed),
+            Ok(Some(reply)) => return respond(reply),
+            Err(failed) => return failed,
         }
     }
     let path = request.uri().path().to_owned();
@@ -454,22 +471,19 @@ async fn call(
     let drain = |body| tokio::spawn(drain(body, config.body_timeout, 2 * limit));
     if request.method() != Method::POST || path != TRACES_PATH {
         drain(request.into_body());
-        return Ok(answered(
-            blocking(move || handler.other(&method, &path, seconds())).await,
-        ));
+        return answered(blocking(move || handler.other(&method, &path, seconds())).await);
     }
-    let json = match media(&request) {
+    let json = match media(request.headers().get(http::header::CONTENT_TYPE)) {
         Ok(json) => json,
         Err(media) => {
             drain(request.into_body());
-            return Ok(refused(handler, "unsupported", media, 0, false, started).await);
+            return refused(handler, "unsupported", media, 0, false, started).await;
         }
     };
     let encoding = header(&request, http::header::CONTENT_ENCODING).unwrap_or_default();
     let declared = header(&request, http::header::CONTENT_LENGTH);
     let mut incoming = request.into_body();
-    let progress = AtomicUsize::new(0);
-    let read = read(&mut incoming, declared, limit, &config.budget, &progress);
+    let read = read(&mut incoming, declared, limit, &config.budget, progress);
     let read = tokio::time::timeout(config.body_timeout, read).await;
     let refusal = |result: &'static str, reason: String| {
         let read = progress.load(Ordering::Relaxed);
@@ -479,26 +493,26 @@ async fn call(
         Ok(Read::Whole(body, lease)) => (body, lease),
         Ok(Read::TooLarge(words)) => {
             drain(incoming);
-            return Ok(refusal("too_large", words).await);
+            return refusal("too_large", words).await;
         }
         Ok(Read::InFlightFull) => {
             drain(incoming);
-            return Ok(refusal("in_flight_full", String::new()).await);
+            return refusal("in_flight_full", String::new()).await;
         }
-        Ok(Read::Gone) => return Ok(refusal("client_disconnected", String::new()).await),
-        Err(_) => return Ok(refusal("body_timeout", String::new()).await),
+        Ok(Read::Gone) => return refusal("client_disconnected", String::new()).await,
+        Err(_) => return refusal("body_timeout", String::new()).await,
     };
     let compressed = !matches!(encoding.trim().to_lowercase().as_str(), "" | "identity");
     if compressed && !lease.grow(limit) {
         // Inflated, it may hold up to the limit more.
-        return Ok(refusal("in_flight_full", String::new()).await);
+        return refusal("in_flight_full", String::new()).await;
     }
     let reply = blocking(move || {
         let reply = handler.export(&body, &encoding, json, started);
         drop(lease); // the body is decoded and handed over: its bytes are let go
         reply
     });
-    Ok(answered(reply.await))
+    answered(reply.await)
 }
 
 async fn refused(
@@ -623,6 +637,89 @@ fn respond(reply: Reply) -> Response<Body> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn config(header: u64, idle: u64) -> Config {
+        Config {
+            name: "otlp_http".into(),
+            max_request_bytes: 1024,
+            max_connections: 2,
+            header_timeout: Duration::from_secs(header),
+            idle_timeout: Duration::from_secs(idle),
+            body_timeout: Duration::from_secs(30),
+            handler_threads: 1,
+            budget: Arc::new(Budget::new(1024)),
+            authorize: false,
+            trim_from: 1 << 20,
+            tls: None,
+        }
+    }
+
+    #[test]
+    fn the_media_type_is_read_as_the_uvicorn_receiver_reads_it() {
+        let media_of = |value: &'static str| media(Some(&HeaderValue::from_static(value)));
+        assert_eq!(media_of("application/x-protobuf"), Ok(false));
+        assert_eq!(media_of("Application/Protobuf ; charset=x"), Ok(false));
+        assert_eq!(media_of("application/json; charset=utf-8"), Ok(true));
+        assert_eq!(media_of("text/plain"), Err("text/plain".into()));
+        assert_eq!(media(None), Err(String::new()));
+    }
+
+    #[test]
+    fn a_connection_is_timed_for_its_request_head_then_for_idleness() {
+        let limits = config(10, 75);
+        let slot = Slot::new(0);
+        let since = slot.with(|w| w.since);
+        let (at, expired) = slot.deadline(&limits).unwrap();
+        assert_eq!(
+            (at, matches!(expired, Expired::Idle)),
+            (since + limits.idle_timeout, true)
+        );
+        slot.established(); // a new connection owes its first request's head
+        assert!(matches!(slot.deadline(&limits), Some((_, Expired::Header))));
+        slot.begin();
+        assert!(slot.deadline(&limits).is_none()); // serving: no deadline
+        slot.read(); // body bytes of the request being served start nothing
+        slot.end();
+        let (at, expired) = slot.deadline(&limits).unwrap();
+        let idle_since = slot.with(|w| w.since);
+        assert_eq!(
+            (at, matches!(expired, Expired::Idle)),
+            (idle_since + limits.idle_timeout, true)
+        );
+        slot.read(); // the next request's first byte
+        let head = slot.with(|w| w.head).unwrap();
+        let (at, expired) = slot.deadline(&limits).unwrap();
+        assert_eq!(
+            (at, matches!(expired, Expired::Header)),
+            (head + limits.header_timeout, true)
+        );
+        slot.read(); // more of the same head: its deadline stands
+        assert_eq!(slot.with(|w| w.head), Some(head));
+    }
+
+    #[test]
+    fn at_the_cap_the_longest_waiting_connection_makes_room_else_the_new_one_is_refused() {
+        let slots = Slots::default();
+        let (first, none) = slots.admit(2);
+        let (second, _) = slots.admit(2);
+        let (first, second) = (first.unwrap(), second.unwrap());
+        assert!(none.is_none());
+        second.begin(); // serving a request: never evicted
+        let (third, refusal) = slots.admit(2);
+        assert_eq!(refusal, Some(EVICTED));
+        assert!(first.with(|w| w.evicted));
+        third.unwrap().begin();
+        let refused = |(slot, refusal): (Option<Arc<Slot>>, _)| {
+            slot.is_none() && refusal == Some(CONNECTION_LIMIT)
+        };
+        // The evicted connection is still open until it closes, and no longer a candidate.
+        assert!(refused(slots.admit(2)));
+        slots.close(&first);
+        assert!(refused(slots.admit(2))); // both open connections are serving
+        second.end();
+        let (fourth, refusal) = slots.admit(2);
+        assert!(fourth.is_some() && refusal == Some(EVICTED) && second.with(|w| w.evicted));
+    }
 
     #[test]
     fn an_answer_of_the_listener_closes_its_connection() {

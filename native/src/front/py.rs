@@ -34,6 +34,17 @@ struct PyHandler {
     authorize: Option<Py<PyAny>>,
     /// `tls_changed()`: None, or the TLS files' `PyPems` when they changed.
     tls_changed: Option<Py<PyAny>>,
+    /// `freed(size)`: a large message let go (`Handler::freed`).
+    freed: Option<Py<PyAny>>,
+}
+
+/// Tells `freed` (a Python callable) that `size` bytes were let go.
+fn told_freed(freed: &Py<PyAny>, size: usize) {
+    Python::attach(|py| {
+        if let Err(error) = freed.call1(py, (size,)) {
+            error.write_unraisable(py, None);
+        }
+    })
 }
 
 /// (certificate chain, key, client CA or None, client auth type), PEM bytes read by Python.
@@ -89,6 +100,12 @@ impl Handler for PyHandler {
 
     fn refused(&self, result: &'static str, size: usize, reason: String) -> Answer {
         Python::attach(|py| answer(py, self.refused.call1(py, (result, size, reason))))
+    }
+
+    fn freed(&self, size: usize) {
+        if let Some(freed) = &self.freed {
+            told_freed(freed, size);
+        }
     }
 }
 
@@ -156,7 +173,7 @@ impl GrpcFront {
     #[pyo3(signature = (
         fd, decoder, budget, export, refused, authorize, tls, tls_changed, *, max_request_bytes, max_connections,
         max_concurrent_streams, keepalive_time, keepalive_timeout, handshake_timeout, max_idle, max_age,
-        max_age_grace, handler_threads
+        max_age_grace, handler_threads, freed = None, trim_from = usize::MAX
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -178,6 +195,8 @@ impl GrpcFront {
         max_age: f64,
         max_age_grace: f64,
         handler_threads: usize,
+        freed: Option<Py<PyAny>>,
+        trim_from: usize,
     ) -> PyResult<Self> {
         let config = Config {
             max_request_bytes,
@@ -190,6 +209,7 @@ impl GrpcFront {
             max_age: seconds(max_age)?,
             max_age_grace: seconds(max_age_grace)?,
             handler_threads,
+            trim_from,
             budget: budget.get().0.clone(),
             authorize: authorize.is_some(),
             tls: acceptor(tls, b"h2")?,
@@ -201,6 +221,7 @@ impl GrpcFront {
             refused,
             authorize,
             tls_changed,
+            freed,
         });
         Ok(GrpcFront {
             running: started(server::start(listener, config, handler))?,
@@ -290,6 +311,18 @@ impl http::Handler for PyHttpHandler {
         })
     }
 
+    fn freed(&self, size: usize) {
+        Python::attach(|py| {
+            let told = self
+                .receiver
+                .bind(py)
+                .call_method1(intern!(py, "freed"), (size,));
+            if let Err(error) = told {
+                error.write_unraisable(py, None);
+            }
+        })
+    }
+
     fn other(&self, method: &str, path: &str, seconds: f64) -> Reply {
         Python::attach(|py| self.call(py, intern!(py, "other"), (method, path, seconds)))
     }
@@ -356,7 +389,7 @@ impl HttpFront {
     #[new]
     #[pyo3(signature = (
         fd, decoder, budget, receiver, authorize, tls, tls_changed, *, name, max_request_bytes,
-        max_connections, header_timeout, idle_timeout, body_timeout, handler_threads
+        max_connections, header_timeout, idle_timeout, body_timeout, handler_threads, trim_from
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -374,6 +407,7 @@ impl HttpFront {
         idle_timeout: f64,
         body_timeout: f64,
         handler_threads: usize,
+        trim_from: usize,
     ) -> PyResult<Self> {
         let config = http::Config {
             name,
@@ -385,6 +419,7 @@ impl HttpFront {
             handler_threads,
             budget: budget.get().0.clone(),
             authorize,
+            trim_from,
             tls: acceptor(tls, b"http/1.1")?,
         };
         let listener = listener(fd)?;

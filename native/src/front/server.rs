@@ -49,6 +49,8 @@ pub struct Config {
     pub budget: Arc<Budget>,
     /// Whether calls need credentials (`Handler::authorize`).
     pub authorize: bool,
+    /// Messages of at least this many bytes are told to `Handler::freed` once let go.
+    pub trim_from: usize,
     /// The TLS of new connections, when the listener serves TLS (reloaded when
     /// `Handler::tls_changed` says the files changed).
     pub tls: Option<tls::Acceptor>,
@@ -89,6 +91,9 @@ pub trait Handler: Send + Sync + 'static {
     /// as (`too_large` with the message's size, `in_flight_full`, `malformed` and
     /// `unsupported_encoding` with the reason, `client_disconnected`).
     fn refused(&self, result: &'static str, size: usize, reason: String) -> Answer;
+    /// A message of `size` bytes (at least `Config::trim_from`) is let go: its memory may be handed
+    /// back to the system.
+    fn freed(&self, size: usize);
 }
 
 /// A call's body, read as far as it needs to be.
@@ -352,9 +357,14 @@ async fn call(
             return Ok(respond(answer));
         }
     };
+    let size = body.len();
+    let trim = size >= config.trim_from;
     let answer = blocking(move || {
         let answer = handle(&body, encoding.as_deref(), max, &*handler);
-        drop(lease); // the message is decoded and handed over: its bytes are let go
+        drop((body, lease)); // the message is decoded and handed over: its bytes are let go
+        if trim {
+            handler.freed(size); // and a large one's memory handed back to the system
+        }
         answer
     });
     Ok(respond(answer.await))

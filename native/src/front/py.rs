@@ -124,7 +124,7 @@ fn seconds(s: f64) -> PyResult<Duration> {
     Duration::try_from_secs_f64(s).map_err(PyValueError::new_err)
 }
 
-fn acceptor(tls: Option<PyPems>, alpn: &'static [u8]) -> PyResult<Option<tls::Acceptor>> {
+fn acceptor(tls: Option<PyPems>, alpn: Option<&'static [u8]>) -> PyResult<Option<tls::Acceptor>> {
     tls.map(|first| tls::Acceptor::new(&pems(first), alpn).map_err(PyValueError::new_err))
         .transpose()
 }
@@ -212,7 +212,7 @@ impl GrpcFront {
             trim_from,
             budget: budget.get().0.clone(),
             authorize: authorize.is_some(),
-            tls: acceptor(tls, b"h2")?,
+            tls: acceptor(tls, Some(b"h2"))?,
         };
         let listener = listener(fd)?;
         let handler = Arc::new(PyHandler {
@@ -420,7 +420,7 @@ impl HttpFront {
             budget: budget.get().0.clone(),
             authorize,
             trim_from,
-            tls: acceptor(tls, b"http/1.1")?,
+            tls: acceptor(tls, None)?,
         };
         let listener = listener(fd)?;
         let handler = Arc::new(PyHttpHandler {

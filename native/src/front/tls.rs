@@ -26,12 +26,13 @@ pub struct Pems {
 #[derive(Debug)]
 pub struct Acceptor {
     current: Mutex<Arc<ServerConfig>>,
-    alpn: &'static [u8],
+    alpn: Option<&'static [u8]>,
 }
 
 impl Acceptor {
-    /// `alpn`: the one protocol offered (`h2`, `http/1.1`).
-    pub fn new(pems: &Pems, alpn: &'static [u8]) -> Result<Self, String> {
+    /// `alpn`: the one protocol offered (`h2`), or none: a client's ALPN offer is then ignored, as
+    /// Python's TLS does (a client offering only `h2` still gets HTTP/1.1).
+    pub fn new(pems: &Pems, alpn: Option<&'static [u8]>) -> Result<Self, String> {
         Ok(Acceptor {
             current: Mutex::new(server_config(pems, alpn)?),
             alpn,
@@ -63,7 +64,7 @@ impl Acceptor {
     }
 }
 
-pub fn server_config(pems: &Pems, alpn: &[u8]) -> Result<Arc<ServerConfig>, String> {
+pub fn server_config(pems: &Pems, alpn: Option<&[u8]>) -> Result<Arc<ServerConfig>, String> {
     let chain = CertificateDer::pem_slice_iter(&pems.cert_chain)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| format!("the certificate chain: {e}"))?;
@@ -95,6 +96,6 @@ pub fn server_config(pems: &Pems, alpn: &[u8]) -> Result<Arc<ServerConfig>, Stri
     let mut config = builder
         .with_single_cert(chain, key)
         .map_err(|e| format!("the certificate and key: {e}"))?;
-    config.alpn_protocols = vec![alpn.to_vec()];
+    config.alpn_protocols = alpn.map(|p| vec![p.to_vec()]).unwrap_or_default();
     Ok(Arc::new(config))
 }

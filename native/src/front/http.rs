@@ -166,8 +166,13 @@ async fn refuse(mut stream: TcpStream, config: Arc<Config>) {
         config.name, config.max_connections
     );
     let answer = plain_answer("503 Service Unavailable", &text, "retry-after: 1\r\n");
+    tell_and_close(&mut stream, &answer).await;
+}
+
+/// Writes the listener's own answer and closes, giving it a second at most.
+async fn tell_and_close<S: AsyncWrite + Unpin>(stream: &mut S, answer: &[u8]) {
     let _ = tokio::time::timeout(Duration::from_secs(1), async {
-        let _ = stream.write_all(&answer).await;
+        let _ = stream.write_all(answer).await;
         let _ = stream.shutdown().await;
     })
     .await;
@@ -397,11 +402,7 @@ async fn http1_connection<S>(
                         let text = "sloscope: request headers not received in time\n";
                         let mut stream = served.into_parts().io.into_inner().into_inner();
                         let answer = plain_answer("408 Request Timeout", text, "");
-                        let _ = tokio::time::timeout(Duration::from_secs(1), async {
-                            let _ = stream.write_all(&answer).await;
-                            let _ = stream.shutdown().await;
-                        })
-                        .await;
+                        tell_and_close(&mut stream, &answer).await;
                     }
                     return;
                 }

@@ -62,6 +62,8 @@ class GrpcFront:
         max_concurrent_streams: int,
         keepalive_time: float,
         keepalive_timeout: float,
+        min_ping_interval: float,
+        permit_without_calls: bool,
         handshake_timeout: float,
         max_idle: float,
         max_age: float,

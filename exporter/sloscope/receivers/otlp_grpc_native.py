@@ -94,6 +94,8 @@ def start(
         max_concurrent_streams=grpc_limits.max_concurrent_streams,
         keepalive_time=grpc_limits.keepalive_time_seconds,
         keepalive_timeout=grpc_limits.keepalive_timeout_seconds,
+        min_ping_interval=grpc_limits.min_ping_interval_seconds,
+        permit_without_calls=grpc_limits.permit_keepalive_without_calls,
         handshake_timeout=settings.listeners.header_timeout_seconds,
         max_idle=grpc_limits.max_connection_idle_seconds,
         max_age=grpc_limits.max_connection_age_seconds,

@@ -362,7 +362,7 @@ async fn http1_connection<S>(
 {
     slot.established();
     let watching = slot.clone();
-    let stream = Rewound::watched(stream, Arc::new(move || watching.read()));
+    let stream = Rewound::new(Vec::new(), stream).watch(Arc::new(move |_| watching.read()));
     let serving = slot.clone();
     let limits = config.clone();
     let answering = handler.clone();

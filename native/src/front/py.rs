@@ -172,7 +172,8 @@ impl GrpcFront {
     #[new]
     #[pyo3(signature = (
         fd, decoder, budget, export, refused, authorize, tls, tls_changed, *, max_request_bytes, max_connections,
-        max_concurrent_streams, keepalive_time, keepalive_timeout, handshake_timeout, max_idle, max_age,
+        max_concurrent_streams, keepalive_time, keepalive_timeout, min_ping_interval, permit_without_calls,
+        handshake_timeout, max_idle, max_age,
         max_age_grace, handler_threads, freed = None, trim_from = usize::MAX
     ))]
     #[allow(clippy::too_many_arguments)]
@@ -190,6 +191,8 @@ impl GrpcFront {
         max_concurrent_streams: u32,
         keepalive_time: f64,
         keepalive_timeout: f64,
+        min_ping_interval: f64,
+        permit_without_calls: bool,
         handshake_timeout: f64,
         max_idle: f64,
         max_age: f64,
@@ -204,6 +207,8 @@ impl GrpcFront {
             max_concurrent_streams,
             keepalive_time: seconds(keepalive_time)?,
             keepalive_timeout: seconds(keepalive_timeout)?,
+            min_ping_interval: seconds(min_ping_interval)?,
+            permit_without_calls,
             handshake_timeout: seconds(handshake_timeout)?,
             max_idle: seconds(max_idle)?,
             max_age: seconds(max_age)?,

@@ -9,8 +9,8 @@ use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-/// Called after each read that brought bytes.
-pub type OnRead = Arc<dyn Fn() + Send + Sync>;
+/// Called with the bytes of each read that brought some (not with those given back).
+pub type OnRead = Arc<dyn Fn(&[u8]) + Send + Sync>;
 
 pub struct Rewound<S> {
     head: Vec<u8>,
@@ -29,11 +29,11 @@ impl<S> Rewound<S> {
         }
     }
 
-    /// `stream` with nothing read ahead, `on_read` told of every read that brings bytes.
-    pub fn watched(stream: S, on_read: OnRead) -> Self {
+    /// `on_read` is told of every read from the stream that brings bytes.
+    pub fn watch(self, on_read: OnRead) -> Self {
         Rewound {
             on_read: Some(on_read),
-            ..Rewound::new(Vec::new(), stream)
+            ..self
         }
     }
 
@@ -59,7 +59,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for Rewound<S> {
         let read = Pin::new(&mut self.stream).poll_read(cx, buf);
         if let (Some(on_read), Poll::Ready(Ok(()))) = (&self.on_read, &read) {
             if buf.filled().len() > before {
-                on_read();
+                on_read(&buf.filled()[before..]);
             }
         }
         read

@@ -20,10 +20,12 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
 use tokio::task::JoinSet;
 
 use crate::front::budget::{Budget, Lease};
 use crate::front::grpc;
+use crate::front::pings::{Frames, Policy};
 use crate::front::rewound::Rewound;
 use crate::front::runtime::{self, Running, Stop};
 use crate::front::tls::{self, Pems};
@@ -36,6 +38,10 @@ pub struct Config {
     pub max_concurrent_streams: u32,
     pub keepalive_time: Duration,
     pub keepalive_timeout: Duration,
+    /// Clients' pings closer than this are strikes (`Policy`).
+    pub min_ping_interval: Duration,
+    /// Whether a client may ping while it has no call open.
+    pub permit_without_calls: bool,
     /// How long a new connection has to send the HTTP/2 preface.
     pub handshake_timeout: Duration,
     /// A connection with no call for this long is told to go away (GOAWAY).
@@ -216,9 +222,12 @@ async fn http2_connection<S>(
         Ok(Ok(_)) if &head == PREFACE => {}
         _ => return,
     }
-    let stream = Rewound::new(head.to_vec(), stream);
+    let policy = Policy::new(config.min_ping_interval, config.permit_without_calls);
+    let activity = Arc::new(Activity::new(policy));
+    let reading = activity.clone();
+    let stream =
+        Rewound::new(head.to_vec(), stream).watch(Arc::new(move |bytes| reading.read(bytes)));
     let limits = config.clone();
-    let activity = Arc::new(Activity::new());
     let watched = activity.clone();
     let service = service_fn(move |request| {
         let call = call(request, limits.clone(), handler.clone());
@@ -240,6 +249,7 @@ async fn http2_connection<S>(
     tokio::pin!(served);
     let grace = tokio::select! {
         _ = served.as_mut() => return,
+        _ = activity.abused.notified() => return, // too many pings: closed
         _ = tokio::time::sleep(config.max_age) => config.max_age_grace,
         _ = activity.idle_for(config.max_idle) => Duration::ZERO,
         _ = stop.changed() => stop.borrow().unwrap_or_default(),
@@ -248,17 +258,37 @@ async fn http2_connection<S>(
     let _ = tokio::time::timeout(grace, served).await;
 }
 
-/// The calls in flight on one connection, and when the last one ended.
+/// The calls in flight on one connection, when the last one ended, and the client's pings.
 struct Activity {
     calls: AtomicUsize,
     last: Mutex<Instant>,
+    pings: Mutex<(Frames, Policy)>,
+    /// Told when the client pinged one strike too many.
+    abused: Notify,
 }
 
 impl Activity {
-    fn new() -> Self {
+    fn new(policy: Policy) -> Self {
         Activity {
             calls: AtomicUsize::new(0),
             last: Mutex::new(Instant::now()),
+            pings: Mutex::new((Frames::default(), policy)),
+            abused: Notify::new(),
+        }
+    }
+
+    /// Bytes the client sent: its pings are policed.
+    fn read(&self, bytes: &[u8]) {
+        let Ok(mut pings) = self.pings.lock() else {
+            return;
+        };
+        let (frames, policy) = &mut *pings;
+        let idle = self.calls.load(Ordering::Acquire) == 0;
+        let now = Instant::now();
+        let abused =
+            (0..frames.pings(bytes)).fold(false, |abused, _| policy.ping(now, idle) || abused);
+        if abused {
+            self.abused.notify_one();
         }
     }
 
@@ -292,6 +322,9 @@ impl Drop for Busy {
     fn drop(&mut self) {
         if let Ok(mut last) = self.0.last.lock() {
             *last = Instant::now();
+        }
+        if let Ok(mut pings) = self.0.pings.lock() {
+            pings.1.forgive(); // the answer was sent
         }
         self.0.calls.fetch_sub(1, Ordering::AcqRel);
     }

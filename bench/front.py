@@ -233,7 +233,7 @@ def scrape_cost(server: Server, target: Measured, timeout: float) -> dict[str, f
 
 
 def sloscope_rows(
-    sets: list[PayloadSet], timeout: float, workdir: Path, grpc_server: str, http_server: str
+    sets: list[PayloadSet], timeout: float, workdir: Path, grpc_server: str | None, http_server: str | None
 ) -> list[dict[str, Any]]:
     """One server per transport (a fresh one each: the second must not start warmer than the first)."""
     rows = []
@@ -280,10 +280,10 @@ def main() -> int:
     parser.add_argument("--spans", type=int, default=100_000, help="spans a set (100000)")
     parser.add_argument("--sets", type=int, default=3, help="sets measured after one set of warm-up (3)")
     parser.add_argument(
-        "--grpc-server", choices=("grpcio", "native"), default="grpcio", help="sloscope's listeners.grpc.server"
+        "--grpc-server", choices=("grpcio", "native"), help="sloscope's listeners.grpc.server (default: native)"
     )
     parser.add_argument(
-        "--http-server", choices=("uvicorn", "native"), default="uvicorn", help="sloscope's listeners.otlp_http_server"
+        "--http-server", choices=("uvicorn", "native"), help="sloscope's listeners.otlp_http_server (default: native)"
     )
     parser.add_argument("--serve", choices=("grpc", "http"), help=argparse.SUPPRESS)  # a floor server's process
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)

@@ -91,14 +91,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         choices=("grpcio", "native"),
         default=None,
         help="serve OTLP/gRPC with this listeners.grpc.server in every server of the native engine whose settings "
-        "do not name one (make test runs the gRPC tests a second time with native)",
+        "do not name one (make test runs the OTLP tests a second time with grpcio)",
     )
     parser.addoption(
         "--http-server",
         choices=("uvicorn", "native"),
         default=None,
         help="serve OTLP/HTTP with this listeners.otlp_http_server in every server of the native engine whose "
-        "settings do not name one (make test runs the OTLP/HTTP tests a second time with native)",
+        "settings do not name one (make test runs the OTLP tests a second time with uvicorn)",
     )
 
 

@@ -1,4 +1,7 @@
-"""Runs sloscope: the pipeline, the OTLP/gRPC and OTLP/HTTP receivers and the metrics app, on one loop.
+"""Runs sloscope: the pipeline, the OTLP/gRPC and OTLP/HTTP receivers and the metrics app.
+
+The metrics app, and the Python receivers when chosen (grpcio, uvicorn), share one event loop; the native
+receivers (the default with the native engine) serve on threads of their own and call into the intake.
 
 Start order is downstream first (pipeline, pool monitor, metrics, then receivers); stop order is
 upstream first (receivers, then the pipeline drains and flushes, the pool monitor's loops stop, then

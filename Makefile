@@ -95,15 +95,17 @@ $(COLLECTOR_STAMP): $(COLLECTOR_MANIFEST) tools/collector/go.sum | $(JAEGER_STAM
 ## tools: build the pinned Prometheus, promtool, Jaeger, the OpenTelemetry Collector and helm into .tools/bin (tests, the demo and make bench use them).
 tools: $(TOOLS_STAMP) $(JAEGER_STAMP) $(COLLECTOR_STAMP) $(HELM_STAMP)
 
-# The integration tests that speak OTLP/gRPC, run again against the native gRPC front (listeners.grpc.server: native).
-GRPC_TESTS := $(addprefix tests/integration/,test_ingest_limits.py test_listener_limits.py test_listener_security.py \
+# The integration tests that speak OTLP, run again against the Python fronts (listeners.grpc.server: grpcio and
+# listeners.otlp_http_server: uvicorn; the native fronts serve by default).
+FRONT_TESTS := $(addprefix tests/integration/,test_ingest_limits.py test_listener_limits.py test_listener_security.py \
 	test_lifecycle.py test_overload.py test_hostile_bodies.py test_otlp_export.py test_self_observability.py \
-	test_collector_scale_out.py test_upstream_shapes.py test_join_workers_serve.py)
+	test_collector_scale_out.py test_upstream_shapes.py test_join_workers_serve.py test_bad_input.py \
+	test_first_miss_counting.py test_serve_scenario.py test_url_credentials.py)
 
 ## test: lint, type-check, check the generated files and run every test suite (unit, integration against real servers).
 test: lint typecheck native-test tools check-generated
 	$(BIN)/pytest
-	$(BIN)/pytest -q $(GRPC_TESTS) --grpc-server native
+	$(BIN)/pytest -q $(FRONT_TESTS) --grpc-server grpcio --http-server uvicorn
 
 ## generate: regenerate the committed dashboards and rules (and the chart's copies) from the built-in SLO spec.
 generate: $(STAMP)

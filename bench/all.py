@@ -35,7 +35,7 @@ class Step:
     results: str | None = None  # the prefix of the JSON file the script writes to bench/results/
 
 
-NATIVE_GRPC = ("--grpc-server", "native")
+PYTHON_FRONTS = ("--grpc-server", "grpcio", "--http-server", "uvicorn")
 
 STEPS = (
     # end to end: the two join engines and the Collector, both payload sets, HTTP and gRPC, 1 and 2 cores
@@ -48,21 +48,21 @@ STEPS = (
         ("--cores", "1", "--engines", "native", "--spans", "50000", "--slice-spans", "50000"),
         "compare-",
     ),
-    # the burst again with the native gRPC front (listeners.grpc.server: native)
+    # the burst again with the Python fronts (listeners.grpc.server: grpcio, listeners.otlp_http_server: uvicorn)
     Step(
-        "compare-burst-native-grpc",
+        "compare-burst-python-fronts",
         "compare.py",
-        ("--cores", "1", "--engines", "native", "--spans", "200000", "--slice-spans", "100000", *NATIVE_GRPC),
-        ("--cores", "1", "--engines", "native", "--spans", "50000", "--slice-spans", "50000", *NATIVE_GRPC),
+        ("--cores", "1", "--engines", "native", "--spans", "200000", "--slice-spans", "100000", *PYTHON_FRONTS),
+        ("--cores", "1", "--engines", "native", "--spans", "50000", "--slice-spans", "50000", *PYTHON_FRONTS),
         "compare-",
     ),
     # what the OTLP transports cost alone (grpc.aio, uvicorn), beside sloscope's whole per thread, one core
     Step("front", "front.py", ("--spans", "100000", "--sets", "3"), ("--spans", "25000", "--sets", "2"), "front-"),
     Step(
-        "front-native-grpc",
+        "front-python-fronts",
         "front.py",
-        ("--spans", "100000", "--sets", "3", "--grpc-server", "native"),
-        ("--spans", "25000", "--sets", "2", "--grpc-server", "native"),
+        ("--spans", "100000", "--sets", "3", *PYTHON_FRONTS),
+        ("--spans", "25000", "--sets", "2", *PYTHON_FRONTS),
         "front-",
     ),
     # bytes per pending trace: the join's account and the server's RSS growth
@@ -139,9 +139,9 @@ def headline(steps: list[dict[str, Any]]) -> dict[str, Any]:
         out["end_to_end"] = documents["compare"]["summary"]
     if "compare-burst" in documents:
         out["end_to_end_burst"] = documents["compare-burst"]["summary"]
-    if "compare-burst-native-grpc" in documents:
-        out["end_to_end_burst_native_grpc"] = documents["compare-burst-native-grpc"]["summary"]
-    for step in ("front", "front-native-grpc"):
+    if "compare-burst-python-fronts" in documents:
+        out["end_to_end_burst_python_fronts"] = documents["compare-burst-python-fronts"]["summary"]
+    for step in ("front", "front-python-fronts"):
         if step in documents:
             out[step.replace("-", "_")] = [
                 {k: r[k] for k in ("transport", "target", "us_per_span", "us_per_span_by_thread")}

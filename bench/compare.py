@@ -155,7 +155,13 @@ class Collector:
                 self.proc.wait()
 
 
-def sloscope_settings(engine: str, window: float, grpc_server: str = "grpcio") -> dict[str, Any]:
+def sloscope_settings(
+    engine: str, window: float, grpc_server: str | None = None, http_server: str | None = None
+) -> dict[str, Any]:
+    """``grpc_server``, ``http_server``: the listeners' servers when not the setting's default."""
+    fronts: dict[str, Any] = {"grpc": {"server": grpc_server}} if grpc_server else {}
+    if http_server:
+        fronts["otlp_http_server"] = http_server
     return {
         "log_level": "INFO",
         "shutdown_grace_seconds": 10,
@@ -164,7 +170,7 @@ def sloscope_settings(engine: str, window: float, grpc_server: str = "grpcio") -
             "otlp_grpc_port": 0,
             "otlp_http_port": 0,
             "metrics_port": 0,
-            "grpc": {"server": grpc_server},
+            **fronts,
         },
         "join": {"engine": engine, "window_seconds": window},
         "self_tracing": {"enabled": False},
@@ -392,7 +398,8 @@ class Target:
 
 
 def sloscope_target(engine: str, cpus: str, workdir: Path, args: argparse.Namespace, warmup: PayloadSet) -> Target:
-    server = Server(sloscope_settings(engine, args.window, args.grpc_server), cpus, workdir)  # type: ignore[arg-type]  # "0,1"
+    settings = sloscope_settings(engine, args.window, args.grpc_server, args.http_server)
+    server = Server(settings, cpus, workdir)  # type: ignore[arg-type]  # "0,1"
     try:
         client = Client(server.otlp_http_port, args.connections, args.retry_wait)
         client.send(warmup.payloads, time.monotonic() + args.timeout)  # lazy imports, first-request costs
@@ -579,8 +586,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add(
         "--grpc-server",
         choices=("grpcio", "native"),
-        default="grpcio",
-        help="listeners.grpc.server of the sloscope servers (native needs the native engine; default grpcio)",
+        help="listeners.grpc.server of the sloscope servers (default: the setting's, native with the native engine)",
+    )
+    add(
+        "--http-server",
+        choices=("uvicorn", "native"),
+        help="listeners.otlp_http_server of the sloscope servers (default: the setting's, native with the native "
+        "engine)",
     )
     add("--batch-spans", type=int, default=512, help="spans per OTLP export request (default 512)")
     add("--pods", type=int, default=8, help="vLLM pods the two-span requests are spread over (default 8)")

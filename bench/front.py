@@ -232,11 +232,13 @@ def scrape_cost(server: Server, target: Measured, timeout: float) -> dict[str, f
     return {name: (seconds - before.get(name, 0.0)) / SCRAPE_SAMPLES for name, seconds in after.items()}
 
 
-def sloscope_rows(sets: list[PayloadSet], timeout: float, workdir: Path, grpc_server: str) -> list[dict[str, Any]]:
+def sloscope_rows(
+    sets: list[PayloadSet], timeout: float, workdir: Path, grpc_server: str | None, http_server: str | None
+) -> list[dict[str, Any]]:
     """One server per transport (a fresh one each: the second must not start warmer than the first)."""
     rows = []
     for transport in ("grpc", "http"):
-        server = Server(sloscope_settings("native", 0.5, grpc_server), SERVER_CPU, workdir)
+        server = Server(sloscope_settings("native", 0.5, grpc_server, http_server), SERVER_CPU, workdir)
         target = Measured(server.proc.pid)
         port = grpc_port_of(server) if transport == "grpc" else server.otlp_http_port
 
@@ -278,7 +280,10 @@ def main() -> int:
     parser.add_argument("--spans", type=int, default=100_000, help="spans a set (100000)")
     parser.add_argument("--sets", type=int, default=3, help="sets measured after one set of warm-up (3)")
     parser.add_argument(
-        "--grpc-server", choices=("grpcio", "native"), default="grpcio", help="sloscope's listeners.grpc.server"
+        "--grpc-server", choices=("grpcio", "native"), help="sloscope's listeners.grpc.server (default: native)"
+    )
+    parser.add_argument(
+        "--http-server", choices=("uvicorn", "native"), help="sloscope's listeners.otlp_http_server (default: native)"
     )
     parser.add_argument("--serve", choices=("grpc", "http"), help=argparse.SUPPRESS)  # a floor server's process
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
@@ -293,7 +298,7 @@ def main() -> int:
     sets = [build(args.spans, first_request=k * args.spans) for k in range(1 + args.sets)]
     rows = [floor_row("grpc", sets, args.timeout), floor_row("http", sets, args.timeout)]
     with tempfile.TemporaryDirectory() as workdir:
-        rows += sloscope_rows(sets, args.timeout, Path(workdir), args.grpc_server)
+        rows += sloscope_rows(sets, args.timeout, Path(workdir), args.grpc_server, args.http_server)
     rows.sort(key=lambda r: (r["transport"], r["target"]))
     print_table(rows)
     write_results(args, "front", {"rows": rows})

@@ -62,11 +62,40 @@ class GrpcFront:
         max_concurrent_streams: int,
         keepalive_time: float,
         keepalive_timeout: float,
+        min_ping_interval: float,
+        permit_without_calls: bool,
         handshake_timeout: float,
         max_idle: float,
         max_age: float,
         max_age_grace: float,
         handler_threads: int,
+        freed: Callable[[int], None] | None = None,
+        trim_from: int = ...,
+    ) -> None: ...
+    def stop(self, grace: float) -> None: ...
+
+class HttpFront:
+    """The OTLP/HTTP POST /v1/traces listener of the native core (native/src/front/http.rs), serving ``fd``.
+    ``receiver`` answers and counts: ``sloscope.receivers.otlp_http_native.NativeHttpReceiver``."""
+
+    def __init__(
+        self,
+        fd: int,
+        decoder: Decoder,
+        budget: ByteBudget,
+        receiver: object,
+        authorize: bool,
+        tls: _Pems | None,
+        tls_changed: Callable[[], _Pems | None] | None,
+        *,
+        name: str,
+        max_request_bytes: int,
+        max_connections: int,
+        header_timeout: float,
+        idle_timeout: float,
+        body_timeout: float,
+        handler_threads: int,
+        trim_from: int,
     ) -> None: ...
     def stop(self, grace: float) -> None: ...
 

@@ -38,10 +38,10 @@ def _unique_listeners(value: list[ListenerName]) -> list[ListenerName]:
 class GrpcListener(_Section):
     """gRPC transport limits of the OTLP/gRPC listener (gRPC core channel arguments)."""
 
-    server: Literal["grpcio", "native"] = Field(
-        default="grpcio",
+    server: Literal["grpcio", "native"] | None = Field(
+        default=None,
         description="What serves OTLP/gRPC: grpcio's asyncio server, or the native core's HTTP/2 server "
-        "(needs join.engine native).",
+        "(needs join.engine native). Unset: native with the native engine, else grpcio.",
     )
     max_connections: int = Field(
         default=512, ge=1, description="Connections open at once; gRPC refuses more before their handshake."
@@ -181,6 +181,11 @@ class Listeners(_Section):
     )
     idle_timeout_seconds: float = Field(
         default=75.0, gt=0, description="A kept-alive HTTP connection with no request for this long is closed."
+    )
+    otlp_http_server: Literal["uvicorn", "native"] | None = Field(
+        default=None,
+        description="What serves OTLP/HTTP: uvicorn on the event loop, or the native core's HTTP/1.1 server (needs "
+        "join.engine native; its requests are not self-traced). Unset: native with the native engine, else uvicorn.",
     )
     body_timeout_seconds: float = Field(
         default=30.0,
@@ -883,12 +888,17 @@ class Settings(BaseSettings):
         return self
 
     @model_validator(mode="after")
-    def _check_grpc_server(self) -> Settings:
-        listeners = self.listeners
-        if listeners.grpc.server != "native":
-            return self
-        if self.join.engine != "native":
-            raise ValueError("listeners.grpc.server: native decodes with the native core: it needs join.engine: native")
+    def _choose_fronts(self) -> Settings:
+        """The native fronts serve by default with the native engine, whose decoder they use."""
+        listeners, native = self.listeners, self.join.engine == "native"
+        if listeners.grpc.server is None:
+            listeners.grpc.server = "native" if native else "grpcio"
+        if listeners.otlp_http_server is None:
+            listeners.otlp_http_server = "native" if native else "uvicorn"
+        chosen = {"grpc.server": listeners.grpc.server, "otlp_http_server": listeners.otlp_http_server}
+        for setting, server in chosen.items():
+            if server == "native" and self.join.engine != "native":
+                raise ValueError(f"listeners.{setting}: native decodes natively: it needs join.engine: native")
         return self
 
     @classmethod

@@ -91,16 +91,26 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         choices=("grpcio", "native"),
         default=None,
         help="serve OTLP/gRPC with this listeners.grpc.server in every server of the native engine whose settings "
-        "do not name one (make test runs the gRPC tests a second time with native)",
+        "do not name one (make test runs the OTLP tests a second time with grpcio)",
+    )
+    parser.addoption(
+        "--http-server",
+        choices=("uvicorn", "native"),
+        default=None,
+        help="serve OTLP/HTTP with this listeners.otlp_http_server in every server of the native engine whose "
+        "settings do not name one (make test runs the OTLP tests a second time with uvicorn)",
     )
 
 
 GRPC_SERVER: list[str] = []  # the --grpc-server option, set once the options are parsed
+HTTP_SERVER: list[str] = []  # the --http-server option
 
 
 def pytest_configure(config: pytest.Config) -> None:
     chosen = config.getoption("--grpc-server", default=None)
     GRPC_SERVER[:] = [chosen] if chosen else []
+    chosen = config.getoption("--http-server", default=None)
+    HTTP_SERVER[:] = [chosen] if chosen else []
 
 
 @pytest.fixture
@@ -128,9 +138,11 @@ def start_server(
         "final_scrape_wait_seconds": 0,
     }
     merged = {**base, **settings, "listeners": {**base["listeners"], **settings.get("listeners", {})}}
-    grpc = merged["listeners"].get("grpc", {})
-    if GRPC_SERVER and merged.get("join", {}).get("engine") != "python" and "server" not in grpc:
+    grpc, native = merged["listeners"].get("grpc", {}), merged.get("join", {}).get("engine") != "python"
+    if GRPC_SERVER and native and "server" not in grpc:
         merged["listeners"]["grpc"] = {**grpc, "server": GRPC_SERVER[0]}
+    if HTTP_SERVER and native:
+        merged["listeners"].setdefault("otlp_http_server", HTTP_SERVER[0])
     path = tmp_path / "settings.yaml"
     path.write_text(yaml.safe_dump(merged))
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("SLOSCOPE_", "OTEL_"))} | dict(env or {})

@@ -56,15 +56,16 @@ def wrong_types(trace: int) -> list:
     ]
 
 
-@pytest.fixture(scope="module", params=["python", "native", "native-front"])
+@pytest.fixture(scope="module", params=["python", "native-python-fronts", "native"])
 def server(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Server:
-    """Both decoders (``join.engine``), and both gRPC servers (``listeners.grpc.server``), give the same answers."""
+    """Both decoders (``join.engine``), and both pairs of OTLP servers (``listeners.grpc.server``,
+    ``listeners.otlp_http_server``), give the same answers."""
     from .conftest import start_server
 
     engine = "python" if request.param == "python" else "native"
     settings: dict = {"limits": {"max_request_bytes": LIMIT}, "join": {"window_seconds": 0.5, "engine": engine}}
-    if request.param == "native-front":
-        settings["listeners"] = {"grpc": {"server": "native"}}
+    if request.param == "native-python-fronts":
+        settings["listeners"] = {"grpc": {"server": "grpcio"}, "otlp_http_server": "uvicorn"}
     started = start_server(tmp_path_factory.mktemp("bad"), settings)
     yield started
     assert started.stop() == 0

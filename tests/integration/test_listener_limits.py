@@ -223,3 +223,55 @@ def test_grpc_connections_idle_past_their_limit_are_sent_goaway_and_closed(tmp_p
         assert 0.9 < waited < 10, waited
     finally:
         assert server.stop() == 0
+
+
+PREFACE_AND_SETTINGS = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+
+
+def _ping(n: int) -> bytes:
+    return bytes([0, 0, 8, 6, 0, 0, 0, 0, 0]) + n.to_bytes(8, "big")  # PING (type 6), no ACK flag, stream 0
+
+
+def _pinging(port: int, pings: int, every: float) -> tuple[bool, list[int]]:
+    """Sends ``pings`` HTTP/2 pings ``every`` seconds apart on a new connection with no call, then waits 3 s:
+    whether the server closed the connection, and the types of the frames it sent."""
+    received = b""
+    with socket.create_connection(("127.0.0.1", port), timeout=3) as sock:
+        sock.sendall(PREFACE_AND_SETTINGS)
+        try:
+            for n in range(pings):
+                sock.sendall(_ping(n))
+                time.sleep(every)
+            while chunk := sock.recv(4096):
+                received += chunk
+        except (ConnectionResetError, BrokenPipeError):
+            pass
+        except TimeoutError:  # still open after the pings
+            return False, _frames(received)
+    return True, _frames(received)
+
+
+def test_grpc_clients_pinging_too_often_are_closed_and_polite_ones_kept(tmp_path: Path) -> None:
+    """``listeners.grpc.min_ping_interval_seconds`` and ``permit_keepalive_without_calls`` (gRPC core's
+    ``grpc.http2.min_ping_interval_without_data_ms``, ``grpc.keepalive_permit_without_calls``): a ping sooner than
+    the interval is a strike, the third strike closes the connection (grpc src/core/ext/transport/chttp2/transport/
+    ping_abuse_policy.cc, ``max_ping_strikes`` 2; grpcio sends GOAWAY first). Pings a second apart are answered."""
+    grpc = {"min_ping_interval_seconds": 0.5, "permit_keepalive_without_calls": True}
+    server = start_server(tmp_path, {"listeners": {"grpc": grpc}})
+    try:
+        closed, frames = _pinging(server.grpc_port, pings=4, every=0.05)
+        assert closed, frames
+        closed, frames = _pinging(server.grpc_port, pings=4, every=0.6)
+        assert not closed and frames.count(6) >= 4, frames  # each ping acknowledged (type 6 with ACK)
+    finally:
+        assert server.stop() == 0
+
+
+def test_grpc_clients_pinging_without_a_call_are_closed_unless_permitted(tmp_path: Path) -> None:
+    grpc = {"min_ping_interval_seconds": 0.1, "permit_keepalive_without_calls": False}
+    server = start_server(tmp_path, {"listeners": {"grpc": grpc}})
+    try:
+        closed, frames = _pinging(server.grpc_port, pings=4, every=0.3)  # above the interval, but idle
+        assert closed, frames
+    finally:
+        assert server.stop() == 0

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import threading
 import time
 from collections.abc import Iterator
 
 import pytest
 
 from sloscope.receivers.decode_pool import Decoder
-from sloscope.receivers.in_flight import InFlightBytes, Lease, MemoryTrimmer
+from sloscope.receivers.in_flight import TRIM_FROM_BYTES, InFlightBytes, Lease, MemoryTrimmer
 from sloscope.receivers.otlp_decode import Decoded, MalformedPayloadError, PayloadTooLargeError, decode_protobuf
 from sloscope.testing import export_request, gateway_attributes, span, to_otlp_json, vllm_attributes
 
@@ -105,3 +106,23 @@ def test_a_lone_body_gets_one_trim() -> None:
 
     assert asyncio.run(scenario()) == 1
     assert calls == [0]
+
+
+def test_a_large_body_let_go_on_a_native_front_thread_is_trimmed_on_the_event_loop() -> None:
+    """The native fronts let bodies go on their own threads; the trim is still the loop's one coalesced trimmer."""
+    trimmed_on: list[str] = []
+
+    async def scenario() -> int:
+        trimmer = MemoryTrimmer(interval=0.01, trim=lambda _: trimmed_on.append(threading.current_thread().name) or 0)
+        budget = InFlightBytes(100, trimmer=trimmer)
+        freed = budget.freed_from_threads()
+        fronts = [threading.Thread(target=freed, args=(size,)) for size in (TRIM_FROM_BYTES - 1, TRIM_FROM_BYTES)]
+        for front in fronts:
+            front.start()
+        for front in fronts:
+            front.join()
+        await asyncio.sleep(0.15)
+        return trimmer.trims
+
+    assert asyncio.run(scenario()) == 1  # the smaller body asked for none
+    assert len(trimmed_on) == 1 and trimmed_on[0] != threading.main_thread().name  # in an executor thread

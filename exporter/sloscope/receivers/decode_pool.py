@@ -28,6 +28,7 @@ import logging
 import multiprocessing
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
@@ -112,6 +113,7 @@ class Decoder:
         self._threads = ThreadPoolExecutor(threads, thread_name_prefix="sloscope-decode", initializer=name_os_thread)
         self._json_processes = json_processes
         self._processes: ProcessPoolExecutor | None = None
+        self._starting = threading.Lock()
         self._closed = False
 
     async def decode(self, body: bytes, encoding: str, *, is_json: bool, then: Callable[[Decoded], _T]) -> _T:
@@ -127,13 +129,29 @@ class Decoder:
         if is_json and self._json_processes > 0:
             try:
                 message = await self._run(self._worker(), json_to_protobuf, body, encoding, self._limit)
-            except BrokenProcessPool:  # the worker died (killed for memory?): a new one for the next body
-                log.warning("the OTLP/JSON decoding process died; starting another, this body decoded in a thread")
-                self._processes = None
+            except BrokenProcessPool:
+                self._worker_died()
             else:
                 return await self._run(self._threads, _decode_protobuf_then, then, message, self._protobuf)
         decode = self._json if is_json else self._protobuf
         return await self._run(self._threads, _decode_then, then, body, encoding, self._limit, decode)
+
+    def decode_blocking(self, body: bytes, encoding: str, *, is_json: bool) -> Decoded:
+        """:meth:`decode` for a caller on a thread of its own (the native HTTP front's): the same decoders, and the
+        worker process for OTLP/JSON that the native decoder leaves to the reference, waited for here."""
+        if is_json and self._native is not None:
+            decoded = self._native.json_natively(decompress(body, encoding, self._limit))
+            if decoded is not None:
+                return decoded
+        if is_json and self._json_processes > 0:
+            try:
+                message = self._worker().submit(json_to_protobuf, body, encoding, self._limit).result()
+            except BrokenProcessPool:
+                self._worker_died()
+            else:
+                return self._protobuf(message)
+        decode = self._json if is_json else self._protobuf
+        return decode(decompress(body, encoding, self._limit))
 
     @staticmethod
     async def _run(executor: Executor, fn: Callable[..., _T], *args: Any) -> _T:
@@ -141,7 +159,16 @@ class Decoder:
         # queued work be dropped, and running work finish, without the loop waiting for it.
         return await asyncio.wrap_future(executor.submit(fn, *args))
 
+    def _worker_died(self) -> None:
+        """The worker died (killed for memory?): a new one for the next body, this one decoded in a thread."""
+        log.warning("the OTLP/JSON decoding process died; starting another, this body decoded in a thread")
+        self._processes = None
+
     def _worker(self) -> ProcessPoolExecutor:
+        with self._starting:  # the event loop and the native HTTP front's threads may ask at once
+            return self._started_worker()
+
+    def _started_worker(self) -> ProcessPoolExecutor:
         if self._processes is None:
             if self._closed:
                 raise RuntimeError("decoder closed")

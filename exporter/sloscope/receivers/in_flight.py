@@ -20,6 +20,7 @@ receivers share one loop).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 
@@ -29,7 +30,7 @@ from sloscope.allocator import malloc_trim
 log = logging.getLogger(__name__)
 
 _TRIM_INTERVAL_SECONDS = 1.0
-_TRIM_FROM_BYTES = 1024 * 1024  # freeing a smaller body leaves nothing worth giving back
+TRIM_FROM_BYTES = 1024 * 1024  # freeing a smaller body leaves nothing worth giving back
 
 
 class MemoryTrimmer:
@@ -73,11 +74,12 @@ class InFlightBytes:
     """The shared byte budget (``_native.ByteBudget``: the native gRPC front takes from it on its own threads).
     ``set_gauge`` is called with the bytes held after every change made here."""
 
-    def __init__(self, cap: int, set_gauge: Callable[[float], None] = lambda _: None) -> None:
-        self.cap = cap
+    def __init__(
+        self, cap: int, set_gauge: Callable[[float], None] = lambda _: None, trimmer: MemoryTrimmer | None = None
+    ) -> None:
         self.budget = ByteBudget(cap)
         self._set_gauge = set_gauge
-        self._trimmer = MemoryTrimmer()
+        self.trimmer = trimmer if trimmer is not None else MemoryTrimmer()
 
     @property
     def held(self) -> int:
@@ -97,8 +99,18 @@ class InFlightBytes:
 
     def freed(self, size: int) -> None:
         """A body of ``size`` bytes is being let go (admitted or not): give large ones back to the system."""
-        if size >= _TRIM_FROM_BYTES:
-            self._trimmer.request()
+        if size >= TRIM_FROM_BYTES:
+            self.trimmer.request()
+
+    def freed_from_threads(self) -> Callable[[int], None]:
+        """:meth:`freed` for the native fronts' threads: handed to the running event loop (call it on the loop)."""
+        loop = asyncio.get_running_loop()
+
+        def freed(size: int) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: the process is ending
+                loop.call_soon_threadsafe(self.freed, size)
+
+        return freed
 
 
 class Lease:

@@ -17,6 +17,7 @@ import grpc
 
 from sloscope import _native
 from sloscope.config import Settings
+from sloscope.receivers.in_flight import TRIM_FROM_BYTES
 from sloscope.receivers.intake import Intake
 from sloscope.receivers.otlp_decode import Decoded
 from sloscope.receivers.otlp_grpc import Answer, Answers
@@ -72,7 +73,7 @@ def start(
 ) -> _native.GrpcFront:
     """Serves ``sock`` (bound) from now on; the front owns it. ``check``: the listener's credentials check
     (``ListenerSetup.grpc_check``), None when it needs none; ``tls``: its TLS files and their reload check
-    (``ListenerSetup.grpc_tls_files``), None for plain connections."""
+    (``ListenerSetup.tls_files``), None for plain connections. Called on the event loop."""
     limits, grpc_limits = settings.limits, settings.listeners.grpc
     receiver = NativeGrpcReceiver(intake, limits.max_request_bytes)
     decoder = intake.native_decoder
@@ -93,9 +94,13 @@ def start(
         max_concurrent_streams=grpc_limits.max_concurrent_streams,
         keepalive_time=grpc_limits.keepalive_time_seconds,
         keepalive_timeout=grpc_limits.keepalive_timeout_seconds,
+        min_ping_interval=grpc_limits.min_ping_interval_seconds,
+        permit_without_calls=grpc_limits.permit_keepalive_without_calls,
         handshake_timeout=settings.listeners.header_timeout_seconds,
         max_idle=grpc_limits.max_connection_idle_seconds,
         max_age=grpc_limits.max_connection_age_seconds,
         max_age_grace=grpc_limits.max_connection_age_grace_seconds,
         handler_threads=limits.decode_threads,
+        freed=intake.in_flight.freed_from_threads(),
+        trim_from=TRIM_FROM_BYTES,
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import Any
+from typing import Any, NamedTuple
 
 from fastapi import Request, Response
 from google.rpc import code_pb2, status_pb2
@@ -21,7 +21,7 @@ from starlette.routing import Match, Route
 from starlette.types import Scope
 
 from sloscope.receivers.in_flight import Lease
-from sloscope.receivers.intake import Intake, Status
+from sloscope.receivers.intake import Intake, Result, Status
 from sloscope.receivers.otlp_decode import MalformedPayloadError, PayloadTooLargeError
 
 log = logging.getLogger(__name__)
@@ -30,6 +30,17 @@ PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 _PROTOBUF_TYPES = frozenset({PROTOBUF, "application/protobuf"})
 TRACES_PATH = "/v1/traces"
+
+
+class Reply(NamedTuple):
+    """An answer of the receiver, whichever server sends it (uvicorn, or the native front)."""
+
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes
+
+    def response(self) -> Response:
+        return Response(self.body, self.status, dict(self.headers))
 
 
 class OtlpHttpReceiver:
@@ -57,12 +68,11 @@ class OtlpHttpReceiver:
         is_json = media_type == JSON
         if not is_json and media_type not in _PROTOBUF_TYPES:
             intake.count_request("http", "unsupported")
-            message = f"unsupported Content-Type {media_type or '(none)'!r}; use {PROTOBUF} or {JSON}"
-            return _error(415, code_pb2.INVALID_ARGUMENT, message, False)
+            return unsupported(media_type).response()
         encoding = request.headers.get("content-encoding", "")
         lease = Lease(intake.in_flight)
         try:
-            return await _export(
+            reply = await _export(
                 request,
                 intake,
                 lease,
@@ -72,9 +82,10 @@ class OtlpHttpReceiver:
                 body_timeout=self._body_timeout,
                 retry=self._retry,
             )
+            return reply.response()
         except ClientDisconnect:
             intake.count_request("http", "client_disconnected")
-            log.debug("OTLP/HTTP client disconnected before its body was read whole (%d bytes read)", lease.size)
+            log_disconnected(lease.size)
             return Response(status_code=499)  # never sent (the client is gone); 499 in the HTTP server series
         finally:
             lease.release()
@@ -110,7 +121,7 @@ async def _export(
     limit: int,
     body_timeout: float,
     retry: dict[str, str],
-) -> Response:
+) -> Reply:
     try:
         async with asyncio.timeout(body_timeout):  # the total, not per chunk: a trickle of bytes never ends
             body = await _read_body(request, limit, lease)
@@ -119,26 +130,60 @@ async def _export(
         result = await intake.receive(body, encoding, is_json=is_json, transport="http")
     except TimeoutError:
         intake.count_request("http", "body_timeout")
-        log.debug("OTLP/HTTP body not received within %gs (%d bytes read)", body_timeout, lease.size)
-        message = f"request body not received within {body_timeout:g}s"
-        return _error(408, code_pb2.DEADLINE_EXCEEDED, message, is_json, {"Connection": "close"})
+        log_body_timeout(body_timeout, lease.size)
+        return body_timed_out(body_timeout, is_json)
     except _InFlightFullError:
         intake.count_request("http", "in_flight_full")
-        message = "sloscope is busy: too many bytes in flight, retry later"
-        return _error(429, code_pb2.RESOURCE_EXHAUSTED, message, is_json, retry)
+        return in_flight_full(is_json, retry)
     except PayloadTooLargeError as exc:
         intake.count_request("http", "too_large")
-        return _error(413, code_pb2.INVALID_ARGUMENT, str(exc), is_json)
+        return too_large(str(exc), is_json)
     except MalformedPayloadError as exc:
         intake.count_request("http", "malformed")
-        return _error(400, code_pb2.INVALID_ARGUMENT, str(exc), is_json)
+        return malformed(str(exc), is_json)
+    return answer(result, is_json, retry)
+
+
+def log_disconnected(read: int) -> None:
+    log.debug("OTLP/HTTP client disconnected before its body was read whole (%d bytes read)", read)
+
+
+def log_body_timeout(body_timeout: float, read: int) -> None:
+    log.debug("OTLP/HTTP body not received within %gs (%d bytes read)", body_timeout, read)
+
+
+def answer(result: Result, is_json: bool, retry: dict[str, str]) -> Reply:
+    """The answer to a body the intake took (or refused: full, too many spans, shutting down)."""
     if result.status is Status.QUEUE_FULL:
         return _error(429, code_pb2.RESOURCE_EXHAUSTED, "sloscope is busy: queue full, retry later", is_json, retry)
     if result.status is Status.TOO_MANY_SPANS:
-        return _error(413, code_pb2.INVALID_ARGUMENT, result.message, is_json)
+        return too_large(result.message, is_json)
     if result.status is Status.SHUTTING_DOWN:
         return _error(503, code_pb2.UNAVAILABLE, "sloscope is shutting down", is_json, retry)
     return _success(result.rejected, result.message, is_json)
+
+
+def unsupported(media_type: str) -> Reply:
+    message = f"unsupported Content-Type {media_type or '(none)'!r}; use {PROTOBUF} or {JSON}"
+    return _error(415, code_pb2.INVALID_ARGUMENT, message, False)
+
+
+def body_timed_out(body_timeout: float, is_json: bool) -> Reply:
+    message = f"request body not received within {body_timeout:g}s"
+    return _error(408, code_pb2.DEADLINE_EXCEEDED, message, is_json, {"Connection": "close"})
+
+
+def in_flight_full(is_json: bool, retry: dict[str, str]) -> Reply:
+    message = "sloscope is busy: too many bytes in flight, retry later"
+    return _error(429, code_pb2.RESOURCE_EXHAUSTED, message, is_json, retry)
+
+
+def too_large(message: str, is_json: bool) -> Reply:
+    return _error(413, code_pb2.INVALID_ARGUMENT, message, is_json)
+
+
+def malformed(message: str, is_json: bool) -> Reply:
+    return _error(400, code_pb2.INVALID_ARGUMENT, message, is_json)
 
 
 async def _read_body(request: Request, limit: int, lease: Lease) -> bytes:
@@ -161,19 +206,23 @@ async def _read_body(request: Request, limit: int, lease: Lease) -> bytes:
     return b"".join(chunks)
 
 
-def _success(rejected: int, message: str, is_json: bool) -> Response:
+def _success(rejected: int, message: str, is_json: bool) -> Reply:
     if is_json:
         body = {"partialSuccess": {"rejectedSpans": str(rejected), "errorMessage": message}} if rejected else {}
-        return Response(json.dumps(body), media_type=JSON)
+        return _reply(200, json.dumps(body).encode(), JSON)
     response = ExportTraceServiceResponse()
     if rejected:
         response.partial_success.rejected_spans = rejected
         response.partial_success.error_message = message
-    return Response(response.SerializeToString(), media_type=PROTOBUF)
+    return _reply(200, response.SerializeToString(), PROTOBUF)
 
 
-def _error(status: int, code: int, message: str, is_json: bool, headers: dict[str, str] | None = None) -> Response:
+def _error(status: int, code: int, message: str, is_json: bool, headers: dict[str, str] | None = None) -> Reply:
     if is_json:
-        return Response(json.dumps({"code": code, "message": message}), status, headers, media_type=JSON)
+        return _reply(status, json.dumps({"code": code, "message": message}).encode(), JSON, headers)
     body = status_pb2.Status(code=code, message=message).SerializeToString()
-    return Response(body, status, headers, media_type=PROTOBUF)
+    return _reply(status, body, PROTOBUF, headers)
+
+
+def _reply(status: int, body: bytes, media_type: str, headers: dict[str, str] | None = None) -> Reply:
+    return Reply(status, [("content-type", media_type), *(headers or {}).items()], body)

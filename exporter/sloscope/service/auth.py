@@ -87,7 +87,6 @@ def require_credentials(
     app: Any, credentials: Credentials, on_refusal: Callable[[str], None], open_paths: Collection[str] = ()
 ) -> Any:
     """An ASGI app that answers 401 to HTTP requests without accepted credentials, except on ``open_paths``."""
-    challenges = [(b"www-authenticate", value.encode()) for value in credentials.challenges]
 
     async def asgi(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope.get("path") in open_paths:
@@ -98,17 +97,24 @@ def require_credentials(
             await app(scope, receive, send)
             return
         on_refusal(reason)
-        body = f"401 Unauthorized: credentials {reason}\n".encode()
-        headers = [
-            (b"content-type", b"text/plain; charset=utf-8"),
-            (b"content-length", str(len(body)).encode()),
-            (b"connection", b"close"),  # the body of an unauthenticated request is not read
-            *challenges,
-        ]
-        await send({"type": "http.response.start", "status": 401, "headers": headers})
+        headers, body = unauthorized(credentials, reason)
+        raw = [(name.encode(), value.encode()) for name, value in headers]
+        await send({"type": "http.response.start", "status": 401, "headers": raw})
         await send({"type": "http.response.body", "body": body})
 
     return asgi
+
+
+def unauthorized(credentials: Credentials, reason: str) -> tuple[list[tuple[str, str]], bytes]:
+    """The headers and body of a 401 (whichever HTTP server sends it): a challenge per accepted scheme."""
+    body = f"401 Unauthorized: credentials {reason}\n".encode()
+    headers = [
+        ("content-type", "text/plain; charset=utf-8"),
+        ("content-length", str(len(body))),
+        ("connection", "close"),  # the body of an unauthenticated request is not read
+        *(("www-authenticate", value) for value in credentials.challenges),
+    ]
+    return headers, body
 
 
 def unauthenticated_message(reason: str) -> str:

@@ -42,18 +42,25 @@ class HttpMetrics:
             buckets=_BUCKETS,
         )
 
+    def observe(self, handler: str, method: object, status: object, seconds: float) -> None:
+        """One request answered: ``handler`` its route's template (``none`` unmatched), ``method`` and ``status``
+        as the request and the answer had them (labelled as :func:`method_label` and :func:`status_label` say)."""
+        label = method_label(method)
+        self.requests.labels(handler, label, status_label(status)).inc()
+        self.duration.labels(handler, label).observe(seconds)
+
     def middleware(self, app: Any) -> Any:
-        requests, duration = self.requests, self.duration
+        observe = self.observe
 
         async def asgi(scope: dict[str, Any], receive: Any, send: Any) -> None:
             if scope["type"] != "http":
                 await app(scope, receive, send)
                 return
-            status = ["500"]
+            status: list[object] = [500]
 
             async def send_wrapper(message: dict[str, Any]) -> None:
                 if message["type"] == "http.response.start":
-                    status[0] = status_label(message["status"])
+                    status[0] = message["status"]
                 await send(message)
 
             start = time.perf_counter()
@@ -62,9 +69,7 @@ class HttpMetrics:
             finally:
                 route = scope.get("route")
                 handler = getattr(route, "path", None) or "none"
-                method = method_label(scope.get("method"))
-                requests.labels(handler, method, status[0]).inc()
-                duration.labels(handler, method).observe(time.perf_counter() - start)
+                observe(handler, scope.get("method"), status[0], time.perf_counter() - start)
 
         return asgi
 

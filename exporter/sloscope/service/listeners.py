@@ -66,6 +66,10 @@ class ListenerSetup:
     def _on_refusal(self, name: str) -> Callable[[str], None]:
         return lambda reason: self.auth_failures.labels(name, reason).inc()
 
+    def connection_refused(self, name: str) -> Callable[[str], None]:
+        """Counts a connection of listener ``name`` refused or closed by its limits, by reason (a native front's)."""
+        return lambda reason: self.refused.labels(name, reason).inc()
+
     def protect(self, name: str) -> Callable[[Any], Any]:
         """Wraps the ASGI app of listener ``name`` with its credentials check (identity when it has none)."""
         credentials = self._auth_on(name)
@@ -103,22 +107,27 @@ class ListenerSetup:
             ("grpc.max_connection_age_grace_ms", _ms(g.max_connection_age_grace_seconds)),
         ]
 
-    def grpc_tls_files(self) -> tuple[Pems, Callable[[], Pems | None]] | None:
-        """The native gRPC front's TLS files and their reload check (``ServerTLS.native_files``), or None."""
-        if self.tls is None or not self.tls_on("otlp_grpc"):
+    def tls_files(self, name: str) -> tuple[Pems, Callable[[], Pems | None]] | None:
+        """A native front's TLS files and their reload check (``ServerTLS.native_files``), or None when listener
+        ``name`` serves no TLS."""
+        if self.tls is None or not self.tls_on(name):
             return None
         return self.tls.native_files()
+
+    def credentials_of(self, name: str) -> tuple[Credentials, Callable[[str], None]] | None:
+        """The credentials listener ``name`` requires and the counter of their refusals; None when it needs none."""
+        credentials = self._auth_on(name)
+        return None if credentials is None else (credentials, self._on_refusal(name))
 
     def grpc_check(self) -> Callable[[str | None], str | None] | None:
         """The OTLP/gRPC listener's credentials check for the native front: the refusal's message (counted) or
         None; None when the listener needs no credentials."""
-        credentials = self._auth_on("otlp_grpc")
-        if credentials is None:
+        required = self.credentials_of("otlp_grpc")
+        if required is None:
             return None
-        on_refusal = self._on_refusal("otlp_grpc")
+        credentials, on_refusal = required
 
         def check(authorization: str | None) -> str | None:
-            assert credentials is not None
             reason = credentials.check(authorization)
             if reason is None:
                 return None

@@ -1,4 +1,7 @@
-"""Runs sloscope: the pipeline, the OTLP/gRPC and OTLP/HTTP receivers and the metrics app, on one loop.
+"""Runs sloscope: the pipeline, the OTLP/gRPC and OTLP/HTTP receivers and the metrics app.
+
+The metrics app, and the Python receivers when chosen (grpcio, uvicorn), share one event loop; the native
+receivers (the default with the native engine) serve on threads of their own and call into the intake.
 
 Start order is downstream first (pipeline, pool monitor, metrics, then receivers); stop order is
 upstream first (receivers, then the pipeline drains and flushes, the pool monitor's loops stop, then
@@ -21,13 +24,14 @@ import grpc
 import uvicorn
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
 
-from sloscope._native import GrpcFront
+from sloscope._native import GrpcFront, HttpFront
 from sloscope.config import Settings
 from sloscope.pipeline import Pipeline
 from sloscope.publishers.record_store import RecordStore
 from sloscope.publishers.sinks import RecordSink, RecordSinks, SinkMetrics
-from sloscope.receivers import otlp_grpc_native
+from sloscope.receivers import otlp_grpc_native, otlp_http_native
 from sloscope.receivers.otlp_grpc import create_server as create_grpc_server
+from sloscope.receivers.otlp_http_native import NativeHttpReceiver
 from sloscope.service.app import create_metrics_app, create_otlp_app
 from sloscope.service.deadlines import within
 from sloscope.service.http_metrics import HttpMetrics
@@ -123,7 +127,7 @@ class Service:
         self._http_metrics = HttpMetrics(self.registry)
         self._listeners = ListenerSetup(settings.listeners, self.registry)
         self._grpc: grpc.aio.Server | None = None
-        self._native_grpc: GrpcFront | None = None
+        self._fronts: dict[str, GrpcFront | HttpFront] = {}  # the native fronts serving, by listener
         self._servers: dict[str, tuple[_Server, asyncio.Task[None]]] = {}
         self._ready = False
         self._drained = False
@@ -152,10 +156,7 @@ class Service:
         metrics_port = await self._serve_http("metrics", metrics_app, listeners.host, listeners.metrics_port)
         try:
             grpc_port = await self._serve_grpc()
-            otlp_app = create_otlp_app(
-                self.pipeline, self._http_metrics, self._tracer, protect=self._listeners.protect("otlp_http")
-            )
-            http_port = await self._serve_http("otlp_http", otlp_app, listeners.host, listeners.otlp_http_port)
+            http_port = await self._serve_otlp_http()
         except BaseException:
             await self.stop()  # a failed start cleans up what it started
             raise
@@ -183,8 +184,8 @@ class Service:
         if listeners.grpc.server == "native":
             sock = _bind(listeners.host, listeners.otlp_grpc_port)
             port: int = sock.getsockname()[1]
-            check, tls = self._listeners.grpc_check(), self._listeners.grpc_tls_files()
-            self._native_grpc = otlp_grpc_native.start(sock, self.pipeline.intake, self.settings, check, tls)
+            check, tls = self._listeners.grpc_check(), self._listeners.tls_files("otlp_grpc")
+            self._fronts["otlp_grpc"] = otlp_grpc_native.start(sock, self.pipeline.intake, self.settings, check, tls)
             return port
         self._grpc = create_grpc_server(
             self.pipeline.intake,
@@ -196,6 +197,26 @@ class Service:
         port = self._listeners.add_grpc_port(self._grpc, address)
         await self._grpc.start()
         return port
+
+    async def _serve_otlp_http(self) -> int:
+        listeners, setup = self.settings.listeners, self._listeners
+        if listeners.otlp_http_server == "native":
+            sock = _bind(listeners.host, listeners.otlp_http_port)
+            bound: int = sock.getsockname()[1]
+            credentials = setup.credentials_of("otlp_http")
+            intake = self.pipeline.intake
+            refused = setup.connection_refused("otlp_http")
+            freed = intake.in_flight.freed_from_threads()
+            receiver = NativeHttpReceiver(
+                intake, self.settings, self._http_metrics, refused, credentials=credentials, freed=freed
+            )
+            tls, authorize = setup.tls_files("otlp_http"), credentials is not None
+            self._fronts["otlp_http"] = otlp_http_native.start(
+                sock, intake, self.settings, receiver, tls, authorize=authorize
+            )
+            return bound
+        otlp_app = create_otlp_app(self.pipeline, self._http_metrics, self._tracer, protect=setup.protect("otlp_http"))
+        return await self._serve_http("otlp_http", otlp_app, listeners.host, listeners.otlp_http_port)
 
     async def _serve_http(self, name: str, app: Any, host: str, port: int) -> int:
         sock = _bind(host, port)
@@ -234,10 +255,8 @@ class Service:
         if self._grpc is not None:
             await within(stop_grpc + 1.0, "the OTLP/gRPC receiver", self._grpc.stop(stop_grpc))
             self._grpc = None
-        if self._native_grpc is not None:
-            stopping = asyncio.to_thread(self._native_grpc.stop, stop_grpc)
-            await within(stop_grpc + 1.0, "the OTLP/gRPC receiver", stopping)
-            self._native_grpc = None
+        await self._stop_front("otlp_grpc", stop_grpc)
+        await self._stop_front("otlp_http", _HTTP_STOP_SECONDS - 1.0)
         await self._stop_http("otlp_http")
         remaining = max(deadline - flush_reserve - loop.time(), 0.1)
         drained = await asyncio.to_thread(self.pipeline.shutdown, remaining)
@@ -258,6 +277,12 @@ class Service:
             self._tracer.shutdown()
             self._tracer = None
         return drained and flushed
+
+    async def _stop_front(self, name: str, grace: float) -> None:
+        """Stop a native front: its open requests get ``grace`` seconds, and a second more to close."""
+        front = self._fronts.pop(name, None)
+        if front is not None:
+            await within(grace + 1.0, f"the {name} listener", asyncio.to_thread(front.stop, grace))
 
     async def _await_final_scrape(self) -> None:
         """Keep /metrics up until one scrape has read what the drain flushed, or the wait runs out."""

@@ -355,6 +355,14 @@ impl Decoder {
     }
 }
 
+impl Decoder {
+    /// `json` without the GIL (the HTTP front decodes on its own threads): None for a body left to
+    /// the Python reference.
+    pub fn json_request(&self, payload: &[u8]) -> Option<Decoded> {
+        json::decode(payload, &self.rules).ok()
+    }
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Decoder>()?;
     m.add("DecodeError", m.py().get_type::<DecodeError>())?;

@@ -47,10 +47,29 @@ pub struct Lease {
 
 impl Lease {
     pub fn take(budget: &Arc<Budget>, size: usize) -> Option<Lease> {
-        budget.reserve(size).then(|| Lease {
+        let mut lease = Lease::none(budget);
+        lease.grow(size).then_some(lease)
+    }
+
+    /// A lease of nothing yet, to grow as a body of unknown length arrives.
+    pub fn none(budget: &Arc<Budget>) -> Lease {
+        Lease {
             budget: budget.clone(),
-            size,
-        })
+            size: 0,
+        }
+    }
+
+    /// Holds `more` bytes too; false, holding what it held, when the budget is at its cap.
+    pub fn grow(&mut self, more: usize) -> bool {
+        let grown = self.budget.reserve(more);
+        if grown {
+            self.size += more;
+        }
+        grown
+    }
+
+    pub fn size(&self) -> usize {
+        self.size
     }
 }
 

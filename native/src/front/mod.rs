@@ -9,7 +9,10 @@
 
 pub mod budget; // the bytes in flight, shared with the Python receivers
 pub mod grpc; // the framing and status trailers of a unary call
-pub mod py; // GrpcFront, the Python class
+pub mod http; // the OTLP/HTTP listener: HTTP/1.1, its connection limits and deadlines
+pub mod pings; // clients' pings policed as gRPC core polices them
+pub mod py; // GrpcFront and HttpFront, the Python classes
 mod rewound; // a connection's first bytes given back after the preface is checked
+pub mod runtime; // the thread and tokio runtime each front runs on
 pub mod server; // the runtime, its connections and calls
 pub mod tls; // rustls, from the listener's PEM files

@@ -1,16 +1,22 @@
 //! A connection whose first bytes were read before hyper saw it (to check the HTTP/2 preface in
-//! time), given back to hyper ahead of the rest.
+//! time), given back to hyper ahead of the rest; and told of, as bytes arrive, to whoever watches it
+//! (the HTTP front's request deadlines).
 
 use std::io;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+/// Called with the bytes of each read that brought some (not with those given back).
+pub type OnRead = Arc<dyn Fn(&[u8]) + Send + Sync>;
 
 pub struct Rewound<S> {
     head: Vec<u8>,
     at: usize,
     stream: S,
+    on_read: Option<OnRead>,
 }
 
 impl<S> Rewound<S> {
@@ -19,7 +25,20 @@ impl<S> Rewound<S> {
             head,
             at: 0,
             stream,
+            on_read: None,
         }
+    }
+
+    /// `on_read` is told of every read from the stream that brings bytes.
+    pub fn watch(self, on_read: OnRead) -> Self {
+        Rewound {
+            on_read: Some(on_read),
+            ..self
+        }
+    }
+
+    pub fn into_inner(self) -> S {
+        self.stream
     }
 }
 
@@ -36,7 +55,14 @@ impl<S: AsyncRead + Unpin> AsyncRead for Rewound<S> {
             self.at += n;
             return Poll::Ready(Ok(()));
         }
-        Pin::new(&mut self.stream).poll_read(cx, buf)
+        let before = buf.filled().len();
+        let read = Pin::new(&mut self.stream).poll_read(cx, buf);
+        if let (Some(on_read), Poll::Ready(Ok(()))) = (&self.on_read, &read) {
+            if buf.filled().len() > before {
+                on_read(&buf.filled()[before..]);
+            }
+        }
+        read
     }
 }
 

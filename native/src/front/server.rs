@@ -7,7 +7,6 @@ use std::convert::Infallible;
 use std::net::TcpListener as StdListener;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -19,16 +18,16 @@ use hyper::body::Incoming;
 use hyper::server::conn::http2;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use rustls::ServerConfig;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
-use tokio::net::TcpStream;
-use tokio::sync::watch;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
 use tokio::task::JoinSet;
-use tokio_rustls::TlsAcceptor;
 
 use crate::front::budget::{Budget, Lease};
 use crate::front::grpc;
+use crate::front::pings::{Frames, Policy};
 use crate::front::rewound::Rewound;
+use crate::front::runtime::{self, Running, Stop};
 use crate::front::tls::{self, Pems};
 
 /// The listener's limits (the `listeners` and `limits` settings).
@@ -39,6 +38,10 @@ pub struct Config {
     pub max_concurrent_streams: u32,
     pub keepalive_time: Duration,
     pub keepalive_timeout: Duration,
+    /// Clients' pings closer than this are strikes (`Policy`).
+    pub min_ping_interval: Duration,
+    /// Whether a client may ping while it has no call open.
+    pub permit_without_calls: bool,
     /// How long a new connection has to send the HTTP/2 preface.
     pub handshake_timeout: Duration,
     /// A connection with no call for this long is told to go away (GOAWAY).
@@ -52,9 +55,11 @@ pub struct Config {
     pub budget: Arc<Budget>,
     /// Whether calls need credentials (`Handler::authorize`).
     pub authorize: bool,
-    /// The TLS configuration new connections get, when the listener serves TLS (replaced when
+    /// Messages of at least this many bytes are told to `Handler::freed` once let go.
+    pub trim_from: usize,
+    /// The TLS of new connections, when the listener serves TLS (reloaded when
     /// `Handler::tls_changed` says the files changed).
-    pub tls: Option<Mutex<Arc<ServerConfig>>>,
+    pub tls: Option<tls::Acceptor>,
 }
 
 /// The answer to one call.
@@ -92,6 +97,9 @@ pub trait Handler: Send + Sync + 'static {
     /// as (`too_large` with the message's size, `in_flight_full`, `malformed` and
     /// `unsupported_encoding` with the reason, `client_disconnected`).
     fn refused(&self, result: &'static str, size: usize, reason: String) -> Answer;
+    /// A message of `size` bytes (at least `Config::trim_from`) is let go: its memory may be handed
+    /// back to the system.
+    fn freed(&self, size: usize);
 }
 
 /// A call's body, read as far as it needs to be.
@@ -150,75 +158,30 @@ async fn read(mut body: Incoming, max: usize, budget: &Arc<Budget>) -> Read {
     lease.map_or(Read::InFlightFull, |lease| Read::Whole(whole, lease))
 }
 
-/// A started listener; [`Running::stop`] ends it.
-pub struct Running {
-    stop: watch::Sender<Option<Duration>>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Running {
-    /// Stops accepting, lets open calls finish for up to `grace` (connections are told to go away
-    /// once their calls end), then drops what is left; returns once the runtime's thread is gone.
-    pub fn stop(&mut self, grace: Duration) {
-        let _ = self.stop.send(Some(grace));
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-impl Drop for Running {
-    /// Tells the runtime to stop without waiting for it: a front dropped by Python holds the GIL,
-    /// which the calls still running may be waiting for.
-    fn drop(&mut self) {
-        let _ = self.stop.send(Some(Duration::ZERO));
-    }
-}
-
 /// Serves `listener` (bound and listening) until stopped.
 pub fn start(
     listener: StdListener,
     config: Config,
     handler: Arc<dyn Handler>,
 ) -> std::io::Result<Running> {
-    listener.set_nonblocking(true)?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .max_blocking_threads(config.handler_threads.max(1))
-        .thread_name("sloscope-grpc-call")
-        .build()?;
-    let (stop, stopped) = watch::channel(None);
-    let thread = std::thread::Builder::new()
-        .name("sloscope-grpc".into())
-        .spawn(move || runtime.block_on(serve(listener, config, handler, stopped)))?;
-    Ok(Running {
-        stop,
-        thread: Some(thread),
+    let threads = config.handler_threads;
+    runtime::start("sloscope-grpc", listener, threads, move |listener, stop| {
+        serve(listener, config, handler, stop)
     })
 }
 
-type Stop = watch::Receiver<Option<Duration>>;
-
-async fn serve(listener: StdListener, config: Config, handler: Arc<dyn Handler>, mut stop: Stop) {
-    let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
-        return;
-    };
+async fn serve(listener: TcpListener, config: Config, handler: Arc<dyn Handler>, mut stop: Stop) {
     let config = Arc::new(config);
     let mut connections = JoinSet::new();
     let grace = loop {
         tokio::select! {
             _ = stop.changed() => break stop.borrow().unwrap_or_default(),
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
-            accepted = listener.accept() => {
-                let Ok((stream, _)) = accepted else {
-                    // Out of descriptors, most likely: accepting again at once would spin.
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                    continue;
-                };
+            accepted = runtime::accept(&listener) => {
+                let Some(stream) = accepted else { continue };
                 if connections.len() >= config.max_connections {
                     continue; // closed before the HTTP/2 preface, as grpc core does at its cap
                 }
-                let _ = stream.set_nodelay(true);
                 connections.spawn(connection(stream, config.clone(), handler.clone(), stop.clone()));
             }
         }
@@ -234,21 +197,12 @@ async fn serve(listener: StdListener, config: Config, handler: Arc<dyn Handler>,
 const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 async fn connection(stream: TcpStream, config: Arc<Config>, handler: Arc<dyn Handler>, stop: Stop) {
-    let Some(current) = &config.tls else {
+    let Some(tls) = &config.tls else {
         return http2_connection(stream, config, handler, stop).await;
     };
     let checking = handler.clone();
-    if let Ok(Some(pems)) = tokio::task::spawn_blocking(move || checking.tls_changed()).await {
-        // A pair that does not load keeps the previous one in use (Python has checked it already).
-        if let (Ok(fresh), Ok(mut tls)) = (tls::server_config(&pems), current.lock()) {
-            *tls = fresh;
-        }
-    }
-    let Ok(tls) = current.lock().map(|tls| tls.clone()) else {
-        return;
-    };
-    let handshake = TlsAcceptor::from(tls).accept(stream);
-    if let Ok(Ok(stream)) = tokio::time::timeout(config.handshake_timeout, handshake).await {
+    let changed = move || checking.tls_changed();
+    if let Some(stream) = tls.accept(stream, config.handshake_timeout, changed).await {
         http2_connection(stream, config, handler, stop).await;
     }
 }
@@ -268,9 +222,12 @@ async fn http2_connection<S>(
         Ok(Ok(_)) if &head == PREFACE => {}
         _ => return,
     }
-    let stream = Rewound::new(head.to_vec(), stream);
+    let policy = Policy::new(config.min_ping_interval, config.permit_without_calls);
+    let activity = Arc::new(Activity::new(policy));
+    let reading = activity.clone();
+    let stream =
+        Rewound::new(head.to_vec(), stream).watch(Arc::new(move |bytes| reading.read(bytes)));
     let limits = config.clone();
-    let activity = Arc::new(Activity::new());
     let watched = activity.clone();
     let service = service_fn(move |request| {
         let call = call(request, limits.clone(), handler.clone());
@@ -292,6 +249,7 @@ async fn http2_connection<S>(
     tokio::pin!(served);
     let grace = tokio::select! {
         _ = served.as_mut() => return,
+        _ = activity.abused.notified() => return, // too many pings: closed
         _ = tokio::time::sleep(config.max_age) => config.max_age_grace,
         _ = activity.idle_for(config.max_idle) => Duration::ZERO,
         _ = stop.changed() => stop.borrow().unwrap_or_default(),
@@ -300,17 +258,37 @@ async fn http2_connection<S>(
     let _ = tokio::time::timeout(grace, served).await;
 }
 
-/// The calls in flight on one connection, and when the last one ended.
+/// The calls in flight on one connection, when the last one ended, and the client's pings.
 struct Activity {
     calls: AtomicUsize,
     last: Mutex<Instant>,
+    pings: Mutex<(Frames, Policy)>,
+    /// Told when the client pinged one strike too many.
+    abused: Notify,
 }
 
 impl Activity {
-    fn new() -> Self {
+    fn new(policy: Policy) -> Self {
         Activity {
             calls: AtomicUsize::new(0),
             last: Mutex::new(Instant::now()),
+            pings: Mutex::new((Frames::default(), policy)),
+            abused: Notify::new(),
+        }
+    }
+
+    /// Bytes the client sent: its pings are policed.
+    fn read(&self, bytes: &[u8]) {
+        let Ok(mut pings) = self.pings.lock() else {
+            return;
+        };
+        let (frames, policy) = &mut *pings;
+        let idle = self.calls.load(Ordering::Acquire) == 0;
+        let now = Instant::now();
+        let abused =
+            (0..frames.pings(bytes)).fold(false, |abused, _| policy.ping(now, idle) || abused);
+        if abused {
+            self.abused.notify_one();
         }
     }
 
@@ -344,6 +322,9 @@ impl Drop for Busy {
     fn drop(&mut self) {
         if let Ok(mut last) = self.0.last.lock() {
             *last = Instant::now();
+        }
+        if let Ok(mut pings) = self.0.pings.lock() {
+            pings.1.forgive(); // the answer was sent
         }
         self.0.calls.fetch_sub(1, Ordering::AcqRel);
     }
@@ -409,9 +390,14 @@ async fn call(
             return Ok(respond(answer));
         }
     };
+    let size = body.len();
+    let trim = size >= config.trim_from;
     let answer = blocking(move || {
         let answer = handle(&body, encoding.as_deref(), max, &*handler);
-        drop(lease); // the message is decoded and handed over: its bytes are let go
+        drop((body, lease)); // the message is decoded and handed over: its bytes are let go
+        if trim {
+            handler.freed(size); // and a large one's memory handed back to the system
+        }
         answer
     });
     Ok(respond(answer.await))

@@ -1,13 +1,17 @@
-//! TLS of the front by rustls: a server configuration made from the listener's PEM files (read and
-//! checked by Python, `sloscope.service.tls.ServerTLS`), with ALPN `h2` and the client certificate
-//! policy of `listeners.tls.client_auth_type`.
+//! TLS of the fronts by rustls: a server configuration made from the listener's PEM files (read and
+//! checked by Python, `sloscope.service.tls.ServerTLS`), with the front's ALPN protocol and the
+//! client certificate policy of `listeners.tls.client_auth_type`, reloaded when the files change.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_rustls::server::TlsStream;
+use tokio_rustls::TlsAcceptor;
 
 /// The PEM files' contents, and what a client must show.
 pub struct Pems {
@@ -18,7 +22,49 @@ pub struct Pems {
     pub client_auth: String,
 }
 
-pub fn server_config(pems: &Pems) -> Result<Arc<ServerConfig>, String> {
+/// The TLS configuration a listener's new connections get, replaced when its files change.
+#[derive(Debug)]
+pub struct Acceptor {
+    current: Mutex<Arc<ServerConfig>>,
+    alpn: Option<&'static [u8]>,
+}
+
+impl Acceptor {
+    /// `alpn`: the one protocol offered (`h2`), or none: a client's ALPN offer is then ignored, as
+    /// Python's TLS does (a client offering only `h2` still gets HTTP/1.1).
+    pub fn new(pems: &Pems, alpn: Option<&'static [u8]>) -> Result<Self, String> {
+        Ok(Acceptor {
+            current: Mutex::new(server_config(pems, alpn)?),
+            alpn,
+        })
+    }
+
+    /// The handshake of one connection, within `timeout`, with the files as they are now:
+    /// `changed` (asked on a blocking thread) gives them when they changed since they were last
+    /// read, so a renewed certificate needs no restart. None when it fails or runs out of time.
+    pub async fn accept<S>(
+        &self,
+        stream: S,
+        timeout: Duration,
+        changed: impl FnOnce() -> Option<Pems> + Send + 'static,
+    ) -> Option<TlsStream<S>>
+    where
+        S: AsyncRead + AsyncWrite + Unpin,
+    {
+        if let Ok(Some(pems)) = tokio::task::spawn_blocking(changed).await {
+            // A pair that does not load keeps the previous one in use (Python has checked it already).
+            if let (Ok(fresh), Ok(mut tls)) = (server_config(&pems, self.alpn), self.current.lock())
+            {
+                *tls = fresh;
+            }
+        }
+        let tls = self.current.lock().ok()?.clone();
+        let handshake = TlsAcceptor::from(tls).accept(stream);
+        tokio::time::timeout(timeout, handshake).await.ok()?.ok()
+    }
+}
+
+pub fn server_config(pems: &Pems, alpn: Option<&[u8]>) -> Result<Arc<ServerConfig>, String> {
     let chain = CertificateDer::pem_slice_iter(&pems.cert_chain)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| format!("the certificate chain: {e}"))?;
@@ -50,6 +96,6 @@ pub fn server_config(pems: &Pems) -> Result<Arc<ServerConfig>, String> {
     let mut config = builder
         .with_single_cert(chain, key)
         .map_err(|e| format!("the certificate and key: {e}"))?;
-    config.alpn_protocols = vec![b"h2".to_vec()];
+    config.alpn_protocols = alpn.map(|p| vec![p.to_vec()]).unwrap_or_default();
     Ok(Arc::new(config))
 }

@@ -254,8 +254,9 @@ def _pinging(port: int, pings: int, every: float) -> tuple[bool, list[int]]:
 def test_grpc_clients_pinging_too_often_are_closed_and_polite_ones_kept(tmp_path: Path) -> None:
     """``listeners.grpc.min_ping_interval_seconds`` and ``permit_keepalive_without_calls`` (gRPC core's
     ``grpc.http2.min_ping_interval_without_data_ms``, ``grpc.keepalive_permit_without_calls``): a ping sooner than
-    the interval is a strike, the third strike closes the connection (grpc src/core/ext/transport/chttp2/transport/
-    ping_abuse_policy.cc, ``max_ping_strikes`` 2; grpcio sends GOAWAY first). Pings a second apart are answered."""
+    the interval is a strike, the third strike closes the connection (grpc/grpc src/core/ext/transport/chttp2/
+    transport/ping_abuse_policy.cc at 3e80231b57e80b611f190ad67ba5eb99c023b473, ``max_ping_strikes`` 2; grpcio sends
+    GOAWAY first). Pings 0.6 s apart are answered."""
     grpc = {"min_ping_interval_seconds": 0.5, "permit_keepalive_without_calls": True}
     server = start_server(tmp_path, {"listeners": {"grpc": grpc}})
     try:

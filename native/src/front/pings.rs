@@ -1,9 +1,12 @@
-//! Clients' pings policed as gRPC core polices them (grpc src/core/ext/transport/chttp2/transport/
-//! ping_abuse_policy.cc): a ping sooner than `min_ping_interval_seconds` after the previous one is
-//! a strike, and so is any ping while no call is open unless `permit_keepalive_without_calls`; the
-//! third strike closes the connection. gRPC core then sends `GOAWAY` `ENHANCE_YOUR_CALM`
-//! (`too_many_pings`) first; hyper owns the connection's writes, so here it is closed without one.
-//! Strikes are forgiven when a call ends (gRPC core: when the server sends headers or data).
+//! Clients' pings policed as gRPC core polices them: grpc/grpc
+//! src/core/ext/transport/chttp2/transport/ping_abuse_policy.cc at 3e80231b57e80b611f190ad67ba5eb99c023b473
+//! (`ReceivedOnePing`, `ResetPingStrikes`, `max_ping_strikes` 2), with the server's `transport_idle`
+//! of frame_ping.cc (`keepalive_permit_without_calls == 0 && stream_map.empty()`). A ping sooner
+//! than `min_ping_interval_seconds` after the previous one is a strike, and so is one sooner than two
+//! hours while no call is open unless `permit_keepalive_without_calls`; the third strike closes the
+//! connection. gRPC core then sends `GOAWAY` `ENHANCE_YOUR_CALM` (`too_many_pings`) first; hyper
+//! owns the connection's writes, so here it is closed without one. Strikes and the ping clock are
+//! reset when a call ends (gRPC core: when the server sends headers or data).
 //!
 //! hyper answers pings itself and tells nobody, so they are read off the bytes the client sends:
 //! [`Frames`] follows HTTP/2's frame headers (RFC 9113 section 4.1) through the stream.
@@ -92,9 +95,10 @@ impl Policy {
         self.strikes > MAX_STRIKES
     }
 
-    /// A call ended (the server sent its answer): the strikes are forgiven.
+    /// A call ended (the server sent its answer): the strikes are forgiven and the clock reset.
     pub fn forgive(&mut self) {
         self.strikes = 0;
+        self.last = None;
     }
 }
 
@@ -134,7 +138,9 @@ mod tests {
         assert!(!policy.ping(at(1700), false)); // strike 2
         assert!(policy.ping(at(1800), false)); // strike 3: closed
         policy.forgive();
-        assert!(!policy.ping(at(1900), false));
+        assert!(!policy.ping(at(1900), false)); // the clock reset too: not even a strike
+        assert!(!policy.ping(at(2000), false)); // strike 1
+        assert!(!policy.ping(at(2100), false)); // strike 2
     }
 
     #[test]

@@ -13,8 +13,8 @@ after a large body is released a trim runs in a thread, at most once per ``_TRIM
 elsewhere than glibc it is skipped. A body let go while a trim waits or runs asks for one more after it:
 "let go" is said before the memory is freed (gRPC frees a message once its handler has returned), so a trim
 that ran before the last bodies of a burst were freed would otherwise be the last, and their memory stayed
-(a CI run: RSS not back within 64 MiB 30 s after 100 refused 32 MiB messages). Event-loop thread only (both
-receivers share one loop).
+(a CI run: RSS not back within 64 MiB 30 s after 100 refused 32 MiB messages). Event-loop thread only: the
+native fronts, which let bodies go on their own threads, hand ``freed`` to the loop (``freed_from_threads``).
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ class MemoryTrimmer:
 
 
 class InFlightBytes:
-    """The shared byte budget (``_native.ByteBudget``: the native gRPC front takes from it on its own threads).
+    """The shared byte budget (``_native.ByteBudget``: the native fronts take from it on their own threads).
     ``set_gauge`` is called with the bytes held after every change made here."""
 
     def __init__(

@@ -36,9 +36,10 @@ use tokio::sync::Notify;
 use tokio::task::JoinSet;
 
 use crate::front::budget::{Budget, Lease};
+use crate::front::handoff::Handoff;
 use crate::front::rewound::Rewound;
 use crate::front::runtime::{self, Running, Stop};
-use crate::front::tls::{self, Pems};
+use crate::front::tls::Pems;
 
 /// The one path served.
 pub const TRACES_PATH: &str = "/v1/traces";
@@ -60,16 +61,7 @@ pub struct Config {
     pub header_timeout: Duration,
     pub idle_timeout: Duration,
     pub body_timeout: Duration,
-    /// Blocking threads decoding and handing over bodies at once.
-    pub handler_threads: usize,
-    /// The bytes in flight, shared with the other receivers.
-    pub budget: Arc<Budget>,
-    /// Whether requests need credentials (`Handler::authorize`).
-    pub authorize: bool,
-    /// Bodies of at least this many bytes are told to `Handler::freed` once let go.
-    pub trim_from: usize,
-    /// The TLS of new connections, when the listener serves TLS.
-    pub tls: Option<tls::Acceptor>,
+    pub handoff: Handoff,
 }
 
 /// An HTTP answer, as Python makes it.
@@ -88,15 +80,23 @@ pub trait Handler: Send + Sync + 'static {
     /// A connection refused or closed by the listener's limits, as the counter's `reason`.
     fn connection_refused(&self, reason: &'static str);
     /// Checks a request's `Authorization` header before anything else: None to go on, else the
-    /// answer (401). Asked only when `Config::authorize` is set.
+    /// answer (401). Asked only when `Handoff::authorize` is set.
     fn authorize(&self, authorization: Option<String>, method: &str, seconds: f64)
         -> Option<Reply>;
     /// A request for anything but `POST /v1/traces` (404, 405).
     fn other(&self, method: &str, path: &str, seconds: f64) -> Reply;
-    /// A body of `size` bytes (at least `Config::trim_from`) is let go: its memory may be handed back.
+    /// A body of `size` bytes (at least `Handoff::trim_from`) is let go: its memory may be handed back.
     fn freed(&self, size: usize);
-    /// One whole body with its `Content-Encoding` (`json`: OTLP/JSON, else protobuf).
-    fn export(&self, body: &[u8], encoding: &str, json: bool, started: Instant) -> Reply;
+    /// One whole body with its `Content-Encoding`, `compressed` unless that is none or `identity`
+    /// (`json`: OTLP/JSON, else protobuf).
+    fn export(
+        &self,
+        body: &[u8],
+        encoding: &str,
+        compressed: bool,
+        json: bool,
+        started: Instant,
+    ) -> Reply;
     /// A request refused before `export`, as the `otlp_requests` result it counts as
     /// (`unsupported` with the media type as `reason`, `too_large` with the words to say,
     /// `in_flight_full`, `body_timeout`, `client_disconnected`); `read`: the body's bytes read.
@@ -116,7 +116,7 @@ pub fn start(
     config: Config,
     handler: Arc<dyn Handler>,
 ) -> std::io::Result<Running> {
-    let threads = config.handler_threads;
+    let threads = config.handoff.handler_threads;
     runtime::start("sloscope-http", listener, threads, move |listener, stop| {
         serve(listener, config, handler, stop)
     })
@@ -158,7 +158,7 @@ async fn serve(listener: TcpListener, config: Config, handler: Arc<dyn Handler>,
 
 /// A connection refused at the cap: told so over plain HTTP, closed at once before a TLS handshake.
 async fn refuse(mut stream: TcpStream, config: Arc<Config>) {
-    if config.tls.is_some() {
+    if config.handoff.tls.is_some() {
         return;
     }
     let text = format!(
@@ -331,7 +331,7 @@ async fn connection(
     handler: Arc<dyn Handler>,
     stop: Stop,
 ) {
-    let Some(tls) = &config.tls else {
+    let Some(tls) = &config.handoff.tls else {
         return http1_connection(stream, slot, config, handler, stop).await;
     };
     let checking = handler.clone();
@@ -439,7 +439,7 @@ async fn call(
     let progress = AtomicUsize::new(0);
     let response = answer(request, &config, &handler, &progress).await;
     let read = progress.load(Ordering::Relaxed);
-    if read >= config.trim_from {
+    if read >= config.handoff.trim_from {
         // Its bytes are let go: a large body's memory is handed back to the system.
         tokio::task::spawn_blocking(move || handler.freed(read));
     }
@@ -457,7 +457,7 @@ async fn answer(
     let started = Instant::now();
     let seconds = move || started.elapsed().as_secs_f64();
     let method = request.method().as_str().to_owned();
-    if config.authorize {
+    if config.handoff.authorize {
         let authorization = header(&request, http::header::AUTHORIZATION);
         let (checking, method) = (handler.clone(), method.clone());
         let refusal = blocking(move || checking.authorize(authorization, &method, seconds())).await;
@@ -484,7 +484,13 @@ async fn answer(
     let encoding = header(&request, http::header::CONTENT_ENCODING).unwrap_or_default();
     let declared = header(&request, http::header::CONTENT_LENGTH);
     let mut incoming = request.into_body();
-    let read = read(&mut incoming, declared, limit, &config.budget, progress);
+    let read = read(
+        &mut incoming,
+        declared,
+        limit,
+        &config.handoff.budget,
+        progress,
+    );
     let read = tokio::time::timeout(config.body_timeout, read).await;
     let refusal = |result: &'static str, reason: String| {
         let read = progress.load(Ordering::Relaxed);
@@ -509,7 +515,7 @@ async fn answer(
         return refusal("in_flight_full", String::new()).await;
     }
     let reply = blocking(move || {
-        let reply = handler.export(&body, &encoding, json, started);
+        let reply = handler.export(&body, &encoding, compressed, json, started);
         drop(lease); // the body is decoded and handed over: its bytes are let go
         reply
     });
@@ -647,11 +653,13 @@ mod tests {
             header_timeout: Duration::from_secs(header),
             idle_timeout: Duration::from_secs(idle),
             body_timeout: Duration::from_secs(30),
-            handler_threads: 1,
-            budget: Arc::new(Budget::new(1024)),
-            authorize: false,
-            trim_from: 1 << 20,
-            tls: None,
+            handoff: Handoff {
+                handler_threads: 1,
+                budget: Arc::new(Budget::new(1024)),
+                authorize: false,
+                trim_from: 1 << 20,
+                tls: None,
+            },
         }
     }
 

@@ -9,6 +9,7 @@
 
 pub mod budget; // the bytes in flight, shared with the Python receivers
 pub mod grpc; // the framing and status trailers of a unary call
+pub mod handoff; // what both fronts share: threads, bytes in flight, credentials, TLS
 pub mod http; // the OTLP/HTTP listener: HTTP/1.1, its connection limits and deadlines
 pub mod pings; // clients' pings policed as gRPC core polices them
 pub mod py; // GrpcFront and HttpFront, the Python classes

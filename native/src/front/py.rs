@@ -14,6 +14,7 @@ use pyo3::types::PyBytes;
 use crate::decode::{outcome, Decoder};
 use crate::front::budget::ByteBudget;
 use crate::front::grpc;
+use crate::front::handoff::Handoff;
 use crate::front::http::{self, Reply};
 use crate::front::runtime::Running;
 use crate::front::server::{self, Answer, Config, Handler};
@@ -124,9 +125,25 @@ fn seconds(s: f64) -> PyResult<Duration> {
     Duration::try_from_secs_f64(s).map_err(PyValueError::new_err)
 }
 
-fn acceptor(tls: Option<PyPems>, alpn: Option<&'static [u8]>) -> PyResult<Option<tls::Acceptor>> {
-    tls.map(|first| tls::Acceptor::new(&pems(first), alpn).map_err(PyValueError::new_err))
-        .transpose()
+/// A front's `Handoff`; `alpn`: the protocol its TLS offers (none: a client's offer is ignored).
+fn handoff(
+    budget: &Py<ByteBudget>,
+    authorize: bool,
+    tls: Option<PyPems>,
+    alpn: Option<&'static [u8]>,
+    handler_threads: usize,
+    trim_from: usize,
+) -> PyResult<Handoff> {
+    let tls = tls
+        .map(|first| tls::Acceptor::new(&pems(first), alpn).map_err(PyValueError::new_err))
+        .transpose()?;
+    Ok(Handoff {
+        handler_threads,
+        budget: budget.get().0.clone(),
+        authorize,
+        trim_from,
+        tls,
+    })
 }
 
 fn started(running: std::io::Result<Running>) -> PyResult<Mutex<Option<Running>>> {
@@ -213,11 +230,14 @@ impl GrpcFront {
             max_idle: seconds(max_idle)?,
             max_age: seconds(max_age)?,
             max_age_grace: seconds(max_age_grace)?,
-            handler_threads,
-            trim_from,
-            budget: budget.get().0.clone(),
-            authorize: authorize.is_some(),
-            tls: acceptor(tls, Some(b"h2"))?,
+            handoff: handoff(
+                &budget,
+                authorize.is_some(),
+                tls,
+                Some(b"h2"),
+                handler_threads,
+                trim_from,
+            )?,
         };
         let listener = listener(fd)?;
         let handler = Arc::new(PyHandler {
@@ -332,13 +352,19 @@ impl http::Handler for PyHttpHandler {
         Python::attach(|py| self.call(py, intern!(py, "other"), (method, path, seconds)))
     }
 
-    fn export(&self, body: &[u8], encoding: &str, json: bool, started: Instant) -> Reply {
-        let identity = matches!(encoding.trim().to_lowercase().as_str(), "" | "identity");
+    fn export(
+        &self,
+        body: &[u8],
+        encoding: &str,
+        compressed: bool,
+        json: bool,
+        started: Instant,
+    ) -> Reply {
         // Without the GIL: a plain body, unless it is JSON the native decoder leaves to Python.
-        let decoded = match (identity, json) {
-            (false, _) => None,
-            (true, false) => Some(self.decoder.get().export_request(body)),
-            (true, true) => self.decoder.get().json_request(body).map(Ok),
+        let decoded = match (compressed, json) {
+            (true, _) => None,
+            (false, false) => Some(self.decoder.get().export_request(body)),
+            (false, true) => self.decoder.get().json_request(body).map(Ok),
         };
         Python::attach(|py| {
             let seconds = started.elapsed().as_secs_f64();
@@ -421,11 +447,7 @@ impl HttpFront {
             header_timeout: seconds(header_timeout)?,
             idle_timeout: seconds(idle_timeout)?,
             body_timeout: seconds(body_timeout)?,
-            handler_threads,
-            budget: budget.get().0.clone(),
-            authorize,
-            trim_from,
-            tls: acceptor(tls, None)?,
+            handoff: handoff(&budget, authorize, tls, None, handler_threads, trim_from)?,
         };
         let listener = listener(fd)?;
         let handler = Arc::new(PyHttpHandler {

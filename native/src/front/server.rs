@@ -25,10 +25,11 @@ use tokio::task::JoinSet;
 
 use crate::front::budget::{Budget, Lease};
 use crate::front::grpc;
+use crate::front::handoff::Handoff;
 use crate::front::pings::{Frames, Policy};
 use crate::front::rewound::Rewound;
 use crate::front::runtime::{self, Running, Stop};
-use crate::front::tls::{self, Pems};
+use crate::front::tls::Pems;
 
 /// The listener's limits (the `listeners` and `limits` settings).
 #[derive(Debug)]
@@ -49,17 +50,7 @@ pub struct Config {
     /// A connection is told to go away (GOAWAY) after this long, its calls given `max_age_grace`.
     pub max_age: Duration,
     pub max_age_grace: Duration,
-    /// Blocking threads decoding and handing over messages at once.
-    pub handler_threads: usize,
-    /// The bytes in flight, shared with the Python receivers.
-    pub budget: Arc<Budget>,
-    /// Whether calls need credentials (`Handler::authorize`).
-    pub authorize: bool,
-    /// Messages of at least this many bytes are told to `Handler::freed` once let go.
-    pub trim_from: usize,
-    /// The TLS of new connections, when the listener serves TLS (reloaded when
-    /// `Handler::tls_changed` says the files changed).
-    pub tls: Option<tls::Acceptor>,
+    pub handoff: Handoff,
 }
 
 /// The answer to one call.
@@ -86,10 +77,10 @@ impl Answer {
 /// What is done with a call's message, on a blocking thread (it may decode and take the GIL).
 pub trait Handler: Send + Sync + 'static {
     /// The listener's TLS files when they changed since they were last read, else None. Asked at
-    /// every new connection when `Config::tls` is set (a renewed certificate needs no restart).
+    /// every new connection when `Handoff::tls` is set (a renewed certificate needs no restart).
     fn tls_changed(&self) -> Option<Pems>;
     /// Checks a call's `authorization` metadata before its message is read: None to go on, else the
-    /// answer (UNAUTHENTICATED). Asked only when `Config::authorize` is set.
+    /// answer (UNAUTHENTICATED). Asked only when `Handoff::authorize` is set.
     fn authorize(&self, authorization: Option<String>) -> Option<Answer>;
     /// One uncompressed Export message.
     fn export(&self, message: &[u8]) -> Answer;
@@ -97,7 +88,7 @@ pub trait Handler: Send + Sync + 'static {
     /// as (`too_large` with the message's size, `in_flight_full`, `malformed` and
     /// `unsupported_encoding` with the reason, `client_disconnected`).
     fn refused(&self, result: &'static str, size: usize, reason: String) -> Answer;
-    /// A message of `size` bytes (at least `Config::trim_from`) is let go: its memory may be handed
+    /// A message of `size` bytes (at least `Handoff::trim_from`) is let go: its memory may be handed
     /// back to the system.
     fn freed(&self, size: usize);
 }
@@ -164,7 +155,7 @@ pub fn start(
     config: Config,
     handler: Arc<dyn Handler>,
 ) -> std::io::Result<Running> {
-    let threads = config.handler_threads;
+    let threads = config.handoff.handler_threads;
     runtime::start("sloscope-grpc", listener, threads, move |listener, stop| {
         serve(listener, config, handler, stop)
     })
@@ -197,7 +188,7 @@ async fn serve(listener: TcpListener, config: Config, handler: Arc<dyn Handler>,
 const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 async fn connection(stream: TcpStream, config: Arc<Config>, handler: Arc<dyn Handler>, stop: Stop) {
-    let Some(tls) = &config.tls else {
+    let Some(tls) = &config.handoff.tls else {
         return http2_connection(stream, config, handler, stop).await;
     };
     let checking = handler.clone();
@@ -348,7 +339,7 @@ async fn call(
         );
         return Ok(respond(Answer::status(grpc::UNIMPLEMENTED, message)));
     }
-    if config.authorize {
+    if config.handoff.authorize {
         let authorization = request
             .headers()
             .get(http::header::AUTHORIZATION)
@@ -371,7 +362,7 @@ async fn call(
         .get("grpc-encoding")
         .map(|v| v.to_str().unwrap_or("?").to_owned());
     let max = config.max_request_bytes;
-    let (body, lease) = match read(request.into_body(), max, &config.budget).await {
+    let (body, lease) = match read(request.into_body(), max, &config.handoff.budget).await {
         Read::Whole(body, lease) => (body, lease),
         Read::TooLarge(size) => return Ok(respond(refused(handler, "too_large", size, "").await)),
         Read::InFlightFull => return Ok(respond(refused(handler, "in_flight_full", 0, "").await)),
@@ -391,7 +382,7 @@ async fn call(
         }
     };
     let size = body.len();
-    let trim = size >= config.trim_from;
+    let trim = size >= config.handoff.trim_from;
     let answer = blocking(move || {
         let answer = handle(&body, encoding.as_deref(), max, &*handler);
         drop((body, lease)); // the message is decoded and handed over: its bytes are let go

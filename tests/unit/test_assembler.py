@@ -140,6 +140,23 @@ def test_trace_without_anchor_expires_as_no_anchor() -> None:
     assert h.assembler.pending == 0
 
 
+def test_a_gateway_span_sent_again_after_its_trace_was_forgotten_waits_its_own_failure_window() -> None:
+    """The first send's failure-window entry went stale when its request joined, and the queue dropped it once
+    4,097 windows waited there (processors/deadlines.py): kept, it would resolve the second send 6 s early."""
+    h = Harness(failure_window_seconds=15.0, max_done_traces=2)
+    h.feed(gateway(1, request_id="r-1"), vllm(1, request_id="r-1"))
+    for trace in range(2, 4_099):  # joined at once, each: every window but the last is stale
+        h.feed(gateway(trace, request_id=f"r-{trace}"), vllm(trace, request_id=f"r-{trace}"))
+    assert h.outcomes[c.OUTCOME_JOINED] == 4_098
+    h.advance(10.0)
+    h.feed(gateway(1, request_id="r-1"))  # trace 1 and r-1 are forgotten: a new call, no model server answered
+    h.advance(5.5)  # past the first send's window
+    assert h.outcomes[c.OUTCOME_FAILED] == 0 and h.assembler.pending == 1
+    h.advance(9.5)  # the second send's window is over
+    [failed] = h.emitted[4_098:]
+    assert (failed.outcome, failed.failure_reason) == (c.OUTCOME_FAILED, c.FAILURE_ABORTED)
+
+
 def test_join_by_request_id_across_traces_when_the_gateway_comes_later() -> None:
     h = Harness()
     h.feed(vllm(2, parent=0, request_id="chatcmpl-abc"))  # vLLM in its own trace

@@ -43,6 +43,7 @@ from sloscope import conventions as c
 from sloscope.attributes import Mapping, View
 from sloscope.config import Join
 from sloscope.processors import span_shapes as shapes
+from sloscope.processors.deadlines import Deadlines
 from sloscope.processors.joined_request import RequestBuilder, disaggregated, leg_of, primary_anchor
 from sloscope.processors.recent import Recent
 from sloscope.processors.trace_state import Footprint, PendingTrace, SeenSpans, span_bytes
@@ -83,8 +84,8 @@ class TraceAssembler:
         self._done_cap = 4 * join.max_spans_per_trace
         self._traces: OrderedDict[str, PendingTrace] = OrderedDict()
         self._footprint = Footprint()  # estimated bytes of every pending trace's spans
-        self._anchor_deadlines: deque[tuple[float, str, str]] = deque()  # (deadline, trace id, anchor span id)
-        self._gateway_deadlines: deque[tuple[float, str, str]] = deque()  # (deadline, trace id, gateway span id)
+        self._anchor_deadlines = Deadlines()
+        self._gateway_deadlines = Deadlines()
         self._done: Recent[str, SeenSpans] = Recent(join.max_done_traces)
         self._companions_by_request_id: dict[str, str] = {}  # request id -> trace id
         self._anchors_by_request_id: dict[str, tuple[str, str]] = {}  # request id -> (trace id, span id)
@@ -143,11 +144,12 @@ class TraceAssembler:
         trace.add(span, size)
         if self._is_anchor(span):
             trace.anchors[span.span_id] = now
-            self._anchor_deadlines.append((now + self._join.window_seconds, trace_id, span.span_id))
+            self._anchor_deadlines.push(now + self._join.window_seconds, trace_id, span.span_id, self._waiting_anchor)
             return True
         if span.name in self._gateway_names:
             trace.gateways[span.span_id] = None
-            self._gateway_deadlines.append((now + self._join.failure_window_seconds, trace_id, span.span_id))
+            deadline = now + self._join.failure_window_seconds
+            self._gateway_deadlines.push(deadline, trace_id, span.span_id, self._waiting_gateway)
         elif self._is_bare(span):
             trace.bare.append(span.span_id)
         if self._join.by_request_id and not trace.anchors and not trace.emitted:
@@ -155,6 +157,14 @@ class TraceAssembler:
             # anchor is already here (the usual order: the gateway span ends last), the join is local.
             self._index_companion(trace_id, trace, span)
         return True
+
+    def _waiting_anchor(self, trace_id: str, anchor_id: str) -> bool:
+        trace = self._traces.get(trace_id)
+        return trace is not None and anchor_id in trace.anchors
+
+    def _waiting_gateway(self, trace_id: str, gateway_id: str) -> bool:
+        trace = self._traces.get(trace_id)
+        return trace is not None and gateway_id in trace.gateways
 
     def _make_room(self, trace: PendingTrace, span: Span) -> bool:
         if len(trace.spans) < self._join.max_spans_per_trace:
@@ -423,17 +433,15 @@ class TraceAssembler:
         """Emit anchors whose join window has passed, resolve gateways whose failure window has, and
         expire traces past their time to live."""
         now = self._clock() if now is None else now
-        deadlines = self._anchor_deadlines
-        while deadlines and deadlines[0][0] <= now:
-            _, trace_id, anchor_id = deadlines.popleft()
+        while (due := self._anchor_deadlines.pop_due(now)) is not None:
+            trace_id, anchor_id = due
             trace = self._traces.get(trace_id)
             if trace is None or anchor_id not in trace.anchors or self._awaits_decode(trace, anchor_id):
                 continue  # a prefill stage waits for its decode stage: the gateway's failure window decides
             self._finish_with_what_it_has(trace_id, trace, anchor_id, c.OUTCOME_JOINED)
             self._close_if_finished(trace_id, trace)
-        deadlines = self._gateway_deadlines
-        while deadlines and deadlines[0][0] <= now:
-            _, trace_id, gateway_id = deadlines.popleft()
+        while (due := self._gateway_deadlines.pop_due(now)) is not None:
+            trace_id, gateway_id = due
             trace = self._traces.get(trace_id)
             if trace is not None and gateway_id in trace.gateways:
                 self._resolve_unanswered(trace_id, trace, gateway_id)

@@ -7,12 +7,12 @@
 //! its trace id. Where the reference works on a trace it has already taken out of its map (an
 //! eviction), the trace stays in the map marked `evicting`, invisible to lookups of other traces.
 
-use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::join::build::{self, Builder, Joined};
 use crate::join::columns;
-use crate::join::hash::{HashMap, HashSet};
+use crate::join::deadlines::Deadlines;
+use crate::join::hash::{Fingerprints, HashMap, HashSet};
 use crate::join::held::ValueRef;
 use crate::join::ordered::{OrderedMap, Small};
 use crate::join::recent::Recent;
@@ -90,12 +90,17 @@ pub struct Assembler {
     span_bytes: usize,
     /// Bytes of the request-id index's entries (`companions_by_rid`).
     index_bytes: usize,
-    anchor_deadlines: VecDeque<(f64, TraceId, SpanId)>,
-    gateway_deadlines: VecDeque<(f64, TraceId, SpanId)>,
+    anchor_deadlines: Deadlines,
+    gateway_deadlines: Deadlines,
     done: Recent<TraceId, Seen>,
     companions_by_rid: HashMap<Box<str>, TraceId>,
     anchors_by_rid: HashMap<Box<str>, (TraceId, SpanId)>,
-    answered: Recent<Arc<str>, ()>,
+    /// The request ids of emitted anchors, by fingerprint: a string and its hash table entry each, and
+    /// the allocation and free of each, were a tenth of the join (docs/performance.md).
+    answered: Recent<u128, ()>,
+    fingerprints: Fingerprints,
+    /// The last `groups` list, kept for the next trace's (an allocation per trace otherwise).
+    groups: Vec<(Key, Ids)>,
     pub out: Vec<Joined>,
     pub counts: Counts,
 }
@@ -143,6 +148,8 @@ impl Assembler {
             done_cap: 4 * cfg.max_spans_per_trace,
             done: Recent::new(cfg.max_done_traces),
             answered: Recent::new(cfg.max_done_traces),
+            fingerprints: Fingerprints::default(),
+            groups: Vec::new(),
             cfg,
             rules,
             builder,
@@ -150,8 +157,8 @@ impl Assembler {
             evicting: None,
             span_bytes: 0,
             index_bytes: 0,
-            anchor_deadlines: VecDeque::new(),
-            gateway_deadlines: VecDeque::new(),
+            anchor_deadlines: Deadlines::default(),
+            gateway_deadlines: Deadlines::default(),
             companions_by_rid: HashMap::default(),
             anchors_by_rid: HashMap::default(),
             out: Vec::new(),
@@ -286,14 +293,20 @@ impl Assembler {
         trace.add(span);
         if anchor {
             trace.anchors.push((sid, now));
+            let traces = &self.traces;
             self.anchor_deadlines
-                .push_back((now + self.cfg.window_seconds, tid, sid));
+                .push(now + self.cfg.window_seconds, tid, sid, |t, a| {
+                    traces.get(t).is_some_and(|t| t.is_anchor(a))
+                });
             return true;
         }
         if gateway {
             trace.gateways.push(sid);
+            let traces = &self.traces;
             self.gateway_deadlines
-                .push_back((now + self.cfg.failure_window_seconds, tid, sid));
+                .push(now + self.cfg.failure_window_seconds, tid, sid, |t, g| {
+                    traces.get(t).is_some_and(|t| t.gateways.contains(g))
+                });
         } else if bare {
             trace.bare.push(sid);
         }
@@ -445,8 +458,9 @@ impl Assembler {
         out
     }
 
-    fn groups(&self, trace: &Trace) -> Vec<(Key, Ids)> {
-        let mut groups: Vec<(Key, Ids)> = Vec::new();
+    /// The trace's anchors by request, in `groups` (emptied first).
+    fn group_anchors(&self, trace: &Trace, groups: &mut Vec<(Key, Ids)>) {
+        groups.clear();
         for (aid, _) in &trace.anchors {
             let Some(anchor) = trace.get(aid) else {
                 continue;
@@ -457,7 +471,6 @@ impl Assembler {
                 None => groups.push((key, std::iter::once(*aid).collect())),
             }
         }
-        groups
     }
 
     fn group(&self, trace: &Trace, key: &Key) -> Ids {
@@ -564,8 +577,9 @@ impl Assembler {
     // ---- completion ---------------------------------------------------------------------
 
     fn try_complete(&mut self, tid: TraceId) {
-        let groups = self.groups(self.t(&tid));
-        for (key, anchor_ids) in groups {
+        let mut groups = std::mem::take(&mut self.groups);
+        self.group_anchors(self.t(&tid), &mut groups);
+        for (key, anchor_ids) in groups.drain(..) {
             let trace = self.t(&tid);
             let anchors = held(trace, &anchor_ids);
             if anchors.is_empty() {
@@ -637,6 +651,7 @@ impl Assembler {
                 }
             }
         }
+        self.groups = groups;
         self.close_if_finished(&tid);
     }
 
@@ -756,9 +771,8 @@ impl Assembler {
         }
     }
 
-    fn answered_id(&mut self, rid: Option<Arc<str>>) {
-        let Some(rid) = rid else { return };
-        if !self.answered.contains(&*rid) {
+    fn answered_id(&mut self, rid: u128) {
+        if !self.answered.contains(&rid) {
             self.answered.put(rid, ());
         }
     }
@@ -766,7 +780,7 @@ impl Assembler {
     fn remember(
         &mut self,
         tid: TraceId,
-        spans: impl ExactSizeIterator<Item = (SpanId, Option<SpanId>)>,
+        spans: impl Iterator<Item = (SpanId, Option<SpanId>)>,
         claimed: bool,
     ) {
         // Put again: the most recent trace is forgotten last.
@@ -780,8 +794,7 @@ impl Assembler {
     /// Emits anchors whose join window has passed, resolves gateways whose failure window has,
     /// and expires traces past their time to live.
     pub fn expire(&mut self, now: f64) {
-        while self.anchor_deadlines.front().is_some_and(|d| d.0 <= now) {
-            let (_, tid, aid) = self.anchor_deadlines.pop_front().expect("checked");
+        while let Some((tid, aid)) = self.anchor_deadlines.pop_due(now) {
             let Some(trace) = self.live(&tid) else {
                 continue;
             };
@@ -791,8 +804,7 @@ impl Assembler {
             self.finish_with_what_it_has(tid, aid, OUTCOME_JOINED);
             self.close_if_finished(&tid);
         }
-        while self.gateway_deadlines.front().is_some_and(|d| d.0 <= now) {
-            let (_, tid, gid) = self.gateway_deadlines.pop_front().expect("checked");
+        while let Some((tid, gid)) = self.gateway_deadlines.pop_due(now) {
             if self.live(&tid).is_some_and(|t| t.gateways.contains(&gid)) {
                 self.resolve_unanswered(tid, gid);
                 self.close_if_finished(&tid);
@@ -875,7 +887,7 @@ impl Assembler {
         if self
             .request_ids_under(trace, &gid)
             .iter()
-            .any(|r| self.answered.contains(*r))
+            .any(|r| self.answered.contains(&self.fingerprints.of(r)))
         {
             return; // a model server answered it in another trace
         }
@@ -986,7 +998,10 @@ impl Assembler {
             gateway,
         );
         request.trace_id = tid;
-        let rids: Vec<Option<Arc<str>>> = anchors.iter().map(|a| a.rid().map(Arc::from)).collect();
+        let rids: Small<u128, 4> = anchors
+            .iter()
+            .filter_map(|a| a.rid().map(|r| self.fingerprints.of(r)))
+            .collect();
         let scope_ids = ids(&scope);
         self.claim(tid, &key, &anchor_ids, &scope_ids);
         for rid in rids {

@@ -3,12 +3,13 @@
 //!
 //! The pieces: what the configured attribute mapping reads (`rules`), the joinable request id
 //! (`request_id`), what upstream span shapes mean (`shapes`), how a waiting span is held (`held`), what is held per trace (`trace`),
-//! how a request is read from its spans (`build`), requests as Arrow buffers (`columns`), the assembler itself (`assembler`), its
-//! memory of finished traces (`recent`) and its Python face (`py`), and the hasher of their maps (`hash`).
+//! how a request is read from its spans (`build`), requests as Arrow buffers (`columns`), the assembler itself (`assembler`), the
+//! windows it waits out (`deadlines`), its memory of finished traces (`recent`) and its Python face (`py`), and the hasher of their maps (`hash`).
 
 pub mod assembler;
 pub mod build;
 pub mod columns;
+pub mod deadlines;
 pub mod hash;
 pub mod held;
 pub mod ordered;

@@ -304,6 +304,31 @@ impl<T: Copy, const N: usize> Small<T, N> {
         }
     }
 
+    /// Puts `item` at `index`, the items from there on one place later.
+    pub fn insert(&mut self, index: usize, item: T) {
+        self.push(item);
+        let items: &mut [T] = match self {
+            Small::Empty => &mut [],
+            Small::Inline(items, len) => &mut items[..*len],
+            Small::Heap(items) => items,
+        };
+        items[index..].rotate_right(1);
+    }
+
+    /// Removes the `count` items from `start` on.
+    pub fn remove_range(&mut self, start: usize, count: usize) {
+        match self {
+            Small::Empty => assert_eq!(count, 0, "nothing to remove"),
+            Small::Inline(items, len) => {
+                items[start..*len].rotate_left(count);
+                *len -= count;
+            }
+            Small::Heap(items) => {
+                items.drain(start..start + count);
+            }
+        }
+    }
+
     pub fn retain(&mut self, mut keep: impl FnMut(&T) -> bool) {
         let mut kept = Small::new();
         for item in self.iter().filter(|i| keep(i)) {
@@ -434,5 +459,24 @@ mod tests {
         assert!(matches!(s, Small::Inline(_, 2)));
         assert_eq!(&*s, &[2, 4]);
         assert_eq!(s.into_iter().collect::<Vec<_>>(), vec![2, 4]);
+    }
+
+    #[test]
+    fn small_lists_insert_and_remove_a_range_in_place_or_on_the_heap() {
+        let mut s: Small<u8, 4> = Small::new();
+        s.insert(0, 3);
+        s.insert(0, 1);
+        s.insert(1, 2);
+        s.insert(3, 4);
+        assert!(matches!(s, Small::Inline(_, 4)));
+        assert_eq!(&*s, &[1, 2, 3, 4]);
+        s.remove_range(1, 2);
+        assert_eq!(&*s, &[1, 4]);
+        s.extend([5, 6, 7]);
+        s.insert(2, 9);
+        assert!(matches!(s, Small::Heap(_)));
+        assert_eq!(&*s, &[1, 4, 9, 5, 6, 7]);
+        s.remove_range(0, 3);
+        assert_eq!(&*s, &[5, 6, 7]);
     }
 }

@@ -96,6 +96,9 @@ STEPS = (
         ("--spans", "20000", "--rounds", "2"),
         "stages-",
     ),
+    # the native join alone, in process: fresh assemblers, then one joining set after set (a server's steady state)
+    Step("native-join", "native_join.py", quick=("--spans", "20000", "--repetitions", "2")),
+    Step("native-join-steady", "native_join.py", ("--steady", "16"), ("--steady", "6")),
     Step("assembler", "assembler.py", quick=("--requests", "5000", "--repetitions", "2")),
     Step("columnar", "columnar.py", quick=("--requests", "2048", "--repeat", "1")),
     Step("parser", "parser.py", quick=("--repetitions", "2")),

@@ -14,8 +14,8 @@ class Deadlines:
     window length a queue, the clock never goes back).
 
     Most entries go stale long before their deadline: a request is emitted as soon as it is whole, and the failure
-    window (15 s by default) outlives it by far. Left until their deadline, stale entries held rate × window of
-    them, beyond every pending cap. So once the queue is longer than twice what it held after the last tidying (and
+    window (15 s by default) outlives it by far. Left until their deadline, stale entries numbered the rate times the
+    window, beyond every pending cap. So once the queue is longer than twice what it held after the last tidying (and
     ``TIDY_FROM``), the entries whose span no longer waits are dropped: a scan per as many pushes, O(1) amortized.
     The native join's ``Deadlines`` (``native/src/join/deadlines.rs``) tidies at the same lengths.
     """

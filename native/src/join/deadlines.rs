@@ -86,7 +86,8 @@ mod tests {
     fn stale_entries_are_dropped_once_the_queue_doubles_and_due_ones_come_in_order() {
         let mut deadlines = Deadlines::default();
         // Every tenth span still waits.
-        let waiting = |t: &TraceId, _: &SpanId| u64::from_be_bytes(t[..8].try_into().unwrap()) % 10 == 0;
+        let waiting =
+            |t: &TraceId, _: &SpanId| u64::from_be_bytes(t[..8].try_into().unwrap()) % 10 == 0;
         for k in 0..TIDY_FROM {
             let (tid, sid) = ids(k);
             deadlines.push(k as f64, tid, sid, waiting);

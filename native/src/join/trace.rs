@@ -323,6 +323,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_two_span_trace_is_remembered_in_place() {
+        let mut seen = Seen::default();
+        let id = |i: u8| [i; 8];
+        seen.remember([(id(1), None), (id(2), Some(id(1)))].into_iter(), true, 256);
+        assert!(matches!(seen.ids, Small::Inline(_, 5)), "seen 2, claimed 2, a parent");
+        // Its entry in a generation's table: the trace id and this (docs/configuration.md, join.max_done_traces).
+        assert_eq!(std::mem::size_of::<([u8; 16], Seen)>(), 96);
+    }
+
+    #[test]
     fn each_list_keeps_its_newest_cap() {
         let mut seen = Seen::default();
         let id = |i: u8| [i; 8];

@@ -327,7 +327,10 @@ mod tests {
         let mut seen = Seen::default();
         let id = |i: u8| [i; 8];
         seen.remember([(id(1), None), (id(2), Some(id(1)))].into_iter(), true, 256);
-        assert!(matches!(seen.ids, Small::Inline(_, 5)), "seen 2, claimed 2, a parent");
+        assert!(
+            matches!(seen.ids, Small::Inline(_, 5)),
+            "seen 2, claimed 2, a parent"
+        );
         // Its entry in a generation's table: the trace id and this (docs/configuration.md, join.max_done_traces).
         assert_eq!(std::mem::size_of::<([u8; 16], Seen)>(), 96);
     }

@@ -54,13 +54,15 @@ def test_http_server_metrics_use_route_templates(serve: Callable[..., Server], t
     assert samples[("http_request_duration_seconds_count", duration)] == 1
 
 
-def test_own_api_spans_are_exported_over_otlp(serve: Callable[..., Server]) -> None:
+@pytest.mark.parametrize("http_server", ["native", "uvicorn"])
+def test_own_api_spans_are_exported_over_otlp(serve: Callable[..., Server], http_server: str) -> None:
     collector = serve()  # a second sloscope stands in for the tracing backend
-    # uvicorn's OTLP/HTTP listener: the native front makes no server spans (docs/configuration.md)
     tracing = {"enabled": True, "otlp_endpoint": collector.otlp_grpc}
-    server = serve(self_tracing=tracing, listeners={"otlp_http_server": "uvicorn"})
+    server = serve(self_tracing=tracing, listeners={"otlp_http_server": http_server})
     post(server, export_request([span(2, 1, "llm_request", vllm_attributes())]).SerializeToString())
     # The BatchSpanProcessor exports within its schedule delay (5 s by default) or at shutdown.
     assert server.stop() == 0
+    # The export's server span: no other request reached a traced listener (scrapes and probes are not traced).
     wait_until(lambda: collector.value("sloscope_spans_received_total", transport="grpc") >= 1, what="own spans")
+    assert collector.value("sloscope_spans_received_total", transport="grpc") == 1
     assert collector.value("sloscope_traces_pending") >= 1  # sloscope's spans are no requests: they wait, unjoined

@@ -13,6 +13,10 @@ import pydantic
 import pytest
 from google.rpc import status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
 from prometheus_client import CollectorRegistry
 
 from sloscope.config import ListenerAuth, Settings
@@ -23,6 +27,7 @@ from sloscope.receivers.otlp_http import Reply, answer
 from sloscope.receivers.otlp_http_native import NativeHttpReceiver
 from sloscope.service.auth import Credentials
 from sloscope.service.http_metrics import HttpMetrics
+from sloscope.service.tracing import ServerSpans
 from sloscope.testing import export_request, span, vllm_attributes
 
 LIMIT = 64 * 1024
@@ -170,3 +175,58 @@ def test_a_successful_protobuf_answer_says_partial_success() -> None:
     reply = answer(Result(Status.ACCEPTED, 2, "span x: bad"), False, {})
     partial = ExportTraceServiceResponse.FromString(reply.body).partial_success
     assert (reply.status, partial.rejected_spans, partial.error_message) == (200, 2, "span x: bad")
+
+
+def test_self_tracing_spans_are_those_the_fastapi_instrumentation_makes(pipeline: Pipeline, tmp_path: Path) -> None:
+    """Named and attributed as opentelemetry-instrumentation-fastapi 0.66b2 names its server spans (its default HTTP
+    conventions: the method and route, ``_OTHER`` for a method of the client's own); none for a request refused
+    before routing, as the uvicorn listener's guard answers those before FastAPI."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    token = tmp_path / "token"
+    token.write_text("s3cret\n")
+    credentials = (Credentials(ListenerAuth(token_file=str(token))), lambda _: None)
+    spans = ServerSpans(provider, scheme="https", port=4318)
+    receiver, _ = receiver_of(pipeline, spans=spans, credentials=credentials)
+    decoder = pipeline.intake.native_decoder
+    assert decoder is not None
+    assert receiver.authorize("Bearer nope", "POST", 0.0) is not None
+    receiver.export(decoder.protobuf(payload()), False, 0.25)
+    receiver.refused("client_disconnected", "", 5, False, 0.0)
+    receiver.other("BREW", "/coffee", 0.0)
+    made = [(s.name, s.kind, dict(s.attributes or {}), s.status.status_code) for s in exporter.get_finished_spans()]
+    fixed = {"http.scheme": "https", "http.flavor": "1.1", "net.host.port": 4318}
+    traces = {**fixed, "http.target": "/v1/traces", "http.route": "/v1/traces"}
+    assert made == [
+        (
+            "POST /v1/traces",
+            SpanKind.SERVER,
+            {**traces, "http.method": "POST", "http.status_code": 200},
+            StatusCode.UNSET,
+        ),
+        (
+            "POST /v1/traces",
+            SpanKind.SERVER,
+            {**traces, "http.method": "POST", "http.status_code": 499},
+            StatusCode.UNSET,
+        ),
+        (
+            "HTTP",
+            SpanKind.SERVER,
+            {**fixed, "http.target": "/coffee", "http.method": "_OTHER", "http.status_code": 404},
+            StatusCode.UNSET,
+        ),
+    ]
+    first = exporter.get_finished_spans()[0]
+    assert first.end_time is not None and first.start_time is not None
+    assert first.end_time - first.start_time == 250_000_000
+
+
+def test_a_server_error_span_is_an_error() -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    ServerSpans(provider, scheme="http", port=1).record("POST", "/v1/traces", "/v1/traces", 503, 0.0)
+    ServerSpans(provider, scheme="http", port=1).record("POST", "/v1/traces", "/v1/traces", 429, 0.0)
+    assert [s.status.status_code for s in exporter.get_finished_spans()] == [StatusCode.ERROR, StatusCode.UNSET]

@@ -9,8 +9,8 @@ counted in the same series: ``otlp_requests``, the HTTP server metrics, the list
 authentication failures. A compressed body, or JSON the native decoder leaves to the Python reference, is
 decoded here (:meth:`NativeHttpReceiver.export_body`), still off the event loop.
 
-What the front does not do: self-tracing of OTLP/HTTP requests (``self_tracing`` still traces the metrics
-listener).
+With ``self_tracing`` on, each request routed here gets the server span FastAPI's instrumentation would have
+made (:class:`sloscope.service.tracing.ServerSpans`).
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from sloscope.receivers.otlp_http import (
 from sloscope.service.auth import Credentials, unauthorized
 from sloscope.service.http_metrics import HttpMetrics
 from sloscope.service.tls import Pems
+from sloscope.service.tracing import ServerSpans
 
 _UNMATCHED = "none"  # the handler label of a path no route matches
 _GONE = Reply(499, [], b"")  # never sent (the client is gone); 499 in the HTTP server series
@@ -62,8 +63,10 @@ class NativeHttpReceiver:
         *,
         credentials: tuple[Credentials, Callable[[str], None]] | None = None,
         freed: Callable[[int], None] = lambda _: None,
+        spans: ServerSpans | None = None,
     ) -> None:
-        """``freed``: told of a large body let go (``InFlightBytes.freed_from_threads``), to trim memory."""
+        """``freed``: told of a large body let go (``InFlightBytes.freed_from_threads``), to trim memory; ``spans``:
+        where self-tracing spans go (None: self-tracing is off)."""
         self._intake = intake
         self._metrics = metrics
         self._body_timeout = settings.listeners.body_timeout_seconds
@@ -71,9 +74,14 @@ class NativeHttpReceiver:
         self._credentials = credentials
         self.connection_refused = connection_refused
         self.freed = freed
+        self._spans = spans
 
-    def _answered(self, reply: Reply, seconds: float, method: str = "POST", handler: str = TRACES_PATH) -> Reply:
+    def _answered(
+        self, reply: Reply, seconds: float, method: str = "POST", handler: str = TRACES_PATH, path: str = TRACES_PATH
+    ) -> Reply:
         self._metrics.observe(handler, method, reply.status, seconds)
+        if self._spans is not None:
+            self._spans.record(method, path, None if handler == _UNMATCHED else handler, reply.status, seconds)
         return reply
 
     def authorize(self, authorization: str | None, method: str, seconds: float) -> Reply | None:
@@ -85,13 +93,14 @@ class NativeHttpReceiver:
             return None
         on_refusal(reason)
         headers, body = unauthorized(credentials, reason)
-        return self._answered(Reply(401, headers, body), seconds, method, _UNMATCHED)
+        self._metrics.observe(_UNMATCHED, method, 401, seconds)  # refused before routing: no span (ServerSpans)
+        return Reply(401, headers, body)
 
     def other(self, method: str, path: str, seconds: float) -> Reply:
         """Anything but ``POST /v1/traces``: 405 on the path (only POST is served), 404 elsewhere."""
         if path == TRACES_PATH:
             return self._answered(_detail(405, "Method Not Allowed", [("allow", "POST")]), seconds, method)
-        return self._answered(_detail(404, "Not Found"), seconds, method, _UNMATCHED)
+        return self._answered(_detail(404, "Not Found"), seconds, method, _UNMATCHED, path)
 
     def export(self, outcome: tuple[_native.SpanBatch, int, list[str]] | str, is_json: bool, seconds: float) -> Reply:
         """``outcome``: the native decoder's (spans, rejected, reasons), or why the body is not an export."""

@@ -37,7 +37,7 @@ from sloscope.service.deadlines import within
 from sloscope.service.http_metrics import HttpMetrics
 from sloscope.service.listeners import ListenerSetup
 from sloscope.service.pools import PoolMonitor, pod_history, pool_of_pod
-from sloscope.service.tracing import tracer_provider
+from sloscope.service.tracing import ServerSpans, tracer_provider
 from sloscope.slo.spec import SLOSpec
 
 log = logging.getLogger(__name__)
@@ -207,10 +207,13 @@ class Service:
             intake = self.pipeline.intake
             refused = setup.connection_refused("otlp_http")
             freed = intake.in_flight.freed_from_threads()
-            receiver = NativeHttpReceiver(
-                intake, self.settings, self._http_metrics, refused, credentials=credentials, freed=freed
-            )
             tls, authorize = setup.tls_files("otlp_http"), credentials is not None
+            spans = None
+            if self._tracer is not None:
+                spans = ServerSpans(self._tracer, scheme="http" if tls is None else "https", port=bound)
+            receiver = NativeHttpReceiver(
+                intake, self.settings, self._http_metrics, refused, credentials=credentials, freed=freed, spans=spans
+            )
             self._fronts["otlp_http"] = otlp_http_native.start(
                 sock, intake, self.settings, receiver, tls, authorize=authorize
             )

@@ -34,14 +34,6 @@ impl Default for Deadlines {
 }
 
 impl Deadlines {
-    pub fn len(&self) -> usize {
-        self.queue.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.queue.is_empty()
-    }
-
     /// Adds a window; `waiting` tells whether an older entry's span still waits, should the queue
     /// be tidied now.
     pub fn push(
@@ -92,11 +84,11 @@ mod tests {
             let (tid, sid) = ids(k);
             deadlines.push(k as f64, tid, sid, waiting);
         }
-        assert_eq!(deadlines.len(), TIDY_FROM); // not longer than TIDY_FROM: untouched
+        assert_eq!(deadlines.queue.len(), TIDY_FROM); // not longer than TIDY_FROM: untouched
         let (tid, sid) = ids(TIDY_FROM);
         deadlines.push(TIDY_FROM as f64, tid, sid, waiting);
         // The 410 multiples of ten below 4,096; the one just pushed (4,096) does not wait either.
-        assert_eq!(deadlines.len(), 410);
+        assert_eq!(deadlines.queue.len(), 410);
         assert_eq!(deadlines.tidy_at, TIDY_FROM);
         assert_eq!(deadlines.pop_due(-1.0), None);
         assert_eq!(deadlines.pop_due(25.0), Some(ids(0)));
@@ -104,7 +96,7 @@ mod tests {
         assert_eq!(deadlines.pop_due(25.0), Some(ids(20)));
         assert_eq!(deadlines.pop_due(25.0), None);
         deadlines.clear();
-        assert!(deadlines.is_empty());
+        assert!(deadlines.queue.is_empty());
     }
 
     #[test]
@@ -114,7 +106,7 @@ mod tests {
             let (tid, sid) = ids(k);
             deadlines.push(k as f64, tid, sid, |_, _| true);
         }
-        assert_eq!(deadlines.len(), 3 * TIDY_FROM);
+        assert_eq!(deadlines.queue.len(), 3 * TIDY_FROM);
         // Tidied at 4,097 entries (keeping all: the next at over 8,194), then at 8,195.
         assert_eq!(deadlines.tidy_at, 2 * 8_195);
     }

@@ -92,8 +92,32 @@ $(COLLECTOR_STAMP): $(COLLECTOR_MANIFEST) tools/collector/go.sum | $(JAEGER_STAM
 	rm -f $(TOOLS)/.otelcol-*
 	touch $(COLLECTOR_STAMP)
 
-## tools: build the pinned Prometheus, promtool, Jaeger, the OpenTelemetry Collector and helm into .tools/bin (tests, the demo and make bench use them).
-tools: $(TOOLS_STAMP) $(JAEGER_STAMP) $(COLLECTOR_STAMP) $(HELM_STAMP)
+# The real fleet of tests/e2e: the EPP of gateway-api-inference-extension v1.5.0, kube-apiserver v1.35.4, etcd v3.6.5,
+# llm-d-inference-sim v0.10.2 and the ext_proc front (tools/fleet/gateway, our own code). Each is built from a scratch
+# module under tools/fleet/ whose committed go.mod and go.sum pin every module and its hash; pure Go (CGO_ENABLED=0).
+# The EPP's CRDs (InferencePool, InferenceObjective, ...) are copied from its module into .tools/bin/fleet-crds.
+FLEET := tools/fleet
+FLEET_MODULES := $(foreach m,epp kube-apiserver etcd inference-sim gateway,$(FLEET)/$(m)/go.mod $(FLEET)/$(m)/go.sum)
+FLEET_STAMP := $(TOOLS)/.fleet-$(shell cat $(FLEET_MODULES) $(FLEET)/gateway/main.go | sha1sum | cut -c1-12)
+FLEET_BUILD = cd $(FLEET)/$(1) && CGO_ENABLED=0 go build -ldflags='-s -w' -o $(CURDIR)/$(TOOLS)/$(2) $(3)
+
+$(FLEET_STAMP): $(FLEET_MODULES) $(FLEET)/gateway/main.go
+	@command -v go >/dev/null || { echo "make tools needs the Go toolchain (go) to build the real fleet (the EPP, kube-apiserver, etcd, llm-d-inference-sim)"; exit 1; }
+	mkdir -p $(TOOLS)
+	$(call FLEET_BUILD,epp,epp,sigs.k8s.io/gateway-api-inference-extension/cmd/epp)
+	$(call FLEET_BUILD,inference-sim,llm-d-inference-sim,github.com/llm-d/llm-d-inference-sim/cmd/llm-d-inference-sim)
+	$(call FLEET_BUILD,etcd,etcd,go.etcd.io/etcd/server/v3)
+	$(call FLEET_BUILD,kube-apiserver,kube-apiserver,k8s.io/kubernetes/cmd/kube-apiserver)
+	$(call FLEET_BUILD,gateway,fleet-gateway,.)
+	rm -rf $(TOOLS)/fleet-crds && mkdir -p $(TOOLS)/fleet-crds
+	cp "$$(cd $(FLEET)/epp && go list -m -f '{{.Dir}}' sigs.k8s.io/gateway-api-inference-extension)"/config/crd/bases/*.yaml $(TOOLS)/fleet-crds/
+	chmod u+w $(TOOLS)/fleet-crds/*.yaml
+	rm -f $(TOOLS)/.fleet-*
+	touch $(FLEET_STAMP)
+
+## tools: build the pinned Prometheus, promtool, Jaeger, the OpenTelemetry Collector, helm and the real fleet (the EPP,
+## kube-apiserver, etcd, llm-d-inference-sim, the ext_proc front) into .tools/bin (tests, the demo and make bench use them).
+tools: $(TOOLS_STAMP) $(JAEGER_STAMP) $(COLLECTOR_STAMP) $(HELM_STAMP) $(FLEET_STAMP)
 
 # The integration tests that speak OTLP, run again against the Python fronts (listeners.grpc.server: grpcio and
 # listeners.otlp_http_server: uvicorn; the native fronts serve by default).

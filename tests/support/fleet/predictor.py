@@ -1,0 +1,47 @@
+"""sloscope's latency-predictor stand-ins as the EPP's sidecars: one training and N prediction servers, a process.
+
+The EPP reaches its predictor sidecars over HTTP (``TRAINING_SERVER_URL``, ``PREDICTION_SERVER_URL``:
+gateway-api-inference-extension v1.5.0 ``sidecars/latencypredictorasync/types.go:93-104``); the fleet runs
+:class:`sloscope.demo.predictor_servers.PredictorFleet` in a process of its own, as sidecars are. It prints one
+line ``training=<url> prediction=<url>,<url>`` on standard error once every server listens, and stops on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+
+from sloscope.demo.predictor_servers import PredictorFleet
+
+
+async def run(args: argparse.Namespace) -> None:
+    fleet = PredictorFleet(
+        seed=args.seed,
+        objective=args.objective,
+        retrain_seconds=args.retrain_seconds,
+        sync_seconds=args.sync_seconds,
+    )
+    await fleet.start(args.prediction_servers)
+    print(f"training={fleet.training_url} prediction={','.join(fleet.prediction_urls)}", file=sys.stderr, flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await fleet.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--objective", choices=("mean", "quantile"), default="mean")
+    parser.add_argument("--prediction-servers", type=int, default=2)
+    parser.add_argument("--retrain-seconds", type=float, default=2.0)
+    parser.add_argument("--sync-seconds", type=float, default=1.0)
+    parser.add_argument("--seed", type=int, default=0)
+    asyncio.run(run(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()

@@ -98,16 +98,22 @@ $(COLLECTOR_STAMP): $(COLLECTOR_MANIFEST) tools/collector/go.sum | $(JAEGER_STAM
 # The EPP's CRDs (InferencePool, InferenceObjective, ...) are copied from its module into .tools/bin/fleet-crds.
 FLEET := tools/fleet
 FLEET_MODULES := $(foreach m,epp kube-apiserver etcd inference-sim gateway,$(FLEET)/$(m)/go.mod $(FLEET)/$(m)/go.sum)
-FLEET_STAMP := $(TOOLS)/.fleet-$(shell cat $(FLEET_MODULES) $(FLEET)/gateway/main.go | sha1sum | cut -c1-12)
-FLEET_BUILD = cd $(FLEET)/$(1) && CGO_ENABLED=0 go build -ldflags='-s -w' -o $(CURDIR)/$(TOOLS)/$(2) $(3)
+FLEET_STAMP := $(TOOLS)/.fleet-$(shell cat $(FLEET_MODULES) $(FLEET)/gateway/main.go Makefile | sha1sum | cut -c1-12)
+FLEET_BUILD = cd $(FLEET)/$(1) && CGO_ENABLED=0 go build -ldflags='-s -w $(4)' -o $(CURDIR)/$(TOOLS)/$(2) $(3)
+# The version stamps the upstream release builds set (GIE's Dockerfile; Kubernetes' hack/lib/version.sh), so the EPP's
+# spans carry service.version v1.5.0 and the API server reports v1.35.4, as the released images do.
+EPP_LDFLAGS := -X sigs.k8s.io/gateway-api-inference-extension/version.BuildRef=v1.5.0 \
+	-X sigs.k8s.io/gateway-api-inference-extension/version.CommitSHA=df9f8909fe06fe2dfd4a6fc0bd0c01a0acabf849
+KUBE_LDFLAGS := -X k8s.io/component-base/version.gitVersion=v1.35.4 -X k8s.io/component-base/version.gitMajor=1 \
+	-X k8s.io/component-base/version.gitMinor=35
 
 $(FLEET_STAMP): $(FLEET_MODULES) $(FLEET)/gateway/main.go
 	@command -v go >/dev/null || { echo "make tools needs the Go toolchain (go) to build the real fleet (the EPP, kube-apiserver, etcd, llm-d-inference-sim)"; exit 1; }
 	mkdir -p $(TOOLS)
-	$(call FLEET_BUILD,epp,epp,sigs.k8s.io/gateway-api-inference-extension/cmd/epp)
+	$(call FLEET_BUILD,epp,epp,sigs.k8s.io/gateway-api-inference-extension/cmd/epp,$(EPP_LDFLAGS))
 	$(call FLEET_BUILD,inference-sim,llm-d-inference-sim,github.com/llm-d/llm-d-inference-sim/cmd/llm-d-inference-sim)
 	$(call FLEET_BUILD,etcd,etcd,go.etcd.io/etcd/server/v3)
-	$(call FLEET_BUILD,kube-apiserver,kube-apiserver,k8s.io/kubernetes/cmd/kube-apiserver)
+	$(call FLEET_BUILD,kube-apiserver,kube-apiserver,k8s.io/kubernetes/cmd/kube-apiserver,$(KUBE_LDFLAGS))
 	$(call FLEET_BUILD,gateway,fleet-gateway,.)
 	rm -rf $(TOOLS)/fleet-crds && mkdir -p $(TOOLS)/fleet-crds
 	cp "$$(cd $(FLEET)/epp && go list -m -f '{{.Dir}}' sigs.k8s.io/gateway-api-inference-extension)"/config/crd/bases/*.yaml $(TOOLS)/fleet-crds/

@@ -74,6 +74,7 @@ def body(call: Call) -> dict[str, object]:
         "model": MODEL,
         "messages": [{"role": "user", "content": prompt}],
         "max_tokens": call.max_tokens,
+        "ignore_eos": True,  # exactly max_tokens tokens (llm-d-inference-sim, as vLLM)
         "stream": call.stream,
     }
     if call.stream:

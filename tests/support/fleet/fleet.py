@@ -219,8 +219,9 @@ class Fleet:
                     },
                     "predictor": {"training_url": self.training_url, "prediction_urls": self.prediction_urls},
                     "epp": {
-                        "metrics_url": f"https://127.0.0.1:{self.epp_metrics}/metrics",
-                        "auth": {"credentials_file": str(token), "tls_config": {"insecure_skip_verify": True}},
+                        # GIE v1.5.0 serves /metrics in plain HTTP ("secure": false), authenticated by the API server
+                        "metrics_url": f"http://127.0.0.1:{self.epp_metrics}/metrics",
+                        "auth": {"credentials_file": str(token)},
                     },
                 }
             ],
@@ -415,13 +416,11 @@ class Fleet:
             return str(response.read().decode())
 
     def epp_text(self, user: str = "sloscope") -> str:
-        from tests.support.fleet.kube import _INSECURE
-
         request = urllib.request.Request(
-            f"https://127.0.0.1:{self.epp_metrics}/metrics",
+            f"http://127.0.0.1:{self.epp_metrics}/metrics",
             headers={"Authorization": f"Bearer {self.kube.users[user].token}"},
         )
-        with urllib.request.urlopen(request, timeout=10, context=_INSECURE) as response:
+        with urllib.request.urlopen(request, timeout=10) as response:
             return str(response.read().decode())
 
     def logs(self) -> str:

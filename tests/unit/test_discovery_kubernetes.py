@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from sloscope.receivers.discovery import Target
-from sloscope.receivers.discovery.kubernetes import format_selector, is_ready, pod_target, pool_selector
+from sloscope.receivers.discovery.kubernetes import api_message, format_selector, is_ready, pod_target, pool_selector
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "kubernetes"
 NAME = "vllm-llama3-8b-instruct-7d9f8c6b5d-x2k9p"
@@ -164,3 +164,23 @@ def test_a_pool_that_would_select_every_pod_or_nothing_sensible_is_refused(spec:
 
 def test_format_selector() -> None:
     assert format_selector({"b": "2", "a": "1"}) == "a=1,b=2"
+
+
+def test_an_api_refusal_is_explained_by_the_api_servers_own_message() -> None:
+    # The Status body kube-apiserver v1.35.4 answered a user without RBAC (tests/e2e/test_kubernetes_discovery.py).
+    body = json.dumps(
+        {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "status": "Failure",
+            "message": 'pods is forbidden: User "stranger" cannot list resource "pods" in API group "" in the namespace "fleet"',
+            "reason": "Forbidden",
+            "code": 403,
+        }
+    )
+    expected = ': pods is forbidden: User "stranger" cannot list resource "pods" in API group "" in the namespace "fleet"'
+    assert api_message(body) == expected
+    assert api_message(body.encode()) == expected
+    assert api_message("<html>bad gateway</html>") == ""
+    assert api_message('{"message": ""}') == ""
+    assert api_message(None) == ""

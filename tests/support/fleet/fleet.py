@@ -271,6 +271,11 @@ class Fleet:
         )
         self.children.append(proxy)
         wait_for(proxy, lambda: http_ok(f"http://{address}:{POD_PORT}/v1/models"), 30, "proxy /v1/models")
+        self.create_pod_object(name)
+        return PodHandle(name, address, pod, sim, proxy)
+
+    def create_pod_object(self, name: str) -> None:
+        """The Pod object of a simulated pod, not yet Ready (:meth:`set_pod_ready` reports it)."""
         self.kube.apply(
             f"/api/v1/namespaces/{NAMESPACE}/pods",
             {
@@ -280,7 +285,10 @@ class Fleet:
                 "spec": {"containers": [{"name": "vllm", "image": "llm-d-inference-sim:" + SIM_VERSION}]},
             },
         )
-        return PodHandle(name, address, pod, sim, proxy)
+
+    def delete_pod_object(self, name: str) -> None:
+        """Deletes the Pod object at once (grace period 0: no kubelet runs to finish it); the processes stay."""
+        self.kube.request("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods/{name}", {"gracePeriodSeconds": 0})
 
     def set_pod_ready(self, name: str, ready: bool) -> None:
         """The status a kubelet would report: Running with the pod's IP, condition Ready as asked."""

@@ -30,6 +30,7 @@ from sloscope.receivers.discovery import Target, Update, sorted_labels
 
 __all__ = [
     "INFERENCE_POOL_APIS",
+    "api_message",
     "KubernetesDiscovery",
     "format_selector",
     "is_ready",
@@ -87,6 +88,24 @@ def pod_target(pool: str, pod: Mapping[str, Any], port: int) -> Target | None:
     labels = _mapping(metadata.get("labels"))
     pod_labels = sorted_labels({str(k): v for k, v in labels.items() if isinstance(v, str)})
     return Target(pool, name, f"{host}:{port}", labels=pod_labels)
+
+
+def api_message(body: object) -> str:
+    """The API server's own explanation in an error's Status body (``: <message>``), or "".
+
+    A refusal names the user, the verb and the resource (``pods is forbidden: User "x" cannot list resource "pods"
+    ...``): what an operator needs to fix RBAC, where the status line alone says only ``403 Forbidden``.
+    """
+    if isinstance(body, bytes):
+        body = body.decode(errors="replace")
+    if not isinstance(body, str):
+        return ""
+    try:
+        status = json.loads(body)
+    except ValueError:
+        return ""
+    message = status.get("message") if isinstance(status, dict) else None
+    return f": {message}" if isinstance(message, str) and message else ""
 
 
 def format_selector(labels: Mapping[str, str]) -> str:
@@ -202,7 +221,7 @@ class _Worker:
 
     def _back_off(self, exc: BaseException) -> None:
         if isinstance(exc, k8s.ApiException):
-            reason = f"API answered {exc.status} {exc.reason}"
+            reason = f"API answered {exc.status} {exc.reason}{api_message(exc.body)}"
         else:
             reason = f"{type(exc).__name__}: {exc}"
         delay = self._delay * random.uniform(0.8, 1.2)  # jitter: many exporters must not retry in step

@@ -10,7 +10,7 @@ NATIVE_SOURCES := native/Cargo.toml native/Cargo.lock $(sort $(wildcard native/s
 STAMP := $(VENV)/.native-$(shell cat $(NATIVE_SOURCES) | sha1sum | cut -c1-12)
 CARGO_MISSING := sloscope's native core needs the Rust toolchain (cargo, rustc >= 1.80; https://rustup.rs) to build
 
-.PHONY: all test lint typecheck unit native-test fuzz demo bench clean tools generate check-generated
+.PHONY: all test lint typecheck unit e2e native-test fuzz demo bench clean tools generate check-generated
 
 all: test
 
@@ -158,6 +158,12 @@ typecheck: $(STAMP)
 
 unit: $(STAMP)
 	$(BIN)/pytest tests/unit
+
+## e2e: the real-fleet tests alone (tests/e2e, marker fleet): a real EPP (GIE v1.5.0), kube-apiserver, etcd and
+## llm-d-inference-sim pods behind an ext_proc front, traced into sloscope; make test runs them too. Logs of every
+## process stay in pytest's temporary folder (printed on a failed start). E2E_ARGS passes pytest options.
+e2e: $(STAMP) tools
+	$(BIN)/pytest -m fleet tests/e2e $(E2E_ARGS)
 
 ## fuzz: every decoder's fuzz target run long: FUZZ_EXAMPLES per target (default 100000), random inputs each run,
 ## failing examples kept in .hypothesis/ and replayed first next time. make test runs them for 200 examples each.

@@ -26,7 +26,7 @@ import pytest
 
 from tests.e2e.test_gie_v15_requests import samples, total
 from tests.integration.conftest import wait_until
-from tests.support.fleet.client import Call, send_all
+from tests.support.fleet.client import Call, Seen, send_all
 from tests.support.fleet.fleet import POOL, Fleet, FleetSpec, PodSpec, running_fleet
 
 pytestmark = pytest.mark.timeout(600)
@@ -54,7 +54,7 @@ def waiting(fleet: Fleet) -> float:
 
 def test_sheddable_requests_refused_under_saturation_are_shed_and_the_rest_are_served(fleet: Fleet) -> None:
     critical = [Call(slo_ttft_ms=60000, objective="critical", max_tokens=2) for _ in range(4 * (QUEUED_PER_POD + 1))]
-    results: list = []
+    results: list[Seen] = []
     load = threading.Thread(target=lambda: results.extend(send_all(fleet.gateway_url, critical, len(critical))))
     load.start()
     # the pods' own pages say the queues are full (sloscope scrapes them each second; the EPP every 50 ms)
@@ -91,9 +91,11 @@ def test_a_client_that_leaves_mid_stream_is_an_aborted_request(fleet: Fleet) -> 
     assert all(s.status == 200 for s in seen)
     time.sleep(1.0)  # nothing of the leavers must be counted as served, however long we wait
     wait_until(
-        lambda: total(samples(fleet.sloscope_text()), "sloscope_requests_failed_total", reason="aborted")
-        - total(before, "sloscope_requests_failed_total", reason="aborted")
-        >= 3,
+        lambda: (
+            total(samples(fleet.sloscope_text()), "sloscope_requests_failed_total", reason="aborted")
+            - total(before, "sloscope_requests_failed_total", reason="aborted")
+            >= 3
+        ),
         timeout=40,
         what="the aborted requests",
     )
@@ -106,4 +108,3 @@ def test_a_client_that_leaves_mid_stream_is_an_aborted_request(fleet: Fleet) -> 
     assert grew("sloscope_requests_failed_total") == 3
     assert grew("sloscope_requests_total") == 6
     assert grew("sloscope_slo_violations_total", slo_class="standard", slo="ttft") == 3
-

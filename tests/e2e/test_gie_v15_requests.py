@@ -37,7 +37,12 @@ from tests.support.fleet.fleet import MODEL, POOL, Fleet, FleetSpec, PodSpec, ru
 pytestmark = pytest.mark.timeout(600)
 
 # Two fast pods and two slow ones, so every target below is met by one pair and missed by the other by a wide margin.
-PODS = (PodSpec(ttft_ms=30, itl_ms=4), PodSpec(ttft_ms=40, itl_ms=5), PodSpec(ttft_ms=700, itl_ms=35), PodSpec(ttft_ms=900, itl_ms=40))
+PODS = (
+    PodSpec(ttft_ms=30, itl_ms=4),
+    PodSpec(ttft_ms=40, itl_ms=5),
+    PodSpec(ttft_ms=700, itl_ms=35),
+    PodSpec(ttft_ms=900, itl_ms=40),
+)
 TTFT_TARGET_MS = 300.0  # interactive: fast pods answer in ~30-40 ms (+ the gateway), slow ones in 700-900 ms
 TPOT_TARGET_MS = 20.0  # fast pods 4-5 ms a token, slow ones 35-40
 MARGIN = 0.25  # a request within 25 % of a target would make its verdict depend on where it was measured

@@ -168,17 +168,18 @@ def test_format_selector() -> None:
 
 def test_an_api_refusal_is_explained_by_the_api_servers_own_message() -> None:
     # The Status body kube-apiserver v1.35.4 answered a user without RBAC (tests/e2e/test_kubernetes_discovery.py).
+    refusal = 'pods is forbidden: User "stranger" cannot list resource "pods" in API group "" in the namespace "fleet"'
     body = json.dumps(
         {
             "kind": "Status",
             "apiVersion": "v1",
             "status": "Failure",
-            "message": 'pods is forbidden: User "stranger" cannot list resource "pods" in API group "" in the namespace "fleet"',
+            "message": refusal,
             "reason": "Forbidden",
             "code": 403,
         }
     )
-    expected = ': pods is forbidden: User "stranger" cannot list resource "pods" in API group "" in the namespace "fleet"'
+    expected = ": " + refusal
     assert api_message(body) == expected
     assert api_message(body.encode()) == expected
     assert api_message("<html>bad gateway</html>") == ""

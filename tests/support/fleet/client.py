@@ -112,6 +112,6 @@ def send(client: httpx.Client, url: str, call: Call) -> Seen:
 def send_all(url: str, calls: Sequence[Call], concurrency: int = 8) -> list[Seen]:
     """Every call, ``concurrency`` at a time, each on its own connection; in the order given."""
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=0)
-    with httpx.Client(timeout=httpx.Timeout(120.0, connect=5.0), limits=limits) as client:
-        with ThreadPoolExecutor(concurrency) as pool:
-            return list(pool.map(lambda call: send(client, url, call), calls))
+    timeout = httpx.Timeout(120.0, connect=5.0)
+    with httpx.Client(timeout=timeout, limits=limits) as client, ThreadPoolExecutor(concurrency) as pool:
+        return list(pool.map(lambda call: send(client, url, call), calls))

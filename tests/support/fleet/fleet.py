@@ -19,9 +19,6 @@ What runs (every binary is a ``make tools`` build, pinned in ``tools/fleet/``):
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
 import sys
 import time
 import urllib.request
@@ -33,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from tests.support.fleet.kube import ADMIN, ControlPlane, User
+from tests.support.fleet.kube import ControlPlane, User
 from tests.support.fleet.process import Child, http_ok, logged, spawn, wait_for
 from tests.support.otelcol import free_ports
 
@@ -108,10 +105,10 @@ class Fleet:
         self._cluster_objects()
         self._start_predictor()
         self._start_sloscope()
-        for index, pod in enumerate(self.spec.pods):
-            self.pods.append(self._start_pod(index, pod))
-        for pod in self.pods:
-            self.set_pod_ready(pod.name, True)
+        for index, spec in enumerate(self.spec.pods):
+            self.pods.append(self._start_pod(index, spec))
+        for handle in self.pods:
+            self.set_pod_ready(handle.name, True)
         self._start_epp()
         self._start_gateway()
 
@@ -173,7 +170,12 @@ class Fleet:
         name = f"fleet-{user}"
         self.kube.apply(
             "/apis/rbac.authorization.k8s.io/v1/clusterroles",
-            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": name}, "rules": rules},
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRole",
+                "metadata": {"name": name},
+                "rules": rules,
+            },
         )
         self.kube.apply(
             "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
@@ -337,8 +339,16 @@ class Fleet:
                 producer["parameters"] = {"streamingMode": self.spec.streaming_mode}
             plugins += [
                 producer,
-                {"name": "strict-affinity-filter", "type": "prefix-cache-affinity-filter", "parameters": {"affinityThreshold": 0.99}},
-                {"name": "loose-affinity-filter", "type": "prefix-cache-affinity-filter", "parameters": {"affinityThreshold": 0.80}},
+                {
+                    "name": "strict-affinity-filter",
+                    "type": "prefix-cache-affinity-filter",
+                    "parameters": {"affinityThreshold": 0.99},
+                },
+                {
+                    "name": "loose-affinity-filter",
+                    "type": "prefix-cache-affinity-filter",
+                    "parameters": {"affinityThreshold": 0.80},
+                },
                 {"type": "latency-scorer"},
                 {"type": "weighted-random-picker"},
                 {"type": "slo-headroom-tier-filter"},
@@ -403,7 +413,11 @@ class Fleet:
         return '"name":"ext-proc"' in log and log.count('"msg":"starting collection"') >= len(self.pods)
 
     def _start_gateway(self) -> None:
-        argv: list[Any] = [self.tools / "fleet-gateway", f"-listen=127.0.0.1:{self.gateway_port}", f"-epp=127.0.0.1:{self.epp_grpc}"]
+        argv: list[Any] = [
+            self.tools / "fleet-gateway",
+            f"-listen=127.0.0.1:{self.gateway_port}",
+            f"-epp=127.0.0.1:{self.epp_grpc}",
+        ]
         if self.spec.gateway_traces:
             argv.append(f"-otlp=127.0.0.1:{self.sloscope_grpc}")
         child = spawn("gateway", argv, self.folder)
@@ -432,7 +446,11 @@ class Fleet:
             return str(response.read().decode())
 
     def logs(self) -> str:
-        parts = [f"--- {c.name} ({c.log}) ---\n{c.tail()}" for c in [*self.children, self.kube.apiserver, self.kube.etcd] if c]
+        parts = [
+            f"--- {c.name} ({c.log}) ---\n{c.tail()}"
+            for c in [*self.children, self.kube.apiserver, self.kube.etcd]
+            if c
+        ]
         return "\n".join(parts)
 
     def stop(self) -> None:
@@ -474,4 +492,4 @@ def _token() -> str:
     return secrets.token_hex(16)
 
 
-__all__ = ["Fleet", "FleetSpec", "Objective", "PodSpec", "running_fleet", "ADMIN", "json", "shutil", "subprocess"]
+__all__ = ["Fleet", "FleetSpec", "Objective", "PodSpec", "running_fleet"]

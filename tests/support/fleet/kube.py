@@ -150,9 +150,7 @@ class ControlPlane:
         config = {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [
-                {"name": "fleet", "cluster": {"server": self.url(""), "certificate-authority": str(self.ca)}}
-            ],
+            "clusters": [{"name": "fleet", "cluster": {"server": self.url(""), "certificate-authority": str(self.ca)}}],
             "users": [{"name": user, "user": {"token": self.users[user].token}}],
             "contexts": [{"name": "fleet", "context": {"cluster": "fleet", "user": user}}],
             "current-context": "fleet",

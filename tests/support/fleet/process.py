@@ -45,7 +45,7 @@ class Child:
             self.process.wait(5)
 
 
-def spawn(name: str, argv: Sequence[str], folder: Path, env: Mapping[str, str] | None = None) -> Child:
+def spawn(name: str, argv: Sequence[str | Path], folder: Path, env: Mapping[str, str] | None = None) -> Child:
     log = folder / f"{name}.log"
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "SLOSCOPE_", "KUBECONFIG"))}
     with log.open("ab") as out:
@@ -69,7 +69,7 @@ def wait_for(child: Child, ready: Callable[[], bool], timeout: float, what: str)
         try:
             if ready():
                 return
-        except Exception:  # noqa: BLE001 - not ready yet, whatever the reason
+        except Exception:
             pass
         time.sleep(0.1)
     raise AssertionError(f"{child.name}: no {what} within {timeout}s:\n{child.tail()}")

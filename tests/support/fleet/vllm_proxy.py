@@ -239,7 +239,11 @@ class Proxy:
 
     async def _plain(self, request: Request, raw: bytes) -> Response:
         upstream = await self._client.request(
-            request.method, request.url.path, params=request.query_params, content=raw, headers=_forwarded(request.headers)
+            request.method,
+            request.url.path,
+            params=request.query_params,
+            content=raw,
+            headers=_forwarded(request.headers),
         )
         return Response(upstream.content, upstream.status_code, _forwarded(upstream.headers))
 

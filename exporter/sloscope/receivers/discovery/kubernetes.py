@@ -30,8 +30,8 @@ from sloscope.receivers.discovery import Target, Update, sorted_labels
 
 __all__ = [
     "INFERENCE_POOL_APIS",
-    "api_message",
     "KubernetesDiscovery",
+    "api_message",
     "format_selector",
     "is_ready",
     "pod_target",

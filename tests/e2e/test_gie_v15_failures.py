@@ -24,16 +24,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_gie_v15_requests import samples, total
 from tests.integration.conftest import wait_until
 from tests.support.fleet.client import Call, Seen, send_all
 from tests.support.fleet.fleet import POOL, Fleet, FleetSpec, PodSpec, running_fleet
+from tests.support.fleet.series import samples, total
 
 pytestmark = pytest.mark.timeout(600)
 
-# One request at a time per pod, each taking 2.5 s to its first token: queues build at once.
-PODS = tuple(PodSpec(ttft_ms=2500, itl_ms=20, max_num_seqs=1) for _ in range(4))
-QUEUED_PER_POD = 6  # > 5: the pool is saturated while they wait
+# One request at a time per pod, each taking 1.5 s to its first token: queues build at once, and drain slowly.
+PODS = tuple(PodSpec(ttft_ms=1500, itl_ms=20, max_num_seqs=1) for _ in range(4))
+QUEUED_PER_POD = 12  # saturated (mean queue >= 5) for (12 - 5) x 1.5 s = 10 s after the queues are full
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +76,8 @@ def test_sheddable_requests_refused_under_saturation_are_shed_and_the_rest_are_s
     assert total(values, "sloscope_requests_failed_total", reason="shed") == len(refused)
     assert total(values, "sloscope_requests_failed_total") == len(refused)
     assert total(values, "sloscope_requests_total") == served + len(refused)
-    assert total(values, "sloscope_requests_total", pool=POOL) >= served  # where a failure's pool is: issue 34
+    # a failure reached no pod, and no span of the call names its pool: where it is counted is not asserted here
+    assert total(values, "sloscope_requests_total", pool=POOL) >= served
     # a shed request is a bad event of the SLO it carried (standard class: a TTFT target above 1 s)
     assert total(values, "sloscope_slo_requests_total", slo_class="standard", slo="ttft") == served + len(refused)
     assert total(values, "sloscope_slo_violations_total", slo_class="standard", slo="ttft") == len(refused)

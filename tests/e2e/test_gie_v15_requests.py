@@ -28,11 +28,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.conftest import wait_until
 from tests.support.fleet.client import Call, Seen, send_all
 from tests.support.fleet.fleet import MODEL, POOL, Fleet, FleetSpec, PodSpec, running_fleet
+from tests.support.fleet.series import samples, total
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -54,19 +54,6 @@ def fleet(fleet_tools: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     spec = FleetSpec(pods=PODS, sloscope_settings=settings)
     with running_fleet(fleet_tools, tmp_path_factory.mktemp("fleet"), spec) as running:
         yield running
-
-
-def samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-    out = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            out[(sample.name, frozenset(sample.labels.items()))] = sample.value
-    return out
-
-
-def total(values: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str, **labels: str) -> float:
-    wanted = set(labels.items())
-    return sum(v for (n, ls), v in values.items() if n == name and wanted <= ls)
 
 
 def pod_of(fleet: Fleet, seen: Seen) -> str:

@@ -20,6 +20,7 @@ import yaml
 from tests.integration.conftest import wait_until
 from tests.support.fleet.fleet import NAMESPACE, POOL, Fleet, FleetSpec, PodSpec, running_fleet
 from tests.support.fleet.process import logged, spawn, wait_for
+from tests.support.fleet.series import label_values, samples
 from tests.support.otelcol import free_ports
 
 pytestmark = pytest.mark.timeout(600)
@@ -37,12 +38,7 @@ def fleet(fleet_tools: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 
 def series_pods(text: str) -> set[str]:
     """The pods sloscope publishes ``sloscope_pod_up`` for: the targets discovery reports (and their grace)."""
-    pods = set()
-    for line in text.splitlines():
-        if line.startswith("sloscope_pod_up{"):
-            labels = dict(part.split("=", 1) for part in line[len("sloscope_pod_up{") : line.index("}")].split(","))
-            pods.add(labels["pod"].strip('"'))
-    return pods
+    return label_values(samples(text), "sloscope_pod_up", "pod")
 
 
 def epp_ready_pods(fleet: Fleet) -> float | None:

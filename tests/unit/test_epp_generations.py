@@ -167,6 +167,35 @@ def test_late_2025_page_is_read_as_streaming(shared: Path) -> None:
     assert page.counters[c.EPP_SLO_VIOLATIONS.name] == {(POOL, LLAMA, LLAMA, "", "", "ttft"): 1.0}
 
 
+GIE_V15_OFF = Path(__file__).resolve().parents[1] / "data/epp/gie-v1.5.0-streaming-off.prom"
+SIM = "fleet/sim-model"
+
+
+def test_gie_v150_page_streaming_off_is_read_as_e2e() -> None:
+    """GIE v1.5.0 writes the late-2025 families only, but its plugin is the predicted-latency-producer with
+    ``streamingMode`` off by default (predictedlatency/plugin.go:129-136 at df9f8909fe06): its "TTFT" is the
+    request's duration and it records no TPOT. The page captured from the real EPP (tests/data/epp/README.md)
+    names the plugin in ``inference_extension_plugin_duration_seconds``; it is read as streaming off."""
+    page = page_of(GIE_V15_OFF.read_text())
+    fleet = (POOL, SIM, SIM)
+    assert page.dropped == ()
+    assert summary(page) == {
+        c.EPP_E2E_SECONDS.name: {fleet: (18.361999999999995, 30.0)},
+        c.EPP_PREDICTED_E2E_SECONDS.name: {(*fleet, "", ""): (0.0, 30.0)},
+    }
+    assert c.EPP_TTFT_SECONDS.name not in summary(page)
+    assert page.streaming_off == frozenset({(SIM, SIM, "", "")})
+
+
+def test_without_the_plugin_marker_the_same_page_reads_as_late_2025() -> None:
+    """The marker, not the families, tells GIE v1.5.0 from the late-2025 EPP: without the plugin-duration family
+    the same numbers are read as streamed TTFT, as the late-2025 EPP recorded them."""
+    text = without_families(GIE_V15_OFF.read_text(), "inference_extension_plugin_duration_seconds")
+    page = page_of(text)
+    assert summary(page)[c.EPP_TTFT_SECONDS.name] == {(POOL, SIM, SIM): (18.361999999999995, 30.0)}
+    assert page.streaming_off == frozenset()
+
+
 def test_scheduler_attempts_twins_read_once() -> None:
     """llm-d-router writes both scheduler families from RecordSchedulerAttempt (metrics/metrics.go:825-850)."""
     labels = f'endpoint_name="pod-a",namespace="ns",port="8000",status="success",target_model_name="{QWEN}"'

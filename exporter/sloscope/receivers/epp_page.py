@@ -31,6 +31,13 @@ streamed (``streaming="false"``: "this equals total request duration", ``llm_d_r
 those series go to ``sloscope_epp_e2e_seconds``. The late-2025 EPP records TTFT only on a streamed chunk
 (``slo_aware_router/requestcontrol_hooks.go:187-200`` @4d37fbca), so its pages are read as streaming.
 
+**GIE v1.5.0** (df9f8909fe06, its last EPP) writes the late-2025 families only (no ``llm_d_epp_*``), but its
+plugin is llm-d-router's ``predicted-latency-producer``, with the same ``streamingMode``, off by default
+(``predictedlatency/plugin.go:129-136``): run against the real binary (tests/e2e), streaming off, it records a
+"TTFT" equal to the request's duration and no TPOT. A page whose ``inference_extension_plugin_duration_seconds``
+names that plugin type (the late-2025 plugin was ``predicted-latency-scorer``) is read for streaming mode as
+llm-d-router's is.
+
 **Predictions.** On llm-d-router the predicted TTFT and TPOT are the predictions made at routing time for
 the chosen endpoint (Produce stores them, ``PreRequest`` and the first token read them back,
 ``requestcontrol_hooks.go:228-243,292-303``); the late-2025 EPP recorded a re-prediction made when the
@@ -126,7 +133,12 @@ _E2E_OF: Mapping[c.MetricDef, c.MetricDef] = {
 
 _HISTOGRAM_FAMILIES = frozenset(s.family for sources in _HISTOGRAM_CHOICES.values() for s in sources)
 _COUNTER_FAMILIES = frozenset(s.family for sources in _COUNTER_CHOICES.values() for s in sources)
-EPP_FAMILIES: frozenset[str] = _HISTOGRAM_FAMILIES | _COUNTER_FAMILIES
+_PLUGIN_DURATION = "inference_extension_plugin_duration_seconds"
+"""The EPP's per-plugin durations: read only for the plugin types it names (the streaming-mode marker below)."""
+_MODE_PLUGIN_TYPE = "predicted-latency-producer"
+"""The plugin that has ``streamingMode`` (GIE v1.5.0, llm-d-router); late-2025 had ``predicted-latency-scorer``."""
+
+EPP_FAMILIES: frozenset[str] = _HISTOGRAM_FAMILIES | _COUNTER_FAMILIES | {_PLUGIN_DURATION}
 """The families read from the EPP's page (the parser selects ``_bucket``, ``_sum``, ``_count``, ``_total``)."""
 
 REPUBLISHED_HISTOGRAMS: tuple[c.MetricDef, ...] = (
@@ -229,12 +241,12 @@ def normalize(samples: Iterable[Sample], pool: str) -> EPPPage:
     Pure: reads only its arguments. Samples of other families, OpenMetrics ``_created`` samples and
     timestamps are ignored.
     """
-    raw_histograms, raw_counters = _group(samples)
+    raw_histograms, raw_counters, producer = _group(samples)
     present = {family for family, _ in raw_histograms} | {family for family, _ in raw_counters}
     llmd = any(family.startswith("llm_d_epp_") for family in present)
     chosen = {d: _first_present(sources, present) for d, sources in {**_HISTOGRAM_CHOICES, **_COUNTER_CHOICES}.items()}
     off: set[_PluginKey] = set()
-    if llmd:  # the late-2025 EPP has no streamingMode: it records TTFT on a streamed chunk only
+    if llmd or producer:  # the late-2025 EPP has no streamingMode: it records TTFT on a streamed chunk only
         off |= _streaming_off(
             raw_histograms, chosen[c.EPP_PREDICTED_TTFT_SECONDS], chosen[c.EPP_PREDICTED_TPOT_SECONDS]
         )
@@ -270,13 +282,17 @@ def _first_present(sources: tuple[_Source, ...], present: set[str]) -> _Source |
 
 def _group(
     samples: Iterable[Sample],
-) -> tuple[dict[tuple[str, _Labels], _RawHistogram], dict[tuple[str, _Labels], list[float]]]:
-    """The samples by series as written on the page: histograms by (family, labels without ``le``)."""
+) -> tuple[dict[tuple[str, _Labels], _RawHistogram], dict[tuple[str, _Labels], list[float]], bool]:
+    """The samples by series as written on the page: histograms by (family, labels without ``le``); and whether
+    the page names the plugin that has a ``streamingMode`` (GIE v1.5.0's ``predicted-latency-producer``)."""
     histograms: dict[tuple[str, _Labels], _RawHistogram] = {}
     counters: dict[tuple[str, _Labels], list[float]] = {}
+    producer = False
     for sample in samples:
         family, name = sample.family, sample.name
-        if family in _HISTOGRAM_FAMILIES:
+        if family == _PLUGIN_DURATION:
+            producer = producer or sample.labels.get(_PLUGIN_TYPE) == _MODE_PLUGIN_TYPE
+        elif family in _HISTOGRAM_FAMILIES:
             suffix = name[len(family) :]
             if suffix not in ("_bucket", "_sum", "_count"):
                 continue  # OpenMetrics "_created", or a sample named like the family itself
@@ -290,7 +306,7 @@ def _group(
                 raw.counts.append(sample.value)
         elif family in _COUNTER_FAMILIES and name == f"{family}_total":
             counters.setdefault((family, tuple(sorted(sample.labels.items()))), []).append(sample.value)
-    return histograms, counters
+    return histograms, counters, producer
 
 
 def _streaming_off(

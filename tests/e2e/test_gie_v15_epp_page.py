@@ -23,10 +23,15 @@ from tests.support.fleet.series import Samples, samples, total
 
 pytestmark = pytest.mark.timeout(600)
 
-PODS = (PodSpec(30, 5), PodSpec(60, 8))
+# A fast pod and a slow one: every request's first token and end are far on one side of the 300 ms target.
+PODS = (PodSpec(ttft_ms=30, itl_ms=5), PodSpec(ttft_ms=600, itl_ms=20))
 REQUESTS = 12
+TARGET_MS = 300.0
 EPP_TTFT = "inference_objective_request_ttft_seconds"
 EPP_TPOT = "inference_objective_request_tpot_seconds"
+EPP_PREDICTED_TTFT = "inference_objective_request_predicted_ttft_seconds"
+EPP_PREDICTED_TPOT = "inference_objective_request_predicted_tpot_seconds"
+EPP_VIOLATIONS = "inference_objective_request_slo_violation_total"
 
 
 @pytest.fixture(scope="module", params=[None, True], ids=["streaming-default-off", "streaming-on"])
@@ -49,23 +54,53 @@ def on_page(page: Samples, family: str) -> tuple[float, float]:
     return total(page, f"{family}_sum", **labels), total(page, f"{family}_count", **labels)
 
 
-def test_the_epps_latencies_are_republished_as_what_they_measure(fleet: Fleet) -> None:
-    seen = send_all(fleet.gateway_url, [Call(slo_ttft_ms=2000, max_tokens=8) for _ in range(REQUESTS)], 4)
+def test_the_epps_latencies_and_violations_are_republished_as_what_they_measure(fleet: Fleet) -> None:
+    seen = send_all(fleet.gateway_url, [Call(slo_ttft_ms=TARGET_MS, max_tokens=8) for _ in range(REQUESTS)], 4)
     assert [s.status for s in seen] == [200] * REQUESTS, [s.body for s in seen if s.status != 200]
     page = samples(fleet.epp_text())
     assert on_page(page, EPP_TTFT)[1] == REQUESTS  # one observation a request, in either mode
     streaming = fleet.spec.streaming_mode is True
+    # the predictor stand-ins start from default models, as v1.5.0's training server: every request is predicted
+    assert on_page(page, EPP_PREDICTED_TTFT)[1] == REQUESTS
+    assert on_page(page, EPP_PREDICTED_TTFT)[0] > 0
     if streaming:
         assert on_page(page, EPP_TPOT)[1] == REQUESTS
-        wanted = {"sloscope_epp_ttft_seconds": EPP_TTFT, "sloscope_epp_tpot_seconds": EPP_TPOT}
-        absent = "sloscope_epp_e2e_seconds"
+        wanted = {
+            "sloscope_epp_ttft_seconds": EPP_TTFT,
+            "sloscope_epp_tpot_seconds": EPP_TPOT,
+            "sloscope_epp_predicted_ttft_seconds": EPP_PREDICTED_TTFT,
+            "sloscope_epp_predicted_tpot_seconds": EPP_PREDICTED_TPOT,
+        }
+        absent = ("sloscope_epp_e2e_seconds", "sloscope_epp_predicted_e2e_seconds")
     else:
-        assert on_page(page, EPP_TPOT) == (0, 0)  # no TPOT without streaming mode
+        assert on_page(page, EPP_TPOT) == on_page(page, EPP_PREDICTED_TPOT) == (0, 0)  # no TPOT without streaming
         # its "TTFT" is the whole request: longer than every streamed first token the client saw
         assert on_page(page, EPP_TTFT)[0] > sum(s.ttft or 0 for s in seen)
-        wanted = {"sloscope_epp_e2e_seconds": EPP_TTFT}
-        absent = "sloscope_epp_ttft_seconds"
+        wanted = {"sloscope_epp_e2e_seconds": EPP_TTFT, "sloscope_epp_predicted_e2e_seconds": EPP_PREDICTED_TTFT}
+        absent = ("sloscope_epp_ttft_seconds", "sloscope_epp_predicted_ttft_seconds")
     for name, family in wanted.items():
         wait_until(lambda n=name: republished(fleet, n)[1] == REQUESTS, timeout=20, what=f"{name} republished")
         assert republished(fleet, name) == on_page(page, family), name
-    assert republished(fleet, absent) == (0, 0)
+    for name in absent:
+        assert republished(fleet, name) == (0, 0), name
+
+    # The EPP judges its own "TTFT" (the whole request with streaming off) against x-slo-ttft-ms
+    # (predictedlatency/requestcontrol_hooks.go:162-169, metrics/metrics.go:668-686): the slow pod's requests miss
+    # both their first token and their end by far, the fast pod's neither; the client saw the same.
+    slow = fleet.pods[1].address
+    missed = sum(1 for s in seen if (s.upstream or "").startswith(slow))
+    for s in seen:
+        measured = (s.ttft if streaming else (s.last_token or 0) - s.started) or 0.0
+        assert (
+            (measured * 1000 > TARGET_MS * 1.5)
+            if (s.upstream or "").startswith(slow)
+            else (measured * 1000 < TARGET_MS / 2)
+        )
+    assert total(page, EPP_VIOLATIONS, type="ttft") == missed
+    kind = "ttft" if streaming else "e2e"  # sloscope names what the EPP compared
+    violations = "sloscope_epp_slo_violations_total"
+    wait_until(
+        lambda: total(samples(fleet.sloscope_text()), violations, pool=POOL) == missed, timeout=20, what=violations
+    )
+    values = samples(fleet.sloscope_text())
+    assert total(values, violations, pool=POOL, model=MODEL, type=kind) == missed

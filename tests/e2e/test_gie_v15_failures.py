@@ -38,7 +38,7 @@ QUEUED_PER_POD = 12  # saturated (mean queue >= 5) for (12 - 5) x 1.5 s = 10 s a
 
 @pytest.fixture(scope="module")
 def fleet(fleet_tools: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
-    settings = {"join": {"gateway_span_names": ["ingress"], "failure_window_seconds": 5.0}}
+    settings = {"join": {"gateway_span_names": ["ingress"]}}
     spec = FleetSpec(pods=PODS, sloscope_settings=settings, latency_routing=False)
     with running_fleet(fleet_tools, tmp_path_factory.mktemp("fleet"), spec) as running:
         yield running

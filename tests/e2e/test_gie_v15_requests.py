@@ -50,7 +50,7 @@ MARGIN = 0.25  # a request within 25 % of a target would make its verdict depend
 
 @pytest.fixture(scope="module")
 def fleet(fleet_tools: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
-    settings = {"join": {"gateway_span_names": ["ingress"], "failure_window_seconds": 5.0}}
+    settings = {"join": {"gateway_span_names": ["ingress"]}}
     spec = FleetSpec(pods=PODS, sloscope_settings=settings)
     with running_fleet(fleet_tools, tmp_path_factory.mktemp("fleet"), spec) as running:
         yield running

@@ -11,6 +11,7 @@ import pytest
 
 from sloscope import conventions as c
 from sloscope.demo.quantile_model import (
+    DEFAULT_PREDICTION_MS,
     MIN_PREDICTION_MS,
     MODEL_TYPE,
     OnlineQuantileModel,
@@ -129,6 +130,30 @@ def test_predict_is_none_until_both_models_exist() -> None:
     model.add(tpot_only)
     assert model.retrain() is True
     assert model.predict(features) is not None
+
+
+def test_default_models_predict_ten_ms_until_a_signal_is_fitted_afresh() -> None:
+    """As GIE v1.5.0's training server (training_server.py:745-777,1345-1380): ready at once with default models
+    fitted to one 10 ms sample; a signal that never gets a sample keeps its default (TPOT with streaming off)."""
+    clock = Clock()
+    model = OnlineQuantileModel(0.9, random.Random(0), clock=clock, default_models=True)
+    features = Features(0.3, 300, 2, 4, 40, 0.5)
+    assert model.ready
+    assert model.last_modified == {c.SIGNAL_TTFT: clock.now, c.SIGNAL_TPOT: clock.now}
+    first = model.predict(features)
+    assert first is not None and (first.ttft_ms, first.tpot_ms) == (DEFAULT_PREDICTION_MS, DEFAULT_PREDICTION_MS)
+
+    data = random.Random(3)
+    ttft_only = [dataclasses.replace(e, actual_tpot_ms=0.0) for e in synthetic(data, 1000)]
+    fresh = OnlineQuantileModel(0.9, random.Random(7))
+    defaulted = OnlineQuantileModel(0.9, random.Random(7), default_models=True)
+    for each in (fresh, defaulted):
+        each.add(ttft_only)
+    assert (fresh.retrain(), defaulted.retrain()) == (False, True)
+    after = defaulted.predict(features)
+    assert after is not None and after.tpot_ms == DEFAULT_PREDICTION_MS  # no TPOT sample: still the default
+    # the first fit of TTFT starts afresh, exactly as a model that never had a default
+    assert defaulted.snapshot().ttft == fresh.snapshot().ttft
 
 
 @pytest.mark.parametrize(

@@ -98,14 +98,16 @@ def fixture_text(shared: Path) -> str:
 def test_fixture_comments_and_abbreviations_are_not_samples(fixture_text: str) -> None:
     samples = PARSER.parse(fixture_text)
     # The header's "..." notes and the "(request_predicted_tpot_seconds ... analogous)" line are comments;
-    # the consolidated gauge and the plugin histogram are other families.
-    assert len(samples) == 15
+    # the consolidated gauge is another family. The plugin histogram's one sample is read for its plugin type
+    # (the late-2025 predicted-latency-scorer, not GIE v1.5.0's predicted-latency-producer).
+    assert len(samples) == 16
     assert {s.family for s in samples} == {
         "inference_objective_request_ttft_seconds",
         "inference_objective_request_predicted_ttft_seconds",
         "inference_objective_request_tpot_seconds",
         "inference_objective_request_ttft_prediction_duration_seconds",
         "inference_objective_request_slo_violation",
+        "inference_extension_plugin_duration_seconds",
     }
 
 

@@ -110,7 +110,8 @@ class PredictorFleet:
     """A training server over ``model`` and prediction servers syncing from it, on loopback.
 
     Without ``model``, a fresh :class:`OnlineQuantileModel` at quantile 0.9 whose rng is seeded with ``seed``, of
-    ``objective`` (quantile if None). With ``objective`` set the servers answer as the llm-d predictor's, which
+    ``objective`` (quantile if None), starting from default models if ``default_models`` (as the real training
+    server does: ready at once). With ``objective`` set the servers answer as the llm-d predictor's, which
     announce it (``objective_type`` on predictions, /status and the training /metrics page); without it, as the
     late-2025 ones, which do not.
     Background tasks retrain every ``retrain_seconds`` (when entries arrived) and sync every
@@ -123,6 +124,7 @@ class PredictorFleet:
         *,
         seed: int = 0,
         objective: str | None = None,
+        default_models: bool = False,
         retrain_seconds: float = 5.0,
         sync_seconds: float = 2.0,
         host: str = "127.0.0.1",
@@ -133,7 +135,9 @@ class PredictorFleet:
         self.model = (
             model
             if model is not None
-            else OnlineQuantileModel(0.9, random.Random(seed), objective=objective or c.OBJECTIVE_QUANTILE)
+            else OnlineQuantileModel(
+                0.9, random.Random(seed), objective=objective or c.OBJECTIVE_QUANTILE, default_models=default_models
+            )
         )
         self._announce = objective is not None
         self.training_url = ""

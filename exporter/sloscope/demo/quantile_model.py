@@ -26,9 +26,12 @@ entries per signal (the real one keeps up to 10000 per (queue, cache, prefix) bu
 samples), so the model follows the load instead of averaging over all of history. As in the real server
 the test set spans a shorter, more recent stretch than the training set (300 of every ~3000 entries vs
 6000), so when the load shifts the coverage measured on it drifts away from the quantile until the
-training buffer has caught up. And there is no default model before the first fit (the real server
-starts from a one-sample prior): a fresh predictor is not ready until it has seen ``min_samples``
-entries per signal.
+training buffer has caught up. By default there is no model before the first fit: a fresh predictor is not ready
+until it has seen ``min_samples`` entries per signal. With ``default_models`` it starts as the real training
+server does (gateway-api-inference-extension v1.5.0 ``latencypredictor/training_server.py:745-777,1345-1380``):
+each signal has a default model fitted to one sample of 10 ms, so it is ready at once and predicts 10 ms until its
+first fit, which then starts afresh, not from the default. A signal that never gets a sample (TPOT, when the EPP
+runs with ``streamingMode`` off) keeps its default model.
 
 The fit (:func:`_fit`): features standardized by the training buffer's mean and standard deviation;
 ``prediction = intercept + sum(weight * z)``; SGD on the pinball loss at ``quantile`` in shuffled
@@ -70,6 +73,7 @@ from sloscope import conventions as c
 from sloscope.predictor.features import Features, Prediction
 
 __all__ = [
+    "DEFAULT_PREDICTION_MS",
     "LR_DECAY_STEPS",
     "LR_MIN",
     "LR_START",
@@ -85,6 +89,7 @@ __all__ = [
     "OnlineQuantileModel",
     "Rings",
     "TrainingEntry",
+    "default_model",
     "learning_rate",
     "prefill_score_bucket",
 ]
@@ -286,6 +291,7 @@ class OnlineQuantileModel:
         min_samples: int = 10,
         epochs: int = 2,
         objective: str = c.OBJECTIVE_QUANTILE,
+        default_models: bool = False,
     ) -> None:
         if objective not in c.OBJECTIVES:
             raise ValueError(f"objective must be one of {', '.join(c.OBJECTIVES)}, got {objective!r}")
@@ -310,6 +316,13 @@ class OnlineQuantileModel:
         }
         self._models: dict[str, LinearQuantileRegressor] = {}
         self._last_modified: dict[str, float] = {}
+        self._defaults: set[str] = set()  # signals whose model is still the default one
+        if default_models:
+            now = clock()
+            for signal in c.SIGNALS:
+                self._models[signal] = default_model(signal)
+                self._last_modified[signal] = now
+            self._defaults = set(c.SIGNALS)
         self._pending = 0
         self._generation = 0
         self._lock = threading.Lock()  # buffers, models, rings
@@ -357,7 +370,7 @@ class OnlineQuantileModel:
                 model = _fit(
                     signal,
                     train,
-                    previous.get(signal),
+                    None if signal in self._defaults else previous.get(signal),
                     quantile=self.quantile,
                     rng=self._rng,
                     epochs=self._epochs,
@@ -370,6 +383,7 @@ class OnlineQuantileModel:
                 self._generation += bool(fitted)
                 for signal, (model, evaluation) in fitted.items():
                     self._models[signal] = model
+                    self._defaults.discard(signal)
                     self._last_modified[signal] = now
                     if evaluation is not None:
                         for ring, value in zip(self._rings[signal], evaluation, strict=True):
@@ -404,6 +418,18 @@ class OnlineQuantileModel:
             self._generation,
             self.objective,
         )
+
+
+DEFAULT_PREDICTION_MS = 10.0
+"""What a default model predicts: the real server's default is fitted to one sample whose target is 10 ms."""
+
+
+def default_model(signal: str) -> LinearQuantileRegressor:
+    """The model a signal has before its first fit, with ``default_models``: 10 ms whatever the request."""
+    width = len(_NAMES[signal])
+    return LinearQuantileRegressor(
+        signal, (0.0,) * width, (1.0,) * width, DEFAULT_PREDICTION_MS, (0.0,) * width, steps=0
+    )
 
 
 def learning_rate(step: int) -> float:

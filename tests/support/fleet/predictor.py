@@ -4,6 +4,10 @@ The EPP reaches its predictor sidecars over HTTP (``TRAINING_SERVER_URL``, ``PRE
 gateway-api-inference-extension v1.5.0 ``sidecars/latencypredictorasync/types.go:93-104``); the fleet runs
 :class:`sloscope.demo.predictor_servers.PredictorFleet` in a process of its own, as sidecars are. It prints one
 line ``training=<url> prediction=<url>,<url>`` on standard error once every server listens, and stops on SIGTERM.
+
+The models start as the real training server's of gateway-api-inference-extension v1.5.0 do: a default model for
+each signal, ready at once (``latencypredictor/training_server.py:745-777,1345-1380``), of the objective that
+server defaults to, the quantile (``LATENCY_OBJECTIVE_TYPE``, ``:113``).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ async def run(args: argparse.Namespace) -> None:
     fleet = PredictorFleet(
         seed=args.seed,
         objective=args.objective,
+        default_models=True,
         retrain_seconds=args.retrain_seconds,
         sync_seconds=args.sync_seconds,
     )
@@ -35,7 +40,7 @@ async def run(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--objective", choices=("mean", "quantile"), default="mean")
+    parser.add_argument("--objective", choices=("mean", "quantile"), default="quantile")
     parser.add_argument("--prediction-servers", type=int, default=2)
     parser.add_argument("--retrain-seconds", type=float, default=2.0)
     parser.add_argument("--sync-seconds", type=float, default=1.0)

@@ -37,6 +37,7 @@ from sloscope.processors import arrow_arrays, joined_batch, shards, span_shapes
 from sloscope.processors.assembler import TraceAssembler
 from sloscope.processors.evaluator import MIN_BATCH, RequestPublisher, SLOEvaluator
 from sloscope.processors.native_assembler import NativeTraceAssembler
+from sloscope.processors.pool_routing import Placed, PoolRouting
 from sloscope.processors.queue import Batch, SpanQueue
 from sloscope.publishers.prometheus import PrometheusPublisher
 from sloscope.receivers.intake import Intake
@@ -106,7 +107,7 @@ class Pipeline:
         spec: SLOSpec,
         registry: CollectorRegistry,
         extra_publishers: tuple[RequestPublisher, ...] = (),
-        pool_of_pod: Callable[[JoinedRequest], str | None] | None = None,
+        pool_of_pod: Callable[[Placed], str | None] | None = None,
         *,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -132,6 +133,7 @@ class Pipeline:
             model_of_pool={pool.name: pool.model for pool in settings.pools if pool.model},
         )
         self.evaluator = SLOEvaluator(spec, (publisher, *extra_publishers))
+        self.routing = PoolRouting(mapping.default_pool, pool_of_pod)  # told by the EPP scrapers (GIE v1.5.0)
         arrow_arrays.warm_up()  # the batch path's Arrow kernels, initialised before any load
         # join.engine: the native core, or the Python reference it is tested against (the same rules).
         join = shard_join(settings.join, workers)
@@ -268,16 +270,20 @@ class Pipeline:
         cheaper than the vectorized path below MIN_BATCH rows (bench/columnar.py), and the series are the same."""
         try:
             if records is None:
+                self.routing.fill(requests or [])
                 self.evaluator.batch(requests or [])
             elif records.num_rows < MIN_BATCH:
                 requests = joined_batch.to_requests(records)
+                self.routing.fill(requests)
                 self.evaluator.batch(requests)
             else:
+                records = self.routing.fill_records(records)
                 self.evaluator.records(records)
         except Exception:  # a batch the vectorized path cannot take still counts, one request at a time
             if requests is None:
                 requests = joined_batch.to_requests(records) if records is not None else []
             log.exception("batch evaluation failed on %d requests; evaluating them one by one", len(requests))
+            self.routing.fill(requests)
             for request in requests:
                 self.evaluator(request)
 

@@ -108,4 +108,6 @@ def test_a_client_that_leaves_mid_stream_is_an_aborted_request(fleet: Fleet) -> 
     assert grew("sloscope_requests_failed_total", reason="aborted") == 3
     assert grew("sloscope_requests_failed_total") == 3
     assert grew("sloscope_requests_total") == 6
+    # the chart's profile without the latency predictor scores by queue, KV cache and prefix: routing "default"
+    assert grew("sloscope_requests_total", pool=POOL, routing="default") == 3
     assert grew("sloscope_slo_violations_total", slo_class="standard", slo="ttft") == 3

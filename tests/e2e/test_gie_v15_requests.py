@@ -12,7 +12,9 @@ does with the custom_tags of docs/sending-traces.md. Upstream facts these tests 
 - Envoy's router injects its own span's context into the upstream request after the EPP's header mutations, so
   vLLM's span is a child of Envoy's span, in Envoy's trace; the EPP's trace holds no model-server span;
 - the EPP's ``/metrics`` is served in plain HTTP, authenticated by TokenReview and SubjectAccessReview against the
-  API server (``--metrics-endpoint-auth`` true by default, ``cmd/epp/runner/runner.go``).
+  API server (``--metrics-endpoint-auth`` true by default, ``cmd/epp/runner/runner.go``); it times every plugin
+  that ran (``inference_extension_plugin_duration_seconds``), so the scorers of its one profile say how every
+  request was routed: ``latency-scorer`` here, ``routing="predicted"``.
 
 sloscope is therefore configured as docs/sending-traces.md tells GIE v1.5 users behind a tracing Envoy: Envoy's span
 (``ingress``) is the gateway span. The client's own measurements (status, time to the first and last content chunk,
@@ -84,7 +86,9 @@ def test_every_request_is_counted_once_in_its_class_on_the_pod_that_served_it(fl
     values = samples(fleet.sloscope_text())
     by_class = {"interactive": 16.0, "standard": 8.0, "none": 8.0}
     for slo_class, count in by_class.items():
-        assert total(values, "sloscope_requests_total", pool=POOL, model=MODEL, slo_class=slo_class) == count
+        labels = {"pool": POOL, "model": MODEL, "slo_class": slo_class}
+        # routed by the latency scorer: the one profile's scorers, as the EPP's page times them
+        assert total(values, "sloscope_requests_total", routing="predicted", **labels) == count
     assert total(values, "sloscope_requests_total") == len(seen)
     assert total(values, "sloscope_requests_failed_total") == 0
 

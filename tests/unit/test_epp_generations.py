@@ -187,6 +187,47 @@ def test_gie_v150_page_streaming_off_is_read_as_e2e() -> None:
     assert page.streaming_off == frozenset({(SIM, SIM, "", "")})
 
 
+def test_gie_v150_page_says_how_every_request_is_routed() -> None:
+    """The page times the scorers of the one profile every request runs: the latency scorer means ``predicted``
+    (the captured EPP ran the chart's latency-predictor profile), other scorers only ``default``."""
+    text = GIE_V15_OFF.read_text()
+    assert page_of(text).routing == c.ROUTING_PREDICTED
+    without_latency_scorer = "\n".join(line for line in text.splitlines() if 'plugin_type="latency-scorer"' not in line)
+    assert 'extension_point="Scorer"' not in without_latency_scorer  # the profile had no other scorer
+    assert page_of(without_latency_scorer).routing is None  # no scorer ran yet: nothing said
+    queue_scored = without_latency_scorer + (
+        '\ninference_extension_plugin_duration_seconds_count{extension_point="Scorer",plugin_name="queue-scorer",'
+        'plugin_type="queue-scorer"} 30\n'
+    )
+    assert page_of(queue_scored).routing == c.ROUTING_DEFAULT
+    custom = normalize(PARSER.parse(text), POOL, latency_scorers=frozenset({"my-scorer"}))
+    assert custom.routing == c.ROUTING_DEFAULT  # join.latency_scorer_types decides what counts as predicted
+
+
+def test_gie_v150_without_the_latency_predictor_is_known_by_its_attempts_pods() -> None:
+    """Without the latency predictor there is no producer plugin on the page; the scheduler attempts, which name
+    their pod (``pod_name``; the late-2025 EPP's named none), still tell v1.5.0 apart, and say which pod."""
+    lines = GIE_V15_OFF.read_text().splitlines()
+    no_predictor = [line for line in lines if "latency" not in line and "affinity" not in line]
+    no_predictor.append(
+        'inference_extension_plugin_duration_seconds_count{extension_point="Scorer",plugin_name="queue-scorer",'
+        'plugin_type="queue-scorer"} 30'
+    )
+    page = page_of("\n".join(no_predictor) + "\n")
+    assert page.routing == c.ROUTING_DEFAULT
+    assert page.counters[c.EPP_SCHEDULER_ATTEMPTS.name] == {
+        (POOL, SIM, "sim-2", "success"): 16.0,
+        (POOL, SIM, "sim-3", "success"): 14.0,
+    }
+
+
+def test_only_gie_v150_pages_say_how_every_request_is_routed(llmd: str, shared: Path) -> None:
+    """llm-d-router's spans say it per request, and the late-2025 EPP's headers did: their pages say nothing."""
+    assert page_of(llmd).routing is None
+    late = (shared / "fixtures/epp/slo-metrics-constructed-from-code.prom").read_text()
+    assert page_of(late).routing is None
+
+
 def test_without_the_plugin_marker_the_same_page_reads_as_late_2025() -> None:
     """The marker, not the families, tells GIE v1.5.0 from the late-2025 EPP: without the plugin-duration family
     the same numbers are read as streamed TTFT, as the late-2025 EPP recorded them."""

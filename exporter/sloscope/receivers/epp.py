@@ -25,6 +25,7 @@ from sloscope import conventions as c
 from sloscope.processors.inflight_history import InflightHistory
 from sloscope.receivers.epp_inflight import INFLIGHT_FAMILIES, InflightPage
 from sloscope.receivers.epp_page import (
+    DEFAULT_LATENCY_SCORERS,
     EPP_FAMILIES,
     DroppedSeries,
     EPPPage,
@@ -71,9 +72,13 @@ class EPPScraper:
         clock: Callable[[], float] = time.monotonic,
         inflight: InflightHistory | None = None,
         name: str | None = None,
+        latency_scorers: frozenset[str] = DEFAULT_LATENCY_SCORERS,
+        on_routing: Callable[[str, str], None] | None = None,
     ) -> None:
         """``inflight``: where each good page's in-flight counts go. ``name``: how the logs call the EPP (the
-        ``epp.name`` setting); else its URL, userinfo masked."""
+        ``epp.name`` setting); else its URL, userinfo masked. ``on_routing(pool, routing)``: told how the EPP
+        routes whenever a page says it (GIE v1.5.0, :func:`~sloscope.receivers.epp_page.page_routing`), with the
+        scorer types of ``latency_scorers`` counted as prediction-based."""
         if interval <= 0 or timeout <= 0 or stale_after <= 0:
             raise ValueError("interval, timeout and stale_after must be positive")
         self.pool = pool
@@ -93,6 +98,9 @@ class EPPScraper:
         self._fixes_logged = False
         self._sources: tuple[str, ...] = ()
         self._streaming_off: frozenset[tuple[str, str, str, str]] = frozenset()
+        self._latency_scorers = latency_scorers
+        self._on_routing = on_routing
+        self._routing: str | None = None
 
     @property
     def latest(self) -> EPPPage | None:
@@ -123,6 +131,7 @@ class EPPScraper:
                 log.info("EPP of pool %s at %s answers again", self.pool, self._shown)
             self._failing = False
             self._report(page)
+            self._tell_routing(page.routing)
         else:
             latest = self._latest
             if latest is not None and now - latest[1] > self._stale_after:
@@ -156,7 +165,17 @@ class EPPScraper:
 
     def _read(self, samples: list[Sample]) -> EPPPage:
         """The samples of one good page (the families the parser was given): every reader of the page starts here."""
-        return normalize(samples, self.pool)
+        return normalize(samples, self.pool, latency_scorers=self._latency_scorers)
+
+    def _tell_routing(self, routing: str | None) -> None:
+        """Pass on how the EPP routes when its page says so; logged when it changes. A page that no longer says
+        (a stale or restarted EPP) leaves the last word in force: an EPP's profile changes only with its config."""
+        if routing is None or routing == self._routing:
+            return
+        log.info("EPP of pool %s routes every request as %r (the scorers on its page)", self.pool, routing)
+        self._routing = routing
+        if self._on_routing is not None:
+            self._on_routing(self.pool, routing)
 
     def _report(self, page: EPPPage) -> None:
         """Log each dropped series when it first appears (not on every scrape), and the label fixes once."""

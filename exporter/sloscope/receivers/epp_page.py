@@ -36,7 +36,10 @@ plugin is llm-d-router's ``predicted-latency-producer``, with the same ``streami
 (``predictedlatency/plugin.go:129-136``): run against the real binary (tests/e2e), streaming off, it records a
 "TTFT" equal to the request's duration and no TPOT. A page whose ``inference_extension_plugin_duration_seconds``
 names that plugin type (the late-2025 plugin was ``predicted-latency-scorer``) is read for streaming mode as
-llm-d-router's is.
+llm-d-router's is. v1.5.0 emits no scheduling span, so a request's ``routing`` cannot come from its spans; its
+page says it for every request instead (:func:`page_routing`). Such a page is v1.5.0's when it has that plugin
+or, with the latency predictor off, scheduler attempts that name their pod (``pod_name``: the late-2025 EPP's
+named none; llm-d-router's ``llm_d_epp_*`` twin names it ``endpoint_name``, which is read first).
 
 **Predictions.** On llm-d-router the predicted TTFT and TPOT are the predictions made at routing time for
 the chosen endpoint (Produce stores them, ``PreRequest`` and the first token read them back,
@@ -75,7 +78,15 @@ from typing import Literal
 from sloscope import conventions as c
 from sloscope.receivers.exposition import Sample
 
-__all__ = ["EPP_FAMILIES", "DroppedSeries", "EPPPage", "HistogramSeries", "normalize"]
+__all__ = [
+    "DEFAULT_LATENCY_SCORERS",
+    "EPP_FAMILIES",
+    "DroppedSeries",
+    "EPPPage",
+    "HistogramSeries",
+    "normalize",
+    "page_routing",
+]
 
 _Split = Literal["", "streaming_label", "streaming_mode"]
 
@@ -139,6 +150,8 @@ _MODE_PLUGIN_TYPE = "predicted-latency-producer"
 """The plugin that has ``streamingMode`` (GIE v1.5.0, llm-d-router); late-2025 had ``predicted-latency-scorer``."""
 
 EPP_FAMILIES: frozenset[str] = _HISTOGRAM_FAMILIES | _COUNTER_FAMILIES | {_PLUGIN_DURATION}
+DEFAULT_LATENCY_SCORERS = frozenset({"latency-scorer"})
+"""``join.latency_scorer_types``' default: the scorer type of prediction-based routing."""
 """The families read from the EPP's page (the parser selects ``_bucket``, ``_sum``, ``_count``, ``_total``)."""
 
 REPUBLISHED_HISTOGRAMS: tuple[c.MetricDef, ...] = (
@@ -158,10 +171,13 @@ _MODEL_NAME = "model_name"
 _TARGET_MODEL_NAME = "target_model_name"
 _PLUGIN_NAME = "plugin_name"
 _PLUGIN_TYPE = "plugin_type"
+_EXTENSION_POINT = "extension_point"
+_SCORER = "Scorer"
 _STREAMING = "streaming"
 _TYPE = "type"
 _STATUS = "status"
 _ENDPOINT_NAME = "endpoint_name"
+_POD_NAME = "pod_name"
 _LE = "le"
 
 _Labels = tuple[tuple[str, str], ...]  # label pairs as written on the page, sorted
@@ -205,6 +221,7 @@ class EPPPage:
     labels_swapped: int = 0  # duration series whose two model labels were swapped back
     sources: tuple[str, ...] = ()  # the EPP families read, sorted
     streaming_off: frozenset[_PluginKey] = frozenset()  # plugin keys found running with streamingMode off
+    routing: str | None = None  # GIE v1.5.0: the routing every request gets, from the scorers that ran
 
     @property
     def violations(self) -> Mapping[SeriesKey, float]:
@@ -235,13 +252,21 @@ class _Page:
     swapped: int = 0
 
 
-def normalize(samples: Iterable[Sample], pool: str) -> EPPPage:
+def normalize(
+    samples: Iterable[Sample], pool: str, *, latency_scorers: frozenset[str] = DEFAULT_LATENCY_SCORERS
+) -> EPPPage:
     """The EPP's samples as sloscope series of ``pool``: one family per twin, labels put right, broken series dropped.
 
     Pure: reads only its arguments. Samples of other families, OpenMetrics ``_created`` samples and
-    timestamps are ignored.
+    timestamps are ignored. ``latency_scorers`` are the scorer types of prediction-based routing
+    (``join.latency_scorer_types``), for :func:`page_routing`.
     """
-    raw_histograms, raw_counters, producer = _group(samples)
+    raw_histograms, raw_counters, scorers = _group(samples)
+    producer = _MODE_PLUGIN_TYPE in scorers.plugins
+    # GIE v1.5.0: the producer plugin, or (without the latency predictor) attempts that name their pod
+    gie_v15 = producer or any(
+        family == _ATTEMPTS[1].family and any(k == _POD_NAME for k, _ in labels) for family, labels in raw_counters
+    )
     present = {family for family, _ in raw_histograms} | {family for family, _ in raw_counters}
     llmd = any(family.startswith("llm_d_epp_") for family in present)
     chosen = {d: _first_present(sources, present) for d, sources in {**_HISTOGRAM_CHOICES, **_COUNTER_CHOICES}.items()}
@@ -273,25 +298,51 @@ def normalize(samples: Iterable[Sample], pool: str) -> EPPPage:
         page.swapped,
         tuple(read),
         frozenset(off),
+        page_routing(scorers.scorers, latency_scorers) if gie_v15 and not llmd else None,
     )
+
+
+def page_routing(scorers: frozenset[str], latency_scorers: frozenset[str]) -> str | None:
+    """How a GIE v1.5.0 EPP routes, from the plugin types its page shows at the ``Scorer`` extension point.
+
+    That EPP puts no scheduling span and no routing header anywhere, so a request's ``routing`` cannot come from
+    its spans; but it runs one scheduling profile for every request (the chart's ``default``), so the scorers its
+    page has timed are those every request was scored by: a latency scorer among them is ``predicted``, other
+    scorers only ``default``. None before any scorer ran.
+    """
+    if not scorers:
+        return None
+    return c.ROUTING_PREDICTED if scorers & latency_scorers else c.ROUTING_DEFAULT
 
 
 def _first_present(sources: tuple[_Source, ...], present: set[str]) -> _Source | None:
     return next((s for s in sources if s.family in present), None)
 
 
+@dataclass
+class _Plugins:
+    """The plugin types the page's plugin-duration family names: all of them, and those timed as scorers."""
+
+    plugins: set[str] = field(default_factory=set)
+    scorers: frozenset[str] = frozenset()
+
+
 def _group(
     samples: Iterable[Sample],
-) -> tuple[dict[tuple[str, _Labels], _RawHistogram], dict[tuple[str, _Labels], list[float]], bool]:
-    """The samples by series as written on the page: histograms by (family, labels without ``le``); and whether
-    the page names the plugin that has a ``streamingMode`` (GIE v1.5.0's ``predicted-latency-producer``)."""
+) -> tuple[dict[tuple[str, _Labels], _RawHistogram], dict[tuple[str, _Labels], list[float]], _Plugins]:
+    """The samples by series as written on the page: histograms by (family, labels without ``le``); and the plugin
+    types the page has timed (GIE v1.5.0's ``predicted-latency-producer`` has a ``streamingMode``)."""
     histograms: dict[tuple[str, _Labels], _RawHistogram] = {}
     counters: dict[tuple[str, _Labels], list[float]] = {}
-    producer = False
+    plugins = _Plugins()
+    scorers: set[str] = set()
     for sample in samples:
         family, name = sample.family, sample.name
         if family == _PLUGIN_DURATION:
-            producer = producer or sample.labels.get(_PLUGIN_TYPE) == _MODE_PLUGIN_TYPE
+            kind = sample.labels.get(_PLUGIN_TYPE, "")
+            plugins.plugins.add(kind)
+            if sample.labels.get(_EXTENSION_POINT) == _SCORER:
+                scorers.add(kind)
         elif family in _HISTOGRAM_FAMILIES:
             suffix = name[len(family) :]
             if suffix not in ("_bucket", "_sum", "_count"):
@@ -306,7 +357,8 @@ def _group(
                 raw.counts.append(sample.value)
         elif family in _COUNTER_FAMILIES and name == f"{family}_total":
             counters.setdefault((family, tuple(sorted(sample.labels.items()))), []).append(sample.value)
-    return histograms, counters, producer
+    plugins.scorers = frozenset(scorers)
+    return histograms, counters, plugins
 
 
 def _streaming_off(
@@ -344,6 +396,12 @@ def _plugin_key(source: _Source, labels: Mapping[str, str]) -> tuple[_PluginKey,
     return (model, target, *plugin), filled, swapped
 
 
+def _attempt_pod(labels: Mapping[str, str]) -> str:
+    """The pod of a scheduling attempt: ``endpoint_name`` of llm-d-router's family, ``pod_name`` of the
+    ``inference_extension_`` one (GIE v1.5.0 writes only that one; the late-2025 EPP named no pod)."""
+    return labels.get(_ENDPOINT_NAME) or labels.get(_POD_NAME, "")
+
+
 def _place(
     definition: c.MetricDef, source: _Source, labels: Mapping[str, str], off: set[_PluginKey], pool: str
 ) -> tuple[c.MetricDef, SeriesKey, bool, bool]:
@@ -351,7 +409,7 @@ def _place(
     if definition is c.EPP_SCHEDULER_ATTEMPTS:
         return (
             definition,
-            (pool, labels.get(_TARGET_MODEL_NAME, ""), labels.get(_ENDPOINT_NAME, ""), labels.get(_STATUS, "")),
+            (pool, labels.get(_TARGET_MODEL_NAME, ""), _attempt_pod(labels), labels.get(_STATUS, "")),
             False,
             False,
         )

@@ -31,6 +31,7 @@ from sloscope.processors.inflight_history import InflightHistory
 from sloscope.processors.joined_batch import EvaluatedBatch
 from sloscope.processors.live_headroom import LiveHeadroom
 from sloscope.processors.pod_history import PodHistory
+from sloscope.processors.pool_routing import Placed
 from sloscope.processors.predictions import PredictionSeries, PredictionTracker
 from sloscope.processors.running_slos import RunningSLOs
 from sloscope.processors.shadow import RoutingFeatures, ShadowPredictor
@@ -62,10 +63,10 @@ def pod_history(settings: Settings) -> PodHistory:
     return PodHistory(scrape.history_samples, scrape.stale_after_seconds, scrape.vanished_grace_seconds)
 
 
-def pool_of_pod(history: PodHistory) -> Callable[[JoinedRequest], str | None]:
+def pool_of_pod(history: PodHistory) -> Callable[[Placed], str | None]:
     """The pool discovery found a request's pod in (by pod name, else by the endpoint address)."""
 
-    def pool_of(request: JoinedRequest) -> str | None:
+    def pool_of(request: Placed) -> str | None:
         key = history.resolve(None, request.pod, request.endpoint)
         return key[0] if key is not None else None
 
@@ -85,7 +86,9 @@ class PoolMonitor:
         sink: Callable[[RequestRecord], None] | None = None,
         sink_all: Callable[[list[RequestRecord]], None] | None = None,
         batch_labels: Callable[[EvaluatedBatch], tuple[Column, Column] | None] | None = None,
+        on_routing: Callable[[str, str], None] | None = None,
     ) -> None:
+        """``on_routing(pool, routing)``: how a pool's EPP routes every request, when its page says so."""
         pools, scrape, predictions = settings.pools, settings.scrape, settings.predictions
         names = [pool.name for pool in pools]
         self.history = history
@@ -177,6 +180,8 @@ class PoolMonitor:
                 stale_after=scrape.stale_after_seconds,
                 inflight=self.inflight,
                 name=pool.epp.name,
+                latency_scorers=frozenset(settings.join.latency_scorer_types),
+                on_routing=on_routing,
             )
             for pool in pools
             if pool.epp is not None

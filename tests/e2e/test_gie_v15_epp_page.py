@@ -12,6 +12,7 @@ republish the first as ``sloscope_epp_e2e_seconds`` and the second as ``sloscope
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -49,6 +50,10 @@ def republished(fleet: Fleet, name: str) -> tuple[float, float]:
     return total(values, f"{name}_sum", **labels), total(values, f"{name}_count", **labels)
 
 
+def _all_republished(fleet: Fleet, name: str) -> bool:
+    return republished(fleet, name)[1] == REQUESTS
+
+
 def on_page(page: Samples, family: str) -> tuple[float, float]:
     labels = {"target_model_name": MODEL}
     return total(page, f"{family}_sum", **labels), total(page, f"{family}_count", **labels)
@@ -79,7 +84,7 @@ def test_the_epps_latencies_and_violations_are_republished_as_what_they_measure(
         wanted = {"sloscope_epp_e2e_seconds": EPP_TTFT, "sloscope_epp_predicted_e2e_seconds": EPP_PREDICTED_TTFT}
         absent = ("sloscope_epp_ttft_seconds", "sloscope_epp_predicted_ttft_seconds")
     for name, family in wanted.items():
-        wait_until(lambda n=name: republished(fleet, n)[1] == REQUESTS, timeout=20, what=f"{name} republished")
+        wait_until(partial(_all_republished, fleet, name), timeout=20, what=f"{name} republished")
         assert republished(fleet, name) == on_page(page, family), name
     for name in absent:
         assert republished(fleet, name) == (0, 0), name

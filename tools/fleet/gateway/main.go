@@ -151,12 +151,17 @@ func newTracer(endpoint, service string) (trace.Tracer, func()) {
 	}
 }
 
-// exchange is one request's ext_proc stream: what the front sends, and the EPP's answers in order.
+// exchange is one request's ext_proc stream: what the front sends, and the EPP's answers in order, the stream's end
+// last (one channel, so an answer sent just before the EPP closed the stream is never overtaken by the close).
 type exchange struct {
 	stream  extproc.ExternalProcessor_ProcessClient
-	answers chan *extproc.ProcessingResponse
-	failed  chan error
+	answers chan received
 	timeout time.Duration
+}
+
+type received struct {
+	answer *extproc.ProcessingResponse
+	err    error
 }
 
 func (f *front) open(ctx context.Context) (*exchange, error) {
@@ -164,15 +169,18 @@ func (f *front) open(ctx context.Context) (*exchange, error) {
 	if err != nil {
 		return nil, err
 	}
-	x := &exchange{stream: stream, answers: make(chan *extproc.ProcessingResponse, 64), failed: make(chan error, 1), timeout: f.messages}
+	x := &exchange{stream: stream, answers: make(chan received, 64), timeout: f.messages}
 	go func() {
 		for {
 			answer, err := stream.Recv()
-			if err != nil {
-				x.failed <- err
+			select {
+			case x.answers <- received{answer, err}:
+			case <-ctx.Done():
 				return
 			}
-			x.answers <- answer
+			if err != nil {
+				return
+			}
 		}
 	}()
 	return x, nil
@@ -184,13 +192,11 @@ func (x *exchange) next() (*extproc.ProcessingResponse, error) {
 	timer := time.NewTimer(x.timeout)
 	defer timer.Stop()
 	select {
-	case answer := <-x.answers:
-		return answer, nil
-	case err := <-x.failed:
-		if err == io.EOF {
+	case got := <-x.answers:
+		if got.err == io.EOF {
 			return nil, errClosed
 		}
-		return nil, err
+		return got.answer, got.err
 	case <-timer.C:
 		return nil, fmt.Errorf("no ext_proc answer within %s", x.timeout)
 	}

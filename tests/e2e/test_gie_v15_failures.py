@@ -99,7 +99,7 @@ def test_a_client_that_leaves_mid_stream_is_an_aborted_request(fleet: Fleet) -> 
             - total(before, "sloscope_requests_total", slo_class="interactive")
             >= 6
         ),
-        timeout=40,
+        timeout=60,
         what="the aborted requests",
     )
     after = samples(fleet.sloscope_text())

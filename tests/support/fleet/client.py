@@ -69,7 +69,9 @@ def headers(call: Call) -> dict[str, str]:
 
 
 def body(call: Call) -> dict[str, object]:
-    prompt = " ".join(f"word{i}" for i in range(call.prompt_words))
+    # each prompt its own (the request id first): with one shared prompt the EPP's prefix-cache scorer and
+    # affinity filters would send every request to the pod that served the first
+    prompt = " ".join([call.request_id, *(f"word{i}" for i in range(call.prompt_words))])
     out: dict[str, object] = {
         "model": MODEL,
         "messages": [{"role": "user", "content": prompt}],

@@ -49,6 +49,7 @@ class PodSpec:
     ttft_ms: int
     itl_ms: int
     max_num_seqs: int = 8
+    kv_cache_blocks: int | None = None  # --enable-kvcache with this many blocks of 16 tokens; None: no KV cache
 
 
 @dataclass(frozen=True)
@@ -239,21 +240,23 @@ class Fleet:
         name = f"sim-{index}"
         address = f"127.0.0.{10 + index}"
         (sim_port,) = free_ports(1)
-        sim = spawn(
-            name,
-            [
-                self.tools / "llm-d-inference-sim",
-                f"--port={sim_port}",
-                f"--model={MODEL}",
-                "--mode=random",
-                f"--time-to-first-token={pod.ttft_ms}ms",
-                f"--inter-token-latency={pod.itl_ms}ms",
-                f"--max-num-seqs={pod.max_num_seqs}",
-                f"--seed={index + 1}",
-                "--force-dummy-tokenizer",
-            ],
-            self.folder,
-        )
+        argv: list[str | Path] = [
+            self.tools / "llm-d-inference-sim",
+            f"--port={sim_port}",
+            f"--model={MODEL}",
+            "--mode=random",
+            f"--time-to-first-token={pod.ttft_ms}ms",
+            f"--inter-token-latency={pod.itl_ms}ms",
+            f"--max-num-seqs={pod.max_num_seqs}",
+            f"--seed={index + 1}",
+            "--force-dummy-tokenizer",
+        ]
+        if pod.kv_cache_blocks is not None:
+            # the simulator's KV cache fills with each running request's prompt blocks and reports
+            # vllm:kv_cache_usage_perc from it; it refuses to start without the pod's IP (POD_IP). No KV events:
+            # nothing here subscribes to them (an empty ZMQ endpoint publishes none)
+            argv += ["--enable-kvcache", f"--kv-cache-size={pod.kv_cache_blocks}", "--zmq-endpoint="]
+        sim = spawn(name, argv, self.folder, {"POD_IP": address})
         self.children.append(sim)
         wait_for(sim, lambda: http_ok(f"http://127.0.0.1:{sim_port}/v1/models"), 30, "simulator /v1/models")
         proxy = spawn(

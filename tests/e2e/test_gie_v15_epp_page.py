@@ -20,7 +20,7 @@ import pytest
 from tests.integration.conftest import wait_until
 from tests.support.fleet.client import Call, send_all
 from tests.support.fleet.fleet import MODEL, POOL, Fleet, FleetSpec, PodSpec, running_fleet
-from tests.support.fleet.series import Samples, samples, total
+from tests.support.series import Samples, samples, total
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -37,7 +37,7 @@ from sloscope.store.read import StoreError, read_records
 from tests.integration.conftest import wait_until
 from tests.support.fleet.client import Call, Seen, send_all
 from tests.support.fleet.fleet import MODEL, POOL, Fleet, FleetSpec, PodSpec, running_fleet
-from tests.support.fleet.series import samples, total
+from tests.support.series import samples, total
 
 pytestmark = pytest.mark.timeout(600)
 

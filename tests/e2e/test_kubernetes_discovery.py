@@ -20,8 +20,8 @@ import yaml
 from tests.integration.conftest import wait_until
 from tests.support.fleet.fleet import NAMESPACE, POOL, Fleet, FleetSpec, PodSpec, running_fleet
 from tests.support.fleet.process import logged, spawn, wait_for
-from tests.support.fleet.series import label_values, samples
 from tests.support.otelcol import free_ports
+from tests.support.series import label_values, page, samples
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -102,13 +102,8 @@ def test_a_user_rbac_refuses_gets_an_error_that_names_what_was_refused(fleet: Fl
             f'namespace "{NAMESPACE}"'
         )
         wait_for(child, lambda: logged(child, forbidden), 30, "the refusal in the log")
-        assert not any(line.startswith("sloscope_pod_up{") for line in _text(metrics).splitlines())
+        assert not any(
+            line.startswith("sloscope_pod_up{") for line in page(f"http://127.0.0.1:{metrics}/metrics").splitlines()
+        )
     finally:
         child.stop()
-
-
-def _text(port: int) -> str:
-    import urllib.request
-
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-        return str(response.read().decode())

@@ -9,7 +9,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,10 +16,10 @@ from typing import Any
 
 import pytest
 import yaml
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import tool
 from tests.support.jaeger import Jaeger, start_jaeger
+from tests.support.series import Samples, page, samples
 from tests.support.serving import RunningServer
 
 _LISTENING = re.compile(r"otlp_grpc=\S+:(\d+) otlp_http=\S+:(\d+) metrics=\S+:(\d+)")
@@ -47,16 +46,11 @@ class Server:
 
     def text(self) -> str:
         """/metrics in the Prometheus text format."""
-        return str(urllib.request.urlopen(self.url("/metrics"), timeout=10).read().decode())
+        return page(self.url("/metrics"))
 
-    def samples(self) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    def samples(self) -> Samples:
         """Every sample of /metrics keyed by (name, labels)."""
-        text = self.text()
-        out = {}
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                out[(sample.name, frozenset(sample.labels.items()))] = sample.value
-        return out
+        return samples(self.text())
 
     def value(self, name: str, **labels: str) -> float:
         """One sample's value; 0 when the series does not exist (a counter never incremented)."""

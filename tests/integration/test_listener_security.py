@@ -29,10 +29,10 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from prometheus_client.parser import text_string_to_metric_families
 
 from sloscope import conventions as c
 from sloscope.testing import vllm_attributes
+from tests.support.series import Samples, samples
 from tests.support.tls_epp import PKI, make_pki
 
 from .conftest import Server, start_server, wait_until
@@ -79,14 +79,10 @@ class Listeners:
         finally:
             connection.close()
 
-    def samples(self) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    def samples(self) -> Samples:
         status, _, body = self.get(self.server.metrics_port, "/metrics", {"Authorization": f"Bearer {TOKEN}"})
         assert status == 200
-        out = {}
-        for family in text_string_to_metric_families(body.decode()):
-            for sample in family.samples:
-                out[(sample.name, frozenset(sample.labels.items()))] = sample.value
-        return out
+        return samples(body.decode())
 
     def value(self, name: str, **labels: str) -> float:
         return self.samples().get((name, frozenset(labels.items())), 0.0)

@@ -69,6 +69,8 @@ def test_a_record_batch_is_filled_as_the_objects_are() -> None:
     assert joined_batch.to_requests(filled)[0] == dataclasses.replace(requests()[0], routing=c.ROUTING_PREDICTED)
     nothing_unknown = joined_batch.from_requests([requests()[4]])
     assert routing.fill_records(nothing_unknown) is nothing_unknown
+    routing.set("default-pool", c.ROUTING_DEFAULT)  # a row with no pool, pod or endpoint: the default pool's
+    assert routing.fill_records(batch).column("routing").to_pylist() == [*EXPECTED[:-1], c.ROUTING_DEFAULT]
 
 
 def test_without_discovery_only_span_pools_and_the_default_pool_are_known() -> None:

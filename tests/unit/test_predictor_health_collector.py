@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.parser import text_string_to_metric_families
 
 from sloscope import conventions as c
 from sloscope.predictor.health import PredictorSnapshot, ServerStatus
 from sloscope.publishers.predictor_health import PredictorHealthCollector
+from tests.support.series import Samples
+from tests.support.series import samples as page_samples
 
 TRAINING = "http://training:8000"
 PREDICTION = "http://prediction:8001"
@@ -42,12 +43,8 @@ def registry_with(snapshots: list[PredictorSnapshot | None], clock: FakeClock) -
     return registry
 
 
-def samples(registry: CollectorRegistry) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-    out = {}
-    for family in text_string_to_metric_families(generate_latest(registry).decode()):
-        for sample in family.samples:
-            out[(sample.name, frozenset(sample.labels.items()))] = sample.value
-    return out
+def samples(registry: CollectorRegistry) -> Samples:
+    return page_samples(generate_latest(registry).decode())
 
 
 def key(name: str, **labels: str) -> tuple[str, frozenset[tuple[str, str]]]:

@@ -82,32 +82,37 @@ class PoolRouting:
                     request.routing = found
 
     def fill_records(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        """:meth:`fill` on a joined record batch: the same batch with its ``routing`` column filled in."""
+        """:meth:`fill` on a joined record batch: the same batch with its ``routing`` column filled in.
+
+        Vectorized: each distinct (pool, pod, endpoint) of the batch is looked up once, and the column is
+        rewritten by one ``if_else`` rather than row by row.
+        """
         by_pool = self._by_pool
         if not by_pool:
             return batch
         index = batch.schema.get_field_index("routing")
         routing = batch.column(index)
-        rows = pc.indices_nonzero(pc.equal(routing, c.ROUTING_UNKNOWN))
-        if len(rows) == 0:
+        unknown = pc.equal(routing, c.ROUTING_UNKNOWN)
+        if not pc.any(unknown).as_py():
             return batch
-        places = zip(
-            batch.column("pool").take(rows).to_pylist(),
-            batch.column("pod").take(rows).to_pylist(),
-            batch.column("endpoint").take(rows).to_pylist(),
-            strict=True,
+        places = pc.dictionary_encode(
+            pc.binary_join_element_wise(
+                *(batch.column(name).cast(pa.string()) for name in _PLACE),
+                _SEP,
+                null_handling="replace",
+                null_replacement=_NULL,
+            )
         )
-        values: list[str] | None = None
-        seen: dict[tuple[str | None, str | None, str | None], str | None] = {}
-        for row, place in zip(rows.to_pylist(), places, strict=True):
-            if place not in seen:
-                seen[place] = by_pool.get(self.pool_of(*place))
-            found = seen[place]
-            if found is None:
-                continue
-            if values is None:
-                values = routing.to_pylist()
-            values[row] = found
-        if values is None:
-            return batch
-        return batch.set_column(index, batch.schema.field(index), pa.array(values, routing.type))
+        found = [by_pool.get(self.pool_of(*_place(key))) for key in places.dictionary.to_pylist()]
+        routed = pa.array(found, pa.string()).take(places.indices).cast(routing.type)
+        filled = pc.if_else(pc.and_(unknown, pc.is_valid(routed)), routed, routing)
+        return batch.set_column(index, batch.schema.field(index), filled)
+
+
+_PLACE = ("pool", "pod", "endpoint")
+_SEP = "\x1f"  # neither separator nor null marker can be part of a Kubernetes name or a host:port
+_NULL = "\x1e"
+
+
+def _place(key: str) -> tuple[str | None, ...]:
+    return tuple(None if part == _NULL else part for part in key.split(_SEP))

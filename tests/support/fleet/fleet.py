@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -30,9 +29,10 @@ from typing import Any
 
 import yaml
 
-from tests.support.fleet.kube import ControlPlane, User
+from tests.support.fleet.kube import ControlPlane, User, random_token
 from tests.support.fleet.process import Child, http_ok, logged, spawn, wait_for
 from tests.support.otelcol import free_ports
+from tests.support.series import page
 
 NAMESPACE = "fleet"
 POOL = "fleet-pool"
@@ -98,9 +98,9 @@ class Fleet:
     def start(self) -> None:
         self.kube.start(
             [
-                User("epp", "epp-" + _token()),
-                User("sloscope", "sloscope-" + _token()),
-                User("stranger", "stranger-" + _token()),
+                User("epp", "epp-" + random_token()),
+                User("sloscope", "sloscope-" + random_token()),
+                User("stranger", "stranger-" + random_token()),
             ]
         )
         self._cluster_objects()
@@ -408,11 +408,11 @@ class Fleet:
             env,
         )
         self.children.append(child)
-        wait_for(child, self._epp_serving, 60, "EPP health SERVING")
+        wait_for(child, lambda: self._epp_serving(child), 60, "EPP health SERVING")
 
-    def _epp_serving(self) -> bool:
+    def _epp_serving(self, epp: Child) -> bool:
         """The ext_proc server listens and the EPP collects from every pod: it can route."""
-        log = self.children[-1].log.read_text(errors="replace")
+        log = epp.log.read_text(errors="replace")
         return '"name":"ext-proc"' in log and log.count('"msg":"starting collection"') >= len(self.pods)
 
     def _start_gateway(self) -> None:
@@ -437,16 +437,10 @@ class Fleet:
         return f"http://127.0.0.1:{self.sloscope_metrics}{path}"
 
     def sloscope_text(self) -> str:
-        with urllib.request.urlopen(self.sloscope_url("/metrics"), timeout=10) as response:
-            return str(response.read().decode())
+        return page(self.sloscope_url("/metrics"))
 
     def epp_text(self, user: str = "sloscope") -> str:
-        request = urllib.request.Request(
-            f"http://127.0.0.1:{self.epp_metrics}/metrics",
-            headers={"Authorization": f"Bearer {self.kube.users[user].token}"},
-        )
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return str(response.read().decode())
+        return page(f"http://127.0.0.1:{self.epp_metrics}/metrics", self.kube.users[user].token)
 
     def logs(self) -> str:
         parts = [
@@ -487,12 +481,6 @@ def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
 def _pythonpath() -> dict[str, str]:
     root = Path(__file__).resolve().parents[3]
     return {"PYTHONPATH": str(root)}
-
-
-def _token() -> str:
-    import secrets
-
-    return secrets.token_hex(16)
 
 
 __all__ = ["Fleet", "FleetSpec", "Objective", "PodSpec", "running_fleet"]

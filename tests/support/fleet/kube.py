@@ -48,7 +48,7 @@ class ControlPlane:
     def __init__(self, tools: Path, folder: Path) -> None:
         self.tools = tools
         self.folder = folder
-        self.users: dict[str, User] = {ADMIN: User(ADMIN, "admin-" + _random(), ("system:masters",))}
+        self.users: dict[str, User] = {ADMIN: User(ADMIN, "admin-" + random_token(), ("system:masters",))}
         self.etcd: Child | None = None
         self.apiserver: Child | None = None
         self.port = 0
@@ -202,7 +202,8 @@ class ControlPlane:
                 time.sleep(0.1)
 
 
-def _random() -> str:
+def random_token() -> str:
+    """A fresh secret for a static token."""
     import secrets
 
     return secrets.token_hex(16)

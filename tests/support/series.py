@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import urllib.request
+
 from prometheus_client.parser import text_string_to_metric_families
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def page(url: str, token: str | None = None) -> str:
+    """The text of a /metrics page, with a bearer token when one is given."""
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return str(response.read().decode())
 
 
 def samples(text: str) -> Samples:

@@ -664,6 +664,12 @@ class Pool(_Section):
     targets: Targets = Field(default_factory=Targets)
     predictor: PredictorServers | None = None
     epp: EPPMetrics | None = None
+    streaming_mode: bool | None = Field(
+        default=None,
+        description="The streamingMode of the pool's EPP latency plugin (predicted-latency-producer), used until "
+        "the EPP's page shows it: off, its predicted TTFT is end-to-end latency and it predicts no TPOT. Unset: "
+        "false, the upstream default (docs/predictions.md).",
+    )
 
     @field_validator("protocol")
     @classmethod

@@ -34,6 +34,7 @@ TARGET_MODEL = "target_model"
 TYPE = "type"
 PROTOCOL = "protocol"  # a model server's protocol (the EPP's engine type): vllm, sglang, ...
 OBJECTIVE = "objective"
+BASIS = "basis"  # what a value in force rests on: page, setting or default
 
 # Label values with a fixed meaning.
 OTHER = "__other__"  # label values beyond the per-label cap fold into this one
@@ -396,6 +397,14 @@ EPP_SCHEDULER_ATTEMPTS = _m(
     (POOL, TARGET_MODEL, POD, STATUS),
     'The EPP\'s scheduling attempts, by status and the pod it picked (pod "" on failure or where not named).',
 )
+EPP_STREAMING_MODE = _m(
+    "epp_streaming_mode",
+    "gauge",
+    (POOL, BASIS),
+    "1 when the pool's EPP runs its latency plugin with streamingMode on (its predicted TTFT is a TTFT), 0 when "
+    "off (its predicted TTFT is end-to-end latency, its TPOT is not predicted); basis: page (the EPP's page "
+    "shows it), setting (the pool's streaming_mode) or default (the upstream default, off).",
+)
 EPP_INFLIGHT_REQUESTS = _m(
     "epp_inflight_requests",
     "gauge",
@@ -676,6 +685,7 @@ ALL_METRICS: tuple[MetricDef, ...] = (
     EPP_TPOT_PREDICTION_DURATION_SECONDS,
     EPP_SLO_VIOLATIONS,
     EPP_SCHEDULER_ATTEMPTS,
+    EPP_STREAMING_MODE,
     EPP_INFLIGHT_REQUESTS,
     EPP_INFLIGHT_TOKENS,
     SPANS_RECEIVED,

@@ -6,7 +6,8 @@ gateway-api-inference-extension v1.5.0's ``predicted-latency-producer`` has ``st
 request's duration, and no TPOT is recorded; on, TTFT is taken at the first streamed chunk and TPOT is recorded.
 sloscope reads the page through the API server's authentication (the EPP's ``--metrics-endpoint-auth``) and must
 republish the first as ``sloscope_epp_e2e_seconds`` and the second as ``sloscope_epp_ttft_seconds`` and
-``sloscope_epp_tpot_seconds``: exactly the EPP's observations, one per request the client sent.
+``sloscope_epp_tpot_seconds``: exactly the EPP's observations, one per request the client sent; and read every
+prediction of the pool under the mode the page shows (``sloscope_epp_streaming_mode``, basis ``page``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import pytest
 from tests.integration.conftest import wait_until
 from tests.support.fleet.client import Call, send_all
 from tests.support.fleet.fleet import MODEL, POOL, Fleet, FleetSpec, PodSpec, running_fleet
-from tests.support.series import Samples, samples, total
+from tests.support.series import Samples, label_values, samples, total
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -109,3 +110,7 @@ def test_the_epps_latencies_and_violations_are_republished_as_what_they_measure(
     )
     values = samples(fleet.sloscope_text())
     assert total(values, violations, pool=POOL, model=MODEL, type=kind) == missed
+    # the mode every prediction of the pool is read under, from the page once the plugin predicted
+    mode = "sloscope_epp_streaming_mode"
+    assert total(values, mode, pool=POOL, basis="page") == (1.0 if streaming else 0.0)
+    assert label_values(values, mode, "basis") == {"page"}  # the pool's one series, no longer "default"

@@ -49,6 +49,8 @@ def env(tmp_path_factory: pytest.TempPathFactory, shared: Path) -> Iterator[Env]
             {"name": name, "epp": {"metrics_url": f"http://{page.address}/metrics"}}
             for name, page in (("llmd", llmd), ("llmd-off", llmd_off), ("gie", gie_epp))
         ]
+        # pools without an EPP page: the setting, else the upstream default
+        pools += [{"name": "set-on", "streaming_mode": True}, {"name": "unset"}]
         server = start_server(
             tmp,
             {
@@ -146,3 +148,21 @@ def test_late_2025_page_still_read(env: Env) -> None:
     attempts = {"pool": "gie", "target_model": "", "pod": ""}
     assert server.value("sloscope_epp_scheduler_attempts_total", status="failure", **attempts) == 5
     assert server.value("sloscope_epp_scheduler_attempts_total", status="success", **attempts) == 10
+
+
+def test_each_pools_streaming_mode_from_its_page_else_its_setting_else_off(env: Env) -> None:
+    """The llm-d pages show their plugin's mode (predicted TPOTs or none, predictedlatency/requestcontrol_hooks.go
+    :151-185 @ebab6879), the late-2025 page predicted on a streamed chunk; a pool without a page takes its
+    ``streaming_mode``, else off (predictedlatency/plugin.go:266)."""
+    modes = {
+        (dict(labels)["pool"], dict(labels)["basis"]): value
+        for (name, labels), value in env.server.samples().items()
+        if name == "sloscope_epp_streaming_mode"
+    }
+    assert modes == {
+        ("llmd", "page"): 1.0,
+        ("llmd-off", "page"): 0.0,
+        ("gie", "page"): 1.0,
+        ("set-on", "setting"): 1.0,
+        ("unset", "default"): 0.0,
+    }

@@ -314,3 +314,29 @@ def test_epp_series_go_through_the_series_cap(llmd: str) -> None:
         assert capped.get_sample_value("sloscope_series_folded_total", folded) == len(before) - 1
         assert sum(samples(capped, ttft_count).values()) == sum(samples(plain, ttft_count).values())
         assert all((c.MODEL, c.OTHER) in labels for labels in samples(capped, ttft_count))  # a label set weighs more
+
+
+def test_the_latency_plugins_streaming_mode_is_read_once_it_predicted(llmd: str, shared: Path) -> None:
+    """What a pool's predictions mean (docs/predictions.md): streaming off, the predictor's TTFT is end-to-end latency.
+
+    - llm-d-router v0.10.0 run with ``streamingMode: true`` (captured-v0.10.0/epp-config.yaml): 515 predicted TTFTs
+      and 506 predicted TPOTs on one plugin key (a response of one chunk has no TPOT): on;
+    - streaming off, no predicted TPOT at all (predictedlatency/requestcontrol_hooks.go:151-185): off, on
+      llm-d-router's page and on the real GIE v1.5.0 page (tests/data/epp);
+    - the late-2025 EPP has no streamingMode and predicted on a streamed chunk: on;
+    - no prediction recorded yet: the page does not say.
+    """
+    captured = (shared / "fixtures/llm-d-router/captured-v0.10.0/epp-metrics-k8s.prom").read_text()
+    assert page_of(captured).streaming is True
+    assert page_of(llmd).streaming is True
+    assert page_of(llmd_epp_page_streaming_off(shared)).streaming is False
+    assert page_of(GIE_V15_OFF.read_text()).streaming is False
+    late = (shared / "fixtures/epp/slo-metrics-constructed-from-code.prom").read_text()
+    assert page_of(late).streaming is True
+    predicted = ("llm_d_epp_request_predicted_ttft_seconds", "inference_objective_request_predicted_ttft_seconds")
+    assert page_of(without_families(llmd, *predicted)).streaming is None
+    unused = "\n".join(
+        line.rsplit(" ", 1)[0] + " 0" if "predicted_" in line and not line.startswith("#") else line
+        for line in llmd.splitlines()
+    )
+    assert page_of(unused + "\n").streaming is None  # the families are there, with no observation

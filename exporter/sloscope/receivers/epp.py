@@ -74,11 +74,13 @@ class EPPScraper:
         name: str | None = None,
         latency_scorers: frozenset[str] = DEFAULT_LATENCY_SCORERS,
         on_routing: Callable[[str, str], None] | None = None,
+        on_streaming: Callable[[str, bool | None], None] | None = None,
     ) -> None:
         """``inflight``: where each good page's in-flight counts go. ``name``: how the logs call the EPP (the
         ``epp.name`` setting); else its URL, userinfo masked. ``on_routing(pool, routing)``: told how the EPP
         routes whenever a page says it (GIE v1.5.0, :func:`~sloscope.receivers.epp_page.page_routing`), with the
-        scorer types of ``latency_scorers`` counted as prediction-based."""
+        scorer types of ``latency_scorers`` counted as prediction-based. ``on_streaming(pool, streaming)``: told
+        each good page's latency-plugin streaming mode (None: the page does not show it yet)."""
         if interval <= 0 or timeout <= 0 or stale_after <= 0:
             raise ValueError("interval, timeout and stale_after must be positive")
         self.pool = pool
@@ -100,6 +102,7 @@ class EPPScraper:
         self._streaming_off: frozenset[tuple[str, str, str, str]] = frozenset()
         self._latency_scorers = latency_scorers
         self._on_routing = on_routing
+        self._on_streaming = on_streaming
         self._routing: str | None = None
 
     @property
@@ -132,6 +135,8 @@ class EPPScraper:
             self._failing = False
             self._report(page)
             self._tell_routing(page.routing)
+            if self._on_streaming is not None:
+                self._on_streaming(self.pool, page.streaming)
         else:
             latest = self._latest
             if latest is not None and now - latest[1] > self._stale_after:

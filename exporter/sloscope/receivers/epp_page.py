@@ -222,6 +222,7 @@ class EPPPage:
     sources: tuple[str, ...] = ()  # the EPP families read, sorted
     streaming_off: frozenset[_PluginKey] = frozenset()  # plugin keys found running with streamingMode off
     routing: str | None = None  # GIE v1.5.0: the routing every request gets, from the scorers that ran
+    streaming: bool | None = None  # the latency plugin's streaming mode (:func:`_plugin_streaming`); None: not shown
 
     @property
     def violations(self) -> Mapping[SeriesKey, float]:
@@ -271,10 +272,9 @@ def normalize(
     llmd = any(family.startswith("llm_d_epp_") for family in present)
     chosen = {d: _first_present(sources, present) for d, sources in {**_HISTOGRAM_CHOICES, **_COUNTER_CHOICES}.items()}
     off: set[_PluginKey] = set()
+    predicted = chosen[c.EPP_PREDICTED_TTFT_SECONDS], chosen[c.EPP_PREDICTED_TPOT_SECONDS]
     if llmd or producer:  # the late-2025 EPP has no streamingMode: it records TTFT on a streamed chunk only
-        off |= _streaming_off(
-            raw_histograms, chosen[c.EPP_PREDICTED_TTFT_SECONDS], chosen[c.EPP_PREDICTED_TPOT_SECONDS]
-        )
+        off |= _streaming_off(raw_histograms, *predicted)
         if chosen[c.EPP_TTFT_SECONDS] == _PLUGIN_TTFT:  # the core TTFT, when present, says it per request
             off |= _streaming_off(raw_histograms, _PLUGIN_TTFT, _PLUGIN_TPOT)
     page = _Page(pool, off)
@@ -299,6 +299,7 @@ def normalize(
         tuple(read),
         frozenset(off),
         page_routing(scorers.scorers, latency_scorers) if gie_v15 and not llmd else None,
+        _plugin_streaming(raw_histograms, *predicted, has_mode=llmd or producer),
     )
 
 
@@ -371,15 +372,37 @@ def _streaming_off(
     """
     if ttft is None:
         return set()
+    return _observed(raw, ttft) - _observed(raw, tpot)
 
-    def observed(source: _Source | None) -> set[_PluginKey]:
-        keys: set[_PluginKey] = set()
-        for (family, labels), series in raw.items():
-            if source is not None and family == source.family and any(count > 0 for count in series.counts):
-                keys.add(_plugin_key(source, dict(labels))[0])
-        return keys
 
-    return observed(ttft) - observed(tpot)
+def _plugin_streaming(
+    raw: Mapping[tuple[str, _Labels], _RawHistogram],
+    ttft: _Source | None,
+    tpot: _Source | None,
+    *,
+    has_mode: bool,
+) -> bool | None:
+    """The streaming mode of the EPP's latency plugin, from its predicted TTFT and TPOT; None until it predicted.
+
+    Off when a plugin key has predicted TTFTs and no predicted TPOT (:func:`_streaming_off`), on when every key
+    with predicted TTFTs has predicted TPOTs too. An EPP without ``streamingMode`` (``has_mode`` false: the
+    late-2025 one, which recorded its predictions on a streamed chunk) is streaming once it predicted.
+    """
+    if ttft is None:
+        return None
+    predicted = _observed(raw, ttft)
+    if not predicted:
+        return None
+    return not has_mode or not (predicted - _observed(raw, tpot))
+
+
+def _observed(raw: Mapping[tuple[str, _Labels], _RawHistogram], source: _Source | None) -> set[_PluginKey]:
+    """The plugin keys of ``source``'s series that have at least one observation."""
+    keys: set[_PluginKey] = set()
+    for (family, labels), series in raw.items():
+        if source is not None and family == source.family and any(count > 0 for count in series.counts):
+            keys.add(_plugin_key(source, dict(labels))[0])
+    return keys
 
 
 def _plugin_key(source: _Source, labels: Mapping[str, str]) -> tuple[_PluginKey, bool, bool]:

@@ -35,12 +35,14 @@ from sloscope.processors.pool_routing import Placed
 from sloscope.processors.predictions import PredictionSeries, PredictionTracker
 from sloscope.processors.running_slos import RunningSLOs
 from sloscope.processors.shadow import RoutingFeatures, ShadowPredictor
+from sloscope.processors.streaming_modes import StreamingModes
 from sloscope.publishers.cardinality import LabelGuard
 from sloscope.publishers.columns import Column
 from sloscope.publishers.engine_latency import EngineLatencyCollector
 from sloscope.publishers.epp import EPPCollector
 from sloscope.publishers.pod_state import PodStateCollector
 from sloscope.publishers.predictor_health import PredictorHealthCollector
+from sloscope.publishers.streaming_mode import StreamingModeCollector
 from sloscope.receivers.discovery.manager import DiscoveryManager
 from sloscope.receivers.epp import EPPScraper
 from sloscope.receivers.http_auth import HTTPClients, epp_auth
@@ -93,6 +95,7 @@ class PoolMonitor:
         names = [pool.name for pool in pools]
         self.history = history
         self.running = RunningSLOs()
+        self.streaming = StreamingModes({pool.name: pool.streaming_mode for pool in pools})
         # One client per credentials and TLS setting (TLS belongs to a connection pool); the unset share one.
         self._clients = HTTPClients(
             httpx.Limits(max_connections=scrape.max_concurrency + 16, max_keepalive_connections=None)
@@ -182,6 +185,7 @@ class PoolMonitor:
                 name=pool.epp.name,
                 latency_scorers=frozenset(settings.join.latency_scorer_types),
                 on_routing=on_routing,
+                on_streaming=self.streaming.tell,
             )
             for pool in pools
             if pool.epp is not None
@@ -192,6 +196,7 @@ class PoolMonitor:
             log.info("EPP of pool %s: scraped %s", pool, how)
         self._health_interval = predictions.health_interval_seconds
         registry.register(PodStateCollector(self.history, names))
+        registry.register(StreamingModeCollector(self.streaming))
         registry.register(self.engine_latency)
         registry.register(PredictorHealthCollector(lambda: [h.snapshot for h in self.health]))
         registry.register(self.headroom)

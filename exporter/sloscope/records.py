@@ -144,3 +144,7 @@ class RequestRecord:
     ttft_headroom_seconds: float | None = None  # SLO - predicted at routing
     tpot_headroom_seconds: float | None = None
     pod_state: PodStateAtArrival | None = None
+    # streaming off (the pool's EPP, docs/predictions.md): the predicted "TTFT" is end-to-end latency, held against
+    # the TTFT SLO as the EPP holds it; predicted_ttft/tpot and their headrooms are then None
+    predicted_e2e_seconds: float | None = None
+    e2e_headroom_seconds: float | None = None

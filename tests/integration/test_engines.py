@@ -202,6 +202,7 @@ def serving(tmp_path_factory: pytest.TempPathFactory, shared: Path) -> Iterator[
                             ]
                         },
                         "predictor": {"training_url": training.url, "prediction_urls": [predictor.url]},
+                        "streaming_mode": True,  # the stand-in predicts TTFT and TPOT, as with streaming on
                     }
                 ],
             },

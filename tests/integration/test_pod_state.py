@@ -88,6 +88,8 @@ def env(tmp_path_factory: pytest.TempPathFactory, shared: Path) -> Iterator[Env]
                         },
                         "predictor": {"training_url": training.url, "prediction_urls": [predictor.url]},
                         "epp": {"metrics_url": f"http://{epp.address}/metrics"},
+                        # the late-2025 EPP's page streams: said before its first scrape too
+                        "streaming_mode": True,
                     },
                     {
                         "name": "pool-s",

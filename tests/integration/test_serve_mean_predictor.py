@@ -144,8 +144,11 @@ def llmd_fixture(shared: Path, objective: str, name: str) -> str:
     return (shared / "fixtures" / "predictor" / "llm-d" / objective / name).read_text()
 
 
-def started(tmp: Path, shared: Path, objective: str, *, reset_probe: bool) -> Iterator[Env]:
-    """Serve with one pool: the recorded pod page, the llm-d predictor stand-ins of ``objective``."""
+def started(
+    tmp: Path, shared: Path, objective: str, *, reset_probe: bool, streaming: bool | None = True
+) -> Iterator[Env]:
+    """Serve with one pool: the recorded pod page, the llm-d predictor stand-ins of ``objective``; ``streaming``:
+    the pool's ``streaming_mode`` (None: unset, the upstream default, off)."""
     status = llmd_fixture(shared, objective, "prediction-server-status.json")
     with (
         PageServer(vllm_page(shared)) as pod,
@@ -170,6 +173,7 @@ def started(tmp: Path, shared: Path, objective: str, *, reset_probe: bool) -> It
                     "model": MODEL,
                     "targets": {"static": [{"address": pod.address, "pod": POD}]},
                     "predictor": {"training_url": training.url, "prediction_urls": [prediction.url]},
+                    "streaming_mode": streaming,  # True: TTFT and TPOT judged apart, as with streaming on
                 }
             ],
         }
@@ -190,6 +194,12 @@ def mean(tmp_path: Path, shared: Path) -> Iterator[Env]:
 @pytest.fixture
 def quantile(tmp_path: Path, shared: Path) -> Iterator[Env]:
     yield from started(tmp_path, shared, c.OBJECTIVE_QUANTILE, reset_probe=False)
+
+
+@pytest.fixture
+def upstream_defaults(tmp_path: Path, shared: Path) -> Iterator[Env]:
+    """llm-d-router's defaults: the mean objective, streamingMode off (no setting, no EPP page to say otherwise)."""
+    yield from started(tmp_path, shared, c.OBJECTIVE_MEAN, reset_probe=False, streaming=None)
 
 
 def key(signal: str) -> dict[str, str]:
@@ -455,3 +465,34 @@ def bias_and_mae_queries() -> list[tuple[str, str]]:
     found = [expr for title, expr in panel_queries(dashboard) if title == BIAS_AND_MAE]
     assert len(found) == 2, found
     return [(legend, substitute(expr, dashboard, 3600)) for legend, expr in zip(("bias", "MAE"), found, strict=True)]
+
+
+def test_with_the_upstream_defaults_the_predicted_ttft_is_judged_as_end_to_end_latency(upstream_defaults: Env) -> None:
+    """streamingMode off, llm-d-router's default (predictedlatency/plugin.go; its README: "TTFT is recorded at EOS and
+    represents the full e2e latency ... TPOT is not trained"): the predictor's "TTFT" is compared with the request's
+    end-to-end latency as the EPP measures it, from the gateway span's start (the request's arrival) to the model
+    server's end: 0.001 + 0.50 s and 0.001 + 0.45 s, against the stand-in's 0.14873 and 0.20873 s. No TPOT is
+    compared, and the never-trained TPOT model reads neither as reset nor as stale."""
+    server = upstream_defaults.server
+    mode = c.EPP_STREAMING_MODE.name
+    assert server.value(mode, pool=POOL, basis="default") == 0.0
+    send(server, REQUESTS)
+    compared = functools.partial(is_value, server, c.MEAN_PREDICTIONS.exposed_name, 2.0, **key(c.SIGNAL_E2E))
+    wait_until(compared, what="2 shadow e2e predictions compared")
+    labels = key(c.SIGNAL_E2E)
+    (p1, _), (p2, _) = (r.predicted() for r in REQUESTS)
+    under = (0.501 - p1, 0.451 - p2)  # 0.35227 and 0.24227 s too low
+    assert server.value(c.MEAN_PREDICTION_PREDICTED.exposed_name, **labels) == pytest.approx(0.35746, abs=1e-12)
+    assert server.value(c.MEAN_PREDICTION_UNDERESTIMATE.exposed_name, **labels) == pytest.approx(sum(under), abs=1e-12)
+    assert server.value(c.MEAN_PREDICTION_OVERESTIMATE.exposed_name, **labels) == 0.0
+    squared = under[0] ** 2 + under[1] ** 2
+    assert server.value(c.MEAN_PREDICTION_SQUARED_ERROR.exposed_name, **labels) == pytest.approx(squared, abs=1e-12)
+    comparisons = {dict(ls)[c.SIGNAL] for name, ls in server.samples() if name == c.MEAN_PREDICTIONS.exposed_name}
+    assert comparisons == {c.SIGNAL_E2E}  # neither TTFT nor TPOT, not even at 0
+    # the SLO series still judge the TTFT the model server measured
+    assert server.total("sloscope_ttft_seconds_sum", pool=POOL) == pytest.approx(0.35, abs=1e-12)
+    trained = c.PREDICTOR_TRAINED.name
+    wait_until(lambda: server.value(trained, pool=POOL, signal=c.SIGNAL_TTFT) == 1.0, what="the TTFT model polled")
+    for definition in (c.PREDICTOR_TRAINED, c.PREDICTOR_MODEL_AGE_SECONDS):
+        signals = {dict(ls)[c.SIGNAL] for name, ls in server.samples() if name == definition.name}
+        assert signals == {c.SIGNAL_TTFT}, definition.name

@@ -128,6 +128,7 @@ def settings(
                 "targets": {"static": pods},
                 "predictor": {"training_url": "http://127.0.0.1:9", "prediction_urls": [p.url for p in predictors]},
                 "epp": {"metrics_url": f"http://{epp.address}/metrics"},
+                "streaming_mode": True,  # TTFT and TPOT compared apart, as with streaming on
             }
         ],
     }

@@ -118,3 +118,20 @@ def test_describe_names_the_families_without_reading_snapshots() -> None:
         c.PREDICTOR_TRAINED.name,
     ]
     CollectorRegistry().register(collector)  # registration uses describe()
+
+
+def test_with_streaming_off_the_tpot_model_is_neither_stale_nor_untrained() -> None:
+    """The EPP gives the TPOT model no sample with streaming off (predictedlatency/requestcontrol_hooks.go:151-185 of
+    llm-d-router): its age grows and it keeps its default, which is no fault of the predictor's."""
+    snapshot = base_snapshot(untrained={"ttft": (), "tpot": ("no training samples",)})
+    registry = CollectorRegistry()
+    registry.register(PredictorHealthCollector(lambda: [snapshot], FakeClock(2000.0), streaming_of=lambda pool: False))
+    values = samples(registry)
+    assert values[key(c.PREDICTOR_MODEL_AGE_SECONDS.name, pool="pool-a", signal="ttft")] == 1000.0
+    assert values[key(c.PREDICTOR_TRAINED.name, pool="pool-a", signal="ttft")] == 1.0
+    for definition in (c.PREDICTOR_MODEL_AGE_SECONDS, c.PREDICTOR_TRAINED):
+        assert key(definition.name, pool="pool-a", signal="tpot") not in values, definition.name
+    # what the training server holds is still said
+    assert values[key(c.PREDICTOR_TRAINING_SAMPLES.name, pool="pool-a", signal="tpot")] == 2715.0
+    streaming = registry_with([snapshot], FakeClock(2000.0))
+    assert samples(streaming)[key(c.PREDICTOR_TRAINED.name, pool="pool-a", signal="tpot")] == 0.0

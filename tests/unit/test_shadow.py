@@ -68,7 +68,7 @@ def test_token_bucket_caps_the_rate() -> None:
 
 
 class Harness:
-    def __init__(self, **settings: object) -> None:
+    def __init__(self, *, streaming: bool = True, **settings: object) -> None:
         self.records: list[RequestRecord] = []
         self.registry = CollectorRegistry()
         self.history = PodHistory(8, 30.0, 60.0)
@@ -85,6 +85,7 @@ class Harness:
             predicted_pools={"pool-a"},
             rng=random.Random(7),
             sink=self.records.append,
+            streaming_of=lambda pool: streaming,
         )
 
     def value(self, name: str, **labels: str) -> float:
@@ -125,6 +126,41 @@ def test_a_span_prediction_is_compared_at_once_and_never_queued() -> None:
     assert h.value("sloscope_headroom_seconds_bucket", le="0.05", **routed) == 1  # 250 - 200 ms = 50 ms
     assert h.value("sloscope_headroom_seconds_bucket", le="0.025", **routed) == 0
     assert h.tracker.waiting() == 0
+
+
+def test_with_streaming_off_the_predicted_ttft_is_compared_with_the_end_to_end_latency_and_tpot_not_at_all() -> None:
+    """The EPP's plugin with streamingMode off (the upstream default) trains and predicts "TTFT" as the request's
+    duration from its own receipt of it (llm-d-router predictedlatency/requestcontrol_hooks.go:159-168), and never
+    TPOT. Arrived at 100.9 s (the gateway span), ended at 102 s: 1.1 s end to end, against a 0.9 s prediction."""
+    h = Harness(streaming=False)
+    h.publish(predicted_ttft_ms=900.0, predicted_tpot_ms=15.0, slo_ttft_ms=1000.0, arrival_ns=100_900_000_000)
+    e2e = {"model": "llama", "pool": "pool-a", "signal": "e2e", "source": "span"}
+    assert h.value("sloscope_predictions_total", **e2e) == 1
+    assert h.value("sloscope_prediction_covered_total", **e2e) == 0  # 1.1 s > 0.9 s
+    assert h.value("sloscope_prediction_pinball_loss_seconds_total", **e2e) == pytest.approx(0.9 * 0.2)
+    for signal in ("ttft", "tpot"):  # neither is compared, nor started at 0
+        assert h.registry.get_sample_value("sloscope_predictions_total", {**e2e, "signal": signal}) is None
+    routed = {"model": "llama", "pool": "pool-a", "signal": "e2e"}  # as the EPP: 1.0 s TTFT SLO - 0.9 s predicted
+    assert h.value("sloscope_headroom_seconds_bucket", le="0.1", **routed) == 1
+    assert h.value("sloscope_headroom_seconds_bucket", le="0.05", **routed) == 0
+    assert h.registry.get_sample_value("sloscope_headroom_seconds_count", {**routed, "signal": "tpot"}) is None
+    (record,) = h.records
+    assert (record.predicted_ttft_seconds, record.predicted_tpot_seconds, record.tpot_headroom_seconds) == (None,) * 3
+    assert record.ttft_headroom_seconds is None
+    assert record.predicted_e2e_seconds == 0.9
+    assert record.e2e_headroom_seconds == pytest.approx(0.1)
+
+
+def test_with_streaming_off_a_shadow_prediction_is_read_as_end_to_end_too() -> None:
+    h = Harness(streaming=False)
+    h.publish(arrival_ns=100_500_000_000)  # 1.5 s end to end
+    (pending,) = h.tracker.take(10)
+    h.tracker.record(pending, source="shadow", predicted_ttft=2.0, predicted_tpot=0.01, quantile=0.9, objective="mean")
+    e2e = {"model": "llama", "pool": "pool-a", "signal": "e2e", "source": "shadow"}
+    assert h.value("sloscope_mean_predictions_total", **e2e) == 1
+    assert h.value("sloscope_mean_prediction_overestimate_seconds_total", **e2e) == 0.5
+    assert h.registry.get_sample_value("sloscope_mean_predictions_total", {**e2e, "signal": "tpot"}) is None
+    assert h.records[-1].predicted_e2e_seconds == 2.0
 
 
 def test_requests_without_predictions_are_queued_for_shadowing() -> None:

@@ -7,7 +7,8 @@ differential generator's (tests/support/joined_requests.py) with predictions car
 NaN), arrivals, and pods discovery knows (by name in their pool, by name alone, by address) or not, so TPOT SLOs
 run on known pods and headroom meets the tightest of them. Pools with a predictor and without, quantile and mean
 objectives, shadowing on and off, a share drawn from the same seeded rng, a queue that fills, label caps and
-series budgets running out per family.
+series budgets running out per family. Pool ``pool-b``'s EPP runs with streaming off: its predicted TTFT is compared
+with the end-to-end latency as signal ``e2e`` and its TPOT not at all.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ TARGETS = (
 STATE = PodState(waiting=3.0, running=7.0, kv_cache_utilization=0.25, lora=None, models=frozenset())
 QUANTILES = {"pool-a": 0.8}
 OBJECTIVES = {"pool-b": c.OBJECTIVE_MEAN, "pool-c": c.OBJECTIVE_MEAN}
+STREAMING_OFF = {"pool-b"}
 _PREDICTED_TTFT = (None, None, 150.0, 400.0, 2000.0, 80.0, 0.0, -3.0, math.nan, math.inf, 1e-300)
 _PREDICTED_TPOT = (None, None, 20.0, 45.0, 5.0, 0.0, math.nan, 1e300)
 
@@ -102,6 +104,7 @@ class Side:
             rng=random.Random(seed),
             sink=self.records.append,
             sink_all=self.records.extend if batched_sink else None,
+            streaming_of=lambda pool: pool not in STREAMING_OFF,
         )
         self.evaluator = SLOEvaluator(SPEC, (self.publisher, self.tracker), min_batch=1)  # every batch vectorized
 
@@ -173,6 +176,14 @@ def test_fixed_batch_sizes_give_the_same_series_records_and_queue(size: int) -> 
         assert any(r.prediction_skipped == reason for r in one.records), reason
     assert {r.prediction_source for r in one.records} == {c.SOURCE_SPAN, c.SOURCE_NONE}
     assert any(r.tpot_headroom_seconds is not None and r.pod_state is not None for r in one.records)
+    # streaming off (requests counted in pool-b, whatever their labels): e2e comparisons and headroom, records
+    # with the e2e prediction and never a TTFT or TPOT one
+    text, _ = one.exposition()
+    for family in ("sloscope_mean_predictions_total", "sloscope_headroom_seconds_bucket"):
+        assert any(line.startswith(family) and 'signal="e2e"' in line for line in text.splitlines()), family
+    off = [r for r in one.records if r.pool == "pool-b" and r.prediction_source == c.SOURCE_SPAN]
+    assert any(r.predicted_e2e_seconds is not None and r.e2e_headroom_seconds is not None for r in off)
+    assert all(r.predicted_ttft_seconds is None and r.predicted_tpot_seconds is None for r in off)
     assert max(len(queue) for queue in one.tracker._pending.values()) == predictions.max_pending  # a full queue
 
 

@@ -66,6 +66,8 @@ def demo_settings(
                 "name": pool,
                 "targets": {"static": [{"address": address, "pod": name} for name, address in pods]},
                 "predictor": {"training_url": training_url, "prediction_urls": prediction_urls},
+                # the demo's EPP and predictor stream: they predict and record TTFT at the first token, and TPOT
+                "streaming_mode": True,
             }
         ],
     }

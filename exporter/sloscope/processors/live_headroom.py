@@ -6,6 +6,10 @@ against the pod's latest fresh scraped state. Headroom follows the EPP
 (:mod:`sloscope.slo.headroom`); the tightest TPOT SLO running on the pod is taken from the requests
 that ended within ``running_slo_window_seconds``.
 
+With streaming off in the pool's EPP (:mod:`sloscope.processors.streaming_modes`), the predicted "TTFT" is an
+end-to-end latency: as the EPP does, it is held against the class's TTFT target and published as signal ``e2e``, and
+no TPOT headroom is judged (the EPP leaves TPOT out of its tiers and admission).
+
 A sleeping pod (vLLM's sleep mode) is left out: its empty queue and cache would predict ideal headroom
 on a pod that cannot serve until it is woken, and count it among the pool's pods with headroom.
 
@@ -46,8 +50,9 @@ class PodHeadroom:
 
     pod: str
     slo_class: str
-    ttft: float | None  # seconds
+    ttft: float | None  # seconds; with streaming off, the TTFT target minus the predicted end-to-end latency
     tpot: float | None
+    streaming: bool = True  # False: ``ttft`` is published as signal e2e, ``tpot`` is None
 
     @property
     def positive(self) -> bool:
@@ -66,7 +71,10 @@ class LiveHeadroom(Collector):
         predictions: Predictions,
         features: RoutingFeatures | None = None,
         clock: Callable[[], float] = time.time,
+        streaming_of: Callable[[str], bool] | None = None,
     ) -> None:
+        """``streaming_of(pool)``: whether the pool's EPP streams (None: every pool does)."""
+        self._streaming_of = streaming_of or (lambda pool: True)
         self._classes = [cls for cls in spec.classes if any(t is not None for t in cls.reference_targets())]
         self._history = history
         self._running = running
@@ -118,6 +126,7 @@ class LiveHeadroom(Collector):
             return None
         out = []
         buffer, window = self._settings.slo_buffer_factor, self._settings.running_slo_window_seconds
+        streaming = self._streaming_of(pool)
         for (key, cls, _), prediction in zip(rows, predictions, strict=True):
             if prediction is None:
                 continue
@@ -129,8 +138,9 @@ class LiveHeadroom(Collector):
                     slo_class=cls.name,
                     ttft=ttft_headroom(ttft_ms / 1000.0, prediction.ttft_ms / 1000.0) if ttft_ms else None,
                     tpot=tpot_headroom(tpot_ms / 1000.0, prediction.tpot_ms / 1000.0, buffer, tightest)
-                    if tpot_ms
+                    if tpot_ms and streaming
                     else None,
+                    streaming=streaming,
                 )
             )
         return out
@@ -148,7 +158,8 @@ class LiveHeadroom(Collector):
                 count = sum(1 for row in rows if row.slo_class == cls.name and row.positive)
                 positive.add_metric([pool, cls.name], float(count))
             for row in rows:
-                for signal, value in ((c.SIGNAL_TTFT, row.ttft), (c.SIGNAL_TPOT, row.tpot)):
+                first = c.SIGNAL_TTFT if row.streaming else c.SIGNAL_E2E
+                for signal, value in ((first, row.ttft), (c.SIGNAL_TPOT, row.tpot)):
                     if value is not None:
                         pods.add_metric([pool, row.pod, signal, row.slo_class], value)
         yield pods

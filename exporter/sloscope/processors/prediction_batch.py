@@ -1,7 +1,8 @@
 """The maths of :mod:`sloscope.slo.accuracy` and :mod:`sloscope.slo.headroom` over a batch, with numpy.
 
 A batch's predictions carried on spans become *events*, one per (request, signal) in request order (TTFT
-before TPOT), as :meth:`PredictionTracker.record` meets them one request at a time; each event's terms are
+before TPOT), as :meth:`PredictionTracker.record` meets them one request at a time; a row of a pool whose EPP runs
+with streaming off has its first signal named ``e2e`` (code 2) instead of ``ttft``. Each event's terms are
 computed with the same IEEE operations as :func:`~sloscope.slo.accuracy.compare`,
 :func:`~sloscope.slo.accuracy.compare_mean` and :func:`~sloscope.slo.headroom.tpot_headroom`, so they are
 bit-identical, not merely close.
@@ -20,12 +21,15 @@ from sloscope.slo.evaluate_batch import Floats
 
 __all__ = ["Comparisons", "Events", "comparisons", "events", "keys", "tpot_headrooms"]
 
-SIGNALS = (c.SIGNAL_TTFT, c.SIGNAL_TPOT)  # event signal codes 0 and 1
+SIGNALS = (c.SIGNAL_TTFT, c.SIGNAL_TPOT, c.SIGNAL_E2E)  # event signal codes 0, 1 and 2
+_TPOT = 1
+_E2E = 2
 
 
 @dataclass(frozen=True, slots=True)
 class Events:
-    """One event per selected (row, signal): ``row`` ascending, TTFT (0) before TPOT (1) within a row."""
+    """One event per selected (row, signal): ``row`` ascending, the first signal (TTFT 0, or e2e 2) before TPOT (1)
+    within a row."""
 
     row: Codes
     signal: Codes
@@ -34,20 +38,24 @@ class Events:
         return len(self.row)
 
     def pick(self, per_signal: tuple[Floats, Floats]) -> Floats:
-        """Each event's value of its signal's array (indexed by row)."""
-        ttft, tpot = per_signal
-        return np.where(self.signal == 0, ttft[self.row], tpot[self.row])
+        """Each event's value of its signal's array (indexed by row): the first for TTFT or e2e, the second for TPOT."""
+        first, tpot = per_signal
+        return np.where(self.signal == _TPOT, tpot[self.row], first[self.row])
 
 
-def events(ttft: Mask, tpot: Mask) -> Events:
-    """The events of the rows selected for TTFT and for TPOT, in the order one request at a time meets them."""
+def events(ttft: Mask, tpot: Mask, e2e: Mask | None = None) -> Events:
+    """The events of the rows selected for the first signal and for TPOT, in the order one request at a time meets
+    them; the first signal of the rows ``e2e`` selects is e2e (their pool's EPP runs with streaming off)."""
     rows = np.concatenate([np.flatnonzero(ttft), np.flatnonzero(tpot)])
     signal = np.concatenate([np.zeros(int(ttft.sum()), dtype=np.intp), np.ones(int(tpot.sum()), dtype=np.intp)])
     keys = rows * 2 + signal  # distinct: a row has at most one event of each signal
     slots = np.full(2 * len(ttft), -1, dtype=np.intp)  # their order by a table, not a sort
     slots[keys] = np.arange(len(keys))
     order = slots[slots >= 0]
-    return Events(rows[order], signal[order])
+    rows, signal = rows[order], signal[order]
+    if e2e is not None:
+        signal = np.where((signal == 0) & e2e[rows], _E2E, signal)
+    return Events(rows, signal)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,11 +81,18 @@ def usable(actual: Floats, predicted: Floats) -> Mask:
 
 
 def comparisons(
-    actual: tuple[Floats, Floats], predicted: tuple[Floats, Floats], selected: Mask, quantile: Floats, mean: Mask
+    actual: tuple[Floats, Floats],
+    predicted: tuple[Floats, Floats],
+    selected: Mask,
+    quantile: Floats,
+    mean: Mask,
+    *,
+    e2e: Mask | None = None,
 ) -> Comparisons:
     """:func:`compare` or :func:`compare_mean` (by ``mean``, per row) of each selected row's usable signals, at the
-    row's ``quantile``."""
-    found = events(*(selected & usable(a, p) for a, p in zip(actual, predicted, strict=True)))
+    row's ``quantile``; the first signal of the rows ``e2e`` selects is e2e (:func:`events`)."""
+    (first, tpot), (predicted_first, predicted_tpot) = actual, predicted
+    found = events(selected & usable(first, predicted_first), selected & usable(tpot, predicted_tpot), e2e)
     a, p = found.pick(actual), found.pick(predicted)
     q, is_mean = quantile[found.row], mean[found.row]
     with np.errstate(over="ignore"):  # as Python's floats do, an overflow is an infinity

@@ -38,7 +38,7 @@ from sloscope.processors.joined_batch import EvaluatedBatch
 from sloscope.processors.pod_history import PodHistory, PodKey
 from sloscope.processors.prediction_batch import Comparisons, Events
 from sloscope.processors.running_slos import RunningSLOs
-from sloscope.processors.tracker_rows import TrackerRows
+from sloscope.processors.tracker_rows import TrackerRows, e2e_seconds
 from sloscope.publishers.batch_rows import observe_groups
 from sloscope.publishers.buckets import HEADROOM_BUCKETS, RATIO_BUCKETS
 from sloscope.publishers.cardinality import SeriesBudget
@@ -101,11 +101,14 @@ class PredictionSeries:
                 self._calls.start((pool, purpose, result))
             self._retries.start((pool, purpose))
 
-    def _start_comparisons(self, families: tuple[CounterFamily, ...], labels: tuple[str, str], source: str) -> None:
-        """The first comparison of (model, pool, source) creates every family of its objective at 0 for both
-        signals: a first uncovered TPOT, or a first covered request after misses, is then an increase."""
-        for signal in c.SIGNALS:
-            key = (*labels, signal, source)
+    def _start_comparisons(
+        self, families: tuple[CounterFamily, ...], labels: tuple[str, str], source: str, signal: str
+    ) -> None:
+        """The first comparison of (model, pool, source) creates every family of its objective at 0 for every signal
+        its pool's predictions are read as (TTFT and TPOT; e2e alone with streaming off): a first uncovered TPOT, or
+        a first covered request after misses, is then an increase."""
+        for each in _SIGNALS_WITH[signal]:
+            key = (*labels, each, source)
             for family in families:
                 family.start(key)
 
@@ -129,7 +132,7 @@ class PredictionSeries:
                 return False
             with self._series.lock:
                 if key not in self._mean_count.values:
-                    self._start_comparisons(self._mean_families, labels, source)
+                    self._start_comparisons(self._mean_families, labels, source, signal)
                 self._mean_count.inc(key)
                 self._mean_predicted.inc(key, terms.predicted)
                 self._mean_under.inc(key, terms.under)
@@ -141,7 +144,7 @@ class PredictionSeries:
             return False
         with self._series.lock:
             if key not in self._predictions.values:
-                self._start_comparisons(self._quantile_families, labels, source)
+                self._start_comparisons(self._quantile_families, labels, source, signal)
             self._predictions.inc(key)
             if comparison.covered:
                 self._covered.inc(key)
@@ -194,15 +197,16 @@ class PredictionSeries:
         """What :meth:`compared` does to the series set for one event, increments left out."""
         row = int(found.events.row[event])
         labels = (model.values[model.codes[row]], pool.values[pool.codes[row]])
-        key = (*labels, prediction_batch.SIGNALS[int(found.events.signal[event])], source)
+        signal = prediction_batch.SIGNALS[int(found.events.signal[event])]
+        key = (*labels, signal, source)
         if found.mean[event]:
             if key not in self._mean_count.values:
-                self._start_comparisons(self._mean_families, labels, source)
+                self._start_comparisons(self._mean_families, labels, source, signal)
             for family in self._mean_families:
                 family.start(key)
             return
         if key not in self._predictions.values:
-            self._start_comparisons(self._quantile_families, labels, source)
+            self._start_comparisons(self._quantile_families, labels, source, signal)
         self._predictions.start(key)
         if found.covered[event]:
             self._covered.start(key)
@@ -246,7 +250,8 @@ class PredictionSeries:
 
 
 class Compared(NamedTuple):
-    """A request's predictions (seconds), their objective and quantile, and its headrooms: what its record adds."""
+    """A request's predictions (seconds), their objective and quantile, and its headrooms: what its record adds.
+    With streaming off the predicted "TTFT" is ``e2e`` and its headroom ``e2e_headroom``; the others are None."""
 
     ttft: float | None
     tpot: float | None
@@ -254,6 +259,8 @@ class Compared(NamedTuple):
     quantile: float
     ttft_headroom: float | None
     tpot_headroom: float | None
+    e2e: float | None = None
+    e2e_headroom: float | None = None
 
 
 @dataclass(slots=True)
@@ -286,7 +293,11 @@ class PredictionTracker:
         sink: Callable[[RequestRecord], None] | None = None,
         sink_all: Callable[[list[RequestRecord]], None] | None = None,
         batch_labels: Callable[[EvaluatedBatch], tuple[Column, Column] | None] | None = None,
+        streaming_of: Callable[[str], bool] | None = None,
     ) -> None:
+        """``streaming_of(pool)``: whether the pool's EPP runs its latency plugin with streaming on
+        (:class:`~sloscope.processors.streaming_modes.StreamingModes`); off, its predicted TTFT is compared with the
+        request's end-to-end latency as signal ``e2e`` and its TPOT is not compared. None: every pool streams."""
         self._settings = settings
         self._buffer = headroom.slo_buffer_factor
         self._history = history
@@ -301,6 +312,7 @@ class PredictionTracker:
         self._sink = sink  # record sinks (store, OTLP export); None: nothing is recorded
         self._sink_all = sink_all  # the same sinks, handed a batch's records at once (None: one at a time)
         self._batch_labels = batch_labels  # the labels of a batch's rows, as ``labels`` gives them per request
+        self._streaming_of = streaming_of or (lambda pool: True)
         # One queue per pool, each of at most max_pending: a pool whose predictor is slow fills its own only.
         self._pending: dict[str, deque[Pending]] = {}
         self._lock = threading.Lock()
@@ -346,9 +358,10 @@ class PredictionTracker:
         rows = TrackerRows(batch, *self._labels_of_batch(batch), self._history)
         tightest = self._note_running(rows)
         fate = np.full(n, _SPAN, dtype=np.intp)
-        quantile, mean, lost = self._objectives_by_row(rows)
+        read = self._read_as(rows)
+        quantile, mean, lost = self._objectives_by_row(rows, read)
         fate[lost] = _LOST
-        spans = self._span_predictions(rows, fate == _SPAN, quantile, mean, tightest)
+        spans = self._span_predictions(rows, read, fate == _SPAN, quantile=quantile, mean=mean, tightest=tightest)
         self._choose_shadowed(rows, fate)
         needed = np.flatnonzero(fate != _LOST) if self._sink is not None else np.flatnonzero(fate == _QUEUED)
         pending = self._pendings(rows, needed, tightest)
@@ -388,7 +401,18 @@ class PredictionTracker:
                 self._running.add(key, at, rows.end_ns[row] / 1e9, float(slo[row]))
         return tightest
 
-    def _objectives_by_row(self, rows: TrackerRows) -> tuple[Floats, Mask, Mask]:
+    def _read_as(self, rows: TrackerRows) -> _ReadAs:
+        """What each row's span predictions are compared with, by its pool's streaming mode (asked once a pool)."""
+        pool = rows.pool
+        off = ~np.array([self._streaming_of(name) for name in pool.values], dtype=bool)[pool.codes]
+        verdicts = rows.batch.verdicts
+        return _ReadAs(
+            off,
+            (np.where(off, rows.e2e, verdicts.ttft_seconds), verdicts.tpot_seconds),
+            (rows.predicted_ttft, np.where(off, np.nan, rows.predicted_tpot)),
+        )
+
+    def _objectives_by_row(self, rows: TrackerRows, read: _ReadAs) -> tuple[Floats, Mask, Mask]:
         """Per row carrying a prediction: the quantile and whether the objective is the mean (asked once per pool,
         each pool's objective noted in order of first appearance); and the rows :meth:`record` would fail on (a
         usable quantile prediction at a quantile outside (0, 1)), which are lost as they would be there."""
@@ -400,54 +424,47 @@ class PredictionTracker:
             quantiles[code], means[code] = self._quantile_of(name) or DEFAULT_QUANTILE, objective == c.OBJECTIVE_MEAN
             self._note_objective(name, objective)
         quantile, mean = quantiles[pool.codes], means[pool.codes]
-        verdicts = rows.batch.verdicts
-        any_usable = prediction_batch.usable(verdicts.ttft_seconds, rows.predicted_ttft) | prediction_batch.usable(
-            verdicts.tpot_seconds, rows.predicted_tpot
-        )
+        (first, tpot), (predicted_first, predicted_tpot) = read.actual, read.predicted
+        any_usable = prediction_batch.usable(first, predicted_first) | prediction_batch.usable(tpot, predicted_tpot)
         lost = span & ~mean & ~((quantile > 0.0) & (quantile < 1.0)) & any_usable
         if lost.any():
             log.error("%d request(s) with predictions at a quantile outside (0, 1) were not compared", int(lost.sum()))
         return quantile, mean, lost
 
     def _span_predictions(
-        self, rows: TrackerRows, span: Mask, quantile: Floats, mean: Mask, tightest: Floats
+        self, rows: TrackerRows, read: _ReadAs, span: Mask, *, quantile: Floats, mean: Mask, tightest: Floats
     ) -> Callable[[], list[Compared]]:
         """:meth:`record`'s series for the rows carrying predictions; returns what each row's record adds (its
         predictions, objective and headrooms), made when asked: only with a sink."""
-        verdicts = rows.batch.verdicts
         trace_ids = _trace_ids(rows)
-        found = prediction_batch.comparisons(
-            (verdicts.ttft_seconds, verdicts.tpot_seconds),
-            (rows.predicted_ttft, rows.predicted_tpot),
-            span,
-            quantile,
-            mean,
-        )
+        off = read.off
+        found = prediction_batch.comparisons(read.actual, read.predicted, span, quantile, mean, e2e=off)
         self.series.compared_batch(found, rows.model, rows.pool_label, c.SOURCE_SPAN, trace_ids)
-        ttft_on = span & rows.has_ttft & ~np.isnan(rows.slo_ttft)
-        tpot_on = span & rows.has_tpot & ~np.isnan(rows.slo_tpot)
-        ttft = rows.slo_ttft - rows.predicted_ttft
+        first_on = span & rows.has_ttft & ~np.isnan(rows.slo_ttft)  # TTFT, or e2e with streaming off
+        tpot_on = span & rows.has_tpot & ~np.isnan(rows.slo_tpot) & ~off
+        first = rows.slo_ttft - rows.predicted_ttft
         tpot = prediction_batch.tpot_headrooms(rows.slo_tpot, rows.predicted_tpot, self._buffer, tightest)
-        found_headroom = prediction_batch.events(ttft_on, tpot_on)
-        values = found_headroom.pick((ttft, tpot))
+        found_headroom = prediction_batch.events(first_on, tpot_on, e2e=off)
+        values = found_headroom.pick((first, tpot))
         self.series.headroom_batch(found_headroom, values, rows.model, rows.pool_label, trace_ids)
 
         def every_row() -> list[Compared]:
-            optional = [
-                [value if on else None for value, on in zip(values.tolist(), present.tolist(), strict=True)]
+            on = ~off
+            ttft, tpot_, ttft_h, tpot_h, e2e, e2e_h = (
+                [value if keep else None for value, keep in zip(values.tolist(), present.tolist(), strict=True)]
                 for values, present in (
-                    (rows.predicted_ttft, rows.has_ttft),
-                    (rows.predicted_tpot, rows.has_tpot),
-                    (ttft, ttft_on),
+                    (rows.predicted_ttft, rows.has_ttft & on),
+                    (rows.predicted_tpot, rows.has_tpot & on),
+                    (first, first_on & on),
                     (tpot, tpot_on),
+                    (rows.predicted_ttft, rows.has_ttft & off),
+                    (first, first_on & off),
                 )
-            ]
+            )
             objective = [c.OBJECTIVE_MEAN if m else c.OBJECTIVE_QUANTILE for m in mean.tolist()]
             return [
-                Compared(t, p, o, q, th, ph)
-                for t, p, o, q, th, ph in zip(
-                    optional[0], optional[1], objective, quantile.tolist(), optional[2], optional[3], strict=True
-                )
+                Compared(*values)
+                for values in zip(ttft, tpot_, objective, quantile.tolist(), ttft_h, tpot_h, e2e, e2e_h, strict=True)
             ]
 
         return every_row
@@ -572,10 +589,17 @@ class PredictionTracker:
         self._note_objective(pending.pool, objective)
         trace_id = request.trace_id
         series = self.series
-        for signal, actual, predicted in (
-            (c.SIGNAL_TTFT, evaluation.ttft_seconds, predicted_ttft),
-            (c.SIGNAL_TPOT, evaluation.tpot_seconds, predicted_tpot),
-        ):
+        streaming = self._streaming_of(pending.pool)
+        compared: tuple[tuple[str, float | None, float | None], ...]
+        if streaming:
+            compared = (
+                (c.SIGNAL_TTFT, evaluation.ttft_seconds, predicted_ttft),
+                (c.SIGNAL_TPOT, evaluation.tpot_seconds, predicted_tpot),
+            )
+        else:  # the predicted "TTFT" is end-to-end latency, the TPOT prediction means nothing
+            e2e = e2e_seconds(request) if evaluation.ttft_seconds is not None else None
+            compared = ((c.SIGNAL_E2E, e2e, predicted_ttft),)
+        for signal, actual, predicted in compared:
             series.compared(
                 labels=labels,
                 signal=signal,
@@ -587,21 +611,21 @@ class PredictionTracker:
                 objective=objective,
             )
         slo_ttft, slo_tpot = _target_seconds(request.slo_ttft_ms), _target_seconds(request.slo_tpot_ms)
-        ttft_headroom = tpot_headroom_value = None
-        if predicted_ttft is not None and slo_ttft is not None:
-            ttft_headroom = ttft_headroom_of(slo_ttft, predicted_ttft)
-            series.headroom(labels, c.SIGNAL_TTFT, ttft_headroom, trace_id)
-        if predicted_tpot is not None and slo_tpot is not None:
+        first_headroom = tpot_headroom_value = None
+        if predicted_ttft is not None and slo_ttft is not None:  # with streaming off, as the EPP: e2e against TTFT
+            first_headroom = ttft_headroom_of(slo_ttft, predicted_ttft)
+            series.headroom(labels, c.SIGNAL_TTFT if streaming else c.SIGNAL_E2E, first_headroom, trace_id)
+        if streaming and predicted_tpot is not None and slo_tpot is not None:
             tpot_headroom_value = tpot_headroom(slo_tpot, predicted_tpot, self._buffer, pending.tightest_running)
             series.headroom(labels, c.SIGNAL_TPOT, tpot_headroom_value, trace_id)
         if self._sink is not None:
-            self._sink(
-                self._span_record(
-                    pending,
-                    source,
-                    Compared(predicted_ttft, predicted_tpot, objective, quantile, ttft_headroom, tpot_headroom_value),
+            if streaming:
+                found = Compared(
+                    predicted_ttft, predicted_tpot, objective, quantile, first_headroom, tpot_headroom_value
                 )
-            )
+            else:
+                found = Compared(None, None, objective, quantile, None, None, predicted_ttft, first_headroom)
+            self._sink(self._span_record(pending, source, found))
 
     def _span_record(self, pending: Pending, source: str, compared: Compared) -> RequestRecord:
         """The record of a request compared with its predictions."""
@@ -610,6 +634,7 @@ class PredictionTracker:
         record.prediction_objective = compared.objective
         record.prediction_quantile = compared.quantile if compared.objective == c.OBJECTIVE_QUANTILE else None
         record.ttft_headroom_seconds, record.tpot_headroom_seconds = compared.ttft_headroom, compared.tpot_headroom
+        record.predicted_e2e_seconds, record.e2e_headroom_seconds = compared.e2e, compared.e2e_headroom
         return record
 
     def _note_objective(self, pool: str, objective: str) -> None:
@@ -636,6 +661,19 @@ class PredictionTracker:
             prediction_skipped=skipped,
             pod_state=pod_state,
         )
+
+
+_SIGNALS_WITH = {c.SIGNAL_TTFT: c.SIGNALS, c.SIGNAL_TPOT: c.SIGNALS, c.SIGNAL_E2E: (c.SIGNAL_E2E,)}
+"""The signals a pool's comparisons are counted under, by one of them: TTFT and TPOT, or e2e alone (streaming off)."""
+
+
+class _ReadAs(NamedTuple):
+    """Per row of a batch, by its pool's streaming mode: off, and the (first, TPOT) actuals and span predictions
+    compared (off: the first is the end-to-end latency, the TPOT prediction is NaN and so never compared)."""
+
+    off: Mask
+    actual: tuple[Floats, Floats]
+    predicted: tuple[Floats, Floats]
 
 
 # A row's fate in a batch: compared with its span predictions, or why it got none, or queued for a shadow one.

@@ -13,9 +13,18 @@ from sloscope.processors import arrow_arrays
 from sloscope.processors.joined_batch import EvaluatedBatch
 from sloscope.processors.pod_history import PodHistory, PodKey
 from sloscope.publishers.columns import Codes, Column, Mask, distinct, group
+from sloscope.records import JoinedRequest
 from sloscope.slo.evaluate_batch import Floats, floats
 
-__all__ = ["TrackerRows", "target_seconds"]
+__all__ = ["TrackerRows", "e2e_seconds", "target_seconds"]
+
+
+def e2e_seconds(request: JoinedRequest) -> float | None:
+    """The request's end-to-end latency as the EPP measures it: from its arrival (the gateway span's start, else the
+    model server's) to the model server's end, the last response byte the EPP relays. None without an end."""
+    if not request.end_ns:
+        return None
+    return (request.end_ns - (request.arrival_ns or request.start_ns)) / 1e9
 
 
 def target_seconds(ms: Floats) -> Floats:
@@ -32,9 +41,13 @@ class TrackerRows:
         records = batch.records
         self.batch, self.model, self.pool_label = batch, model, pool_label
         self.keys, self.key, self.pool = _resolve(batch, pool_label, history)
-        start, arrival = (arrow_arrays.ints(records.column(name)) for name in ("start_ns", "arrival_ns"))
-        self.arrival: Floats = np.where(arrival != 0, arrival, start) / 1e9
-        self.end_ns: list[int] = records.column("end_ns").to_pylist()
+        start, arrival, end = (arrow_arrays.ints(records.column(n)) for n in ("start_ns", "arrival_ns", "end_ns"))
+        arrived = np.where(arrival != 0, arrival, start)
+        self.arrival: Floats = arrived / 1e9
+        self.end_ns: list[int] = end.tolist()
+        # end-to-end latency as the EPP measures it (:func:`e2e_seconds`), NaN where the request has no first token
+        served = ~np.isnan(batch.verdicts.ttft_seconds)
+        self.e2e: Floats = np.where(served & (end != 0), (end - arrived) / 1e9, np.nan)
         self.slo_ttft, self.slo_tpot = (
             target_seconds(floats(records, "slo_ttft_ms")),
             target_seconds(floats(records, "slo_tpot_ms")),

@@ -42,6 +42,8 @@ TPOT_ACTUAL = "sloscope.tpot.actual_ms"
 TPOT_PREDICTED = "sloscope.tpot.predicted_ms"
 TPOT_HEADROOM = "sloscope.tpot.headroom_ms"
 TPOT_MET = "sloscope.tpot.met"
+E2E_PREDICTED = "sloscope.e2e.predicted_ms"
+E2E_HEADROOM = "sloscope.e2e.headroom_ms"
 GOODPUT_MET = "sloscope.goodput.met"
 VIOLATED = "sloscope.violated"
 INVALID_FIELDS = "sloscope.invalid_fields"
@@ -76,6 +78,8 @@ ATTRIBUTES: tuple[tuple[str, str], ...] = (
     (TPOT_PREDICTED, "Predicted TPOT, ms."),
     (TPOT_HEADROOM, "TPOT target minus predicted TPOT at routing, ms."),
     (TPOT_MET, "Whether TPOT met its target; set only when the request was eligible for the TPOT SLO."),
+    (E2E_PREDICTED, "With streaming off in the EPP: its predicted TTFT, an end-to-end latency, ms."),
+    (E2E_HEADROOM, "With streaming off: TTFT target minus predicted end-to-end latency at routing, ms."),
     (GOODPUT_MET, "Whether every SLO the request carries was met; set only when eligible for goodput."),
     (VIOLATED, "The SLOs missed (ttft, tpot, goodput), in that order; absent when none was."),
     (INVALID_FIELDS, "Inputs the evaluator found unusable (e.g. ttft_seconds); absent when none."),
@@ -135,6 +139,8 @@ def evaluation_attributes(record: RequestRecord) -> dict[str, Any]:
         (TPOT_PREDICTED, _ms(record.predicted_tpot_seconds)),
         (TPOT_HEADROOM, _ms(record.tpot_headroom_seconds)),
         (TPOT_MET, _met(evaluation.tpot)),
+        (E2E_PREDICTED, _ms(record.predicted_e2e_seconds)),
+        (E2E_HEADROOM, _ms(record.e2e_headroom_seconds)),
         (GOODPUT_MET, _met(evaluation.goodput)),
         (VIOLATED, violated_slos(record) or None),
         (INVALID_FIELDS, list(evaluation.invalid_fields) or None),

@@ -6,6 +6,8 @@
 the objective of the newest answer, 0 for the other, so a change shows as two crossing lines),
 ``sloscope_predictor_{mae,rmse}_offline_seconds{pool,signal}`` (mean-objective training servers) and
 ``sloscope_predictor_trained{pool,signal}`` (0 while any reset marker is found).
+A pool whose EPP runs with streaming off never trains its TPOT model (docs/predictions.md#streaming-mode): its TPOT
+model age and trained marker are left out, so neither reads as a stale or reset model.
 The model age is computed when Prometheus reads it, from the model's write time, so it grows between
 polls and is exact at scrape time. A value the poller never got has no series (never a 0), and a
 pool not polled yet has none at all.
@@ -49,9 +51,12 @@ class PredictorHealthCollector(Collector):
         self,
         snapshots: Callable[[], Iterable[PredictorSnapshot | None]],
         clock: Callable[[], float] = time.time,
+        streaming_of: Callable[[str], bool] | None = None,
     ) -> None:
+        """``streaming_of(pool)``: whether the pool's EPP streams (None: every pool does)."""
         self._snapshots = snapshots
         self._clock = clock
+        self._streaming_of = streaming_of or (lambda pool: True)
 
     def describe(self) -> Iterator[Metric]:
         for definition in _DEFINITIONS:
@@ -64,9 +69,10 @@ class PredictorHealthCollector(Collector):
             if snapshot is None:
                 continue  # not polled yet: nothing is known
             pool = snapshot.pool
+            untrainable = () if self._streaming_of(pool) else (c.SIGNAL_TPOT,)  # streaming off: no TPOT sample
             for server in snapshot.servers:
                 up.add_metric([pool, server.server, server.role], 1.0 if server.up else 0.0)
-            _per_signal(age, pool, snapshot.model_age_seconds(now))
+            _per_signal(age, pool, snapshot.model_age_seconds(now), untrainable)
             _per_signal(coverage, pool, snapshot.coverage)
             if snapshot.quantile is not None:
                 quantile.add_metric([pool], snapshot.quantile)
@@ -76,10 +82,14 @@ class PredictorHealthCollector(Collector):
                     objective.add_metric([pool, each], 1.0 if each == snapshot.objective else 0.0)
             _per_signal(mae, pool, snapshot.mae_offline)
             _per_signal(rmse, pool, snapshot.rmse_offline)
-            _per_signal(trained, pool, {s: 0.0 if markers else 1.0 for s, markers in snapshot.untrained.items()})
+            markers = {s: 0.0 if found else 1.0 for s, found in snapshot.untrained.items()}
+            _per_signal(trained, pool, markers, untrainable)
         yield from (up, age, coverage, quantile, samples, objective, mae, rmse, trained)
 
 
-def _per_signal(family: GaugeMetricFamily, pool: str, values: Mapping[str, float]) -> None:
+def _per_signal(
+    family: GaugeMetricFamily, pool: str, values: Mapping[str, float], left_out: tuple[str, ...] = ()
+) -> None:
     for signal, value in sorted(values.items()):
-        family.add_metric([pool, signal], value)
+        if signal not in left_out:
+            family.add_metric([pool, signal], value)

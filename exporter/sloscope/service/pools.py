@@ -157,6 +157,7 @@ class PoolMonitor:
             sink=sink,
             sink_all=sink_all,
             batch_labels=batch_labels,
+            streaming_of=self.streaming.streaming,
         )
         self.inflight = InflightHistory(
             scrape.history_samples, scrape.stale_after_seconds, producer=predictions.inflight_producer
@@ -171,6 +172,7 @@ class PoolMonitor:
             settings=settings.headroom,
             predictions=predictions,
             features=routing,
+            streaming_of=self.streaming.streaming,
         )
         self.epp = [
             EPPScraper(
@@ -198,7 +200,9 @@ class PoolMonitor:
         registry.register(PodStateCollector(self.history, names))
         registry.register(StreamingModeCollector(self.streaming))
         registry.register(self.engine_latency)
-        registry.register(PredictorHealthCollector(lambda: [h.snapshot for h in self.health]))
+        registry.register(
+            PredictorHealthCollector(lambda: [h.snapshot for h in self.health], streaming_of=self.streaming.streaming)
+        )
         registry.register(self.headroom)
         registry.register(
             EPPCollector(

@@ -218,6 +218,19 @@ COLUMNS: tuple[Column, ...] = (
         lambda r: r.tpot_headroom_seconds,
     ),
     Column(
+        "predicted_e2e_seconds",
+        pa.float64(),
+        "Predicted end-to-end latency, where the pool's EPP runs with streamingMode off and its predicted TTFT is "
+        "one (then predicted_ttft_seconds and predicted_tpot_seconds are null); compare with end minus arrival.",
+        lambda r: r.predicted_e2e_seconds,
+    ),
+    Column(
+        "e2e_headroom_seconds",
+        pa.float64(),
+        "With streaming off: TTFT target - predicted end-to-end latency, what the EPP routes on.",
+        lambda r: r.e2e_headroom_seconds,
+    ),
+    Column(
         "pod_waiting",
         pa.float64(),
         "Requests waiting on the pod as of arrival (as-of join on the scrapes).",

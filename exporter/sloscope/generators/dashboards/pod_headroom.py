@@ -17,14 +17,14 @@ from sloscope import conventions as c
 from sloscope.conventions import MetricDef
 from sloscope.generators.dashboards import common as d
 from sloscope.generators.dashboards import variables as v
-from sloscope.generators.dashboards.promql import LE_INF, eq, le, max_by, min_by, rate, sel, series, sum_by, var
+from sloscope.generators.dashboards.promql import LE_INF, le, max_by, min_by, rate, sel, series, sum_by, var
+from sloscope.generators.dashboards.signals import SIGNAL_PANELS
 from sloscope.publishers.buckets import HEADROOM_BUCKETS
 from sloscope.slo.spec import SLOSpec
 
 FILE_NAME = "pod-headroom.json"
 _POOL = (var(c.POOL),)
 _POD = (var(c.POOL), var(c.POD))
-_SIGNAL_TITLES = {c.SIGNAL_TTFT: "TTFT", c.SIGNAL_TPOT: "TPOT"}
 _NO_HEADROOM = 0.0
 _LE_NO_HEADROOM = le(_NO_HEADROOM, HEADROOM_BUCKETS)
 _LE_ALL = LE_INF  # the histogram has negative buckets, hence no _count: +Inf is the count
@@ -56,15 +56,16 @@ def dashboard(spec: SLOSpec) -> Any:
 def _live(spec: SLOSpec) -> list[Any]:
     classes = ", ".join(cls.name for cls in spec.classes) or "none"
     panels: list[Any] = [d.row("Live headroom")]
-    for signal, name in _SIGNAL_TITLES.items():
-        matchers = (*_POD, eq(c.SIGNAL, signal), var(c.SLO_CLASS))
+    for signal in SIGNAL_PANELS:
+        name = signal.name
+        matchers = (*_POD, signal.matcher, var(c.SLO_CLASS))
         panels.append(
             d.timeseries(
                 f"{name} headroom by pod",
                 f"The {name} SLO of each class's reference request minus its {name} predicted now on the pod, in "
                 f"seconds (classes of the spec: {classes}; only classes with a {name} target have a series). Below 0 "
                 "(red) the pod would be predicted to miss. The series of a pool disappear when its predictor cannot "
-                "answer.",
+                f"answer.{signal.note}",
                 [
                     d.Query(
                         max_by((c.POD, c.SLO_CLASS), sel(series(c.POD_HEADROOM_SECONDS), matchers)),
@@ -126,14 +127,15 @@ def _at_routing() -> list[Any]:
             maximum=1,
         ),
     ]
-    for signal, name in _SIGNAL_TITLES.items():
+    for signal in SIGNAL_PANELS:
+        name = signal.name
         panels.append(
             d.heatmap(
                 f"{name} headroom at routing",
                 f"Distribution of the {name} headroom requests had on the pod they were routed to, in seconds (buckets "
-                "from -10 s to 10 s); the rows at or below 0 are requests routed with none.",
+                f"from -10 s to 10 s); the rows at or below 0 are requests routed with none.{signal.note}",
                 d.Query(
-                    sum_by(("le",), rate(bucket, (*matchers, eq(c.SIGNAL, signal)))),
+                    sum_by(("le",), rate(bucket, (*matchers, signal.matcher))),
                     "{{le}}",
                     format="heatmap",
                 ),
@@ -214,7 +216,7 @@ def _state() -> list[Any]:
             ]
             + [
                 d.Query(
-                    min_by((c.POOL, c.POD), sel(series(c.POD_HEADROOM_SECONDS), (*_POD, eq(c.SIGNAL, c.SIGNAL_TTFT)))),
+                    min_by((c.POOL, c.POD), sel(series(c.POD_HEADROOM_SECONDS), (*_POD, SIGNAL_PANELS[0].matcher))),
                     instant=True,
                     format="table",
                 )

@@ -16,7 +16,8 @@ from typing import Any
 from sloscope import conventions as c
 from sloscope.generators.dashboards import common as d
 from sloscope.generators.dashboards import variables as v
-from sloscope.generators.dashboards.promql import LE_INF, eq, increase, le, max_by, rate, sel, series, sum_by, var
+from sloscope.generators.dashboards.promql import LE_INF, increase, le, max_by, rate, sel, series, sum_by, var
+from sloscope.generators.dashboards.signals import SIGNAL_PANELS
 from sloscope.generators.rules.thresholds import DEFAULT_THRESHOLDS
 from sloscope.publishers.buckets import RATIO_BUCKETS
 from sloscope.slo.spec import SLOSpec
@@ -30,7 +31,6 @@ _PRED_BY = (c.POOL, c.SIGNAL, c.SOURCE)
 _MISS_FACTORS = (1.25, 2.0)
 _TOLERANCE = 0.05
 _BIAS = DEFAULT_THRESHOLDS.bias_max_ratio  # where SloscopePredictorBiased fires
-_SIGNAL_TITLES = {c.SIGNAL_TTFT: "TTFT", c.SIGNAL_TPOT: "TPOT"}
 RELATIVE_BIAS = "Relative bias by pool, signal and source"
 BIAS_AND_MAE = "Bias and MAE"
 RMSE = "RMSE"
@@ -186,14 +186,16 @@ def _coverage() -> list[Any]:
 
 def _ratio() -> list[Any]:
     panels: list[Any] = [d.row("Actual / predicted")]
-    for signal, name in _SIGNAL_TITLES.items():
-        buckets = rate(series(c.PREDICTION_RATIO, "_bucket"), (*_FILTERS, eq(c.SIGNAL, signal)))
+    for signal in SIGNAL_PANELS:
+        name = signal.name
+        buckets = rate(series(c.PREDICTION_RATIO, "_bucket"), (*_FILTERS, signal.matcher))
         panels.append(
             d.heatmap(
                 f"{name} actual / predicted",
                 f"Distribution of actual / predicted {name} per request (both sources), from the histogram buckets as "
                 "stored: everything at or below 1 was covered, the rows above 1 show by how much the misses missed. "
-                "Exemplar marks carry the request's trace_id and link to its trace in the traces data source.",
+                f"Exemplar marks carry the request's trace_id and link to its trace in the traces data source."
+                f"{signal.note}",
                 d.Query(sum_by(("le",), buckets), "{{le}}", exemplar=True, format="heatmap"),
                 y_unit=d.NONE,
                 cell_unit=d.REQUESTS_PER_SECOND,

@@ -40,7 +40,14 @@ EPP_VIOLATIONS = "inference_objective_request_slo_violation_total"
 def fleet(
     request: pytest.FixtureRequest, fleet_tools: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Fleet]:
-    spec = FleetSpec(pods=PODS, streaming_mode=request.param, gateway_traces=False)
+    # sloscope told the mode the EPP runs (pools[].streaming_mode; unset: off, the upstream default), as a user of
+    # streaming on does: until the EPP's page shows it, nothing else could say
+    spec = FleetSpec(
+        pods=PODS,
+        streaming_mode=request.param,
+        gateway_traces=False,
+        pool_settings={"streaming_mode": request.param},
+    )
     with running_fleet(fleet_tools, tmp_path_factory.mktemp("fleet"), spec) as running:
         yield running
 
@@ -114,3 +121,19 @@ def test_the_epps_latencies_and_violations_are_republished_as_what_they_measure(
     mode = "sloscope_epp_streaming_mode"
     assert total(values, mode, pool=POOL, basis="page") == (1.0 if streaming else 0.0)
     assert label_values(values, mode, "basis") == {"page"}  # the pool's one series, no longer "default"
+
+    # Every request's shadow prediction (sloscope's predictor stand-in, which the EPP trains) is compared as the
+    # EPP's mode makes it: with streaming off its "TTFT" model learnt end-to-end latencies (the EPP sends those as TTFT
+    # samples, requestcontrol_hooks.go:162-169) and no TPOT sample, so it is compared as e2e and TPOT not at all.
+    signals = {"ttft", "tpot"} if streaming else {"e2e"}
+    compared = "sloscope_predictions_total"
+
+    def all_compared() -> bool:
+        values = samples(fleet.sloscope_text())
+        return all(total(values, compared, pool=POOL, signal=s, source="shadow") == REQUESTS for s in signals)
+
+    wait_until(all_compared, timeout=30, what="every request's shadow prediction compared")
+    values = samples(fleet.sloscope_text())
+    assert label_values(values, compared, "signal") == signals
+    headroom = "sloscope_headroom_seconds_bucket"
+    assert total(values, headroom, pool=POOL, signal="ttft" if streaming else "e2e", le="+Inf") == REQUESTS

@@ -67,6 +67,7 @@ class FleetSpec:
     objectives: tuple[Objective, ...] = (Objective("critical", 10), Objective("sheddable", -1))
     gateway_traces: bool = True
     sloscope_settings: dict[str, Any] = field(default_factory=dict)
+    pool_settings: dict[str, Any] = field(default_factory=dict)  # merged into sloscope's one pool
 
 
 @dataclass
@@ -226,6 +227,7 @@ class Fleet:
                         "metrics_url": f"http://127.0.0.1:{self.epp_metrics}/metrics",
                         "auth": {"credentials_file": str(token)},
                     },
+                    **self.spec.pool_settings,
                 }
             ],
         }

@@ -347,7 +347,7 @@ def test_a_reset_mean_predictor_is_untrained_on_serves_metrics(mean: Env, shared
         at once, but one poll may catch the stand-ins half switched: each marker change is logged)."""
         logged = (
             f"latency predictor of pool {POOL}: the {signal} model looks reset to its default "
-            "(no_samples, default_models, constant)"
+            "(no_samples, constant)"
         )
         return (
             server.value(trained, pool=POOL, signal=signal) == 0.0

@@ -184,7 +184,7 @@ class PredictorHealth:
             objective,
             dict(page.mae_seconds) if page else dict(previous.mae_offline),
             dict(page.rmse_seconds) if page else dict(previous.rmse_offline),
-            _untrained(page, statuses, predictions, previous),
+            _untrained(page, predictions, previous),
         )
         _log_changes(previous, snapshot)
         self._snapshot = snapshot
@@ -300,25 +300,19 @@ def _first(values: Iterable[_T | None]) -> _T | None:
 
 def _untrained(
     page: TrainingPage | None,
-    statuses: list[Status],
     predictions: list[_Prediction],
     previous: PredictorSnapshot,
 ) -> dict[str, tuple[str, ...]]:
-    """The reset markers per signal from this poll; the previous ones where no source answered this time."""
+    """The reset markers per signal from this poll, for the signals a source that can tell spoke of (the training
+    server's sample counts, the probe); the previous ones where none answered this time."""
     probed = [p.constant for p in predictions if p.constant is not None]
-    known: set[str] = set()
-    if page is not None:
-        known.update(page.samples)
-        if page.ensemble_mode is not None:
-            known.update(c.SIGNALS)
-    if probed or any(s.lists_gated for s in statuses):
+    known: set[str] = set(page.samples) if page is not None else set()
+    if probed:
         known.update(c.SIGNALS)
     if not known:
         return dict(previous.untrained)
     return reset.untrained_markers(
         samples=page.samples if page else {},
-        training_default=page is not None and page.default_models,
-        gated_absent=[signal for status in statuses for signal in status.gated_absent],
         constant=[signal for found in probed for signal in found],
         known=known,
     )

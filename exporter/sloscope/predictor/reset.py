@@ -3,16 +3,18 @@
 A training server restarted without its model files starts from ``_create_default_model``: one fit on a
 single sample whose target is 10 ms (``training/training_server.py`` of the llm-d latency predictor at
 b5d19f1, lines 794-832, called from ``load_models`` at :1486 and :1499), answers ready at once, and its
-prediction servers load those models: every prediction is then the same, whatever the features. Three
-markers say so, per signal; any one of them makes the signal untrained:
+prediction servers load those models: every prediction is then the same, whatever the features. Two
+markers say so, per signal; either makes the signal untrained:
 
 - ``no_samples``: the training server holds no training sample for the signal (its samples live in memory
   and are lost with the restart; ``training_samples_count`` lines all 0);
-- ``default_models``: ensemble mode is on but its queue-gated models are not active, on the training
-  server's ``/metrics`` (``ensemble_active{} 0`` with ``ensemble_mode{} 1``) or on a prediction server's
-  ``/status`` (``models_exist.<signal>_gated`` false; ``prediction/prediction_server.py:966-995``): the
-  gated models are fitted by the first real retrain only (training_server.py:1111-1116);
 - ``constant``: two probe requests with very different features got the same prediction.
+
+The queue-gated ensemble is **not** a marker. Its models exist only once each of four sample splits (TTFT and
+TPOT, with and without a queue) holds ``LATENCY_MIN_SAMPLES_FOR_ENSEMBLE_SPLIT`` (200) samples
+(training_server.py:1014-1075 at b5d19f1; the same code in GIE v1.5.0's ``latencypredictor/``): a pool that
+rarely queues, or whose EPP runs with streaming off and so sends no TPOT sample at all, never builds it, and its
+single models are trained all the same. ``ensemble_active 0`` and absent gated models in ``/status`` say only that.
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ from sloscope.predictor.features import Features
 
 __all__ = [
     "MARKER_CONSTANT",
-    "MARKER_DEFAULT_MODELS",
     "MARKER_NO_SAMPLES",
     "PROBE",
     "constant_signals",
@@ -33,7 +34,6 @@ __all__ = [
 ]
 
 MARKER_NO_SAMPLES = "no_samples"
-MARKER_DEFAULT_MODELS = "default_models"
 MARKER_CONSTANT = "constant"
 
 PROBE = (
@@ -70,25 +70,19 @@ def constant_signals(predictions: Sequence[tuple[float, float]]) -> set[str]:
 def untrained_markers(
     *,
     samples: Mapping[str, float],
-    training_default: bool,
-    gated_absent: Iterable[str],
     constant: Iterable[str],
     known: Iterable[str],
 ) -> dict[str, tuple[str, ...]]:
     """Per signal in ``known`` (a source said something about it), the markers found; empty: trained.
 
-    ``samples`` are the training server's per-signal counts, ``training_default`` its ensemble marker,
-    ``gated_absent`` the signals whose gated model a prediction server's ``/status`` reports missing,
-    ``constant`` those the probe found constant.
+    ``samples`` are the training server's per-signal counts, ``constant`` the signals the probe found constant.
     """
-    absent, flat = set(gated_absent), set(constant)
+    flat = set(constant)
     out: dict[str, tuple[str, ...]] = {}
     for signal in sorted(set(known)):
         markers = []
         if samples.get(signal) == 0:
             markers.append(MARKER_NO_SAMPLES)
-        if training_default or signal in absent:
-            markers.append(MARKER_DEFAULT_MODELS)
         if signal in flat:
             markers.append(MARKER_CONSTANT)
         out[signal] = tuple(markers)

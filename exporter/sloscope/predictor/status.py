@@ -30,18 +30,14 @@ __all__ = [
     "read_status",
 ]
 
-_GATED = {signal: f"{signal}_gated" for signal in c.SIGNALS}  # models_exist keys of the llm-d predictor
-
 
 @dataclass(frozen=True)
 class Status:
-    """A prediction server's ``/status``: readiness, quantile, objective and the gated models it lacks."""
+    """A prediction server's ``/status``: readiness, quantile and objective."""
 
     is_ready: bool
     quantile: float | None = None
     objective: str = c.OBJECTIVE_QUANTILE
-    gated_absent: frozenset[str] = frozenset()  # signals whose models_exist.<signal>_gated is false
-    lists_gated: bool = False  # models_exist has gated keys at all (the llm-d predictor in ensemble mode)
 
 
 class ShapeError(ValueError):
@@ -98,10 +94,9 @@ def read_status(document: Any) -> Status:
     """A prediction server's ``/status`` body; ``ValueError`` if it has no boolean ``is_ready`` or a field of
     another type.
 
-    ``objective_type`` absent (the late-2025 predictor) is quantile. A gated model is absent when
-    ``models_exist`` lists its key as false: the llm-d predictor lists ``ttft_gated``/``tpot_gated`` only with
-    ensemble mode on (prediction_server.py:978-983 at b5d19f1), and before the first real retrain they are
-    false (fixtures ``llm-d/*/fresh-prediction-server-status.json``).
+    ``objective_type`` absent (the late-2025 predictor) is quantile. The llm-d predictor's ``models_exist`` and
+    ``ensemble_active`` are not read: whether the gated ensemble exists says nothing of training
+    (:mod:`sloscope.predictor.reset`).
     """
     if not isinstance(document, dict) or not isinstance(document.get("is_ready"), bool):
         raise ShapeError("no boolean 'is_ready'")
@@ -110,14 +105,10 @@ def read_status(document: Any) -> Status:
         raise ShapeError("'quantile' is not a number")
     if quantile is not None and (reason := out_of_range(0.0, 0.0, float(quantile))) is not None:
         raise ShapeError(reason)  # 90 for 0.9 would be published as sloscope_predictor_quantile
-    models = document.get("models_exist")
-    gated = {signal: models.get(key) for signal, key in _GATED.items()} if isinstance(models, dict) else {}
     return Status(
         document["is_ready"],
         None if quantile is None else float(quantile),
         parse_objective(document.get("objective_type")),
-        frozenset(signal for signal, exists in gated.items() if exists is False),
-        any(exists is not None for exists in gated.values()),
     )
 
 

@@ -6,8 +6,8 @@ without ``objective_type`` and the ensemble lines). The lines read:
 
 - ``objective_type{type="mean"} 1`` (:1523): what the models predict; absent (late 2025) means quantile;
 - ``model_quantile{}`` (:1524): the quantile, still written in mean mode, where it means nothing;
-- ``ensemble_active{}`` / ``ensemble_mode{}`` (:1525-1526): with ensemble mode on, the queue-gated models
-  are active only once a retrain fitted them (:1111-1116); a fresh server (default models) has 0;
+- not ``ensemble_active{}`` / ``ensemble_mode{}`` (:1525-1526): whether the gated ensemble exists says nothing of
+  training (:mod:`sloscope.predictor.reset`);
 - ``training_samples_count{model,queue_bucket,cache_bucket,prefix_bucket}`` (:1628-1640): samples held;
 - quantile mode: ``ttft_coverage_percent{idx}`` / ``tpot_coverage_percent{idx}`` (:1746-1749);
 - mean mode: ``ttft_mae{idx}``, ``tpot_mae{idx}``, ``ttft_rmse{idx}``, ``tpot_rmse{idx}`` (:1727-1737), in
@@ -31,8 +31,6 @@ __all__ = ["TrainingPage", "newest_of_ring", "read_training_page"]
 
 _QUANTILE = "model_quantile"
 _OBJECTIVE = "objective_type"
-_ENSEMBLE_ACTIVE = "ensemble_active"
-_ENSEMBLE_MODE = "ensemble_mode"
 _SAMPLES = "training_samples_count"
 _COVERAGE = {c.SIGNAL_TTFT: "ttft_coverage_percent", c.SIGNAL_TPOT: "tpot_coverage_percent"}
 _MAE = {c.SIGNAL_TTFT: "ttft_mae", c.SIGNAL_TPOT: "tpot_mae"}
@@ -41,8 +39,6 @@ _PARSER = ExpositionParser(
     [
         _QUANTILE,
         _OBJECTIVE,
-        _ENSEMBLE_ACTIVE,
-        _ENSEMBLE_MODE,
         _SAMPLES,
         *_COVERAGE.values(),
         *_MAE.values(),
@@ -62,13 +58,6 @@ class TrainingPage:
     mae_seconds: Mapping[str, float] = field(default_factory=dict)  # signal -> newest evaluation
     rmse_seconds: Mapping[str, float] = field(default_factory=dict)
     samples: Mapping[str, float] = field(default_factory=dict)  # signal -> sum of its bucket counts
-    ensemble_mode: bool | None = None
-    ensemble_active: bool | None = None
-
-    @property
-    def default_models(self) -> bool:
-        """Ensemble mode is on and its gated models are not active: the server has not fitted a model yet."""
-        return self.ensemble_mode is True and self.ensemble_active is False
 
 
 def read_training_page(text: str, openmetrics: bool = False) -> TrainingPage:
@@ -86,8 +75,6 @@ def read_training_page(text: str, openmetrics: bool = False) -> TrainingPage:
         mae_seconds=_rings(by_name, _MAE, 1 / 1000.0),
         rmse_seconds=_rings(by_name, _RMSE, 1 / 1000.0),
         samples=_samples(by_name.get(_SAMPLES, [])),
-        ensemble_mode=_flag(by_name.get(_ENSEMBLE_MODE)),
-        ensemble_active=_flag(by_name.get(_ENSEMBLE_ACTIVE)),
     )
 
 
@@ -130,8 +117,3 @@ def _samples(lines: Iterable[tuple[Mapping[str, str], float]]) -> dict[str, floa
 
 def _first(lines: list[tuple[Mapping[str, str], float]] | None) -> float | None:
     return lines[0][1] if lines else None
-
-
-def _flag(lines: list[tuple[Mapping[str, str], float]] | None) -> bool | None:
-    value = _first(lines)
-    return None if value is None else value != 0

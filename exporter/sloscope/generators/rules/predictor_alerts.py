@@ -145,9 +145,8 @@ def _untrained(t: AlertThresholds, runbook_base: str) -> Rule:
         summary="The latency predictor looks reset to its default model.",
         description=(
             f"The {_label(c.SIGNAL)} model of pool {_label(c.POOL)} has looked untrained for {t.untrained_for}: "
-            f"the training server holds no samples, reports its default models, or the prediction servers "
-            f"predict the same latency for very different requests. The servers answer ready, but the EPP "
-            f"routes on a constant."
+            f"the training server holds no samples, or the prediction servers predict the same latency for very "
+            f"different requests. The servers answer ready, but the EPP routes on a constant."
         ),
         runbook_base=runbook_base,
     )

@@ -135,3 +135,11 @@ def test_with_streaming_off_the_tpot_model_is_neither_stale_nor_untrained() -> N
     assert values[key(c.PREDICTOR_TRAINING_SAMPLES.name, pool="pool-a", signal="tpot")] == 2715.0
     streaming = registry_with([snapshot], FakeClock(2000.0))
     assert samples(streaming)[key(c.PREDICTOR_TRAINED.name, pool="pool-a", signal="tpot")] == 0.0
+
+
+def test_a_mean_predictor_publishes_no_quantile() -> None:
+    """The llm-d predictor in mean mode still writes quantile 0.9 in /status and model_quantile{} (captured at
+    b5d19f1, fixtures/predictor/llm-d/mean/): it predicts no quantile, so sloscope_predictor_quantile is absent."""
+    values = samples(registry_with([base_snapshot(objective=c.OBJECTIVE_MEAN)], FakeClock(2000.0)))
+    assert key(c.PREDICTOR_QUANTILE.name, pool="pool-a") not in values
+    assert values[key(c.PREDICTOR_OBJECTIVE.name, pool="pool-a", objective=c.OBJECTIVE_MEAN)] == 1.0

@@ -74,7 +74,9 @@ class PredictorHealthCollector(Collector):
                 up.add_metric([pool, server.server, server.role], 1.0 if server.up else 0.0)
             _per_signal(age, pool, snapshot.model_age_seconds(now), untrainable)
             _per_signal(coverage, pool, snapshot.coverage)
-            if snapshot.quantile is not None:
+            # a mean predictor still reports its configured quantile (0.9 in the llm-d predictor's /status and
+            # model_quantile{}); it predicts no quantile, so none is published
+            if snapshot.quantile is not None and snapshot.objective != c.OBJECTIVE_MEAN:
                 quantile.add_metric([pool], snapshot.quantile)
             _per_signal(samples, pool, snapshot.training_samples)
             if snapshot.objective is not None:

@@ -742,11 +742,12 @@ class Predictions(_Section):
         description="At each health poll, ask every ready prediction server two POST /predict of very different "
         "requests: the same answer for both marks a model reset to its default (docs/predictions.md).",
     )
-    epp_generation: Literal["auto", "gie-2025", "llm-d"] = Field(
+    epp_generation: Literal["auto", "gie-2025", "gie-v1.5", "llm-d"] = Field(
         default="auto",
         description="Which EPP's prediction call shadow predictions reproduce (docs/predictions.md): gie-2025 "
-        "(whitespace words, the pod's running count), llm-d (prompt tokens, the EPP's in-flight counts, pod_type); "
-        "auto tells them apart by the pool's EPP page, else by the prediction servers' answers.",
+        "(whitespace words, the pod's running count), gie-v1.5 (the same, plus pod_type and in-flight tokens), "
+        "llm-d (prompt tokens, the EPP's in-flight counts, pod_type); auto tells them apart by the pool's EPP page, "
+        "else by the prediction servers' answers.",
     )
     endpoint_role_label: str = Field(
         default="",

@@ -37,6 +37,7 @@ from sloscope.store.read import StoreError, read_records
 from tests.integration.conftest import wait_until
 from tests.support.fleet.client import Call, Seen, send_all
 from tests.support.fleet.fleet import MODEL, POOL, Fleet, FleetSpec, PodSpec, running_fleet
+from tests.support.fleet.process import logged
 from tests.support.series import samples, total
 
 pytestmark = pytest.mark.timeout(600)
@@ -158,3 +159,12 @@ def test_each_request_is_recorded_under_the_clients_request_id_with_the_clients_
         met = (not missed, not tpot_missed, not (missed or tpot_missed))
         assert (row["ttft_met"], row["tpot_met"], row["goodput_met"]) == met, request_id
         assert (row["completion_tokens"], row["failure_reason"]) == (truth.completion_tokens, None)
+    # Its predictor is asked as this EPP asks it (latencypredictor_helper.go:39-60: words, the pod's counts,
+    # pod_type), and with the plugin's streamingMode off, the default, its "TTFT" is read as an end-to-end latency.
+    sloscope = next(child for child in fleet.children if child.name == "sloscope")
+    assert logged(sloscope, f"pool {POOL}: shadow predictions ask as the gie-v1.5 EPP does")
+    shadowed = [row for row in rows.values() if row["prediction_source"] == "shadow"]
+    assert shadowed, [row["prediction_skipped"] for row in rows.values()]
+    for row in shadowed:
+        assert row["predicted_ttft_seconds"] is None and row["predicted_tpot_seconds"] is None
+        assert row["predicted_e2e_seconds"] > 0 and row["e2e_headroom_seconds"] is not None

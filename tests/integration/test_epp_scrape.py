@@ -18,6 +18,8 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from sloscope import conventions as c
+from sloscope.predictor.generation import GIE_2025, GIE_V15, LLM_D
+from sloscope.processors.inflight_history import InflightHistory
 from sloscope.publishers.epp import EPPCollector
 from sloscope.receivers.epp import EPPScraper
 from sloscope.receivers.off_loop import INLINE_BYTES
@@ -261,3 +263,25 @@ async def _until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("timed out waiting for the scrape loop")
         await asyncio.sleep(0.01)
+
+
+def test_each_pages_generation_is_kept_with_its_in_flight_load(epp: FakeEPP, rig: Rig, shared: Path) -> None:
+    """What shadow predictions ask as (sloscope.predictor.generation): the late-2025 page, GIE v1.5.0's real page
+    (tests/data/epp, its predicted-latency-producer timed) and llm-d-router v0.10.0's real page
+    (captured-v0.10.0, llm_d_epp_* families)."""
+    gie_v15 = Path(__file__).resolve().parents[1] / "data/epp/gie-v1.5.0-streaming-off.prom"
+    llm_d = shared / "fixtures/llm-d-router/captured-v0.10.0/epp-metrics-k8s.prom"
+
+    async def run() -> list[str | None]:
+        history = InflightHistory(4, stale_after=30.0, clock=rig.clock)
+        seen = []
+        async with httpx.AsyncClient() as client:
+            s = EPPScraper("pool-a", epp.url, client, rig.telemetry, 5.0, 3.0, stale_after=30.0, inflight=history)
+            for body in (epp.reply.body, gie_v15.read_bytes(), llm_d.read_bytes()):
+                epp.reply = Reply(body=body)
+                rig.clock.now += 1
+                assert await s.scrape_once() == c.RESULT_SUCCESS
+                seen.append(history.generation("pool-a"))
+        return seen
+
+    assert asyncio.run(run()) == [GIE_2025, GIE_V15, LLM_D]

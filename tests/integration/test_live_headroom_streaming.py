@@ -2,9 +2,10 @@
 
 The stand-in (tests/support/prediction_server.py) predicts by its documented formula. Pod state: the recorded vLLM
 page's 3 waiting, 27 running, KV cache 0.5873; the reference request is 800 tokens (600 words, the gie-2025
-features), its targets 500 ms TTFT and 20 ms TPOT, which the pod is predicted to miss (24.373 ms). With streaming off in the EPP (llm-d-router and GIE v1.5.0's
-default, predictedlatency/plugin.go) the predicted "TTFT" is an end-to-end latency, which that EPP holds against
-the TTFT target and judges no TPOT by (prediction.go): sloscope's live headroom does the same, as signal ``e2e``.
+features), its targets 500 ms TTFT and 20 ms TPOT, which the pod is predicted to miss (24.373 ms). With streaming
+off in the EPP (llm-d-router and GIE v1.5.0's default, predictedlatency/plugin.go) the predicted "TTFT" is an
+end-to-end latency, which that EPP holds against the TTFT target and judges no TPOT by (prediction.go): sloscope's
+live headroom does the same, as signal ``e2e``.
 """
 
 from __future__ import annotations

@@ -346,8 +346,7 @@ def test_a_reset_mean_predictor_is_untrained_on_serves_metrics(mean: Env, shared
         """Untrained, no samples held, and the reset logged with the three markers (the three sources are polled
         at once, but one poll may catch the stand-ins half switched: each marker change is logged)."""
         logged = (
-            f"latency predictor of pool {POOL}: the {signal} model looks reset to its default "
-            "(no_samples, constant)"
+            f"latency predictor of pool {POOL}: the {signal} model looks reset to its default (no_samples, constant)"
         )
         return (
             server.value(trained, pool=POOL, signal=signal) == 0.0

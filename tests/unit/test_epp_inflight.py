@@ -8,7 +8,7 @@ import pytest
 
 from sloscope.config import Predictions
 from sloscope.predictor.features import Features
-from sloscope.predictor.generation import GIE_2025, LLM_D, resolve
+from sloscope.predictor.generation import GIE_2025, GIE_V15, LLM_D, Generation, resolve
 from sloscope.processors.inflight_history import InflightHistory
 from sloscope.processors.shadow import features_of
 from sloscope.receivers.epp_inflight import INFLIGHT_FAMILIES, EndpointLoad, parse_inflight
@@ -78,8 +78,9 @@ def test_history_answers_as_of_arrival_and_not_when_stale() -> None:
     clock = Clock()
     history = InflightHistory(2, stale_after=10.0, clock=clock)
     requests = "llm_d_epp_inflight_requests"
-    assert history.is_llm_d("p") is None
+    assert history.generation("p") is None
     history.record("p", [gauge(requests, "a-rank-0", 1)])
+    assert history.generation("p") == LLM_D
     clock.now = 1005.0
     history.record("p", [gauge(requests, "a-rank-0", 4)])
     assert history.as_of("p", 999.0) is None  # before the first page
@@ -89,7 +90,7 @@ def test_history_answers_as_of_arrival_and_not_when_stale() -> None:
     clock.now = 1006.0
     history.record("p", [])  # a third page: the ring keeps two
     assert history.as_of("p", 1004.9) is None
-    assert history.is_llm_d("p") is False
+    assert history.generation("p") == GIE_2025  # a page without an llm-d family
     assert history.latest("other") is None
     with pytest.raises(ValueError, match="max_samples"):
         InflightHistory(0, 1.0)
@@ -113,19 +114,42 @@ def test_llm_d_sends_tokens_in_flight_counts_and_pod_type() -> None:
     assert fallback == Features(0.5, 400, 3, 27, 1, 0.0, prefill_tokens_in_flight=0)
 
 
+def test_gie_v15_sends_words_the_pods_counts_pod_type_and_in_flight_tokens_without_encoder_sizes() -> None:
+    """GIE v1.5.0 (df9f8909fe06): latencypredictor_helper.go:39-60 (words, the pod's scraped counts, pod_type from
+    endpointRoleLabel), :393-395 (prefill_tokens_in_flight, a plugin counter no page shows: 0 here) and
+    sidecars/latencypredictorasync/types.go:183-193 (the fields, in order, no encoder sizes)."""
+    features = features_of(STATE, 400, Predictions(), generation=GIE_V15, pod_type="decode")
+    assert features == Features(0.5, 300, 3, 27, 1, 0.0, pod_type="decode", prefill_tokens_in_flight=0, encoder=False)
+    assert list(features.to_json().items()) == [
+        ("kv_cache_percentage", 0.5),
+        ("input_token_length", 300),
+        ("num_request_waiting", 3),
+        ("num_request_running", 27),
+        ("num_tokens_generated", 1),
+        ("prefix_cache_score", 0.0),
+        ("pod_type", "decode"),
+        ("prefill_tokens_in_flight", 0),
+        ("decode_tokens_in_flight", 0),
+    ]
+    monolithic = features_of(STATE, 400, Predictions(), generation=GIE_V15)
+    assert monolithic is not None and "pod_type" not in monolithic.to_json()  # omitempty
+
+
 @pytest.mark.parametrize(
     ("setting", "epp", "predictor", "expected"),
     [
-        ("gie-2025", True, True, GIE_2025),
-        ("llm-d", False, False, LLM_D),
-        ("auto", True, False, LLM_D),  # the EPP page decides first
-        ("auto", False, True, GIE_2025),
+        ("gie-2025", LLM_D, True, GIE_2025),
+        ("llm-d", GIE_2025, False, LLM_D),
+        ("gie-v1.5", None, None, GIE_V15),
+        ("auto", LLM_D, False, LLM_D),  # the EPP page decides first
+        ("auto", GIE_2025, True, GIE_2025),
+        ("auto", GIE_V15, True, GIE_V15),
         ("auto", None, True, LLM_D),  # no EPP page: the predictor's answers carry objective_type
         ("auto", None, False, GIE_2025),
         ("auto", None, None, GIE_2025),  # nothing known yet
     ],
 )
 def test_the_generation_is_the_setting_else_what_the_pool_shows(
-    setting: str, epp: bool | None, predictor: bool | None, expected: str
+    setting: str, epp: Generation | None, predictor: bool | None, expected: str
 ) -> None:
     assert resolve(setting, epp, predictor) == expected

@@ -24,9 +24,10 @@ class Features:
     """One request's features, as the EPP sends them to a prediction server.
 
     The first six are every generation's. ``prefill_tokens_in_flight`` is None for the late-2025 GIE
-    EPP, which sent only those six; the llm-d EPP's request object also carries the multimodal
-    encoder sizes (0 for text), ``pod_type`` (omitted when empty) and the two in-flight token counts
-    (``latencypredictorclient/types.go:188-203`` at llm-d-router ebab6879).
+    EPP, which sent only those six; GIE v1.5.0's request object adds ``pod_type`` (omitted when empty) and the
+    two in-flight token counts (``sidecars/latencypredictorasync/types.go:183-193`` at df9f8909fe06); the llm-d
+    EPP's also carries the multimodal encoder sizes (0 for text) (``latencypredictorclient/types.go:188-203`` at
+    llm-d-router ebab6879): ``encoder``.
     """
 
     kv_cache_percentage: float  # KV-cache utilization of the pod, 0..1
@@ -38,6 +39,7 @@ class Features:
     pod_type: str = ""  # the pod's role label value ("prefill", "decode", ...), "" for monolithic
     prefill_tokens_in_flight: int | None = None  # the EPP's in-flight uncached prompt tokens on the endpoint
     decode_tokens_in_flight: int = 0  # the llm-d EPP's routing-time call leaves it 0
+    encoder: bool = True  # with the in-flight counts, the encoder sizes too (llm-d; GIE v1.5.0 has none)
 
     def to_json(self) -> dict[str, float | int | str]:
         """The request object of ``POST /predict`` (one item of ``/predict/bulk/strict``'s ``requests``)."""
@@ -51,9 +53,10 @@ class Features:
         }
         if self.prefill_tokens_in_flight is None:
             return body
-        # Go's encoding/json order of the llm-d PredictionRequest; pod_type is `omitempty`.
-        body["encoder_input_size"] = 0
-        body["encoder_matched_size"] = 0
+        # Go's encoding/json order of the llm-d (and GIE v1.5.0) PredictionRequest; pod_type is `omitempty`.
+        if self.encoder:
+            body["encoder_input_size"] = 0
+            body["encoder_matched_size"] = 0
         if self.pod_type:
             body["pod_type"] = self.pod_type
         body["prefill_tokens_in_flight"] = self.prefill_tokens_in_flight

@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+from sloscope.predictor.generation import GIE_2025, GIE_V15, LLM_D, Generation
 from sloscope.receivers.epp_inflight import DEFAULT_PRODUCER, InflightPage, parse_inflight
 from sloscope.receivers.exposition import Sample
 
@@ -78,8 +79,12 @@ class InflightHistory:
         """The newest page of the pool, unless it is older than ``stale_after``."""
         return self.as_of(pool, self._clock())
 
-    def is_llm_d(self, pool: str) -> bool | None:
-        """Whether the pool's newest page (however old) is an llm-d EPP's; None before any page."""
+    def generation(self, pool: str) -> Generation | None:
+        """Which EPP the pool's newest page (however old) is: llm-d, GIE v1.5.0, else the late-2025 one; None before
+        any page."""
         with self._lock:
             entry = self._pools.get(pool)
-            return entry[1][-1].llm_d if entry and entry[1] else None
+            page = entry[1][-1] if entry and entry[1] else None
+        if page is None:
+            return None
+        return LLM_D if page.llm_d else GIE_V15 if page.gie_v15 else GIE_2025

@@ -32,7 +32,7 @@ from sloscope import conventions as c
 from sloscope.config import Predictions
 from sloscope.predictor.client import PredictionClient
 from sloscope.predictor.features import Features
-from sloscope.predictor.generation import GIE_2025, LLM_D, Generation, resolve
+from sloscope.predictor.generation import GIE_2025, GIE_V15, LLM_D, Generation, resolve
 from sloscope.processors.inflight_history import InflightHistory
 from sloscope.processors.pod_history import PodHistory, PodKey
 from sloscope.processors.predictions import Pending, PredictionTracker
@@ -77,7 +77,7 @@ def features_of(
     score = prefix_cache_score if prefix_cache_score is not None else settings.prefix_cache_score
     kv = min(max(engine.kv_cache_utilization or 0.0, 0.0), 1.0)
     score = min(max(score, 0.0), 1.0)
-    if generation != LLM_D:
+    if generation == GIE_2025:
         return Features(
             kv_cache_percentage=kv,
             input_token_length=round(prompt_tokens * settings.words_per_token),
@@ -85,6 +85,18 @@ def features_of(
             num_request_running=round(engine.running),
             num_tokens_generated=settings.tokens_generated,
             prefix_cache_score=score,
+        )
+    if generation == GIE_V15:  # words and the pod's counts, as late 2025, plus the pod's role and in-flight tokens
+        return Features(
+            kv_cache_percentage=kv,
+            input_token_length=round(prompt_tokens * settings.words_per_token),
+            num_request_waiting=round(engine.waiting),
+            num_request_running=round(engine.running),
+            num_tokens_generated=settings.tokens_generated,
+            prefix_cache_score=score,
+            pod_type=pod_type,
+            prefill_tokens_in_flight=0,  # the plugin's own counter: on no page
+            encoder=False,
         )
     return Features(
         kv_cache_percentage=kv,
@@ -123,7 +135,7 @@ class RoutingFeatures:
         client = self._clients.get(pool)
         generation = resolve(
             self._settings.epp_generation,
-            self._inflight.is_llm_d(pool) if self._inflight is not None else None,
+            self._inflight.generation(pool) if self._inflight is not None else None,
             client.speaks_objective if client is not None else None,
         )
         if self._told.get(pool) != generation:
@@ -137,8 +149,17 @@ class RoutingFeatures:
         """The features for a request of ``prompt_tokens`` routed to pod ``key`` (in ``state``) at ``at``."""
         pool, pod = key
         generation = self.generation(pool)
-        if generation != LLM_D:
+        if generation == GIE_2025:
             return features_of(state, prompt_tokens, self._settings, prefix_cache_score)
+        if generation == GIE_V15:
+            return features_of(
+                state,
+                prompt_tokens,
+                self._settings,
+                prefix_cache_score,
+                generation=GIE_V15,
+                pod_type=self._pod_type(key),
+            )
         page = self._inflight.as_of(pool, at) if self._inflight is not None else None
         return features_of(
             state,

@@ -15,6 +15,7 @@ restart shows as a counter reset, which ``rate()`` handles.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -166,7 +167,11 @@ class EPPScraper:
         """All of a scrape's reading of one page (off the event loop for a large one): it touches no state.
         Raises :class:`ExpositionError`."""
         samples = self._parser.parse(text, openmetrics=openmetrics)
-        return self._read(samples), self._inflight.read(samples) if self._inflight is not None else None
+        page = self._read(samples)
+        inflight = self._inflight.read(samples) if self._inflight is not None else None
+        if inflight is not None and page.gie_v15:
+            inflight = dataclasses.replace(inflight, gie_v15=True)
+        return page, inflight
 
     def _read(self, samples: list[Sample]) -> EPPPage:
         """The samples of one good page (the families the parser was given): every reader of the page starts here."""

@@ -72,6 +72,7 @@ class InflightPage:
 
     llm_d: bool  # the page is an llm-d EPP's (it carries llm_d_epp_ready_endpoints or an in-flight family)
     pods: Mapping[str, Mapping[int, EndpointLoad]]
+    gie_v15: bool = False  # the page is GIE v1.5.0's EPP's (told by the EPP page's reader, EPPPage.gie_v15)
 
     def load(self, pod: str) -> EndpointLoad:
         """The load of the pod's first rank (the endpoint a single-rank pod has); zero when not listed."""

@@ -223,6 +223,7 @@ class EPPPage:
     streaming_off: frozenset[_PluginKey] = frozenset()  # plugin keys found running with streamingMode off
     routing: str | None = None  # GIE v1.5.0: the routing every request gets, from the scorers that ran
     streaming: bool | None = None  # the latency plugin's streaming mode (:func:`_plugin_streaming`); None: not shown
+    gie_v15: bool = False  # the page is GIE v1.5.0's (module docstring): its EPP asks the predictor as that one does
 
     @property
     def violations(self) -> Mapping[SeriesKey, float]:
@@ -300,6 +301,7 @@ def normalize(
         frozenset(off),
         page_routing(scorers.scorers, latency_scorers) if gie_v15 and not llmd else None,
         _plugin_streaming(raw_histograms, *predicted, has_mode=llmd or producer),
+        gie_v15 and not llmd,
     )
 
 

@@ -742,6 +742,12 @@ class Predictions(_Section):
         description="At each health poll, ask every ready prediction server two POST /predict of very different "
         "requests: the same answer for both marks a model reset to its default (docs/predictions.md).",
     )
+    streaming_mode: bool | None = Field(
+        default=None,
+        description="The streamingMode of the EPPs' latency plugin for pools without their own streaming_mode, and "
+        "for requests of pools no setting names (predictions carried on spans), until an EPP's page shows it. "
+        "Unset: false, the upstream default (docs/predictions.md).",
+    )
     epp_generation: Literal["auto", "gie-2025", "gie-v1.5", "llm-d"] = Field(
         default="auto",
         description="Which EPP's prediction call shadow predictions reproduce (docs/predictions.md): gie-2025 "

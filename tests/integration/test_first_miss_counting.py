@@ -143,7 +143,7 @@ async def scenario(server: Server, prometheus: PrometheusServer, workdir: Path) 
 def test_increase_counts_the_first_misses_of_a_label_set(
     serve: Callable[..., Server], prometheus_binary: Path, tmp_path: Path
 ) -> None:
-    server = serve()
+    server = serve(predictions={"streaming_mode": True})  # the gateway's predicted TTFT is a TTFT
     prometheus = PrometheusServer(prometheus_binary, tmp_path, server.metrics_port, rule_files=[], interval="1s")
 
     async def run() -> dict[str, Any]:

@@ -213,6 +213,7 @@ def test_serve_exports_the_verdict_under_the_vllm_span_in_jaeger(serve: Callable
     """
     server = serve(
         join={"window_seconds": 0.5, "trace_ttl_seconds": 5.0},
+        predictions={"streaming_mode": True},  # the EPP's predictions on its span are a TTFT's and a TPOT's
         export={
             "enabled": True,
             "endpoint": jaeger.otlp_grpc,

@@ -94,6 +94,7 @@ def settings(
         "join": {"window_seconds": 0.3, "trace_ttl_seconds": 5.0},
         "scrape": {"interval_seconds": 0.5, "timeout_seconds": 1.0, "stale_after_seconds": 60},
         "predictions": {
+            "streaming_mode": True,  # TTFT and TPOT predictions compared apart
             "batch_wait_seconds": 0.1,
             "health_interval_seconds": 0.5,
             "breaker_failures": 1000,  # pool A's server is called again and again, never skipped

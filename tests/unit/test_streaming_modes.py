@@ -58,3 +58,10 @@ def test_every_configured_pool_is_published_from_the_start() -> None:
         ]
         == 1.0
     )
+
+
+def test_the_predictions_default_stands_for_pools_without_a_setting_and_pools_none_names() -> None:
+    modes = StreamingModes({"set-off": False, "unset": None}, default=True)
+    assert modes.mode("set-off") == StreamingMode(False, "setting")
+    assert modes.mode("unset") == StreamingMode(True, "setting")
+    assert modes.mode("a-span-pool") == StreamingMode(True, "setting")

@@ -7,8 +7,9 @@ predictor's TTFT model on end-to-end latency and never gives its TPOT model a sa
 an end-to-end latency and its TPOT prediction means nothing.
 
 Which mode a pool runs is, in order: what its EPP's page shows once the plugin has predicted
-(:attr:`~sloscope.receivers.epp_page.EPPPage.streaming`), else the pool's ``streaming_mode`` setting, else off,
-the upstream default. A page that stops saying (a restarted EPP, a stale scrape) leaves its last word in force:
+(:attr:`~sloscope.receivers.epp_page.EPPPage.streaming`), else the pool's ``streaming_mode`` setting, else
+``predictions.streaming_mode`` (also the mode of requests whose pool no setting names), else off, the upstream
+default. A page that stops saying (a restarted EPP, a stale scrape) leaves its last word in force:
 the mode changes only with the EPP's configuration.
 
 The map is replaced whole on each change (one reference assignment), so the pipeline thread reads it without a
@@ -38,15 +39,16 @@ class StreamingMode(NamedTuple):
 
 
 class StreamingModes:
-    def __init__(self, settings: Mapping[str, bool | None]) -> None:
-        """``settings``: each configured pool's ``streaming_mode`` (None: not set)."""
-        self._assumed = {
-            pool: StreamingMode(UPSTREAM_DEFAULT, BASIS_DEFAULT)
-            if setting is None
-            else StreamingMode(setting, BASIS_SETTING)
+    def __init__(self, settings: Mapping[str, bool | None], default: bool | None = None) -> None:
+        """``settings``: each configured pool's ``streaming_mode``; ``default``: ``predictions.streaming_mode``, for
+        the pools without one and the pools no setting names (None: not set)."""
+        self._default = (
+            StreamingMode(UPSTREAM_DEFAULT, BASIS_DEFAULT) if default is None else StreamingMode(default, BASIS_SETTING)
+        )
+        self._by_pool = {
+            pool: self._default if setting is None else StreamingMode(setting, BASIS_SETTING)
             for pool, setting in settings.items()
         }
-        self._by_pool = dict(self._assumed)
 
     def tell(self, pool: str, streaming: bool | None) -> None:
         """What ``pool``'s EPP page shows (None: nothing yet); a change is logged once."""
@@ -69,7 +71,7 @@ class StreamingModes:
         self._by_pool = {**self._by_pool, pool: now}
 
     def mode(self, pool: str) -> StreamingMode:
-        return self._by_pool.get(pool) or StreamingMode(UPSTREAM_DEFAULT, BASIS_DEFAULT)
+        return self._by_pool.get(pool) or self._default
 
     def streaming(self, pool: str) -> bool:
         return self.mode(pool).streaming

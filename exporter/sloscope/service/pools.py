@@ -95,7 +95,7 @@ class PoolMonitor:
         names = [pool.name for pool in pools]
         self.history = history
         self.running = RunningSLOs()
-        self.streaming = StreamingModes({pool.name: pool.streaming_mode for pool in pools})
+        self.streaming = StreamingModes({pool.name: pool.streaming_mode for pool in pools}, predictions.streaming_mode)
         # One client per credentials and TLS setting (TLS belongs to a connection pool); the unset share one.
         self._clients = HTTPClients(
             httpx.Limits(max_connections=scrape.max_concurrency + 16, max_keepalive_connections=None)

@@ -177,14 +177,14 @@ def _bias_tests(rules: _Rules, t: r.AlertThresholds) -> list[Test]:
     quantile."""
     name, hold = r.PREDICTOR_BIASED, _minutes(t.calibration_for)
     minutes = _minutes(t.calibration_window) + hold + 10
-    which = {c.MODEL: MODEL, c.POOL: POOL, c.SIGNAL: c.SIGNAL_TTFT, c.SOURCE: c.SOURCE_SHADOW}
-    labels = {c.POOL: POOL, c.SIGNAL: c.SIGNAL_TTFT, c.SOURCE: c.SOURCE_SHADOW}
     window = _minutes(t.calibration_window)
     bias = round(2 * t.bias_max_ratio, 2)  # actual latency this share above (or below) the predictions
 
-    def group(title: str, volume: _Volume, signed_bias: float, objective: str) -> Test:
+    def group(title: str, volume: _Volume, signed_bias: float, objective: str, signal: str = c.SIGNAL_TTFT) -> Test:
         # Mean predictions of 0.5 s each, off by `bias` x 0.5 s both ways on average (the spread), plus signed_bias x
         # 0.5 s in the direction of its sign: under - over is the net error, under + over the absolute one.
+        which = {c.MODEL: MODEL, c.POOL: POOL, c.SIGNAL: signal, c.SOURCE: c.SOURCE_SHADOW}
+        labels = {c.POOL: POOL, c.SIGNAL: signal, c.SOURCE: c.SOURCE_SHADOW}
         samples = minutes // volume.every
         predicted_step = volume.per_sample * 0.5
         under_step = predicted_step * (bias + max(signed_bias, 0.0))
@@ -230,6 +230,15 @@ def _bias_tests(rules: _Rules, t: r.AlertThresholds) -> list[Test]:
         )
     tests.append(
         group("stays silent for an unbiased mean predictor off both ways alike", VOLUMES[1], 0.0, c.OBJECTIVE_MEAN)
+    )
+    tests.append(  # the EPP's streaming off, its default: the predicted "TTFT" is judged as end-to-end latency
+        group(
+            f"fires when end-to-end latency runs {bias:.0%} above the predictions (streaming off)",
+            VOLUMES[1],
+            bias,
+            c.OBJECTIVE_MEAN,
+            c.SIGNAL_E2E,
+        )
     )
     tests.append(
         group(

@@ -164,7 +164,8 @@ def started(
                 "batch_wait_seconds": 0.1,
                 "timeout_seconds": 2.0,
                 "health_interval_seconds": 0.2,
-                "epp_generation": "llm-d",  # the EPP the llm-d predictor serves; no EPP page to detect it by
+                # epp_generation auto: no EPP page, so the prediction server's /status, which states objective_type,
+                # tells the llm-d predictor apart from its first health poll on
                 "reset_probe": reset_probe,
             },
             "pools": [
@@ -475,6 +476,8 @@ def test_with_the_upstream_defaults_the_predicted_ttft_is_judged_as_end_to_end_l
     server = upstream_defaults.server
     mode = c.EPP_STREAMING_MODE.name
     assert server.value(mode, pool=POOL, basis="default") == 0.0
+    objective = c.PREDICTOR_OBJECTIVE.name
+    wait_until(lambda: server.value(objective, pool=POOL, objective=c.OBJECTIVE_MEAN) == 1, what="a health poll")
     send(server, REQUESTS)
     compared = functools.partial(is_value, server, c.MEAN_PREDICTIONS.exposed_name, 2.0, **key(c.SIGNAL_E2E))
     wait_until(compared, what="2 shadow e2e predictions compared")

@@ -15,6 +15,7 @@ from sloscope.predictor.status import (
     parse_training_metrics,
     parse_training_samples,
     probe_answer,
+    read_status,
 )
 from sloscope.receivers.http_fetch import read_json
 
@@ -143,6 +144,15 @@ def test_a_models_list_of_another_shape_is_an_error(document: object) -> None:
 
 def test_status_from_the_recorded_body(shared: Path) -> None:
     assert parse_status(json.loads(predictor_fixture(shared, "prediction-server-status.json"))) == (True, 0.9)
+
+
+def test_a_status_says_whether_its_predictor_states_an_objective(shared: Path) -> None:
+    """The llm-d predictor's /status carries objective_type (prediction_server.py:966-995 at b5d19f1), the
+    late-2025 GIE one's does not (fixtures/predictor/): read at the first health poll, before any shadow call."""
+    llm_d = json.loads((shared / "fixtures/predictor/llm-d/mean/prediction-server-status.json").read_text())
+    late = json.loads(predictor_fixture(shared, "prediction-server-status.json"))
+    assert (read_status(llm_d).states_objective, read_status(llm_d).objective) == (True, "mean")
+    assert (read_status(late).states_objective, read_status(late).objective) == (False, "quantile")
 
 
 @pytest.mark.parametrize(

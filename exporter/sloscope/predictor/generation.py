@@ -22,9 +22,9 @@ Three generations of the endpoint picker call the latency predictor, all with ``
 
 ``auto`` tells them apart by what the pool shows: its EPP page (an llm-d EPP publishes ``llm_d_epp_*`` families
 from start-up; GIE v1.5.0's times its ``predicted-latency-producer``, or names the pod of its scheduling attempts),
-else its prediction servers' answers (the llm-d and GIE v1.5.0 predictors' carry ``objective_type``, the
-late-2025 one's do not: an answer with it is taken for llm-d's, since without a page nothing tells the two apart);
-with neither known yet it asks as gie-2025.
+else its prediction servers' ``/status`` (from the first health poll) and answers (the llm-d and GIE v1.5.0
+predictors' carry ``objective_type``, the late-2025 one's do not: one with it is taken for llm-d's, since without
+a page nothing tells the two apart); with neither known yet it asks as gie-2025.
 """
 
 from __future__ import annotations

@@ -101,6 +101,7 @@ class PredictorSnapshot:
     mae_offline: Mapping[str, float] = field(default_factory=dict)  # signal -> seconds, newest evaluation
     rmse_offline: Mapping[str, float] = field(default_factory=dict)
     untrained: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # signal -> reset markers; () trained
+    speaks_objective: bool | None = None  # a prediction server's /status states objective_type; None: none answered
 
     def model_age_seconds(self, now: float) -> dict[str, float]:
         """Seconds from each signal's model write to ``now`` (negative if the clocks disagree that much)."""
@@ -185,6 +186,7 @@ class PredictorHealth:
             dict(page.mae_seconds) if page else dict(previous.mae_offline),
             dict(page.rmse_seconds) if page else dict(previous.rmse_offline),
             _untrained(page, predictions, previous),
+            any(s.states_objective for s in statuses) if statuses else previous.speaks_objective,
         )
         _log_changes(previous, snapshot)
         self._snapshot = snapshot

@@ -33,11 +33,12 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Status:
-    """A prediction server's ``/status``: readiness, quantile and objective."""
+    """A prediction server's ``/status``: readiness, quantile, objective and whether it states one at all."""
 
     is_ready: bool
     quantile: float | None = None
     objective: str = c.OBJECTIVE_QUANTILE
+    states_objective: bool = False  # objective_type present: the llm-d (or GIE v1.5.0) predictor
 
 
 class ShapeError(ValueError):
@@ -109,6 +110,7 @@ def read_status(document: Any) -> Status:
         document["is_ready"],
         None if quantile is None else float(quantile),
         parse_objective(document.get("objective_type")),
+        "objective_type" in document,
     )
 
 

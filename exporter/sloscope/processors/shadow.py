@@ -123,20 +123,26 @@ class RoutingFeatures:
         history: PodHistory,
         inflight: InflightHistory | None = None,
         clients: Mapping[str, PredictionClient] | None = None,
+        status_speaks_objective: Callable[[str], bool | None] | None = None,
     ) -> None:
+        """``status_speaks_objective(pool)``: whether the pool's prediction servers' ``/status`` (the health poll's)
+        states ``objective_type``, so the first calls after start-up already ask as the right generation; the
+        prediction answers, once there are any, say it too."""
         self._settings = settings
         self._history = history
         self._inflight = inflight
         self._clients = clients or {}
+        self._status_speaks = status_speaks_objective or (lambda pool: None)
         self._told: dict[str, Generation] = {}
 
     def generation(self, pool: str) -> Generation:
         """The pool's EPP generation now (the setting, or what ``auto`` sees); logged when it changes."""
         client = self._clients.get(pool)
+        answered = client.speaks_objective if client is not None else None
         generation = resolve(
             self._settings.epp_generation,
             self._inflight.generation(pool) if self._inflight is not None else None,
-            client.speaks_objective if client is not None else None,
+            answered if answered is not None else self._status_speaks(pool),
         )
         if self._told.get(pool) != generation:
             self._told[pool] = generation

@@ -162,7 +162,7 @@ class PoolMonitor:
         self.inflight = InflightHistory(
             scrape.history_samples, scrape.stale_after_seconds, producer=predictions.inflight_producer
         )
-        routing = RoutingFeatures(predictions, self.history, self.inflight, self.clients)
+        routing = RoutingFeatures(predictions, self.history, self.inflight, self.clients, self._speaks_objective)
         self.shadow = ShadowPredictor(self.tracker, self.history, self.clients, predictions, features=routing)
         self.headroom = LiveHeadroom(
             spec=spec,
@@ -225,6 +225,10 @@ class PoolMonitor:
     def _quantile_of(self, pool: str) -> float | None:
         snapshot = self._snapshot_of(pool)
         return snapshot.quantile if snapshot is not None else None
+
+    def _speaks_objective(self, pool: str) -> bool | None:
+        snapshot = self._snapshot_of(pool)
+        return snapshot.speaks_objective if snapshot is not None else None
 
     def _objective_of(self, pool: str) -> str | None:
         """The objective the pool's predictor was last polled with: that of the EPP's predictions on spans."""

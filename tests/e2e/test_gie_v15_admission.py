@@ -31,7 +31,7 @@ import pytest
 from sloscope.conventions import FAILURE_REASONS
 from tests.integration.conftest import wait_until
 from tests.support.fleet.client import Call, Seen, send_all
-from tests.support.fleet.fleet import POD_PORT, Fleet, FleetSpec, PodSpec, running_fleet
+from tests.support.fleet.fleet import Fleet, FleetSpec, PodSpec, running_fleet
 from tests.support.series import page, samples, total
 
 pytestmark = pytest.mark.timeout(600)
@@ -59,7 +59,7 @@ def pod_gauges(fleet: Fleet) -> list[tuple[float, float]]:
     """(running requests, KV-cache usage) of each pod, from its own page: what the EPP scrapes every 50 ms."""
     out = []
     for pod in fleet.pods:
-        values = samples(page(f"http://{pod.address}:{POD_PORT}/metrics"))
+        values = samples(page(f"http://{pod.address}:{fleet.pod_port}/metrics"))
         out.append((total(values, "vllm:num_requests_running"), total(values, "vllm:kv_cache_usage_perc")))
     return out
 

@@ -37,7 +37,6 @@ from tests.support.series import page
 NAMESPACE = "fleet"
 POOL = "fleet-pool"
 MODEL = "fleet/sim-model"
-POD_PORT = 8000
 EPP_VERSION = "v1.5.0"
 SIM_VERSION = "v0.10.2"
 
@@ -91,6 +90,9 @@ class Fleet:
         self.sloscope_grpc, self.sloscope_http, self.sloscope_metrics = ports[0:3]
         self.epp_grpc, self.epp_health, self.epp_metrics = ports[3:6]
         self.gateway_port = ports[6]
+        # every pod listens on the pool's one target port, at an address of its own (127.0.0.<10+i>); a port of the
+        # fleet's own keeps two fleets on one machine apart
+        self.pod_port = ports[7]
         self.training_url = ""
         self.prediction_urls: list[str] = []
 
@@ -149,7 +151,7 @@ class Fleet:
                 "metadata": {"name": POOL, "namespace": NAMESPACE},
                 "spec": {
                     "selector": {"matchLabels": {"app": "fleet-sim"}},
-                    "targetPorts": [{"number": POD_PORT}],
+                    "targetPorts": [{"number": self.pod_port}],
                     "endpointPickerRef": {"name": "fleet-epp", "port": {"number": 9002}},
                 },
             },
@@ -267,7 +269,7 @@ class Fleet:
                 sys.executable,
                 "-m",
                 "tests.support.fleet.vllm_proxy",
-                f"--listen={address}:{POD_PORT}",
+                f"--listen={address}:{self.pod_port}",
                 f"--upstream=127.0.0.1:{sim_port}",
                 f"--pod={name}",
                 f"--namespace={NAMESPACE}",
@@ -277,7 +279,7 @@ class Fleet:
             _pythonpath(),
         )
         self.children.append(proxy)
-        wait_for(proxy, lambda: http_ok(f"http://{address}:{POD_PORT}/v1/models"), 30, "proxy /v1/models")
+        wait_for(proxy, lambda: http_ok(f"http://{address}:{self.pod_port}/v1/models"), 30, "proxy /v1/models")
         self.create_pod_object(name)
         return PodHandle(name, address, pod, sim, proxy)
 

@@ -77,7 +77,8 @@ def features_of(
     score = prefix_cache_score if prefix_cache_score is not None else settings.prefix_cache_score
     kv = min(max(engine.kv_cache_utilization or 0.0, 0.0), 1.0)
     score = min(max(score, 0.0), 1.0)
-    if generation == GIE_2025:
+    if generation != LLM_D:  # words and the pod's counts; GIE v1.5.0 adds the pod's role and in-flight tokens
+        v15 = generation == GIE_V15
         return Features(
             kv_cache_percentage=kv,
             input_token_length=round(prompt_tokens * settings.words_per_token),
@@ -85,18 +86,9 @@ def features_of(
             num_request_running=round(engine.running),
             num_tokens_generated=settings.tokens_generated,
             prefix_cache_score=score,
-        )
-    if generation == GIE_V15:  # words and the pod's counts, as late 2025, plus the pod's role and in-flight tokens
-        return Features(
-            kv_cache_percentage=kv,
-            input_token_length=round(prompt_tokens * settings.words_per_token),
-            num_request_waiting=round(engine.waiting),
-            num_request_running=round(engine.running),
-            num_tokens_generated=settings.tokens_generated,
-            prefix_cache_score=score,
-            pod_type=pod_type,
-            prefill_tokens_in_flight=0,  # the plugin's own counter: on no page
-            encoder=False,
+            pod_type=pod_type if v15 else "",
+            prefill_tokens_in_flight=0 if v15 else None,  # GIE v1.5.0: the plugin's own counter, on no page
+            encoder=not v15,  # (late 2025: no in-flight counts, so no encoder sizes either)
         )
     return Features(
         kv_cache_percentage=kv,

@@ -110,6 +110,7 @@ def test_a_healthy_predictor(
         training_samples={"ttft": 64.0},  # the recorded page keeps 6 of its 800 bucket lines
         objective=c.OBJECTIVE_QUANTILE,  # the late-2025 predictor states none
         untrained={"ttft": (), "tpot": ()},  # the probe got two different predictions
+        speaks_objective=False,  # the late-2025 predictor's /status states no objective_type
     )
     assert snapshot.coverage == {"ttft": 0.86909091, "tpot": 0.90526316}
     assert snapshot.model_age_seconds(NOW) == {"ttft": 600.0, "tpot": NOW - TPOT_WRITTEN}

@@ -69,19 +69,17 @@ def every_pod_busy_and_warm(fleet: Fleet) -> bool:
 
 
 def test_sheddable_requests_no_pod_can_serve_within_their_slo_are_refused_and_counted_bad(fleet: Fleet) -> None:
+    # Two long requests sent to each pod itself, past the EPP: what the EPP reads of the pods (running requests, KV
+    # cache) is their own pages, and no placement of the EPP's can leave a pod idle. (Through the gateway the EPP
+    # kept one pod idle for four rounds in one run.)
     busy: list[Seen] = []
-    senders = []
-    # critical requests until every pod runs one (the EPP spreads them; each round adds one a pod's worth)
-    for _ in range(4):
-        sender = threading.Thread(target=lambda: busy.extend(send_all(fleet.gateway_url, busy_calls(4), 4)))
+    senders = [
+        threading.Thread(target=lambda url: busy.extend(send_all(url, busy_calls(2), 2)), args=(pod_url,))
+        for pod_url in (f"http://{pod.address}:{fleet.pod_port}" for pod in fleet.pods)
+    ]
+    for sender in senders:
         sender.start()
-        senders.append(sender)
-        try:
-            wait_until(lambda: every_pod_busy_and_warm(fleet), timeout=5, what="every pod running a request")
-            break
-        except AssertionError:
-            continue
-    assert every_pod_busy_and_warm(fleet), pod_gauges(fleet)
+    wait_until(lambda: every_pod_busy_and_warm(fleet), timeout=20, what="every pod running a request")
 
     # a 1 ms TTFT target: no prediction is within it, and no pod is idle or cold
     tight = [Call(slo_ttft_ms=1, objective="sheddable", max_tokens=4) for _ in range(REFUSED)]
@@ -91,7 +89,7 @@ def test_sheddable_requests_no_pod_can_serve_within_their_slo_are_refused_and_co
         sender.join(120)
     assert [s.status for s in refused] == [500] * REFUSED, [(s.status, s.body) for s in refused]
     assert all("request cannot be admitted" in s.body for s in refused), refused[0].body
-    assert all(s.status == 200 for s in busy), [(s.status, s.body) for s in busy if s.status != 200]
+    assert [s.status for s in busy] == [200] * 2 * len(fleet.pods), [(s.status, s.body) for s in busy]
     served = len(busy)
 
     # the EPP's own account of the same refusals
@@ -109,8 +107,8 @@ def test_sheddable_requests_no_pod_can_serve_within_their_slo_are_refused_and_co
     # an HTTP 500 answered before any model server, with no span saying why: an error, not "shed"
     assert total(values, "sloscope_requests_failed_total", reason="error") == REFUSED
     assert total(values, "sloscope_requests_failed_total") == REFUSED
-    # a 1 ms target is the interactive class (TTFT targets up to 1 s); the busy requests are standard (60 s)
+    # a 1 ms target is the interactive class (TTFT targets up to 1 s); the busy requests passed no gateway, so no
+    # SLO header reached sloscope: no class ("none")
     assert total(values, "sloscope_slo_requests_total", slo_class="interactive", slo="ttft") == REFUSED
     assert total(values, "sloscope_slo_violations_total", slo_class="interactive", slo="ttft") == REFUSED
-    assert total(values, "sloscope_slo_requests_total", slo_class="standard", slo="ttft") == served
-    assert total(values, "sloscope_slo_violations_total", slo_class="standard", slo="ttft") == 0
+    assert total(values, "sloscope_requests_total", slo_class="none") == served

@@ -29,7 +29,6 @@ import argparse
 import multiprocessing
 import os
 import pickle
-import socket
 import statistics
 import subprocess
 import sys
@@ -64,6 +63,7 @@ from run import (
     wait_quiet,
     write_results,
 )
+from sloscope.demo.ports import free_port
 
 ROOT = BENCH.parent
 COLLECTOR = ROOT / ".tools" / "bin" / "otelcol-sloscope"
@@ -76,12 +76,6 @@ PAYLOAD_SETS = ("two-span", "llm-d")
 TRANSPORTS = ("http", "grpc")
 ENGINES = ("native", "python")
 COLLECTOR_LABEL = "collector"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 # ---- the servers ---------------------------------------------------------------------------------------------

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from sloscope.demo.ports import free_ports
 from tests.integration.conftest import wait_until
 from tests.support.fleet.fleet import NAMESPACE, POOL, Fleet, FleetSpec, PodSpec, running_fleet
 from tests.support.fleet.process import logged, spawn, wait_for
-from tests.support.otelcol import free_ports
 from tests.support.series import label_values, page, samples
 
 pytestmark = pytest.mark.timeout(600)

@@ -17,12 +17,11 @@ from typing import Any
 import pytest
 import yaml
 
+from sloscope.service.server import BoundPorts
 from tests.conftest import tool
 from tests.support.jaeger import Jaeger, start_jaeger
 from tests.support.series import Samples, page, samples
 from tests.support.serving import RunningServer
-
-_LISTENING = re.compile(r"otlp_grpc=\S+:(\d+) otlp_http=\S+:(\d+) metrics=\S+:(\d+)")
 
 
 @dataclass
@@ -155,9 +154,9 @@ def start_server(
         assert process.stderr is not None
         for line in process.stderr:
             log.append(line.rstrip())
-            match = _LISTENING.search(line)
-            if match and not ports:
-                ports.extend(int(g) for g in match.groups())
+            bound = BoundPorts.from_log(line)
+            if bound is not None and not ports:
+                ports.extend((bound.otlp_grpc, bound.otlp_http, bound.metrics))
                 found.set()
         found.set()
 

@@ -13,6 +13,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from sloscope.config import Settings
+from sloscope.demo.ports import free_port
 from sloscope.loading import default_spec
 from sloscope.receivers.otlp_http import PROTOBUF
 from sloscope.service.server import Service
@@ -89,13 +90,6 @@ def test_stop_without_start_and_twice_is_harmless() -> None:
         await service.stop()
 
     asyncio.run(run())
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def test_a_new_instance_can_reuse_the_same_ports() -> None:

@@ -24,6 +24,7 @@ from prometheus_client import CollectorRegistry
 
 from sloscope import __version__
 from sloscope.config import Export
+from sloscope.demo.ports import free_ports
 from sloscope.publishers.otlp_export import OTLPExport
 from sloscope.publishers.sinks import SinkMetrics
 from sloscope.testing import gateway_attributes, vllm_attributes
@@ -37,7 +38,7 @@ from tests.support.evaluation_records import (
     met_record,
     violating_record,
 )
-from tests.support.jaeger import Jaeger, StoredSpan, free_ports
+from tests.support.jaeger import Jaeger, StoredSpan
 
 from .conftest import Server, wait_until
 

@@ -11,6 +11,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from sloscope.config import Pool, Scrape
+from sloscope.demo.ports import free_port
 from sloscope.processors.pod_history import PodHistory
 from sloscope.publishers.pod_state import PodStateCollector
 from sloscope.receivers.discovery import Target
@@ -51,12 +52,6 @@ def scrapes(registry: CollectorRegistry, result: str) -> float:
 
 def gauge(registry: CollectorRegistry, name: str, pod: str) -> float | None:
     return registry.get_sample_value(name, {"pool": "pool-a", "pod": pod})
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def test_every_failure_is_one_counted_result_and_a_down_pod(shared: Path) -> None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import base64
 import math
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -50,6 +49,7 @@ from sloscope.conventions import (
     SPANS_RECEIVED,
     TRACES_JOINED,
 )
+from sloscope.demo.ports import free_port
 from tests.support.page_server import PageServer
 
 pytestmark = pytest.mark.integration
@@ -462,12 +462,6 @@ def openmetrics() -> str:
             for minute, value in enumerate(values):
                 lines.append(f"{name}{{{text}}} {value} {int(T0.timestamp()) + 60 * minute}")
     return "\n".join([*lines, "# EOF", ""])
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ with its userinfo masked; a target address used as the pod name loses its userin
 from __future__ import annotations
 
 import base64
-import socket
 import time
 import urllib.request
 from collections.abc import Callable
@@ -20,6 +19,7 @@ import pytest
 import yaml
 
 from sloscope import conventions as c
+from sloscope.demo.ports import free_port as refused_port
 from sloscope.testing import export_request, gateway_attributes, span, vllm_attributes
 from tests.integration.conftest import Server, wait_until
 from tests.support.page_server import PageServer, vllm_page
@@ -28,13 +28,6 @@ pytestmark = pytest.mark.integration
 
 SECRET = "s3cret-Pa55"
 USERINFO = f"sloscope:{SECRET}@"
-
-
-def refused_port() -> int:
-    """A loopback port nobody listens on (bound once, then released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def send_one(server: Server, pod: str) -> None:

@@ -14,8 +14,8 @@ from typing import Any
 
 import yaml
 
+from sloscope.demo.ports import free_ports
 from tests.support import otelcol
-from tests.support.otelcol import free_ports
 
 
 def loadbalancing_config(otlp_grpc: int, otlp_http: int, replicas: list[str]) -> dict[str, Any]:

@@ -18,8 +18,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from sloscope.demo.ports import free_ports
 from tests.support import otelcol
-from tests.support.otelcol import free_ports
 
 CONFIG = """\
 service:

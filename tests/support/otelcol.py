@@ -6,27 +6,12 @@ runs (the receivers start last), stopped with SIGTERM.
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 READY = "Everything is ready"
-
-
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct loopback ports free right now (held open together so they differ)."""
-    sockets = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            sockets.append(s)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 def start(binary: Path, config: Path, what: str) -> tuple[subprocess.Popen[str], list[str]]:

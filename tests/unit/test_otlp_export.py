@@ -22,6 +22,7 @@ from prometheus_client import CollectorRegistry
 
 from sloscope import __version__
 from sloscope.config import Export
+from sloscope.demo.ports import free_ports
 from sloscope.publishers import evaluation_span as ox
 from sloscope.publishers.evaluation_span import evaluation_attributes, status_description
 from sloscope.publishers.otlp_export import OTLPExport, http_traces_url
@@ -39,7 +40,6 @@ from tests.support.evaluation_records import (
     met_record,
     violating_record,
 )
-from tests.support.jaeger import free_ports
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "otlp-export.md"
 

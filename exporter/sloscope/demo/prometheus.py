@@ -12,11 +12,11 @@ import asyncio
 import contextlib
 import shutil
 import signal
-import socket
 from pathlib import Path
 
 import yaml
 
+from sloscope.demo.ports import free_port
 from sloscope.generators import RULES_FILE
 
 __all__ = ["PrometheusServer", "find_prometheus"]
@@ -31,12 +31,6 @@ def find_prometheus(given: str | None = None) -> Path | None:
         if candidate and Path(candidate).is_file():
             return Path(candidate)
     return None
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class PrometheusServer:
@@ -56,7 +50,7 @@ class PrometheusServer:
         self._metrics_port = metrics_port
         self._rule_files = rule_files
         self._interval = interval
-        self.port = _free_port()
+        self.port = free_port()
         self._process: asyncio.subprocess.Process | None = None
 
     @property

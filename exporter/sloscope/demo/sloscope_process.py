@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import re
 import signal
 import sys
 from dataclasses import dataclass
@@ -20,11 +19,11 @@ from typing import Any
 import yaml
 
 from sloscope.demo.router import REFRESH_SECONDS
+from sloscope.service.server import BoundPorts
 
 __all__ = ["FAILURE_WINDOW_SECONDS", "SloscopeProcess", "demo_settings"]
 
 FAILURE_WINDOW_SECONDS = 4.0  # join.failure_window_seconds of the llm-d demo (the default is 15 s)
-_LISTENING = re.compile(r"otlp_grpc=\S+:(\d+) otlp_http=\S+:(\d+) metrics=\S+:(\d+)")
 
 
 def demo_settings(
@@ -132,9 +131,9 @@ class SloscopeProcess:
                 if not line:
                     raise RuntimeError("sloscope serve exited")
                 log.write(line)
-                match = _LISTENING.search(line)
-                if match:
-                    self.grpc_port, self.http_port, self.metrics_port = (int(g) for g in match.groups())
+                bound = BoundPorts.from_log(line)
+                if bound is not None:
+                    self.grpc_port, self.http_port, self.metrics_port = bound.otlp_grpc, bound.otlp_http, bound.metrics
                     return
 
     async def _copy_log(self, process: asyncio.subprocess.Process) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import signal
 import socket
 from collections.abc import Iterator
@@ -46,6 +47,7 @@ _FLUSH_RESERVE_SECONDS = 2.0  # of shutdown_grace_seconds, kept for writing the 
 _HTTP_STOP_SECONDS = 3.0  # uvicorn's graceful wait (timeout_graceful_shutdown=2) and a second to close
 _STEP_SECONDS = 1.0
 _DATE_HEADER_SECONDS = 1.0  # the Date header's resolution
+_LISTENING = re.compile(r"sloscope listening: otlp_grpc=\S+:(\d+) otlp_http=\S+:(\d+) metrics=\S+:(\d+)")
 
 
 class _Server(uvicorn.Server):
@@ -87,6 +89,13 @@ class BoundPorts:
     otlp_grpc: int
     otlp_http: int
     metrics: int
+
+    @classmethod
+    def from_log(cls, line: str) -> BoundPorts | None:
+        """The ports of a ``sloscope listening:`` start-up line, else None: how a parent that started ``serve``
+        with port 0 (the kernel's choice, so no other process can take it first) learns them."""
+        match = _LISTENING.search(line)
+        return cls(*(int(g) for g in match.groups())) if match else None
 
 
 def _bind(host: str, port: int) -> socket.socket:

@@ -29,9 +29,10 @@ from typing import Any
 
 import yaml
 
+from sloscope.demo.ports import free_ports
+from sloscope.service.server import BoundPorts
 from tests.support.fleet.kube import ControlPlane, User, random_token
 from tests.support.fleet.process import Child, http_ok, logged, spawn, wait_for
-from tests.support.otelcol import free_ports
 from tests.support.series import page
 
 NAMESPACE = "fleet"
@@ -86,13 +87,14 @@ class Fleet:
         self.kube = ControlPlane(tools, folder)
         self.pods: list[PodHandle] = []
         self.children: list[Child] = []
-        ports = free_ports(9)
-        self.sloscope_grpc, self.sloscope_http, self.sloscope_metrics = ports[0:3]
-        self.epp_grpc, self.epp_health, self.epp_metrics = ports[3:6]
-        self.gateway_port = ports[6]
+        # sloscope binds port 0 and logs what it bound (read back in _start_sloscope)
+        self.sloscope_grpc = self.sloscope_http = self.sloscope_metrics = 0
+        ports = free_ports(5)
+        self.epp_grpc, self.epp_health, self.epp_metrics = ports[0:3]
+        self.gateway_port = ports[3]
         # every pod listens on the pool's one target port, at an address of its own (127.0.0.<10+i>); a port of the
         # fleet's own keeps two fleets on one machine apart
-        self.pod_port = ports[7]
+        self.pod_port = ports[4]
         self.training_url = ""
         self.prediction_urls: list[str] = []
 
@@ -206,9 +208,9 @@ class Fleet:
         settings: dict[str, Any] = {
             "listeners": {
                 "host": "127.0.0.1",
-                "otlp_grpc_port": self.sloscope_grpc,
-                "otlp_http_port": self.sloscope_http,
-                "metrics_port": self.sloscope_metrics,
+                "otlp_grpc_port": 0,
+                "otlp_http_port": 0,
+                "metrics_port": 0,
             },
             "final_scrape_wait_seconds": 0,
             "scrape": {"interval_seconds": 1.0, "timeout_seconds": 1.0},
@@ -238,7 +240,20 @@ class Fleet:
         path.write_text(yaml.safe_dump(settings, sort_keys=False))
         child = spawn("sloscope", [sys.executable, "-m", "sloscope", "serve", "--config", path], self.folder)
         self.children.append(child)
+        wait_for(child, lambda: self._sloscope_bound(child), 60, "sloscope's listening line")
         wait_for(child, lambda: http_ok(self.sloscope_url("/metrics")), 60, "sloscope /metrics")
+
+    def _sloscope_bound(self, child: Child) -> bool:
+        for line in child.log.read_text(errors="replace").splitlines():
+            bound = BoundPorts.from_log(line)
+            if bound is not None:
+                self.sloscope_grpc, self.sloscope_http, self.sloscope_metrics = (
+                    bound.otlp_grpc,
+                    bound.otlp_http,
+                    bound.metrics,
+                )
+                return True
+        return False
 
     def _start_pod(self, index: int, pod: PodSpec) -> PodHandle:
         name = f"sim-{index}"

@@ -20,8 +20,8 @@ from typing import Any
 
 import yaml
 
+from sloscope.demo.ports import free_ports
 from tests.support.fleet.process import Child, http_ok, spawn, wait_for
-from tests.support.otelcol import free_ports
 
 ADMIN = "fleet-admin"
 _INSECURE = ssl.create_default_context()

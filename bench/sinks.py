@@ -43,6 +43,7 @@ from sloscope.processors.evaluator import SLOEvaluator  # noqa: E402
 from sloscope.processors.pod_history import PodHistory  # noqa: E402
 from sloscope.processors.predictions import Pending, PredictionSeries, PredictionTracker  # noqa: E402
 from sloscope.processors.running_slos import RunningSLOs  # noqa: E402
+from sloscope.processors.streaming_modes import StreamingModes  # noqa: E402
 from sloscope.publishers.otlp_export import OTLPExport  # noqa: E402
 from sloscope.publishers.prometheus import PrometheusPublisher  # noqa: E402
 from sloscope.publishers.sinks import SinkMetrics  # noqa: E402
@@ -108,6 +109,7 @@ def main() -> None:
             series=PredictionSeries(CollectorRegistry(), ["pool-a"]),
             labels=lambda request: ("llama", "pool-a"),
             predicted_pools=set(),
+            streaming_of=StreamingModes({}, default=True).streaming,
             sink=sink,
         )
 

@@ -38,6 +38,7 @@ from sloscope.processors.joined_batch import EvaluatedBatch  # noqa: E402
 from sloscope.processors.pod_history import PodHistory  # noqa: E402
 from sloscope.processors.predictions import PredictionSeries, PredictionTracker  # noqa: E402
 from sloscope.processors.running_slos import RunningSLOs  # noqa: E402
+from sloscope.processors.streaming_modes import StreamingModes  # noqa: E402
 from sloscope.publishers.prometheus import PrometheusPublisher  # noqa: E402
 from sloscope.receivers.discovery import Target  # noqa: E402
 from sloscope.receivers.protocols import PodState  # noqa: E402
@@ -91,6 +92,7 @@ class Stage:
             labels=self.publisher.model_and_pool,
             batch_labels=self.publisher.batch_model_and_pool,
             predicted_pools={"pool-a", "pool-b"} if shadow else set(),
+            streaming_of=StreamingModes({}, default=True).streaming,
             sink=self.records.append if scenario == "store" else None,
             sink_all=self.records.extend if scenario == "store" else None,
         )

@@ -16,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sloscope import conventions as c
 from sloscope.config import PredictorServers
 from sloscope.predictor.health import PredictorHealth, PredictorSnapshot, ServerStatus
+from sloscope.processors.streaming_modes import StreamingModes
 from sloscope.publishers.predictor_health import PredictorHealthCollector
 from sloscope.telemetry import Telemetry
 from tests.support.prediction_server import PredictionBehaviour, PredictionServer
@@ -256,7 +257,9 @@ def test_the_published_series(
     health = poller.health
     clock = Clock(NOW)
     registry = CollectorRegistry()
-    registry.register(PredictorHealthCollector(lambda: [health.snapshot], clock))
+    registry.register(
+        PredictorHealthCollector(lambda: [health.snapshot], StreamingModes({}, default=True).streaming, clock)
+    )
     got = {
         (s.name, tuple(sorted(s.labels.items()))): s.value
         for family in text_string_to_metric_families(generate_latest(registry).decode())

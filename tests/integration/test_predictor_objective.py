@@ -34,6 +34,7 @@ from sloscope.predictor.features import Features
 from sloscope.predictor.health import PredictorHealth, PredictorSnapshot
 from sloscope.predictor.reset import MARKER_CONSTANT, MARKER_NO_SAMPLES, PROBE
 from sloscope.processors.predictions import PredictionSeries
+from sloscope.processors.streaming_modes import StreamingModes
 from sloscope.publishers.predictor_health import PredictorHealthCollector
 from sloscope.telemetry import Telemetry
 from tests.support.prediction_server import PredictionBehaviour, PredictionServer, predicted_tpot_ms, predicted_ttft_ms
@@ -65,7 +66,10 @@ def polls(
                 if index and between is not None:
                     between(index)
                 snapshots.append(await health.poll_once())
-            return [snapshots, PredictorHealthCollector(lambda: [health.snapshot])]
+            return [
+                snapshots,
+                PredictorHealthCollector(lambda: [health.snapshot], StreamingModes({}, default=True).streaming),
+            ]
 
     return asyncio.run(run())
 

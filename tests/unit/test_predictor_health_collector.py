@@ -7,6 +7,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from sloscope import conventions as c
 from sloscope.predictor.health import PredictorSnapshot, ServerStatus
+from sloscope.processors.streaming_modes import StreamingModes
 from sloscope.publishers.predictor_health import PredictorHealthCollector
 from tests.support.series import Samples
 from tests.support.series import samples as page_samples
@@ -39,7 +40,7 @@ def base_snapshot(**changes: object) -> PredictorSnapshot:
 
 def registry_with(snapshots: list[PredictorSnapshot | None], clock: FakeClock) -> CollectorRegistry:
     registry = CollectorRegistry()
-    registry.register(PredictorHealthCollector(lambda: snapshots, clock))
+    registry.register(PredictorHealthCollector(lambda: snapshots, StreamingModes({}, default=True).streaming, clock))
     return registry
 
 
@@ -105,7 +106,7 @@ def test_describe_names_the_families_without_reading_snapshots() -> None:
     def never() -> list[PredictorSnapshot | None]:
         raise AssertionError("describe must not collect")
 
-    collector = PredictorHealthCollector(never)
+    collector = PredictorHealthCollector(never, StreamingModes({}, default=True).streaming)
     assert [m.name for m in collector.describe()] == [
         c.PREDICTOR_UP.name,
         c.PREDICTOR_MODEL_AGE_SECONDS.name,
@@ -125,7 +126,9 @@ def test_with_streaming_off_the_tpot_model_is_neither_stale_nor_untrained() -> N
     llm-d-router): its age grows and it keeps its default, which is no fault of the predictor's."""
     snapshot = base_snapshot(untrained={"ttft": (), "tpot": ("no training samples",)})
     registry = CollectorRegistry()
-    registry.register(PredictorHealthCollector(lambda: [snapshot], FakeClock(2000.0), streaming_of=lambda pool: False))
+    registry.register(
+        PredictorHealthCollector(lambda: [snapshot], StreamingModes({}, default=False).streaming, FakeClock(2000.0))
+    )
     values = samples(registry)
     assert values[key(c.PREDICTOR_MODEL_AGE_SECONDS.name, pool="pool-a", signal="ttft")] == 1000.0
     assert values[key(c.PREDICTOR_TRAINED.name, pool="pool-a", signal="ttft")] == 1.0

@@ -23,6 +23,7 @@ from sloscope.processors.pod_history import PodHistory
 from sloscope.processors.predictions import PredictionSeries, PredictionTracker
 from sloscope.processors.running_slos import RunningSLOs
 from sloscope.processors.shadow import ShadowPredictor
+from sloscope.processors.streaming_modes import StreamingModes
 from sloscope.receivers.discovery import Target
 from sloscope.receivers.protocols import PodState
 from sloscope.records import JoinedRequest, RequestRecord
@@ -74,6 +75,7 @@ class Pools:
             series=series,
             labels=lambda request: ("llama", "pool-a" if request.pod == "vllm-a" else "pool-b"),
             predicted_pools=set(PODS),
+            streaming_of=StreamingModes({}, default=True).streaming,
             rng=random.Random(7),
             sink=self.records.append,
         )

@@ -36,6 +36,7 @@ from sloscope.predictor.features import Features
 from sloscope.processors.pod_history import PodHistory, PodKey
 from sloscope.processors.running_slos import RunningSLOs
 from sloscope.processors.shadow import RoutingFeatures
+from sloscope.processors.streaming_modes import first_signal
 from sloscope.slo.headroom import is_positive, tpot_headroom, ttft_headroom
 from sloscope.slo.spec import SLOClass, SLOSpec
 
@@ -69,12 +70,12 @@ class LiveHeadroom(Collector):
         clients: Mapping[str, PredictionClient],
         settings: Headroom,
         predictions: Predictions,
+        streaming_of: Callable[[str], bool],
         features: RoutingFeatures | None = None,
         clock: Callable[[], float] = time.time,
-        streaming_of: Callable[[str], bool] | None = None,
     ) -> None:
-        """``streaming_of(pool)``: whether the pool's EPP streams (None: every pool does)."""
-        self._streaming_of = streaming_of or (lambda pool: True)
+        """``streaming_of(pool)``: whether the pool's EPP streams (off: the first signal is end-to-end latency)."""
+        self._streaming_of = streaming_of
         self._classes = [cls for cls in spec.classes if any(t is not None for t in cls.reference_targets())]
         self._history = history
         self._running = running
@@ -158,7 +159,7 @@ class LiveHeadroom(Collector):
                 count = sum(1 for row in rows if row.slo_class == cls.name and row.positive)
                 positive.add_metric([pool, cls.name], float(count))
             for row in rows:
-                first = c.SIGNAL_TTFT if row.streaming else c.SIGNAL_E2E
+                first = first_signal(row.streaming)
                 for signal, value in ((first, row.ttft), (c.SIGNAL_TPOT, row.tpot)):
                     if value is not None:
                         pods.add_metric([pool, row.pod, signal, row.slo_class], value)

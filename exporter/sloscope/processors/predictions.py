@@ -38,6 +38,7 @@ from sloscope.processors.joined_batch import EvaluatedBatch
 from sloscope.processors.pod_history import PodHistory, PodKey
 from sloscope.processors.prediction_batch import Comparisons, Events
 from sloscope.processors.running_slos import RunningSLOs
+from sloscope.processors.streaming_modes import first_signal
 from sloscope.processors.tracker_rows import TrackerRows, e2e_seconds
 from sloscope.publishers.batch_rows import observe_groups
 from sloscope.publishers.buckets import HEADROOM_BUCKETS, RATIO_BUCKETS
@@ -287,17 +288,17 @@ class PredictionTracker:
         series: PredictionSeries,
         labels: Callable[[JoinedRequest], tuple[str, str]],
         predicted_pools: set[str],
+        streaming_of: Callable[[str], bool],
         quantile_of: Callable[[str], float | None] = lambda pool: None,
         objective_of: Callable[[str], str | None] = lambda pool: None,
         rng: random.Random | None = None,
         sink: Callable[[RequestRecord], None] | None = None,
         sink_all: Callable[[list[RequestRecord]], None] | None = None,
         batch_labels: Callable[[EvaluatedBatch], tuple[Column, Column] | None] | None = None,
-        streaming_of: Callable[[str], bool] | None = None,
     ) -> None:
         """``streaming_of(pool)``: whether the pool's EPP runs its latency plugin with streaming on
         (:class:`~sloscope.processors.streaming_modes.StreamingModes`); off, its predicted TTFT is compared with the
-        request's end-to-end latency as signal ``e2e`` and its TPOT is not compared. None: every pool streams."""
+        request's end-to-end latency as signal ``e2e`` and its TPOT is not compared."""
         self._settings = settings
         self._buffer = headroom.slo_buffer_factor
         self._history = history
@@ -312,7 +313,7 @@ class PredictionTracker:
         self._sink = sink  # record sinks (store, OTLP export); None: nothing is recorded
         self._sink_all = sink_all  # the same sinks, handed a batch's records at once (None: one at a time)
         self._batch_labels = batch_labels  # the labels of a batch's rows, as ``labels`` gives them per request
-        self._streaming_of = streaming_of or (lambda pool: True)
+        self._streaming_of = streaming_of
         # One queue per pool, each of at most max_pending: a pool whose predictor is slow fills its own only.
         self._pending: dict[str, deque[Pending]] = {}
         self._lock = threading.Lock()
@@ -614,7 +615,7 @@ class PredictionTracker:
         first_headroom = tpot_headroom_value = None
         if predicted_ttft is not None and slo_ttft is not None:  # with streaming off, as the EPP: e2e against TTFT
             first_headroom = ttft_headroom_of(slo_ttft, predicted_ttft)
-            series.headroom(labels, c.SIGNAL_TTFT if streaming else c.SIGNAL_E2E, first_headroom, trace_id)
+            series.headroom(labels, first_signal(streaming), first_headroom, trace_id)
         if streaming and predicted_tpot is not None and slo_tpot is not None:
             tpot_headroom_value = tpot_headroom(slo_tpot, predicted_tpot, self._buffer, pending.tightest_running)
             series.headroom(labels, c.SIGNAL_TPOT, tpot_headroom_value, trace_id)

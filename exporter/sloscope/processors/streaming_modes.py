@@ -22,7 +22,9 @@ import logging
 from collections.abc import Mapping
 from typing import NamedTuple
 
-__all__ = ["BASIS_DEFAULT", "BASIS_PAGE", "BASIS_SETTING", "StreamingMode", "StreamingModes"]
+from sloscope import conventions as c
+
+__all__ = ["BASIS_DEFAULT", "BASIS_PAGE", "BASIS_SETTING", "StreamingMode", "StreamingModes", "first_signal"]
 
 BASIS_PAGE = "page"  # the EPP's page showed it
 BASIS_SETTING = "setting"  # the pool's streaming_mode setting
@@ -31,6 +33,11 @@ BASIS_DEFAULT = "default"  # neither: the upstream default, off
 UPSTREAM_DEFAULT = False
 
 log = logging.getLogger(__name__)
+
+
+def first_signal(streaming: bool) -> str:
+    """The signal a pool's predicted "TTFT" stands for: ``ttft`` with streaming on, ``e2e`` with it off."""
+    return c.SIGNAL_TTFT if streaming else c.SIGNAL_E2E
 
 
 class StreamingMode(NamedTuple):

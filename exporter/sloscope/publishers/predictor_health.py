@@ -50,13 +50,13 @@ class PredictorHealthCollector(Collector):
     def __init__(
         self,
         snapshots: Callable[[], Iterable[PredictorSnapshot | None]],
+        streaming_of: Callable[[str], bool],
         clock: Callable[[], float] = time.time,
-        streaming_of: Callable[[str], bool] | None = None,
     ) -> None:
-        """``streaming_of(pool)``: whether the pool's EPP streams (None: every pool does)."""
+        """``streaming_of(pool)``: whether the pool's EPP streams (off: its TPOT model is never trained)."""
         self._snapshots = snapshots
         self._clock = clock
-        self._streaming_of = streaming_of or (lambda pool: True)
+        self._streaming_of = streaming_of
 
     def describe(self) -> Iterator[Metric]:
         for definition in _DEFINITIONS:

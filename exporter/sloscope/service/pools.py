@@ -200,9 +200,7 @@ class PoolMonitor:
         registry.register(PodStateCollector(self.history, names))
         registry.register(StreamingModeCollector(self.streaming))
         registry.register(self.engine_latency)
-        registry.register(
-            PredictorHealthCollector(lambda: [h.snapshot for h in self.health], streaming_of=self.streaming.streaming)
-        )
+        registry.register(PredictorHealthCollector(lambda: [h.snapshot for h in self.health], self.streaming.streaming))
         registry.register(self.headroom)
         registry.register(
             EPPCollector(

@@ -8,6 +8,7 @@ separate, team-owned file (:mod:`sloscope.slo.spec`); ``slo_spec`` only says whe
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from pathlib import Path
@@ -20,6 +21,7 @@ from sloscope.receivers.protocols import ALIASES, MetricSpec
 from sloscope.store.replica import REPLICA_ID_PATTERN
 
 _CAPPED_LABELS = {"model": 50, "pool": 50, "slo_class": 20, "pod": 2000}
+GATEWAY_MEMORY_SECONDS = 600.0  # join.wait_for_gateway "auto": a gateway span this recent says the gateway traces
 
 
 class _Section(BaseModel):
@@ -311,6 +313,12 @@ class Join(_Section):
         "(vLLM prefixes the x-request-id it was given: chatcmpl-<id>, and cmpl-<id>-<prompt index> for completions).",
     )
 
+    @property
+    def gateway_memory_seconds(self) -> float:
+        """How recently a gateway span must have arrived for a model-server span to wait for its own: what
+        ``wait_for_gateway`` means to both joins (infinite: always; negative: never)."""
+        return {"auto": GATEWAY_MEMORY_SECONDS, "always": math.inf, "never": -1.0}[self.wait_for_gateway]
+
     @field_validator("request_id_pattern")
     @classmethod
     def _has_id_group(cls, value: str) -> str:
@@ -351,6 +359,15 @@ class Join(_Section):
         gt=0,
         description="How long after a gateway span arrives to wait for its model-server span before the request "
         "counts as failed (exporters batch for up to 5 s each, so keep this well above the join window).",
+    )
+    wait_for_gateway: Literal["auto", "always", "never"] = Field(
+        default="auto",
+        description="Whether a model-server span with no gateway span above it waits, up to window_seconds, for a "
+        "gateway span that may still come: when the caller's traceparent wins, the EPP's gateway.request is a "
+        "sibling of the model-server span, and the EPP's batch exporter sends it after the model server's. 'auto' "
+        "waits while a gateway span (a late one too) has arrived in the last ten minutes: the traffic says the "
+        "gateway traces, so only the requests before sloscope's first gateway span can miss theirs; 'always' and "
+        "'never' decide without the traffic.",
     )
     max_request_seconds: float = Field(
         default=600.0,

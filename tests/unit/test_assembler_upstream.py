@@ -147,6 +147,56 @@ def test_vllm_under_the_callers_span_joins_its_gateway_by_request_id() -> None:
     ]
 
 
+CLIENT = 900  # the caller's own span, the trace root, exported by the client
+
+
+def client_call(trace: int, call: str) -> tuple[Span, list[Span], Span]:
+    """A call whose caller's traceparent won at the gateway: the client's span (the root), the EPP's spans and the
+    vLLM span both under it. The EPP's Go batch processor sends its spans after vLLM's (measured 0.5-0.8 s)."""
+    headers = {"http.request.header.x-request-id": [call], "http.request.header.x-llm-d-slo-ttft-ms": ["200"]}
+    client = span(trace, CLIENT, "POST /v1/chat/completions", headers, parent=0, resource={"service.name": "client"})
+    vllm = vllm033(trace, 19, CLIENT, pod_name="vllm-a", request_id=f"chatcmpl-{call}")
+    return client, epp_call(trace, 10, request_id=call, parent=CLIENT), vllm
+
+
+def test_a_gateway_span_sent_after_vllms_keeps_its_request_once_the_gateway_is_known_to_trace() -> None:
+    """join.wait_for_gateway auto: before any gateway span, a trace whose chain to its root is complete is a request
+    at once, and its EPP spans, a second late, are dropped; that late gateway span tells the gateway traces, so
+    the next call waits for its own (up to the window) and keeps its routing."""
+    h = Harness()
+    client, epp, vllm = client_call(1, "a")
+    h.feed(client, vllm)
+    h.advance(1.0)
+    h.feed(*epp)
+    assert [(r.request_id, r.routing, r.slo_ttft_ms) for r in h.emitted] == [("a", c.ROUTING_UNKNOWN, 200.0)]
+    assert h.dropped == {c.DROP_LATE: 1}  # gateway.request, under the emitted client span
+    client, epp, vllm = client_call(2, "b")
+    h.feed(client, vllm)
+    h.advance(1.0)
+    assert len(h.emitted) == 1  # b waits
+    h.feed(*epp)
+    assert [(r.request_id, r.routing, r.slo_ttft_ms, r.outcome) for r in h.emitted[1:]] == [
+        ("b", c.ROUTING_PREDICTED, 200.0, c.OUTCOME_JOINED)
+    ]
+    assert h.dropped == {c.DROP_LATE: 1}  # none of b's
+    h.advance(601.0)  # over ten minutes without a gateway span: the next call is a request at once again
+    client, _, vllm = client_call(3, "c")
+    h.feed(client, vllm)
+    assert [r.request_id for r in h.emitted] == ["a", "b", "c"]
+
+
+@pytest.mark.parametrize(("setting", "waits"), [("always", True), ("never", False)], ids=["always", "never"])
+def test_waiting_for_the_gateway_can_be_set(setting: str, waits: bool) -> None:
+    h = Harness(wait_for_gateway=setting)
+    h.feed(*client_call(1, "a")[1])  # a gateway span: auto would wait from here on
+    h.advance(20.0)  # its failure window passes: a failed request
+    client, _, vllm = client_call(2, "b")
+    h.feed(client, vllm)
+    assert [r.request_id for r in h.emitted] == (["a"] if waits else ["a", "b"])
+    h.advance(5.0)  # the window ends the wait with what the trace has: the client's span
+    assert [(r.request_id, r.routing) for r in h.emitted[1:]] == [("b", c.ROUTING_UNKNOWN)]
+
+
 def nixl_request(trace: int, *, true_ttft_ms: float = 150.0) -> list[Span]:
     """A P/D request through the sidecar's NIXL connector: decode is a child of prefill (connector_nixlv2.go:87,296)."""
     epp = epp_call(trace, 10, request_id="pd", parent=0)

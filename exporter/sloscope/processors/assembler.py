@@ -90,6 +90,9 @@ class TraceAssembler:
         self._companions_by_request_id: dict[str, str] = {}  # request id -> trace id
         self._anchors_by_request_id: dict[str, tuple[str, str]] = {}  # request id -> (trace id, span id)
         self._answered: Recent[str, None] = Recent(join.max_done_traces)  # request ids of emitted model-server spans
+        self._gateway_memory = join.gateway_memory_seconds
+        self._gateway_seen: float | None = None  # when the last gateway span arrived, late ones included
+        self._now = 0.0  # the clock at the batch being consumed
 
     @property
     def pending(self) -> int:
@@ -102,7 +105,7 @@ class TraceAssembler:
     # ---- input ------------------------------------------------------------------------------
 
     def consume(self, spans: list[Span]) -> None:
-        now = self._clock()
+        now = self._now = self._clock()
         touched: dict[str, None] = {}
         for span in spans:
             if self._add(span, now):
@@ -124,6 +127,8 @@ class TraceAssembler:
 
     def _add(self, span: Span, now: float) -> bool:
         trace_id = span.trace_id
+        if span.name in self._gateway_names:
+            self._gateway_seen = now
         done = self._done.get(trace_id)
         if done is not None:
             verdict = done.verdict(span)
@@ -329,14 +334,16 @@ class TraceAssembler:
             if not trace.chain_complete(anchors[0]):
                 continue
             gateway_trace = self._gateway_trace(trace, anchors[0])
+            waits = self._awaits_gateway()
             if gateway_trace is not None:  # the EPP's spans in a trace of their own (a gateway forwarded another)
                 self._lend(gateway_trace)
                 self._emit_group(trace_id, trace, key, c.OUTCOME_JOINED_BY_REQUEST_ID, gateway_trace, anchors=anchors)
-            elif scope := self._scope(trace, key, anchors):
+            elif not waits and (scope := self._scope(trace, key, anchors)):
                 self._emit_group(trace_id, trace, key, c.OUTCOME_JOINED, anchors=anchors, scope=scope)
             elif not self._join.by_request_id:
-                self._emit_group(trace_id, trace, key, c.OUTCOME_ANCHOR_ONLY)
-            elif (other := self._companion_trace(anchors[0])) is not None:
+                if not waits:
+                    self._emit_group(trace_id, trace, key, c.OUTCOME_ANCHOR_ONLY)
+            elif (other := self._companion_trace(anchors[0])) is not None and other is not trace:
                 self._lend(other)
                 self._emit_group(trace_id, trace, key, c.OUTCOME_JOINED_BY_REQUEST_ID, other)
             else:
@@ -345,6 +352,12 @@ class TraceAssembler:
                     self._anchors_by_request_id[request_id] = (trace_id, anchors[0].span_id)
                     trace.anchor_request_ids.append(request_id)
         self._close_if_finished(trace_id, trace)
+
+    def _awaits_gateway(self) -> bool:
+        """A request no gateway span claims waits for one, up to its window, while the gateway traces
+        (``join.wait_for_gateway``): the caller's traceparent made the EPP's span a sibling of the model
+        server's, and the EPP's exporter sends it later."""
+        return self._gateway_seen is not None and self._now - self._gateway_seen <= self._gateway_memory
 
     def _headers_settled(self, trace: PendingTrace, key: _GroupKey, scope: list[Span]) -> bool:
         """The EPP's spans carry no SLO headers: a gateway's or client's span does, and it ends after the EPP's.

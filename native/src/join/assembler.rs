@@ -35,6 +35,9 @@ pub struct Settings {
     pub window_seconds: f64,
     pub trace_ttl_seconds: f64,
     pub failure_window_seconds: f64,
+    /// How recently a gateway span must have arrived for an anchor no gateway claims to wait for one
+    /// (`Join.gateway_memory_seconds`: infinite always, negative never).
+    pub gateway_memory_seconds: f64,
     pub max_request_seconds: f64,
     pub by_request_id: bool,
     pub max_pending_traces: usize,
@@ -101,6 +104,9 @@ pub struct Assembler {
     fingerprints: Fingerprints,
     /// The last `groups` list, kept for the next trace's (an allocation per trace otherwise).
     groups: Vec<(Key, Ids)>,
+    /// When the last gateway span arrived (late ones included), and the clock of this batch.
+    gateway_seen: Option<f64>,
+    now: f64,
     pub out: Vec<Joined>,
     pub counts: Counts,
 }
@@ -150,6 +156,8 @@ impl Assembler {
             answered: Recent::new(cfg.max_done_traces),
             fingerprints: Fingerprints::default(),
             groups: Vec::new(),
+            gateway_seen: None,
+            now: 0.0,
             cfg,
             rules,
             builder,
@@ -237,6 +245,7 @@ impl Assembler {
 
     /// Spans with their trace ids (a held span does not carry its own).
     pub fn consume(&mut self, spans: Vec<(TraceId, Held)>, now: f64) {
+        self.now = now;
         let mut touched: Vec<TraceId> = Vec::new();
         let mut seen: HashSet<TraceId> = HashSet::default();
         for (tid, span) in spans {
@@ -258,6 +267,9 @@ impl Assembler {
     }
 
     fn add(&mut self, tid: TraceId, span: Held, now: f64) -> bool {
+        if span.gateway {
+            self.gateway_seen = Some(now);
+        }
         if let Some(verdict) = self
             .done
             .get(&tid)
@@ -620,7 +632,12 @@ impl Assembler {
                 );
                 continue;
             }
-            let scope = self.scope(trace, &key, &anchors);
+            let waits = self.awaits_gateway();
+            let scope = if waits {
+                Spans::default()
+            } else {
+                self.scope(trace, &key, &anchors)
+            };
             if !scope.is_empty() {
                 let scope = ids(&scope);
                 self.emit_group(
@@ -632,8 +649,10 @@ impl Assembler {
                     Some(scope),
                 );
             } else if !self.cfg.by_request_id {
-                self.emit_group(tid, key, OUTCOME_ANCHOR_ONLY, None, None, None);
-            } else if let Some(other) = self.companion_trace(first) {
+                if !waits {
+                    self.emit_group(tid, key, OUTCOME_ANCHOR_ONLY, None, None, None);
+                }
+            } else if let Some(other) = self.companion_trace(first).filter(|other| *other != tid) {
                 self.lend(&other);
                 self.emit_group(
                     tid,
@@ -653,6 +672,14 @@ impl Assembler {
         }
         self.groups = groups;
         self.close_if_finished(&tid);
+    }
+
+    /// A request no gateway span claims waits for one, up to its window, while the gateway traces
+    /// (`join.wait_for_gateway`): the caller's traceparent made the EPP's span a sibling of the model
+    /// server's, and the EPP's exporter sends it later.
+    fn awaits_gateway(&self) -> bool {
+        self.gateway_seen
+            .is_some_and(|seen| self.now - seen <= self.cfg.gateway_memory_seconds)
     }
 
     /// A request is complete once the span with its SLO headers is here, or its gateway's chain to

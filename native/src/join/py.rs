@@ -277,6 +277,7 @@ impl NativeAssembler {
             window_seconds: attr(join, "window_seconds")?,
             trace_ttl_seconds: attr(join, "trace_ttl_seconds")?,
             failure_window_seconds: attr(join, "failure_window_seconds")?,
+            gateway_memory_seconds: attr(join, "gateway_memory_seconds")?,
             max_request_seconds: attr(join, "max_request_seconds")?,
             by_request_id: attr(join, "by_request_id")?,
             max_pending_traces: attr(join, "max_pending_traces")?,

@@ -57,9 +57,10 @@ FAILURE_INVALID = "invalid"  # a client error (HTTP 4xx, the EPP's BadRequest): 
 FAILURE_REASONS = (FAILURE_ERROR, FAILURE_SHED, FAILURE_TIMEOUT, FAILURE_ABORTED, FAILURE_INVALID)
 # Where a request's TTFT came from (ttft_source in the record store and the evaluation spans).
 TTFT_GATEWAY = "gateway"  # a span attribute measured in front of the model server
-TTFT_PD_SIDECAR = "pd_sidecar"  # P/D: the routing sidecar's span start to the decode pod's first token
-TTFT_PD_GATEWAY = "pd_gateway"  # P/D without sidecar spans: the gateway span's start to the decode pod's first token
-TTFT_MODEL_SERVER = "model_server"  # the model server's own gen_ai.latency.time_to_first_token
+TTFT_GATEWAY_ARRIVAL = "gateway_arrival"  # the gateway span's start to the model server's first token
+TTFT_PD_GATEWAY = "pd_gateway"  # P/D: the gateway span's start to the decode pod's first token
+TTFT_PD_SIDECAR = "pd_sidecar"  # P/D without a gateway span: the routing sidecar's span start to the first token
+TTFT_MODEL_SERVER = "model_server"  # the model server's own gen_ai.latency.time_to_first_token, from its arrival
 SIGNAL_TTFT = "ttft"
 SIGNAL_TPOT = "tpot"
 # The engines' own latency histograms also know these signals.
@@ -117,7 +118,18 @@ REQUESTS_FAILED = _m(
     "Requests that failed, were shed or aborted, by reason (also counted as violations of every SLO they carried, "
     "except invalid ones).",
 )
-TTFT_SECONDS = _m("ttft_seconds", "histogram", (MODEL, POOL, SLO_CLASS), "Actual time to first token.")
+TTFT_SECONDS = _m(
+    "ttft_seconds",
+    "histogram",
+    (MODEL, POOL, SLO_CLASS),
+    "Actual time to first token, from the request's arrival at its gateway (the SLO's TTFT).",
+)
+MODEL_SERVER_TTFT_SECONDS = _m(
+    "model_server_ttft_seconds",
+    "histogram",
+    (MODEL, POOL, SLO_CLASS),
+    "The model server's own time to first token, from the request's arrival at the model server.",
+)
 TPOT_SECONDS = _m(
     "tpot_seconds",
     "histogram",
@@ -633,6 +645,7 @@ ALL_METRICS: tuple[MetricDef, ...] = (
     SLO_VIOLATIONS,
     REQUESTS_FAILED,
     TTFT_SECONDS,
+    MODEL_SERVER_TTFT_SECONDS,
     TPOT_SECONDS,
     E2E_SECONDS,
     PROMPT_TOKENS,

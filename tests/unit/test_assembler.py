@@ -73,9 +73,39 @@ def test_anchor_then_parent_joins_at_once() -> None:
     [request] = h.emitted
     assert request.outcome == c.OUTCOME_JOINED
     assert (request.slo_ttft_ms, request.slo_tpot_ms) == (200.0, 50.0)
-    assert (request.ttft_seconds, request.ttft_source, request.e2e_seconds) == (0.12, "model_server", 0.62)
+    # both spans start at the same time: the user's TTFT is vLLM's own
+    assert (request.ttft_seconds, request.ttft_source, request.e2e_seconds) == (0.12, "gateway_arrival", 0.62)
     assert (request.pod, request.target_model, request.completion_tokens) == ("vllm-0", "llama-3-8b", 11.0)
     assert h.assembler.pending == 0
+
+
+T0 = 1_700_000_000_000_000_000
+
+
+@pytest.mark.parametrize(
+    ("vllm_starts_ms", "ttft", "source"),
+    [(30, 0.03 + 0.12, c.TTFT_GATEWAY_ARRIVAL), (-5, 0.12, c.TTFT_MODEL_SERVER)],
+    ids=["after-the-gateway", "clocks-disagree"],
+)
+def test_ttft_counts_from_the_gateways_arrival(vllm_starts_ms: int, ttft: float, source: str) -> None:
+    """The SLO's TTFT is the user's: from the gateway span's start (the EPP received the request) to the first
+    token, the EPP's scheduling included; vLLM's own TTFT is kept. When the model server's clock puts its start
+    before the gateway's, the offset is unknowable and vLLM's own TTFT stands."""
+    h = Harness()
+    h.feed(
+        span(1, 1, "gateway.request", gateway_attributes(), resource={"service.name": "epp"}, start_ns=T0),
+        span(
+            1,
+            2,
+            "llm_request",
+            vllm_attributes(ttft=0.12, e2e=0.62),
+            parent=1,
+            start_ns=T0 + vllm_starts_ms * 1_000_000,
+        ),
+    )
+    [request] = h.emitted
+    assert (request.ttft_seconds, request.ttft_source) == (pytest.approx(ttft, abs=1e-12), source)
+    assert (request.server_ttft_seconds, request.e2e_seconds, request.arrival_ns) == (0.12, 0.62, T0)
 
 
 def test_parent_first_then_anchor_joins_at_once() -> None:
@@ -275,7 +305,7 @@ def test_the_sidecar_true_ttft_is_not_a_ttft() -> None:
     h = Harness()
     sidecar = span(1, 3, "llm_d.pd_proxy.request", {"llm_d.pd_proxy.true_ttft_ms": 180.0}, parent=1)
     h.feed(gateway(1), sidecar, vllm(1, parent=3, ttft=0.05))
-    assert (h.emitted[0].ttft_seconds, h.emitted[0].ttft_source) == (0.05, "model_server")
+    assert (h.emitted[0].ttft_seconds, h.emitted[0].ttft_source) == (0.05, c.TTFT_GATEWAY_ARRIVAL)
 
 
 def test_two_model_server_spans_without_gateway_are_not_companions_of_each_other() -> None:

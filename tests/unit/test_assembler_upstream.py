@@ -248,9 +248,16 @@ def test_pd_nixl_is_one_request_on_the_decode_pod_with_the_clients_ttft() -> Non
     assert h.emitted == []
     h.feed(spans[-1])
     [request] = h.emitted
-    assert (request.pod, request.prefill_pod, request.ttft_source) == ("decode-0", "prefill-0", c.TTFT_PD_SIDECAR)
-    assert request.ttft_seconds == pytest.approx(0.150 + 0.02, abs=1e-12)  # forward_request start -> first token
+    assert (request.pod, request.prefill_pod, request.ttft_source) == ("decode-0", "prefill-0", c.TTFT_PD_GATEWAY)
+    assert request.ttft_seconds == pytest.approx(0.161 + 0.02, abs=1e-12)  # gateway.request start -> first token
     assert (request.completion_tokens, request.e2e_seconds, request.prefill_queue_seconds) == (101, 2.0, 0.01)
+    # without the EPP's spans (tracing off in the EPP), the sidecar's forward_request is where the wait starts
+    h = Harness(window_seconds=2.0)
+    h.feed(*nixl_request(2)[3:])  # from the sidecar's server span on
+    h.advance(2.0)
+    [request] = h.emitted
+    assert (request.pod, request.ttft_source) == ("decode-0", c.TTFT_PD_SIDECAR)
+    assert request.ttft_seconds == pytest.approx(0.150 + 0.02, abs=1e-12)  # forward_request start -> first token
 
 
 def test_pd_p2p_concurrent_connector() -> None:
@@ -289,13 +296,13 @@ def test_pd_p2p_concurrent_connector() -> None:
     assert h.emitted == []
     h.feed(decode_vllm)
     [request] = h.emitted
-    assert (request.pod, request.prefill_pod, request.ttft_source) == ("decode-0", "prefill-0", c.TTFT_PD_SIDECAR)
-    assert request.ttft_seconds == pytest.approx(0.002 + 0.3, abs=1e-12)
+    assert (request.pod, request.prefill_pod, request.ttft_source) == ("decode-0", "prefill-0", c.TTFT_PD_GATEWAY)
+    assert request.ttft_seconds == pytest.approx(0.012 + 0.3, abs=1e-12)
 
 
 def test_pd_sidecar_spans_exported_after_the_pods_are_waited_for() -> None:
     """The sidecar exports its spans itself, so the pods' llm_request spans may come first: they then reach
-    their gateway by request id alone, and the request waits for the spans between (which give its TTFT)."""
+    their gateway by request id alone, and the request waits for the spans between (which give its stages)."""
     h = Harness(window_seconds=2.0)
     spans = nixl_request(1)
     epp, sidecar, pods = spans[:-8], spans[-8:-2], spans[-2:]
@@ -304,11 +311,10 @@ def test_pd_sidecar_spans_exported_after_the_pods_are_waited_for() -> None:
     assert h.emitted == []
     h.feed(*sidecar)
     [request] = h.emitted
-    assert (request.pod, request.prefill_pod, request.ttft_source) == ("decode-0", "prefill-0", c.TTFT_PD_SIDECAR)
-    assert request.ttft_seconds == pytest.approx(0.150 + 0.02, abs=1e-12)
+    assert (request.pod, request.prefill_pod, request.ttft_source) == ("decode-0", "prefill-0", c.TTFT_PD_GATEWAY)
+    assert request.ttft_seconds == pytest.approx(0.161 + 0.02, abs=1e-12)
     assert not h.dropped
-    # when they never come, the window ends the wait: with the EPP's word that it is P/D, the TTFT is counted
-    # from the gateway span
+    # when they never come, the window ends the wait: with the EPP's word that it is P/D, it is one P/D request
     h2 = Harness(window_seconds=2.0)
     h2.feed(*nixl_request(2)[:-8], prepare_disaggregation(2), *nixl_request(2)[-2:])
     h2.advance(2.0)
@@ -333,8 +339,8 @@ def test_a_pd_decode_stage_waits_for_its_prefill_stage_at_most_its_window() -> N
     h.feed(*spans[:-2], spans[-1])
     h.advance(2.0)  # it never came: the decode stage's window ends the wait
     [request] = h.emitted
-    assert (request.pod, request.prefill_pod, request.ttft_source) == ("decode-0", None, c.TTFT_PD_SIDECAR)
-    assert request.ttft_seconds == pytest.approx(0.150 + 0.02, abs=1e-12)
+    assert (request.pod, request.prefill_pod, request.ttft_source) == ("decode-0", None, c.TTFT_PD_GATEWAY)
+    assert request.ttft_seconds == pytest.approx(0.161 + 0.02, abs=1e-12)
 
 
 def prepare_disaggregation(trace: int) -> Span:
@@ -637,7 +643,7 @@ def test_a_chunked_decode_counts_every_chunk_of_one_request() -> None:
     h.feed(*spans[:-1], chunked, second_post, second, spans[-1])
     [request] = h.emitted
     assert (request.pod, request.prefill_pod, request.completion_tokens) == ("decode-0", "prefill-0", 151)
-    assert request.ttft_seconds == pytest.approx(0.150 + 0.02, abs=1e-12)  # the first chunk's first token
+    assert request.ttft_seconds == pytest.approx(0.161 + 0.02, abs=1e-12)  # the first chunk's first token
     assert request.e2e_seconds == pytest.approx(2.2 + 1.0 - 0.161, abs=1e-9)
 
 

@@ -20,9 +20,10 @@ from sloscope.demo.calls import (
     TIMEOUT_MESSAGE,
     CallRecord,
     CallRunner,
+    outcome,
 )
 from sloscope.demo.pod import PodParams, SimPod
-from sloscope.demo.records import Completion, PodSnapshot, SimRequest
+from sloscope.demo.records import Completion, PodSnapshot, SimRequest, ns
 from sloscope.demo.router import Decision, Router, RouterPod
 from tests.support.demo_calls import PODS, request, session
 
@@ -125,7 +126,8 @@ def test_nixl_p_d_prefills_one_token_on_another_pod_then_decodes() -> None:
         decode.finished, t.decode_post_end, t.decode_end, t.forward_end, t.end, record.end,
     )  # fmt: skip
     assert fleet.router.finished_with == [(record.call.request.request_id, "vllm-1", 20)]  # learns from the decode
-    assert record.pd_routing_start == t.forward_start
+    # the client's TTFT counts from gateway.request's start to the decode pod's first token
+    assert outcome(record).ttft == (ns(decode.arrived) - ns(record.arrival)) / 1e9 + decode.ttft
 
 
 def test_p2p_p_d_runs_both_stages_at_once() -> None:
@@ -143,7 +145,8 @@ def test_p_d_with_sidecar_tracing_off_keeps_both_stages_and_no_sidecar_times() -
     record = Fleet().serve(Call(small(), "completions", pd="off"))
     assert record.sidecar is None and record.prefill is not None
     assert record.prefill.finished <= record.completions[0].arrived  # NIXL, untraced
-    assert record.pd_routing_start == record.arrival
+    decode = record.completions[0]
+    assert outcome(record).ttft == (ns(decode.arrived) - ns(record.arrival)) / 1e9 + decode.ttft
 
 
 def test_n_3_runs_three_choices_on_one_pod() -> None:

@@ -124,13 +124,6 @@ class CallRecord:
             return f"pd-{self.call.pd}"
         return f"n{self.call.n}" if self.call.n > 1 else self.call.api
 
-    @property
-    def pd_routing_start(self) -> float | None:
-        """P/D: where the client's TTFT starts: the sidecar's forward_request, else gateway.request."""
-        if self.call.pd is None:
-            return None
-        return self.sidecar.forward_start if self.sidecar is not None else self.arrival
-
 
 def outcome(record: CallRecord) -> Outcome | FailedOutcome:
     """The ground truth's account of the call, from the numbers its spans carry."""
@@ -140,7 +133,6 @@ def outcome(record: CallRecord) -> Outcome | FailedOutcome:
         return FailedOutcome(request, record.routing, reason)
     decision = record.schedules[0].decision
     counted = record.completions[0] if record.call.n == 1 else min(record.completions, key=lambda c: c.ttft)
-    start = record.pd_routing_start
     return Outcome(
         request,
         counted,
@@ -148,8 +140,8 @@ def outcome(record: CallRecord) -> Outcome | FailedOutcome:
         decision.predicted_ttft_ms,
         decision.predicted_tpot_ms,
         choices=record.completions if record.call.n > 1 else (),
-        routing_start_ns=None if start is None else ns(start),
-        decode_start_ns=None if start is None else ns(counted.arrived),
+        arrival_ns=ns(record.arrival),  # gateway.request's start
+        served_ns=ns(counted.arrived),
         routed_on=decision.features,
     )
 

@@ -42,7 +42,7 @@ from sloscope.demo.llmd_spans import LlmdSpanEmitter
 from sloscope.demo.pod import PodParams, SimPod
 from sloscope.demo.pod_server import PageServer, PodServers, serve_page, serve_pods
 from sloscope.demo.predictor_servers import PredictorFleet
-from sloscope.demo.records import SimRequest
+from sloscope.demo.records import SimRequest, ns
 from sloscope.demo.router import Router, RouterPod
 from sloscope.demo.sloscope_process import SloscopeProcess, demo_settings
 from sloscope.demo.spans import SpanEmitter
@@ -252,6 +252,8 @@ class Demo:
                 decision.predicted_ttft_ms,
                 decision.predicted_tpot_ms,
                 routed_on=decision.features,
+                arrival_ns=ns(request.arrival),  # gateway.request's start
+                served_ns=ns(completion.arrived),
             )
         )
         self._spans.emit(

@@ -67,17 +67,17 @@ class Outcome:
     predicted_ttft_ms: float | None  # the router's prediction for the chosen pod
     predicted_tpot_ms: float | None
     choices: tuple[Completion, ...] = ()  # n > 1: every choice
-    routing_start_ns: int | None = None  # P/D: the start of the span the client's TTFT counts from
-    decode_start_ns: int | None = None  # P/D: the decode stage's llm_request start, as exported
+    arrival_ns: int | None = None  # the gateway span's start, where the client's TTFT counts from, as exported
+    served_ns: int | None = None  # the start of the llm_request whose first token counts (decode stage, fastest)
     routed_on: Features | None = None  # what the router knew of the chosen pod when it predicted
 
     @property
     def ttft(self) -> float:
-        if self.routing_start_ns is not None and self.decode_start_ns is not None:
-            return (self.decode_start_ns - self.routing_start_ns) / 1e9 + self.completion.ttft
-        if self.choices:
-            return min(c.ttft for c in self.choices)
-        return self.completion.ttft
+        """From the request's arrival at its gateway to its first token (docs/sending-traces.md, which TTFT)."""
+        own = min(c.ttft for c in self.choices) if self.choices else self.completion.ttft
+        if self.arrival_ns is not None and self.served_ns is not None and self.served_ns >= self.arrival_ns:
+            return (self.served_ns - self.arrival_ns) / 1e9 + own
+        return own
 
     @property
     def tpot(self) -> float | None:

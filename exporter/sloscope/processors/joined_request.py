@@ -44,6 +44,8 @@ class RequestBuilder:
         if len(anchors) > 1:
             _merge_choices(self._mapping, request, anchors)
         request.arrival_ns = _arrival(trace, primary, anchors, gateway)
+        served = _fastest(self._mapping, anchors) if len(anchors) > 1 else primary
+        _count_from(request, gateway, served.start_ns, c.TTFT_GATEWAY_ARRIVAL)
         if any(a.failed for a in anchors):
             request.failure_reason = shapes.failure_reason(anchors, answered=True) or c.FAILURE_ERROR
         return request
@@ -69,12 +71,9 @@ class RequestBuilder:
             request.prefill_pod = self._mapping.string("pod", stage)
             request.prefill_queue_seconds = self._mapping.number("queue_seconds", stage)
             request.prefill_seconds_on_prefill_pod = self._mapping.number("prefill_seconds", stage)
-        if request.ttft_source != c.TTFT_GATEWAY and request.server_ttft_seconds is not None:
+        if not _count_from(request, gateway, decode.start_ns, c.TTFT_PD_GATEWAY):
             routing = next((s for s in trace.ancestors(decode) if shapes.is_sidecar_routing(s)), None)
-            origin, source = (routing, c.TTFT_PD_SIDECAR) if routing is not None else (gateway, c.TTFT_PD_GATEWAY)
-            if origin is not None and origin.start_ns > 0 and decode.start_ns >= origin.start_ns:
-                request.ttft_seconds = (decode.start_ns - origin.start_ns) / 1e9 + request.server_ttft_seconds
-                request.ttft_source = source
+            _count_from(request, routing, decode.start_ns, c.TTFT_PD_SIDECAR)
         if decode.failed:
             request.failure_reason = shapes.failure_reason([decode], answered=True) or c.FAILURE_ERROR
         return request
@@ -130,6 +129,28 @@ def _decode_stage(trace: PendingTrace, anchors: list[Span]) -> Span | None:
 def primary_anchor(trace: PendingTrace, anchors: list[Span]) -> Span:
     """The anchor whose ancestors come first in the request's view: the decode stage, else the first."""
     return _decode_stage(trace, anchors) or anchors[0]
+
+
+def _fastest(mapping: Mapping, anchors: list[Span]) -> Span:
+    """``n > 1``: the first choice with the smallest TTFT, the one whose first token the request's TTFT is."""
+    timed = [
+        (ttft, i) for i, a in enumerate(anchors) if (ttft := mapping.number("ttft_seconds", View([a]))) is not None
+    ]
+    return anchors[min(timed)[1]] if timed else anchors[0]
+
+
+def _count_from(request: JoinedRequest, origin: Span | None, served_ns: int, source: str) -> bool:
+    """The model server's TTFT counted from ``origin``'s start, the request's arrival in front of it (the user's
+    wait: the EPP's scheduling, a P/D prefill and KV transfer), when both clocks agree that it came first; else the
+    model server's own TTFT stands (``docs/sending-traces.md``, which TTFT)."""
+    ttft = request.ttft_seconds
+    if request.ttft_source != c.TTFT_MODEL_SERVER or ttft is None or origin is None:
+        return False
+    if origin.start_ns <= 0 or served_ns < origin.start_ns:
+        return False
+    request.ttft_seconds = (served_ns - origin.start_ns) / 1e9 + ttft
+    request.ttft_source = source
+    return True
 
 
 def _arrival(trace: PendingTrace, primary: Span, anchors: list[Span], gateway: Span | None) -> int:

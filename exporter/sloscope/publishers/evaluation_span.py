@@ -69,7 +69,10 @@ ATTRIBUTES: tuple[tuple[str, str], ...] = (
     (TARGET_SOURCE, "request (SLO headers), class_default or none (always set)."),
     (TTFT_TARGET, "TTFT target, ms."),
     (TTFT_ACTUAL, "Measured TTFT, ms."),
-    (TTFT_SOURCE, "Where the measured TTFT came from: gateway, pd_sidecar, pd_gateway or model_server."),
+    (
+        TTFT_SOURCE,
+        "Where the measured TTFT came from: gateway_arrival, gateway, pd_gateway, pd_sidecar or model_server.",
+    ),
     (TTFT_PREDICTED, "Predicted TTFT, ms (the predictor's quantile or mean: see sloscope.prediction.objective)."),
     (TTFT_HEADROOM, "TTFT target minus predicted TTFT at routing, ms; negative when the pod was predicted to miss."),
     (TTFT_MET, "Whether TTFT met its target; set only when the request was eligible for the TTFT SLO."),

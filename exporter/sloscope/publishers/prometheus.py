@@ -86,9 +86,9 @@ class PrometheusPublisher:
         self._invalid = series.counter(c.INVALID_VALUES)
         for field in c.INVALID_FIELDS:  # a fixed vocabulary: at 0 from start-up
             self._invalid.start((field,))
-        self._ttft = series.histogram(
-            c.TTFT_SECONDS, buckets_with_targets(TTFT_BUCKETS, _spec_targets(spec, c.SLO_TTFT))
-        )
+        ttft_buckets = buckets_with_targets(TTFT_BUCKETS, _spec_targets(spec, c.SLO_TTFT))
+        self._ttft = series.histogram(c.TTFT_SECONDS, ttft_buckets)
+        self._server_ttft = series.histogram(c.MODEL_SERVER_TTFT_SECONDS, ttft_buckets)
         self._tpot = series.histogram(
             c.TPOT_SECONDS, buckets_with_targets(TPOT_BUCKETS, _spec_targets(spec, c.SLO_TPOT))
         )
@@ -168,11 +168,15 @@ class PrometheusPublisher:
                 self._ttft.observe((model, pool, slo_class), evaluation.ttft_seconds, request.trace_id)
             if evaluation.tpot_seconds is not None:
                 self._tpot.observe((model, pool, slo_class), evaluation.tpot_seconds, request.trace_id)
-            self._observe_size((model, pool, slo_class), request)
+            self._observe_own((model, pool, slo_class), request)
 
-    def _observe_size(self, labels: tuple[str, str, str], request: JoinedRequest) -> None:
-        """E2E latency and token counts, each when the span carried a valid one (a failed request may carry none)."""
-        e2e, prompt, completion = request.e2e_seconds, request.prompt_tokens, request.completion_tokens
+    def _observe_own(self, labels: tuple[str, str, str], request: JoinedRequest) -> None:
+        """The model server's own TTFT, e2e latency and token counts, each when its span carried a valid one (a
+        failed request may carry none)."""
+        server_ttft, e2e = request.server_ttft_seconds, request.e2e_seconds
+        prompt, completion = request.prompt_tokens, request.completion_tokens
+        if valid_seconds(server_ttft):
+            self._server_ttft.observe(labels, server_ttft, request.trace_id)
         if valid_seconds(e2e):
             self._e2e.observe(labels, e2e, request.trace_id)
         if valid_tokens(prompt):
@@ -273,11 +277,13 @@ class PrometheusPublisher:
         keys = plan.codes(plan.histogram_columns)
         out: list[HistogramPlan] = []
 
-        e2e, prompt, completion = (
-            floats(records, name) for name in ("e2e_seconds", "prompt_tokens", "completion_tokens")
+        server_ttft, e2e, prompt, completion = (
+            floats(records, name)
+            for name in ("server_ttft_seconds", "e2e_seconds", "prompt_tokens", "completion_tokens")
         )
         for family, values, selected, exemplars in (
             (self._ttft, verdicts.ttft_seconds, ~np.isnan(verdicts.ttft_seconds), True),
+            (self._server_ttft, server_ttft, valid_seconds_of(server_ttft), True),
             (self._tpot, verdicts.tpot_seconds, ~np.isnan(verdicts.tpot_seconds), True),
             (self._e2e, e2e, valid_seconds_of(e2e), True),  # each when the span carried a valid one
             (self._prompt_tokens, prompt, valid_tokens_of(prompt), False),

@@ -130,10 +130,18 @@ COLUMNS: tuple[Column, ...] = (
     ),
     Column("ttft_seconds", pa.float64(), "Actual TTFT.", lambda r: r.evaluation.ttft_seconds),
     Column(
+        "model_server_ttft_seconds",
+        pa.float64(),
+        "The model server's own TTFT, from the request's arrival at the model server (ttft_seconds counts from "
+        "the gateway's).",
+        lambda r: r.request.server_ttft_seconds,
+    ),
+    Column(
         "ttft_source",
         pa.string(),
-        "Which span measured TTFT: gateway, pd_sidecar, pd_gateway (P/D: from the routing span to the decode "
-        "pod's first token) or model_server.",
+        "Which span measured TTFT: gateway_arrival (from the gateway span's start), gateway (a gateway's TTFT "
+        "attribute), pd_gateway or pd_sidecar (P/D: from the gateway span, else the sidecar's routing span, to the "
+        "decode pod's first token) or model_server.",
         lambda r: r.request.ttft_source,
     ),
     Column(

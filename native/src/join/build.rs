@@ -10,6 +10,7 @@ use crate::join::trace::{Held, SpanId, Spans, Trace, TraceId};
 
 pub const OUTCOME_FAILED: &str = "failed";
 pub const TTFT_GATEWAY: &str = "gateway";
+pub const TTFT_GATEWAY_ARRIVAL: &str = "gateway_arrival";
 pub const TTFT_PD_SIDECAR: &str = "pd_sidecar";
 pub const TTFT_PD_GATEWAY: &str = "pd_gateway";
 pub const TTFT_MODEL_SERVER: &str = "model_server";
@@ -177,6 +178,28 @@ pub fn primary_anchor<'a>(trace: &Trace, anchors: &[&'a Held]) -> &'a Held {
     decode_stage(trace, anchors).unwrap_or(anchors[0])
 }
 
+/// The model server's TTFT counted from `origin`'s start, the request's arrival in front of it,
+/// when both clocks agree that it came first (`joined_request._count_from`).
+fn count_from(
+    request: &mut Joined,
+    origin: Option<&Held>,
+    served_ns: u64,
+    source: &'static str,
+) -> bool {
+    let (Some(ttft), Some(origin)) = (request.ttft_seconds, origin) else {
+        return false;
+    };
+    if request.ttft_source != Some(TTFT_MODEL_SERVER)
+        || origin.span.start_ns == 0
+        || served_ns < origin.span.start_ns
+    {
+        return false;
+    }
+    request.ttft_seconds = Some(seconds_between(served_ns, origin.span.start_ns) + ttft);
+    request.ttft_source = Some(source);
+    true
+}
+
 fn arrival(trace: &Trace, primary: &Held, anchors: &[&Held], gateway: Option<&Held>) -> u64 {
     if let Some(g) = gateway.filter(|g| g.span.start_ns > 0) {
         return g.span.start_ns;
@@ -231,11 +254,36 @@ impl Builder {
             self.merge_choices(&mut request, anchors);
         }
         request.arrival_ns = arrival(trace, primary, anchors, gateway);
+        let served = if anchors.len() > 1 {
+            self.fastest(anchors)
+        } else {
+            primary
+        };
+        count_from(
+            &mut request,
+            gateway,
+            served.span.start_ns,
+            TTFT_GATEWAY_ARRIVAL,
+        );
         if anchors.iter().any(|a| a.span.failed()) {
             let reason = shapes::failure_reason(anchors.iter().map(|h| &h.span), true);
             request.failure_reason = Some(reason.unwrap_or(shapes::FAILURE_ERROR));
         }
         request
+    }
+
+    /// `n > 1`: the first choice with the smallest TTFT, the one whose first token the request's TTFT
+    /// is (`joined_request._fastest`).
+    fn fastest<'a>(&self, anchors: &[&'a Held]) -> &'a Held {
+        let mut best: Option<(f64, &'a Held)> = None;
+        for anchor in anchors {
+            if let Some(ttft) = self.rules.number(Field::TtftSeconds, &[anchor]) {
+                if best.is_none_or(|(least, _)| ttft < least) {
+                    best = Some((ttft, anchor));
+                }
+            }
+        }
+        best.map_or(anchors[0], |(_, anchor)| anchor)
     }
 
     /// `request`, built from the decode stage, with the P/D stages' facts.
@@ -284,25 +332,11 @@ impl Builder {
             request.prefill_queue_seconds = rules.number(Field::QueueSeconds, &view);
             request.prefill_seconds_on_prefill_pod = rules.number(Field::PrefillSeconds, &view);
         }
-        if request.ttft_source != Some(TTFT_GATEWAY) {
-            if let Some(server_ttft) = request.server_ttft_seconds {
-                let routing = trace
-                    .above(decode)
-                    .find(|h| shapes::is_sidecar_routing(&h.span));
-                let (origin, source) = match routing {
-                    Some(r) => (Some(r), TTFT_PD_SIDECAR),
-                    None => (gateway, TTFT_PD_GATEWAY),
-                };
-                if let Some(origin) = origin {
-                    if origin.span.start_ns > 0 && decode.span.start_ns >= origin.span.start_ns {
-                        request.ttft_seconds = Some(
-                            seconds_between(decode.span.start_ns, origin.span.start_ns)
-                                + server_ttft,
-                        );
-                        request.ttft_source = Some(source);
-                    }
-                }
-            }
+        if !count_from(&mut request, gateway, decode.span.start_ns, TTFT_PD_GATEWAY) {
+            let routing = trace
+                .above(decode)
+                .find(|h| shapes::is_sidecar_routing(&h.span));
+            count_from(&mut request, routing, decode.span.start_ns, TTFT_PD_SIDECAR);
         }
         if decode.span.failed() {
             let reason = shapes::failure_reason(std::iter::once(&decode.span), true);

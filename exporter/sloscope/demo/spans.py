@@ -107,10 +107,10 @@ class SpanEmitter:
 
 
 def _vllm_attributes(request: SimRequest, completion: Completion) -> dict[str, str | int | float]:
-    """vLLM's request span attributes (vllm/tracing.py SpanAttributes), from the pod's own measurements."""
+    """vLLM's request span attributes (vllm/tracing.py SpanAttributes), from the pod's own measurements; no
+    ``gen_ai.response.model``: vLLM's V1 engine defines it but sets none (0.33.0 ``output_processor.py:941-1001``)."""
     return {
         "gen_ai.request.id": f"cmpl-{request.request_id}",
-        "gen_ai.response.model": request.model,
         "gen_ai.usage.prompt_tokens": completion.prompt_tokens,
         "gen_ai.usage.completion_tokens": completion.completion_tokens,
         "gen_ai.latency.time_to_first_token": completion.ttft,

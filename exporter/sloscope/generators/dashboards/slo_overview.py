@@ -254,7 +254,33 @@ def _latency() -> list[Any]:
                 trace_links=True,
             )
         )
+    panels.append(_ttft_in_front())
     return panels
+
+
+def _ttft_in_front() -> Any:
+    """The SLO's TTFT counts from the gateway's arrival, the model server's own from its arrival: the gap between
+    the two is the time in front of the model server (the EPP's scheduling, a P/D prefill and KV transfer)."""
+    where = (
+        (c.TTFT_SECONDS, "from the gateway"),
+        (c.MODEL_SERVER_TTFT_SECONDS, "model server's own"),
+    )
+    return d.timeseries(
+        "TTFT from the gateway and at the model server",
+        "p50 and p99 of the TTFT the SLOs judge (from the request's arrival at its gateway) beside the model "
+        "server's own TTFT (from its arrival at the model server), every class together: the gap is the time a "
+        "request spent in front of the model server (docs/sending-traces.md, which TTFT).",
+        [
+            d.Query(
+                f"histogram_quantile({q}, {sum_by(('le',), rate(series(metric, '_bucket'), _FILTERS))})",
+                f"p{round(q * 100)} {label}",
+            )
+            for q in (0.5, 0.99)
+            for metric, label in where
+        ],
+        unit=d.SECONDS,
+        width=24,
+    )
 
 
 _TOKENS = "suffix: tokens"

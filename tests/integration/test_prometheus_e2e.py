@@ -25,17 +25,17 @@ from typing import Any
 
 import httpx
 import pytest
-import yaml
 
 from sloscope import conventions as c
 from sloscope.demo.prometheus import PrometheusServer
 from sloscope.demo.runner import Demo, DemoOptions
 from sloscope.generators.dashboards import dashboards, panel_queries
 from sloscope.generators.dashboards.prediction_accuracy import MEAN_OBJECTIVE_PANELS
-from sloscope.generators.rules import DEFAULT_THRESHOLDS, ERROR_BUDGET_BURN_PAGE, burn_threshold, rule_file
+from sloscope.generators.rules import DEFAULT_THRESHOLDS, ERROR_BUDGET_BURN_PAGE, burn_threshold
 from sloscope.generators.windows import PAGE, burn_windows
 from sloscope.loading import default_spec
 from sloscope.testing import export_request, gateway_attributes, span, to_otlp_json, vllm_attributes
+from tests.support.prometheus import prometheus_ready, rules_every_second
 
 pytestmark = pytest.mark.integration
 
@@ -236,27 +236,6 @@ async def breach_until_paged(http: httpx.AsyncClient, prometheus: str, demo: Dem
         await asyncio.sleep(BREACH_EVERY_SECONDS)
     alerts = (await http.get(f"{prometheus}/api/v1/alerts")).json()["data"]["alerts"]
     pytest.fail(f"{ERROR_BUDGET_BURN_PAGE} did not fire in {ALERT_TIMEOUT_SECONDS:.0f} s; alerts: {alerts}")
-
-
-def rules_every_second(path: Path) -> Path:
-    """The built-in spec's rule file with every group evaluated every second (see the module docstring)."""
-    rules = rule_file(default_spec())
-    for group in rules["groups"]:
-        group["interval"] = "1s"
-    path.write_text(yaml.safe_dump(rules, sort_keys=False))
-    return path
-
-
-async def prometheus_ready(http: httpx.AsyncClient, server: PrometheusServer, workdir: Path) -> None:
-    """Returns once the server answers ready (a bound of 30 s on its start-up, not a measurement)."""
-    for _ in range(60):
-        try:
-            if (await http.get(f"{server.url}/-/ready")).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        await asyncio.sleep(0.5)
-    raise AssertionError(f"Prometheus did not become ready; see {workdir / 'prometheus'}")
 
 
 @contextlib.asynccontextmanager

@@ -85,10 +85,11 @@ class _Running:
         self.sock.close()
 
 
-async def _serve(app: FastAPI, host: str, name: str) -> _Running:
-    """Serves ``app`` on ``host`` port 0; returns once it accepts connections."""
+async def _serve(app: FastAPI, host: str, name: str, port: int = 0) -> _Running:
+    """Serves ``app`` on ``host`` at ``port`` (0: one the kernel picks); returns once it accepts connections."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind((host, 0))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a fleet restarted on its ports
+    sock.bind((host, port))
     config = uvicorn.Config(
         app, host=host, port=0, lifespan="off", log_config=None, access_log=False, timeout_graceful_shutdown=2
     )
@@ -151,16 +152,21 @@ class PredictorFleet:
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = asyncio.Event()
 
-    async def start(self, n_prediction_servers: int = 2) -> None:
-        """Starts the training server, then the prediction servers (each syncs once), then the loops."""
+    async def start(self, n_prediction_servers: int = 2, ports: list[int] | None = None) -> None:
+        """Starts the training server, then the prediction servers (each syncs once), then the loops. ``ports``:
+        the training server's, then each prediction server's (None: the kernel picks), to come back where a
+        stopped fleet was."""
         if self._running:
             raise RuntimeError("the predictor fleet is already started")
         if n_prediction_servers < 1:
             raise ValueError("a predictor fleet needs at least one prediction server")
+        if ports is not None and len(ports) != 1 + n_prediction_servers:
+            raise ValueError(f"{1 + n_prediction_servers} ports are needed: the training server's, then each other's")
+        port_of = ports or [0] * (1 + n_prediction_servers)
         self._stopping.clear()
         try:
             app = create_training_app(self.model, self._clock, announce_objective=self._announce)
-            training = await _serve(app, self._host, "training server")
+            training = await _serve(app, self._host, "training server", port_of[0])
             self._running.append(training)
             self.training_url = training.url
             for index in range(n_prediction_servers):
@@ -168,7 +174,7 @@ class PredictorFleet:
                 state = PredictionState(training.url, self.model.quantile, objective=objective)
                 state.sync(self.model, self._now())
                 app = create_prediction_app(state, self._clock)
-                running = await _serve(app, self._host, f"prediction server {index}")
+                running = await _serve(app, self._host, f"prediction server {index}", port_of[1 + index])
                 self._running.append(running)
                 self._states.append(state)
                 self.prediction_urls.append(running.url)

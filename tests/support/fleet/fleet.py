@@ -64,6 +64,7 @@ class FleetSpec:
     latency_routing: bool = True  # the chart's inferenceExtension.latencyPredictor.enabled
     streaming_mode: bool | None = None  # predicted-latency-producer's streamingMode; None: the plugin's default
     sampler_arg: str = "1.0"
+    predictor_objective: str = "quantile"  # the stand-ins' LATENCY_OBJECTIVE_TYPE (llm-d-router's chart: mean)
     objectives: tuple[Objective, ...] = (Objective("critical", 10), Objective("sheddable", -1))
     gateway_traces: bool = True
     sloscope_settings: dict[str, Any] = field(default_factory=dict)
@@ -194,13 +195,28 @@ class Fleet:
             },
         )
 
-    def _start_predictor(self) -> None:
-        child = spawn("predictor", [sys.executable, "-m", "tests.support.fleet.predictor"], self.folder, _pythonpath())
+    def _start_predictor(self, name: str = "predictor", *args: str) -> None:
+        argv = [sys.executable, "-m", "tests.support.fleet.predictor", f"--objective={self.spec.predictor_objective}"]
+        child = spawn(name, [*argv, *args], self.folder, _pythonpath())
         self.children.append(child)
         wait_for(child, lambda: logged(child, "training="), 30, "predictor URLs")
         line = next(li for li in child.log.read_text().splitlines() if li.startswith("training="))
         training, prediction = (part.split("=", 1)[1] for part in line.split())
         self.training_url, self.prediction_urls = training, prediction.split(",")
+
+    def stop_predictor(self) -> None:
+        """The predictor sidecars go away (the EPP and sloscope keep their URLs)."""
+        for child in self.children:
+            if child.name.startswith("predictor"):
+                child.stop()
+
+    def restart_predictor(self, *args: str) -> None:
+        """The predictor sidecars come back on their ports as a new process would: default models, no samples;
+        ``args`` are the stand-in's (``--retrain-seconds=3600``: it then never retrains)."""
+        self.stop_predictor()
+        ports = ",".join(url.rsplit(":", 1)[1] for url in [self.training_url, *self.prediction_urls])
+        restarts = sum(child.name.startswith("predictor") for child in self.children)
+        self._start_predictor(f"predictor-{restarts + 1}", f"--ports={ports}", *args)
 
     def _start_sloscope(self) -> None:
         token = self.folder / "sloscope.token"

@@ -28,7 +28,8 @@ async def run(args: argparse.Namespace) -> None:
         retrain_seconds=args.retrain_seconds,
         sync_seconds=args.sync_seconds,
     )
-    await fleet.start(args.prediction_servers)
+    ports = [int(port) for port in args.ports.split(",")] if args.ports else None
+    await fleet.start(args.prediction_servers, ports)
     print(f"training={fleet.training_url} prediction={','.join(fleet.prediction_urls)}", file=sys.stderr, flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -45,6 +46,7 @@ def main() -> None:
     parser.add_argument("--retrain-seconds", type=float, default=2.0)
     parser.add_argument("--sync-seconds", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--ports", default="", help="the training server's port, then each prediction server's")
     asyncio.run(run(parser.parse_args()))
 
 

@@ -1,0 +1,44 @@
+"""A real Prometheus for a test: the generated rules evaluated every second, and its readiness awaited."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+from sloscope.demo.prometheus import PrometheusServer
+from sloscope.generators.rules import rule_file
+from sloscope.loading import default_spec
+
+
+def rules_every_second(path: Path) -> Path:
+    """The built-in spec's rule file with every group evaluated every second: a rule's ``for:`` still holds, but
+    its condition, and so its pending alert, follows the series within a second."""
+    rules = rule_file(default_spec())
+    for group in rules["groups"]:
+        group["interval"] = "1s"
+    path.write_text(yaml.safe_dump(rules, sort_keys=False))
+    return path
+
+
+async def prometheus_ready(http: httpx.AsyncClient, server: PrometheusServer, workdir: Path) -> None:
+    """Returns once the server answers ready (a bound of 30 s on its start-up, not a measurement)."""
+    for _ in range(60):
+        try:
+            if (await http.get(f"{server.url}/-/ready")).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        await asyncio.sleep(0.5)
+    raise AssertionError(f"Prometheus did not become ready; see {workdir / 'prometheus'}")
+
+
+async def instant(http: httpx.AsyncClient, server: PrometheusServer, expr: str) -> list[dict[str, Any]]:
+    """The result vector of an instant query."""
+    body = (await http.get(f"{server.url}/api/v1/query", params={"query": expr})).json()
+    assert body["status"] == "success", body
+    result: list[dict[str, Any]] = body["data"]["result"]
+    return result

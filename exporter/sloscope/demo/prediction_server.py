@@ -62,6 +62,7 @@ class PredictionState:
     snapshot: ModelSnapshot | None = None
     last_load: datetime | None = None
     objective: str | None = None  # announced on every answer (the llm-d server); None: the late-2025 server
+    scale: float = 1.0  # every prediction multiplied by it: a biased predictor, to test what sees one
 
     def sync(self, model: OnlineQuantileModel, now: datetime) -> bool:
         """Loads ``model``'s snapshot if it is the first or has a newer fit; True if it loaded one."""
@@ -88,8 +89,8 @@ def create_prediction_app(state: PredictionState, clock: Callable[[], float] = t
         prediction = snapshot.predict(Features(**request.model_dump()))
         assert prediction is not None  # the snapshot is ready
         fields: dict[str, Any] = {
-            "ttft_ms": prediction.ttft_ms,
-            "tpot_ms": prediction.tpot_ms,
+            "ttft_ms": prediction.ttft_ms * state.scale,
+            "tpot_ms": prediction.tpot_ms * state.scale,
             "predicted_at": now,
             "model_type": MODEL_TYPE,
             "quantile": prediction.quantile,

@@ -128,6 +128,7 @@ class PredictorFleet:
         default_models: bool = False,
         retrain_seconds: float = 5.0,
         sync_seconds: float = 2.0,
+        scale: float = 1.0,
         host: str = "127.0.0.1",
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -145,6 +146,7 @@ class PredictorFleet:
         self.prediction_urls: list[str] = []
         self._retrain_seconds = retrain_seconds
         self._sync_seconds = sync_seconds
+        self._scale = scale  # every prediction multiplied by it (1: as the model predicts)
         self._host = host
         self._clock = clock
         self._states: list[PredictionState] = []
@@ -171,7 +173,7 @@ class PredictorFleet:
             self.training_url = training.url
             for index in range(n_prediction_servers):
                 objective = self.model.objective if self._announce else None
-                state = PredictionState(training.url, self.model.quantile, objective=objective)
+                state = PredictionState(training.url, self.model.quantile, objective=objective, scale=self._scale)
                 state.sync(self.model, self._now())
                 app = create_prediction_app(state, self._clock)
                 running = await _serve(app, self._host, f"prediction server {index}", port_of[1 + index])

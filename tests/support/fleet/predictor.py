@@ -27,6 +27,7 @@ async def run(args: argparse.Namespace) -> None:
         default_models=True,
         retrain_seconds=args.retrain_seconds,
         sync_seconds=args.sync_seconds,
+        scale=args.scale,
     )
     ports = [int(port) for port in args.ports.split(",")] if args.ports else None
     await fleet.start(args.prediction_servers, ports)
@@ -46,6 +47,7 @@ def main() -> None:
     parser.add_argument("--retrain-seconds", type=float, default=2.0)
     parser.add_argument("--sync-seconds", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--scale", type=float, default=1.0, help="every prediction multiplied by it: a biased one")
     parser.add_argument("--ports", default="", help="the training server's port, then each prediction server's")
     asyncio.run(run(parser.parse_args()))
 

@@ -188,7 +188,8 @@ def _provider(resource: dict[str, str], memory: InMemorySpanExporter) -> TracerP
 def _request(
     epp: trace.Tracer, vllm: trace.Tracer, gateway: dict[str, Any], model_server: dict[str, Any], offset_ns: int
 ) -> tuple[ReadableSpan, ReadableSpan]:
-    """A gateway.request span and its vLLM llm_request child, with explicit timestamps."""
+    """A gateway.request span and its vLLM llm_request child, with explicit timestamps: both start together (the
+    EPP scheduled at once), so the TTFT from the gateway's arrival is vLLM's own."""
     start = T0 + offset_ns
     root = epp.start_span("gateway.request", kind=trace.SpanKind.SERVER, attributes=gateway, start_time=start)
     llm = vllm.start_span(
@@ -196,7 +197,7 @@ def _request(
         context=trace.set_span_in_context(root),
         kind=trace.SpanKind.SERVER,
         attributes=model_server,
-        start_time=start + 100_000_000,
+        start_time=start,
     )
     llm.end(end_time=start + 1_100_000_000)
     root.end(end_time=start + 1_200_000_000)
@@ -274,7 +275,7 @@ def test_serve_exports_the_verdict_under_the_vllm_span_in_jaeger(serve: Callable
         "sloscope.target_source": "request",
         "sloscope.ttft.target_ms": 200.0,
         "sloscope.ttft.actual_ms": 250.0,
-        "sloscope.ttft.source": "model_server",
+        "sloscope.ttft.source": "gateway_arrival",
         "sloscope.ttft.predicted_ms": 180.0,
         "sloscope.ttft.headroom_ms": 20.0,
         "sloscope.ttft.met": False,

@@ -132,8 +132,8 @@ def send(server: Server, *requests: dict[str, object]) -> None:
                 vllm_attributes(ttft=ttft, e2e=e2e, completion_tokens=tokens, prompt_tokens=400, model=MODEL),
                 parent=1,
                 resource={"service.name": "vllm", "k8s.pod.name": str(r["pod"])},
-                start_ns=arrival_ns + 1_000_000,
-                end_ns=arrival_ns + 1_000_000 + int(e2e * 1e9),
+                start_ns=arrival_ns,  # scheduled at once: the TTFT from the gateway's arrival is ``ttft``
+                end_ns=arrival_ns + int(e2e * 1e9),
             )
         )
     body = to_otlp_json(export_request(spans))

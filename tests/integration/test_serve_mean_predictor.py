@@ -113,7 +113,7 @@ def send(server: Server, requests: tuple[Sent, ...]) -> None:
         attributes = vllm_attributes(
             ttft=r.ttft, e2e=r.e2e, completion_tokens=r.tokens, prompt_tokens=r.prompt_tokens, model=MODEL
         )
-        start = arrival_ns + 1_000_000
+        start = arrival_ns  # scheduled at once: the TTFT from the gateway's arrival is ``r.ttft``
         resource = {"service.name": "vllm", "k8s.pod.name": POD}
         spans.append(
             span(
@@ -471,7 +471,7 @@ def test_with_the_upstream_defaults_the_predicted_ttft_is_judged_as_end_to_end_l
     """streamingMode off, llm-d-router's default (predictedlatency/plugin.go; its README: "TTFT is recorded at EOS and
     represents the full e2e latency ... TPOT is not trained"): the predictor's "TTFT" is compared with the request's
     end-to-end latency as the EPP measures it, from the gateway span's start (the request's arrival) to the model
-    server's end: 0.001 + 0.50 s and 0.001 + 0.45 s, against the stand-in's 0.14873 and 0.20873 s. No TPOT is
+    server's end: 0.50 s and 0.45 s (vLLM started at once), against the stand-in's 0.14873 and 0.20873 s. No TPOT is
     compared, and the never-trained TPOT model reads neither as reset nor as stale."""
     server = upstream_defaults.server
     mode = c.EPP_STREAMING_MODE.name
@@ -483,7 +483,7 @@ def test_with_the_upstream_defaults_the_predicted_ttft_is_judged_as_end_to_end_l
     wait_until(compared, what="2 shadow e2e predictions compared")
     labels = key(c.SIGNAL_E2E)
     (p1, _), (p2, _) = (r.predicted() for r in REQUESTS)
-    under = (0.501 - p1, 0.451 - p2)  # 0.35227 and 0.24227 s too low
+    under = (0.50 - p1, 0.45 - p2)  # 0.35127 and 0.24127 s too low
     assert server.value(c.MEAN_PREDICTION_PREDICTED.exposed_name, **labels) == pytest.approx(0.35746, abs=1e-12)
     assert server.value(c.MEAN_PREDICTION_UNDERESTIMATE.exposed_name, **labels) == pytest.approx(sum(under), abs=1e-12)
     assert server.value(c.MEAN_PREDICTION_OVERESTIMATE.exposed_name, **labels) == 0.0
@@ -491,7 +491,7 @@ def test_with_the_upstream_defaults_the_predicted_ttft_is_judged_as_end_to_end_l
     assert server.value(c.MEAN_PREDICTION_SQUARED_ERROR.exposed_name, **labels) == pytest.approx(squared, abs=1e-12)
     comparisons = {dict(ls)[c.SIGNAL] for name, ls in server.samples() if name == c.MEAN_PREDICTIONS.exposed_name}
     assert comparisons == {c.SIGNAL_E2E}  # neither TTFT nor TPOT, not even at 0
-    # the SLO series still judge the TTFT the model server measured
+    # the SLO series still judge a TTFT: from the gateway's arrival to the first token
     assert server.total("sloscope_ttft_seconds_sum", pool=POOL) == pytest.approx(0.35, abs=1e-12)
     trained = c.PREDICTOR_TRAINED.name
     wait_until(lambda: server.value(trained, pool=POOL, signal=c.SIGNAL_TTFT) == 1.0, what="the TTFT model polled")

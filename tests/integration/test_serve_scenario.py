@@ -24,6 +24,7 @@ SLO; none: no SLO headers). TPOT = (e2e - ttft) / (tokens - 1).
 from __future__ import annotations
 
 import re
+import time
 import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -72,8 +73,12 @@ class Fleet:
     ) -> tuple[list[ReadableSpan], ReadableSpan]:
         """Gateway span(s) and the vLLM child, shaped like the EPP's and vLLM's; returns (gateway spans, vLLM span)."""
         before = len(self.epp_spans.get_finished_spans())
+        now = time.time_ns()  # every span starts at once: the TTFT from the gateway's arrival is vLLM's own
         root = self.epp.start_span(
-            "gateway.request", kind=trace.SpanKind.SERVER, attributes={"inference_pool": "pool-a", **gateway}
+            "gateway.request",
+            kind=trace.SpanKind.SERVER,
+            attributes={"inference_pool": "pool-a", **gateway},
+            start_time=now,
         )
         parent = root
         if orchestration:
@@ -81,9 +86,14 @@ class Fleet:
                 "gateway.request_orchestration",
                 context=trace.set_span_in_context(root),
                 attributes={"target_model": vllm["gen_ai.response.model"], "request_prio": 0},
+                start_time=now,
             )
         llm = self.pods[pod].start_span(
-            "llm_request", context=trace.set_span_in_context(parent), kind=trace.SpanKind.SERVER, attributes=vllm
+            "llm_request",
+            context=trace.set_span_in_context(parent),
+            kind=trace.SpanKind.SERVER,
+            attributes=vllm,
+            start_time=now,
         )
         llm.end()
         if parent is not root:

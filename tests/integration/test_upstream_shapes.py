@@ -805,7 +805,10 @@ def test_agent_trace_with_a_missing_root(fleet_of: Callable[..., tuple[Server, F
     }
     hist = {"model": MODEL, "pool": pool, "slo_class": "interactive"}
     assert m.value("sloscope_ttft_seconds_count", **hist) == 5
-    assert m.value("sloscope_ttft_seconds_sum", **hist) == pytest.approx(0.25 + 0.5 + 0.375 + 0.625 + 0.125, abs=1e-9)
+    # each call's TTFT from its gateway.request's start, 10 ms before its vLLM span's
+    assert m.value("sloscope_ttft_seconds_sum", **hist) == pytest.approx(
+        0.25 + 0.5 + 0.375 + 0.625 + 0.125 + 5 * 0.010, abs=1e-9
+    )
     assert m.nonzero("sloscope_traces_joined_total") == {labelset(outcome="joined"): 5}
     assert m.nonzero("sloscope_spans_dropped_total") == {}  # nothing late: the trace stays open for later calls
 
@@ -813,7 +816,7 @@ def test_agent_trace_with_a_missing_root(fleet_of: Callable[..., tuple[Server, F
     for gateway, llm, pod in expected:
         row = rows[hex_ids(llm)]
         assert row["arrival_ns"] == started_ns(gateway)
-        assert (row["pod"], row["ttft_source"], row["ttft_target_seconds"]) == (pod, "model_server", 0.4)
+        assert (row["pod"], row["ttft_source"], row["ttft_target_seconds"]) == (pod, "gateway_arrival", 0.4)
 
 
 # ---- 2. P/D ------------------------------------------------------------------------------------------
@@ -971,7 +974,7 @@ def test_pd_nixl_connector(fleet_of: Callable[..., tuple[Server, Fleet]], tmp_pa
     (0.33.0, output_processor.py:957-1001) carry ``chatcmpl-<EPP x-request-id>`` (connector_nixlv2.go:100,310
     add a second X-Request-Id; vLLM reads the first); the prefill leg has max_tokens 1, 1 completion token.
 
-    TTFT = (decode llm_request start 280 ms - forward_request start 26 ms) + decode TTFT 0.125 s = 0.379 s:
+    TTFT = (decode llm_request start 280 ms - gateway.request start 10 ms) + decode TTFT 0.125 s = 0.395 s:
     over the 300 ms target (the decode pod's own 0.125 s, or true_ttft_ms 249, would meet it).
     TPOT = (2.595 - 0.125) / 127. Export order: prefill pod, sidecar, decode pod, EPP (its span ends last).
     """
@@ -1038,9 +1041,9 @@ def test_pd_nixl_connector(fleet_of: Callable[..., tuple[Server, Fleet]], tmp_pa
         decode_pod="pd-nixl-decode-0",
         prefill_pod="pd-nixl-prefill-0",
         prefill_ttft=0.2,
-        ttft=(280 - 26) / 1000 + 0.125,
+        ttft=(280 - 10) / 1000 + 0.125,
         tpot=(2.595 - 0.125) / 127,
-        source="pd_sidecar",
+        source="pd_gateway",
     )
 
 
@@ -1055,7 +1058,8 @@ def test_pd_concurrent_p2p_connector(fleet_of: Callable[..., tuple[Server, Fleet
     decode span, :186) over the decode pod's llm_request (vLLM 0.33.0). P2P leaves X-Request-Id untouched,
     so both vLLM spans carry ``chatcmpl-<EPP x-request-id>``.
 
-    TTFT = (30 - 26) ms + decode TTFT 0.25 s = 0.254 s, over the 200 ms target (true_ttft_ms would meet it).
+    TTFT = (30 - 10) ms from gateway.request's start + decode TTFT 0.25 s = 0.27 s, over the 200 ms target
+    (true_ttft_ms would meet it).
     TPOT = (2.575 - 0.25) / 99. Export order: EPP, front end, sidecar, prefill pod, decode pod.
     """
     pool = "pool-pd-p2p"
@@ -1118,9 +1122,9 @@ def test_pd_concurrent_p2p_connector(fleet_of: Callable[..., tuple[Server, Fleet
         decode_pod="pd-p2p-decode-0",
         prefill_pod="pd-p2p-prefill-0",
         prefill_ttft=0.14,
-        ttft=(30 - 26) / 1000 + 0.25,
+        ttft=(30 - 10) / 1000 + 0.25,
         tpot=(2.575 - 0.25) / 99,
-        source="pd_sidecar",
+        source="pd_gateway",
     )
 
 
@@ -1400,7 +1404,8 @@ def test_vllm_completions_with_three_choices(fleet_of: Callable[..., tuple[Serve
     assert m.nonzero("sloscope_pod_requests_total", pool=pool) == {labelset(pod="n3-vllm-0"): 1}
     hist = {"model": MODEL, "pool": pool, "slo_class": "interactive"}
     assert m.value("sloscope_ttft_seconds_count", **hist) == 1
-    assert m.value("sloscope_ttft_seconds_sum", **hist) == pytest.approx(0.15, abs=1e-9)
+    # the fastest choice's TTFT from gateway.request's start (10 ms before the choices')
+    assert m.value("sloscope_ttft_seconds_sum", **hist) == pytest.approx(0.010 + 0.15, abs=1e-9)
     assert m.value("sloscope_tpot_seconds_count", **hist) == 1
     assert m.value("sloscope_tpot_seconds_sum", **hist) == pytest.approx((1.75 - 0.15) / 16, abs=1e-9)
     assert m.slo(pool) == {
@@ -1413,7 +1418,7 @@ def test_vllm_completions_with_three_choices(fleet_of: Callable[..., tuple[Serve
 
     (row,) = store_rows(tmp_path, 1)
     assert (row["trace_id"], row["span_id"]) in {hex_ids(s) for s in spans}
-    assert (row["choices"], row["completion_tokens"], row["ttft_source"]) == (3, 47, "model_server")
+    assert (row["choices"], row["completion_tokens"], row["ttft_source"]) == (3, 47, "gateway_arrival")
 
 
 # ---- 5. SGLang ---------------------------------------------------------------------------------------
@@ -1502,7 +1507,8 @@ def test_sglang_request(fleet_of: Callable[..., tuple[Server, Fleet]], tmp_path:
     assert m.nonzero("sloscope_pod_requests_total", pool=pool) == {labelset(pod="sglang-0"): 1}
     hist = {"model": MODEL, "pool": pool, "slo_class": "interactive"}
     assert m.value("sloscope_ttft_seconds_count", **hist) == 1
-    assert m.value("sloscope_ttft_seconds_sum", **hist) == pytest.approx(0.3, abs=1e-9)
+    # from gateway.request's start (5 ms) to the first token: the scheduler's root span starts at 20 ms
+    assert m.value("sloscope_ttft_seconds_sum", **hist) == pytest.approx(0.015 + 0.3, abs=1e-9)
     assert m.slo(pool) == {
         ("interactive", "default", MODEL, "ttft"): (1, 0),
         ("interactive", "default", MODEL, "goodput"): (1, 0),
@@ -1512,7 +1518,7 @@ def test_sglang_request(fleet_of: Callable[..., tuple[Server, Fleet]], tmp_path:
 
     (row,) = store_rows(tmp_path, 1)
     assert (row["trace_id"], row["span_id"]) == hex_ids(root)
-    assert (row["pod"], row["ttft_source"], row["queue_seconds"]) == ("sglang-0", "model_server", None)
+    assert (row["pod"], row["ttft_source"], row["queue_seconds"]) == ("sglang-0", "gateway_arrival", None)
 
 
 # ---- 6. routing profiles ------------------------------------------------------------------------------
@@ -1703,7 +1709,8 @@ def test_late_2025_shape_still_counts(fleet_of: Callable[..., tuple[Server, Flee
     }
     assert m.nonzero("sloscope_pod_requests_total", pool=pool) == {labelset(pod="gie-vllm-0"): 3}
     hist = {"model": "llama", "pool": pool, "slo_class": "interactive"}
-    assert m.value("sloscope_ttft_seconds_sum", **hist) == pytest.approx(0.4, abs=1e-9)
+    # each from gateway.request's start, 5 ms before vLLM's
+    assert m.value("sloscope_ttft_seconds_sum", **hist) == pytest.approx(0.4 + 2 * 0.005, abs=1e-9)
     assert m.nonzero("sloscope_traces_joined_total") == {labelset(outcome="joined"): 3}
     assert m.nonzero("sloscope_spans_dropped_total") == {}
     assert math.isclose(m.value("sloscope_tpot_seconds_sum", **hist), (0.6 - 0.15) / 10 + (0.75 - 0.25) / 10)

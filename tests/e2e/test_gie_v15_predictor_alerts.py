@@ -103,8 +103,7 @@ def test_healthy_defaults_raise_no_predictor_alert_and_a_broken_predictor_the_ri
 
                 # the sidecars gone: Down for every server
                 await asyncio.to_thread(fleet.stop_predictor)
-                down = await wait_for('count(ALERTS{alertname="SloscopePredictorDown"}) == 3', "three servers down")
-                assert down
+                await wait_for('count(ALERTS{alertname="SloscopePredictorDown"}) == 3', "three servers down")
                 assert {a[3] for a in alerts(await instant(http, server, PREDICTOR_ALERTS))} >= {
                     "training",
                     "prediction",

@@ -35,7 +35,7 @@ from sloscope.generators.rules import DEFAULT_THRESHOLDS, ERROR_BUDGET_BURN_PAGE
 from sloscope.generators.windows import PAGE, burn_windows
 from sloscope.loading import default_spec
 from sloscope.testing import export_request, gateway_attributes, span, to_otlp_json, vllm_attributes
-from tests.support.prometheus import prometheus_ready, rules_every_second
+from tests.support.prometheus import prometheus_ready, query, rules_every_second
 
 pytestmark = pytest.mark.integration
 
@@ -93,13 +93,6 @@ def has_data(body: dict[str, Any]) -> bool:
     if data["resultType"] in ("vector", "matrix"):
         return bool(data["result"])
     return True  # a scalar or string always has a value
-
-
-async def query(http: httpx.AsyncClient, prometheus: str, expr: str) -> dict[str, Any]:
-    response = await http.get(f"{prometheus}/api/v1/query", params={"query": expr})
-    body: dict[str, Any] = response.json()
-    assert response.status_code == 200 and body["status"] == "success", f"{expr}\n{response.status_code} {body}"
-    return body
 
 
 async def check_panels(

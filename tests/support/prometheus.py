@@ -36,9 +36,15 @@ async def prometheus_ready(http: httpx.AsyncClient, server: PrometheusServer, wo
     raise AssertionError(f"Prometheus did not become ready; see {workdir / 'prometheus'}")
 
 
+async def query(http: httpx.AsyncClient, prometheus: str, expr: str) -> dict[str, Any]:
+    """The body of an instant query at ``prometheus`` (its URL); an AssertionError unless it succeeded."""
+    response = await http.get(f"{prometheus}/api/v1/query", params={"query": expr})
+    body: dict[str, Any] = response.json()
+    assert response.status_code == 200 and body["status"] == "success", f"{expr}\n{response.status_code} {body}"
+    return body
+
+
 async def instant(http: httpx.AsyncClient, server: PrometheusServer, expr: str) -> list[dict[str, Any]]:
     """The result vector of an instant query."""
-    body = (await http.get(f"{server.url}/api/v1/query", params={"query": expr})).json()
-    assert body["status"] == "success", body
-    result: list[dict[str, Any]] = body["data"]["result"]
+    result: list[dict[str, Any]] = (await query(http, server.url, expr))["data"]["result"]
     return result

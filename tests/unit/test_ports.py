@@ -5,6 +5,9 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
+import pytest
+
+from sloscope.demo import ports
 from sloscope.demo.ports import free_ports
 from sloscope.service.server import BoundPorts
 
@@ -22,12 +25,18 @@ def test_ports_are_distinct_bindable_below_the_ephemeral_range_and_never_given_t
             sock.bind(("127.0.0.1", port))
 
 
-def test_a_port_taken_by_a_listener_is_not_given() -> None:
-    (taken,) = free_ports(1)
+def test_a_port_taken_by_a_listener_is_not_given(monkeypatch: pytest.MonkeyPatch) -> None:
     with socket.socket() as listener:
-        listener.bind(("127.0.0.1", taken))
+        listener.bind(("127.0.0.1", 0))  # a port free_ports never handed out (the ephemeral range is no matter here)
         listener.listen()
-        assert taken not in free_ports(200)
+        taken = listener.getsockname()[1]
+        with socket.socket() as other:
+            other.bind(("127.0.0.1", 0))
+            free = other.getsockname()[1]
+        draws = iter([taken, taken, free])
+        monkeypatch.setattr(ports, "_given", set())
+        monkeypatch.setattr(ports.random, "randint", lambda low, high: next(draws))
+        assert free_ports(1) == [free]  # the listener's port was drawn twice, and passed over both times
 
 
 def test_the_listening_line_gives_the_bound_ports() -> None:

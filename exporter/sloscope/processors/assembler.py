@@ -127,7 +127,8 @@ class TraceAssembler:
 
     def _add(self, span: Span, now: float) -> bool:
         trace_id = span.trace_id
-        if span.name in self._gateway_names:
+        is_gateway = span.name in self._gateway_names
+        if is_gateway:
             self._gateway_seen = now
         done = self._done.get(trace_id)
         if done is not None:
@@ -151,7 +152,7 @@ class TraceAssembler:
             trace.anchors[span.span_id] = now
             self._anchor_deadlines.push(now + self._join.window_seconds, trace_id, span.span_id, self._waiting_anchor)
             return True
-        if span.name in self._gateway_names:
+        if is_gateway:
             trace.gateways[span.span_id] = None
             deadline = now + self._join.failure_window_seconds
             self._gateway_deadlines.push(deadline, trace_id, span.span_id, self._waiting_gateway)

@@ -150,7 +150,6 @@ def _request(rng: random.Random, n: int, model: str, start_ns: int) -> tuple[Spa
         end_time_unix_nano=end_ns,
         attributes=[
             _kv("gen_ai.request.id", _s(f"chatcmpl-{request_id}")),
-            _kv("gen_ai.response.model", _s(model)),
             _kv("gen_ai.usage.prompt_tokens", AnyValue(int_value=prompt_tokens)),
             _kv("gen_ai.usage.completion_tokens", AnyValue(int_value=completion_tokens)),
             _kv("gen_ai.latency.time_to_first_token", AnyValue(double_value=ttft)),

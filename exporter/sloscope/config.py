@@ -400,8 +400,16 @@ class Attributes(_Section):
             "gen_ai.request.id",
         ]
     )
-    requested_model: list[str] = Field(default_factory=lambda: ["gen_ai.request.model", "model"])
-    target_model: list[str] = Field(default_factory=lambda: ["target_model", "gen_ai.response.model"])
+    requested_model: list[str] = Field(
+        default_factory=lambda: ["http.request.header.x-gateway-model-name", "model"],
+        description="Not gen_ai.request.model: the EPPs that set it (llm-d-router's scheduling spans, "
+        "scheduler_profile.go) write the target model there, after any rewrite. The body-based router writes "
+        "the client's model to the x-gateway-model-name header (GIE bodyfieldtoheader), which a gateway can "
+        "capture on its span.",
+    )
+    target_model: list[str] = Field(
+        default_factory=lambda: ["target_model", "gen_ai.request.model", "gen_ai.response.model"]
+    )
     pool: list[str] = Field(
         default_factory=lambda: ["inference_pool", "gateway.inference_pool", "resource.k8s.inferencepool.name"]
     )

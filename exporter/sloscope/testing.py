@@ -27,12 +27,17 @@ def vllm_attributes(
     e2e: float = 1.0,
     completion_tokens: int = 11,
     prompt_tokens: int = 100,
-    model: str = "llama-3-8b",
+    model: str | None = None,
     request_id: str = "chatcmpl-req-1",
 ) -> dict[str, Any]:
-    return {
+    """A model server's ``llm_request`` attributes, without the model by default.
+
+    vLLM defines ``gen_ai.response.model`` but sets it on no span (0.33.0
+    ``v1/engine/output_processor.py:941-1001``): the model comes from the EPP's spans. ``model``
+    sets it, for an engine or a deployment that names it (the ``target_model`` mapping reads it).
+    """
+    attributes: dict[str, Any] = {
         "gen_ai.request.id": request_id,
-        "gen_ai.response.model": model,
         "gen_ai.usage.prompt_tokens": prompt_tokens,
         "gen_ai.usage.completion_tokens": completion_tokens,
         "gen_ai.latency.time_to_first_token": ttft,
@@ -46,6 +51,9 @@ def vllm_attributes(
         "gen_ai.request.top_p": 0.9,
         "gen_ai.request.n": 1,
     }
+    if model is not None:
+        attributes["gen_ai.response.model"] = model
+    return attributes
 
 
 def vllm_033_attributes(

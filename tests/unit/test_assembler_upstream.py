@@ -120,6 +120,30 @@ def test_an_agent_trace_of_five_calls_gives_five_requests_each_with_its_own_span
     assert not h.dropped
 
 
+def test_the_epps_gen_ai_request_model_is_the_target_model_and_the_clients_comes_from_the_header() -> None:
+    """llm-d-router writes ``request.TargetModel`` (after any rewrite) to ``gen_ai.request.model`` of its scheduling
+    spans (ebab6879 ``pkg/epp/scheduling/scheduler_profile.go:327``); GIE's body-based router writes the body's model
+    to ``X-Gateway-Model-Name`` (v1.5.0 ``pkg/bbr/plugins/bodyfieldtoheader/body_field_to_header.go:34``), which a
+    gateway may capture on its span. No released EPP names the client's model anywhere else."""
+    h = Harness()
+    for trace, header in ((1, None), (2, "qwen")):
+        spans = epp_call(trace, 10, request_id=f"r{trace}", model="qwen-lora-a")
+        for s in spans:  # the orchestration span's target_model out: gen_ai.request.model alone names the model
+            s.attributes.pop("target_model", None)
+        if header is not None:
+            captured = {
+                "http.request.header.x-request-id": [f"r{trace}"],
+                "http.request.header.x-gateway-model-name": [header],
+            }
+            spans.append(span(trace, 8, "ingress", captured, parent=AGENT_ROOT, resource={"service.name": "envoy"}))
+        h.feed(*spans, vllm033(trace, 19, 10, pod_name="vllm-a", request_id=f"chatcmpl-r{trace}"))
+    h.advance(5.0)
+    assert [(r.requested_model, r.target_model, r.model) for r in h.emitted] == [
+        (None, "qwen-lora-a", "qwen-lora-a"),
+        ("qwen", "qwen-lora-a", "qwen-lora-a"),
+    ]
+
+
 def test_a_later_call_of_a_trace_still_joins_after_the_trace_expired() -> None:
     h = Harness(trace_ttl_seconds=30.0)
     h.feed(*epp_call(1, 10, request_id="a"), vllm033(1, 19, 10, pod_name="vllm-a", request_id="chatcmpl-a"))

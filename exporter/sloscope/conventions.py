@@ -35,6 +35,7 @@ TYPE = "type"
 PROTOCOL = "protocol"  # a model server's protocol (the EPP's engine type): vllm, sglang, ...
 OBJECTIVE = "objective"
 BASIS = "basis"  # what a value in force rests on: page, setting or default
+CHECK = "check"  # an upstream contract sloscope's numbers rest on (CONTRACT_CHECKS)
 
 # Label values with a fixed meaning.
 OTHER = "__other__"  # label values beyond the per-label cap fold into this one
@@ -484,6 +485,34 @@ SCRAPES = _m(
     "Scrapes of model servers, the EPP and predictor servers, by kind and result.",
 )
 BUILD_INFO = _m("build", "info", ("version", "python"), "sloscope build information.")
+UPSTREAM_CONTRACT = _m(
+    "upstream_contract",
+    "gauge",
+    (POOL, CHECK),
+    "1 while an assumption sloscope's numbers rest on holds for the pool, 0 when what the upstream shows breaks it "
+    "(check: one of the upstream-contract checks, docs/metrics.md); absent while nothing was seen to judge by.",
+)
+
+# The upstream-contract checks (the check label): each an assumption about what the EPP, the predictor or the
+# spans mean, watched continuously so that a changed upstream raises an alert instead of a wrong graph.
+CHECK_PREDICTOR_OBJECTIVE = "predictor_objective"  # the predictor states its objective where its generation does
+CHECK_PREDICTOR_ANSWERS = "predictor_answers"  # the predictor's endpoints answer in the shapes sloscope reads
+CHECK_STREAMING_MODE = "streaming_mode"  # the EPP's streaming mode is the one the settings say
+CHECK_EPP_GENERATION = "epp_generation"  # the EPP is the generation the settings name
+CHECK_EPP_FAMILIES = "epp_families"  # the EPP's page has the families sloscope reads while the pool is served
+CHECK_SPAN_REQUEST_ID = "span_request_id"  # model-server spans carry a request id
+CHECK_SPAN_TOKEN_COUNTS = "span_token_counts"  # answered model-server spans carry their completion tokens
+CHECK_GATEWAY_SLO_HEADERS = "gateway_slo_headers"  # gateway spans still carry the SLO headers they carried
+CONTRACT_CHECKS = (
+    CHECK_PREDICTOR_OBJECTIVE,
+    CHECK_PREDICTOR_ANSWERS,
+    CHECK_STREAMING_MODE,
+    CHECK_EPP_GENERATION,
+    CHECK_EPP_FAMILIES,
+    CHECK_SPAN_REQUEST_ID,
+    CHECK_SPAN_TOKEN_COUNTS,
+    CHECK_GATEWAY_SLO_HEADERS,
+)
 
 # Record sinks: the record store and the OTLP export of evaluation spans.
 SINK = "sink"
@@ -715,6 +744,7 @@ ALL_METRICS: tuple[MetricDef, ...] = (
     SERIES_FOLDED,
     SCRAPES,
     BUILD_INFO,
+    UPSTREAM_CONTRACT,
     RECORDS,
     RECORDS_QUEUED,
     STORE_FILES,

@@ -100,6 +100,13 @@ def test_healthy_defaults_raise_no_predictor_alert_and_a_broken_predictor_the_ri
                 never = 'max_over_time(ALERTS{alertname="SloscopePredictorUntrained",signal="tpot"}[10m])'
                 assert await instant(http, server, never) == []
                 assert await instant(http, server, 'sloscope_predictor_trained{signal="tpot"}') == []
+                # the real EPP and the predictor show what sloscope reads: every contract judged holds
+                contracts = {
+                    r["metric"]["check"]: float(r["value"][1])
+                    for r in await instant(http, server, "sloscope_upstream_contract")
+                }
+                assert contracts.keys() >= {"predictor_objective", "predictor_answers"}, contracts
+                assert set(contracts.values()) == {1.0}, contracts
 
                 # the sidecars gone: Down for every server
                 await asyncio.to_thread(fleet.stop_predictor)

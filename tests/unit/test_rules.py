@@ -110,7 +110,7 @@ def test_every_series_in_an_expression_is_published_or_recorded_here(spec: SLOSp
 # ---- structure -----------------------------------------------------------------------------------------
 
 
-def test_the_rule_file_has_the_five_groups_in_order() -> None:
+def test_the_rule_file_has_the_six_groups_in_order() -> None:
     data = r.rule_file(default_spec())
     assert [g["name"] for g in data["groups"]] == [
         "sloscope-slo-recording",
@@ -118,6 +118,7 @@ def test_the_rule_file_has_the_five_groups_in_order() -> None:
         "sloscope-slo-alerts",
         "sloscope-predictor-alerts",
         "sloscope-pipeline-alerts",
+        "sloscope-upstream-alerts",
     ]
     assert data["groups"][0]["interval"] == "1m"
 

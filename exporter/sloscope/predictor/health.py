@@ -102,6 +102,7 @@ class PredictorSnapshot:
     rmse_offline: Mapping[str, float] = field(default_factory=dict)
     untrained: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # signal -> reset markers; () trained
     speaks_objective: bool | None = None  # a prediction server's /status states objective_type; None: none answered
+    unreadable: tuple[str, ...] = ()  # endpoints (/status, /predict, ...) whose 2xx body had another shape this poll
 
     def model_age_seconds(self, now: float) -> dict[str, float]:
         """Seconds from each signal's model write to ``now`` (negative if the clocks disagree that much)."""
@@ -147,6 +148,7 @@ class PredictorHealth:
         self._timeout = timeout
         self._clock = clock
         self._snapshot: PredictorSnapshot | None = None
+        self._unreadable: set[str] = set()  # this poll's endpoints that answered in an undocumented shape
 
     @property
     def snapshot(self) -> PredictorSnapshot | None:
@@ -154,6 +156,7 @@ class PredictorHealth:
 
     async def poll_once(self) -> PredictorSnapshot:
         """GET every health endpoint once and merge the answers into a new snapshot. Never raises for server trouble."""
+        self._unreadable = set()
         training, predictions = await asyncio.gather(self._poll_training(), self._poll_predictions())
         previous = self._snapshot or PredictorSnapshot(self.pool, ())
         servers: list[ServerStatus] = []
@@ -187,6 +190,7 @@ class PredictorHealth:
             dict(page.rmse_seconds) if page else dict(previous.rmse_offline),
             _untrained(page, predictions, previous),
             any(s.states_objective for s in statuses) if statuses else previous.speaks_objective,
+            tuple(sorted(self._unreadable)),
         )
         _log_changes(previous, snapshot)
         self._snapshot = snapshot
@@ -198,7 +202,7 @@ class PredictorHealth:
             return None
         ready, models, metrics = await asyncio.gather(
             self._get(c.KIND_TRAINING_SERVER, base + "/readyz"),
-            self._get_json(c.KIND_TRAINING_SERVER, base + "/models/list", parse_last_modified),
+            self._get_json(c.KIND_TRAINING_SERVER, base, "/models/list", parse_last_modified),
             self._get(c.KIND_TRAINING_SERVER, base + "/metrics", text=True),
         )
         page: TrainingPage | None = None
@@ -207,6 +211,7 @@ class PredictorHealth:
                 page = await off_loop(len(metrics.text), read_training_page, metrics.text, metrics.openmetrics)
             except ValueError as exc:  # ExpositionError, an idx that is not a number, an unknown objective
                 log.debug("training server %s: unreadable /metrics: %s", base, exc)
+                self._unreadable.add("/metrics")
                 self._telemetry.scrape(c.KIND_TRAINING_SERVER, c.RESULT_PARSE_ERROR)
             else:
                 self._telemetry.scrape(c.KIND_TRAINING_SERVER, c.RESULT_SUCCESS)
@@ -218,7 +223,7 @@ class PredictorHealth:
     async def _poll_prediction(self, base: str) -> _Prediction:
         ready, status = await asyncio.gather(
             self._get(c.KIND_PREDICTION_SERVER, base + "/readyz"),
-            self._get_json(c.KIND_PREDICTION_SERVER, base + "/status", read_status),
+            self._get_json(c.KIND_PREDICTION_SERVER, base, "/status", read_status),
         )
         if status is None:
             return _Prediction(False)
@@ -252,6 +257,7 @@ class PredictorHealth:
                 probed = probe_answer(await off_loop(len(answer.body), read_json, answer.body))
             except ValueError as exc:  # not JSON (or nested too deeply), another shape, or values out of range
                 log.debug("%s %s: unexpected body: %s", kind, url, exc)
+                self._unreadable.add("/predict")
                 result = c.RESULT_PARSE_ERROR
         else:
             log.debug("%s %s: %s %s", kind, url, answer.result, answer.error)
@@ -267,8 +273,9 @@ class PredictorHealth:
             self._telemetry.scrape(kind, fetched.result)
         return fetched
 
-    async def _get_json(self, kind: str, url: str, parse: Callable[[Any], _T]) -> _T | None:
+    async def _get_json(self, kind: str, base: str, path: str, parse: Callable[[Any], _T]) -> _T | None:
         """The parsed body of a JSON endpoint, or None (failed GET or undocumented shape); counted once."""
+        url = base + path
         fetched, document = await fetch_json(self._http, url, self._timeout)
         if not fetched.ok:
             log.debug("%s %s: %s %s", kind, url, fetched.result, fetched.error)
@@ -278,6 +285,7 @@ class PredictorHealth:
             value = parse(document)
         except ValueError as exc:
             log.debug("%s %s: unexpected body: %s", kind, url, exc)
+            self._unreadable.add(path)
             self._telemetry.scrape(kind, c.RESULT_PARSE_ERROR)
             return None
         self._telemetry.scrape(kind, c.RESULT_SUCCESS)
@@ -328,6 +336,14 @@ def _log_changes(previous: PredictorSnapshot, current: PredictorSnapshot) -> Non
             current.objective,
             previous.objective,
         )
+    for endpoint in sorted(set(current.unreadable) - set(previous.unreadable)):
+        log.warning(
+            "latency predictor of pool %s: %s answers in a shape sloscope does not read (an upgrade changed it?)",
+            current.pool,
+            endpoint,
+        )
+    for endpoint in sorted(set(previous.unreadable) - set(current.unreadable)):
+        log.info("latency predictor of pool %s: %s is readable again", current.pool, endpoint)
     for signal, markers in sorted(current.untrained.items()):
         before = previous.untrained.get(signal)
         if markers and markers != before:

@@ -56,6 +56,7 @@ class StreamingModes:
             pool: self._default if setting is None else StreamingMode(setting, BASIS_SETTING)
             for pool, setting in settings.items()
         }
+        self._set = dict(self._by_pool)  # what the settings say, kept when a page overrides it
 
     def tell(self, pool: str, streaming: bool | None) -> None:
         """What ``pool``'s EPP page shows (None: nothing yet); a change is logged once."""
@@ -82,6 +83,15 @@ class StreamingModes:
 
     def streaming(self, pool: str) -> bool:
         return self.mode(pool).streaming
+
+    def contradicted(self, pool: str) -> bool | None:
+        """Whether the pool's EPP page shows a mode other than its setting: None while no page spoke or no setting
+        names a mode (then the page is simply followed)."""
+        now = self.mode(pool)
+        setting = self._set.get(pool, self._default)
+        if now.basis != BASIS_PAGE or setting.basis != BASIS_SETTING:
+            return None
+        return now.streaming != setting.streaming
 
     def modes(self) -> dict[str, StreamingMode]:
         """Every configured pool's mode, and any other pool a page spoke for."""

@@ -23,10 +23,13 @@ from typing import Any
 import httpx
 from prometheus_client import CollectorRegistry
 
+from sloscope import conventions as c
 from sloscope.config import Settings
 from sloscope.conventions import ENGINE_LATENCY_SECONDS, MODEL, SKIP_SHUTDOWN
 from sloscope.predictor.client import PredictionClient
+from sloscope.predictor.generation import resolve
 from sloscope.predictor.health import PredictorHealth, PredictorSnapshot, server_labels
+from sloscope.processors import contracts
 from sloscope.processors.inflight_history import InflightHistory
 from sloscope.processors.joined_batch import EvaluatedBatch
 from sloscope.processors.live_headroom import LiveHeadroom
@@ -43,6 +46,7 @@ from sloscope.publishers.epp import EPPCollector
 from sloscope.publishers.pod_state import PodStateCollector
 from sloscope.publishers.predictor_health import PredictorHealthCollector
 from sloscope.publishers.streaming_mode import StreamingModeCollector
+from sloscope.publishers.upstream_contract import SpanContractTap, UpstreamContractCollector
 from sloscope.receivers.discovery.manager import DiscoveryManager
 from sloscope.receivers.epp import EPPScraper
 from sloscope.receivers.http_auth import HTTPClients, epp_auth
@@ -211,6 +215,10 @@ class PoolMonitor:
                 telemetry.series_budget,
             )
         )
+        self._generation_setting = predictions.epp_generation
+        self.spans = contracts.SpanWindow()
+        self.contract_tap = SpanContractTap(self.spans, labels, batch_labels or (lambda batch: None))
+        registry.register(UpstreamContractCollector(self._judge_contracts))
         self._tasks: list[asyncio.Task[None]] = []
         self._enabled = bool(pools)
 
@@ -232,6 +240,32 @@ class PoolMonitor:
         """The objective the pool's predictor was last polled with: that of the EPP's predictions on spans."""
         snapshot = self._snapshot_of(pool)
         return snapshot.objective if snapshot is not None else None
+
+    def _judge_contracts(self) -> dict[tuple[str, str], bool]:
+        """Every upstream-contract check with something to judge by (:mod:`sloscope.processors.contracts`)."""
+        judged: dict[tuple[str, str], bool | None] = {}
+        for pool in self.spans.pools():
+            for check, holds in contracts.span_checks(self.spans.totals(pool), self.spans.headers_seen(pool)).items():
+                judged[pool, check] = holds
+        for health in self.health:
+            snapshot, pool = health.snapshot, health.pool
+            if snapshot is None:
+                continue
+            generation = resolve(self._generation_setting, self.inflight.generation(pool), snapshot.speaks_objective)
+            judged[pool, c.CHECK_PREDICTOR_OBJECTIVE] = contracts.predictor_objective(
+                generation, snapshot.speaks_objective
+            )
+            judged[pool, c.CHECK_PREDICTOR_ANSWERS] = contracts.predictor_answers(snapshot.unreadable)
+        for scraper in self.epp:
+            pool, page = scraper.pool, scraper.latest
+            judged[pool, c.CHECK_STREAMING_MODE] = contracts.streaming_mode(self.streaming.contradicted(pool))
+            judged[pool, c.CHECK_EPP_GENERATION] = contracts.epp_generation(
+                self._generation_setting, self.inflight.generation(pool)
+            )
+            judged[pool, c.CHECK_EPP_FAMILIES] = contracts.epp_families(
+                page.sources if page is not None else None, self.spans.totals(pool).gateway
+            )
+        return {key: holds for key, holds in judged.items() if holds is not None}
 
     async def start(self) -> None:
         if not self._enabled or self._tasks:

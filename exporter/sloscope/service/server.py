@@ -132,6 +132,7 @@ class Service:
             batch_labels=self.pipeline.publisher.batch_model_and_pool,
             on_routing=self.pipeline.routing.set,
         )
+        self.pipeline.evaluator.add(self.pools.contract_tap)
         self.pipeline.evaluator.add(self.pools.tracker)
         self._tracer = tracer_provider(settings.self_tracing)
         self._http_metrics = HttpMetrics(self.registry)

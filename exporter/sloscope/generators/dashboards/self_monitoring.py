@@ -13,7 +13,18 @@ from typing import Any
 from sloscope import conventions as c
 from sloscope.generators.dashboards import common as d
 from sloscope.generators.dashboards import variables as v
-from sloscope.generators.dashboards.promql import max_by, missed_share, ne, rate, regex, sel, series, sum_by, var
+from sloscope.generators.dashboards.promql import (
+    max_by,
+    min_by,
+    missed_share,
+    ne,
+    rate,
+    regex,
+    sel,
+    series,
+    sum_by,
+    var,
+)
 from sloscope.slo.spec import SLOSpec
 
 FILE_NAME = "sloscope-itself.json"
@@ -40,7 +51,8 @@ def dashboard(spec: SLOSpec) -> Any:
         file_name=FILE_NAME,
         description=(
             "sloscope's own health: spans received and dropped, queue fill, traces pending, join outcomes, scrapes, "
-            "label values folded by the caps, request records (store, OTLP export), HTTP latency, memory and CPU."
+            "label values folded by the caps, upstream contracts, request records (store, OTLP export), HTTP latency, "
+            "memory and CPU."
         ),
         tags=["self-monitoring"],
         variables=[
@@ -48,7 +60,7 @@ def dashboard(spec: SLOSpec) -> Any:
             v.label_variable(JOB, c.BUILD_INFO, "Job"),
             v.label_variable(INSTANCE, c.BUILD_INFO, "Instance", narrowed_by=(JOB,)),
         ],
-        panels=[*_spans(), *_join(), *_scrapes(), *_records(), *_process()],
+        panels=[*_spans(), *_join(), *_scrapes(), *_contracts(), *_records(), *_process()],
         time_from="now-3h",
     )
 
@@ -199,6 +211,35 @@ def _scrapes() -> list[Any]:
             ],
             unit=d.PER_SECOND,
             width=8,
+        ),
+    ]
+
+
+def _contracts() -> list[Any]:
+    contracts = min_by((c.POOL, c.CHECK), _self(c.UPSTREAM_CONTRACT.name))
+    return [
+        d.row("Upstream contracts"),
+        d.table(
+            "Broken upstream contracts",
+            "The assumptions sloscope's numbers rest on that the upstream breaks now, per pool and check (0 on any "
+            "selected instance): a renamed family or span attribute, a predictor that stopped stating its "
+            "objective, an EPP of another generation or streaming mode than the settings say. Each check has an "
+            "alert and a runbook (docs/runbooks). Empty: every contract judged holds.",
+            [d.Query(f"{contracts} == 0", instant=True, format="table")],
+            unit=d.NONE,
+            transformations=d.merged_columns("value"),
+            width=8,
+        ),
+        d.timeseries(
+            "Upstream contracts by pool and check",
+            "1 while the check holds, 0 while the upstream breaks it; no line while nothing was seen to judge by "
+            "(no page, no poll, fewer than 20 requests in the last 10 minutes).",
+            [d.Query(contracts, "{{pool}} {{check}}")],
+            unit=d.NONE,
+            width=16,
+            minimum=0,
+            maximum=1,
+            thresholds=d.steps(d.RED, (1, d.GREEN)),
         ),
     ]
 

@@ -10,6 +10,7 @@ from sloscope.generators.rule_tests.pipeline_alerts import _pipeline_tests
 from sloscope.generators.rule_tests.predictor_alerts import _predictor_tests
 from sloscope.generators.rule_tests.recording import _recording_tests
 from sloscope.generators.rule_tests.slo_alerts import _burn_tests
+from sloscope.generators.rule_tests.upstream_alerts import _upstream_tests
 from sloscope.slo.spec import SLOSpec
 
 
@@ -29,6 +30,7 @@ def rule_tests(
         *_burn_tests(spec, rules, thresholds),
         *_predictor_tests(spec, rules, thresholds),
         *_pipeline_tests(rules, thresholds),
+        *_upstream_tests(rules, thresholds),
     ]
     return {
         "rule_files": [rule_file_name],

@@ -1,6 +1,6 @@
 """Prometheus recording and alerting rules generated from the SLO spec.
 
-Five groups, as Sloth splits SLI recording rules from alert rules and kubernetes-mixin splits alerts by subject:
+Six groups, as Sloth splits SLI recording rules from alert rules and kubernetes-mixin splits alerts by subject:
 
 - ``sloscope-slo-recording``: per window of :data:`~sloscope.conventions.RULE_WINDOWS`, the eligible-request
   rate and the error ratio by model, pool, SLO class and SLO (the routing label is summed away, and so are
@@ -12,6 +12,8 @@ Five groups, as Sloth splits SLI recording rules from alert rules and kubernetes
 - ``sloscope-predictor-alerts``: calibration, availability and freshness of the latency predictor, pod headroom,
   shadow predictions.
 - ``sloscope-pipeline-alerts``: sloscope's own health (spans in, queue, drops, joins, scrapes).
+- ``sloscope-upstream-alerts``: one per upstream-contract check, when the upstream stops showing what sloscope's
+  numbers assume (:mod:`.upstream_alerts`).
 
 Every series name comes from :mod:`sloscope.conventions`, every objective and period from the spec, every
 threshold from :class:`AlertThresholds`. Every alert carries ``severity`` (``page`` or ``ticket``), a
@@ -22,7 +24,8 @@ The functions return plain data in a stable order; the caller writes the YAML.
 
 The modules, one per job: :mod:`.names` (group and alert names), :mod:`.thresholds` (:class:`AlertThresholds`
 and the fixed windows), :mod:`.common` (PromQL and template helpers, the shape of an alert), one module per
-group (:mod:`.recording`, :mod:`.budget`, :mod:`.slo_alerts`, :mod:`.predictor_alerts`, :mod:`.pipeline_alerts`) and
+group (:mod:`.recording`, :mod:`.budget`, :mod:`.slo_alerts`, :mod:`.predictor_alerts`, :mod:`.pipeline_alerts`,
+:mod:`.upstream_alerts`) and
 :mod:`.files` (the groups assembled into a rule file or a ``PrometheusRule``).
 """
 
@@ -32,6 +35,7 @@ from sloscope.generators.rules.budget import budget_rules, period_ratio_rule
 from sloscope.generators.rules.files import groups, prometheus_rule, rule_file
 from sloscope.generators.rules.names import (
     ALERT_NAMES,
+    CONTRACT_ALERTS,
     ERROR_BUDGET_BURN_PAGE,
     ERROR_BUDGET_BURN_TICKET,
     EVICTING_TRACES,
@@ -40,6 +44,7 @@ from sloscope.generators.rules.names import (
     GROUP_SLO_ALERTS,
     GROUP_SLO_BUDGET,
     GROUP_SLO_RECORDING,
+    GROUP_UPSTREAM_ALERTS,
     INVALID_VALUES,
     JOIN_RATIO_LOW,
     LABEL_VALUES_FOLDED,
@@ -64,9 +69,11 @@ from sloscope.generators.rules.predictor_alerts import predictor_alerts
 from sloscope.generators.rules.recording import recording_rules
 from sloscope.generators.rules.slo_alerts import slo_alerts
 from sloscope.generators.rules.thresholds import DEFAULT_THRESHOLDS, AlertThresholds, burn_threshold, is_capped
+from sloscope.generators.rules.upstream_alerts import upstream_alerts
 
 __all__ = [
     "ALERT_NAMES",
+    "CONTRACT_ALERTS",
     "DEFAULT_THRESHOLDS",
     "ERROR_BUDGET_BURN_PAGE",
     "ERROR_BUDGET_BURN_TICKET",
@@ -76,6 +83,7 @@ __all__ = [
     "GROUP_SLO_ALERTS",
     "GROUP_SLO_BUDGET",
     "GROUP_SLO_RECORDING",
+    "GROUP_UPSTREAM_ALERTS",
     "INVALID_VALUES",
     "JOIN_RATIO_LOW",
     "LABEL_VALUES_FOLDED",
@@ -106,4 +114,5 @@ __all__ = [
     "recording_rules",
     "rule_file",
     "slo_alerts",
+    "upstream_alerts",
 ]

@@ -14,12 +14,14 @@ from sloscope.generators.rules.names import (
     GROUP_SLO_ALERTS,
     GROUP_SLO_BUDGET,
     GROUP_SLO_RECORDING,
+    GROUP_UPSTREAM_ALERTS,
 )
 from sloscope.generators.rules.pipeline_alerts import pipeline_alerts
 from sloscope.generators.rules.predictor_alerts import predictor_alerts
 from sloscope.generators.rules.recording import RECORDING_INTERVAL, recording_rules
 from sloscope.generators.rules.slo_alerts import slo_alerts
 from sloscope.generators.rules.thresholds import DEFAULT_THRESHOLDS, AlertThresholds
+from sloscope.generators.rules.upstream_alerts import upstream_alerts
 from sloscope.slo.spec import SLOSpec
 
 
@@ -35,6 +37,7 @@ def groups(
         out.append({"name": GROUP_SLO_ALERTS, "rules": slo_alerts(spec, thresholds, runbook_base)})
     out.append({"name": GROUP_PREDICTOR_ALERTS, "rules": predictor_alerts(thresholds, runbook_base)})
     out.append({"name": GROUP_PIPELINE_ALERTS, "rules": pipeline_alerts(thresholds, runbook_base)})
+    out.append({"name": GROUP_UPSTREAM_ALERTS, "rules": upstream_alerts(thresholds, runbook_base)})
     return out
 
 

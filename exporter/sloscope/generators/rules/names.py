@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from sloscope import conventions as c
+
 GROUP_SLO_RECORDING = "sloscope-slo-recording"
 GROUP_SLO_BUDGET = "sloscope-slo-budget"
 GROUP_SLO_ALERTS = "sloscope-slo-alerts"
 GROUP_PREDICTOR_ALERTS = "sloscope-predictor-alerts"
 GROUP_PIPELINE_ALERTS = "sloscope-pipeline-alerts"
+GROUP_UPSTREAM_ALERTS = "sloscope-upstream-alerts"
 
 # Alert names: public (runbooks, silences and routes refer to them).
 ERROR_BUDGET_BURN_PAGE = "SloscopeErrorBudgetBurnPage"
@@ -30,6 +33,17 @@ LABEL_VALUES_FOLDED = "SloscopeLabelValuesFolded"
 SERIES_FOLDED = "SloscopeSeriesFolded"
 SCRAPES_FAILING = "SloscopeScrapesFailing"
 RECORDS_LOST = "SloscopeRecordsLost"
+# One alert per upstream-contract check (the check label of sloscope_upstream_contract), in check order.
+CONTRACT_ALERTS = {
+    c.CHECK_PREDICTOR_OBJECTIVE: "SloscopePredictorObjectiveUnstated",
+    c.CHECK_PREDICTOR_ANSWERS: "SloscopePredictorAnswersUnreadable",
+    c.CHECK_STREAMING_MODE: "SloscopeEPPStreamingModeMismatch",
+    c.CHECK_EPP_GENERATION: "SloscopeEPPGenerationMismatch",
+    c.CHECK_EPP_FAMILIES: "SloscopeEPPFamiliesMissing",
+    c.CHECK_SPAN_REQUEST_ID: "SloscopeSpansWithoutRequestId",
+    c.CHECK_SPAN_TOKEN_COUNTS: "SloscopeSpansWithoutTokenCounts",
+    c.CHECK_GATEWAY_SLO_HEADERS: "SloscopeSLOHeadersVanished",
+}
 
 ALERT_NAMES = (
     ERROR_BUDGET_BURN_PAGE,
@@ -53,5 +67,6 @@ ALERT_NAMES = (
     SERIES_FOLDED,
     SCRAPES_FAILING,
     RECORDS_LOST,
+    *(CONTRACT_ALERTS[check] for check in c.CONTRACT_CHECKS),
 )
 """Every alert the generated rules can contain (the SLO alerts only when the spec lists a class)."""

@@ -105,6 +105,9 @@ class AlertThresholds:
     records_lost_ratio: float = 0.001
     """Records a sink (the record store, the OTLP export) dropped or failed to write, as a share of those it got."""
     records_lost_for: str = "15m"
+    contract_broken_for: str = "10m"
+    """How long an upstream-contract check must read broken before its alert fires: the span checks judge the last
+    10 minutes, the EPP and predictor checks each scrape or poll, so a single odd page does not alert."""
 
     def __post_init__(self) -> None:
         for field in fields(self):

@@ -1,0 +1,114 @@
+"""``sloscope_upstream_contract{pool,check}``: 1 while an assumption about the upstream holds, 0 when broken.
+
+:class:`SpanContractTap` sits among the evaluator's publishers and counts, per pool label, what the spans of each
+request carried (:class:`~sloscope.processors.contracts.SpanWindow`); :class:`UpstreamContractCollector` renders
+every check at collect time from a callable that judges them (:mod:`sloscope.processors.contracts`), so the series
+says what the upstream showed at that moment. A check with nothing to judge by has no series.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from sloscope import conventions as c
+from sloscope.processors import arrow_arrays
+from sloscope.processors.contracts import SpanCounts, SpanWindow
+from sloscope.processors.joined_batch import EvaluatedBatch
+from sloscope.publishers.columns import Column
+from sloscope.records import Evaluation, JoinedRequest
+
+__all__ = ["SpanContractTap", "UpstreamContractCollector"]
+
+_GATEWAY = (c.OUTCOME_JOINED, c.OUTCOME_JOINED_BY_REQUEST_ID, c.OUTCOME_FAILED)  # a gateway span was seen
+_ANCHORED = (c.OUTCOME_JOINED, c.OUTCOME_JOINED_BY_REQUEST_ID, c.OUTCOME_ANCHOR_ONLY, c.OUTCOME_EVICTED)
+
+Labels = Callable[[JoinedRequest], tuple[str, str]]
+BatchLabels = Callable[[EvaluatedBatch], tuple[Column, Column] | None]
+
+
+def _counts(request: JoinedRequest) -> SpanCounts:
+    anchored = request.outcome in _ANCHORED
+    answered = anchored and request.failure_reason is None
+    gateway = request.outcome in _GATEWAY
+    return SpanCounts(
+        anchored=int(anchored),
+        with_request_id=int(anchored and request.request_id is not None),
+        answered=int(answered),
+        with_tokens=int(answered and request.completion_tokens is not None),
+        gateway=int(gateway),
+        with_slo_header=int(gateway and (request.slo_ttft_ms is not None or request.slo_tpot_ms is not None)),
+    )
+
+
+class SpanContractTap:
+    """Counts what each request's spans carried into the window, under the pool label the request was published
+    with (``labels``/``batch_labels``: the Prometheus publisher's, which runs first)."""
+
+    def __init__(self, window: SpanWindow, labels: Labels, batch_labels: BatchLabels) -> None:
+        self._window = window
+        self._labels = labels
+        self._batch_labels = batch_labels
+
+    def publish(self, request: JoinedRequest, evaluation: Evaluation) -> None:
+        del evaluation  # what the spans carried, not what was concluded from it
+        self._window.add(self._labels(request)[1], _counts(request))
+
+    def publish_batch(self, batch: EvaluatedBatch) -> None:
+        labels = self._batch_labels(batch)
+        if labels is None:  # the Prometheus publisher took it one at a time (or failed on it): ask per request
+            for request in batch.requests():
+                self._window.add(self._labels(request)[1], _counts(request))
+            return
+        pools = labels[1]
+        records = batch.records
+        outcome = records.column("outcome")
+        anchored = _mask(pc.is_in(outcome, value_set=pa.array(_ANCHORED)))
+        gateway = _mask(pc.is_in(outcome, value_set=pa.array(_GATEWAY)))
+        answered = anchored & ~arrow_arrays.present(records.column("failure_reason"))
+        headers = arrow_arrays.present(records.column("slo_ttft_ms")) | arrow_arrays.present(
+            records.column("slo_tpot_ms")
+        )
+        columns = {
+            "anchored": anchored,
+            "with_request_id": anchored & arrow_arrays.present(records.column("request_id")),
+            "answered": answered,
+            "with_tokens": answered & arrow_arrays.present(records.column("completion_tokens")),
+            "gateway": gateway,
+            "with_slo_header": gateway & headers,
+        }
+        sums = {
+            name: np.bincount(pools.codes, weights=mask, minlength=len(pools.values)) for name, mask in columns.items()
+        }
+        for code, pool in enumerate(pools.values):
+            self._window.add(pool, SpanCounts(**{name: int(total[code]) for name, total in sums.items()}))
+
+
+def _mask(array: pa.Array) -> np.ndarray:
+    return np.asarray(array.fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _family() -> GaugeMetricFamily:
+    d = c.UPSTREAM_CONTRACT
+    return GaugeMetricFamily(d.name, d.help, labels=d.labels)
+
+
+class UpstreamContractCollector(Collector):
+    """``judge()``: every (pool, check) judged now, True holds, False broken; checks not judged are left out."""
+
+    def __init__(self, judge: Callable[[], Mapping[tuple[str, str], bool]]) -> None:
+        self._judge = judge
+
+    def describe(self) -> Iterator[Metric]:
+        yield _family()
+
+    def collect(self) -> Iterator[Metric]:
+        family = _family()
+        for (pool, check), holds in sorted(self._judge().items()):
+            family.add_metric([pool, check], 1.0 if holds else 0.0)
+        yield family

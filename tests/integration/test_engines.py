@@ -233,3 +233,75 @@ def test_a_sleeping_engine_has_no_headroom_and_is_not_a_pod_of_the_pool(serving:
     key = ("sloscope_engine_latency_seconds_count", frozenset(ttft.items()))
     wait_until(lambda: key in server.samples(), what="engine histograms")
     assert server.samples()[key] == 0.0
+
+
+def bumped(text: str, families: tuple[str, ...], n: int) -> str:
+    """``text`` after ``n`` more requests observed into ``families`` (in their lowest bucket, so ``_sum`` stays)."""
+    for family in families:
+        text, count = re.subn(
+            rf"^({re.escape(family)}_(?:bucket|count)\{{[^}}]*\}}) (\S+)$",
+            lambda m: f"{m.group(1)} {float(m.group(2)) + n:g}",
+            text,
+            flags=re.M,
+        )
+        assert count > 2, family
+    return text
+
+
+TTFT, E2E, ITL = (
+    "vllm:time_to_first_token_seconds",
+    "vllm:e2e_request_latency_seconds",
+    "vllm:inter_token_latency_seconds",
+)
+
+
+def test_pd_pods_count_each_signal_once_prefill_ttft_and_decode_the_rest(shared: Path) -> None:
+    """P/D: a request's prefill runs on a prefill pod and its decode on a decode pod, and both engines observe it.
+    The role (``llm-d.ai/role``, llm-d-router ebab6879 ``filter/bylabel/roles.go:11-25``) says which pods count
+    which signal: TTFT and queue time from prefill pods, ITL, TPOT and e2e from decode pods, everything from pods
+    with no role or an interleaved one, nothing from encoders or unknown roles. Every pod serves the real vLLM
+    0.33 page, then the same page after 5 more requests of each family."""
+
+    async def scenario() -> None:
+        registry = CollectorRegistry()
+        settings = Scrape(timeout_seconds=2.0)
+        history = PodHistory(settings.history_samples, settings.stale_after_seconds, settings.vanished_grace_seconds)
+        latency = EngineLatencyCollector(LabelGuard({"model": 50}, lambda label: None))
+        registry.register(latency)
+        roles = {"prefill-0": "prefill", "decode-0": "decode", "both-0": "prefill-decode", "encode-0": "encode"}
+        roles |= {"plain-0": None, "odd-0": "sidecar"}
+        async with httpx.AsyncClient() as http:
+            scraper = PodScraper(
+                pools=[Pool(name="pd", model=LLAMA)],
+                settings=settings,
+                history=history,
+                telemetry=Telemetry(registry),
+                http=http,
+                latency=latency,
+            )
+            with PageServer(vllm_page(shared)) as server:
+                targets = [
+                    Target("pd", pod, server.address, labels=sorted_labels({"llm-d.ai/role": role} if role else {}))
+                    for pod, role in roles.items()
+                ]
+                scraper.on_targets({t.key: t for t in targets})
+                for target in targets:
+                    assert await scraper.scrape_once(target) == "success"  # each pod's baseline
+                server.page = bumped(server.page, (TTFT, E2E, ITL), 5)
+                for target in targets:
+                    assert await scraper.scrape_once(target) == "success"
+            await scraper.stop()
+
+        def count(signal: str) -> float | None:
+            labels = {"pool": "pd", "model": LLAMA, "protocol": "vllm", "signal": signal}
+            return registry.get_sample_value("sloscope_engine_latency_seconds_count", labels)
+
+        assert {signal: count(signal) for signal in ("ttft", "e2e", "itl", "tpot", "queue")} == {
+            "ttft": 15.0,  # prefill-0, both-0, plain-0
+            "e2e": 15.0,  # decode-0, both-0, plain-0
+            "itl": 15.0,
+            "tpot": 0.0,  # counted from the same pods, with no new observation
+            "queue": 0.0,
+        }
+
+    asyncio.run(scenario())

@@ -22,7 +22,7 @@ from sloscope.predictor.client import PredictionClient
 from sloscope.processors.live_headroom import LiveHeadroom
 from sloscope.processors.pod_history import PodHistory
 from sloscope.processors.running_slos import RunningSLOs
-from sloscope.receivers.discovery import Target
+from sloscope.receivers.discovery import Target, sorted_labels
 from sloscope.receivers.protocols import PodState
 from sloscope.slo.spec import SLOSpec
 from tests.support.prediction_server import PredictionServer, predicted_tpot_ms, predicted_ttft_ms
@@ -58,22 +58,29 @@ def predictor() -> Iterator[PredictionServer]:
         yield server
 
 
-def headroom(predictor: PredictionServer, *, streaming: bool) -> Samples:
-    """One round of live headroom (the clock at the pod's scrape), read as Prometheus reads it."""
+def headroom(
+    predictor: PredictionServer,
+    *,
+    streaming: bool,
+    pods: tuple[Target, ...] = (POD,),
+    predictions: Predictions | None = None,
+) -> Samples:
+    """One round of live headroom (the clock at the pods' scrape, each in ``STATE``), read as Prometheus reads it."""
 
     async def run() -> Samples:
         history = PodHistory(8, 30.0, 60.0)
-        history.track(POD)
-        history.record(POD.key, 1000.0, STATE)
-        predictions = Predictions()
+        for pod in pods:
+            history.track(pod)
+            history.record(pod.key, 1000.0, STATE)
+        settings = predictions or Predictions()
         async with httpx.AsyncClient() as http:
             live = LiveHeadroom(
                 spec=SPEC,
                 history=history,
                 running=RunningSLOs(),
-                clients={"pool-a": PredictionClient([predictor.url], predictions, http)},
+                clients={"pool-a": PredictionClient([predictor.url], settings, http)},
                 settings=Headroom(),
-                predictions=predictions,
+                predictions=settings,
                 clock=lambda: 1000.0,
                 streaming_of=lambda pool: streaming,
             )
@@ -107,4 +114,22 @@ def test_streaming_off_judges_the_end_to_end_prediction_against_the_ttft_target_
     assert headroom(predictor, streaming=False) == {
         key("sloscope_pod_headroom_seconds", signal="e2e", **pod): pytest.approx(0.5 - e2e),
         key("sloscope_pool_pods_with_headroom", pool="pool-a", slo_class="interactive"): 1.0,  # TPOT not judged
+    }
+
+
+def test_a_prefill_pod_of_a_pd_pool_is_judged_by_its_ttft_alone(predictor: PredictionServer) -> None:
+    """A prefill pod generates no tokens: the EPP neutralizes its TPOT when its endpointRoleLabel value is
+    "prefill" (llm-d-router ebab6879 predictedlatency/prediction.go:106-115,181-188), and so does sloscope. The
+    decode pod keeps both signals; in the same state, only the prefill pod has headroom."""
+    role = "llm-d.ai/role"
+    prefill = Target("pool-a", "prefill-0", "10.0.0.2:8000", labels=sorted_labels({role: "prefill"}))
+    decode = Target("pool-a", "decode-0", "10.0.0.3:8000", labels=sorted_labels({role: "decode"}))
+    ttft, tpot = predicted_ttft_ms(REFERENCE) / 1000, predicted_tpot_ms(REFERENCE) / 1000
+    got = headroom(predictor, streaming=True, pods=(prefill, decode), predictions=Predictions(endpoint_role_label=role))
+    labels = {"pool": "pool-a", "slo_class": "interactive"}
+    assert got == {
+        key("sloscope_pod_headroom_seconds", signal="ttft", pod="prefill-0", **labels): pytest.approx(0.5 - ttft),
+        key("sloscope_pod_headroom_seconds", signal="ttft", pod="decode-0", **labels): pytest.approx(0.5 - ttft),
+        key("sloscope_pod_headroom_seconds", signal="tpot", pod="decode-0", **labels): pytest.approx(0.02 - tpot),
+        key("sloscope_pool_pods_with_headroom", **labels): 1.0,
     }

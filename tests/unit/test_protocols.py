@@ -118,6 +118,42 @@ nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type="fraction",model="tensorrt
 """
 
 
+def _sglang_series(name: str, value: float, *, dp: int, pp: int = 0, tp: int = 0, priority: str = "") -> str:
+    """A scheduler series with the labels of sglang 0.5.23 (observability/metrics_collector.py:1383-1392)."""
+    labels = (
+        f'model_name="{LLAMA}",engine_type="unified",tp_rank="{tp}",pp_rank="{pp}",moe_ep_rank="0",'
+        f'priority="{priority}",dp_rank="{dp}"'
+    )
+    return f"{name}{{{labels}}} {value}\n"
+
+
+def test_sglang_reads_each_engine_once_and_the_priority_total_only() -> None:
+    """Two data-parallel engines (dp_rank 0 and 1), each run as two pipeline stages whose schedulers both log the
+    engine's queue (tp_rank 0 and 4: the first tensor rank of each stage); priority scheduling writes the total under
+    priority="" and each priority's share under its value (metrics_collector.py:1417-1429). The pod runs 7 + 5
+    requests and queues 3 + 1, not twice or four times that."""
+    page = "# TYPE sglang:num_running_reqs gauge\n"
+    for dp, running, by_priority in ((0, 7, {"0": 4, "10": 3}), (1, 5, {"0": 5, "10": 0})):
+        for pp, tp in ((0, 0), (1, 4)):
+            page += _sglang_series("sglang:num_running_reqs", running, dp=dp, pp=pp, tp=tp)
+            for priority, count in by_priority.items():
+                page += _sglang_series("sglang:num_running_reqs", count, dp=dp, pp=pp, tp=tp, priority=priority)
+    page += "# TYPE sglang:num_queue_reqs gauge\n"
+    for dp, queued in ((0, 3), (1, 1)):
+        for pp, tp in ((0, 0), (1, 4)):
+            page += _sglang_series("sglang:num_queue_reqs", queued, dp=dp, pp=pp, tp=tp)
+            page += _sglang_series("sglang:num_queue_reqs", queued, dp=dp, pp=pp, tp=tp, priority="0")
+    page += "# TYPE sglang:token_usage gauge\n"
+    for dp, usage in ((0, 0.5), (1, 0.25)):
+        for pp, tp in ((0, 0), (1, 4)):
+            page += _sglang_series("sglang:token_usage", usage, dp=dp, pp=pp, tp=tp)
+    whole = state(SGLANG, page)
+    assert (whole.waiting, whole.running, whole.kv_cache_utilization) == (4.0, 12.0, 0.375)
+    # the EPP reads the first series of each family, as it does on any page
+    assert whole.routing is not None
+    assert (whole.routing.waiting, whole.routing.running, whole.routing.kv_cache_utilization) == (3.0, 7.0, 0.5)
+
+
 def test_triton_page_selects_by_label_and_names_its_model_in_model() -> None:
     whole = PodState(2.0, 5.0, 0.3, None, frozenset({"tensorrt_llm"}))
     assert state(TRITON_TRTLLM, TRITON_PAGE) == whole

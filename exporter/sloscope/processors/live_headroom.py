@@ -8,7 +8,9 @@ that ended within ``running_slo_window_seconds``.
 
 With streaming off in the pool's EPP (:mod:`sloscope.processors.streaming_modes`), the predicted "TTFT" is an
 end-to-end latency: as the EPP does, it is held against the class's TTFT target and published as signal ``e2e``, and
-no TPOT headroom is judged (the EPP leaves TPOT out of its tiers and admission).
+no TPOT headroom is judged (the EPP leaves TPOT out of its tiers and admission). Nor is it on a prefill pod of a P/D
+pool (its value of ``predictions.endpoint_role_label`` is ``prefill``): it generates no tokens, and the EPP neutralizes
+its TPOT the same way (llm-d-router ebab6879 ``predictedlatency/prediction.go:106-115,181-188``).
 
 A sleeping pod (vLLM's sleep mode) is left out: its empty queue and cache would predict ideal headroom
 on a pod that cannot serve until it is woken, and count it among the pool's pods with headroom.
@@ -133,13 +135,14 @@ class LiveHeadroom(Collector):
                 continue
             ttft_ms, tpot_ms = cls.reference_targets()
             tightest = self._running.tightest_recent(key, now, window)
+            judges_tpot = bool(tpot_ms) and streaming and not self._features.is_prefill(key)
             out.append(
                 PodHeadroom(
                     pod=key[1],
                     slo_class=cls.name,
                     ttft=ttft_headroom(ttft_ms / 1000.0, prediction.ttft_ms / 1000.0) if ttft_ms else None,
                     tpot=tpot_headroom(tpot_ms / 1000.0, prediction.tpot_ms / 1000.0, buffer, tightest)
-                    if tpot_ms and streaming
+                    if tpot_ms and judges_tpot
                     else None,
                     streaming=streaming,
                 )

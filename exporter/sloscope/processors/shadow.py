@@ -27,6 +27,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from sloscope import conventions as c
 from sloscope.config import Predictions
@@ -169,6 +170,10 @@ class RoutingFeatures:
             pod_type=self._pod_type(key),
         )
 
+    def is_prefill(self, key: PodKey) -> bool:
+        """A P/D prefill pod, as the EPP's ``hasPrefillRole`` tells one: its role label value is ``prefill``."""
+        return self._pod_type(key) == "prefill"
+
     def _pod_type(self, key: PodKey) -> str:
         """The pod's value of the EPP's role label, "" without one (as the EPP's ``buildPredictionRequest``)."""
         label = self._settings.endpoint_role_label
@@ -261,44 +266,73 @@ class ShadowPredictor:
         allowed = self._bucket.take(len(batch))
         for pending in batch[allowed:]:
             self._tracker.unpredicted(pending, c.SKIP_RATE_LIMITED)
-        items = [(p, features) for p in batch[:allowed] if (features := self._features(p)) is not None]
+        items = [(p, asked) for p in batch[:allowed] if (asked := self._features(p)) is not None]
         return await self._predict(pool, items) if items else 0
 
-    def _features(self, pending: Pending) -> Features | None:
+    def _features(self, pending: Pending) -> _Asked | None:
+        """What the EPP asked for the request: its pod's features, and for a P/D request its prefill pod's too (the
+        EPP predicts, and trains, the TTFT on the prefill endpoint with that pod's state and ``pod_type``, and the
+        TPOT on the decode endpoint: llm-d-router ebab6879 ``predictedlatency/requestcontrol_hooks.go:83-97,
+        228-241,261-281``)."""
         request = pending.request
         if request.prompt_tokens is None or pending.arrival <= 0:
             self._tracker.unpredicted(pending, c.SKIP_NO_FEATURES)
             return None
-        sample = self._history.as_of(pending.key, pending.arrival) if pending.key is not None else None
-        features = (
-            self._routing(pending.key, sample.state, pending.arrival, request.prompt_tokens, request.prefix_cache_score)
-            if sample is not None and pending.key is not None
-            else None
-        )
+        features = self._features_on(pending, pending.key)
+        prefill: Features | None = None
+        if features is not None and request.prefill_pod is not None and pending.key is not None:
+            prefill_key = self._history.resolve(pending.key[0], request.prefill_pod)
+            prefill = self._features_on(pending, prefill_key)
+            if prefill is None:
+                features = None
         if features is None:
             self._tracker.unpredicted(pending, c.SKIP_NO_POD_STATE)
-        return features
+            return None
+        return _Asked(features, prefill)
 
-    async def _predict(self, pool: str, items: list[tuple[Pending, Features]]) -> int:
+    def _features_on(self, pending: Pending, key: PodKey | None) -> Features | None:
+        sample = self._history.as_of(key, pending.arrival) if key is not None else None
+        if sample is None or key is None:
+            return None
+        request = pending.request
+        assert request.prompt_tokens is not None
+        return self._routing(key, sample.state, pending.arrival, request.prompt_tokens, request.prefix_cache_score)
+
+    async def _predict(self, pool: str, items: list[tuple[Pending, _Asked]]) -> int:
+        asked = [features for _, a in items for features in a.all()]
         try:
-            predictions = await self._clients[pool].predict([f for _, f in items], c.PURPOSE_SHADOW)
+            answers = await self._clients[pool].predict(asked, c.PURPOSE_SHADOW)
         except asyncio.CancelledError:  # shutdown: the requests taken are recorded, never lost with the call
             for pending, _ in items:
                 self._tracker.unpredicted(pending, c.SKIP_SHUTDOWN)
             self._given_up += len(items)
             raise
-        done = 0
-        for (pending, _), prediction in zip(items, predictions, strict=True):
-            if prediction is None:
+        done, at = 0, 0
+        for pending, a in items:
+            decode = answers[at]
+            prefill = answers[at + 1] if a.prefill is not None else decode
+            at += len(a.all())
+            if decode is None or prefill is None:
                 self._tracker.unpredicted(pending, c.SKIP_FAILED)
                 continue
             self._tracker.record(
                 pending,
                 source=c.SOURCE_SHADOW,
-                predicted_ttft=prediction.ttft_ms / 1000.0,
-                predicted_tpot=prediction.tpot_ms / 1000.0,
-                quantile=prediction.quantile,
-                objective=prediction.objective,
+                predicted_ttft=prefill.ttft_ms / 1000.0,
+                predicted_tpot=decode.tpot_ms / 1000.0,
+                quantile=decode.quantile,
+                objective=decode.objective,
             )
             done += 1
         return done
+
+
+@dataclass(frozen=True, slots=True)
+class _Asked:
+    """The features sent for one request: its (decode) pod's, and its prefill pod's for a P/D request."""
+
+    features: Features
+    prefill: Features | None = None
+
+    def all(self) -> tuple[Features, ...]:
+        return (self.features,) if self.prefill is None else (self.features, self.prefill)

@@ -40,6 +40,7 @@ from sloscope.receivers.engine_latency import EngineHistogram, HistogramKey, eng
 from sloscope.receivers.exposition import ExpositionError, ExpositionParser
 from sloscope.receivers.http_fetch import fetch
 from sloscope.receivers.off_loop import off_loop
+from sloscope.receivers.pod_roles import ROLE_LABEL, latency_signals
 from sloscope.receivers.protocols import BUILTIN, PodState, Protocol, canonical, with_overrides
 from sloscope.telemetry import Telemetry
 
@@ -207,7 +208,9 @@ class PodScraper:
                     log.warning("scrape of %s: unreadable page: %s", self.url_of(target), exc)
                 else:
                     if self._latency is not None and histograms is not None:
-                        self._latency.observe(target.key, engine.protocol.name, histograms, model)
+                        counted = latency_signals(target.label(ROLE_LABEL))  # P/D: each phase from its own pods
+                        own = {key: h for key, h in histograms.items() if key[1] in counted}
+                        self._latency.observe(target.key, engine.protocol.name, own, model)
             else:
                 result = fetched.result
                 log.debug("scrape of %s failed: %s %s", self.url_of(target), fetched.result, fetched.error)

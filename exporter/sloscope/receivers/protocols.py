@@ -153,6 +153,12 @@ class Protocol:
     series that carry it (None: the server names no model, nothing is filtered). ``sleep`` selects the
     series that reads 1 while an engine is awake and 0 while it sleeps. ``latency`` maps a latency
     signal (``queue``, ``ttft``, ``itl``, ``tpot``, ``e2e``) to the server's own histogram family.
+
+    ``replicated_labels`` name the ranks whose series are copies of one engine's value (SGLang: every
+    pipeline stage, and with ``--enable-metrics-for-all-schedulers`` every tensor rank, logs the same
+    queue), so one engine's series differ only in them: they count once. ``breakdown_label`` names a label
+    whose non-empty values break a total down (SGLang's ``priority``: the total under ``priority=""``, each
+    priority's share under its own value); only the total is read.
     """
 
     name: str
@@ -164,6 +170,8 @@ class Protocol:
     model_label: str | None = MODEL_NAME
     sleep: MetricSpec | None = None
     latency: tuple[tuple[str, str], ...] = ()
+    replicated_labels: frozenset[str] = frozenset()
+    breakdown_label: str | None = None
 
     @property
     def specs(self) -> tuple[MetricSpec, ...]:
@@ -173,6 +181,22 @@ class Protocol:
     def families(self) -> frozenset[str]:
         """The names to give :class:`~sloscope.receivers.exposition.ExpositionParser`."""
         return frozenset(spec.name for spec in self.specs) | {family for _, family in self.latency}
+
+    def _engines(self, samples: Sequence[Sample], spec: MetricSpec) -> list[Sample]:
+        """One sample per engine of ``spec``'s series: a breakdown's parts left out, replicated ranks read once
+        (the largest of the copies: they should agree, and a sum would count one engine's queue several times)."""
+        breakdown, replicated = self.breakdown_label, self.replicated_labels
+        engines: dict[tuple[tuple[str, str], ...], Sample] = {}
+        for sample in samples:
+            if not spec.matches(sample) or (breakdown is not None and sample.labels.get(breakdown, "")):
+                continue
+            if math.isnan(sample.value):
+                continue
+            key = tuple(sorted((k, v) for k, v in sample.labels.items() if k not in replicated))
+            kept = engines.get(key)
+            if kept is None or sample.value > kept.value:
+                engines[key] = sample
+        return list(engines.values())
 
     def carries_model(self, sample: Sample, model: str | None) -> bool:
         """Whether the model filter keeps ``sample``: no filter, no model label on it, or the label says ``model``."""
@@ -196,9 +220,9 @@ class Protocol:
         models = frozenset(s.labels[label] for s in page if label is not None and label in s.labels)
         seen = [s for s in page if self.carries_model(s, model)]
         whole = PodState(
-            waiting=_count(seen, self.waiting),
-            running=_count(seen, self.running),
-            kv_cache_utilization=_kv_cache(seen, self.kv_cache),
+            waiting=_count(self._engines(seen, self.waiting) if self.waiting else None),
+            running=_count(self._engines(seen, self.running) if self.running else None),
+            kv_cache_utilization=_kv_cache([self._engines(seen, spec) for spec in self.kv_cache]),
             lora=_lora(page, self.lora),
             models=models,
             sleeping=_sleeping(seen, self.sleep),
@@ -212,18 +236,18 @@ class Protocol:
         return whole if routing == whole else replace(whole, routing=routing)
 
 
-def _count(samples: Sequence[Sample], spec: MetricSpec | None) -> float | None:
+def _count(engines: Sequence[Sample] | None) -> float | None:
     """Sum over engines. A NaN or negative sample is a broken series and is left out, not zeroed."""
-    if spec is None:
+    if engines is None:
         return None
-    values = [s.value for s in samples if spec.matches(s) and s.value >= 0]  # NaN >= 0 is False
+    values = [s.value for s in engines if s.value >= 0]  # NaN >= 0 is False
     return math.fsum(values) if values else None
 
 
-def _kv_cache(samples: Sequence[Sample], specs: Sequence[MetricSpec]) -> float | None:
+def _kv_cache(alternatives: Sequence[Sequence[Sample]]) -> float | None:
     """Mean over engines of the first alternative with a usable sample; values outside 0..1 are unusable."""
-    for spec in specs:
-        values = [s.value for s in samples if spec.matches(s) and 0 <= s.value <= 1]
+    for engines in alternatives:
+        values = [s.value for s in engines if 0 <= s.value <= 1]
         if values:
             return math.fsum(values) / len(values)
     return None
@@ -339,6 +363,10 @@ VLLM = Protocol(  # vllm/v1/metrics/loggers.py of vLLM 0.33.0: 499-617 (labels, 
 )
 SGLANG = Protocol(  # sglang 0.5.23 srt/observability/metrics_collector.py: 365-405, 838, 1807-1822, 2040-2073
     name="sglang",
+    # 0.5.23 metrics_collector.py:1360-1392 (each pipeline stage's and, with metrics for all schedulers, each
+    # tensor rank's scheduler logs its own copy; dp_rank tells engines apart) and :1417-1429 (priority breakdown)
+    replicated_labels=frozenset({"tp_rank", "pp_rank", "moe_ep_rank"}),
+    breakdown_label="priority",
     waiting=_p("sglang:num_queue_reqs"),
     running=_p("sglang:num_running_reqs"),
     kv_cache=(_p("sglang:token_usage"),),

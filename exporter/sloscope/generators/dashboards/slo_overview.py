@@ -359,14 +359,14 @@ def _engine_crosscheck(pods_dashboard_uid: str) -> list[Any]:
                 unit=d.SECONDS,
             )
         )
-    sampled = rate(series(c.TTFT_SECONDS, "_count"), _ENGINE_FILTERS)
-    served = rate(series(c.ENGINE_LATENCY_SECONDS, "_count"), (*_ENGINE_FILTERS, eq(c.SIGNAL, c.SIGNAL_TTFT)))
+    sampled = rate(series(c.E2E_SECONDS, "_count"), _ENGINE_FILTERS)
+    served = rate(series(c.ENGINE_LATENCY_SECONDS, "_count"), (*_ENGINE_FILTERS, eq(c.SIGNAL, c.SIGNAL_E2E)))
     panels.append(
         d.timeseries(
             "Sampled share of requests",
-            "Requests sloscope judged from spans over the requests the model servers served (their TTFT histogram's "
-            "count), per pool and model. The EPP traces 10 % of requests by default: the SLO series describe this "
-            "share of the traffic.",
+            "Requests sloscope measured from spans over the requests the model servers finished (their end-to-end "
+            "histogram's count: a P/D request ends once, on its decode pod), per pool and model. The EPP traces 10 % "
+            "of requests by default: the SLO series describe this share of the traffic.",
             [
                 d.Query(
                     f"{sum_by((c.POOL, c.MODEL), sampled)} / {sum_by((c.POOL, c.MODEL), served)}",

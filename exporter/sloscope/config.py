@@ -508,6 +508,19 @@ class StaticTarget(_Section):
     labels: dict[str, str] = Field(
         default_factory=dict, description="The pod's labels, like llm-d.ai/role and llm-d.ai/engine-type."
     )
+    rank_ports: list[int] = Field(
+        default_factory=list,
+        description="The ports of the pod's data-parallel ranks in rank order, as an InferencePool's targetPorts "
+        "(llm-d's multi-port data parallelism: each rank an endpoint with its own metrics page); address names the "
+        "host. Empty: the pod is one endpoint at address.",
+    )
+
+    @field_validator("rank_ports")
+    @classmethod
+    def _ports(cls, ports: list[int]) -> list[int]:
+        if any(not 0 < port < 65536 for port in ports) or len(set(ports)) != len(ports):
+            raise ValueError("rank_ports must be distinct ports from 1 to 65535")
+        return ports
 
 
 class FileSD(_Section):

@@ -18,8 +18,9 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
-from sloscope.config import Pool, Scrape
+from sloscope.config import Pool, Predictions, Scrape
 from sloscope.processors.pod_history import PodHistory
+from sloscope.processors.shadow import RoutingFeatures
 from sloscope.publishers.cardinality import LabelGuard
 from sloscope.publishers.engine_latency import EngineLatencyCollector
 from sloscope.publishers.pod_state import PodStateCollector
@@ -303,5 +304,69 @@ def test_pd_pods_count_each_signal_once_prefill_ttft_and_decode_the_rest(shared:
             "tpot": 0.0,  # counted from the same pods, with no new observation
             "queue": 0.0,
         }
+
+    asyncio.run(scenario())
+
+
+def test_a_multi_port_data_parallel_pod_is_every_ranks_page_and_a_request_is_asked_of_its_own_rank(
+    shared: Path,
+) -> None:
+    """llm-d's multi-port data parallelism: rank i of the pod serves its own page on the i-th target port
+    (llm-d-router ebab6879 pkg/epp/datastore/datastore.go:330-346). Rank 0 serves the real vLLM 0.33 page (3 waiting,
+    27 running, KV 0.5873), rank 1 the same with 7 waiting. The pod's series are the whole pod's (10 waiting, 54
+    running, KV 0.5873); a request sent to rank 1 (its destination endpoint) is predicted with rank 1's page, as the
+    EPP predicted it for endpoint <pod>-rank-1; without an endpoint, rank 0's. A failed rank leaves the pod without a
+    state for that scrape, and each rank's engine histograms keep their own baseline."""
+
+    async def scenario() -> None:
+        registry = CollectorRegistry()
+        settings = Scrape(timeout_seconds=2.0)
+        history = PodHistory(settings.history_samples, settings.stale_after_seconds, settings.vanished_grace_seconds)
+        latency = EngineLatencyCollector(LabelGuard({"model": 50}, lambda label: None))
+        registry.register(latency)
+        registry.register(PodStateCollector(history, ["dp"]))
+        async with httpx.AsyncClient() as http:
+            scraper = PodScraper(
+                pools=[Pool(name="dp", model=LLAMA)],
+                settings=settings,
+                history=history,
+                telemetry=Telemetry(registry),
+                http=http,
+                latency=latency,
+            )
+            with PageServer(vllm_page(shared)) as rank0, PageServer(vllm_page(shared, waiting=7)) as rank1:
+                ports = [int(server.address.rsplit(":", 1)[1]) for server in (rank0, rank1)]
+                target = Target("dp", "vllm-dp", rank0.address, ranks=((0, ports[0]), (1, ports[1])))
+                scraper.on_targets({target.key: target})
+                assert await scraper.scrape_once(target) == "success"
+                (record,) = [r for r in history.snapshot() if r.latest is not None]
+                state = record.latest.state
+                assert (state.waiting, state.running, state.kv_cache_utilization) == (10.0, 54.0, 0.5873)
+                assert (
+                    registry.get_sample_value("sloscope_pod_requests_waiting", {"pool": "dp", "pod": "vllm-dp"}) == 10
+                )
+                routing = RoutingFeatures(Predictions(epp_generation="llm-d"), history)
+                at = record.latest.at
+
+                def waiting(endpoint: str | None) -> int:
+                    rank = target.rank_of(endpoint)
+                    features = routing(target.key, state, at, 400, None, rank=rank)
+                    assert features is not None
+                    return features.num_request_waiting
+
+                assert (waiting(rank1.address), waiting(rank0.address), waiting(None)) == (7, 3, 3)
+
+                rank1.page = bumped(rank1.page, (TTFT,), 5)  # rank 1 served 5 requests
+                rank0.status = 503
+                assert await scraper.scrape_once(target) == "http_error"
+                (failed,) = history.snapshot()  # down, and no new sample: rank 1's page alone is not the pod
+                assert (failed.up, failed.latest.at if failed.latest else None) == (False, at)
+                rank0.status = 200
+                assert await scraper.scrape_once(target) == "success"
+            await scraper.stop()
+        scrapes = {"kind": "model_server", "result": "success"}
+        assert registry.get_sample_value("sloscope_scrapes_total", scrapes) == 5.0  # per rank: 2 + 1 + 2
+        ttft = {"pool": "dp", "model": LLAMA, "protocol": "vllm", "signal": "ttft"}
+        assert registry.get_sample_value("sloscope_engine_latency_seconds_count", ttft) == 5.0
 
     asyncio.run(scenario())

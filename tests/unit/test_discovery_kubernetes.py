@@ -36,8 +36,8 @@ LABELS = (("app", "vllm-llama3-8b-instruct"), ("pod-template-hash", "7d9f8c6b5d"
 
 
 def test_a_ready_running_pod_is_a_target_at_its_ip_and_the_port_with_its_labels() -> None:
-    assert pod_target("llama", base_pod(), 8000) == Target("llama", NAME, "10.52.3.17:8000", labels=LABELS)
-    assert pod_target("llama", base_pod(), 8000).label("app") == "vllm-llama3-8b-instruct"  # type: ignore[union-attr]
+    assert pod_target("llama", base_pod(), (8000,)) == Target("llama", NAME, "10.52.3.17:8000", labels=LABELS)
+    assert pod_target("llama", base_pod(), (8000,)).label("app") == "vllm-llama3-8b-instruct"  # type: ignore[union-attr]
 
 
 def _pending(pod: dict[str, Any]) -> None:
@@ -108,18 +108,18 @@ def _conditions_not_a_list(pod: dict[str, Any]) -> None:
 def test_pods_that_are_not_targets(change: Any) -> None:
     pod = base_pod()
     change(pod)
-    assert pod_target("llama", pod, 8000) is None
+    assert pod_target("llama", pod, (8000,)) is None
 
 
 def test_an_ipv6_pod_ip_is_bracketed() -> None:
     pod = base_pod()
     pod["status"]["podIP"] = "fd00:10:52::3:17"
-    assert pod_target("llama", pod, 8000) == Target("llama", NAME, "[fd00:10:52::3:17]:8000", labels=LABELS)
+    assert pod_target("llama", pod, (8000,)) == Target("llama", NAME, "[fd00:10:52::3:17]:8000", labels=LABELS)
 
 
 def test_every_recorded_pod_once_ready_in_the_watch() -> None:
     events = load("watch-events.json")
-    targets = [pod_target("llama", event["object"], 8000) for event in events]
+    targets = [pod_target("llama", event["object"], (8000,)) for event in events]
     assert [target.pod if target else None for target in targets] == [
         None,  # B running, model loading
         "vllm-llama3-8b-instruct-7d9f8c6b5d-r7m4q",
@@ -134,18 +134,40 @@ def test_every_recorded_pod_once_ready_in_the_watch() -> None:
 
 
 def test_inference_pool_v1() -> None:
-    assert pool_selector(load("inferencepool-v1.json")) == ("app=vllm-llama3-8b-instruct", 8000)
+    assert pool_selector(load("inferencepool-v1.json")) == ("app=vllm-llama3-8b-instruct", (8000,))
 
 
 def test_inference_pool_v1alpha2() -> None:
-    assert pool_selector(load("inferencepool-v1alpha2.json")) == ("app=vllm-llama3-8b-instruct", 8000)
+    assert pool_selector(load("inferencepool-v1alpha2.json")) == ("app=vllm-llama3-8b-instruct", (8000,))
+
+
+def test_a_multi_port_pool_makes_each_target_port_a_rank_limited_to_the_pods_active_ports() -> None:
+    """llm-d's multi-port data parallelism: rank i serves on the pool's i-th target port, limited to the pod's
+    llm-d.ai/active-ports (or the deprecated inference.networking.k8s.io/active-ports) when it has one, junk and
+    ports outside the pool ignored (llm-d-router ebab6879 pkg/epp/datastore/datastore.go:330-346,494-517)."""
+    pool = load("inferencepool-v1.json")
+    pool["spec"]["targetPorts"] = [{"number": 8000}, {"number": 8001}, {"number": 8002}, {"name": "no number"}]
+    selector, ports = pool_selector(pool)
+    assert (selector, ports) == ("app=vllm-llama3-8b-instruct", (8000, 8001, 8002))
+    every = pod_target("llama", base_pod(), ports)
+    assert every == Target("llama", NAME, "10.52.3.17:8000", labels=LABELS, ranks=((0, 8000), (1, 8001), (2, 8002)))
+    assert every.endpoints() == [(0, "10.52.3.17:8000"), (1, "10.52.3.17:8001"), (2, "10.52.3.17:8002")]
+    assert (every.rank_of("10.52.3.17:8002"), every.rank_of("10.52.3.17:9000"), every.rank_of(None)) == (2, None, None)
+    for key in ("llm-d.ai/active-ports", "inference.networking.k8s.io/active-ports"):
+        pod = base_pod()
+        pod["metadata"].setdefault("annotations", {})[key] = " 8002,x, 8001 ,9000"
+        assert pod_target("llama", pod, ports) == Target(
+            "llama", NAME, "10.52.3.17:8001", labels=LABELS, ranks=((1, 8001), (2, 8002))
+        )
+    pod["metadata"]["annotations"] = {"llm-d.ai/active-ports": "9000"}
+    assert pod_target("llama", pod, ports) is None  # no active port: the EPP sends it nothing
 
 
 def test_selector_labels_are_sorted_and_the_port_may_be_missing() -> None:
     pool = load("inferencepool-v1.json")
     pool["spec"]["selector"]["matchLabels"] = {"tier": "gpu", "app": "vllm"}
     del pool["spec"]["targetPorts"]
-    assert pool_selector(pool) == ("app=vllm,tier=gpu", None)
+    assert pool_selector(pool) == ("app=vllm,tier=gpu", ())
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
+import pytest
+
 from sloscope.config import StaticTarget
 from sloscope.receivers.discovery import Target
 from sloscope.receivers.discovery.static import StaticDiscovery
@@ -57,3 +59,28 @@ def test_an_empty_list_is_reported_as_empty() -> None:
 
     asyncio.run(main())
     assert reports == [[]]
+
+
+def test_rank_ports_make_a_multi_port_data_parallel_pod_and_bad_ports_are_refused() -> None:
+    reports: list[list[Target]] = []
+    targets = [
+        StaticTarget(address="10.52.3.17:8000", pod="vllm-dp", rank_ports=[8200, 8201]),
+        StaticTarget(address="10.52.3.18:8000", pod="vllm-one", rank_ports=[8300]),  # one rank: one endpoint
+    ]
+
+    async def main() -> None:
+        task = asyncio.create_task(StaticDiscovery("llama", targets).run(lambda found: reports.append(list(found))))
+        await asyncio.sleep(0)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    asyncio.run(main())
+    assert reports == [
+        [
+            Target("llama", "vllm-dp", "10.52.3.17:8200", ranks=((0, 8200), (1, 8201))),
+            Target("llama", "vllm-one", "10.52.3.18:8300"),
+        ]
+    ]
+    for bad in ([8000, 8000], [0], [70000]):
+        with pytest.raises(ValueError, match="rank_ports must be distinct ports"):
+            StaticTarget(address="10.52.3.17:8000", rank_ports=bad)

@@ -51,6 +51,13 @@ def test_flows_are_summed_ranks_kept_apart_and_the_first_rank_read() -> None:
     )
     assert page.pods == {"pod-a": {0: EndpointLoad(5, 700), 1: EndpointLoad(9, 0)}}
     assert page.load("pod-a") == EndpointLoad(5, 700)
+    # a multi-port pod's request is given its own rank's load; a rank the page does not list had nothing in flight
+    assert [page.load("pod-a", rank) for rank in (None, 0, 1, 2)] == [
+        EndpointLoad(5, 700),
+        EndpointLoad(5, 700),
+        EndpointLoad(9, 0),
+        EndpointLoad(0, 0),
+    ]
 
 
 def test_the_configured_producer_is_read_else_the_first() -> None:

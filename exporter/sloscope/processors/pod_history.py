@@ -72,6 +72,8 @@ class PodHistory:
                 record = self._pods[target.key] = PodRecord(target, [], [])
             else:
                 record.target, record.vanished_at = target, None
+            for _, address in target.endpoints():
+                self._by_address[without_userinfo(address)] = target.key
             self._by_address[without_userinfo(target.address)] = target.key
             self._by_pod[target.pod] = target.key
 
@@ -141,9 +143,11 @@ class PodHistory:
             ]
             for key in gone:
                 target = self._pods.pop(key).target
-                address = without_userinfo(target.address)
-                if self._by_address.get(address) == key:
-                    del self._by_address[address]
+                for address in {without_userinfo(a) for _, a in target.endpoints()} | {
+                    without_userinfo(target.address)
+                }:
+                    if self._by_address.get(address) == key:
+                        del self._by_address[address]
                 if self._by_pod.get(target.pod) == key:
                     del self._by_pod[target.pod]
         return gone

@@ -143,10 +143,20 @@ class RoutingFeatures:
         return generation
 
     def __call__(
-        self, key: PodKey, state: PodState, at: float, prompt_tokens: float, prefix_cache_score: float | None
+        self,
+        key: PodKey,
+        state: PodState,
+        at: float,
+        prompt_tokens: float,
+        prefix_cache_score: float | None,
+        *,
+        rank: int | None = None,
     ) -> Features | None:
-        """The features for a request of ``prompt_tokens`` routed to pod ``key`` (in ``state``) at ``at``."""
+        """The features for a request of ``prompt_tokens`` routed to pod ``key`` (in ``state``) at ``at``: to the
+        endpoint of data-parallel ``rank`` of a multi-port pod (None: its first), whose own page and in-flight
+        counts the EPP read."""
         pool, pod = key
+        state = state.rank(rank)
         generation = self.generation(pool)
         if generation == GIE_2025:
             return features_of(state, prompt_tokens, self._settings, prefix_cache_score)
@@ -166,7 +176,7 @@ class RoutingFeatures:
             self._settings,
             prefix_cache_score,
             generation=LLM_D,
-            load=page.load(pod) if page is not None and page.llm_d else None,
+            load=page.load(pod, rank) if page is not None and page.llm_d else None,
             pod_type=self._pod_type(key),
         )
 
@@ -278,11 +288,11 @@ class ShadowPredictor:
         if request.prompt_tokens is None or pending.arrival <= 0:
             self._tracker.unpredicted(pending, c.SKIP_NO_FEATURES)
             return None
-        features = self._features_on(pending, pending.key)
+        features = self._features_on(pending, pending.key, request.endpoint)
         prefill: Features | None = None
         if features is not None and request.prefill_pod is not None and pending.key is not None:
             prefill_key = self._history.resolve(pending.key[0], request.prefill_pod)
-            prefill = self._features_on(pending, prefill_key)
+            prefill = self._features_on(pending, prefill_key, None)
             if prefill is None:
                 features = None
         if features is None:
@@ -290,13 +300,18 @@ class ShadowPredictor:
             return None
         return _Asked(features, prefill)
 
-    def _features_on(self, pending: Pending, key: PodKey | None) -> Features | None:
+    def _features_on(self, pending: Pending, key: PodKey | None, endpoint: str | None) -> Features | None:
+        """The features on pod ``key`` at the request's arrival; ``endpoint`` (host:port) names its rank, if any."""
         sample = self._history.as_of(key, pending.arrival) if key is not None else None
         if sample is None or key is None:
             return None
         request = pending.request
         assert request.prompt_tokens is not None
-        return self._routing(key, sample.state, pending.arrival, request.prompt_tokens, request.prefix_cache_score)
+        target = self._history.target(key)
+        rank = target.rank_of(endpoint) if target is not None else None
+        return self._routing(
+            key, sample.state, pending.arrival, request.prompt_tokens, request.prefix_cache_score, rank=rank
+        )
 
     async def _predict(self, pool: str, items: list[tuple[Pending, _Asked]]) -> int:
         asked = [features for _, a in items for features in a.all()]

@@ -36,6 +36,7 @@ __all__ = ["EngineLatencyCollector"]
 log = logging.getLogger(__name__)
 
 PodKey = tuple[str, str]
+EndpointKey = tuple[str, str, int]  # (pool, pod, data-parallel rank): each rank's page has its own baseline
 SeriesKey = tuple[str, str, str, str]  # (pool, model, protocol, signal)
 
 
@@ -50,7 +51,7 @@ class EngineLatencyCollector(Collector):
     def __init__(self, guard: LabelGuard, cap: FamilyCap | None = None) -> None:
         self._guard = guard  # caps the model label, like the request series
         self._cap = cap
-        self._baselines: dict[PodKey, dict[HistogramKey, EngineHistogram]] = {}
+        self._baselines: dict[EndpointKey, dict[HistogramKey, EngineHistogram]] = {}
         self._series: dict[SeriesKey, _Accumulated] = {}
         self._mismatch_logged: set[tuple[SeriesKey, tuple[float, ...]]] = set()
         self._lock = threading.Lock()
@@ -61,11 +62,14 @@ class EngineLatencyCollector(Collector):
         protocol: str,
         histograms: Mapping[HistogramKey, EngineHistogram],
         default_model: str | None,
+        *,
+        rank: int = 0,
     ) -> None:
-        """One scrape of ``pod``: add each histogram's increase since the pod's previous scrape."""
+        """One scrape of ``pod``'s endpoint of ``rank``: add each histogram's increase since its previous scrape."""
+        endpoint = (*pod, rank)
         with self._lock:
-            previous = self._baselines.get(pod)
-            self._baselines[pod] = dict(histograms)
+            previous = self._baselines.get(endpoint)
+            self._baselines[endpoint] = dict(histograms)
             if previous is None:
                 return
             for (model, signal), now in histograms.items():
@@ -77,9 +81,10 @@ class EngineLatencyCollector(Collector):
                 self._add((pod[0], self._guard.admit(c.MODEL, name), protocol, signal), increase)
 
     def forget(self, pod: PodKey) -> None:
-        """The pod was forgotten by discovery: its baseline goes (its counts stay in the sums)."""
+        """The pod was forgotten by discovery: its ranks' baselines go (their counts stay in the sums)."""
         with self._lock:
-            self._baselines.pop(pod, None)
+            for endpoint in [e for e in self._baselines if e[:2] == pod]:
+                del self._baselines[endpoint]
 
     def _add(self, key: SeriesKey, increase: EngineHistogram) -> None:
         series = self._series.get(key)

@@ -74,12 +74,15 @@ class InflightPage:
     pods: Mapping[str, Mapping[int, EndpointLoad]]
     gie_v15: bool = False  # the page is GIE v1.5.0's EPP's (told by the EPP page's reader, EPPPage.gie_v15)
 
-    def load(self, pod: str) -> EndpointLoad:
-        """The load of the pod's first rank (the endpoint a single-rank pod has); zero when not listed."""
+    def load(self, pod: str, rank: int | None = None) -> EndpointLoad:
+        """The load of the pod's endpoint of ``rank`` (None: its first rank, the endpoint a single-rank pod has);
+        zero when not listed."""
         ranks = self.pods.get(pod)
         if not ranks:
             return _IDLE
-        return ranks[min(ranks)]
+        if rank is None:
+            return ranks[min(ranks)]
+        return ranks.get(rank, _IDLE)
 
 
 def parse_inflight(samples: Iterable[Sample], producer: str = DEFAULT_PRODUCER) -> InflightPage:

@@ -41,7 +41,7 @@ from sloscope.receivers.exposition import ExpositionError, ExpositionParser
 from sloscope.receivers.http_fetch import fetch
 from sloscope.receivers.off_loop import off_loop
 from sloscope.receivers.pod_roles import ROLE_LABEL, latency_signals
-from sloscope.receivers.protocols import BUILTIN, PodState, Protocol, canonical, with_overrides
+from sloscope.receivers.protocols import BUILTIN, PodState, Protocol, canonical, merge_ranks, with_overrides
 from sloscope.telemetry import Telemetry
 
 __all__ = [
@@ -180,43 +180,58 @@ class PodScraper:
             task = asyncio.create_task(self._run(target), name=f"sloscope-scrape-{target.pool}-{target.pod}")
             self._tasks[key] = (target, task)
 
-    def url_of(self, target: Target) -> str:
+    def url_of(self, target: Target, address: str | None = None) -> str:
+        """The metrics URL of the target's endpoint at ``address`` (its own address when None)."""
         config = self._configs[target.pool]
-        return f"{config.pool.scheme}://{target.address}{config.engine_of(target).path}"
+        return f"{config.pool.scheme}://{address or target.address}{config.engine_of(target).path}"
 
     async def scrape_once(self, target: Target) -> str:
-        """Scrape one target now and record the outcome; returns the result label."""
+        """Scrape one target now (every data-parallel rank's page at once) and record the outcome; returns the
+        result label, the first failure's when a rank failed: a pod's state is whole or absent, never a part
+        summed as the whole."""
+        endpoints = target.endpoints()
+        async with self._semaphore:  # held until the pages are read: pages waiting for a thread stay bounded
+            pages = await asyncio.gather(*(self._scrape_endpoint(target, rank, address) for rank, address in endpoints))
+        failed = next((result for result, _ in pages if result != c.RESULT_SUCCESS), None)
+        state: PodState | None = None
+        if failed is None:
+            states = [(rank, page) for (rank, _), (_, page) in zip(endpoints, pages, strict=True) if page is not None]
+            state = merge_ranks(states) if target.ranks else states[0][1]
+        self._history.record(target.key, self._clock(), state)
+        return failed or c.RESULT_SUCCESS
+
+    async def _scrape_endpoint(self, target: Target, rank: int, address: str) -> tuple[str, PodState | None]:
+        """One endpoint's page: (result, its state); its latency histograms go to the engine-latency collector."""
         config = self._configs[target.pool]
         engine, model = config.engine_of(target), config.pool.model
         timeout = target.timeout_seconds or config.timeout
+        url = self.url_of(target, address)
         result, state = c.RESULT_SUCCESS, None
-        async with self._semaphore:  # held until the page is read: pages waiting for a thread stay bounded
-            fetched = await fetch(self._pool_clients.get(target.pool, self._http), self.url_of(target), timeout)
-            if fetched.ok:
-                try:
-                    state, histograms = await off_loop(
-                        len(fetched.text),
-                        _read_page,
-                        engine,
-                        fetched.text,
-                        fetched.openmetrics,
-                        model,
-                        histograms=self._latency is not None,
-                    )
-                except ExpositionError as exc:
-                    result = c.RESULT_PARSE_ERROR
-                    log.warning("scrape of %s: unreadable page: %s", self.url_of(target), exc)
-                else:
-                    if self._latency is not None and histograms is not None:
-                        counted = latency_signals(target.label(ROLE_LABEL))  # P/D: each phase from its own pods
-                        own = {key: h for key, h in histograms.items() if key[1] in counted}
-                        self._latency.observe(target.key, engine.protocol.name, own, model)
+        fetched = await fetch(self._pool_clients.get(target.pool, self._http), url, timeout)
+        if fetched.ok:
+            try:
+                state, histograms = await off_loop(
+                    len(fetched.text),
+                    _read_page,
+                    engine,
+                    fetched.text,
+                    fetched.openmetrics,
+                    model,
+                    histograms=self._latency is not None,
+                )
+            except ExpositionError as exc:
+                result = c.RESULT_PARSE_ERROR
+                log.warning("scrape of %s: unreadable page: %s", url, exc)
             else:
-                result = fetched.result
-                log.debug("scrape of %s failed: %s %s", self.url_of(target), fetched.result, fetched.error)
-        self._history.record(target.key, self._clock(), state)
+                if self._latency is not None and histograms is not None:
+                    counted = latency_signals(target.label(ROLE_LABEL))  # P/D: each phase from its own pods
+                    own = {key: h for key, h in histograms.items() if key[1] in counted}
+                    self._latency.observe(target.key, engine.protocol.name, own, model, rank=rank)
+        else:
+            result = fetched.result
+            log.debug("scrape of %s failed: %s %s", url, fetched.result, fetched.error)
         self._telemetry.scrape(c.KIND_MODEL_SERVER, result)
-        return result
+        return result, state
 
     async def _run(self, target: Target) -> None:
         interval = target.interval_seconds or self._configs[target.pool].interval

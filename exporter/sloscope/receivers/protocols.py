@@ -41,6 +41,7 @@ __all__ = [
     "PodState",
     "Protocol",
     "canonical",
+    "merge_ranks",
     "with_overrides",
 ]
 
@@ -139,6 +140,14 @@ class PodState:
     models: frozenset[str]  # distinct model-label values on the protocol's series, before any model filter
     sleeping: bool | None = None
     routing: PodState | None = None
+    ranks: tuple[tuple[int, PodState], ...] = ()  # a multi-port data-parallel pod: each rank's page as the EPP reads it
+
+    def rank(self, rank: int | None) -> PodState:
+        """What the EPP read for the endpoint of ``rank``: that rank's page (the first rank's when ``rank`` is unknown
+        or not listed), or the pod's own state when it is one endpoint."""
+        if not self.ranks:
+            return self
+        return dict(self.ranks).get(rank if rank is not None else -1, self.ranks[0][1])
 
 
 @dataclass(frozen=True)
@@ -234,6 +243,24 @@ class Protocol:
             kv_cache_utilization=_first_kv(page, self.kv_cache),
         )
         return whole if routing == whole else replace(whole, routing=routing)
+
+
+def merge_ranks(pages: Sequence[tuple[int, PodState]]) -> PodState:
+    """The whole pod from its ranks' pages (rank, state), in rank order: counts summed, KV-cache utilization averaged
+    as over data-parallel engines, asleep when every rank is; each rank's own view kept in :attr:`PodState.ranks`."""
+    states = [state for _, state in pages]
+    waiting, running = ([v for s in states if (v := getattr(s, name)) is not None] for name in ("waiting", "running"))
+    kv = [s.kv_cache_utilization for s in states if s.kv_cache_utilization is not None]
+    sleeping = [s.sleeping for s in states if s.sleeping is not None]
+    return PodState(
+        waiting=math.fsum(waiting) if waiting else None,
+        running=math.fsum(running) if running else None,
+        kv_cache_utilization=math.fsum(kv) / len(kv) if kv else None,
+        lora=next((s.lora for s in states if s.lora is not None), None),
+        models=frozenset().union(*(s.models for s in states)),
+        sleeping=all(sleeping) if len(sleeping) == len(states) else None,
+        ranks=tuple((rank, state.routing or state) for rank, state in pages),
+    )
 
 
 def _count(engines: Sequence[Sample] | None) -> float | None:

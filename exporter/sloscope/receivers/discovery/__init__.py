@@ -24,6 +24,11 @@ class Target:
     ``labels`` are the pod's labels (Kubernetes metadata labels, a file_sd group's labels, a static
     target's ``labels``), sorted by name: the EPP reads a pod's role (``llm-d.ai/role``) and engine
     (``llm-d.ai/engine-type``) from them, and so does sloscope. A tuple, so that a target stays hashable.
+
+    ``ranks`` are a data-parallel pod's ranks as (rank, port) pairs: llm-d's multi-port data parallelism serves
+    rank *i* of a pod on the InferencePool's i-th target port, each rank an endpoint of its own with its own metrics
+    page (the EPP's ``<pod>-rank-<i>``, llm-d-router ebab6879 ``pkg/epp/datastore/datastore.go:330-346,519-526``).
+    Empty: the pod is one endpoint, rank 0, at ``address``. ``address`` is then the first listed rank's.
     """
 
     pool: str
@@ -32,10 +37,24 @@ class Target:
     interval_seconds: float | None = None
     timeout_seconds: float | None = None
     labels: tuple[tuple[str, str], ...] = ()
+    ranks: tuple[tuple[int, int], ...] = ()
 
     @property
     def key(self) -> tuple[str, str]:
         return (self.pool, self.pod)
+
+    def endpoints(self) -> list[tuple[int, str]]:
+        """Each (rank, host:port) to scrape: the ranks' ports on the address's host, else rank 0 at the address."""
+        if not self.ranks:
+            return [(0, self.address)]
+        host = self.address.rsplit(":", 1)[0]
+        return [(rank, f"{host}:{port}") for rank, port in self.ranks]
+
+    def rank_of(self, address: str | None) -> int | None:
+        """The rank serving at ``address`` (host:port, as the EPP's destination endpoint names it), None if none."""
+        if address is None:
+            return None
+        return next((rank for rank, endpoint in self.endpoints() if endpoint == address), None)
 
     def label(self, name: str) -> str | None:
         """The value of the pod label ``name``, None when the pod has none."""

@@ -69,12 +69,20 @@ def is_ready(pod: Mapping[str, Any]) -> bool:
     )
 
 
-def pod_target(pool: str, pod: Mapping[str, Any], port: int) -> Target | None:
+ACTIVE_PORTS = ("llm-d.ai/active-ports", "inference.networking.k8s.io/active-ports")  # the second deprecated
+
+
+def pod_target(pool: str, pod: Mapping[str, Any], ports: tuple[int, ...]) -> Target | None:
     """The target of a pod as the API returns it (a dict), or None while it should not be scraped.
 
     Scraped: a pod with a podIP, phase Running and condition Ready=True, not being deleted. A pod
     with a deletionTimestamp is going away (the EPP stops routing to it too); its last requests'
     spans still find the pod's recent samples, which the scrape loop keeps for a grace period.
+
+    ``ports``: the pool's target ports. With several, rank *i* serves on the i-th (llm-d's multi-port data
+    parallelism), limited to the pod's ``llm-d.ai/active-ports`` annotation when it has one, as the EPP does
+    (``extractActivePorts``, llm-d-router ebab6879 ``pkg/epp/datastore/datastore.go:330-346,494-517``); a pod with
+    no active port gets no traffic and is not scraped.
     """
     metadata = _mapping(pod.get("metadata"))
     status = _mapping(pod.get("status"))
@@ -87,7 +95,21 @@ def pod_target(pool: str, pod: Mapping[str, Any], port: int) -> Target | None:
     host = f"[{ip}]" if ":" in ip else ip  # an IPv6 pod IP
     labels = _mapping(metadata.get("labels"))
     pod_labels = sorted_labels({str(k): v for k, v in labels.items() if isinstance(v, str)})
-    return Target(pool, name, f"{host}:{port}", labels=pod_labels)
+    active = _active_ports(metadata, ports)
+    ranks = [(rank, port) for rank, port in enumerate(ports) if port in active]
+    if not ranks:
+        return None
+    return Target(pool, name, f"{host}:{ranks[0][1]}", labels=pod_labels, ranks=tuple(ranks) if len(ports) > 1 else ())
+
+
+def _active_ports(metadata: Mapping[str, Any], ports: tuple[int, ...]) -> set[int]:
+    """The ports of the annotation (comma-separated, unknown ones and junk ignored), else all of ``ports``."""
+    annotations = _mapping(metadata.get("annotations"))
+    written = next((v for key in ACTIVE_PORTS if isinstance(v := annotations.get(key), str)), None)
+    if written is None:
+        return set(ports)
+    listed = {int(part) for part in (p.strip() for p in written.split(",")) if part.isdigit()}
+    return listed & set(ports)
 
 
 def api_message(body: object) -> str:
@@ -113,12 +135,12 @@ def format_selector(labels: Mapping[str, str]) -> str:
     return ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
 
 
-def pool_selector(pool: Mapping[str, Any]) -> tuple[str, int | None]:
-    """The label selector and target port of an InferencePool object; ValueError when it has neither shape.
+def pool_selector(pool: Mapping[str, Any]) -> tuple[str, tuple[int, ...]]:
+    """The label selector and target ports of an InferencePool object; ValueError when it has neither shape.
 
-    v1 has ``spec.selector.matchLabels`` and ``spec.targetPorts: [{number: N}]``; v1alpha2 has a
-    plain label map in ``spec.selector`` and ``spec.targetPortNumber``. An empty selector is refused:
-    it would select every pod of the namespace.
+    v1 has ``spec.selector.matchLabels`` and ``spec.targetPorts: [{number: N}, ...]`` (several: the ranks of
+    multi-port data parallelism); v1alpha2 has a plain label map in ``spec.selector`` and ``spec.targetPortNumber``.
+    An empty selector is refused: it would select every pod of the namespace.
     """
     spec = _mapping(pool.get("spec"))
     selector = _mapping(spec.get("selector"))
@@ -128,13 +150,13 @@ def pool_selector(pool: Mapping[str, Any]) -> tuple[str, int | None]:
         raise ValueError("the InferencePool's selector is empty or missing")
     if not all(isinstance(key, str) and isinstance(value, str) for key, value in labels.items()):
         raise ValueError(f"the InferencePool's selector is not a map of strings: {dict(labels)!r}")
-    port: int | None = None
-    ports = spec.get("targetPorts")
-    if isinstance(ports, list) and ports and isinstance(_mapping(ports[0]).get("number"), int):
-        port = _mapping(ports[0])["number"]
+    listed = spec.get("targetPorts")
+    ports: tuple[int, ...] = ()
+    if isinstance(listed, list):
+        ports = tuple(number for entry in listed if isinstance(number := _mapping(entry).get("number"), int))
     elif isinstance(spec.get("targetPortNumber"), int):
-        port = spec["targetPortNumber"]
-    return format_selector(labels), port
+        ports = (spec["targetPortNumber"],)
+    return format_selector(labels), ports
 
 
 # ---- the worker thread -----------------------------------------------------------------------
@@ -230,12 +252,12 @@ class _Worker:
         self._delay = min(self._delay * 2, self._max_backoff_seconds)
         self._stopped.wait(delay)
 
-    def _resolve(self, api: k8s.ApiClient) -> tuple[str, int]:
-        """The label selector and metrics port: the settings', or the InferencePool's."""
+    def _resolve(self, api: k8s.ApiClient) -> tuple[str, tuple[int, ...]]:
+        """The label selector and metrics ports: the settings', or the InferencePool's (``port`` overrides them)."""
         config = self._config
         if config.inference_pool is None:
             assert config.label_selector is not None and config.port is not None  # KubernetesSD validates this
-            return config.label_selector, config.port
+            return config.label_selector, (config.port,)
         custom = k8s.CustomObjectsApi(api)
         for group, version in INFERENCE_POOL_APIS:
             try:
@@ -252,18 +274,18 @@ class _Worker:
                 if exc.status == _NOT_FOUND:
                     continue
                 raise
-            selector, port = pool_selector(body)
-            port = config.port or port
-            if port is None:
+            selector, ports = pool_selector(body)
+            ports = (config.port,) if config.port else ports
+            if not ports:
                 raise ValueError(f"InferencePool {config.inference_pool} names no target port; set port")
-            return selector, port
+            return selector, ports
         apis = " nor ".join(f"{group}/{version}" for group, version in INFERENCE_POOL_APIS)
         raise ValueError(f"InferencePool {config.inference_pool} not found in {apis}")
 
     def _list_and_watch(self, api: k8s.ApiClient) -> None:
         """List, report, then watch from the list's resourceVersion until stopped or the pool changes."""
         core = k8s.CoreV1Api(api)
-        selector, port = self._resolve(api)
+        selector, ports = self._resolve(api)
         body = _json(
             core.list_namespaced_pod,
             self._config.namespace,
@@ -276,18 +298,18 @@ class _Worker:
             raise ValueError("the pod list has no metadata.resourceVersion or no items")
         targets: dict[str, Target] = {}
         for pod in items:
-            target = pod_target(self._pool, _mapping(pod), port)
+            target = pod_target(self._pool, _mapping(pod), ports)
             if target is not None:
                 targets[target.pod] = target
         self._report(targets)
         while not self._stopped.is_set():
-            version = self._watch_once(core, selector, port, version, targets)
-            if self._config.inference_pool is not None and self._resolve(api) != (selector, port):
+            version = self._watch_once(core, selector, ports, version, targets)
+            if self._config.inference_pool is not None and self._resolve(api) != (selector, ports):
                 log.info("%s: the InferencePool's selector or port changed; listing again", self._where)
                 return
 
     def _watch_once(
-        self, core: k8s.CoreV1Api, selector: str, port: int, version: str, targets: dict[str, Target]
+        self, core: k8s.CoreV1Api, selector: str, ports: tuple[int, ...], version: str, targets: dict[str, Target]
     ) -> str:
         """One watch request, until the server ends it (timeoutSeconds); the newest resourceVersion seen."""
         # return_type "object": events keep the API's dicts instead of the client's model classes.
@@ -309,7 +331,7 @@ class _Worker:
                 if self._stopped.is_set():
                     break
                 if isinstance(event, Mapping):  # the client yields None for a line that is not JSON
-                    version = self._apply(event, port, targets) or version
+                    version = self._apply(event, ports, targets) or version
                     self._delay = self._backoff_seconds  # the API works: the next failure starts the backoff anew
         except k8s.ApiException as exc:
             if exc.status == _GONE:  # the client turns an ERROR event into an ApiException
@@ -320,7 +342,7 @@ class _Worker:
         self._delay = self._backoff_seconds
         return version
 
-    def _apply(self, event: Mapping[str, Any], port: int, targets: dict[str, Target]) -> str | None:
+    def _apply(self, event: Mapping[str, Any], ports: tuple[int, ...], targets: dict[str, Target]) -> str | None:
         kind = event.get("type")
         pod = _mapping(event.get("raw_object"))
         metadata = _mapping(pod.get("metadata"))
@@ -328,7 +350,7 @@ class _Worker:
         if kind not in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK"):
             log.warning("%s: ignoring a watch event of type %r", self._where, kind)
         elif kind != "BOOKMARK" and isinstance(name, str):  # a BOOKMARK only moves the resourceVersion on
-            target = pod_target(self._pool, pod, port) if kind != "DELETED" else None
+            target = pod_target(self._pool, pod, ports) if kind != "DELETED" else None
             if target is None:
                 targets.pop(name, None)
             else:

@@ -25,6 +25,7 @@ that margin on every request and fails if a request came too close to its target
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -173,3 +174,45 @@ def test_each_request_is_recorded_under_the_clients_request_id_with_the_clients_
     for row in shadowed:
         assert row["predicted_ttft_seconds"] is None and row["predicted_tpot_seconds"] is None
         assert row["predicted_e2e_seconds"] > 0 and row["e2e_headroom_seconds"] is not None
+
+
+def test_the_shadow_calls_are_the_epps_calls_body_for_body(fleet: Fleet) -> None:
+    """sloscope's shadow predictions send the bulk request GIE v1.5.0's EPP sends at routing time: the same fields in
+    the same order (Go's encoding/json of ``PredictionRequest``, ``sidecars/latencypredictorasync/types.go:183-193``
+    at df9f8909fe06; ``pod_type`` omitted, the chart sets no ``endpointRoleLabel``), the same routing-time constants.
+    Both are read from what the prediction servers received (the stand-in records each body as sent). What depends on
+    the moment differs and is not compared: the pod's counts and KV cache, and ``prefill_tokens_in_flight``, a counter
+    inside the EPP's plugin that no page publishes (sloscope sends 0, docs/predictions.md)."""
+    seen = send_all(fleet.gateway_url, [Call(slo_ttft_ms=TTFT_TARGET_MS, max_tokens=6) for _ in range(8)])
+    assert [s.status for s in seen] == [200] * len(seen)
+
+    def bulk_items(agent: str) -> list[dict[str, Any]]:
+        lines = [json.loads(line) for line in fleet.predictor_bodies.read_text().splitlines()]
+        return [
+            item
+            for line in lines
+            if line["path"] == "/predict/bulk/strict" and line["user_agent"].startswith(agent)
+            for item in line["body"]["requests"]
+        ]
+
+    wait_until(lambda: len(bulk_items("python-httpx")) >= 8, timeout=60, what="sloscope's shadow calls")
+    epp, shadow = bulk_items("Go-http-client"), bulk_items("python-httpx")
+    assert epp, "the EPP asked its predictor nothing"
+    shapes = {tuple(item) for item in epp} | {tuple(item) for item in shadow}
+    assert shapes == {
+        (
+            "kv_cache_percentage",
+            "input_token_length",
+            "num_request_waiting",
+            "num_request_running",
+            "num_tokens_generated",
+            "prefix_cache_score",
+            "prefill_tokens_in_flight",
+            "decode_tokens_in_flight",
+        )
+    }
+    for field in ("num_tokens_generated", "decode_tokens_in_flight"):
+        assert {item[field] for item in epp} == {item[field] for item in shadow}, field
+    for item in epp + shadow:
+        assert 0 <= item["kv_cache_percentage"] <= 1 and 0 <= item["prefix_cache_score"] <= 1
+        assert all(type(item[f]) is int for f in ("input_token_length", "num_request_waiting", "num_request_running"))

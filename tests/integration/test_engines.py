@@ -11,6 +11,7 @@ import asyncio
 import functools
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -64,27 +65,43 @@ def dp_page_after_five_more_requests() -> str:
     return re.sub(r'^(vllm:time_to_first_token_seconds_sum\{engine="1",[^}]*\}) 9.0$', r"\1 9.5", text, flags=re.M)
 
 
+@dataclass
+class ScrapeRig:
+    """A registry with the engine-latency collector, a pod history and the scrape settings every test here uses."""
+
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+    settings: Scrape = field(default_factory=lambda: Scrape(timeout_seconds=2.0))
+    latency: EngineLatencyCollector = field(
+        default_factory=lambda: EngineLatencyCollector(LabelGuard({"model": 50}, lambda label: None))
+    )
+
+    def __post_init__(self) -> None:
+        s = self.settings
+        self.history = PodHistory(s.history_samples, s.stale_after_seconds, s.vanished_grace_seconds)
+        self.registry.register(self.latency)
+
+    def scraper(self, http: httpx.AsyncClient, *pools: Pool) -> PodScraper:
+        return PodScraper(
+            pools=list(pools),
+            settings=self.settings,
+            history=self.history,
+            telemetry=Telemetry(self.registry),
+            http=http,
+            latency=self.latency,
+        )
+
+
 def test_every_engine_scraped_by_its_label_with_its_model_label(shared: Path) -> None:
     async def scenario() -> None:
-        registry = CollectorRegistry()
-        settings = Scrape(timeout_seconds=2.0)
-        history = PodHistory(settings.history_samples, settings.stale_after_seconds, settings.vanished_grace_seconds)
-        latency = EngineLatencyCollector(LabelGuard({"model": 50}, lambda label: None))
-        pools = [
-            Pool(name="mixed", model=LLAMA),  # protocol vllm, the pods' labels choose others
-            Pool(name="triton", protocol="triton-trtllm", model="tensorrt_llm"),  # the old name, accepted
-        ]
+        rig = ScrapeRig()
+        registry, history = rig.registry, rig.history
         async with httpx.AsyncClient() as http:
-            scraper = PodScraper(
-                pools=pools,
-                settings=settings,
-                history=history,
-                telemetry=Telemetry(registry),
-                http=http,
-                latency=latency,
+            scraper = rig.scraper(
+                http,
+                Pool(name="mixed", model=LLAMA),  # protocol vllm, the pods' labels choose others
+                Pool(name="triton", protocol="triton-trtllm", model="tensorrt_llm"),  # the old name, accepted
             )
             registry.register(PodStateCollector(history, ["mixed", "triton"]))
-            registry.register(latency)
             with (
                 PageServer(vllm_page(shared)) as real,
                 PageServer(page("tgi.prom")) as tgi,
@@ -264,22 +281,12 @@ def test_pd_pods_count_each_signal_once_prefill_ttft_and_decode_the_rest(shared:
     0.33 page, then the same page after 5 more requests of each family."""
 
     async def scenario() -> None:
-        registry = CollectorRegistry()
-        settings = Scrape(timeout_seconds=2.0)
-        history = PodHistory(settings.history_samples, settings.stale_after_seconds, settings.vanished_grace_seconds)
-        latency = EngineLatencyCollector(LabelGuard({"model": 50}, lambda label: None))
-        registry.register(latency)
+        rig = ScrapeRig()
+        registry = rig.registry
         roles = {"prefill-0": "prefill", "decode-0": "decode", "both-0": "prefill-decode", "encode-0": "encode"}
         roles |= {"plain-0": None, "odd-0": "sidecar"}
         async with httpx.AsyncClient() as http:
-            scraper = PodScraper(
-                pools=[Pool(name="pd", model=LLAMA)],
-                settings=settings,
-                history=history,
-                telemetry=Telemetry(registry),
-                http=http,
-                latency=latency,
-            )
+            scraper = rig.scraper(http, Pool(name="pd", model=LLAMA))
             with PageServer(vllm_page(shared)) as server:
                 targets = [
                     Target("pd", pod, server.address, labels=sorted_labels({"llm-d.ai/role": role} if role else {}))
@@ -319,21 +326,11 @@ def test_a_multi_port_data_parallel_pod_is_every_ranks_page_and_a_request_is_ask
     state for that scrape, and each rank's engine histograms keep their own baseline."""
 
     async def scenario() -> None:
-        registry = CollectorRegistry()
-        settings = Scrape(timeout_seconds=2.0)
-        history = PodHistory(settings.history_samples, settings.stale_after_seconds, settings.vanished_grace_seconds)
-        latency = EngineLatencyCollector(LabelGuard({"model": 50}, lambda label: None))
-        registry.register(latency)
+        rig = ScrapeRig()
+        registry, history = rig.registry, rig.history
         registry.register(PodStateCollector(history, ["dp"]))
         async with httpx.AsyncClient() as http:
-            scraper = PodScraper(
-                pools=[Pool(name="dp", model=LLAMA)],
-                settings=settings,
-                history=history,
-                telemetry=Telemetry(registry),
-                http=http,
-                latency=latency,
-            )
+            scraper = rig.scraper(http, Pool(name="dp", model=LLAMA))
             with PageServer(vllm_page(shared)) as rank0, PageServer(vllm_page(shared, waiting=7)) as rank1:
                 ports = [int(server.address.rsplit(":", 1)[1]) for server in (rank0, rank1)]
                 target = Target("dp", "vllm-dp", rank0.address, ranks=((0, ports[0]), (1, ports[1])))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import random
+from typing import Any
 
 from sloscope import conventions as c
 from sloscope.records import JoinedRequest
@@ -86,3 +87,24 @@ def joined_request(rng: random.Random, index: int, *, models: int = 0) -> Joined
 def joined_requests(seed: int, count: int, *, models: int = 0) -> list[JoinedRequest]:
     rng = random.Random(seed)
     return [joined_request(rng, i, models=models) for i in range(count)]
+
+
+def answered(trace_id: str, pod: str, **fields: Any) -> JoinedRequest:
+    """One answered llama request on ``pod``, arrived at 101 s, 400 prompt and 11 completion tokens, TTFT 0.1 s of
+    0.3 s; ``fields`` override or add (``pool``, ``prefill_pod``, ...)."""
+    values: dict[str, Any] = {
+        "trace_id": trace_id,
+        "span_id": "cd" * 8,
+        "outcome": c.OUTCOME_JOINED,
+        "target_model": "llama",
+        "pod": pod,
+        "ttft_seconds": 0.1,
+        "server_ttft_seconds": 0.1,
+        "e2e_seconds": 0.3,
+        "completion_tokens": 11,
+        "prompt_tokens": 400,
+        "start_ns": 101_000_000_000,
+        "end_ns": 102_000_000_000,
+        "arrival_ns": 101_000_000_000,
+    }
+    return JoinedRequest(**{**values, **fields})

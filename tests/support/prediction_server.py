@@ -58,8 +58,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import FastAPI, HTTPException, Response, status
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Scope
 
+from sloscope.demo.body_recorder import BodyRecorder, OnBody
 from sloscope.predictor.api import (
     BulkPredictionError,
     LlmdBulkPredictionRequest,
@@ -136,37 +137,17 @@ class PredictionBehaviour:
 _NOT_READY = "Models not ready"
 
 
-class _BodyRecorder:
-    """ASGI middleware: reads each POST body whole, records it in ``behaviour.received``, replays it."""
+def _recorder(behaviour: PredictionBehaviour) -> OnBody:
+    """Records each POST body in ``behaviour.received``: the parsed JSON, or the raw bytes when it is not JSON."""
 
-    def __init__(self, app: ASGIApp, behaviour: PredictionBehaviour) -> None:
-        self.app = app
-        self.behaviour = behaviour
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST":
-            await self.app(scope, receive, send)
-            return
-        body, more = b"", True
-        while more:
-            message = await receive()
-            body += message.get("body", b"")
-            more = message.get("more_body", False) and message["type"] == "http.request"
+    def record(scope: Scope, body: bytes) -> None:
         try:
             parsed: Any = json.loads(body)
         except ValueError:
             parsed = body
-        self.behaviour.received.append((scope["path"], parsed))
-        replayed = False
+        behaviour.received.append((scope["path"], parsed))
 
-        async def replay() -> Message:
-            nonlocal replayed
-            if replayed:
-                return await receive()
-            replayed = True
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        await self.app(scope, replay, send)
+    return record
 
 
 def _sent(request: LlmdBulkPredictionRequest) -> list[dict[str, Any]]:
@@ -193,7 +174,7 @@ def create_prediction_app(behaviour: PredictionBehaviour, release: asyncio.Event
     """The prediction server's routes, driven by ``behaviour``; ``release`` cuts delays short."""
     app = FastAPI(title="stand-in prediction server")
     install_switches(app, behaviour, release)
-    app.add_middleware(_BodyRecorder, behaviour=behaviour)  # added last: outermost, sees every body
+    app.add_middleware(BodyRecorder, on_body=_recorder(behaviour))  # added last: outermost, sees every body
 
     @app.get("/status", response_model=None)
     async def status_endpoint() -> StatusResponse | Response:

@@ -32,9 +32,10 @@ from sloscope.processors.shadow import ShadowPredictor
 from sloscope.processors.streaming_modes import StreamingModes
 from sloscope.receivers.discovery import Target, sorted_labels
 from sloscope.receivers.protocols import PodState
-from sloscope.records import JoinedRequest, RequestRecord
+from sloscope.records import RequestRecord
 from sloscope.slo.evaluate import evaluate
 from sloscope.slo.spec import SLOSpec
+from tests.support.joined_requests import answered
 from tests.support.prediction_server import predicted_tpot_ms, predicted_ttft_ms
 
 ROLE = "llm-d.ai/role"
@@ -95,23 +96,7 @@ class Rig:
         return httpx.Response(200, json={"predictions": predictions})
 
     def publish(self, trace: int, **fields: Any) -> None:
-        request = JoinedRequest(
-            trace_id=f"{trace:032x}",
-            span_id="cd" * 8,
-            outcome=c.OUTCOME_JOINED,
-            target_model="llama",
-            pool="pool-a",
-            pod=DECODE.pod,
-            ttft_seconds=0.1,
-            server_ttft_seconds=0.08,
-            e2e_seconds=0.3,
-            completion_tokens=11,
-            prompt_tokens=400,
-            start_ns=101_000_000_000,
-            end_ns=102_000_000_000,
-            arrival_ns=101_000_000_000,
-            **fields,
-        )
+        request = answered(f"{trace:032x}", DECODE.pod, pool="pool-a", server_ttft_seconds=0.08, **fields)
         self.tracker.publish(request, evaluate(request, SLOSpec(version="sloscope/v1")))
 
     def drain(self) -> None:

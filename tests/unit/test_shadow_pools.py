@@ -26,9 +26,10 @@ from sloscope.processors.shadow import ShadowPredictor
 from sloscope.processors.streaming_modes import StreamingModes
 from sloscope.receivers.discovery import Target
 from sloscope.receivers.protocols import PodState
-from sloscope.records import JoinedRequest, RequestRecord
+from sloscope.records import RequestRecord
 from sloscope.slo.evaluate import evaluate
 from sloscope.slo.spec import SLOSpec
+from tests.support.joined_requests import answered
 
 PODS = {"pool-a": Target("pool-a", "vllm-a", "10.0.0.1:8000"), "pool-b": Target("pool-b", "vllm-b", "10.0.0.2:8000")}
 STATE = PodState(waiting=3.0, running=27.0, kv_cache_utilization=0.5, lora=None, models=frozenset())
@@ -88,21 +89,7 @@ class Pools:
 
     def publish(self, pool: str, count: int) -> None:
         for n in range(count):
-            request = JoinedRequest(
-                trace_id=f"{pool}-{n}".encode().hex().rjust(32, "0")[:32],
-                span_id="cd" * 8,
-                outcome="joined",
-                target_model="llama",
-                pod=PODS[pool].pod,
-                ttft_seconds=0.1,
-                server_ttft_seconds=0.1,
-                e2e_seconds=0.3,
-                completion_tokens=11,
-                prompt_tokens=400,
-                start_ns=101_000_000_000,
-                end_ns=102_000_000_000,
-                arrival_ns=101_000_000_000,
-            )
+            request = answered(f"{pool}-{n}".encode().hex().rjust(32, "0")[:32], PODS[pool].pod)
             self.tracker.publish(request, evaluate(request, SLOSpec(version="sloscope/v1")))
 
     def outcomes(self) -> Counter[tuple[str, str, str | None]]:

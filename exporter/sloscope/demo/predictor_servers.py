@@ -25,25 +25,31 @@ them is :class:`OnlineQuantileModel`, reported as ``model_type`` ``online-linear
   ``/predict/bulk`` 200 with every prediction null and one error per item.
 
 Each app is served by uvicorn in the running event loop on a socket bound to port 0 (``lifespan="off"``,
-``log_config=None``, signals left to the caller).
+``log_config=None``, signals left to the caller). With ``record``, every POST body a prediction server receives is
+appended to that file as a JSON line ``{"server", "path", "user_agent", "body"}``, the body as sent (parsed JSON,
+its key order kept): what each caller really asked, for a body-level comparison of callers.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import random
 import socket
 import time
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Awaitable, Callable, Generator, MutableMapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
 
 from sloscope import conventions as c
+from sloscope.demo.body_recorder import BodyRecorder, OnBody
 from sloscope.demo.prediction_server import PredictionState, create_prediction_app
 from sloscope.demo.quantile_model import (
     OnlineQuantileModel,
@@ -131,6 +137,7 @@ class PredictorFleet:
         scale: float = 1.0,
         host: str = "127.0.0.1",
         clock: Callable[[], float] = time.time,
+        record: Path | None = None,
     ) -> None:
         if retrain_seconds <= 0 or sync_seconds <= 0:
             raise ValueError("retrain_seconds and sync_seconds must be > 0")
@@ -147,6 +154,7 @@ class PredictorFleet:
         self._retrain_seconds = retrain_seconds
         self._sync_seconds = sync_seconds
         self._scale = scale  # every prediction multiplied by it (1: as the model predicts)
+        self._record = record
         self._host = host
         self._clock = clock
         self._states: list[PredictionState] = []
@@ -176,6 +184,8 @@ class PredictorFleet:
                 state = PredictionState(training.url, self.model.quantile, objective=objective, scale=self._scale)
                 state.sync(self.model, self._now())
                 app = create_prediction_app(state, self._clock)
+                if self._record is not None:
+                    app.add_middleware(BodyRecorder, on_body=_appender(self._record, index))
                 running = await _serve(app, self._host, f"prediction server {index}", port_of[1 + index])
                 self._running.append(running)
                 self._states.append(state)
@@ -225,3 +235,24 @@ class PredictorFleet:
 
     def _now(self) -> datetime:
         return datetime.fromtimestamp(self._clock(), UTC)
+
+
+def _appender(path: Path, server: int) -> OnBody:
+    """Appends each body to ``path`` as one JSON line (a line is written whole: appends never interleave)."""
+
+    def append(scope: MutableMapping[str, Any], body: bytes) -> None:
+        headers = dict(scope.get("headers") or [])
+        try:
+            parsed: Any = json.loads(body)
+        except ValueError:
+            parsed = body.decode(errors="replace")
+        line = {
+            "server": server,
+            "path": scope["path"],
+            "user_agent": headers.get(b"user-agent", b"").decode(errors="replace"),
+            "body": parsed,
+        }
+        with path.open("a") as out:
+            out.write(json.dumps(line) + "\n")
+
+    return append

@@ -98,6 +98,7 @@ class Fleet:
         self.pod_port = ports[4]
         self.training_url = ""
         self.prediction_urls: list[str] = []
+        self.predictor_bodies = folder / "predictor-bodies.jsonl"  # every body the prediction servers received
 
     # ---- start ------------------------------------------------------------------------------------
 
@@ -196,7 +197,13 @@ class Fleet:
         )
 
     def _start_predictor(self, name: str = "predictor", *args: str) -> None:
-        argv = [sys.executable, "-m", "tests.support.fleet.predictor", f"--objective={self.spec.predictor_objective}"]
+        argv = [
+            sys.executable,
+            "-m",
+            "tests.support.fleet.predictor",
+            f"--objective={self.spec.predictor_objective}",
+            f"--record={self.predictor_bodies}",
+        ]
         child = spawn(name, [*argv, *args], self.folder, _pythonpath())
         self.children.append(child)
         wait_for(child, lambda: logged(child, "training="), 30, "predictor URLs")

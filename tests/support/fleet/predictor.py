@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import signal
 import sys
+from pathlib import Path
 
 from sloscope.demo.predictor_servers import PredictorFleet
 
@@ -28,6 +29,7 @@ async def run(args: argparse.Namespace) -> None:
         retrain_seconds=args.retrain_seconds,
         sync_seconds=args.sync_seconds,
         scale=args.scale,
+        record=Path(args.record) if args.record else None,
     )
     ports = [int(port) for port in args.ports.split(",")] if args.ports else None
     await fleet.start(args.prediction_servers, ports)
@@ -49,6 +51,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--scale", type=float, default=1.0, help="every prediction multiplied by it: a biased one")
     parser.add_argument("--ports", default="", help="the training server's port, then each prediction server's")
+    parser.add_argument("--record", default="", help="a file to append each body the prediction servers receive to")
     asyncio.run(run(parser.parse_args()))
 
 

@@ -536,6 +536,9 @@ OUTCOME_ANCHOR_ONLY = "anchor_only"  # the join window passed with no gateway sp
 OUTCOME_NO_ANCHOR = "no_anchor"  # a trace expired without a model-server span
 OUTCOME_EVICTED = "evicted"  # emitted early because the pending-trace cap was reached
 OUTCOME_FAILED = "failed"  # a gateway request that reached no model server, emitted as a failed request
+# the coordinator's conditional-decode probe the EPP answered 412 (no decode pod holds the prompt's KV cache): a step
+# of a call whose pipeline goes on, not a call; nothing is emitted
+OUTCOME_PROBE = "conditional_decode_probe"
 OUTCOMES = (
     OUTCOME_JOINED,
     OUTCOME_JOINED_BY_REQUEST_ID,
@@ -543,6 +546,7 @@ OUTCOMES = (
     OUTCOME_NO_ANCHOR,
     OUTCOME_EVICTED,
     OUTCOME_FAILED,
+    OUTCOME_PROBE,
 )
 
 # Drop reasons (values of the ``reason`` label of SPANS_DROPPED).

@@ -38,6 +38,8 @@ _CLIENT_ERROR_CODES = (
     "error: notfound",
     "error: preconditionfailed",
 )
+_PROBE_REFUSED = "error: preconditionfailed"
+_PRECONDITION_FAILED = 412
 _NOT_CLIENT = frozenset({408, 429, 499})  # 4xx codes that are the service's doing: timeout, shed, abort
 # Span attributes read here beyond the attribute mapping's fields: the decoder must keep them.
 KEYS = frozenset({DISAGGREGATION_USED, SCORER_TYPE, *HTTP_STATUS_KEYS})
@@ -93,6 +95,20 @@ def http_status(span: Span) -> int | None:
         if type(value) is str and value.isdigit():
             return int(value)
     return None
+
+
+def is_conditional_probe(spans: Iterable[Span]) -> bool:
+    """The coordinator's conditional-decode probe, refused: a decode call sent with ``Prefer: if-available`` that the
+    llm-d EPP answers 412 when the chosen decode pod does not hold the prompt's KV cache, after which the coordinator
+    runs the call's prefill and decode (llm-d-router ebab6879 ``pkg/epp/requestcontrol/director.go:348-361``,
+    ``pkg/coordinator/steps/conditional_decode.go:61-85``). Its spans say ``PreconditionFailed`` (the EPP's status
+    message) or 412 (a gateway's HTTP status): the EPP's only 412."""
+    for span in spans:
+        if span.failed and _PROBE_REFUSED in span.status_message.lower():
+            return True
+        if http_status(span) == _PRECONDITION_FAILED:
+            return True
+    return False
 
 
 def failure_reason(spans: Iterable[Span], *, answered: bool) -> str | None:

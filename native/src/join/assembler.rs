@@ -26,6 +26,7 @@ pub const OUTCOME_ANCHOR_ONLY: &str = "anchor_only";
 pub const OUTCOME_NO_ANCHOR: &str = "no_anchor";
 pub const OUTCOME_EVICTED: &str = "evicted";
 pub const OUTCOME_FAILED: &str = "failed";
+pub const OUTCOME_PROBE: &str = "conditional_decode_probe";
 pub const DROP_PENDING_CAP: &str = "pending_cap";
 pub const DROP_TRACE_TOO_LARGE: &str = "trace_too_large";
 
@@ -917,6 +918,13 @@ impl Assembler {
             .any(|r| self.answered.contains(&self.fingerprints.of(r)))
         {
             return; // a model server answered it in another trace
+        }
+        if shapes::is_conditional_probe(scope.iter().map(|h| &h.span)) {
+            // a step of a call that goes on, not a call
+            let scope = ids(&scope);
+            self.claim(tid, &key, &[], &scope);
+            self.outcome(OUTCOME_PROBE, 1);
+            return;
         }
         let answered = !self.cfg.unanswered_are_aborted;
         let Some(reason) = shapes::failure_reason(scope.iter().map(|h| &h.span), answered) else {

@@ -43,6 +43,8 @@ const CLIENT_ERROR_CODES: [&str; 5] = [
 /// The keys whose string and array-of-string values the shapes read differently.
 pub const READS_STRINGS_APART: [&str; 3] = [HTTP_STATUS_KEYS[0], HTTP_STATUS_KEYS[1], SCORER_TYPE];
 const NOT_CLIENT: [i64; 3] = [408, 429, 499];
+const PROBE_REFUSED: &str = "error: preconditionfailed";
+const PRECONDITION_FAILED: i64 = 412;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Leg {
@@ -117,6 +119,15 @@ pub fn http_status(span: &Span) -> Option<i64> {
         }
     }
     None
+}
+
+/// The coordinator's conditional-decode probe, refused with the EPP's only 412 (`span_shapes.is_conditional_probe`):
+/// a step of a call that goes on, not a call.
+pub fn is_conditional_probe<'a>(mut spans: impl Iterator<Item = &'a Span>) -> bool {
+    spans.any(|span| {
+        (span.failed() && span.status_message().to_lowercase().contains(PROBE_REFUSED))
+            || http_status(span) == Some(PRECONDITION_FAILED)
+    })
 }
 
 /// Why a request failed, from its spans' statuses and HTTP codes (`span_shapes.failure_reason`):

@@ -25,6 +25,7 @@ from sloscope.generators.dashboards.promql import (
     sum_by,
     var,
 )
+from sloscope.generators.rules.thresholds import ANCHORED_OUTCOMES, JOINED_OUTCOMES
 from sloscope.slo.spec import SLOSpec
 
 FILE_NAME = "sloscope-itself.json"
@@ -40,7 +41,8 @@ PROCESS_MAX_FDS = "process_max_fds"
 PROCESS_SERIES = (PROCESS_RESIDENT_MEMORY, PROCESS_CPU_SECONDS, PROCESS_OPEN_FDS, PROCESS_MAX_FDS)
 
 _SELF = (var(JOB), var(INSTANCE))
-_JOINED = regex(c.OUTCOME, f"{c.OUTCOME_JOINED}|{c.OUTCOME_JOINED_BY_REQUEST_ID}")
+_JOINED = regex(c.OUTCOME, "|".join(JOINED_OUTCOMES))
+_ANCHORED = regex(c.OUTCOME, "|".join(ANCHORED_OUTCOMES))  # requests with a model-server span, as the alert counts
 
 
 def dashboard(spec: SLOSpec) -> Any:
@@ -153,12 +155,13 @@ def _join() -> list[Any]:
         ),
         d.timeseries(
             "Requests joined with a gateway span",
-            "Share of emitted requests joined with a gateway span, in their own trace or by request id. Low: SLO "
+            "Share of requests with a model-server span joined with a gateway span, in their own trace or by request "
+            "id (as SloscopeJoinRatioLow counts them). Low: SLO "
             "headers and routing are not reaching sloscope, and requests count as carrying no SLO.",
             [
                 d.Query(
                     f"{sum_by((), rate(series(c.TRACES_JOINED), (*_SELF, _JOINED)))} / "
-                    f"{sum_by((), rate(series(c.TRACES_JOINED), (*_SELF, ne(c.OUTCOME, c.OUTCOME_NO_ANCHOR))))}",
+                    f"{sum_by((), rate(series(c.TRACES_JOINED), (*_SELF, _ANCHORED)))}",
                     "joined",
                 )
             ],

@@ -103,10 +103,12 @@ def test_predictor_answers_generation_and_families() -> None:
     assert contracts.predictor_answers(None) is None
     assert contracts.predictor_answers(()) is True
     assert contracts.predictor_answers(("/status",)) is False
-    assert contracts.epp_generation("auto", LLM_D) is None
-    assert contracts.epp_generation(LLM_D, None) is None
-    assert contracts.epp_generation(LLM_D, LLM_D) is True
-    assert contracts.epp_generation(GIE_V15, GIE_2025) is False
+    assert contracts.epp_generation("auto", LLM_D, served=True) is None
+    assert contracts.epp_generation(LLM_D, None, served=True) is None
+    assert contracts.epp_generation(LLM_D, LLM_D, served=False) is True  # llm-d's page says so from start-up
+    assert contracts.epp_generation(GIE_V15, GIE_2025, served=True) is False
+    # an idle GIE v1.5.0 EPP's page looks late-2025 until it has scheduled a request: nothing to judge by yet
+    assert contracts.epp_generation(GIE_V15, GIE_2025, served=False) is None
     assert contracts.epp_families(None, 100) is None
     assert contracts.epp_families((), 19) is None  # an EPP that served too few requests may have written nothing
     assert contracts.epp_families((), 20) is False

@@ -139,9 +139,15 @@ def streaming_mode(contradicted: bool | None) -> bool | None:
     return None if contradicted is None else not contradicted
 
 
-def epp_generation(setting: str, page: Generation | None) -> bool | None:
-    """The EPP's page is of the generation ``predictions.epp_generation`` names (None: ``auto``, or no page)."""
+def epp_generation(setting: str, page: Generation | None, served: bool) -> bool | None:
+    """The EPP's page is of the generation ``predictions.epp_generation`` names (None: ``auto``, or no page).
+
+    An llm-d page says so from start-up; GIE v1.5.0's only once it has scheduled a request, so a page that looks
+    late-2025 says nothing until it has ``served`` (shows a family sloscope reads): an idle v1.5.0 EPP is no
+    broken contract."""
     if page is None or setting not in (LLM_D, GIE_V15, GIE_2025):
+        return None
+    if page == GIE_2025 and not served:
         return None
     return page == setting
 

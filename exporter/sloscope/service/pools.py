@@ -260,7 +260,7 @@ class PoolMonitor:
             pool, page = scraper.pool, scraper.latest
             judged[pool, c.CHECK_STREAMING_MODE] = contracts.streaming_mode(self.streaming.contradicted(pool))
             judged[pool, c.CHECK_EPP_GENERATION] = contracts.epp_generation(
-                self._generation_setting, self.inflight.generation(pool)
+                self._generation_setting, self.inflight.generation(pool), page is not None and bool(page.sources)
             )
             judged[pool, c.CHECK_EPP_FAMILIES] = contracts.epp_families(
                 page.sources if page is not None else None, self.spans.totals(pool).gateway

@@ -102,6 +102,12 @@ class CallRecord:
     orchestration_error: str | None = None  # gateway.request_orchestration's (a refusal before scheduling)
     aborted: bool = False
 
+    def predicted(self) -> Decision:
+        """The decode profile's decision with the predictions the EPP keeps for the call: for a P/D call, the prefill
+        pod's TTFT (:meth:`Decision.with_prefill`)."""
+        decision = self.schedules[0].decision
+        return decision.with_prefill(self.schedules[1].decision) if len(self.schedules) > 1 else decision
+
     @property
     def routing(self) -> str:
         """predicted (the latency scorer ran), default (scheduled without it) or none (refused before)."""
@@ -131,7 +137,7 @@ def outcome(record: CallRecord) -> Outcome | FailedOutcome:
     reason = record.failure
     if reason is not None:
         return FailedOutcome(request, record.routing, reason)
-    decision = record.schedules[0].decision
+    decision = record.predicted()
     counted = record.completions[0] if record.call.n == 1 else min(record.completions, key=lambda c: c.ttft)
     return Outcome(
         request,
@@ -192,7 +198,7 @@ class CallRunner:
             if record.aborted:
                 self._router.released(call.request, decision)
                 return record
-        self._router.finished(call.request, decision, record.completions[0])
+        self._router.finished(call.request, record.predicted(), record.completions[0])
         return record
 
     async def _refused(self, session: Session, call: Call, arrival: float) -> CallRecord:

@@ -44,7 +44,7 @@ import logging
 import random
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -81,6 +81,14 @@ class Decision:
     predicted_tpot_ms: float | None = None
     candidates: tuple[tuple[str, PodSnapshot], ...] = ()  # every pod considered, with the state routed on
     latency_scores: tuple[float, ...] = ()  # prediction-based: each candidate's score (0..1, higher is better)
+    ttft_by_pod: tuple[tuple[str, float], ...] = ()  # prediction-based: every candidate's predicted TTFT (ms)
+
+    def with_prefill(self, prefill: Decision) -> Decision:
+        """A P/D call's predictions as the llm-d EPP keeps them: the TTFT predicted, at routing, for the prefill pod
+        (``predictionsForScheduling[prefill target]``), the TPOT for the decode pod (llm-d-router ebab6879
+        ``predictedlatency/requestcontrol_hooks.go:228-241``)."""
+        ttft = dict(self.ttft_by_pod).get(prefill.pod)
+        return self if ttft is None else replace(self, predicted_ttft_ms=ttft)
 
 
 class Router:
@@ -209,10 +217,11 @@ class Router:
             tpot_room = tpot_headroom(request.slo_tpot_ms or 0.0, tpot, self._buffer, min(running, default=None))
             scored.append((pod, row, ttft, tpot, ttft_room, tpot_room))
         candidates = self._candidates(self._pods)
+        ttft_by_pod = tuple((s[0].name, s[2]) for s in scored)
         if request.slo_ttft_ms is None and request.slo_tpot_ms is None:
             pod, row, ttft, tpot, _, _ = min(scored, key=lambda s: s[2])
             scores = tuple(1.0 - v for v in _normalized([s[2] for s in scored]))
-            return Decision(pod.name, "predicted", row, ttft, tpot, candidates, scores)
+            return Decision(pod.name, "predicted", row, ttft, tpot, candidates, scores, ttft_by_pod)
         positive = [s for s in scored if s[4] > 0 and s[5] > 0]
         tier, pick_least = (positive, True) if positive else (scored, False)
         ttft_n, tpot_n = _normalized([s[4] for s in tier]), _normalized([s[5] for s in tier])
@@ -221,7 +230,7 @@ class Router:
         pod, row, ttft, tpot, _, _ = tier[index]
         in_tier = {s[0].name: 1.0 - v if pick_least else v for s, v in zip(tier, combined, strict=True)}
         scores = tuple(in_tier.get(s[0].name, 0.0) for s in scored)
-        return Decision(pod.name, "predicted", row, ttft, tpot, candidates, scores)
+        return Decision(pod.name, "predicted", row, ttft, tpot, candidates, scores, ttft_by_pod)
 
     async def _predict(self, rows: list[Features]) -> list[tuple[float, float]] | None:
         url = self._prediction_urls[self._turn % len(self._prediction_urls)]

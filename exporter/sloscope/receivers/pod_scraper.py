@@ -191,7 +191,10 @@ class PodScraper:
         summed as the whole."""
         endpoints = target.endpoints()
         async with self._semaphore:  # held until the pages are read: pages waiting for a thread stay bounded
-            pages = await asyncio.gather(*(self._scrape_endpoint(target, rank, address) for rank, address in endpoints))
+            if len(endpoints) == 1:  # the usual pod: no task per scrape
+                pages = [await self._scrape_endpoint(target, *endpoints[0])]
+            else:
+                pages = await asyncio.gather(*(self._scrape_endpoint(target, r, a) for r, a in endpoints))
         failed = next((result for result, _ in pages if result != c.RESULT_SUCCESS), None)
         state: PodState | None = None
         if failed is None:

@@ -62,6 +62,18 @@ TTFT_GATEWAY_ARRIVAL = "gateway_arrival"  # the gateway span's start to the mode
 TTFT_PD_GATEWAY = "pd_gateway"  # P/D: the gateway span's start to the decode pod's first token
 TTFT_PD_SIDECAR = "pd_sidecar"  # P/D without a gateway span: the routing sidecar's span start to the first token
 TTFT_MODEL_SERVER = "model_server"  # the model server's own gen_ai.latency.time_to_first_token, from its arrival
+TTFT_COORDINATOR = "coordinator"  # llm-d's coordinator: the call's first leg's gateway start to the decode leg's token
+# llm-d-router's coordinator runs one EPP call per phase, each scheduled by the profile its EPP-Profile header names
+# (pkg/coordinator/gateway/paths.go, header-profile-handler): the phase label of COORDINATOR_LEGS.
+PHASE_ENCODE = "encode"
+PHASE_PREFILL = "prefill"
+PHASE_DECODE = "decode"
+PHASES = (PHASE_ENCODE, PHASE_PREFILL, PHASE_DECODE)
+EARLY_PHASES = (PHASE_ENCODE, PHASE_PREFILL)  # legs that are never the call's answer
+# What became of a coordinator leg (result label of COORDINATOR_LEGS).
+LEG_JOINED = "joined"  # part of its call, which counts once
+LEG_WITHOUT_CALL = "without_call"  # the call's final leg never came: a leg of a call sloscope did not see
+LEG_RESULTS = (LEG_JOINED, LEG_WITHOUT_CALL)
 SIGNAL_TTFT = "ttft"
 SIGNAL_TPOT = "tpot"
 # The engines' own latency histograms also know these signals.
@@ -466,6 +478,13 @@ OTLP_RESULTS = (
 )
 TRACES_JOINED = _m(
     "traces_joined", "counter", (OUTCOME,), "Requests emitted or traces expired by the assembler, by outcome."
+)
+PHASE = "phase"
+COORDINATOR_LEGS = _m(
+    "coordinator_legs",
+    "counter",
+    (PHASE, RESULT),
+    "Legs of llm-d coordinator calls (one EPP call per phase), by phase and what became of them.",
 )
 LABEL_VALUES_FOLDED = _m(
     "label_values_folded", "counter", (LABEL,), "Observations whose label value was folded into __other__ by the cap."

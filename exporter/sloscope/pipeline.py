@@ -1,10 +1,11 @@
 """Builds the processing stages from settings and runs the worker that drives them.
 
-receivers -> Intake -> SpanQueue -> [worker thread] TraceAssembler -> SLOEvaluator -> publishers
+receivers -> Intake -> SpanQueue -> [worker thread] TraceAssembler -> CallJoiner -> SLOEvaluator -> publishers
 
 The worker is the only thread that touches the assembler. The requests the assembler emits (on a
 consume of a span batch, an expiry, the final flush) are gathered and reach the evaluator together, as
-one batch: ``join.batch_requests`` of them, or fewer once the first has waited
+one batch (after the call joiner has made one call of a coordinator's legs, processors/calls.py):
+``join.batch_requests`` of them, or fewer once the first has waited
 ``join.batch_timeout_seconds``, when the worker is idle, and at shutdown. The evaluation is vectorized
 and a batch has a fixed cost, so batches of thousands cost a tenth per request of the few hundred one
 export brings. Shutdown closes the queue (receivers then answer "shutting down"), drains what was accepted,
@@ -35,6 +36,7 @@ from sloscope.attributes import Mapping
 from sloscope.config import Join, Settings
 from sloscope.processors import arrow_arrays, joined_batch, shards, span_shapes
 from sloscope.processors.assembler import TraceAssembler
+from sloscope.processors.calls import CallJoiner
 from sloscope.processors.evaluator import MIN_BATCH, RequestPublisher, SLOEvaluator
 from sloscope.processors.native_assembler import NativeTraceAssembler
 from sloscope.processors.pool_routing import Placed, PoolRouting
@@ -134,6 +136,7 @@ class Pipeline:
         )
         self.evaluator = SLOEvaluator(spec, (publisher, *extra_publishers))
         self.routing = PoolRouting(mapping.default_pool, pool_of_pod)  # told by the EPP scrapers (GIE v1.5.0)
+        self.calls = CallJoiner(settings.join, self.telemetry.legs, clock=clock)  # under the publishing lock
         arrow_arrays.warm_up()  # the batch path's Arrow kernels, initialised before any load
         # join.engine: the native core, or the Python reference it is tested against (the same rules).
         join = shard_join(settings.join, workers)
@@ -216,7 +219,7 @@ class Pipeline:
                 self._hand_over(shard, now=True)
                 if queue.closed:
                     break
-                if not assembler.pending:  # no window to watch: sleep until spans come (offer and close wake it)
+                if not assembler.pending and not self.calls.pending:  # no window to watch: sleep until spans come
                     wait = _IDLE_SECONDS
         self._flush(shard)
 
@@ -248,7 +251,7 @@ class Pipeline:
         (taken only by the worker that owns it; another worker's wait for its own next hand-over), the
         reference's objects together."""
         native = shard.assembler if isinstance(shard.assembler, NativeTraceAssembler) else None
-        if not self._emitted and not (native is not None and native.gathered):
+        if not self._emitted and not (native is not None and native.gathered) and not (now and self.calls.pending):
             return
         with self._publishing:
             if not (now or self._batch.due()):
@@ -256,13 +259,18 @@ class Pipeline:
             records = None if native is None else native.take()
             emitted = self._emitted
             requests = [emitted.popleft() for _ in range(len(emitted))]  # others may append meanwhile: kept
+            taken = (0 if records is None else records.num_rows) + len(requests)
             try:
+                calls: list[JoinedRequest] = []
                 if records is not None:
+                    records, calls = self.calls.records(records)
+                calls = self.calls.requests(requests) + calls
+                if records is not None and records.num_rows:
                     self._evaluate(records=records)
-                if requests:
-                    self._evaluate(requests=requests)
+                if calls:
+                    self._evaluate(requests=calls)
             finally:
-                self._batch.evaluated((0 if records is None else records.num_rows) + len(requests))
+                self._batch.evaluated(taken)
 
     def _evaluate(self, *, records: pa.RecordBatch | None = None, requests: list[JoinedRequest] | None = None) -> None:
         """One batch, as the native join's record batch or the reference's objects. A small record batch is
@@ -290,6 +298,10 @@ class Pipeline:
     def _flush(self, shard: _Shard) -> None:
         flushed = shard.assembler.flush()
         self._hand_over(shard, now=True)
+        with self._publishing:
+            held = self.calls.flush()
+            if held:
+                self._evaluate(requests=held)
         self._log_flush(flushed)
 
     @staticmethod

@@ -76,6 +76,8 @@ class JoinedRequest:
     prefill_pod: str | None = None  # P/D: the prefill stage's pod and times (the request counts on the decode pod)
     prefill_queue_seconds: float | None = None
     prefill_seconds_on_prefill_pod: float | None = None
+    phase: str | None = None  # the coordinator phase its EPP call was scheduled for (encode, prefill, decode), if one
+    call_arrival_ns: int = 0  # a coordinator call: its first leg's arrival (0: the call is this one EPP request)
 
     @property
     def model(self) -> str | None:

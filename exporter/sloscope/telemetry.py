@@ -39,6 +39,9 @@ class Telemetry:
             c.LABEL_VALUES_FOLDED.name, c.LABEL_VALUES_FOLDED.help, c.LABEL_VALUES_FOLDED.labels, registry=registry
         )
         self.scrapes = Counter(c.SCRAPES.name, c.SCRAPES.help, c.SCRAPES.labels, registry=registry)
+        self.coordinator_legs = Counter(
+            c.COORDINATOR_LEGS.name, c.COORDINATOR_LEGS.help, c.COORDINATOR_LEGS.labels, registry=registry
+        )
         self.queue_spans = Gauge(c.QUEUE_SPANS.name, c.QUEUE_SPANS.help, registry=registry)
         self.queue_capacity = Gauge(c.QUEUE_CAPACITY_SPANS.name, c.QUEUE_CAPACITY_SPANS.help, registry=registry)
         self.traces_pending = Gauge(c.TRACES_PENDING.name, c.TRACES_PENDING.help, registry=registry)
@@ -58,6 +61,9 @@ class Telemetry:
         for kind in c.SCRAPE_KINDS:
             for result in c.SCRAPE_RESULTS:
                 self.scrapes.labels(kind, result)
+        for phase in c.PHASES:
+            for result in c.LEG_RESULTS:
+                self.coordinator_legs.labels(phase, result)
         self._dropped = {reason: self.spans_dropped.labels(reason) for reason in c.DROP_REASONS}
         self._outcomes = {outcome: self.traces_joined.labels(outcome) for outcome in c.OUTCOMES}
 
@@ -67,6 +73,10 @@ class Telemetry:
 
     def outcome(self, outcome: str, count: int) -> None:
         self._outcomes[outcome].inc(count)
+
+    def legs(self, phase: str, result: str, count: int) -> None:
+        """Counts legs of coordinator calls (processors/calls.py)."""
+        self.coordinator_legs.labels(phase, result).inc(count)
 
     def scrape(self, kind: str, result: str) -> None:
         """Counts one scrape of a model server, the EPP or a predictor server (kinds and results in conventions)."""

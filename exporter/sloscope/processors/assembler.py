@@ -250,9 +250,25 @@ class TraceAssembler:
         request_id = self._joinable_id([anchor]) or ""
         if request_id:
             for gateway_id in trace.gateways:  # the caller's traceparent won at the gateway: a sibling
-                if request_id in self._request_ids_under(trace, gateway_id):
+                if request_id in self._request_ids_under(trace, gateway_id) and self._may_answer(
+                    trace, gateway_id, anchor
+                ):
                     return (_GATEWAY, gateway_id, "")
         return (_PARENT, anchor.parent_span_id, request_id)
+
+    def _may_answer(self, trace: PendingTrace, gateway_id: str, anchor: Span) -> bool:
+        """Whether a sibling gateway span of the anchor's request id can be the one that sent it there.
+
+        The coordinator's legs all carry the client's request id (and traceparent): its refused conditional-decode
+        probe reached no model server, and an encode or prefill leg's gateway span encloses in time the model-server
+        span it sent (the EPP's span ends with the response), so a later leg's span is not its.
+        """
+        gateway = trace.spans[gateway_id]
+        if shapes.is_conditional_probe([gateway]):
+            return False
+        if shapes.phase(trace.descendants(gateway_id)) not in c.EARLY_PHASES:
+            return True
+        return gateway.start_ns <= anchor.start_ns <= gateway.end_ns
 
     def _request_ids_under(self, trace: PendingTrace, gateway_id: str) -> set[str]:
         ids = set()

@@ -253,6 +253,7 @@ def build_request(
         start_ns=anchor.start_ns,
         end_ns=anchor.end_ns,
         arrival_ns=anchor.start_ns,
+        phase=shapes.phase(companions),
     )
 
 

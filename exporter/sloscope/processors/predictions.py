@@ -39,7 +39,7 @@ from sloscope.processors.pod_history import PodHistory, PodKey
 from sloscope.processors.prediction_batch import Comparisons, Events
 from sloscope.processors.running_slos import RunningSLOs
 from sloscope.processors.streaming_modes import first_signal
-from sloscope.processors.tracker_rows import TrackerRows, e2e_seconds
+from sloscope.processors.tracker_rows import TrackerRows, e2e_seconds, leg_ttft
 from sloscope.publishers.batch_rows import observe_groups
 from sloscope.publishers.buckets import HEADROOM_BUCKETS, RATIO_BUCKETS
 from sloscope.publishers.cardinality import SeriesBudget
@@ -409,7 +409,7 @@ class PredictionTracker:
         verdicts = rows.batch.verdicts
         return _ReadAs(
             off,
-            (np.where(off, rows.e2e, verdicts.ttft_seconds), verdicts.tpot_seconds),
+            (np.where(off, rows.e2e, rows.leg_ttft), verdicts.tpot_seconds),
             (rows.predicted_ttft, np.where(off, np.nan, rows.predicted_tpot)),
         )
 
@@ -594,7 +594,7 @@ class PredictionTracker:
         compared: tuple[tuple[str, float | None, float | None], ...]
         if streaming:
             compared = (
-                (c.SIGNAL_TTFT, evaluation.ttft_seconds, predicted_ttft),
+                (c.SIGNAL_TTFT, leg_ttft(request, evaluation.ttft_seconds), predicted_ttft),
                 (c.SIGNAL_TPOT, evaluation.tpot_seconds, predicted_tpot),
             )
         else:  # the predicted "TTFT" is end-to-end latency, the TPOT prediction means nothing

@@ -28,6 +28,10 @@ _SCORER_PREFIX = "llm_d.epp.scorer."
 
 DISAGGREGATION_USED = "llm_d.epp.pd.disaggregation_used"
 SCORER_TYPE = "llm_d.epp.scorer.type"
+# run_scheduler_profile's profile name (pkg/epp/scheduling/scheduler.go:153): under the coordinator's
+# header-profile-handler the phase its EPP-Profile header named.
+PROFILE_NAME = "llm_d.epp.scheduling.profile.name"
+_PROFILE_SPAN = "run_scheduler_profile"
 HTTP_STATUS_KEYS = ("http.response.status_code", "http.status_code")
 # The EPP's client-error codes (pkg/common/error/error.go), lower-cased as in "inference error: BadRequest - ...":
 # the client's fault, so not a bad event of any SLO (reason "invalid").
@@ -42,7 +46,7 @@ _PROBE_REFUSED = "error: preconditionfailed"
 _PRECONDITION_FAILED = 412
 _NOT_CLIENT = frozenset({408, 429, 499})  # 4xx codes that are the service's doing: timeout, shed, abort
 # Span attributes read here beyond the attribute mapping's fields: the decoder must keep them.
-KEYS = frozenset({DISAGGREGATION_USED, SCORER_TYPE, *HTTP_STATUS_KEYS})
+KEYS = frozenset({DISAGGREGATION_USED, SCORER_TYPE, PROFILE_NAME, *HTTP_STATUS_KEYS})
 
 
 def leg(span: Span) -> str | None:
@@ -85,6 +89,27 @@ def routing(spans: Iterable[Span], latency_scorers: frozenset[str]) -> str | Non
         elif name in _SCHEDULING:
             scheduled = True
     return c.ROUTING_DEFAULT if scheduled else None
+
+
+def phase(spans: Iterable[Span]) -> str | None:
+    """The coordinator phase an EPP call was scheduled for: the one profile its scheduler ran, when that profile
+    is named for a phase (``encode``, ``prefill``, ``decode``), else None.
+
+    llm-d-router's coordinator makes one EPP call per phase and its ``header-profile-handler`` runs exactly the
+    profile the call's ``EPP-Profile`` header names (``pkg/epp/framework/plugins/scheduling/profilehandler/
+    headerprofile/header_profile_handler.go``, ``pkg/coordinator/gateway/paths.go`` at llm-d-router ebab6879).
+    The sidecar's ``disagg-profile-handler`` runs ``decode`` and then ``prefill`` in one call: two profiles, no
+    phase; a call it did not disaggregate runs ``decode`` alone, which reads as the decode phase, a call of its own.
+    """
+    found: str | None = None
+    for span in spans:
+        if span.name != _PROFILE_SPAN:
+            continue
+        name = span.attributes.get(PROFILE_NAME)
+        if not isinstance(name, str) or (found is not None and name != found):
+            return None
+        found = name
+    return found if found in c.PHASES else None
 
 
 def http_status(span: Span) -> int | None:

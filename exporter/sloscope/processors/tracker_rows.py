@@ -8,7 +8,9 @@ counted in, its arrival, its TPOT SLO and the predictions its spans carried.
 from __future__ import annotations
 
 import numpy as np
+import pyarrow.compute as pc
 
+from sloscope import conventions as c
 from sloscope.processors import arrow_arrays
 from sloscope.processors.joined_batch import EvaluatedBatch
 from sloscope.processors.pod_history import PodHistory, PodKey
@@ -16,7 +18,7 @@ from sloscope.publishers.columns import Codes, Column, Mask, distinct, group
 from sloscope.records import JoinedRequest
 from sloscope.slo.evaluate_batch import Floats, floats
 
-__all__ = ["TrackerRows", "e2e_seconds", "target_seconds"]
+__all__ = ["TrackerRows", "e2e_seconds", "leg_ttft", "target_seconds"]
 
 
 def e2e_seconds(request: JoinedRequest) -> float | None:
@@ -25,6 +27,14 @@ def e2e_seconds(request: JoinedRequest) -> float | None:
     if not request.end_ns:
         return None
     return (request.end_ns - (request.arrival_ns or request.start_ns)) / 1e9
+
+
+def leg_ttft(request: JoinedRequest, ttft: float | None) -> float | None:
+    """The TTFT of the EPP call whose predictions the request carries: a coordinator call's client TTFT less the
+    legs before its final one (the EPP predicted and trained on the final leg alone, processors/calls.py)."""
+    if ttft is None or request.ttft_source != c.TTFT_COORDINATOR or not request.call_arrival_ns:
+        return ttft
+    return ttft - ((request.arrival_ns or request.start_ns) - request.call_arrival_ns) / 1e9
 
 
 def target_seconds(ms: Floats) -> Floats:
@@ -48,6 +58,12 @@ class TrackerRows:
         # end-to-end latency as the EPP measures it (:func:`e2e_seconds`), NaN where the request has no first token
         served = ~np.isnan(batch.verdicts.ttft_seconds)
         self.e2e: Floats = np.where(served & (end != 0), (end - arrived) / 1e9, np.nan)
+        # the TTFT of the EPP call that made the predictions (:func:`leg_ttft`)
+        call = arrow_arrays.ints(records.column("call_arrival_ns"))
+        coordinated = np.asarray(
+            pc.fill_null(pc.equal(records.column("ttft_source"), c.TTFT_COORDINATOR), False), dtype=bool
+        ) & (call != 0)
+        self.leg_ttft: Floats = batch.verdicts.ttft_seconds - np.where(coordinated, (arrived - call) / 1e9, 0.0)
         self.slo_ttft, self.slo_tpot = (
             target_seconds(floats(records, "slo_ttft_ms")),
             target_seconds(floats(records, "slo_tpot_ms")),

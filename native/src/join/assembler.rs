@@ -137,6 +137,25 @@ fn placed(trace: &Trace, gid: &SpanId, anchors: &[&Held]) -> bool {
         .all(|a| trace.above(a).any(|h| h.id() == *gid) || trace.chain_complete(a))
 }
 
+/// Whether a sibling gateway span of the anchor's request id can be the one that sent it there
+/// (`TraceAssembler._may_answer`): not the coordinator's refused conditional-decode probe, and an encode or
+/// prefill leg's only when it encloses the anchor's start in time.
+fn may_answer(trace: &Trace, gid: &SpanId, anchor: &Held) -> bool {
+    let Some(gateway) = trace.get(gid) else {
+        return false;
+    };
+    if shapes::is_conditional_probe(std::iter::once(&gateway.span)) {
+        return false;
+    }
+    match shapes::phase(trace.descendants(gid).iter().map(|h| &h.span)) {
+        Some(phase) if shapes::EARLY_PHASES.contains(&phase) => {
+            gateway.span.start_ns <= anchor.span.start_ns
+                && anchor.span.start_ns <= gateway.span.end_ns
+        }
+        _ => true,
+    }
+}
+
 /// A sibling of the gateway span that started before it and ended after it: the same call's.
 fn encloses(span: &Held, gateway: &Held) -> bool {
     span.parent() == gateway.parent()
@@ -446,7 +465,9 @@ impl Assembler {
         if !rid.is_empty() {
             // The caller's traceparent won at the gateway: a sibling.
             for gid in &trace.gateways {
-                if self.request_ids_under(trace, gid).contains(&&*rid) {
+                if self.request_ids_under(trace, gid).contains(&&*rid)
+                    && may_answer(trace, gid, anchor)
+                {
                     return Key::Gateway(*gid);
                 }
             }

@@ -51,6 +51,9 @@ pub struct Joined {
     pub prefill_pod: Option<Text>,
     pub prefill_queue_seconds: Option<f64>,
     pub prefill_seconds_on_prefill_pod: Option<f64>,
+    pub phase: Option<&'static str>,
+    /// A coordinator call's first leg's arrival: set by the call joiner in Python, never here.
+    pub call_arrival_ns: u64,
 }
 
 /// A string of a built request: where it lies in the text the builder's requests share (one buffer
@@ -470,6 +473,8 @@ impl Builder {
             prefill_pod: None,
             prefill_queue_seconds: None,
             prefill_seconds_on_prefill_pod: None,
+            phase: shapes::phase(companions.iter().map(|h| &h.span)),
+            call_arrival_ns: 0,
         }
     }
 

@@ -204,6 +204,8 @@ pub fn columns(requests: &[Joined], text: &str) -> Vec<(&'static str, Kind, Colu
             F,
             float(|j| j.prefill_seconds_on_prefill_pod),
         ),
+        ("phase", S, text(|j| j.phase)),
+        ("call_arrival_ns", I, int(|j| ns(j.call_arrival_ns))),
     ]
 }
 

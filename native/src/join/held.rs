@@ -20,15 +20,17 @@ use crate::span::{get, Key, Resource, Span, Value, STATUS_ERROR};
 pub type KeyId = u16;
 
 /// The span-shape keys, at fixed ids (interned first, in this order).
-pub const SHAPE_KEYS: [&str; 4] = [
+pub const SHAPE_KEYS: [&str; 5] = [
     shapes::HTTP_STATUS_KEYS[0],
     shapes::HTTP_STATUS_KEYS[1],
     shapes::SCORER_TYPE,
     shapes::DISAGGREGATION_USED,
+    shapes::PROFILE_NAME,
 ];
 pub const HTTP_STATUS_KEYS: [KeyId; 2] = [0, 1];
 pub const SCORER_TYPE: KeyId = 2;
 pub const DISAGGREGATION_USED: KeyId = 3;
+pub const PROFILE_NAME: KeyId = 4;
 
 /// The ids of the span-shape keys whose string and array-of-string values the shapes read apart
 /// (`shapes::READS_STRINGS_APART`: an HTTP status "429" counts, ["429"] does not). A captured header

@@ -32,6 +32,12 @@ const SCHEDULING: [&str; 4] = [
 const SCORER_PREFIX: &str = "llm_d.epp.scorer.";
 pub const DISAGGREGATION_USED: &str = "llm_d.epp.pd.disaggregation_used";
 pub const SCORER_TYPE: &str = "llm_d.epp.scorer.type";
+/// run_scheduler_profile's profile name: under the coordinator, the phase its EPP-Profile header named.
+pub const PROFILE_NAME: &str = "llm_d.epp.scheduling.profile.name";
+const PROFILE_SPAN: &str = "run_scheduler_profile";
+pub const PHASES: [&str; 3] = ["encode", "prefill", "decode"];
+/// The coordinator's legs that are never the call's answer.
+pub const EARLY_PHASES: [&str; 2] = ["encode", "prefill"];
 pub const HTTP_STATUS_KEYS: [&str; 2] = ["http.response.status_code", "http.status_code"];
 const CLIENT_ERROR_CODES: [&str; 5] = [
     "error: badrequest",
@@ -104,6 +110,28 @@ pub fn routing<'a>(
         }
     }
     scheduled.then_some(ROUTING_DEFAULT)
+}
+
+/// The coordinator phase an EPP call was scheduled for (`span_shapes.phase`): the one profile its scheduler ran,
+/// when that profile is named for a phase, else None.
+pub fn phase<'a>(spans: impl Iterator<Item = &'a Span>) -> Option<&'static str> {
+    let mut found: Option<&'static str> = None;
+    for span in spans {
+        if span.name() != PROFILE_SPAN {
+            continue;
+        }
+        let Some(ValueRef::Str(name)) = span.attribute(held::PROFILE_NAME) else {
+            return None;
+        };
+        let Some(known) = PHASES.iter().copied().find(|p| *p == name) else {
+            return None;
+        };
+        if found.is_some_and(|f| f != known) {
+            return None;
+        }
+        found = Some(known);
+    }
+    found
 }
 
 /// The span's HTTP status: an integer attribute or a string of digits, the first key that has one.

@@ -147,15 +147,29 @@ def epp_spans(
     status: tuple[int, str] = (0, ""),
     orchestration_status: tuple[int, str] = (0, ""),
     model: str = "Qwen/Qwen3-8B",
+    profile: str = "default",
+    end_ns: int | None = None,
 ) -> list[Span]:
     """The llm-d-router EPP's spans of one call (ebab6879: ``pkg/epp/handlers/server.go:460``,
     ``pkg/epp/requestcontrol/director.go:242-267``, ``pkg/epp/scheduling/scheduler_profile.go:153-382``):
     gateway.request (no attributes) > orchestration > [run_scheduler_profile > scoring > scorer, pick].
-    Span ids are ``base`` to ``base + 5``; ``scorer=None`` stops before scheduling (a refused call)."""
+    Span ids are ``base`` to ``base + 5``; ``scorer=None`` stops before scheduling (a refused call). ``profile`` is the
+    scheduling profile run (llm-d-router's chart names its only one ``default``; the coordinator's EPP runs the one
+    its ``EPP-Profile`` header names), ``end_ns`` the gateway span's end (one second after its start unless told)."""
     ms = 1_000_000
     resource = {"service.name": "llm-d-epp"}
     spans = [
-        span(trace, base, "gateway.request", {}, parent=parent, resource=resource, start_ns=start_ns, status=status),
+        span(
+            trace,
+            base,
+            "gateway.request",
+            {},
+            parent=parent,
+            resource=resource,
+            start_ns=start_ns,
+            end_ns=end_ns,
+            status=status,
+        ),
         span(
             trace,
             base + 1,
@@ -170,14 +184,14 @@ def epp_spans(
     if scorer is None:
         return spans
     ids = {"gen_ai.request.id": request_id, **({"gen_ai.request.model": model} if model else {})}
-    profile = {"llm_d.epp.scheduling.profile.name": "default"}
+    profile_name = {"llm_d.epp.scheduling.profile.name": profile}
     return [
         *spans,
         span(
             trace,
             base + 2,
             "run_scheduler_profile",
-            profile,
+            profile_name,
             parent=base + 1,
             resource=resource,
             start_ns=start_ns + 2 * ms,

@@ -156,24 +156,32 @@ class Shapes:
             name, attributes, parent=parent, resource=self.pod(), at_ms=at_ms, length_ms=e2e * 1000, status=status
         )
 
-    def epp(self, trace: Trace, parent: str, request_id: str, *, at_ms: float, scheduled: bool = True) -> str:
+    def epp(
+        self,
+        trace: Trace,
+        parent: str,
+        request_id: str,
+        *,
+        at_ms: float,
+        scheduled: bool = True,
+        profile: str = "default",
+        status: tuple[int, str] = (0, ""),
+    ) -> str:
         """llm-d-router's EPP spans of one call; returns the gateway span's id."""
         rng = self.rng
         model = rng.choice(MODELS)
-        gateway = trace.add("gateway.request", {}, parent=parent, at_ms=at_ms, length_ms=4000)
+        gateway = trace.add("gateway.request", {}, parent=parent, at_ms=at_ms, length_ms=4000, status=status)
         orchestration = trace.add(
             "gateway.request_orchestration", {"target_model": model}, parent=gateway, at_ms=at_ms + 1
         )
         if not scheduled:
             return gateway
         ids = {"gen_ai.request.id": request_id, "gen_ai.request.model": model}
-        profile = trace.add(
-            "run_scheduler_profile", {"llm_d.epp.scheduling.profile.name": "default"}, parent=orchestration
-        )
-        scoring = trace.add("llm_d.epp.scoring", dict(ids), parent=profile, at_ms=at_ms + 2)
+        ran = trace.add("run_scheduler_profile", {"llm_d.epp.scheduling.profile.name": profile}, parent=orchestration)
+        scoring = trace.add("llm_d.epp.scoring", dict(ids), parent=ran, at_ms=at_ms + 2)
         scorer = rng.choice(("latency-scorer", "prefix-cache-scorer"))
         trace.add(f"llm_d.epp.scorer.{scorer}", {"llm_d.epp.scorer.type": scorer, **ids}, parent=scoring)
-        trace.add("pick_endpoints", dict(ids), parent=profile, at_ms=at_ms + 3)
+        trace.add("pick_endpoints", dict(ids), parent=ran, at_ms=at_ms + 3)
         return gateway
 
     # ---- one LLM call ----------------------------------------------------------------------
@@ -181,8 +189,8 @@ class Shapes:
     def call(self, trace: Trace, parent: str, at_ms: float) -> None:
         """One LLM call of some shape under ``parent`` (a caller's span, or none)."""
         kind = self.rng.choices(
-            ("late2025", "llmd", "llmd_sibling", "pd", "choices", "failed", "failed_anchor", "lone"),
-            (3, 4, 2, 2, 1, 2, 1, 1),
+            ("late2025", "llmd", "llmd_sibling", "pd", "choices", "failed", "failed_anchor", "lone", "coordinator"),
+            (3, 4, 2, 2, 1, 2, 1, 1, 2),
         )[0]
         getattr(self, f"_{kind}")(trace, parent, at_ms)
 
@@ -238,6 +246,26 @@ class Shapes:
             decode = trace.add(names[1], {"llm_d.pd_proxy.true_ttft_ms": 150.0}, parent=routing, at_ms=at_ms + 60)
             for chunk in range(rng.choice((1, 1, 2))):
                 self.vllm(trace, decode, request_id, at_ms=at_ms + 61 + 500 * chunk)
+
+    def _coordinator(self, trace: Trace, parent: str, at_ms: float) -> None:
+        """llm-d's coordinator: an EPP call per phase, each with the client's request id, after a conditional-decode
+        probe the EPP may refuse; the model servers' spans under their EPP's (its traceparent won) or beside them."""
+        rng = self.rng
+        request_id = self.request_id()
+        beside = rng.random() < 0.5
+        if rng.random() < 0.6:
+            refused = (
+                STATUS_ERROR,
+                "inference error: PreconditionFailed - no decode worker has the requested KV cache",
+            )
+            self.epp(trace, parent, request_id, at_ms=at_ms, profile="decode", status=refused)
+        phases = ["encode"] * rng.choice((0, 0, 1, 2)) + ["prefill", "decode"]
+        if rng.random() < 0.15:
+            phases.pop()  # the decode leg never came
+        for i, phase in enumerate(phases):
+            at = at_ms + 10 + 4100 * i
+            gateway = self.epp(trace, parent, request_id, at_ms=at, profile=phase)
+            self.vllm(trace, parent if beside else gateway, request_id, at_ms=at + 5)
 
     def _choices(self, trace: Trace, parent: str, at_ms: float) -> None:
         request_id = self.request_id()

@@ -519,12 +519,12 @@ class TraceAssembler:
         scope = [gateway, *self._scope(trace, key, [gateway])]
         if not self._is_llm_call(scope):
             return  # not an LLM call: it stays a companion until the trace expires, as any span
-        if any(request_id in self._answered for request_id in self._request_ids_under(trace, gateway_id)):
-            return  # a model server answered it in another trace (the gateway forwarded another traceparent)
-        if shapes.is_conditional_probe(scope):  # a step of a call that goes on, not a call
+        if shapes.is_conditional_probe(scope):  # a step of a call that goes on (its later legs answered), not a call
             self._claim(trace_id, trace, key, [], scope)
             self._outcome(c.OUTCOME_PROBE, 1)
             return
+        if any(request_id in self._answered for request_id in self._request_ids_under(trace, gateway_id)):
+            return  # a model server answered it in another trace (the gateway forwarded another traceparent)
         answered = not self._join.unanswered_are_aborted
         reason = shapes.failure_reason(scope, answered=answered)
         if reason is None:

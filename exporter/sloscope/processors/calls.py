@@ -75,29 +75,50 @@ class CallJoiner:
         return sum(len(call.legs) + (call.final is not None) for call in self._calls.values())
 
     def records(self, batch: pa.RecordBatch) -> tuple[pa.RecordBatch, list[JoinedRequest]]:
-        """The batch's rows that are no coordinator leg, columnar as they came, and the calls this batch
-        completes or releases, as objects. A batch without legs, from a fleet without a coordinator, passes
-        through with a test of one column."""
+        """The batch's rows the joiner need not see, columnar as they came, and then, as objects, what the others
+        give (:meth:`requests` gives the same in the same order). A batch without legs, from a fleet without a
+        coordinator, passes through with a test of one column."""
         taken = self._taken(batch)
         if taken is None:
             return batch, self.expire()
         rows = pa.array(taken)
         kept = batch.filter(pc.invert(rows))
-        return kept, self.requests(joined_batch.to_requests(batch.filter(rows)))
+        return kept, self._join(joined_batch.to_requests(batch.filter(rows)))
+
+    def requests(self, requests: list[JoinedRequest]) -> list[JoinedRequest]:
+        """The requests the joiner need not see, in their order, then the calls the others complete or let go and
+        those whose time is up."""
+        early = [r for r in requests if r.phase in c.EARLY_PHASES]
+        decode_too = bool(early) or self._awaiting_legs()
+        ids = {r.request_id for r in early if r.request_id is not None} | self._calls.keys()
+
+        def seen(request: JoinedRequest) -> bool:
+            return (
+                request.phase in c.EARLY_PHASES
+                or request.request_id in ids
+                or (decode_too and request.phase == c.PHASE_DECODE)
+            )
+
+        if not ids and not decode_too:
+            return requests + self.expire()
+        return [r for r in requests if not seen(r)] + self._join([r for r in requests if seen(r)])
 
     def _taken(self, batch: pa.RecordBatch) -> np.ndarray | None:
+        """The rows :meth:`requests` would have the joiner see: early legs, the rows of their ids (held, or legs of
+        this batch), and decode-phase rows when legs are in the batch or the traffic has had some."""
         phase = batch.column("phase")
         if phase.null_count == len(phase) and not self._calls:
             return None
         rows = _flags(pc.is_in(phase, pa.array(c.EARLY_PHASES)))
-        if self._awaiting_legs():
+        request_ids = batch.column("request_id")
+        ids = [*self._calls, *(rid for rid in request_ids.filter(pa.array(rows)).to_pylist() if rid is not None)]
+        if ids:
+            rows |= _flags(pc.is_in(request_ids, pa.array(ids, pa.string())))
+        if rows.any() or self._awaiting_legs():
             rows |= _flags(pc.equal(phase, c.PHASE_DECODE))
-        if self._calls:
-            rows |= _flags(pc.is_in(batch.column("request_id"), pa.array(list(self._calls), pa.string())))
         return rows if rows.any() else None
 
-    def requests(self, requests: list[JoinedRequest]) -> list[JoinedRequest]:
-        """The requests that are no coordinator leg, the calls they complete and those released, in that order."""
+    def _join(self, requests: list[JoinedRequest]) -> list[JoinedRequest]:
         now = self._clock()
         out: list[JoinedRequest] = []
         for request in requests:
@@ -188,7 +209,7 @@ class CallJoiner:
                 prefill_queue_seconds=stage.queue_seconds,
                 prefill_seconds_on_prefill_pod=stage.prefill_seconds,
             )
-        ttft = client_ttft(final, first)
+        ttft = client_ttft(final, first) if final.failure_reason is None else None
         if ttft is not None:
             changes.update(ttft_seconds=ttft, ttft_source=c.TTFT_COORDINATOR)
         for name in ("slo_ttft_ms", "slo_tpot_ms", "requested_model", "pool"):  # the client's, on every leg

@@ -933,19 +933,19 @@ impl Assembler {
         if !self.is_llm_call(&scope) {
             return; // not an LLM call: it stays a companion until the trace expires, as any span
         }
+        if shapes::is_conditional_probe(scope.iter().map(|h| &h.span)) {
+            // a step of a call that goes on, not a call (whose later legs, of its request id, were answered)
+            let scope = ids(&scope);
+            self.claim(tid, &key, &[], &scope);
+            self.outcome(OUTCOME_PROBE, 1);
+            return;
+        }
         if self
             .request_ids_under(trace, &gid)
             .iter()
             .any(|r| self.answered.contains(&self.fingerprints.of(r)))
         {
             return; // a model server answered it in another trace
-        }
-        if shapes::is_conditional_probe(scope.iter().map(|h| &h.span)) {
-            // a step of a call that goes on, not a call
-            let scope = ids(&scope);
-            self.claim(tid, &key, &[], &scope);
-            self.outcome(OUTCOME_PROBE, 1);
-            return;
         }
         let answered = !self.cfg.unanswered_are_aborted;
         let Some(reason) = shapes::failure_reason(scope.iter().map(|h| &h.span), answered) else {

@@ -110,9 +110,21 @@ class ExportedBatch:
     @property
     def rows(self) -> int: ...
 
+class GatewayMemory:
+    """When a gateway span last arrived, shared by the native join's shards."""
+
+    def __init__(self) -> None: ...
+    @property
+    def seen(self) -> float | None: ...
+
 class NativeAssembler:
     def __init__(
-        self, join: Join, rules: dict[str, object], pattern: re.Pattern[str], python_bytes: bool = False
+        self,
+        join: Join,
+        rules: dict[str, object],
+        pattern: re.Pattern[str],
+        python_bytes: bool = False,
+        gateway_memory: GatewayMemory | None = None,
     ) -> None: ...
     @staticmethod
     def columns() -> list[tuple[str, str]]: ...

@@ -319,6 +319,12 @@ class Join(_Section):
         ``wait_for_gateway`` means to both joins (infinite: always; negative: never)."""
         return {"auto": GATEWAY_MEMORY_SECONDS, "always": math.inf, "never": -1.0}[self.wait_for_gateway]
 
+    @property
+    def legs_memory_seconds(self) -> float:
+        """How recently a coordinator leg must have come for a decode-phase request to wait for its own: what
+        ``wait_for_legs`` means to the call joiner (infinite: always; negative: never)."""
+        return {"auto": GATEWAY_MEMORY_SECONDS, "always": math.inf, "never": -1.0}[self.wait_for_legs]
+
     @field_validator("request_id_pattern")
     @classmethod
     def _has_id_group(cls, value: str) -> str:
@@ -368,6 +374,13 @@ class Join(_Section):
         "waits while a gateway span (a late one too) has arrived in the last ten minutes: the traffic says the "
         "gateway traces, so only the requests before sloscope's first gateway span can miss theirs; 'always' and "
         "'never' decide without the traffic.",
+    )
+    wait_for_legs: Literal["auto", "always", "never"] = Field(
+        default="auto",
+        description="Whether a request of llm-d's coordinator's decode phase with no earlier leg held waits, up to "
+        "window_seconds, for its encode and prefill legs (each pod exports its own spans, so they may be joined "
+        "after it). 'auto' waits while coordinator legs have come in the last ten minutes; 'always' and 'never' "
+        "decide without the traffic.",
     )
     max_request_seconds: float = Field(
         default=600.0,

@@ -64,13 +64,13 @@ TTFT_PD_SIDECAR = "pd_sidecar"  # P/D without a gateway span: the routing sideca
 TTFT_MODEL_SERVER = "model_server"  # the model server's own gen_ai.latency.time_to_first_token, from its arrival
 TTFT_COORDINATOR = "coordinator"  # llm-d's coordinator: the call's first leg's gateway start to the decode leg's token
 # llm-d-router's coordinator runs one EPP call per phase, each scheduled by the profile its EPP-Profile header names
-# (pkg/coordinator/gateway/paths.go, header-profile-handler): the phase label of COORDINATOR_LEGS.
+# (pkg/coordinator/gateway/paths.go, header-profile-handler): the phase label of CALL_LEGS.
 PHASE_ENCODE = "encode"
 PHASE_PREFILL = "prefill"
 PHASE_DECODE = "decode"
 PHASES = (PHASE_ENCODE, PHASE_PREFILL, PHASE_DECODE)
 EARLY_PHASES = (PHASE_ENCODE, PHASE_PREFILL)  # legs that are never the call's answer
-# What became of a coordinator leg (result label of COORDINATOR_LEGS).
+# What became of a coordinator leg (result label of CALL_LEGS).
 LEG_JOINED = "joined"  # part of its call, which counts once
 LEG_WITHOUT_CALL = "without_call"  # the call's final leg never came: a leg of a call sloscope did not see
 LEG_RESULTS = (LEG_JOINED, LEG_WITHOUT_CALL)
@@ -480,11 +480,12 @@ TRACES_JOINED = _m(
     "traces_joined", "counter", (OUTCOME,), "Requests emitted or traces expired by the assembler, by outcome."
 )
 PHASE = "phase"
-COORDINATOR_LEGS = _m(
-    "coordinator_legs",
+CALL_LEGS = _m(
+    "call_legs",
     "counter",
     (PHASE, RESULT),
-    "Legs of llm-d coordinator calls (one EPP call per phase), by phase and what became of them.",
+    "Legs of LLM calls made of several requests (llm-d's coordinator: one EPP call per phase; the routing sidecar's "
+    "encoder requests), by phase and what became of them.",
 )
 LABEL_VALUES_FOLDED = _m(
     "label_values_folded", "counter", (LABEL,), "Observations whose label value was folded into __other__ by the cap."
@@ -558,6 +559,9 @@ OUTCOME_FAILED = "failed"  # a gateway request that reached no model server, emi
 # the coordinator's conditional-decode probe the EPP answered 412 (no decode pod holds the prompt's KV cache): a step
 # of a call whose pipeline goes on, not a call; nothing is emitted
 OUTCOME_PROBE = "conditional_decode_probe"
+# the routing sidecar's encoder requests (x-request-id <id>-enc-<n>) with nothing else of their call in their trace:
+# emitted as an encode leg (processors/calls.py), no call by itself
+OUTCOME_ENCODER_PART = "encoder_part"
 OUTCOMES = (
     OUTCOME_JOINED,
     OUTCOME_JOINED_BY_REQUEST_ID,
@@ -566,6 +570,7 @@ OUTCOMES = (
     OUTCOME_EVICTED,
     OUTCOME_FAILED,
     OUTCOME_PROBE,
+    OUTCOME_ENCODER_PART,
 )
 
 # Drop reasons (values of the ``reason`` label of SPANS_DROPPED).
@@ -763,6 +768,7 @@ ALL_METRICS: tuple[MetricDef, ...] = (
     OTLP_BYTES_IN_FLIGHT,
     TRACES_PENDING_BYTES,
     TRACES_JOINED,
+    CALL_LEGS,
     LABEL_VALUES_FOLDED,
     SERIES_FOLDED,
     SCRAPES,

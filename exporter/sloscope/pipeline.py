@@ -32,10 +32,11 @@ import pyarrow as pa
 from prometheus_client import CollectorRegistry
 
 from sloscope import threads
+from sloscope._native import GatewayMemory as NativeGatewayMemory
 from sloscope.attributes import Mapping
 from sloscope.config import Join, Settings
 from sloscope.processors import arrow_arrays, joined_batch, shards, span_shapes
-from sloscope.processors.assembler import TraceAssembler
+from sloscope.processors.assembler import GatewayMemory, TraceAssembler
 from sloscope.processors.calls import CallJoiner
 from sloscope.processors.evaluator import MIN_BATCH, RequestPublisher, SLOEvaluator
 from sloscope.processors.native_assembler import NativeTraceAssembler
@@ -145,6 +146,8 @@ class Pipeline:
         self._emitted: deque[JoinedRequest] = deque()  # the reference's requests, one object each
         self._batch = _Gathering(settings.join.batch_requests, settings.join.batch_timeout_seconds)
         self._shards: list[_Shard] = []
+        # When a gateway span last came, one for every shard (join.wait_for_gateway): the traffic's, not a shard's.
+        native_memory, python_memory = NativeGatewayMemory(), GatewayMemory()
         for queue in queues:
             dropped, outcome = self.telemetry.dropped, self.telemetry.outcome
             assembler: TraceAssembler | NativeTraceAssembler = (
@@ -156,10 +159,17 @@ class Pipeline:
                     count_outcome=outcome,
                     clock=clock,
                     gathered=self._batch.add,  # the native join's stay in it until the hand-over takes them
+                    gateway_memory=native_memory,
                 )
                 if settings.join.engine == "native"
                 else TraceAssembler(
-                    join, mapping, self._emit, count_dropped=dropped, count_outcome=outcome, clock=clock
+                    join,
+                    mapping,
+                    self._emit,
+                    count_dropped=dropped,
+                    count_outcome=outcome,
+                    clock=clock,
+                    gateway_memory=python_memory,
                 )
             )
             self._shards.append(_Shard(queue, assembler))
@@ -225,13 +235,15 @@ class Pipeline:
 
     def drain(self) -> None:
         """For a pipeline not started (tests, benchmarks): every shard joins what waits in its queue and
-        expires what its clock says, in the caller's thread, as its worker would."""
+        expires what its clock says, in the caller's thread, as its worker would; then the call joiner lets go
+        of the calls whose time is up, once every shard has handed over."""
         for shard in self._shards:
             for batch in shard.queue.take(0):
                 self._consume(batch, shard)
-                self._hand_over(shard)
+                self._hand_over(shard, expire_calls=False)
             shard.assembler.expire()
-            self._hand_over(shard, now=True)
+            self._hand_over(shard, now=True, expire_calls=False)
+        self._expire_calls()
 
     def _consume(self, batch: Batch, shard: _Shard) -> None:
         assembler = shard.assembler
@@ -245,13 +257,21 @@ class Pipeline:
         self._batch.add(1)
         self._emitted.append(request)
 
-    def _hand_over(self, shard: _Shard, *, now: bool = False) -> None:
+    def _expire_calls(self) -> None:
+        with self._publishing:
+            calls = self.calls.expire()
+            if calls:
+                self._evaluate(requests=calls)
+
+    def _hand_over(self, shard: _Shard, *, now: bool = False, expire_calls: bool = True) -> None:
         """What the assemblers emitted since the last hand-over, to the evaluator as one batch, once the batch is
         due (``now``: whatever there is): the requests the worker's native join gathered as one record batch
         (taken only by the worker that owns it; another worker's wait for its own next hand-over), the
         reference's objects together."""
         native = shard.assembler if isinstance(shard.assembler, NativeTraceAssembler) else None
-        if not self._emitted and not (native is not None and native.gathered) and not (now and self.calls.pending):
+        if not self._emitted and not (native is not None and native.gathered):
+            if now and expire_calls and self.calls.pending:
+                self._expire_calls()
             return
         with self._publishing:
             if not (now or self._batch.due()):
@@ -265,6 +285,8 @@ class Pipeline:
                 if records is not None:
                     records, calls = self.calls.records(records)
                 calls = self.calls.requests(requests) + calls
+                if expire_calls:
+                    calls += self.calls.expire()
                 if records is not None and records.num_rows:
                     self._evaluate(records=records)
                 if calls:

@@ -39,9 +39,7 @@ class Telemetry:
             c.LABEL_VALUES_FOLDED.name, c.LABEL_VALUES_FOLDED.help, c.LABEL_VALUES_FOLDED.labels, registry=registry
         )
         self.scrapes = Counter(c.SCRAPES.name, c.SCRAPES.help, c.SCRAPES.labels, registry=registry)
-        self.coordinator_legs = Counter(
-            c.COORDINATOR_LEGS.name, c.COORDINATOR_LEGS.help, c.COORDINATOR_LEGS.labels, registry=registry
-        )
+        self.call_legs = Counter(c.CALL_LEGS.name, c.CALL_LEGS.help, c.CALL_LEGS.labels, registry=registry)
         self.queue_spans = Gauge(c.QUEUE_SPANS.name, c.QUEUE_SPANS.help, registry=registry)
         self.queue_capacity = Gauge(c.QUEUE_CAPACITY_SPANS.name, c.QUEUE_CAPACITY_SPANS.help, registry=registry)
         self.traces_pending = Gauge(c.TRACES_PENDING.name, c.TRACES_PENDING.help, registry=registry)
@@ -63,7 +61,7 @@ class Telemetry:
                 self.scrapes.labels(kind, result)
         for phase in c.PHASES:
             for result in c.LEG_RESULTS:
-                self.coordinator_legs.labels(phase, result)
+                self.call_legs.labels(phase, result)
         self._dropped = {reason: self.spans_dropped.labels(reason) for reason in c.DROP_REASONS}
         self._outcomes = {outcome: self.traces_joined.labels(outcome) for outcome in c.OUTCOMES}
 
@@ -76,7 +74,7 @@ class Telemetry:
 
     def legs(self, phase: str, result: str, count: int) -> None:
         """Counts legs of coordinator calls (processors/calls.py)."""
-        self.coordinator_legs.labels(phase, result).inc(count)
+        self.call_legs.labels(phase, result).inc(count)
 
     def scrape(self, kind: str, result: str) -> None:
         """Counts one scrape of a model server, the EPP or a predictor server (kinds and results in conventions)."""

@@ -714,3 +714,52 @@ def test_a_passthrough_request_is_no_llm_call() -> None:
     h.feed(*epp_call(1, 10, request_id="t", parent=0, model=""))
     h.advance(5.0)
     assert (h.emitted, h.outcomes[c.OUTCOME_NO_ANCHOR]) == ([], 1)
+
+
+# ---- engine requests that are parts of one call ---------------------------------------------------------------------
+
+
+def test_a_responses_api_calls_turns_are_one_request_in_turn_order_not_choices() -> None:
+    """vLLM's Responses API runs a call whose model uses built-in tools as one engine request per turn, ids
+    ``<id>_<n>`` one after another (``_generate_with_builtin_tools``, vllm/entrypoints/openai/responses/serving.py,
+    0.33 and 0.34). The client's first token is the first turn's; it waits for every turn and the tools between."""
+    h = Harness()
+    turns = [
+        vllm033(1, 20 + n, 10, pod_name="vllm-a", request_id=f"resp_abc_{n}", start_ms=5 + 1200 * n, ttft=0.1)
+        for n in range(3)
+    ]
+    h.feed(*epp_call(1, 10, request_id="r", parent=0), turns[2], turns[0], turns[1])
+    [request] = h.emitted
+    assert (request.choices, request.completion_tokens, request.ttft_source) == (1, 33.0, c.TTFT_GATEWAY_ARRIVAL)
+    assert request.ttft_seconds == pytest.approx(0.005 + 0.1)  # from the gateway span's start
+    assert request.e2e_seconds == pytest.approx((2405 + 1000 - 5) / 1000)
+    assert (request.start_ns, request.end_ns, request.span_id) == (T0 + 5 * MS, T0 + 3405 * MS, f"{20:016x}")
+    # ids that are no turns of one call (two calls' ids, or a turn twice) stay choices
+    h.feed(
+        *epp_call(2, 10, request_id="s", parent=0),
+        vllm033(2, 20, 10, pod_name="vllm-a", request_id="resp_abc_0", start_ms=5),
+        vllm033(2, 21, 10, pod_name="vllm-a", request_id="resp_abd_1", start_ms=5),
+    )
+    assert h.emitted[1].choices == 2
+
+
+def test_the_sidecars_encoder_requests_are_parts_of_the_call_and_alone_are_a_leg() -> None:
+    """llm-d's routing sidecar sends each multimodal item to an encoder pod as ``<id>-enc-<n>`` before the call's own
+    request (ebab6879 ``pkg/sidecar/proxy/connector_ec_common.go:212``): neither a choice nor the call's first token.
+    Without a traceparent (the sidecar's tracing off) an encoder request is a trace of its own: a leg, no call."""
+    h = Harness()
+    encoders = [
+        vllm033(1, 20 + n, 10, pod_name="encoder-0", request_id=f"chatcmpl-r-enc-{n}", ttft=0.02, e2e=0.03, tokens=1)
+        for n in range(2)
+    ]
+    answer = vllm033(1, 29, 10, pod_name="vllm-a", request_id="chatcmpl-r", start_ms=40, ttft=0.1)
+    h.feed(*epp_call(1, 10, request_id="r", parent=0), *encoders, answer)
+    [request] = h.emitted
+    assert (request.pod, request.choices, request.completion_tokens, request.phase) == ("vllm-a", 1, 11.0, None)
+    assert request.ttft_seconds == pytest.approx(0.040 + 0.1)
+    h.feed(vllm033(2, 20, 0, pod_name="encoder-0", request_id="chatcmpl-q-enc-0", tokens=1))
+    h.advance(5.0)
+    assert [(r.phase, r.pod, r.outcome) for r in h.emitted[1:]] == [
+        (c.PHASE_ENCODE, "encoder-0", c.OUTCOME_ENCODER_PART)
+    ]
+    assert (h.outcomes[c.OUTCOME_ENCODER_PART], h.outcomes[c.OUTCOME_ANCHOR_ONLY]) == (1, 0)

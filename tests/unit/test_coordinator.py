@@ -201,6 +201,16 @@ def test_a_decode_leg_that_comes_first_waits_a_join_window_for_its_legs_once_the
     assert j.calls.expire() == [hit]
 
 
+@pytest.mark.parametrize(("wait", "held"), [("always", True), ("never", False)])
+def test_join_wait_for_legs_decides_without_the_traffic(wait: str, held: bool) -> None:
+    """``always``: a decode-phase call waits before any leg came; ``never``: not even once legs came."""
+    j = Joiner(window_seconds=5.0, wait_for_legs=wait)
+    if not held:
+        j.calls.requests([request(c.PHASE_PREFILL, request_id="other")])  # legs came: auto would wait
+    first = request(c.PHASE_DECODE, request_id="first")
+    assert j.calls.requests([first]) == ([] if held else [first])
+
+
 def test_a_leg_whose_call_never_ends_is_no_call_unless_it_failed() -> None:
     j = Joiner(max_request_seconds=600.0)
     j.calls.requests([request(c.PHASE_PREFILL, request_id="lost"), request(c.PHASE_ENCODE, request_id="lost")])
@@ -264,9 +274,9 @@ def test_the_pipeline_counts_a_coordinator_call_once_with_the_clients_ttft(engin
     value = registry.get_sample_value
     assert sum_of(registry, c.REQUESTS.name + "_total") == 1
     assert sum_of(registry, c.TTFT_SECONDS.name + "_sum") == pytest.approx(CLIENT_TTFT)
-    assert value(c.COORDINATOR_LEGS.name + "_total", {c.PHASE: "prefill", c.RESULT: "joined"}) == 1
-    assert value(c.COORDINATOR_LEGS.name + "_total", {c.PHASE: "decode", c.RESULT: "joined"}) == 1
-    assert value(c.COORDINATOR_LEGS.name + "_total", {c.PHASE: "encode", c.RESULT: "without_call"}) == 0
+    assert value(c.CALL_LEGS.name + "_total", {c.PHASE: "prefill", c.RESULT: "joined"}) == 1
+    assert value(c.CALL_LEGS.name + "_total", {c.PHASE: "decode", c.RESULT: "joined"}) == 1
+    assert value(c.CALL_LEGS.name + "_total", {c.PHASE: "encode", c.RESULT: "without_call"}) == 0
     assert value(c.TRACES_JOINED.name + "_total", {c.OUTCOME: c.OUTCOME_PROBE}) == 1
 
 

@@ -98,9 +98,11 @@ def run_exports(workers: int, exports: list[bytes]) -> Series:
 @pytest.mark.parametrize("engine", ["native", "python"])
 @pytest.mark.parametrize("by_request_id", [True, False])
 def test_generated_traces_give_the_same_series_for_any_worker_count(engine: str, by_request_id: bool) -> None:
-    """Without calls split across traces; joining by request id on or off (it still decides within a trace)."""
+    """Without calls split across traces; joining by request id on or off (it still decides within a trace).
+    Coordinator calls wait for their legs from the start: learnt from the traffic (``auto``), the first ones'
+    waits depend on the order the workers hand over in (docs/configuration.md, ``join.wait_for_legs``)."""
     steps = list(deliveries(random.Random(5), 400, cross=False))
-    runs = [run_steps(n, steps, engine, by_request_id=by_request_id) for n in WORKERS]
+    runs = [run_steps(n, steps, engine, by_request_id=by_request_id, wait_for_legs="always") for n in WORKERS]
     assert runs[1] == runs[0] and runs[2] == runs[0]
     assert len(runs[0]) > 500
     outcomes = outcome_counts(runs[0])

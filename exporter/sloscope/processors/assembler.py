@@ -49,6 +49,19 @@ from sloscope.processors.recent import Recent
 from sloscope.processors.trace_state import Footprint, PendingTrace, SeenSpans, span_bytes
 from sloscope.records import JoinedRequest, Span
 
+
+class GatewayMemory:
+    """When a gateway span last arrived, on the join's clock: one for every shard of a pipeline, so that whether
+    the gateway traces is the traffic's and not one shard's (``join.wait_for_gateway``)."""
+
+    def __init__(self) -> None:
+        self.seen: float | None = None
+
+    def note(self, now: float) -> None:
+        if self.seen is None or now > self.seen:
+            self.seen = now
+
+
 Emit = Callable[[JoinedRequest], None]
 Count = Callable[[str, int], None]
 _GroupKey = tuple[str, str, str]  # ("gateway", gateway span id, "") or ("parent", parent span id, request id)
@@ -68,7 +81,9 @@ class TraceAssembler:
         count_dropped: Count,
         count_outcome: Count,
         clock: Callable[[], float] = time.monotonic,
+        gateway_memory: GatewayMemory | None = None,
     ) -> None:
+        """``gateway_memory`` is shared with the pipeline's other shards (when a gateway span last came)."""
         self._join = join
         self._mapping = mapping
         self._emit = emit
@@ -91,7 +106,7 @@ class TraceAssembler:
         self._anchors_by_request_id: dict[str, tuple[str, str]] = {}  # request id -> (trace id, span id)
         self._answered: Recent[str, None] = Recent(join.max_done_traces)  # request ids of emitted model-server spans
         self._gateway_memory = join.gateway_memory_seconds
-        self._gateway_seen: float | None = None  # when the last gateway span arrived, late ones included
+        self._gateway_seen = gateway_memory or GatewayMemory()  # when the last gateway span arrived, late ones too
         self._now = 0.0  # the clock at the batch being consumed
 
     @property
@@ -129,7 +144,7 @@ class TraceAssembler:
         trace_id = span.trace_id
         is_gateway = span.name in self._gateway_names
         if is_gateway:
-            self._gateway_seen = now
+            self._gateway_seen.note(now)
         done = self._done.get(trace_id)
         if done is not None:
             verdict = done.verdict(span)
@@ -374,7 +389,8 @@ class TraceAssembler:
         """A request no gateway span claims waits for one, up to its window, while the gateway traces
         (``join.wait_for_gateway``): the caller's traceparent made the EPP's span a sibling of the model
         server's, and the EPP's exporter sends it later."""
-        return self._gateway_seen is not None and self._now - self._gateway_seen <= self._gateway_memory
+        seen = self._gateway_seen.seen
+        return seen is not None and self._now - seen <= self._gateway_memory
 
     def _headers_settled(self, trace: PendingTrace, key: _GroupKey, scope: list[Span]) -> bool:
         """The EPP's spans carry no SLO headers: a gateway's or client's span does, and it ends after the EPP's.

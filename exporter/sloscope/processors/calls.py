@@ -13,7 +13,8 @@ them, so that a call is counted once, on its decode pod, and its TTFT is the wai
   arrival (``ttft_source`` ``coordinator``, the first arrival in ``call_arrival_ns``) and the prefill leg's pod
   and times are its prefill stage's;
 * the final leg may be joined before the others (each pod exports its own spans): while the traffic has had
-  coordinator legs (in the last ten minutes), a decode-phase request waits ``join.window_seconds`` for its legs;
+  coordinator legs (in the last ten minutes; ``join.wait_for_legs``), a decode-phase request waits
+  ``join.window_seconds`` for its legs;
 * a leg whose final leg never comes is the call's failure when it failed (the coordinator answers the client
   with it), else a leg of a call sloscope did not see (its final leg sampled out or lost), counted and left out.
 
@@ -25,6 +26,7 @@ oldest leaving first as if its time were up.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -35,7 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sloscope import conventions as c
-from sloscope.config import GATEWAY_MEMORY_SECONDS, Join
+from sloscope.config import Join
 from sloscope.processors import joined_batch
 from sloscope.records import JoinedRequest
 
@@ -59,6 +61,7 @@ class CallJoiner:
     def __init__(self, join: Join, count: CountLegs, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._leg_seconds = join.max_request_seconds
         self._final_seconds = join.window_seconds
+        self._legs_memory = join.legs_memory_seconds
         self._cap = join.max_pending_traces
         self._count = count
         self._clock = clock
@@ -80,14 +83,14 @@ class CallJoiner:
         coordinator, passes through with a test of one column."""
         taken = self._taken(batch)
         if taken is None:
-            return batch, self.expire()
+            return batch, []
         rows = pa.array(taken)
         kept = batch.filter(pc.invert(rows))
         return kept, self._join(joined_batch.to_requests(batch.filter(rows)))
 
     def requests(self, requests: list[JoinedRequest]) -> list[JoinedRequest]:
-        """The requests the joiner need not see, in their order, then the calls the others complete or let go and
-        those whose time is up."""
+        """The requests the joiner need not see, in their order, then the calls the others complete or let go.
+        Calls whose time is up wait for :meth:`expire`: the pipeline asks once every worker has handed over."""
         early = [r for r in requests if r.phase in c.EARLY_PHASES]
         decode_too = bool(early) or self._awaiting_legs()
         ids = {r.request_id for r in early if r.request_id is not None} | self._calls.keys()
@@ -100,7 +103,7 @@ class CallJoiner:
             )
 
         if not ids and not decode_too:
-            return requests + self.expire()
+            return requests
         return [r for r in requests if not seen(r)] + self._join([r for r in requests if seen(r)])
 
     def _taken(self, batch: pa.RecordBatch) -> np.ndarray | None:
@@ -139,16 +142,21 @@ class CallJoiner:
                 self._finals_due[rid] = None
             else:
                 out.append(request)
-        return out + self.expire(now)
+        while len(self._calls) > self._cap:  # the oldest waits no longer: the legs' first (they wait the longest)
+            order = self._legs_due or self._finals_due
+            released = self._release(self._take(next(iter(order))))
+            if released is not None:
+                out.append(released)
+        return out
 
     def expire(self, now: float | None = None) -> list[JoinedRequest]:
-        """The calls whose time is up, with what they have; the oldest beyond the cap."""
+        """The calls whose time is up, with what they have."""
         now = self._clock() if now is None else now
         out: list[JoinedRequest] = []
         for order in (self._finals_due, self._legs_due):
             while order:
                 rid = next(iter(order))
-                if self._calls[rid].due > now and len(self._calls) <= self._cap:
+                if self._calls[rid].due > now:
                     break
                 released = self._release(self._take(rid))
                 if released is not None:
@@ -164,8 +172,11 @@ class CallJoiner:
         return out
 
     def _awaiting_legs(self, now: float | None = None) -> bool:
+        """Whether a decode-phase request waits for its legs: while legs came recently (``join.wait_for_legs``)."""
+        if self._legs_memory == math.inf:
+            return True
         seen = self._legs_seen
-        return seen is not None and (self._clock() if now is None else now) - seen <= GATEWAY_MEMORY_SECONDS
+        return seen is not None and (self._clock() if now is None else now) - seen <= self._legs_memory
 
     def _add_leg(self, rid: str, leg: JoinedRequest, now: float) -> None:
         call = self._calls.get(rid)

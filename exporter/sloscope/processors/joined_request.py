@@ -29,7 +29,19 @@ class RequestBuilder:
     def request(
         self, trace: PendingTrace, anchors: list[Span], companions: list[Span], outcome: str, gateway: Span | None
     ) -> JoinedRequest:
-        """One request of model-server spans: P/D stages, ``n > 1`` choices, or a single span."""
+        """One request of model-server spans: P/D stages, Responses-API turns, ``n > 1`` choices, or a single span.
+
+        The routing sidecar's encoder requests came before the call's own: parts of it, neither choices nor stages.
+        Alone (in a trace of their own) they are a leg of a call, not one (phase ``encode``, processors/calls.py)."""
+        own = [a for a in anchors if not shapes.is_encoder_part(self._raw_id(a))]
+        request = self._request(trace, own or anchors, companions, outcome, gateway)
+        if not own:
+            request.phase, request.outcome = c.PHASE_ENCODE, c.OUTCOME_ENCODER_PART
+        return request
+
+    def _request(
+        self, trace: PendingTrace, anchors: list[Span], companions: list[Span], outcome: str, gateway: Span | None
+    ) -> JoinedRequest:
         if disaggregated(trace, anchors, companions):
             decode = _decode_stage(trace, anchors)
             if decode is None:  # the decode stage never came: the client got no answer from a decode pod
@@ -39,16 +51,33 @@ class RequestBuilder:
             return self._disaggregated_request(
                 trace, decode, anchors=anchors, companions=companions, outcome=outcome, gateway=gateway
             )
-        primary = primary_anchor(trace, anchors)
+        turns = self._turns(anchors) if len(anchors) > 1 else None
+        primary = turns[0] if turns else primary_anchor(trace, anchors)
         request = build_request(self._mapping, primary, companions, outcome, self._latency_scorers)
-        if len(anchors) > 1:
+        if turns:
+            _merge_sequence(self._mapping, request, turns[0], turns)
+        elif len(anchors) > 1:
             _merge_choices(self._mapping, request, anchors)
         request.arrival_ns = _arrival(trace, primary, anchors, gateway)
-        served = _fastest(self._mapping, anchors) if len(anchors) > 1 else primary
+        served = _fastest(self._mapping, anchors) if len(anchors) > 1 and not turns else primary
         _count_from(request, gateway, served.start_ns, c.TTFT_GATEWAY_ARRIVAL)
         if any(a.failed for a in anchors):
             request.failure_reason = shapes.failure_reason(anchors, answered=True) or c.FAILURE_ERROR
         return request
+
+    def _raw_id(self, anchor: Span) -> str | None:
+        return self._mapping.identifier("request_id", View([anchor]))
+
+    def _turns(self, anchors: list[Span]) -> list[Span] | None:
+        """The anchors in turn order when they are the turns of one Responses-API call (:func:`shapes.turn_of`):
+        one call id, each turn once. Else None (choices)."""
+        turns = [shapes.turn_of(self._raw_id(a)) for a in anchors]
+        if any(t is None for t in turns):
+            return None
+        numbered = [(t[1], a) for t, a in zip(turns, anchors, strict=True) if t is not None]
+        if len({t[0] for t in turns if t is not None}) != 1 or len({n for n, _ in numbered}) != len(numbered):
+            return None
+        return [a for _, a in sorted(numbered, key=lambda pair: pair[0])]
 
     def _disaggregated_request(
         self,
@@ -64,7 +93,7 @@ class RequestBuilder:
         request.arrival_ns = _arrival(trace, decode, anchors, gateway)
         chunks = [a for a in anchors if leg_of(trace, a) == "decode"] or [decode]
         if len(chunks) > 1:  # chunked decode (--decode-chunk-size): one vLLM request per chunk
-            _merge_chunks(self._mapping, request, decode, chunks)
+            _merge_sequence(self._mapping, request, decode, chunks)
         prefill = [a for a in anchors if a not in chunks]
         if prefill:
             stage = View([max(prefill, key=lambda s: s.end_ns)])
@@ -162,11 +191,14 @@ def _arrival(trace: PendingTrace, primary: Span, anchors: list[Span], gateway: S
     return min((a.start_ns for a in anchors if a.start_ns > 0), default=primary.start_ns)
 
 
-def _merge_chunks(mapping: Mapping, request: JoinedRequest, first: Span, chunks: list[Span]) -> None:
-    """The first chunk's first token; every chunk's tokens; from the first chunk's start to the last's end."""
-    request.completion_tokens = _total(mapping.number("completion_tokens", View([chunk])) for chunk in chunks)
-    request.decode_seconds = _total(mapping.number("decode_seconds", View([chunk])) for chunk in chunks)
-    request.e2e_seconds = (max(chunk.end_ns for chunk in chunks) - first.start_ns) / 1e9
+def _merge_sequence(mapping: Mapping, request: JoinedRequest, first: Span, parts: list[Span]) -> None:
+    """Engine requests one after another that answer one call (a chunked decode's chunks, a Responses-API call's
+    turns): the first one's first token; every one's tokens; from the first one's start to the last one's end (the
+    time between them included: the client waits it)."""
+    request.completion_tokens = _total(mapping.number("completion_tokens", View([part])) for part in parts)
+    request.decode_seconds = _total(mapping.number("decode_seconds", View([part])) for part in parts)
+    request.end_ns = max(part.end_ns for part in parts)
+    request.e2e_seconds = (request.end_ns - first.start_ns) / 1e9
 
 
 def _merge_choices(mapping: Mapping, request: JoinedRequest, anchors: list[Span]) -> None:

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 
 import pyarrow as pa
 
-from sloscope._native import NativeAssembler, SpanBatch
+from sloscope._native import GatewayMemory, NativeAssembler, SpanBatch
 from sloscope.attributes import Mapping
 from sloscope.config import Join
 from sloscope.processors import joined_batch
@@ -48,12 +48,16 @@ class NativeTraceAssembler:
         clock: Callable[[], float] = time.monotonic,
         reference_bytes: bool = False,
         gathered: Gathered | None = None,
+        gateway_memory: GatewayMemory | None = None,
     ) -> None:
         """``reference_bytes`` counts pending bytes as the reference estimates them (for tests that
         compare the two under ``join.max_pending_bytes``); ``gathered``, when given, is told how many
-        requests each call emitted (when any), which wait for :meth:`take` instead of going to ``emit``."""
+        requests each call emitted (when any), which wait for :meth:`take` instead of going to ``emit``;
+        ``gateway_memory`` is shared with the pipeline's other shards (when a gateway span last came)."""
         _check_columns()
-        self._native = NativeAssembler(join, mapping.rules(), re.compile(join.request_id_pattern), reference_bytes)
+        self._native = NativeAssembler(
+            join, mapping.rules(), re.compile(join.request_id_pattern), reference_bytes, gateway_memory
+        )
         self._emit = emit
         self._gathered = gathered
         self._count = {"dropped": count_dropped, "outcome": count_outcome}

@@ -112,6 +112,28 @@ def phase(spans: Iterable[Span]) -> str | None:
     return found if found in c.PHASES else None
 
 
+def is_encoder_part(request_id: str | None) -> bool:
+    """A multimodal item llm-d's routing sidecar sent to an encoder pod: a request of its own with the x-request-id
+    ``<id>-enc-<n>`` (``pkg/sidecar/proxy/connector_ec_common.go:212`` at llm-d-router ebab6879), made before the
+    call's prefill and decode. A part of the call, never a choice or a stage of it."""
+    if not request_id:
+        return False
+    head, sep, index = request_id.rpartition("-enc-")
+    return bool(sep and head and index.isascii() and index.isdigit())
+
+
+def turn_of(request_id: str | None) -> tuple[str, int] | None:
+    """(call id, turn) of one of the engine requests vLLM's Responses API makes, one after another, for a call whose
+    model uses built-in tools: ``<id>_<n>`` (``_generate_with_builtin_tools`` in ``vllm/entrypoints/openai/
+    responses/serving.py``, 0.33 and 0.34). Else None. At most nine digits: a longer tail is no turn count."""
+    if not request_id:
+        return None
+    base, sep, index = request_id.rpartition("_")
+    if not (sep and base and index.isascii() and index.isdigit() and len(index) <= 9):
+        return None
+    return base, int(index)
+
+
 def http_status(span: Span) -> int | None:
     for key in HTTP_STATUS_KEYS:
         value = span.attributes.get(key)

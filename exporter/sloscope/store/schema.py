@@ -141,7 +141,8 @@ COLUMNS: tuple[Column, ...] = (
         pa.string(),
         "Which span measured TTFT: gateway_arrival (from the gateway span's start), gateway (a gateway's TTFT "
         "attribute), pd_gateway or pd_sidecar (P/D: from the gateway span, else the sidecar's routing span, to the "
-        "decode pod's first token) or model_server.",
+        "decode pod's first token), coordinator (llm-d's coordinator: from the first leg's gateway span to the "
+        "decode leg's first token) or model_server.",
         lambda r: r.request.ttft_source,
     ),
     Column(
@@ -293,6 +294,13 @@ COLUMNS: tuple[Column, ...] = (
         pa.float64(),
         "P/D: time in prefill on the prefill pod.",
         lambda r: r.request.prefill_seconds_on_prefill_pod,
+    ),
+    Column(
+        "call_arrival_time",
+        _TIME,
+        "A call made of several EPP calls (llm-d's coordinator): when its first leg reached the gateway, what its "
+        "TTFT counts from (arrival_time is its final leg's); null for a call of one EPP call.",
+        lambda r: _ns(r.request.call_arrival_ns),
     ),
 )
 

@@ -7,6 +7,7 @@
 //! its trace id. Where the reference works on a trace it has already taken out of its map (an
 //! eviction), the trace stays in the map marked `evicting`, invisible to lookups of other traces.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::join::build::{self, Builder, Joined};
@@ -105,8 +106,9 @@ pub struct Assembler {
     fingerprints: Fingerprints,
     /// The last `groups` list, kept for the next trace's (an allocation per trace otherwise).
     groups: Vec<(Key, Ids)>,
-    /// When the last gateway span arrived (late ones included), and the clock of this batch.
-    gateway_seen: Option<f64>,
+    /// When the last gateway span arrived (late ones included), shared by the join's shards, and the clock
+    /// of this batch.
+    gateway_seen: GatewaySeen,
     now: f64,
     pub out: Vec<Joined>,
     pub counts: Counts,
@@ -156,6 +158,25 @@ fn may_answer(trace: &Trace, gid: &SpanId, anchor: &Held) -> bool {
     }
 }
 
+/// When a gateway span last arrived, on the join's clock: one for every shard of a pipeline. Held as
+/// the bits of `now + 1` (0: never), which order as the times do for a clock that does not go below 0.
+#[derive(Clone, Default)]
+pub struct GatewaySeen(Arc<AtomicU64>);
+
+impl GatewaySeen {
+    pub fn note(&self, now: f64) {
+        self.0
+            .fetch_max((now.max(0.0) + 1.0).to_bits(), Ordering::Relaxed);
+    }
+
+    pub fn get(&self) -> Option<f64> {
+        match self.0.load(Ordering::Relaxed) {
+            0 => None,
+            bits => Some(f64::from_bits(bits) - 1.0),
+        }
+    }
+}
+
 /// A sibling of the gateway span that started before it and ended after it: the same call's.
 fn encloses(span: &Held, gateway: &Held) -> bool {
     span.parent() == gateway.parent()
@@ -176,7 +197,7 @@ impl Assembler {
             answered: Recent::new(cfg.max_done_traces),
             fingerprints: Fingerprints::default(),
             groups: Vec::new(),
-            gateway_seen: None,
+            gateway_seen: GatewaySeen::default(),
             now: 0.0,
             cfg,
             rules,
@@ -288,7 +309,7 @@ impl Assembler {
 
     fn add(&mut self, tid: TraceId, span: Held, now: f64) -> bool {
         if span.gateway {
-            self.gateway_seen = Some(now);
+            self.gateway_seen.note(now);
         }
         if let Some(verdict) = self
             .done
@@ -701,7 +722,14 @@ impl Assembler {
     /// server's, and the EPP's exporter sends it later.
     fn awaits_gateway(&self) -> bool {
         self.gateway_seen
+            .get()
             .is_some_and(|seen| self.now - seen <= self.cfg.gateway_memory_seconds)
+    }
+
+    /// Shares `seen` with other shards of the join: whether the gateway traces is the traffic's, not one
+    /// shard's (`TraceAssembler.share_gateway_memory`).
+    pub fn share_gateway_memory(&mut self, seen: GatewaySeen) {
+        self.gateway_seen = seen;
     }
 
     /// A request is complete once the span with its SLO headers is here, or its gateway's chain to

@@ -9,6 +9,7 @@ use crate::join::shapes::{self, Leg};
 use crate::join::trace::{Held, SpanId, Spans, Trace, TraceId};
 
 pub const OUTCOME_FAILED: &str = "failed";
+pub const OUTCOME_ENCODER_PART: &str = "encoder_part";
 pub const TTFT_GATEWAY: &str = "gateway";
 pub const TTFT_GATEWAY_ARRIVAL: &str = "gateway_arrival";
 pub const TTFT_PD_SIDECAR: &str = "pd_sidecar";
@@ -233,6 +234,34 @@ impl Builder {
         outcome: &'static str,
         gateway: Option<&Held>,
     ) -> Joined {
+        let own: Spans<'_> = anchors
+            .iter()
+            .copied()
+            .filter(|a| {
+                let raw = self.rules.identifier(Field::RequestId, &[a]);
+                !shapes::is_encoder_part(raw.as_deref())
+            })
+            .collect();
+        if own.is_empty() {
+            // The sidecar's encoder requests alone (in a trace of their own): a leg of a call, not one.
+            let mut request = self.call(text, trace, anchors, companions, outcome, gateway);
+            request.phase = Some(shapes::PHASE_ENCODE);
+            request.outcome = OUTCOME_ENCODER_PART;
+            return request;
+        }
+        // Encoder requests came before the call's own: parts of it, neither choices nor stages.
+        self.call(text, trace, &own, companions, outcome, gateway)
+    }
+
+    fn call(
+        &self,
+        text: &mut String,
+        trace: &Trace,
+        anchors: &[&Held],
+        companions: &[&Held],
+        outcome: &'static str,
+        gateway: Option<&Held>,
+    ) -> Joined {
         if disaggregated(trace, anchors, companions) {
             let Some(decode) = decode_stage(trace, anchors) else {
                 // The decode stage never came: the client got no answer from a decode pod.
@@ -251,13 +280,23 @@ impl Builder {
             let request = self.build(text, decode, companions, outcome);
             return self.disaggregated_request(text, request, trace, decode, anchors, gateway);
         }
-        let primary = primary_anchor(trace, anchors);
+        let turns = if anchors.len() > 1 {
+            self.turns(anchors)
+        } else {
+            None
+        };
+        let primary = match &turns {
+            Some(turns) => turns[0],
+            None => primary_anchor(trace, anchors),
+        };
         let mut request = self.build(text, primary, companions, outcome);
-        if anchors.len() > 1 {
+        if let Some(turns) = &turns {
+            self.merge_sequence(&mut request, primary, turns);
+        } else if anchors.len() > 1 {
             self.merge_choices(&mut request, anchors);
         }
         request.arrival_ns = arrival(trace, primary, anchors, gateway);
-        let served = if anchors.len() > 1 {
+        let served = if anchors.len() > 1 && turns.is_none() {
             self.fastest(anchors)
         } else {
             primary
@@ -311,18 +350,7 @@ impl Builder {
         }
         if chunks.len() > 1 {
             // Chunked decode (--decode-chunk-size): one vLLM request per chunk.
-            request.completion_tokens = total(
-                chunks
-                    .iter()
-                    .map(|c| rules.number(Field::CompletionTokens, &[c])),
-            );
-            request.decode_seconds = total(
-                chunks
-                    .iter()
-                    .map(|c| rules.number(Field::DecodeSeconds, &[c])),
-            );
-            let last_end = chunks.iter().map(|c| c.span.end_ns).max().unwrap_or(0);
-            request.e2e_seconds = Some(seconds_between(last_end, decode.span.start_ns));
+            self.merge_sequence(&mut request, decode, &chunks);
         }
         let prefill: Spans<'_> = anchors
             .iter()
@@ -346,6 +374,44 @@ impl Builder {
             request.failure_reason = Some(reason.unwrap_or(shapes::FAILURE_ERROR));
         }
         request
+    }
+
+    /// Engine requests one after another that answer one call (chunks, Responses-API turns;
+    /// `joined_request._merge_sequence`): every one's tokens, from the first one's start to the last one's end.
+    fn merge_sequence(&self, request: &mut Joined, first: &Held, parts: &[&Held]) {
+        let rules = &self.rules;
+        request.completion_tokens = total(
+            parts
+                .iter()
+                .map(|p| rules.number(Field::CompletionTokens, &[p])),
+        );
+        request.decode_seconds = total(
+            parts
+                .iter()
+                .map(|p| rules.number(Field::DecodeSeconds, &[p])),
+        );
+        request.end_ns = parts.iter().map(|p| p.span.end_ns).max().unwrap_or(0);
+        request.e2e_seconds = Some(seconds_between(request.end_ns, first.span.start_ns));
+    }
+
+    /// The anchors in turn order when they are the turns of one Responses-API call
+    /// (`RequestBuilder._turns`): each `<id>_<n>` of one call id, each turn once. Else None.
+    fn turns<'a>(&self, anchors: &[&'a Held]) -> Option<Spans<'a>> {
+        let mut numbered: Vec<(u32, &'a Held)> = Vec::with_capacity(anchors.len());
+        let mut call: Option<String> = None;
+        for anchor in anchors {
+            let raw = self.rules.identifier(Field::RequestId, &[anchor]);
+            let (base, turn) = shapes::turn_of(raw.as_deref())?;
+            if call.as_deref().is_some_and(|c| c != base)
+                || numbered.iter().any(|(n, _)| *n == turn)
+            {
+                return None;
+            }
+            call.get_or_insert_with(|| base.to_owned());
+            numbered.push((turn, anchor));
+        }
+        numbered.sort_by_key(|(n, _)| *n);
+        Some(numbered.into_iter().map(|(_, a)| a).collect())
     }
 
     /// A request that reached no model server (or whose decode stage never came).

@@ -16,7 +16,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
-use crate::join::assembler::{Assembler, Settings};
+use crate::join::assembler::{Assembler, GatewaySeen, Settings};
 use crate::join::columns;
 use crate::join::held::{HeldSpan, KeyId, Keys};
 use crate::join::request_id::{self, DEFAULT_PATTERN};
@@ -251,6 +251,27 @@ impl ExportedBatch {
     }
 }
 
+/// When a gateway span last arrived, shared by the native join's shards (`Pipeline`).
+#[pyclass(module = "sloscope._native", frozen)]
+#[derive(Default)]
+pub struct GatewayMemory {
+    seen: GatewaySeen,
+}
+
+#[pymethods]
+impl GatewayMemory {
+    #[new]
+    fn new() -> Self {
+        GatewayMemory::default()
+    }
+
+    /// When a gateway span last arrived, on the join's clock; None before the first.
+    #[getter]
+    fn seen(&self) -> Option<f64> {
+        self.seen.get()
+    }
+}
+
 #[pymethods]
 impl NativeAssembler {
     /// The exported batches' columns, `(name, Arrow type name)` in order, for checking them against
@@ -266,12 +287,13 @@ impl NativeAssembler {
     /// `join` is a `sloscope.config.Join`; `rules` is `Mapping.rules()`; `pattern` the compiled
     /// `join.request_id_pattern`; `python_bytes` counts memory as the reference estimates it.
     #[new]
-    #[pyo3(signature = (join, rules, pattern, python_bytes = false))]
+    #[pyo3(signature = (join, rules, pattern, python_bytes = false, gateway_memory = None))]
     fn new(
         join: &Bound<'_, PyAny>,
         rules: &Bound<'_, PyDict>,
         pattern: &Bound<'_, PyAny>,
         python_bytes: bool,
+        gateway_memory: Option<&Bound<'_, GatewayMemory>>,
     ) -> PyResult<Self> {
         let settings = Settings {
             window_seconds: attr(join, "window_seconds")?,
@@ -294,8 +316,12 @@ impl NativeAssembler {
         let rules = Arc::new(rules_from_py(rules, &mut keys)?);
         let anchor_attribute: String = attr(join, "anchor_attribute")?;
         let anchor_key = keys.id(&anchor_attribute);
+        let mut core = Assembler::new(settings, rules.clone());
+        if let Some(memory) = gateway_memory {
+            core.share_gateway_memory(memory.get().seen.clone());
+        }
         Ok(NativeAssembler {
-            core: Assembler::new(settings, rules.clone()),
+            core,
             rules,
             pattern: pattern.clone().unbind(),
             default_pattern: text == DEFAULT_PATTERN,

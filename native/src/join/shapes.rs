@@ -123,15 +123,42 @@ pub fn phase<'a>(spans: impl Iterator<Item = &'a Span>) -> Option<&'static str> 
         let Some(ValueRef::Str(name)) = span.attribute(held::PROFILE_NAME) else {
             return None;
         };
-        let Some(known) = PHASES.iter().copied().find(|p| *p == name) else {
-            return None;
-        };
+        let known = PHASES.iter().copied().find(|p| *p == name)?;
         if found.is_some_and(|f| f != known) {
             return None;
         }
         found = Some(known);
     }
     found
+}
+
+pub const PHASE_ENCODE: &str = "encode";
+
+/// A multimodal item the routing sidecar sent to an encoder pod, x-request-id `<id>-enc-<n>`
+/// (`span_shapes.is_encoder_part`): a part of the call, never a choice or a stage of it.
+pub fn is_encoder_part(request_id: Option<&str>) -> bool {
+    let Some(id) = request_id.filter(|s| !s.is_empty()) else {
+        return false;
+    };
+    match id.rsplit_once("-enc-") {
+        Some((head, index)) => {
+            !head.is_empty() && !index.is_empty() && index.bytes().all(|b| b.is_ascii_digit())
+        }
+        None => false,
+    }
+}
+
+/// (call id, turn) of one of the engine requests vLLM's Responses API makes for a call whose model
+/// uses built-in tools, `<id>_<n>` (`span_shapes.turn_of`); at most nine digits.
+pub fn turn_of(request_id: Option<&str>) -> Option<(&str, u32)> {
+    let (base, index) = request_id?.rsplit_once('_')?;
+    if base.is_empty() || index.is_empty() || index.len() > 9 {
+        return None;
+    }
+    if !index.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((base, index.parse().ok()?))
 }
 
 /// The span's HTTP status: an integer attribute or a string of digits, the first key that has one.

@@ -147,7 +147,9 @@ def _join() -> list[Any]:
         d.timeseries(
             "Join outcomes",
             "Requests emitted by the assembler per second by join outcome (joined, joined_by_request_id, anchor_only, "
-            "evicted), plus traces expired without a model-server span (no_anchor).",
+            "evicted, failed), plus traces expired without a model-server span (no_anchor), the coordinator's refused "
+            "conditional-decode probes (conditional_decode_probe) and encoder requests alone in their trace "
+            "(encoder_part).",
             [d.Query(sum_by((c.OUTCOME,), joined), "{{outcome}}")],
             unit=d.PER_SECOND,
             width=8,
@@ -168,6 +170,17 @@ def _join() -> list[Any]:
             unit=d.PERCENT,
             width=8,
             maximum=1,
+        ),
+        d.timeseries(
+            "Legs of calls",
+            "Legs of LLM calls made of several requests, per second, by phase and result: llm-d's coordinator "
+            "makes one EPP call per phase, the routing sidecar one encoder request per multimodal item. joined: part "
+            "of its call, which counts once; without_call: its call's final leg never came (sampled out by a trace "
+            "of its own, or lost), so it counts as no call.",
+            [d.Query(sum_by((c.PHASE, c.RESULT), rate(series(c.CALL_LEGS), _SELF)), "{{phase}} {{result}}")],
+            unit=d.PER_SECOND,
+            width=8,
+            stacked=True,
         ),
         d.timeseries(
             "Invalid request values by field",

@@ -557,7 +557,7 @@ OUTCOME_NO_ANCHOR = "no_anchor"  # a trace expired without a model-server span
 OUTCOME_EVICTED = "evicted"  # emitted early because the pending-trace cap was reached
 OUTCOME_FAILED = "failed"  # a gateway request that reached no model server, emitted as a failed request
 # the coordinator's conditional-decode probe the EPP answered 412 (no decode pod holds the prompt's KV cache): a step
-# of a call whose pipeline goes on, not a call; nothing is emitted
+# of a call whose pipeline goes on, not a call; emitted as a decode leg for the call joiner only (processors/calls.py)
 OUTCOME_PROBE = "conditional_decode_probe"
 # the routing sidecar's encoder requests (x-request-id <id>-enc-<n>) with nothing else of their call in their trace:
 # emitted as an encode leg (processors/calls.py), no call by itself

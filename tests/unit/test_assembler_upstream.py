@@ -485,22 +485,27 @@ def test_the_coordinators_refused_conditional_decode_probe_is_no_call_and_the_ca
     """The coordinator first sends the decode call with ``Prefer: if-available``; the llm-d EPP schedules it and, when
     the chosen decode pod lacks the prompt's KV cache, answers 412 (ebab6879 ``pkg/epp/requestcontrol/
     director.go:348-361``, the error's text ``pkg/common/error/error.go:72-74``), and the coordinator runs the call
-    on (``pkg/coordinator/steps/conditional_decode.go:61-85``). The probe is neither a request nor a failure; the
-    call it belongs to is counted when a model server answers it."""
+    on (``pkg/coordinator/steps/conditional_decode.go:61-85``). The probe is neither a request nor a failure: it is
+    emitted as soon as its own span and request id are in, as a leg of its call (outcome ``conditional_decode_probe``)
+    that only the call joiner reads (processors/calls.py: the call's TTFT counts from it); the call it belongs to is
+    counted when a model server answers it."""
     h = Harness(failure_window_seconds=15.0)
     probe = epp_call(1, 10, request_id="r", scorer="latency-scorer", status=PROBE_REFUSED)
     h.feed(*probe, ingress(1, 18, request_id="r", ttft_header="200"))
+    rows = [(r.request_id, r.pod, r.failure_reason, r.outcome, r.phase) for r in h.emitted]
+    assert rows == [("r", None, None, c.OUTCOME_PROBE, c.PHASE_DECODE)]
     h.advance(15.1)
-    assert (h.emitted, h.outcomes[c.OUTCOME_PROBE], h.outcomes[c.OUTCOME_FAILED]) == ([], 1, 0)
+    assert (len(h.emitted), h.outcomes[c.OUTCOME_PROBE], h.outcomes[c.OUTCOME_FAILED]) == (1, 1, 0)
     h.feed(*epp_call(1, 20, request_id="r"), vllm033(1, 29, 20, pod_name="vllm-a", request_id="chatcmpl-r"))
     h.advance(5.0)
-    assert [(r.request_id, r.pod, r.failure_reason, r.outcome) for r in h.emitted] == [
+    assert [(r.request_id, r.pod, r.failure_reason, r.outcome) for r in h.emitted[1:]] == [
         ("r", "vllm-a", None, c.OUTCOME_JOINED)
     ]
-    # a gateway that captures the status instead: Envoy's 412 on its own span
+    # a gateway that captures the status instead: Envoy's 412 on its own span, known at the failure window
     h.feed(*epp_call(2, 10, request_id="s", scorer=None), span(2, 18, "ingress", {"http.status_code": 412}, parent=10))
+    assert len(h.emitted) == 2
     h.advance(15.1)
-    assert (len(h.emitted), h.outcomes[c.OUTCOME_PROBE]) == (1, 2)
+    assert ([r.outcome for r in h.emitted[2:]], h.outcomes[c.OUTCOME_PROBE]) == ([c.OUTCOME_PROBE], 2)
     assert not h.dropped
 
 

@@ -56,7 +56,8 @@ def leg_server(trace: int, phase: str, *, parent: int = AGENT_ROOT) -> Span:
     return vllm033(trace, 39, parent, pod_name="decode-0", request_id="chatcmpl-r", start_ms=545, ttft=0.05, e2e=1.9)
 
 
-CLIENT_TTFT = (545 + 50 - PREFILL_MS) / 1000  # the decode pod's first token, from the first leg's arrival
+FROM_PREFILL = (545 + 50 - PREFILL_MS) / 1000  # the decode pod's first token, from the prefill leg's arrival
+CLIENT_TTFT = (545 + 50 - PROBE_MS) / 1000  # and from the refused probe's, the call's first EPP call
 LEG_TTFT = (545 + 50 - DECODE_MS) / 1000  # the decode leg's own, from its gateway span's start
 
 
@@ -67,9 +68,19 @@ LEG_TTFT = (545 + 50 - DECODE_MS) / 1000  # the decode leg's own, from its gatew
 def test_legs_under_the_clients_span_join_their_own_gateway_spans_whatever_order_they_come_in() -> None:
     """Every leg's spans are siblings under the client's span and carry one request id: the probe reached no model
     server, and the prefill leg's gateway span does not enclose the decode leg's model-server span, so neither is
-    its gateway. The decode leg's span comes before its gateway span (the EPP's exporter sends later) and waits."""
+    its gateway. The decode leg's span comes before its gateway span (the EPP's exporter sends later) and waits.
+    The probe says it is one on its own span: it is emitted at once, a leg for the call joiner, no request."""
     h = Harness(failure_window_seconds=15.0)
     h.feed(*probe())
+    [refused] = h.emitted
+    assert (refused.outcome, refused.phase, refused.request_id, refused.arrival_ns) == (
+        c.OUTCOME_PROBE,
+        c.PHASE_DECODE,
+        "r",
+        T0 + PROBE_MS * MS,
+    )
+    assert (refused.failure_reason, refused.pod, refused.ttft_seconds) == (None, None, None)
+    h.emitted.clear()
     h.feed(*leg_gateway(1, c.PHASE_PREFILL))
     h.feed(leg_server(1, c.PHASE_DECODE))  # before the prefill leg's own model-server span, even
     assert h.emitted == []
@@ -168,7 +179,7 @@ def test_the_prefill_leg_waits_for_its_decode_leg_and_they_are_one_call_with_the
     [call] = j.calls.requests([request(c.PHASE_DECODE)])
     assert call == request(
         c.PHASE_DECODE,
-        ttft_seconds=pytest.approx(CLIENT_TTFT),
+        ttft_seconds=pytest.approx(FROM_PREFILL),
         ttft_source=c.TTFT_COORDINATOR,
         call_arrival_ns=T0 + PREFILL_MS * MS,
         prefill_pod="prefill-0",
@@ -192,7 +203,7 @@ def test_a_decode_leg_that_comes_first_waits_a_join_window_for_its_legs_once_the
     [call] = j.calls.expire()
     assert (call.phase, call.ttft_seconds, call.prefill_pod) == (
         c.PHASE_DECODE,
-        pytest.approx(CLIENT_TTFT),
+        pytest.approx(FROM_PREFILL),
         "prefill-0",
     )
     hit = request(c.PHASE_DECODE, request_id="hit")  # a conditional-decode hit: no legs, its own TTFT after a window
@@ -209,6 +220,27 @@ def test_join_wait_for_legs_decides_without_the_traffic(wait: str, held: bool) -
         j.calls.requests([request(c.PHASE_PREFILL, request_id="other")])  # legs came: auto would wait
     first = request(c.PHASE_DECODE, request_id="first")
     assert j.calls.requests([first]) == ([] if held else [first])
+
+
+def test_the_refused_probe_is_a_leg_the_calls_ttft_counts_from_and_is_never_published() -> None:
+    j = Joiner(max_request_seconds=600.0)
+    refused = request(
+        c.PHASE_DECODE, outcome=c.OUTCOME_PROBE, pod=None, ttft_seconds=None, arrival_ns=T0, start_ns=T0, end_ns=T0
+    )
+    assert j.calls.requests([refused, request(c.PHASE_PREFILL)]) == []
+    [call] = j.calls.requests([request(c.PHASE_DECODE)])
+    assert (call.ttft_seconds, call.call_arrival_ns, call.outcome) == (
+        pytest.approx(CLIENT_TTFT),
+        T0,
+        c.OUTCOME_JOINED,
+    )
+    assert j.counts == {(c.PHASE_DECODE, c.LEG_JOINED): 2, (c.PHASE_PREFILL, c.LEG_JOINED): 1}
+    lone = dataclasses.replace(refused, request_id=None)  # no id: no call to count it in, and still no request
+    j.calls.requests([dataclasses.replace(refused, request_id="alone")])
+    assert j.calls.requests([lone]) == []
+    j.clock.now += 600.0
+    assert j.calls.expire() == []  # a probe whose call never came: neither a call nor a failure
+    assert j.counts[(c.PHASE_DECODE, c.LEG_WITHOUT_CALL)] == 1
 
 
 def test_a_leg_whose_call_never_ends_is_no_call_unless_it_failed() -> None:
@@ -275,7 +307,7 @@ def test_the_pipeline_counts_a_coordinator_call_once_with_the_clients_ttft(engin
     assert sum_of(registry, c.REQUESTS.name + "_total") == 1
     assert sum_of(registry, c.TTFT_SECONDS.name + "_sum") == pytest.approx(CLIENT_TTFT)
     assert value(c.CALL_LEGS.name + "_total", {c.PHASE: "prefill", c.RESULT: "joined"}) == 1
-    assert value(c.CALL_LEGS.name + "_total", {c.PHASE: "decode", c.RESULT: "joined"}) == 1
+    assert value(c.CALL_LEGS.name + "_total", {c.PHASE: "decode", c.RESULT: "joined"}) == 2  # the probe, the answer
     assert value(c.CALL_LEGS.name + "_total", {c.PHASE: "encode", c.RESULT: "without_call"}) == 0
     assert value(c.TRACES_JOINED.name + "_total", {c.OUTCOME: c.OUTCOME_PROBE}) == 1
 

@@ -353,6 +353,7 @@ class TraceAssembler:
     # ---- completion -------------------------------------------------------------------------
 
     def _try_complete(self, trace_id: str, trace: PendingTrace) -> None:
+        self._settle_probes(trace_id, trace)
         for key, anchors in self._groups(trace).items():
             if key[0] == _GATEWAY:
                 scope = self._scope(trace, key, anchors)
@@ -536,8 +537,7 @@ class TraceAssembler:
         if not self._is_llm_call(scope):
             return  # not an LLM call: it stays a companion until the trace expires, as any span
         if shapes.is_conditional_probe(scope):  # a step of a call that goes on (its later legs answered), not a call
-            self._claim(trace_id, trace, key, [], scope)
-            self._outcome(c.OUTCOME_PROBE, 1)
+            self._emit_probe(trace_id, trace, key, scope)
             return
         if any(request_id in self._answered for request_id in self._request_ids_under(trace, gateway_id)):
             return  # a model server answered it in another trace (the gateway forwarded another traceparent)
@@ -548,6 +548,26 @@ class TraceAssembler:
         self._claim(trace_id, trace, key, [], scope)
         self._outcome(c.OUTCOME_FAILED, 1)
         self._emit(self._build.failed(gateway, scope, reason))
+
+    def _settle_probes(self, trace_id: str, trace: PendingTrace) -> None:
+        """A conditional-decode probe the EPP refused says so on its own gateway span: it is emitted once its
+        request id has come (on its scheduling spans), for the call joiner to count the call's TTFT from it."""
+        for gateway_id in list(trace.gateways):
+            gateway = trace.spans[gateway_id]
+            if not shapes.is_conditional_probe([gateway]):
+                continue
+            key: _GroupKey = (_GATEWAY, gateway_id, "")
+            scope = [gateway, *self._scope(trace, key, [gateway])]
+            if any(self._joinable_id([s]) for s in scope) and not self._group(trace, key):
+                self._emit_probe(trace_id, trace, key, scope)
+
+    def _emit_probe(self, trace_id: str, trace: PendingTrace, key: _GroupKey, scope: list[Span]) -> None:
+        """The probe, a step of a call that goes on: no request and no failure, but a leg of its call
+        (outcome ``conditional_decode_probe``), which the call joiner never publishes."""
+        probe = self._build.probe(scope[0], scope)
+        self._claim(trace_id, trace, key, [], scope)
+        self._outcome(c.OUTCOME_PROBE, 1)
+        self._emit(probe)
 
     def _is_llm_call(self, scope: list[Span]) -> bool:
         """A model, an SLO header or a gen_ai attribute beyond the request id: a /tokenize or a GET that the

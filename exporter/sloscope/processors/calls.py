@@ -18,8 +18,9 @@ them, so that a call is counted once, on its decode pod, and its TTFT is the wai
 * a leg whose final leg never comes is the call's failure when it failed (the coordinator answers the client
   with it), else a leg of a call sloscope did not see (its final leg sampled out or lost), counted and left out.
 
-The conditional-decode probe the EPP refused is no leg (the join counts it and emits nothing): its scheduling
-time is not in the call's TTFT. Memory is bounded: at most ``join.max_pending_traces`` request ids wait, the
+The conditional-decode probe the EPP refused (outcome ``conditional_decode_probe``, phase ``decode``) is a leg
+that is never the call: the call's TTFT counts from it when it came first, and it is never published. Memory is
+bounded: at most ``join.max_pending_traces`` request ids wait, the
 oldest leaving first as if its time were up.
 """
 
@@ -91,13 +92,13 @@ class CallJoiner:
     def requests(self, requests: list[JoinedRequest]) -> list[JoinedRequest]:
         """The requests the joiner need not see, in their order, then the calls the others complete or let go.
         Calls whose time is up wait for :meth:`expire`: the pipeline asks once every worker has handed over."""
-        early = [r for r in requests if r.phase in c.EARLY_PHASES]
+        early = [r for r in requests if _is_leg(r)]
         decode_too = bool(early) or self._awaiting_legs()
         ids = {r.request_id for r in early if r.request_id is not None} | self._calls.keys()
 
         def seen(request: JoinedRequest) -> bool:
             return (
-                request.phase in c.EARLY_PHASES
+                _is_leg(request)
                 or request.request_id in ids
                 or (decode_too and request.phase == c.PHASE_DECODE)
             )
@@ -110,9 +111,10 @@ class CallJoiner:
         """The rows :meth:`requests` would have the joiner see: early legs, the rows of their ids (held, or legs of
         this batch), and decode-phase rows when legs are in the batch or the traffic has had some."""
         phase = batch.column("phase")
-        if phase.null_count == len(phase) and not self._calls:
+        if phase.null_count == len(phase) and not self._calls:  # no leg has a phase of none: probes have decode
             return None
         rows = _flags(pc.is_in(phase, pa.array(c.EARLY_PHASES)))
+        rows |= _flags(pc.equal(batch.column("outcome"), c.OUTCOME_PROBE))
         request_ids = batch.column("request_id")
         ids = [*self._calls, *(rid for rid in request_ids.filter(pa.array(rows)).to_pylist() if rid is not None)]
         if ids:
@@ -127,8 +129,9 @@ class CallJoiner:
         for request in requests:
             rid = request.request_id
             if rid is None:
-                out.append(request)
-            elif request.phase in c.EARLY_PHASES:
+                if request.outcome != c.OUTCOME_PROBE:  # a probe is never published
+                    out.append(request)
+            elif _is_leg(request):
                 self._legs_seen = now
                 self._add_leg(rid, request, now)
             elif rid in self._calls:
@@ -196,7 +199,7 @@ class CallJoiner:
     def _release(self, call: _Call) -> JoinedRequest | None:
         if call.final is not None:
             return self._merge(call.final, call.legs)
-        failed = [leg for leg in call.legs if leg.failure_reason is not None]
+        failed = [leg for leg in call.legs if leg.failure_reason is not None]  # a probe is no failure
         if not failed:
             for leg in call.legs:
                 self._count(leg.phase or c.PHASE_PREFILL, c.LEG_WITHOUT_CALL, 1)
@@ -227,6 +230,11 @@ class CallJoiner:
             if getattr(final, name) is None:
                 changes[name] = next((v for leg in legs if (v := getattr(leg, name)) is not None), None)
         return dataclasses.replace(final, **changes)  # type: ignore[arg-type]
+
+
+def _is_leg(request: JoinedRequest) -> bool:
+    """An encode or prefill leg, or the refused probe: never the call itself."""
+    return request.phase in c.EARLY_PHASES or request.outcome == c.OUTCOME_PROBE
 
 
 def _flags(mask: pa.Array) -> np.ndarray:

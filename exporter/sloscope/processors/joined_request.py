@@ -107,6 +107,13 @@ class RequestBuilder:
             request.failure_reason = shapes.failure_reason([decode], answered=True) or c.FAILURE_ERROR
         return request
 
+    def probe(self, gateway: Span, scope: list[Span]) -> JoinedRequest:
+        """The coordinator's refused conditional-decode probe: a leg of its call with no numbers of a model server's,
+        neither a request nor a failure (processors/calls.py counts its call's TTFT from its arrival)."""
+        request = self.failed(gateway, scope, c.FAILURE_INVALID)
+        request.outcome, request.failure_reason, request.phase = c.OUTCOME_PROBE, None, c.PHASE_DECODE
+        return request
+
     def failed(self, head: Span, scope: list[Span], reason: str) -> JoinedRequest:
         request = build_request(
             self._mapping, head, [s for s in scope if s is not head], c.OUTCOME_FAILED, self._latency_scorers

@@ -8,7 +8,6 @@ counted in, its arrival, its TPOT SLO and the predictions its spans carried.
 from __future__ import annotations
 
 import numpy as np
-import pyarrow.compute as pc
 
 from sloscope import conventions as c
 from sloscope.processors import arrow_arrays
@@ -37,6 +36,11 @@ def leg_ttft(request: JoinedRequest, ttft: float | None) -> float | None:
     return ttft - ((request.arrival_ns or request.start_ns) - request.call_arrival_ns) / 1e9
 
 
+def _index(values: list[str], value: str) -> int:
+    """The code of ``value`` among a column's distinct values, -2 (no row's) when absent."""
+    return values.index(value) if value in values else -2
+
+
 def target_seconds(ms: Floats) -> Floats:
     """SLO targets in seconds, NaN where a row carries none or an unusable one (``_target_seconds`` per row)."""
     with np.errstate(invalid="ignore"):
@@ -58,12 +62,14 @@ class TrackerRows:
         # end-to-end latency as the EPP measures it (:func:`e2e_seconds`), NaN where the request has no first token
         served = ~np.isnan(batch.verdicts.ttft_seconds)
         self.e2e: Floats = np.where(served & (end != 0), (end - arrived) / 1e9, np.nan)
-        # the TTFT of the EPP call that made the predictions (:func:`leg_ttft`)
+        # the TTFT of the EPP call that made the predictions (:func:`leg_ttft`); no Arrow kernel unless a row is a
+        # coordinator call (kernels' first use raises the process's memory, which the flood test bounds)
         call = arrow_arrays.ints(records.column("call_arrival_ns"))
-        coordinated = np.asarray(
-            pc.fill_null(pc.equal(records.column("ttft_source"), c.TTFT_COORDINATOR), False), dtype=bool
-        ) & (call != 0)
-        self.leg_ttft: Floats = batch.verdicts.ttft_seconds - np.where(coordinated, (arrived - call) / 1e9, 0.0)
+        self.leg_ttft: Floats = batch.verdicts.ttft_seconds
+        if call.any():
+            codes, sources = batch.strings("ttft_source")
+            coordinated = (call != 0) & (codes == _index(sources, c.TTFT_COORDINATOR))
+            self.leg_ttft = self.leg_ttft - np.where(coordinated, (arrived - call) / 1e9, 0.0)
         self.slo_ttft, self.slo_tpot = (
             target_seconds(floats(records, "slo_ttft_ms")),
             target_seconds(floats(records, "slo_tpot_ms")),

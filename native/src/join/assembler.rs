@@ -632,6 +632,7 @@ impl Assembler {
     // ---- completion ---------------------------------------------------------------------
 
     fn try_complete(&mut self, tid: TraceId) {
+        self.settle_probes(tid);
         let mut groups = std::mem::take(&mut self.groups);
         self.group_anchors(self.t(&tid), &mut groups);
         for (key, anchor_ids) in groups.drain(..) {
@@ -944,6 +945,52 @@ impl Assembler {
         !self.stages(trace, &anchors, &scope).0
     }
 
+    /// A conditional-decode probe the EPP refused says so on its own gateway span: emitted once its request
+    /// id has come (`TraceAssembler._settle_probes`).
+    fn settle_probes(&mut self, tid: TraceId) {
+        let probes: Ids = {
+            let trace = self.t(&tid);
+            trace
+                .gateways
+                .iter()
+                .copied()
+                .filter(|gid| {
+                    let Some(gateway) = trace.get(gid) else {
+                        return false;
+                    };
+                    if !shapes::is_conditional_probe(std::iter::once(&gateway.span)) {
+                        return false;
+                    }
+                    let key = Key::Gateway(*gid);
+                    let named = std::iter::once(gateway)
+                        .chain(self.scope(trace, &key, &[gateway]))
+                        .any(|h| h.rid().is_some_and(|r| !r.is_empty()));
+                    named && self.group(trace, &key).is_empty()
+                })
+                .collect()
+        };
+        for gid in probes {
+            self.emit_probe(tid, gid);
+        }
+    }
+
+    /// The probe, a step of a call that goes on: a leg of its call (`TraceAssembler._emit_probe`).
+    fn emit_probe(&mut self, tid: TraceId, gid: SpanId) {
+        let key = Key::Gateway(gid);
+        let trace = self.t(&tid);
+        let Some(gateway) = trace.get(&gid) else {
+            return;
+        };
+        let mut scope: Spans<'_> = std::iter::once(gateway).collect();
+        scope.extend(self.scope(trace, &key, &[gateway]));
+        let mut request = self.builder.probe(&mut self.text(), gateway, &scope);
+        request.trace_id = tid;
+        let scope = ids(&scope);
+        self.claim(tid, &key, &[], &scope);
+        self.outcome(OUTCOME_PROBE, 1);
+        self.out.push(request);
+    }
+
     /// The failure window of a gateway span passed: its anchors with what they have, else a failed request.
     fn resolve_unanswered(&mut self, tid: TraceId, gid: SpanId) {
         let key = Key::Gateway(gid);
@@ -963,9 +1010,7 @@ impl Assembler {
         }
         if shapes::is_conditional_probe(scope.iter().map(|h| &h.span)) {
             // a step of a call that goes on, not a call (whose later legs, of its request id, were answered)
-            let scope = ids(&scope);
-            self.claim(tid, &key, &[], &scope);
-            self.outcome(OUTCOME_PROBE, 1);
+            self.emit_probe(tid, gid);
             return;
         }
         if self
@@ -1136,5 +1181,22 @@ impl Assembler {
         trace.emitted = true;
         self.span_bytes -= freed;
         self.remember(tid, remembered.into_iter(), true);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::GatewaySeen;
+
+    #[test]
+    fn the_gateway_memory_keeps_the_latest_time_for_every_holder() {
+        let seen = GatewaySeen::default();
+        let other = seen.clone();
+        assert_eq!(seen.get(), None);
+        other.note(0.0);
+        assert_eq!(seen.get(), Some(0.0));
+        other.note(12.5);
+        seen.note(3.0);
+        assert_eq!((seen.get(), other.get()), (Some(12.5), Some(12.5)));
     }
 }

@@ -10,6 +10,7 @@ use crate::join::trace::{Held, SpanId, Spans, Trace, TraceId};
 
 pub const OUTCOME_FAILED: &str = "failed";
 pub const OUTCOME_ENCODER_PART: &str = "encoder_part";
+pub const OUTCOME_PROBE: &str = "conditional_decode_probe";
 pub const TTFT_GATEWAY: &str = "gateway";
 pub const TTFT_GATEWAY_ARRIVAL: &str = "gateway_arrival";
 pub const TTFT_PD_SIDECAR: &str = "pd_sidecar";
@@ -412,6 +413,16 @@ impl Builder {
         }
         numbered.sort_by_key(|(n, _)| *n);
         Some(numbered.into_iter().map(|(_, a)| a).collect())
+    }
+
+    /// The coordinator's refused conditional-decode probe: a leg of its call, neither a request nor a
+    /// failure (`RequestBuilder.probe`).
+    pub fn probe(&self, text: &mut String, gateway: &Held, scope: &[&Held]) -> Joined {
+        let mut request = self.failed(text, gateway, scope, shapes::FAILURE_INVALID);
+        request.outcome = OUTCOME_PROBE;
+        request.failure_reason = None;
+        request.phase = Some(shapes::PHASE_DECODE);
+        request
     }
 
     /// A request that reached no model server (or whose decode stage never came).

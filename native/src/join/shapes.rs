@@ -133,6 +133,7 @@ pub fn phase<'a>(spans: impl Iterator<Item = &'a Span>) -> Option<&'static str> 
 }
 
 pub const PHASE_ENCODE: &str = "encode";
+pub const PHASE_DECODE: &str = "decode";
 
 /// A multimodal item the routing sidecar sent to an encoder pod, x-request-id `<id>-enc-<n>`
 /// (`span_shapes.is_encoder_part`): a part of the call, never a choice or a stage of it.
@@ -310,6 +311,38 @@ mod tests {
             "",
         );
         assert_eq!(http_status(&both), Some(429)); // a non-integer first key falls through
+    }
+
+    #[test]
+    fn the_phase_is_the_one_profile_named_for_one() {
+        let ran = |name: &str| {
+            span(
+                "run_scheduler_profile",
+                vec![(PROFILE_NAME, Value::Str(name.into()))],
+                0,
+                "",
+            )
+        };
+        assert_eq!(phase([ran("prefill")].iter()), Some("prefill"));
+        assert_eq!(phase([ran("decode"), ran("decode")].iter()), Some("decode"));
+        assert_eq!(phase([ran("decode"), ran("prefill")].iter()), None); // the sidecar's P/D
+        assert_eq!(phase([ran("default")].iter()), None);
+        assert_eq!(phase([span("pick_endpoints", vec![], 0, "")].iter()), None);
+    }
+
+    #[test]
+    fn encoder_parts_and_responses_turns_by_their_ids() {
+        assert!(is_encoder_part(Some("chatcmpl-abc-enc-0")));
+        assert!(is_encoder_part(Some("abc-enc-12")));
+        assert!(!is_encoder_part(Some("-enc-1")));
+        assert!(!is_encoder_part(Some("abc-enc-")));
+        assert!(!is_encoder_part(Some("abc-enc-1x")));
+        assert!(!is_encoder_part(None));
+        assert_eq!(turn_of(Some("resp_abc_2")), Some(("resp_abc", 2)));
+        assert_eq!(turn_of(Some("resp_abc_1234567890")), None); // ten digits: no turn count
+        assert_eq!(turn_of(Some("_3")), None);
+        assert_eq!(turn_of(Some("chatcmpl-abc")), None);
+        assert_eq!(turn_of(Some("abc_")), None);
     }
 
     #[test]

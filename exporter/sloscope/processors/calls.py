@@ -97,11 +97,7 @@ class CallJoiner:
         ids = {r.request_id for r in early if r.request_id is not None} | self._calls.keys()
 
         def seen(request: JoinedRequest) -> bool:
-            return (
-                _is_leg(request)
-                or request.request_id in ids
-                or (decode_too and request.phase == c.PHASE_DECODE)
-            )
+            return _is_leg(request) or request.request_id in ids or (decode_too and request.phase == c.PHASE_DECODE)
 
         if not ids and not decode_too:
             return requests

@@ -55,12 +55,6 @@ def _parser() -> argparse.ArgumentParser:
         help="prefix of the alerts' runbook_url: <prefix>/<AlertName>.md (default: docs/runbooks, relative: give "
         "the URL where you publish docs/runbooks so that alert receivers can open the links)",
     )
-    build.add_argument(
-        "--job",
-        default="sloscope",
-        help="the job label your Prometheus gives sloscope's targets, watched by SloscopeNotScraped "
-        "(default: sloscope)",
-    )
 
     demo = commands.add_parser(
         "demo",
@@ -174,28 +168,23 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "demo":
         return _demo(args)
     if args.command == "build":
-        return _build(args.config, args.slo_spec, args.out, args.runbook_base_url, args.job)
+        return _build(args.config, args.slo_spec, args.out, args.runbook_base_url)
     if args.command == "review":
         return _review(args)
     return _serve(args.config, args.slo_spec)
 
 
-def _build(config: Path | None, spec: Path | None, out: Path, runbook_base: str, job: str) -> int:
+def _build(config: Path | None, spec: Path | None, out: Path, runbook_base: str) -> int:
     from sloscope.generators.build import build
-    from sloscope.generators.rules import AlertThresholds
     from sloscope.loading import ConfigError, load
 
     try:
         loaded = load(config, spec)
-        thresholds = AlertThresholds(scrape_job=job)
     except ConfigError as exc:
         for line in exc.lines:
             print(line, file=sys.stderr)
         return 2
-    except ValueError as exc:
-        print(f"--job: {exc}", file=sys.stderr)
-        return 2
-    for path in build(loaded.spec, out, runbook_base=runbook_base.rstrip("/"), thresholds=thresholds):
+    for path in build(loaded.spec, out, runbook_base=runbook_base.rstrip("/")):
         print(path)
     return 0
 

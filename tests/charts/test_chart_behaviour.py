@@ -131,6 +131,21 @@ def test_the_pod_monitor_selects_the_pods(render: Callable[..., Rendered]) -> No
     assert _matches(monitor["spec"]["selector"], pod_labels)
 
 
+@pytest.mark.parametrize("case", ["podmonitor-values.yaml", "servicemonitor-values.yaml"])
+def test_the_monitors_targets_get_the_job_sloscope_or_the_operators_own(
+    render: Callable[..., Rendered], case: str
+) -> None:
+    """prometheus-operator names a PodMonitor's job ``<namespace>/<name>`` (a ServiceMonitor's: the Service's
+    name) unless ``jobLabel`` names a label of the pod (Service) whose value it takes instead."""
+    kind = "PodMonitor" if case.startswith("podmonitor") else "ServiceMonitor"
+    rendered = render(case)
+    label = rendered.one(kind)["spec"]["jobLabel"]
+    target = rendered.one("Deployment")["spec"]["template"] if kind == "PodMonitor" else rendered.one("Service")
+    assert (label, target["metadata"]["labels"][label]) == ("app.kubernetes.io/name", "sloscope")
+    key = "podMonitor" if kind == "PodMonitor" else "serviceMonitor"
+    assert "jobLabel" not in render(case, "--set", f"{key}.jobLabel=").one(kind)["spec"]
+
+
 def test_nothing_needs_the_operator_crds_by_default(render: Callable[..., Rendered]) -> None:
     assert not [m for m in render("defaults").manifests if m["kind"] in MONITORING_KINDS]
 

@@ -44,7 +44,8 @@ def crd_schemas(shared: Path) -> dict[str, dict[str, Any]]:
     """Strict schemas of the prometheus-operator kinds the chart renders.
 
     ../shared has the ServiceMonitor and PrometheusRule CRDs but no PodMonitor CRD. A PodMonitor is checked
-    against a schema made from the ServiceMonitor's: the same selector and namespaceSelector, and each
+    against a schema made from the ServiceMonitor's: the same selector, namespaceSelector and jobLabel (a string in
+    both CRDs, the name of a label of the Service or of the pod), and each
     podMetricsEndpoints entry against an endpoints entry (the fields the chart uses, port, path, interval,
     scrapeTimeout, honorLabels, relabelings and metricRelabelings, have the same definitions in both CRDs).
     """
@@ -61,6 +62,7 @@ def crd_schemas(shared: Path) -> dict[str, dict[str, Any]]:
                 "properties": {
                     "selector": spec["properties"]["selector"],
                     "namespaceSelector": spec["properties"]["namespaceSelector"],
+                    "jobLabel": spec["properties"]["jobLabel"],
                     "podMetricsEndpoints": spec["properties"]["endpoints"],
                 },
             },

@@ -167,19 +167,13 @@ def test_runbook_links_resolve(page: str) -> None:
             assert anchor in {_slug(h) for h in headings}, f"{page}: no heading #{anchor} in {target}"
 
 
-def test_sloscope_build_takes_the_runbook_base_url_and_the_job(tmp_path: Path) -> None:
+def test_sloscope_build_takes_the_runbook_base_url(tmp_path: Path) -> None:
     from sloscope.cli import main
 
-    assert (
-        main(
-            ["build", "--out", str(tmp_path), "--runbook-base-url", "https://example.org/rb/", "--job", "obs/sloscope"]
-        )
-        == 0
-    )
+    assert main(["build", "--out", str(tmp_path), "--runbook-base-url", "https://example.org/rb/"]) == 0
     data = yaml.safe_load((tmp_path / "alerts" / "sloscope-rules.yaml").read_text(encoding="utf-8"))
     for alert in alerts(data):
         assert alert["annotations"]["runbook_url"] == f"https://example.org/rb/{alert['alert']}.md"
-    assert any('up{job="obs/sloscope"}' in alert["expr"] for alert in alerts(data))
     tests = yaml.safe_load((tmp_path / "alerts" / "tests" / "sloscope-rules.test.yaml").read_text(encoding="utf-8"))
     assert "https://example.org/rb/SloscopeNotScraped.md" in yaml.safe_dump(tests)
 
@@ -374,7 +368,7 @@ def test_thresholds_reach_the_expressions_and_holds() -> None:
         model_stale_seconds=3600,
         calibration_tolerance=0.3,
         calibration_sigmas=2.5,
-        scrape_job="monitoring/sloscope",
+        not_scraped_window="6h",
     )
     by_name = {a["alert"]: a for a in alerts(r.rule_file(default_spec(), thresholds=thresholds))}
     assert "< 0.5\n)" in by_name[r.POOL_HEADROOM_EXHAUSTED]["expr"]
@@ -382,9 +376,8 @@ def test_thresholds_reach_the_expressions_and_holds() -> None:
     assert by_name[r.PREDICTOR_MODEL_STALE]["expr"].endswith("> 3600")
     assert by_name[r.PREDICTOR_CALIBRATION_DRIFT]["expr"].count("2.5 * sqrt(") == 2
     assert by_name[r.PREDICTOR_CALIBRATION_DRIFT]["expr"].count("    0.3\n  )") == 2
-    assert (
-        by_name[r.NOT_SCRAPED]["expr"]
-        == 'up{job="monitoring/sloscope"} == 0\nor\nabsent(up{job="monitoring/sloscope"})'
+    assert by_name[r.NOT_SCRAPED]["expr"] == (
+        "up == 0 and on (job, instance) last_over_time(sloscope_build_info[6h])\nor\nabsent(sloscope_build_info)"
     )
 
 
@@ -392,7 +385,7 @@ def test_default_thresholds() -> None:
     t = r.AlertThresholds()
     assert (t.calibration_tolerance, t.calibration_sigmas, t.calibration_min_predictions) == (0.5, 3.0, 100)
     assert (t.calibration_window, t.calibration_for) == ("1h", "30m")
-    assert (t.slo_max_error_ratio, t.scrape_job, t.not_scraped_for) == (0.5, "sloscope", "5m")
+    assert (t.slo_max_error_ratio, t.not_scraped_window, t.not_scraped_for) == (0.5, "1d", "5m")
     assert (t.predictor_down_for, t.model_stale_seconds, t.model_stale_for) == ("5m", 7200, "15m")
     assert (t.headroom_min_share, t.headroom_for) == (0.25, "10m")
 
@@ -405,8 +398,7 @@ def test_default_thresholds() -> None:
         pytest.param({"spans_dropped_ratio": -0.1}, id="a negative ratio"),
         pytest.param({"slo_max_error_ratio": 1.0}, id="a ceiling no error ratio exceeds"),
         pytest.param({"calibration_tolerance": 1.0}, id="a tolerance that hides pessimistic predictors"),
-        pytest.param({"scrape_job": ""}, id="an empty job"),
-        pytest.param({"scrape_job": 'a"b'}, id="a job that breaks the selector"),
+        pytest.param({"not_scraped_window": "a day"}, id="a malformed memory of sloscope's targets"),
     ],
 )
 def test_bad_thresholds_are_refused(changes: dict[str, Any]) -> None:

@@ -85,27 +85,33 @@ def _no_spans_tests(rules: _Rules, t: r.AlertThresholds) -> list[Test]:
 def _not_scraped_tests(rules: _Rules, t: r.AlertThresholds) -> list[Test]:
     name, hold = r.NOT_SCRAPED, _minutes(t.not_scraped_for)
     minutes, down_at = hold + 20, 10
-    job = {**TARGET, "job": t.scrape_job}
+    pod = {"instance": "10.0.0.7:9464", "job": "monitoring/sloscope"}  # prometheus-operator's PodMonitor job
+    info = {**pod, "python": "3.11.9", "version": "0.1.0"}
+    node = {"instance": "node-exporter-0:9100", "job": "node"}
 
-    def up(labels: dict[str, str], values: str) -> dict[str, str]:
+    def series(metric: str, labels: dict[str, str], values: str) -> dict[str, str]:
         inner = ", ".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
-        return {"series": f"up{{{inner}}}", "values": values}
+        return {"series": f"{metric}{{{inner}}}", "values": values}
 
-    other = {"instance": "node-exporter-0:9100", "job": "node"}
+    served = series(c.BUILD_INFO.exposed_name, info, _gauge(1, minutes))
     return [
         _group(
-            f"{name} fires when the sloscope target stops answering scrapes",
-            [up(job, _switch(1, 0, down_at, minutes))],
-            alert_rule_test=_held(name, down_at + hold, rules.expect(name, job, 0.0)),
+            f"{name} fires when a target that served sloscope's series stops answering scrapes, whatever its job",
+            [
+                series("up", pod, _switch(1, 0, down_at, minutes)),
+                series(c.BUILD_INFO.exposed_name, info, f"1x{down_at - 2} _x{minutes - down_at + 1}"),
+                series("up", node, _gauge(1, minutes)),
+            ],
+            alert_rule_test=_held(name, down_at + hold, rules.expect(name, pod, 0.0)),
         ),
         _group(
-            f"{name} fires when Prometheus has no target of job {t.scrape_job} at all",
-            [up(other, _gauge(1, minutes))],
-            alert_rule_test=_held(name, hold, rules.expect(name, {"job": t.scrape_job}, 1.0)),
+            f"{name} fires when Prometheus has no sloscope series at all",
+            [series("up", node, _gauge(1, minutes))],
+            alert_rule_test=_held(name, hold, rules.expect(name, {}, 1.0)),
         ),
         _group(
-            f"{name} stays silent while the sloscope target is scraped",
-            [up(job, _gauge(1, minutes))],
+            f"{name} stays silent while sloscope is scraped and another job's target is down",
+            [series("up", pod, _gauge(1, minutes)), served, series("up", node, _gauge(0, minutes))],
             alert_rule_test=[_alert_case(name, down_at + hold)],
         ),
     ]

@@ -74,17 +74,21 @@ def _no_spans(t: AlertThresholds, runbook_base: str) -> Rule:
 
 
 def _not_scraped(t: AlertThresholds, runbook_base: str) -> Rule:
-    up = _selector("up", {"job": t.scrape_job})
+    """Keyed on sloscope's own series, not on a job name: prometheus-operator names a PodMonitor's job
+    ``<namespace>/<name>``, and a scrape config whatever its author chose."""
+    info = c.BUILD_INFO.exposed_name
+    expr = f"up == 0 and on (job, instance) last_over_time({info}[{t.not_scraped_window}])\nor\nabsent({info})"
     return _alert(
         NOT_SCRAPED,
-        f"{up} == 0\nor\nabsent({up})",
+        expr,
         severity=TICKET,
         hold=t.not_scraped_for,
         summary="Prometheus does not scrape sloscope.",
         description=(
-            f'A target of job "{_label("job")}" failed its scrapes, or Prometheus has no such target at all, for '
-            f"{t.not_scraped_for}. Every sloscope series is stale: the SLO, predictor and pipeline alerts cannot "
-            f"fire, and the dashboards go empty."
+            f"Prometheus has not scraped sloscope for {t.not_scraped_for} (value {VALUE_NUMBER}: 0 for a target that "
+            f"served sloscope's series and fails its scrapes, its job and instance the alert's labels; 1 when no "
+            f"sloscope series is left at all, with no labels). Stale sloscope series: the SLO, predictor and "
+            f"pipeline alerts cannot fire, and the dashboards go empty."
         ),
         runbook_base=runbook_base,
     )

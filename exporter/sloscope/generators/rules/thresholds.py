@@ -79,11 +79,12 @@ class AlertThresholds:
     """Share of requests that may lose their shadow prediction to a failure (per pool, over 15m)."""
     shadow_failed_for: str = "30m"
     no_spans_for: str = "15m"
-    scrape_job: str = "sloscope"
-    """The ``job`` label the Prometheus that evaluates these rules gives sloscope's targets (a scrape config's
-    ``job_name``; for a ServiceMonitor, the Service's name unless ``jobLabel`` says otherwise). The not-scraped
-    alert watches ``up`` of this job; ``sloscope build --job`` sets it."""
     not_scraped_for: str = "5m"
+    not_scraped_window: str = "1d"
+    """How long a target is remembered as sloscope's after it last served sloscope's own series (whatever its job
+    label: a scrape config's ``job_name``, prometheus-operator's ``<namespace>/<monitor>``): the not-scraped alert
+    fires for such a target while it fails its scrapes, up to this long; with no sloscope series left at all it
+    fires anyway."""
     queue_full_ratio: float = 0.8
     """Fill of the receiver-to-assembler queue above which the worker is falling behind."""
     queue_full_for: str = "5m"

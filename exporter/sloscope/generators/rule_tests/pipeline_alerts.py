@@ -35,6 +35,7 @@ def _pipeline_tests(rules: _Rules, t: r.AlertThresholds) -> list[Test]:
         *_refusing_tests(rules, t),
         *_dropped_tests(rules, t),
         *_records_lost_tests(rules, t),
+        *_eligible_vanished_tests(rules, t),
         *_evicting_tests(rules, t),
         *_join_tests(rules, t),
         *_invalid_tests(rules, t),
@@ -191,6 +192,51 @@ def _dropped_tests(rules: _Rules, t: r.AlertThresholds) -> list[Test]:
         )
     )
     return tests
+
+
+def _eligible_vanished_tests(rules: _Rules, t: r.AlertThresholds) -> list[Test]:
+    """A class's eligible requests stop while its pool's requests go on (SLO headers stripped): a ticket once the
+    recent window holds none and the hold has passed; nothing when the whole pool stops, or the class was quiet."""
+    name, hold = r.ELIGIBLE_TRAFFIC_VANISHED, _minutes(t.eligible_vanished_for)
+    history, recent = _minutes(t.eligible_history_window), _minutes(t.eligible_vanished_window)
+    stop_at = history + 10  # the class's last eligible request, at a minute past a full history window
+    minutes = stop_at + recent + hold + 10
+    per_minute = max(1, math.ceil(2 * t.eligible_min_requests / history))
+    which = {c.POOL: POOL, c.SLO_CLASS: "interactive"}
+    request = {c.MODEL: MODEL, c.POOL: POOL, c.SLO_CLASS: "interactive", c.ROUTING: c.ROUTING_PREDICTED}
+
+    def eligible(values: str, cls: str = "interactive") -> dict[str, str]:
+        return _series(c.SLO_REQUESTS.exposed_name, {**TARGET, **request, c.SLO_CLASS: cls, c.SLO: c.SLO_TTFT}, values)
+
+    def requests(values: str) -> dict[str, str]:
+        return _series(c.REQUESTS.exposed_name, {**TARGET, **request, c.SLO_CLASS: "none"}, values)
+
+    stopping = f"0+{per_minute}x{stop_at} {per_minute * stop_at}+0x{minutes - stop_at}"
+    going_on = _counter(10, minutes)
+    # Ranges are left-open: the last growth leaves the recent window one evaluation before it has slid past it.
+    fires_at = stop_at + recent - 1 + hold
+    return [
+        _group(
+            f"{name} fires when a class's eligible requests stop while its pool serves on",
+            [eligible(stopping), requests(going_on)],
+            alert_rule_test=_held(name, fires_at, rules.expect(name, which, 0.0)),
+        ),
+        _group(
+            f"{name} stays silent when the whole pool stops",
+            [eligible(stopping), requests(f"0+10x{stop_at} {10 * stop_at}+0x{minutes - stop_at}")],
+            alert_rule_test=[_alert_case(name, fires_at + 5)],
+        ),
+        _group(
+            f"{name} stays silent while the class's eligible requests go on",
+            [eligible(_counter(per_minute, minutes)), requests(going_on)],
+            alert_rule_test=[_alert_case(name, fires_at + 5)],
+        ),
+        _group(
+            f"{name} stays silent for a class that had fewer than {t.eligible_min_requests} eligible requests",
+            [eligible(f"0+0x{stop_at - 3} 1+0x{minutes - stop_at + 2}", "batch"), requests(going_on)],
+            alert_rule_test=[_alert_case(name, fires_at + 5)],
+        ),
+    ]
 
 
 def _records_lost_tests(rules: _Rules, t: r.AlertThresholds) -> list[Test]:

@@ -317,7 +317,7 @@ def _model_stale_tests(rules: _Rules, t: r.AlertThresholds) -> list[Test]:
 
 
 def _headroom_tests(spec: SLOSpec, rules: _Rules, t: r.AlertThresholds) -> list[Test]:
-    """A ticket when few pods have room, a page when an SLO alert fires in the same pool too (not in another)."""
+    """A ticket when few pods have room, whether or not an SLO burn alert of the pool fires (that one pages)."""
     name, hold = r.POOL_HEADROOM_EXHAUSTED, _minutes(t.headroom_for)
     cls = spec.classes[0].name if spec.classes else spec.default_class
     minutes, short_at, pods = hold + 20, 10, 20
@@ -342,17 +342,13 @@ def _headroom_tests(spec: SLOSpec, rules: _Rules, t: r.AlertThresholds) -> list[
     tests = []
     if with_room / pods < t.headroom_min_share:
         short = _series(c.POOL_PODS_WITH_HEADROOM.exposed_name, which, _switch(pods, with_room, short_at, minutes))
-        for severity, extra, where in (
-            ("ticket", [burning("pool-b")], "while no SLO alert fires in the pool (one fires in another)"),
-            ("page", [burning(POOL)], "while an SLO alert fires in the pool"),
-        ):
-            expected = rules.expect(name, which, with_room / pods, severity=severity)
-            cases = _held(name, short_at + hold, expected)
+        expected = rules.expect(name, which, with_room / pods)
+        for extra, where in (([], "while no SLO alert fires"), ([burning(POOL)], "while the pool's SLO burn pages")):
             tests.append(
                 _group(
-                    f"{name} is a {severity} when {with_room} of {pods} pods have room for a {cls} request {where}",
+                    f"{name} is a ticket when {with_room} of {pods} pods have room for a {cls} request {where}",
                     [pool, short, *extra],
-                    alert_rule_test=cases,
+                    alert_rule_test=_held(name, short_at + hold, expected),
                 )
             )
     tests.append(

@@ -36,6 +36,7 @@ from sloscope.generators.rules.files import groups, prometheus_rule, rule_file
 from sloscope.generators.rules.names import (
     ALERT_NAMES,
     CONTRACT_ALERTS,
+    ELIGIBLE_TRAFFIC_VANISHED,
     ERROR_BUDGET_BURN_PAGE,
     ERROR_BUDGET_BURN_TICKET,
     EVICTING_TRACES,
@@ -75,6 +76,7 @@ __all__ = [
     "ALERT_NAMES",
     "CONTRACT_ALERTS",
     "DEFAULT_THRESHOLDS",
+    "ELIGIBLE_TRAFFIC_VANISHED",
     "ERROR_BUDGET_BURN_PAGE",
     "ERROR_BUDGET_BURN_TICKET",
     "EVICTING_TRACES",

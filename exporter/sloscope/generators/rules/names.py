@@ -33,6 +33,7 @@ LABEL_VALUES_FOLDED = "SloscopeLabelValuesFolded"
 SERIES_FOLDED = "SloscopeSeriesFolded"
 SCRAPES_FAILING = "SloscopeScrapesFailing"
 RECORDS_LOST = "SloscopeRecordsLost"
+ELIGIBLE_TRAFFIC_VANISHED = "SloscopeEligibleTrafficVanished"
 # One alert per upstream-contract check (the check label of sloscope_upstream_contract), in check order.
 CONTRACT_ALERTS = {
     c.CHECK_PREDICTOR_OBJECTIVE: "SloscopePredictorObjectiveUnstated",
@@ -67,6 +68,7 @@ ALERT_NAMES = (
     SERIES_FOLDED,
     SCRAPES_FAILING,
     RECORDS_LOST,
+    ELIGIBLE_TRAFFIC_VANISHED,
     *(CONTRACT_ALERTS[check] for check in c.CONTRACT_CHECKS),
 )
 """Every alert the generated rules can contain (the SLO alerts only when the spec lists a class)."""

@@ -19,6 +19,7 @@ from sloscope.generators.rules.common import (
     _selector,
 )
 from sloscope.generators.rules.names import (
+    ELIGIBLE_TRAFFIC_VANISHED,
     EVICTING_TRACES,
     INVALID_VALUES,
     JOIN_RATIO_LOW,
@@ -292,6 +293,36 @@ def _records_lost(t: AlertThresholds, runbook_base: str) -> Rule:
     )
 
 
+def _eligible_traffic_vanished(t: AlertThresholds, runbook_base: str) -> Rule:
+    """The symptom behind a flat SLO: requests keep coming, none is judged any more (a gateway upgrade that strips
+    the SLO headers, a renamed model no class matches). Only where the class had traffic and the pool still has."""
+    by = _by((c.POOL, c.SLO_CLASS))
+    eligible = c.SLO_REQUESTS.exposed_name
+    recent, history = t.eligible_vanished_window, t.eligible_history_window
+    expr = (
+        f"(\n"
+        f"  sum by ({by}) (increase({eligible}[{history}] offset {recent})) >= {t.eligible_min_requests}\n"
+        f"  unless\n"
+        f"  sum by ({by}) (increase({eligible}[{recent}])) > 0\n"
+        f")\n"
+        f"and on ({c.POOL})\n"
+        f"sum by ({c.POOL}) (increase({c.REQUESTS.exposed_name}[{recent}])) > 0"
+    )
+    return _alert(
+        ELIGIBLE_TRAFFIC_VANISHED,
+        expr,
+        severity=TICKET,
+        hold=t.eligible_vanished_for,
+        summary="A class's requests are no longer judged against its SLOs.",
+        description=(
+            f"Pool {_label(c.POOL)} still serves requests, but none of class {_label(c.SLO_CLASS)} was eligible for "
+            f"an SLO in the last {recent}, after at least {t.eligible_min_requests} in the {history} before: its SLO "
+            f"series are flat, not good. SLO headers stripped, or requests no longer matching the class."
+        ),
+        runbook_base=runbook_base,
+    )
+
+
 def pipeline_alerts(thresholds: AlertThresholds, runbook_base: str) -> list[Rule]:
     return [
         _not_scraped(thresholds, runbook_base),
@@ -306,4 +337,5 @@ def pipeline_alerts(thresholds: AlertThresholds, runbook_base: str) -> list[Rule
         _series_folded(thresholds, runbook_base),
         _scrapes_failing(thresholds, runbook_base),
         _records_lost(thresholds, runbook_base),
+        _eligible_traffic_vanished(thresholds, runbook_base),
     ]

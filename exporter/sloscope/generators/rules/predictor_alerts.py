@@ -17,8 +17,6 @@ from sloscope.generators.rules.common import (
     _selector,
 )
 from sloscope.generators.rules.names import (
-    ERROR_BUDGET_BURN_PAGE,
-    ERROR_BUDGET_BURN_TICKET,
     POOL_HEADROOM_EXHAUSTED,
     PREDICTOR_BIASED,
     PREDICTOR_CALIBRATION_DRIFT,
@@ -28,7 +26,7 @@ from sloscope.generators.rules.names import (
     SHADOW_PREDICTIONS_FAILING,
 )
 from sloscope.generators.rules.thresholds import FAILED_SHADOW_REASONS, PIPELINE_WINDOW, AlertThresholds
-from sloscope.generators.windows import PAGE, TICKET
+from sloscope.generators.windows import TICKET
 from sloscope.generators.windows import format_duration as _format_duration
 
 _ACCURACY_BY = _by((c.POOL, c.SIGNAL, c.SOURCE))
@@ -191,40 +189,26 @@ def _model_stale(t: AlertThresholds, runbook_base: str) -> Rule:
     )
 
 
-def _slo_burning() -> str:
-    """Pools where an SLO burn-rate alert (page or ticket) is firing now."""
-    firing = _selector(
-        "ALERTS", {"alertname": _one_of((ERROR_BUDGET_BURN_PAGE, ERROR_BUDGET_BURN_TICKET)), "alertstate": "firing"}
-    )
-    return f"max by ({c.POOL}) ({firing})"
-
-
-def _headroom_exhausted(t: AlertThresholds, runbook_base: str) -> list[Rule]:
-    """A ticket while users are fine, a page when an SLO of the pool burns too: few pods with room is a cause
-    (capacity), and it only needs someone now when the symptom (the SLO burn) is there as well."""
+def _headroom_exhausted(t: AlertThresholds, runbook_base: str) -> Rule:
+    """A ticket, always: few pods with room is a cause (capacity). Users feel it only as an SLO burn, which pages on
+    its own; a page here too would be a second page for one symptom, or one for a symptom nobody felt. An
+    Alertmanager inhibition can hold this ticket back while its pool and class page (docs/dashboards-and-alerts.md)."""
     # max over sloscope replicas, which all compute the same pool state; it also keeps the match one-to-one.
     with_room = f"max by ({_by((c.POOL, c.SLO_CLASS))}) ({c.POOL_PODS_WITH_HEADROOM.exposed_name})"
     pods = f"max by ({c.POOL}) ({c.POOL_PODS.exposed_name})"
-    short = f"(\n  {with_room}\n    / on ({c.POOL}) group_left\n  {pods}\n  < {_num(t.headroom_min_share)}\n)"
-    description = (
-        f"Only {VALUE_PERCENT} of the pods of pool {_label(c.POOL)} could take one more request of class "
-        f"{_label(c.SLO_CLASS)} without a predicted SLO miss (threshold {_pct(t.headroom_min_share)}). With no "
-        f"pod left the EPP routes to the least bad one and requests miss their SLOs: add capacity."
+    return _alert(
+        POOL_HEADROOM_EXHAUSTED,
+        f"{with_room}\n  / on ({c.POOL}) group_left\n{pods}\n< {_num(t.headroom_min_share)}",
+        severity=TICKET,
+        hold=t.headroom_for,
+        summary="Few pods of the pool have room for another request of the class.",
+        description=(
+            f"Only {VALUE_PERCENT} of the pods of pool {_label(c.POOL)} could take one more request of class "
+            f"{_label(c.SLO_CLASS)} without a predicted SLO miss (threshold {_pct(t.headroom_min_share)}). With no "
+            f"pod left the EPP routes to the least bad one and requests miss their SLOs: add capacity."
+        ),
+        runbook_base=runbook_base,
     )
-    rules = []
-    for severity, join, state in ((TICKET, "unless", "No"), (PAGE, "and", "An")):
-        rules.append(
-            _alert(
-                POOL_HEADROOM_EXHAUSTED,
-                f"{short}\n{join} on ({c.POOL})\n{_slo_burning()}",
-                severity=severity,
-                hold=t.headroom_for,
-                summary="Few pods of the pool have room for another request of the class.",
-                description=f"{description} {state} SLO burn-rate alert is firing in the pool.",
-                runbook_base=runbook_base,
-            )
-        )
-    return rules
 
 
 def _shadow_failing(t: AlertThresholds, runbook_base: str) -> Rule:
@@ -257,6 +241,6 @@ def predictor_alerts(thresholds: AlertThresholds, runbook_base: str) -> list[Rul
         _untrained(thresholds, runbook_base),
         _predictor_down(thresholds, runbook_base),
         _model_stale(thresholds, runbook_base),
-        *_headroom_exhausted(thresholds, runbook_base),
+        _headroom_exhausted(thresholds, runbook_base),
         _shadow_failing(thresholds, runbook_base),
     ]

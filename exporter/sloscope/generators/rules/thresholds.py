@@ -79,6 +79,12 @@ class AlertThresholds:
     """Share of requests that may lose their shadow prediction to a failure (per pool, over 15m)."""
     shadow_failed_for: str = "30m"
     no_spans_for: str = "15m"
+    eligible_min_requests: int = 100
+    """SloscopeEligibleTrafficVanished watches a pool's class only when it counted at least this many SLO-eligible
+    requests in the ``eligible_history_window`` before the last ``eligible_vanished_window``."""
+    eligible_history_window: str = "6h"
+    eligible_vanished_window: str = "30m"
+    eligible_vanished_for: str = "15m"
     not_scraped_for: str = "5m"
     not_scraped_window: str = "1d"
     """How long a target is remembered as sloscope's after it last served sloscope's own series (whatever its job

@@ -70,11 +70,13 @@ def test_review_writes_html_markdown_charts_and_tables(store: Path, tmp_path: Pa
     [ttft] = [r for r in read_csv(out.parent / "weekly-tables" / "attainment.csv") if r["slo"] == "ttft"]
     assert (ttft["slo_class"], ttft["eligible"], ttft["violations"]) == ("interactive", "100", "4")
     assert float(ttft["attainment"]) == 0.96
-    # 4 of 100 missed against a 1% budget: a mean burn rate of 4; over 3 hours of a 28-day period that spends
-    # 4 x 3 / 672 of the period's budget; burning faster than 1 is "at risk" though little is spent
+    # 4 of 100 missed against a 1% budget: a mean burn rate of 4; the store has requests in 100 minutes (20 bins
+    # of 5 minutes) of the 3-hour window, which spend 4 x (100 / 60) / 672 of a 28-day period's budget, and the
+    # whole window would at that pace 4 x 3 / 672; burning faster than 1 is "at risk" though little is spent
     assert float(ttft["mean_burn_rate"]) == pytest.approx(0.04 / 0.01)
-    assert float(ttft["budget_consumed"]) == pytest.approx(0.04 / 0.01 * 3 / (28 * 24))
-    assert float(ttft["budget_remaining"]) == pytest.approx(1 - 0.04 / 0.01 * 3 / (28 * 24))
+    assert float(ttft["budget_consumed"]) == pytest.approx(0.04 / 0.01 * (100 / 60) / (28 * 24))
+    assert float(ttft["budget_consumed_projected"]) == pytest.approx(0.04 / 0.01 * 3 / (28 * 24))
+    assert float(ttft["budget_remaining"]) == pytest.approx(1 - 0.04 / 0.01 * (100 / 60) / (28 * 24))
     assert (ttft["within_budget"], ttft["status"]) == ("True", "at risk")
     causes = read_csv(out.parent / "weekly-tables" / "causes.csv")
     assert [(r["missed"], r["cause"], r["requests"]) for r in causes] == [("ttft", "queueing", "4")]
@@ -96,7 +98,9 @@ def test_review_writes_html_markdown_charts_and_tables(store: Path, tmp_path: Pa
     html = out.read_text()
     assert "<h1>Week 48</h1>" in html
     assert (
-        "<li>ttft: AT RISK (1 at risk of 1 class/model rows); most spent: interactive / m, 1.8% of its 28-day " in html
+        "<li>ttft: AT RISK (1 at risk of 1 class/model rows); most spent: interactive / m, 1.0% of its 28-day error "
+        "budget in the 1.67 h of this 3-hour window that has requests (projected over the whole window at that pace: "
+        "1.8%)" in html
     )
     images = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', html)
     assert len(images) == 6  # routing, burn, pods, causes, reliability, headroom
@@ -116,6 +120,34 @@ def test_review_writes_html_markdown_charts_and_tables(store: Path, tmp_path: Pa
         "headroom.csv", "mean_error.csv", "offenders.csv", "policy.csv", "reliability.csv", "routing.csv", "trend.csv",
         "worst_periods.csv", "worst_pods.csv",
     ]  # fmt: skip
+
+
+def test_the_budget_coverage_and_gaps_are_of_what_the_store_saw(store: Path, tmp_path: Path) -> None:
+    """A store that covers part of the window (100 minutes of 3 hours, a tenth of a longer one): the budget of the
+    time it has requests in, the coverage in the header, and the gaps at both ends, against pandas alone."""
+    out = tmp_path / "r.html"
+    window = ["--from", "2026-11-30T00:00:00Z", "--to", "2026-11-30T16:40:00Z"]  # 1000 minutes: a tenth covered
+    assert main(["review", "--store", str(store), *window, "--out", str(out)]) == 0
+    frame = load_frame(store, Window(datetime(2026, 11, 30, tzinfo=UTC), datetime(2026, 11, 30, 16, 40, tzinfo=UTC)))
+    step = pd.Timedelta(minutes=5)  # the ladder's bin for a 99-minute span: at least 12 bins
+    bins = sorted(set(frame["end_time"].dt.floor(step)))
+    observed = len(bins) * step.total_seconds()
+    start, end = pd.Timestamp("2026-11-30T00:00:00Z"), pd.Timestamp("2026-11-30T16:40:00Z")
+    assert observed == 6000.0 and (end - start).total_seconds() == 60000.0
+
+    [ttft] = [r for r in read_csv(out.parent / "r-tables" / "attainment.csv") if r["slo"] == "ttft"]
+    burn = (4 / 100) / 0.01
+    assert float(ttft["budget_consumed"]) == pytest.approx(burn * observed / (28 * 86400))
+    assert float(ttft["budget_consumed_projected"]) == pytest.approx(burn * 60000 / (28 * 86400))
+    gaps = [
+        (pd.Timestamp(r["gap_start"]), pd.Timestamp(r["gap_end"]), float(r["seconds"]))
+        for r in read_csv(out.parent / "r-tables" / "gaps.csv")
+    ]
+    expected = [(start, bins[0]), (bins[-1] + step, end)]  # before the first request's bin, after the last's
+    assert gaps == [(a, b, (b - a).total_seconds()) for a, b in expected]
+    markdown = out.with_suffix(".md").read_text()
+    assert "- **Coverage**: 100 min of the 1000 min window (10.0%) has requests" in markdown
+    assert "- **Gaps**: 2 without requests, 15 h in all, the longest 10 h from 2026-11-30 00:00:00Z" in markdown
 
 
 def test_the_same_store_gives_the_same_files(store: Path, tmp_path: Path) -> None:

@@ -147,50 +147,72 @@ def _slo_order(table: pd.DataFrame) -> pd.Series:
     return table["slo"].map(_SLO_ORDER)
 
 
-def attainment(long: Requests, targets: pd.DataFrame, window_seconds: float) -> pd.DataFrame:
+def attainment(
+    long: Requests, targets: pd.DataFrame, window_seconds: float, projected_seconds: float | None = None
+) -> pd.DataFrame:
     """Per SLO, class and model over the window (``long`` from :func:`eligible`): eligible, violations,
     attainment, objective, mean burn rate, the period's budget consumed and remaining, and the policy status.
 
-    ``within_budget`` is False when more than the period's whole budget is spent; null when the class has no
-    objective.
+    ``window_seconds`` is the time the counts speak for (the store's: the part of the window it has requests in);
+    ``budget_consumed_projected`` is the budget the same pace would spend over ``projected_seconds`` (the whole
+    window asked for; ``window_seconds`` when not given). ``within_budget`` is False when more than the period's
+    whole budget is spent; null when the class has no objective.
     """
-    return attainment_from_counts(_counts(long, _GROUP), targets, window_seconds)
+    return attainment_from_counts(_counts(long, _GROUP), targets, window_seconds, projected_seconds)
 
 
-def attainment_from_counts(counts: pd.DataFrame, targets: pd.DataFrame, window_seconds: float) -> pd.DataFrame:
+def attainment_from_counts(
+    counts: pd.DataFrame, targets: pd.DataFrame, window_seconds: float, projected_seconds: float | None = None
+) -> pd.DataFrame:
     """The attainment table from counts per ``keys`` (slo, slo_class, model by default; the store's, or
     Prometheus's increases) over a window of ``window_seconds``."""
-    return _budget_table(counts, targets, window_seconds, ["slo", "slo_class", "model"])
+    return _budget_table(counts, targets, window_seconds, ["slo", "slo_class", "model"], projected_seconds)
 
 
-def _budget_table(counts: pd.DataFrame, targets: pd.DataFrame, window_seconds: float, keys: list[str]) -> pd.DataFrame:
+def _budget_table(
+    counts: pd.DataFrame,
+    targets: pd.DataFrame,
+    window_seconds: float,
+    keys: list[str],
+    projected_seconds: float | None = None,
+) -> pd.DataFrame:
     table = _with_objectives(counts[counts["eligible"] > 0], targets, window_seconds)
+    table["budget_consumed_projected"] = budget.consumed(
+        table["mean_burn_rate"], projected_seconds or window_seconds, table["period_seconds"]
+    )
     table["budget_remaining"] = 1.0 - table["budget_consumed"]
     table["within_budget"] = (table["budget_consumed"] <= 1.0).astype("boolean")
     table.loc[table["objective"].isna(), "within_budget"] = pd.NA
     table["status"] = budget.status(table["budget_remaining"], table["mean_burn_rate"])
     table = table.sort_values(keys, key=_slo_first)
     columns = [*keys, "eligible", "violations", "attainment", "objective", "error_budget", "period_seconds"]
-    columns += ["mean_burn_rate", "budget_consumed", "budget_remaining", "within_budget", "status"]
+    columns += ["mean_burn_rate", "budget_consumed", "budget_consumed_projected", "budget_remaining", "within_budget"]
+    columns += ["status"]
     return table[columns].reset_index(drop=True)
 
 
-def policy(long: Requests, targets: pd.DataFrame, window_seconds: float) -> pd.DataFrame:
+def policy(
+    long: Requests, targets: pd.DataFrame, window_seconds: float, projected_seconds: float | None = None
+) -> pd.DataFrame:
     """Per SLO and class (models summed): the attainment table's columns, with the error-budget policy status."""
-    return policy_from_counts(_counts(long, ["slo", "slo_class"]), targets, window_seconds)
+    return policy_from_counts(_counts(long, ["slo", "slo_class"]), targets, window_seconds, projected_seconds)
 
 
-def policy_from_counts(counts: pd.DataFrame, targets: pd.DataFrame, window_seconds: float) -> pd.DataFrame:
+def policy_from_counts(
+    counts: pd.DataFrame, targets: pd.DataFrame, window_seconds: float, projected_seconds: float | None = None
+) -> pd.DataFrame:
     """The policy table from counts per (slo, slo_class) or finer (summed over the rest)."""
     keys = ["slo", "slo_class"]
     summed = counts.groupby(keys, as_index=False)[["eligible", "violations"]].sum()
-    return _budget_table(summed, targets, window_seconds, keys)
+    return _budget_table(summed, targets, window_seconds, keys, projected_seconds)
 
 
-def breakdown(long: Requests, targets: pd.DataFrame, window_seconds: float) -> pd.DataFrame:
+def breakdown(
+    long: Requests, targets: pd.DataFrame, window_seconds: float, projected_seconds: float | None = None
+) -> pd.DataFrame:
     """Per SLO, class, pool and model: the attainment table's columns, one row per pool and model."""
     keys = ["slo", "slo_class", "pool", "model"]
-    return _budget_table(_counts(long, keys), targets, window_seconds, keys)
+    return _budget_table(_counts(long, keys), targets, window_seconds, keys, projected_seconds)
 
 
 def choose_bin(span_seconds: float) -> int:

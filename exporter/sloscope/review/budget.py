@@ -1,9 +1,10 @@
 """The error budget of a compliance period, as a review window spends it, and the error-budget policy's status.
 
 An SLO with objective o over a compliance period P allows a share 1 - o of the period's eligible requests to
-miss: the period's error budget is (1 - o) x N_P. A review window W shorter than the period does not know N_P,
-so it is estimated from the window's own traffic, scaled to the period (N_P = N_W x P / W, the traffic-weighted
-estimate Sloth's and Pyrra's period ratios use). The share of the period's budget the window spent is then::
+miss: the period's error budget is (1 - o) x N_P. A review window shorter than the period does not know N_P,
+so it is estimated from the traffic seen over the time W the data covers (the store's bins with requests, not the
+window asked for: a short run in a long window says nothing of the rest), scaled to the period (N_P = N_W x P / W,
+the traffic-weighted estimate Sloth's and Pyrra's period ratios use). The share of the period's budget spent is::
 
     budget consumed = V_W / ((1 - o) x N_W x P / W) = mean burn rate x W / P,
     mean burn rate  = (V_W / N_W) / (1 - o)

@@ -27,13 +27,24 @@ def _days(seconds: float) -> str:
     return f"{days:g}-day" if days >= 1 else f"{seconds / 3600:g}-hour"
 
 
+def _length(seconds: float) -> str:
+    """A stretch of time in the unit that reads best: 136 s, 12 min, 3.5 h, 2.5 days."""
+    for unit, size in (("days", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.3g} {unit}"
+    return f"{seconds:.3g} s"
+
+
 def _largest(rows: pd.DataFrame, column: str) -> pd.Series:
     """The row with the largest absolute ``column`` (the first of equals)."""
     return rows.iloc[int(np.argmax(rows[column].abs().to_numpy()))]
 
 
-def budget_lines(attainment: pd.DataFrame, window_seconds: float) -> list[str]:
-    """Per SLO: the worst status among its class/model rows and the row that spent most of its period's budget."""
+def budget_lines(attainment: pd.DataFrame, window_seconds: float, observed_seconds: float | None = None) -> list[str]:
+    """Per SLO: the worst status among its class/model rows and the row that spent most of its period's budget, over
+    the ``observed_seconds`` of the window the data covers (the whole window when not given), and projected over
+    the whole window at the same pace when the data covers less."""
+    observed = window_seconds if observed_seconds is None else observed_seconds
     lines = []
     for slo in SLOS:
         rows = attainment[(attainment["slo"] == slo) & attainment["objective"].notna()]
@@ -43,11 +54,20 @@ def budget_lines(attainment: pd.DataFrame, window_seconds: float) -> list[str]:
         counted = rows["status"].value_counts()
         status = next(s for s in (budget.EXHAUSTED, budget.AT_RISK, budget.HEALTHY) if counted.get(s, 0))
         tally = ", ".join(f"{counted[s]} {s}" for s in (budget.EXHAUSTED, budget.AT_RISK) if counted.get(s, 0))
+        spent = (
+            f"{_percent(float(worst['budget_consumed']))} of its {_days(float(worst['period_seconds']))} error budget"
+        )
+        if observed < window_seconds:
+            spent += (
+                f" in the {_length(observed)} of this {_days(window_seconds)} window that has requests (projected "
+                f"over the whole window at that pace: {_percent(float(worst['budget_consumed_projected']))})"
+            )
+        else:
+            spent += f" in this {_days(window_seconds)} window"
         lines.append(
             f"{slo}: {status.upper()}{f' ({tally} of {len(rows)} class/model rows)' if tally else ''}; "
-            f"most spent: {worst['slo_class']} / {worst['model']}, "
-            f"{_percent(float(worst['budget_consumed']))} of its {_days(float(worst['period_seconds']))} error "
-            f"budget in this {_days(window_seconds)} window (mean burn rate {float(worst['mean_burn_rate']):.2f}; "
+            f"most spent: {worst['slo_class']} / {worst['model']}, {spent} "
+            f"(mean burn rate {float(worst['mean_burn_rate']):.2f}; "
             f"attainment {_percent(float(worst['attainment']))} against an objective of "
             f"{_percent(float(worst['objective']))})"
         )

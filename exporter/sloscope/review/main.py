@@ -166,10 +166,14 @@ def store_sections(
     """The summary's sentences and the sections, from the window's requests (and the previous period's)."""
     targets = analysis.objectives(spec)
     long = analysis.eligible(requests)
-    attainment = analysis.attainment(long, targets, window.seconds)
-    policy = analysis.policy(long, targets, window.seconds)
     bin_seconds = analysis.choose_bin(quality.span(long).seconds)
-    burn = analysis.burn(long, targets, bin_seconds, window.seconds)
+    # The budget is judged over the part of the window the store has requests in, not over the window asked for:
+    # a short run in a long window says nothing of the rest of it (the whole window's, at the same pace, is the
+    # "projected" column).
+    observed = quality.observed_seconds(requests, bin_seconds, window.bounds)
+    attainment = analysis.attainment(long, targets, observed, window.seconds)
+    policy = analysis.policy(long, targets, observed, window.seconds)
+    burn = analysis.burn(long, targets, bin_seconds, observed)
     routing = analysis.routing(long, targets)
     coverage = analysis.coverage(requests)
     mean_error = analysis.mean_error(requests)
@@ -177,7 +181,7 @@ def store_sections(
     before = analysis.eligible(previous) if previous is not None else None
     trend = analysis.trend(long, before, targets, window.seconds)
     summary = [
-        *findings.budget_lines(attainment, window.seconds),
+        *findings.budget_lines(attainment, window.seconds, observed),
         *filter(None, [findings.routing_line(routing)]),
         *findings.calibration_lines(coverage, mean_error),
         *findings.headroom_lines(requests),
@@ -194,7 +198,7 @@ def store_sections(
             "(positive: better).",
             tables=[("trend", trend)],
         ),
-        _breakdown_section(analysis.breakdown(long, targets, window.seconds)),
+        _breakdown_section(analysis.breakdown(long, targets, observed, window.seconds)),
         _routing_section(routing),
         _burn_section(burn, bin_seconds),
         Section(
@@ -299,16 +303,21 @@ def prometheus_sections(url: str, window: Window, spec: SLOSpec) -> tuple[list[s
     return summary, sections
 
 
-def _span_facts(span: quality.Span, gaps: pd.DataFrame) -> list[tuple[str, str]]:
+def _span_facts(span: quality.Span, gaps: pd.DataFrame, observed: float, window: Window) -> list[tuple[str, str]]:
     first, last = span.first, span.last
     text = f"requests ended {cell(first)} to {cell(last)} ({_bin_text(span.seconds)})"
+    covered = (
+        f"{_bin_text(observed)} of the {_bin_text(window.seconds)} window ({observed / window.seconds:.1%}) has "
+        "requests: error budgets are judged over that time (budget_consumed), and over the whole window at the "
+        "same pace (budget_consumed_projected)"
+    )
     if gaps.empty:
-        holes = "none: every bin between the first and the last request has requests"
+        holes = "none: every bin of the window has requests"
     else:
         longest = gaps.iloc[int(gaps["seconds"].to_numpy().argmax())]
         holes = f"{len(gaps)} without requests, {_bin_text(gaps['seconds'].sum())} in all, the longest "
         holes += f"{_bin_text(longest['seconds'])} from {cell(longest['gap_start'])} (gaps.csv)"
-    return [("Data", text), ("Gaps", holes), ("Counts", quality.SAMPLING_NOTE)]
+    return [("Data", text), ("Coverage", covered), ("Gaps", holes), ("Counts", quality.SAMPLING_NOTE)]
 
 
 def build_report(options: Options) -> Report:
@@ -318,8 +327,9 @@ def build_report(options: Options) -> Report:
         requests, previous = store_rows(options.store, window, options.engine)
         summary, sections = store_sections(requests, options.spec, window, previous)
         span = quality.span(requests)
-        gaps = quality.gaps(requests, analysis.choose_bin(span.seconds))
-        facts += _span_facts(span, gaps)
+        bin_seconds = analysis.choose_bin(span.seconds)
+        gaps = quality.gaps(requests, bin_seconds, window.bounds)
+        facts += _span_facts(span, gaps, quality.observed_seconds(requests, bin_seconds, window.bounds), window)
         source = f"record store {options.store}: {span.requests} requests"
         store_quality = quality.data_quality(requests)
         join = span.join_ratio

@@ -24,6 +24,7 @@ __all__ = [
     "data_quality",
     "gaps",
     "join_ratio",
+    "observed_seconds",
     "offenders",
     "span",
 ]
@@ -37,22 +38,46 @@ SAMPLING_NOTE = (
 )
 
 
-def gaps(requests: Requests, bin_seconds: int) -> pd.DataFrame:
-    """Stretches of whole bins (aligned as the burn table's) between the first and the last request without a
-    request: ``gap_start``, ``gap_end`` (the end of the last empty bin) and ``seconds``. A gap is a time the
-    report cannot speak for: sloscope down, no traffic, or no sampled trace."""
+def _seen(requests: Requests, bin_seconds: int) -> pd.DatetimeIndex:
+    """The starts of the bins (aligned as the burn table's) that hold at least one request's end."""
+    bins = rows(requests).table(queries.BINS_SEEN, times=["bin_start"], bin_ns=bin_seconds * 1_000_000_000)
+    return pd.DatetimeIndex(bins["bin_start"]) if not bins.empty else pd.DatetimeIndex([], tz="UTC")
+
+
+def gaps(requests: Requests, bin_seconds: int, window: tuple[pd.Timestamp, pd.Timestamp] | None = None) -> pd.DataFrame:
+    """Stretches without a request: of whole bins (aligned as the burn table's) between the first and the last
+    request, and, given the review ``window``, from its start to the first request's bin and from the last
+    request's bin to its end (the whole window when there is no request): ``gap_start``, ``gap_end`` and
+    ``seconds``. A gap is a time the report cannot speak for: sloscope down, no traffic, or no sampled trace."""
     step = pd.Timedelta(seconds=bin_seconds)
     columns = ["gap_start", "gap_end", "seconds"]
-    bins = rows(requests).table(queries.BINS_SEEN, times=["bin_start"], bin_ns=bin_seconds * 1_000_000_000)
-    if bins.empty:
-        return pd.DataFrame(columns=columns)
-    seen = pd.DatetimeIndex(bins["bin_start"])
-    every = pd.date_range(seen[0], seen[-1], freq=step)
-    empty = every.difference(seen)
-    rows_ = []
-    for start, end in _runs(empty, step):
-        rows_.append({"gap_start": start, "gap_end": end + step, "seconds": (end + step - start).total_seconds()})
+    seen = _seen(requests, bin_seconds)
+    stretches: list[tuple[pd.Timestamp, pd.Timestamp]] = []
+    if len(seen):
+        every = pd.date_range(seen[0], seen[-1], freq=step)
+        stretches = [(start, end + step) for start, end in _runs(every.difference(seen), step)]
+    if window is not None:
+        start, end = window
+        if not len(seen):
+            stretches = [(start, end)]
+        else:
+            if seen[0] > start:
+                stretches.insert(0, (start, seen[0]))
+            if seen[-1] + step < end:
+                stretches.append((seen[-1] + step, end))
+    rows_ = [{"gap_start": a, "gap_end": b, "seconds": (b - a).total_seconds()} for a, b in stretches]
     return pd.DataFrame(rows_, columns=columns)
+
+
+def observed_seconds(requests: Requests, bin_seconds: int, window: tuple[pd.Timestamp, pd.Timestamp]) -> float:
+    """The part of the review ``window`` the data speaks for: its bins (aligned as the burn table's) that hold a
+    request, each clipped to the window. The error budget is judged over it, not over the window asked for."""
+    step = pd.Timedelta(seconds=bin_seconds)
+    start, end = window
+    total = pd.Timedelta(0)
+    for moment in _seen(requests, bin_seconds):
+        total += max(pd.Timedelta(0), min(moment + step, end) - max(moment, start))
+    return float(total.total_seconds())
 
 
 def _runs(moments: pd.DatetimeIndex, step: pd.Timedelta) -> Iterable[tuple[pd.Timestamp, pd.Timestamp]]:

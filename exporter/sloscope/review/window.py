@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+import pandas as pd
+
 from sloscope.review import UsageError
 from sloscope.slo.spec import parse_duration
 
@@ -21,6 +23,10 @@ class Window:
     @property
     def seconds(self) -> float:
         return (self.end - self.start).total_seconds()
+
+    @property
+    def bounds(self) -> tuple[pd.Timestamp, pd.Timestamp]:
+        return pd.Timestamp(self.start), pd.Timestamp(self.end)
 
     def __str__(self) -> str:
         return f"{_iso(self.start)} to {_iso(self.end)}"

@@ -229,7 +229,7 @@ class Pipeline:
                 self._hand_over(shard, now=True)
                 if queue.closed:
                     break
-                if not assembler.pending and not self.calls.pending:  # no window to watch: sleep until spans come
+                if not assembler.pending and not self.calls.holding:  # no window to watch: sleep until spans come
                     wait = _IDLE_SECONDS
         self._flush(shard)
 
@@ -270,7 +270,7 @@ class Pipeline:
         reference's objects together."""
         native = shard.assembler if isinstance(shard.assembler, NativeTraceAssembler) else None
         if not self._emitted and not (native is not None and native.gathered):
-            if now and expire_calls and self.calls.pending:
+            if now and expire_calls and self.calls.holding:
                 self._expire_calls()
             return
         with self._publishing:

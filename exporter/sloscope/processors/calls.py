@@ -74,6 +74,11 @@ class CallJoiner:
         self._legs_seen: float | None = None  # when an early leg last came
 
     @property
+    def holding(self) -> bool:
+        """Whether any call waits (cheap: the worker asks on every tick)."""
+        return bool(self._calls)
+
+    @property
     def pending(self) -> int:
         """Requests held: early legs and final legs waiting for theirs."""
         return sum(len(call.legs) + (call.final is not None) for call in self._calls.values())

@@ -34,7 +34,7 @@ NUMBER_FIELDS = (
     "completion_tokens",
 )
 # Fields whose value must be a string (or an array of strings: a captured header) when present.
-STRING_FIELDS = ("requested_model", "target_model", "pool", "pod", "endpoint")
+STRING_FIELDS = ("requested_model", "target_model", "pool", "pod", "endpoint", "gateway")
 # Identifiers: a string, or an integer read as its decimal string (TensorRT-LLM's gen_ai.request.id).
 ID_FIELDS = ("request_id",)
 # Header-derived fields: strings parsed leniently.

@@ -497,7 +497,17 @@ class Attributes(_Section):
     completion_tokens: list[str] = Field(
         default_factory=lambda: ["gen_ai.usage.completion_tokens", "gen_ai.usage.output_tokens"]
     )
-    default_pool: str = Field(default="unknown", description="Pool label of requests whose spans name none.")
+    gateway: list[str] = Field(
+        default_factory=lambda: ["resource.k8s.deployment.name", "resource.k8s.pod.name", "resource.service.name"],
+        description="Who handled the request at the gateway, read from the gateway's (EPP's) spans alone: where a "
+        "request that failed before any pod is counted (pools[].gateways, else the pool this gateway's answered "
+        "requests went to; docs/sending-traces.md, where a failure is counted). The EPP charts set k8s.pod.name "
+        "in OTEL_RESOURCE_ATTRIBUTES.",
+    )
+    default_pool: str = Field(
+        default="unknown",
+        description="Pool label of answered requests whose spans name none and whose pod discovery does not know.",
+    )
 
 
 class SelfTracing(_Section):
@@ -715,6 +725,12 @@ class Pool(_Section):
     targets: Targets = Field(default_factory=Targets)
     predictor: PredictorServers | None = None
     epp: EPPMetrics | None = None
+    gateways: list[str] = Field(
+        default_factory=list,
+        description="Regular expressions (anchored, as Prometheus' relabelling) of the gateway identities "
+        "(attributes.gateway) whose requests belong to this pool: where a request that failed before reaching any "
+        "pod is counted. Unset: learned from the pool's answered requests (docs/sending-traces.md).",
+    )
     streaming_mode: bool | None = Field(
         default=None,
         description="The streamingMode of the pool's EPP latency plugin (predicted-latency-producer), used until "
@@ -726,6 +742,16 @@ class Pool(_Section):
     @classmethod
     def _canonical_protocol(cls, value: str) -> str:
         return ALIASES.get(value, value)
+
+    @field_validator("gateways")
+    @classmethod
+    def _patterns(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except re.error as error:
+                raise ValueError(f"gateways: {pattern!r} is not a regular expression: {error}") from None
+        return patterns
 
 
 class Scrape(_Section):

@@ -487,6 +487,14 @@ CALL_LEGS = _m(
     "Legs of LLM calls made of several requests (llm-d's coordinator: one EPP call per phase; the routing sidecar's "
     "encoder requests), by phase and what became of them.",
 )
+REQUESTS_WITHOUT_POOL = _m(
+    "requests_without_pool",
+    "counter",
+    (REASON,),
+    "Requests that failed before reaching any pod and whose pool nothing told (neither a span, a pool's gateways "
+    "setting, what their gateway's answered requests showed, their model nor a single pool): kept out of every "
+    "pool's series and SLO budget, by failure reason.",
+)
 LABEL_VALUES_FOLDED = _m(
     "label_values_folded", "counter", (LABEL,), "Observations whose label value was folded into __other__ by the cap."
 )
@@ -769,6 +777,7 @@ ALL_METRICS: tuple[MetricDef, ...] = (
     TRACES_PENDING_BYTES,
     TRACES_JOINED,
     CALL_LEGS,
+    REQUESTS_WITHOUT_POOL,
     LABEL_VALUES_FOLDED,
     SERIES_FOLDED,
     SCRAPES,

@@ -40,7 +40,7 @@ from sloscope.processors.assembler import GatewayMemory, TraceAssembler
 from sloscope.processors.calls import CallJoiner
 from sloscope.processors.evaluator import MIN_BATCH, RequestPublisher, SLOEvaluator
 from sloscope.processors.native_assembler import NativeTraceAssembler
-from sloscope.processors.pool_routing import Placed, PoolRouting
+from sloscope.processors.placement import Placed, Placement, PoolPlace
 from sloscope.processors.queue import Batch, SpanQueue
 from sloscope.publishers.prometheus import PrometheusPublisher
 from sloscope.receivers.intake import Intake
@@ -136,7 +136,12 @@ class Pipeline:
             model_of_pool={pool.name: pool.model for pool in settings.pools if pool.model},
         )
         self.evaluator = SLOEvaluator(spec, (publisher, *extra_publishers))
-        self.routing = PoolRouting(mapping.default_pool, pool_of_pod)  # told by the EPP scrapers (GIE v1.5.0)
+        self.placement = Placement(  # the routing of each pool told by the EPP scrapers (GIE v1.5.0)
+            mapping.default_pool,
+            pool_of_pod,
+            [PoolPlace(pool.name, pool.model, tuple(pool.gateways)) for pool in settings.pools],
+            without_pool=self.telemetry.without_pool,
+        )
         self.calls = CallJoiner(settings.join, self.telemetry.legs, clock=clock)  # under the publishing lock
         arrow_arrays.warm_up()  # the batch path's Arrow kernels, initialised before any load
         # join.engine: the native core, or the Python reference it is tested against (the same rules).
@@ -300,21 +305,19 @@ class Pipeline:
         cheaper than the vectorized path below MIN_BATCH rows (bench/columnar.py), and the series are the same."""
         try:
             if records is None:
-                self.routing.fill(requests or [])
-                self.evaluator.batch(requests or [])
+                requests = self.placement.place(requests or [])
+                self.evaluator.batch(requests)
             elif records.num_rows < MIN_BATCH:
-                requests = joined_batch.to_requests(records)
-                self.routing.fill(requests)
+                requests = self.placement.place(joined_batch.to_requests(records))
                 self.evaluator.batch(requests)
             else:
-                records = self.routing.fill_records(records)
+                records = self.placement.place_records(records)
                 self.evaluator.records(records)
         except Exception:  # a batch the vectorized path cannot take still counts, one request at a time
             if requests is None:
                 requests = joined_batch.to_requests(records) if records is not None else []
             log.exception("batch evaluation failed on %d requests; evaluating them one by one", len(requests))
-            self.routing.fill(requests)
-            for request in requests:
+            for request in self.placement.place(requests):  # placed already: the same pools again, none left out
                 self.evaluator(request)
 
     def _flush(self, shard: _Shard) -> None:

@@ -78,6 +78,7 @@ class JoinedRequest:
     prefill_seconds_on_prefill_pod: float | None = None
     phase: str | None = None  # the coordinator phase its EPP call was scheduled for (encode, prefill, decode), if one
     call_arrival_ns: int = 0  # a coordinator call: its first leg's arrival (0: the call is this one EPP request)
+    gateway: str | None = None  # the identity of the gateway (EPP) whose spans it came through: where a failure belongs
 
     @property
     def model(self) -> str | None:

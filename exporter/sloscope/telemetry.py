@@ -40,6 +40,13 @@ class Telemetry:
         )
         self.scrapes = Counter(c.SCRAPES.name, c.SCRAPES.help, c.SCRAPES.labels, registry=registry)
         self.call_legs = Counter(c.CALL_LEGS.name, c.CALL_LEGS.help, c.CALL_LEGS.labels, registry=registry)
+        without_pool = Counter(
+            c.REQUESTS_WITHOUT_POOL.name,
+            c.REQUESTS_WITHOUT_POOL.help,
+            c.REQUESTS_WITHOUT_POOL.labels,
+            registry=registry,
+        )
+        self._without_pool = {reason: without_pool.labels(reason) for reason in c.FAILURE_REASONS}
         self.queue_spans = Gauge(c.QUEUE_SPANS.name, c.QUEUE_SPANS.help, registry=registry)
         self.queue_capacity = Gauge(c.QUEUE_CAPACITY_SPANS.name, c.QUEUE_CAPACITY_SPANS.help, registry=registry)
         self.traces_pending = Gauge(c.TRACES_PENDING.name, c.TRACES_PENDING.help, registry=registry)
@@ -75,6 +82,10 @@ class Telemetry:
     def legs(self, phase: str, result: str, count: int) -> None:
         """Counts legs of coordinator calls (processors/calls.py)."""
         self.call_legs.labels(phase, result).inc(count)
+
+    def without_pool(self, reason: str, count: int) -> None:
+        """Counts failed requests no pool could be told for (processors/placement.py)."""
+        self._without_pool[reason].inc(count)
 
     def scrape(self, kind: str, result: str) -> None:
         """Counts one scrape of a model server, the EPP or a predictor server (kinds and results in conventions)."""

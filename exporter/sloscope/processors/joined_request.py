@@ -293,6 +293,8 @@ def build_request(
         end_ns=anchor.end_ns,
         arrival_ns=anchor.start_ns,
         phase=shapes.phase(companions),
+        # The gateway's identity from its own spans: a model server's resource is not the gateway's.
+        gateway=string("gateway", gateway if outcome == c.OUTCOME_FAILED else View(companions)),
     )
 
 

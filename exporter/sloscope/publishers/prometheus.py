@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry, Gauge
 from sloscope import conventions as c
 from sloscope.config import Limits
 from sloscope.processors.joined_batch import EvaluatedBatch
-from sloscope.processors.pool_routing import Placed
+from sloscope.processors.placement import Placed
 from sloscope.publishers.batch_rows import BatchMemory, BatchRows, CounterPlan, HistogramPlan, observe_groups
 from sloscope.publishers.buckets import TOKEN_BUCKETS, TPOT_BUCKETS, TTFT_BUCKETS
 from sloscope.publishers.cardinality import LabelGuard

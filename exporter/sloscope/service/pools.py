@@ -33,8 +33,8 @@ from sloscope.processors import contracts
 from sloscope.processors.inflight_history import InflightHistory
 from sloscope.processors.joined_batch import EvaluatedBatch
 from sloscope.processors.live_headroom import LiveHeadroom
+from sloscope.processors.placement import Placed
 from sloscope.processors.pod_history import PodHistory
-from sloscope.processors.pool_routing import Placed
 from sloscope.processors.predictions import PredictionSeries, PredictionTracker
 from sloscope.processors.running_slos import RunningSLOs
 from sloscope.processors.shadow import RoutingFeatures, ShadowPredictor

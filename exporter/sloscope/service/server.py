@@ -130,7 +130,7 @@ class Service:
             sink=self.sinks.emit if self.sinks else None,
             sink_all=self.sinks.emit_all if self.sinks else None,
             batch_labels=self.pipeline.publisher.batch_model_and_pool,
-            on_routing=self.pipeline.routing.set,
+            on_routing=self.pipeline.placement.set,
         )
         self.pipeline.evaluator.add(self.pools.contract_tap)
         self.pipeline.evaluator.add(self.pools.tracker)

@@ -98,7 +98,8 @@ COLUMNS: tuple[Column, ...] = (
     Column(
         "pool",
         pa.string(),
-        "The pool the request is counted in (span, discovery or the default pool).",
+        "The pool the request is counted in (span, discovery, its gateway's pool for a failure before any pod, or "
+        "the default pool).",
         lambda r: r.pool,
     ),
     Column("pod", pa.string(), "The model-server pod, when a span or discovery named it.", lambda r: r.request.pod),
@@ -301,6 +302,13 @@ COLUMNS: tuple[Column, ...] = (
         "A call made of several EPP calls (llm-d's coordinator): when its first leg reached the gateway, what its "
         "TTFT counts from (arrival_time is its final leg's); null for a call of one EPP call.",
         lambda r: _ns(r.request.call_arrival_ns),
+    ),
+    Column(
+        "gateway",
+        pa.string(),
+        "The gateway (EPP) that handled the request, as its spans name it (attributes.gateway): where a failure "
+        "before any pod is counted.",
+        lambda r: r.request.gateway,
     ),
 )
 

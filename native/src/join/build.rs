@@ -56,6 +56,7 @@ pub struct Joined {
     pub phase: Option<&'static str>,
     /// A coordinator call's first leg's arrival: set by the call joiner in Python, never here.
     pub call_arrival_ns: u64,
+    pub gateway: Option<Text>,
 }
 
 /// A string of a built request: where it lies in the text the builder's requests share (one buffer
@@ -552,6 +553,14 @@ impl Builder {
             prefill_seconds_on_prefill_pod: None,
             phase: shapes::phase(companions.iter().map(|h| &h.span)),
             call_arrival_ns: 0,
+            // The gateway's identity from its own spans: a model server's resource is not the gateway's.
+            gateway: put(
+                text,
+                rules.string(
+                    Field::Gateway,
+                    if outcome == OUTCOME_FAILED { gw } else { companions },
+                ),
+            ),
         }
     }
 

@@ -206,6 +206,7 @@ pub fn columns(requests: &[Joined], text: &str) -> Vec<(&'static str, Kind, Colu
         ),
         ("phase", S, text(|j| j.phase)),
         ("call_arrival_ns", I, int(|j| ns(j.call_arrival_ns))),
+        ("gateway", S, shared(|j| j.gateway)),
     ]
 }
 

@@ -35,10 +35,11 @@ pub enum Field {
     SloTpotMs,
     PredictionBasedScheduling,
     PredictionBasedSchedulingOff,
+    Gateway,
 }
 
 /// The Python names of the fields, index for index with [`Field`].
-pub const FIELD_NAMES: [&str; 22] = [
+pub const FIELD_NAMES: [&str; 23] = [
     "prefix_cache_score",
     "predicted_ttft_ms",
     "predicted_tpot_ms",
@@ -61,6 +62,7 @@ pub const FIELD_NAMES: [&str; 22] = [
     "slo_tpot_ms",
     "prediction_based_scheduling",
     "prediction_based_scheduling_off",
+    "gateway",
 ];
 
 /// One configured source of a field: a span attribute, or a resource attribute.

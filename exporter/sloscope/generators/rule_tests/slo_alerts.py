@@ -13,16 +13,19 @@ from sloscope.generators import rules as r
 from sloscope.generators.rule_tests.common import (
     MODEL,
     POOL,
+    TARGET,
     Test,
     _accumulated,
     _alert_case,
     _counter,
     _extrapolated,
     _group,
+    _minutes,
     _num,
     _Rules,
     _series,
 )
+from sloscope.generators.rule_tests.recording import _expr_case
 from sloscope.generators.windows import PAGE, TICKET, BurnWindow, burn_windows
 from sloscope.slo.spec import SLOClass, SLOSpec
 
@@ -143,7 +146,69 @@ def _burn_tests(spec: SLOSpec, rules: _Rules, t: r.AlertThresholds) -> list[Test
     for cls in spec.classes:
         for slo in c.SLOS:
             tests += _burn_tests_of(spec, cls, slo, rules, t)
+    if spec.classes:
+        tests += _placement_tests(spec, spec.classes[0], rules, t)
     return tests
+
+
+def _placement_tests(spec: SLOSpec, cls: SLOClass, rules: _Rules, t: r.AlertThresholds) -> list[Test]:
+    """10,000 answered requests and 150 failures before any pod an hour (processors/placement.py): failures no pool
+    could be told for burn no budget and page nothing (a ticket of their own says so); the same failures placed in
+    the pool are bad events of its budget (150 of 10,150)."""
+    answered, failed = 10_000 / 60, 150 / 60  # a minute
+    minutes, at = 90, 65  # the 1h windows full
+    labels = {c.MODEL: MODEL, c.POOL: POOL, c.SLO_CLASS: cls.name, c.ROUTING: c.ROUTING_PREDICTED}
+
+    def slo_series(total: float, missed: float) -> list[dict[str, str]]:
+        out = []
+        for slo in c.SLOS:
+            out.append(_series(c.SLO_REQUESTS.exposed_name, {**labels, c.SLO: slo}, _counter(total, minutes)))
+            out.append(_series(c.SLO_VIOLATIONS.exposed_name, {**labels, c.SLO: slo}, _counter(missed, minutes)))
+        return out
+
+    requests = _series(c.REQUESTS.exposed_name, labels, _counter(answered, minutes))
+    without = _series(c.REQUESTS_WITHOUT_POOL.exposed_name, {c.REASON: c.FAILURE_SHED}, _counter(failed, minutes))
+    silent = [_alert_case(name, at) for name in (r.ERROR_BUDGET_BURN_PAGE, r.ERROR_BUDGET_BURN_TICKET)]
+    ratio = c.slo_error_ratio_rule("1h")
+    pool_labels = {k: v for k, v in labels.items() if k != c.ROUTING}
+    rates = [
+        _extrapolated(_accumulated(0, per_minute, minutes + 1), 1, at, 60, counter=True, rate=True)
+        for per_minute in (failed, answered + failed)
+    ]
+    burn = rates[0] / rates[1]  # as Prometheus computes it: 150 / 10,150 but for the last bits
+    burnt = _expr_case(ratio, at, {(ratio, slo): burn for slo in c.SLOS}, pool_labels)
+    objective_of = cls.objectives.of
+    tickets = [  # the slow burn of every SLO whose objective leaves less than 1.48 % a ticket window would let by
+        rules.expect(r.ERROR_BUDGET_BURN_TICKET, {**pool_labels, c.SLO: slo}, burn, slo_class=cls.name, slo=slo)
+        for slo in c.SLOS
+        if any(
+            burn > r.burn_threshold(p, objective_of(slo), t)
+            for p in burn_windows(spec.period_of(cls))
+            if p.severity == TICKET
+        )
+    ]
+    unburnt = _expr_case(ratio, at, {(ratio, slo): 0.0 for slo in c.SLOS}, pool_labels)
+    ticket = rules.expect(r.FAILURES_WITHOUT_POOL, TARGET, 150 / 10_150)
+    hold = _minutes(t.without_pool_for)
+    return [
+        _group(
+            f"failures no pool could be told for (150 an hour beside 10,000 answered requests) page nothing and "
+            f"burn no budget; {r.FAILURES_WITHOUT_POOL} opens a ticket",
+            [*slo_series(answered, 0), requests, without],
+            alert_rule_test=[*silent, _alert_case(r.FAILURES_WITHOUT_POOL, at, [ticket])],
+            promql_expr_test=[unburnt],
+        ),
+        _group(
+            "the same failures placed in their pool burn its budget: 150 bad events in 10,150 an hour",
+            [*slo_series(answered + failed, failed), requests],
+            alert_rule_test=[
+                _alert_case(r.ERROR_BUDGET_BURN_PAGE, at),
+                _alert_case(r.ERROR_BUDGET_BURN_TICKET, at, tickets),
+                _alert_case(r.FAILURES_WITHOUT_POOL, 4 + hold),
+            ],
+            promql_expr_test=[burnt],
+        ),
+    ]
 
 
 def _burn_tests_of(spec: SLOSpec, cls: SLOClass, slo: str, rules: _Rules, t: r.AlertThresholds) -> list[Test]:

@@ -34,6 +34,7 @@ SERIES_FOLDED = "SloscopeSeriesFolded"
 SCRAPES_FAILING = "SloscopeScrapesFailing"
 RECORDS_LOST = "SloscopeRecordsLost"
 ELIGIBLE_TRAFFIC_VANISHED = "SloscopeEligibleTrafficVanished"
+FAILURES_WITHOUT_POOL = "SloscopeFailuresWithoutPool"
 # One alert per upstream-contract check (the check label of sloscope_upstream_contract), in check order.
 CONTRACT_ALERTS = {
     c.CHECK_PREDICTOR_OBJECTIVE: "SloscopePredictorObjectiveUnstated",
@@ -69,6 +70,7 @@ ALERT_NAMES = (
     SCRAPES_FAILING,
     RECORDS_LOST,
     ELIGIBLE_TRAFFIC_VANISHED,
+    FAILURES_WITHOUT_POOL,
     *(CONTRACT_ALERTS[check] for check in c.CONTRACT_CHECKS),
 )
 """Every alert the generated rules can contain (the SLO alerts only when the spec lists a class)."""

@@ -21,6 +21,7 @@ from sloscope.generators.rules.common import (
 from sloscope.generators.rules.names import (
     ELIGIBLE_TRAFFIC_VANISHED,
     EVICTING_TRACES,
+    FAILURES_WITHOUT_POOL,
     INVALID_VALUES,
     JOIN_RATIO_LOW,
     LABEL_VALUES_FOLDED,
@@ -41,6 +42,7 @@ from sloscope.generators.rules.thresholds import (
     NO_SPANS_WINDOW,
     PIPELINE_WINDOW,
     REFUSING_WINDOW,
+    WITHOUT_POOL_WINDOW,
     AlertThresholds,
 )
 from sloscope.generators.windows import TICKET
@@ -323,6 +325,37 @@ def _eligible_traffic_vanished(t: AlertThresholds, runbook_base: str) -> Rule:
     )
 
 
+def _failures_without_pool(t: AlertThresholds, runbook_base: str) -> Rule:
+    """Failures no pool could be told for are in no budget (a pool of failures only would page on any abort): their
+    share is a data-quality ticket, never a page. The placed requests may have no series yet (every request failed
+    before a pod): then the share is 1."""
+    window = WITHOUT_POOL_WINDOW
+    without = f"sum without ({c.REASON}) (rate({c.REQUESTS_WITHOUT_POOL.exposed_name}[{window}]))"
+    placed = (
+        f"sum without ({_by((c.MODEL, c.POOL, c.SLO_CLASS, c.ROUTING))}) (rate({c.REQUESTS.exposed_name}[{window}]))"
+    )
+    count = f"sum without ({c.REASON}) (increase({c.REQUESTS_WITHOUT_POOL.exposed_name}[{window}]))"
+    expr = (
+        f"{without}\n  / ({without} + ({placed} or {without} * 0))\n> {_num(t.without_pool_ratio)}\n"
+        f"and\n{count} >= {t.without_pool_min_requests}"
+    )
+    return _alert(
+        FAILURES_WITHOUT_POOL,
+        expr,
+        severity=TICKET,
+        hold=t.without_pool_for,
+        summary="Failed requests are counted in no pool's SLO budget.",
+        description=(
+            f"{VALUE_PERCENT} of the requests sloscope {INSTANCE} saw over the last {window} failed before reaching "
+            f"any pod, and nothing told their pool (threshold {_pct(t.without_pool_ratio)}): no span named one, no "
+            f"pools[].gateways pattern matched their gateway, their gateway answered no request recently, and their "
+            f"model or a single pool did not decide. They are in sloscope_requests_without_pool_total only: no burn "
+            f"alert sees them, so the real pool's budget reads better than its users fared."
+        ),
+        runbook_base=runbook_base,
+    )
+
+
 def pipeline_alerts(thresholds: AlertThresholds, runbook_base: str) -> list[Rule]:
     return [
         _not_scraped(thresholds, runbook_base),
@@ -338,4 +371,5 @@ def pipeline_alerts(thresholds: AlertThresholds, runbook_base: str) -> list[Rule
         _scrapes_failing(thresholds, runbook_base),
         _records_lost(thresholds, runbook_base),
         _eligible_traffic_vanished(thresholds, runbook_base),
+        _failures_without_pool(thresholds, runbook_base),
     ]

@@ -15,6 +15,7 @@ PIPELINE_WINDOW = "15m"
 NO_SPANS_WINDOW = "10m"
 REFUSING_WINDOW = "5m"
 FOLDED_WINDOW = "1h"
+WITHOUT_POOL_WINDOW = "1h"
 
 # Drop reasons that lose data for good. queue_full is a refusal the client retries (SloscopeRefusingSpans),
 # duplicate a harmless exporter retry, shutdown expected during a restart.
@@ -85,6 +86,12 @@ class AlertThresholds:
     eligible_history_window: str = "6h"
     eligible_vanished_window: str = "30m"
     eligible_vanished_for: str = "15m"
+    without_pool_ratio: float = 0.01
+    """Share of a replica's requests that may fail before any pod with no pool told for them (kept out of every
+    budget), over the last hour, before SloscopeFailuresWithoutPool opens a ticket."""
+    without_pool_min_requests: int = 10
+    """...and only when at least this many did in that hour: one lost request in a quiet hour is no ticket."""
+    without_pool_for: str = "30m"
     not_scraped_for: str = "5m"
     not_scraped_window: str = "1d"
     """How long a target is remembered as sloscope's after it last served sloscope's own series (whatever its job

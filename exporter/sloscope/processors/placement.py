@@ -227,7 +227,8 @@ class Placement:
         for key in dict.fromkeys(keys):
             self._learn(key, now)
         placed: dict[_Key, str | None] = {key: self._place(key, now) for key in dict.fromkeys(keys)}
-        kept, unplaced = [], {}
+        kept: list[JoinedRequest] = []
+        unplaced: dict[str, int] = {}
         by_pool = self._by_pool
         for request, key in zip(requests, keys, strict=True):
             pool = placed[key]
@@ -258,14 +259,13 @@ class Placement:
         failed = coded[6][0] >= 0
         columns = [codes for codes, _ in coded[:4]] + [model_codes, failed.astype(np.intp)]
         distinct, inverse = _distinct(columns)
-        keys = [
-            _Key(
-                *(values[code] if code >= 0 else None for code, (_, values) in zip(row[:4], coded[:4], strict=True)),
-                model=model_values[row[4]] if row[4] >= 0 else None,
-                failed=bool(row[5]),
+        keys = []
+        for row in distinct.tolist():
+            pool, pod, endpoint, gateway = (
+                values[code] if code >= 0 else None for code, (_, values) in zip(row[:4], coded[:4], strict=True)
             )
-            for row in distinct.tolist()
-        ]
+            model = model_values[row[4]] if row[4] >= 0 else None
+            keys.append(_Key(pool, pod, endpoint, gateway, model, failed=bool(row[5])))
         for key in keys:
             self._learn(key, now)
         pools = [self._place(key, now) for key in keys]

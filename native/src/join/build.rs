@@ -558,7 +558,11 @@ impl Builder {
                 text,
                 rules.string(
                     Field::Gateway,
-                    if outcome == OUTCOME_FAILED { gw } else { companions },
+                    if outcome == OUTCOME_FAILED {
+                        gw
+                    } else {
+                        companions
+                    },
                 ),
             ),
         }

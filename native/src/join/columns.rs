@@ -399,7 +399,7 @@ mod tests {
     #[test]
     fn every_field_has_a_column() {
         let cols = columns(&[Joined::default()], "");
-        assert_eq!(cols.len(), 35);
+        assert_eq!(cols.len(), 36);
         assert!(cols.iter().all(|(_, kind, c)| c.values.len()
             == if *kind == Kind::String { 0 } else { 8 }
             || *kind == Kind::String));

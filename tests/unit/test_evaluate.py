@@ -6,9 +6,12 @@ import math
 
 import pytest
 
+from sloscope import conventions as c
 from sloscope.loading import default_spec
+from sloscope.processors import joined_batch
 from sloscope.records import JoinedRequest, Verdict
 from sloscope.slo.evaluate import evaluate, judge, tpot_seconds
+from sloscope.slo.evaluate_batch import evaluate_batch
 from sloscope.slo.spec import SLOSpec
 
 
@@ -166,13 +169,59 @@ def test_a_request_of_several_choices_is_judged_on_the_tpot_the_assembler_set() 
     assert (evaluation.tpot_seconds, evaluation.tpot.eligible, evaluation.tpot.met) == (0.06, True, False)
 
 
-@pytest.mark.parametrize("reason", ["error", "shed", "timeout", "aborted"])
+@pytest.mark.parametrize("reason", ["error", "shed", "timeout"])
 def test_a_failed_request_is_a_bad_event_of_every_slo_it_carried(reason: str) -> None:
     evaluation = evaluate(base_request(failure_reason=reason), default_spec())
     verdicts = [evaluation.verdict(slo) for slo in ("ttft", "tpot", "goodput")]
     assert [(v.eligible, v.met) for v in verdicts] == [(True, False)] * 3
     assert (evaluation.ttft.target, evaluation.tpot.target) == (0.2, 0.05)
     assert (evaluation.ttft_seconds, evaluation.tpot_seconds) == (None, None)  # no latency sample of the service
+
+
+S = 1_000_000_000  # ns
+
+
+def aborted(waited: float | None, *, call_started: float | None = None, **changes: object) -> JoinedRequest:
+    """A request whose client left ``waited`` seconds after it arrived (None: its spans do not say when)."""
+    arrival = 10 * S
+    end = 0 if waited is None else arrival + round(waited * S)
+    call = 0 if call_started is None else arrival - round(call_started * S)
+    return base_request(
+        failure_reason="aborted", arrival_ns=arrival, start_ns=arrival, end_ns=end, call_arrival_ns=call, **changes
+    )
+
+
+def spec_with_aborts(rule: str) -> SLOSpec:
+    spec = default_spec()
+    return spec.model_copy(update={"classes": [k.model_copy(update={"aborts": rule}) for k in spec.classes]})
+
+
+NOT_COUNTED, MISSED = (False, False), (True, False)
+
+
+@pytest.mark.parametrize(
+    ("request_", "rule", "expected"),
+    [
+        pytest.param(aborted(0.1), "by_deadline", [NOT_COUNTED] * 3, id="left before the TTFT target: nothing missed"),
+        pytest.param(aborted(0.2), "by_deadline", [MISSED, NOT_COUNTED, MISSED], id="left at the TTFT target"),
+        pytest.param(aborted(3.0), "by_deadline", [MISSED, NOT_COUNTED, MISSED], id="left late: TTFT and goodput"),
+        pytest.param(
+            aborted(0.05, call_started=0.3), "by_deadline", [MISSED, NOT_COUNTED, MISSED], id="a call's first leg"
+        ),
+        pytest.param(aborted(None), "by_deadline", [MISSED, NOT_COUNTED, MISSED], id="when unknown: a miss"),
+        pytest.param(aborted(3.0, slo_ttft_ms=None), "by_deadline", [NOT_COUNTED] * 3, id="TPOT alone: never known"),
+        pytest.param(aborted(0.1), "always", [MISSED] * 3, id="always: every SLO carried"),
+        pytest.param(aborted(3.0), "never", [NOT_COUNTED] * 3, id="never: none"),
+    ],
+)
+def test_an_aborted_request_misses_only_the_slos_whose_deadline_passed_before_the_client_left(
+    request_: JoinedRequest, rule: str, expected: list[tuple[bool, bool]]
+) -> None:
+    spec = spec_with_aborts(rule)
+    evaluation = evaluate(request_, spec)
+    assert [(evaluation.verdict(slo).eligible, evaluation.verdict(slo).met) for slo in c.SLOS] == expected
+    verdicts = evaluate_batch(joined_batch.from_requests([request_]), spec)  # the batch path judges alike
+    assert verdicts.evaluations() == [evaluation]
 
 
 def test_a_failed_request_without_slo_is_eligible_for_none() -> None:

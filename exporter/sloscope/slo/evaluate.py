@@ -13,9 +13,13 @@ Definitions (docs/configuration.md repeats them for users):
   evaluated; met when all of them were met.
 * A value that is missing, negative or not finite makes the request ineligible for the SLOs that
   need it and is reported in ``invalid_fields``; nothing raises.
-* A failed, shed, timed-out or aborted request is a bad event (the SRE workbook's "errors are bad
-  events"): eligible for every SLO it carried, and violated, goodput too. A client error
-  (``invalid``) is the client's fault and eligible for none.
+* A failed, shed or timed-out request is a bad event (the SRE workbook's "errors are bad events"):
+  eligible for every SLO it carried, and violated, goodput too. A client error (``invalid``) is the
+  client's fault and eligible for none.
+* An aborted request (the client left first) is judged by what its user saw (its class's ``aborts``,
+  ``by_deadline`` by default): a miss of its TTFT SLO, and so of goodput, when the TTFT target had
+  passed when the client left without an answer; of nothing when the client left earlier (no SLO could
+  have been missed yet). Its TPOT is never known. An unknown wait counts as a miss.
 * Several model-server spans of one request (``n > 1``) bring their own TPOT: the slowest choice's.
 """
 
@@ -26,7 +30,7 @@ from typing import TypeGuard
 
 from sloscope import conventions as c
 from sloscope.records import Evaluation, JoinedRequest, Verdict
-from sloscope.slo.spec import SLOSpec, is_valid_target
+from sloscope.slo.spec import ABORTS_ALWAYS, ABORTS_BY_DEADLINE, ABORTS_NEVER, SLOSpec, is_valid_target
 
 _NOT_ELIGIBLE = Verdict(eligible=False)
 
@@ -78,7 +82,8 @@ def evaluate(request: JoinedRequest, spec: SLOSpec) -> Evaluation:
         target_source = "none"
 
     if request.failure_reason is not None:
-        return _failed(request, slo_class, target_ttft, target_tpot, target_source)
+        aborts = cls.aborts if cls is not None else ABORTS_BY_DEADLINE
+        return _failed(request, slo_class, target_ttft, target_tpot, target_source, aborts=aborts)
     invalid: list[str] = []
     ttft = request.ttft_seconds if valid_seconds(request.ttft_seconds) else None
     if ttft is None:
@@ -142,13 +147,36 @@ def _goodput(
     return Verdict(eligible=True, met=all(v.met for v in carried))
 
 
+def client_waited(request: JoinedRequest) -> float | None:
+    """Seconds from the call's arrival to the end of its last span (when the client of a failed request was let go,
+    or left); None when the spans do not say."""
+    start = request.call_arrival_ns or request.arrival_ns
+    if start <= 0 or request.end_ns < start:
+        return None
+    return (request.end_ns - start) / 1e9
+
+
 def _failed(
-    request: JoinedRequest, slo_class: str, target_ttft: float | None, target_tpot: float | None, target_source: str
+    request: JoinedRequest,
+    slo_class: str,
+    target_ttft: float | None,
+    target_tpot: float | None,
+    target_source: str,
+    *,
+    aborts: str,
 ) -> Evaluation:
-    """A failed request misses every SLO it carried; what it measured, if anything, stays on record."""
+    """A failed request misses every SLO it carried; an aborted one by its class's rule; what it measured, if
+    anything, stays on record."""
     ttft = request.ttft_seconds if valid_seconds(request.ttft_seconds) else None
-    if request.failure_reason == c.FAILURE_INVALID:
+    reason = request.failure_reason
+    if reason == c.FAILURE_INVALID or (reason == c.FAILURE_ABORTED and aborts == ABORTS_NEVER):
         ttft_verdict, tpot_verdict, goodput = _NOT_ELIGIBLE, _NOT_ELIGIBLE, _NOT_ELIGIBLE
+    elif reason == c.FAILURE_ABORTED and aborts != ABORTS_ALWAYS:
+        waited = client_waited(request)
+        late = target_ttft is not None and (waited is None or waited * 1000.0 >= target_ttft)
+        ttft_verdict = _missed(ttft, target_ttft) if late else _NOT_ELIGIBLE
+        tpot_verdict = _NOT_ELIGIBLE
+        goodput = Verdict(eligible=True, met=False) if late else _NOT_ELIGIBLE
     else:
         ttft_verdict = _missed(ttft, target_ttft)
         tpot_verdict = _missed(None, target_tpot)

@@ -21,7 +21,7 @@ import pyarrow as pa
 from sloscope import conventions as c
 from sloscope.processors import arrow_arrays
 from sloscope.records import Evaluation, Verdict
-from sloscope.slo.spec import Range, SLOSpec
+from sloscope.slo.spec import ABORTS_BY_DEADLINE, ABORTS_NEVER, Range, SLOSpec
 
 Floats = npt.NDArray[np.float64]
 Mask = npt.NDArray[np.bool_]
@@ -139,7 +139,7 @@ def evaluate_batch(batch: pa.RecordBatch, spec: SLOSpec, strings: arrow_arrays.S
     source[carries_ttft | carries_tpot] = _CLASS_DEFAULT
     source[has_ttft | has_tpot] = _REQUEST
 
-    failed, client_error = failures(strings)
+    failed = failures(strings)[0]
     ok = ~failed
 
     raw_ttft = floats(batch, "ttft_seconds")
@@ -184,11 +184,14 @@ def evaluate_batch(batch: pa.RecordBatch, spec: SLOSpec, strings: arrow_arrays.S
     nothing = np.full(n, np.nan)
     goodput = VerdictColumns(good_eligible, good_met, nothing, nothing)
 
-    # A failed request misses every SLO it carried (a client error: none); its latency is no sample.
-    bad_event = failed & ~client_error
-    ttft_verdict = _failed(ttft_verdict, failed, bad_event & carries_ttft, ttft, target_ttft)
-    tpot_verdict = _failed(tpot_verdict, failed, bad_event & carries_tpot, nothing, target_tpot)
-    goodput = _failed(goodput, failed, bad_event & (carries_ttft | carries_tpot), nothing, nothing)
+    # A failed request misses every SLO it carried (a client error: none), an aborted one by its class's rule;
+    # its latency is no sample.
+    ttft_missed, tpot_missed, good_missed = _failures_missed(
+        batch, strings, spec, cls, target_ttft=target_ttft, target_tpot=target_tpot
+    )
+    ttft_verdict = _failed(ttft_verdict, failed, ttft_missed, ttft, target_ttft)
+    tpot_verdict = _failed(tpot_verdict, failed, tpot_missed, nothing, target_tpot)
+    goodput = _failed(goodput, failed, good_missed, nothing, nothing)
     return Verdicts(
         class_names=(*(k.name for k in spec.classes), spec.default_class),
         slo_class=cls,
@@ -205,9 +208,55 @@ def evaluate_batch(batch: pa.RecordBatch, spec: SLOSpec, strings: arrow_arrays.S
 
 def failures(strings: arrow_arrays.StringColumns) -> tuple[Mask, Mask]:
     """The rows that failed, and those of them that failed by the client's fault (an invalid request)."""
+    failed = strings("failure_reason")[0] >= 0
+    return failed, _reason_is(strings, c.FAILURE_INVALID)
+
+
+def _failures_missed(
+    batch: pa.RecordBatch,
+    strings: arrow_arrays.StringColumns,
+    spec: SLOSpec,
+    cls: Codes,
+    *,
+    target_ttft: Floats,
+    target_tpot: Floats,
+) -> tuple[Mask, Mask, Mask]:
+    """The failed rows that miss TTFT, TPOT and goodput: every SLO they carried, an aborted one by its class's
+    ``aborts`` rule (by default TTFT and goodput when the client left after the TTFT target, else nothing), a client
+    error nothing."""
+    failed, client_error = failures(strings)
+    aborted = _reason_is(strings, c.FAILURE_ABORTED)
+    carries_ttft, carries_tpot = ~np.isnan(target_ttft), ~np.isnan(target_tpot)
+    never, by_deadline = (
+        aborted & np.array([k.aborts == rule for k in spec.classes] + [default], dtype=bool)[cls]
+        for rule, default in ((ABORTS_NEVER, False), (ABORTS_BY_DEADLINE, True))
+    )
+    with np.errstate(invalid="ignore"):
+        waited_ms = _waited_ms(batch)
+        late = carries_ttft & (np.isnan(waited_ms) | (waited_ms >= target_ttft))  # no first token by the target
+    bad_event = failed & ~client_error & ~never
+    return (
+        bad_event & carries_ttft & (~by_deadline | late),
+        bad_event & carries_tpot & ~by_deadline,
+        bad_event & np.where(by_deadline, late, carries_ttft | carries_tpot),
+    )
+
+
+def _reason_is(strings: arrow_arrays.StringColumns, wanted: str) -> Mask:
     reason, reasons = strings("failure_reason")
-    failed = reason >= 0
-    return failed, failed & np.array([r == c.FAILURE_INVALID for r in reasons] + [False])[reason]
+    return np.array([r == wanted for r in reasons] + [False])[reason]
+
+
+def _waited_ms(batch: pa.RecordBatch) -> Floats:
+    """:func:`~sloscope.slo.evaluate.client_waited` of every row, in milliseconds (NaN: the spans do not say)."""
+    arrival, call_arrival = (
+        arrow_arrays.ints(batch.column("arrival_ns")),
+        arrow_arrays.ints(batch.column("call_arrival_ns")),
+    )
+    end = arrow_arrays.ints(batch.column("end_ns"))
+    start = np.where(call_arrival != 0, call_arrival, arrival)
+    known = (start > 0) & (end >= start)
+    return np.where(known, (end - start) / 1e6, np.nan)
 
 
 def models(strings: arrow_arrays.StringColumns) -> tuple[Codes, list[str]]:

@@ -105,6 +105,10 @@ class Reference(_Strict):
     prefix_cache_score: float = Field(default=0.0, ge=0, le=1, description="Its prefix-cache hit ratio.")
 
 
+Aborts = Literal["by_deadline", "always", "never"]
+ABORTS_BY_DEADLINE, ABORTS_ALWAYS, ABORTS_NEVER = "by_deadline", "always", "never"
+
+
 class SLOClass(_Strict):
     name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]*$", max_length=40)]
     description: str = ""
@@ -115,6 +119,12 @@ class SLOClass(_Strict):
         default=None, description="Overrides the spec's compliance period for this class."
     )
     reference: Reference = Field(default_factory=Reference)
+    aborts: Aborts = Field(
+        default="by_deadline",
+        description="How a request the client left before its answer counts: by_deadline, a miss of each SLO whose "
+        "deadline had passed when the client left (no first token by the TTFT target) and of no other; always, a "
+        "miss of every SLO it carried; never, of none (it is still counted as failed).",
+    )
 
     def reference_targets(self) -> tuple[float | None, float | None]:
         """(TTFT, TPOT) targets of the reference request in milliseconds; None where the class has none."""

@@ -103,7 +103,6 @@ def failed_record(failure: str, routing: str | None, slo_class: str = "interacti
         pytest.param("refused", None, "shed", "none", id="refused by the admitter is shed"),
         pytest.param("timeout", None, "timeout", "none", id="timed out in the queue"),
         pytest.param("error", "predicted", "error", "predicted", id="model server error after scheduling"),
-        pytest.param("aborted", "default", "aborted", "default", id="client disconnect"),
     ],
 )
 def test_a_failed_request_is_a_bad_event_for_every_slo_it_carried(
@@ -118,6 +117,20 @@ def test_a_failed_request_is_a_bad_event_for_every_slo_it_carried(
     assert truth.eligible == truth.violations == every_slo  # the batch request carried no SLO
     assert truth.per_pod == Counter()  # it reached no pod
     assert truth.predictions == Counter()
+
+
+@pytest.mark.parametrize(("left_after", "missed"), [(0.01, ()), (0.5, ("ttft", "goodput")), (1.2, ("ttft", "goodput"))])
+def test_a_client_disconnect_misses_only_the_ttft_target_it_outwaited(
+    left_after: float, missed: tuple[str, ...]
+) -> None:
+    """500 ms TTFT and 50 ms TPOT targets: gone after 10 ms, nothing was missed yet; after 500 ms or more, the first
+    token was late (goodput with it); TPOT is never known."""
+    record = replace(failed_record("aborted", "default"), end=T0 + left_after)
+    found = outcome(record)
+    assert found == FailedOutcome(found.request, "default", "aborted", waited=pytest.approx(left_after))
+    truth = truth_of(record)
+    assert truth.failed == Counter({("interactive", "default", "aborted"): 1})
+    assert truth.eligible == truth.violations == Counter({("interactive", "default", slo): 1 for slo in missed})
 
 
 def test_an_aborted_plan_that_completed_first_is_a_normal_request() -> None:

@@ -136,7 +136,8 @@ def outcome(record: CallRecord) -> Outcome | FailedOutcome:
     request = record.call.request
     reason = record.failure
     if reason is not None:
-        return FailedOutcome(request, record.routing, reason)
+        waited = record.end - record.arrival if reason == "aborted" else None
+        return FailedOutcome(request, record.routing, reason, waited=waited)
     decision = record.predicted()
     counted = record.completions[0] if record.call.n == 1 else min(record.completions, key=lambda c: c.ttft)
     return Outcome(

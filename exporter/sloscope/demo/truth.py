@@ -94,6 +94,7 @@ class FailedOutcome:
     request: SimRequest
     routing: str
     reason: str
+    waited: float | None = None  # aborted: seconds from its arrival at the gateway until the client left
 
 
 @dataclass
@@ -174,6 +175,9 @@ class GroundTruth:
         key = (self._class(request), outcome.routing)
         targets = (("ttft", request.slo_ttft_ms), ("tpot", request.slo_tpot_ms))
         carried = [slo for slo, target in targets if target is not None]
+        if outcome.reason == "aborted":  # the client left: only a TTFT target it outwaited was missed
+            ttft_ms, waited = request.slo_ttft_ms, outcome.waited
+            carried = ["ttft"] if ttft_ms is not None and (waited is None or waited * 1000.0 >= ttft_ms) else []
         if carried:
             carried.append("goodput")
         with self._lock:

@@ -36,6 +36,7 @@ def _pipeline_tests(rules: _Rules, t: r.AlertThresholds) -> list[Test]:
         *_dropped_tests(rules, t),
         *_records_lost_tests(rules, t),
         *_eligible_vanished_tests(rules, t),
+        *_aborts_rising_tests(rules, t),
         *_evicting_tests(rules, t),
         *_join_tests(rules, t),
         *_invalid_tests(rules, t),
@@ -235,6 +236,48 @@ def _eligible_vanished_tests(rules: _Rules, t: r.AlertThresholds) -> list[Test]:
             f"{name} stays silent for a class that had fewer than {t.eligible_min_requests} eligible requests",
             [eligible(f"0+0x{stop_at - 3} 1+0x{minutes - stop_at + 2}", "batch"), requests(going_on)],
             alert_rule_test=[_alert_case(name, fires_at + 5)],
+        ),
+    ]
+
+
+def _aborts_rising_tests(rules: _Rules, t: r.AlertThresholds) -> list[Test]:
+    """A pool's aborted share jumps from 1 % to 10 % after a day: a ticket once the recent window holds the new share
+    and the hold has passed; nothing at a steady 10 %, nor for a jump to less than the floor. Samples every 5 minutes
+    (a day of history)."""
+    name, every = r.ABORTS_RISING, 5
+    recent, history, hold = (_minutes(w) for w in (t.aborts_window, t.aborts_baseline_window, t.aborts_for))
+    jump_at = history + recent  # minutes: the baseline window before the recent one is a full day of 1 %
+    steps, jumped = (jump_at + recent + hold + 30) // every, jump_at // every
+    labels = {c.MODEL: MODEL, c.POOL: POOL, c.SLO_CLASS: "interactive", c.ROUTING: c.ROUTING_PREDICTED}
+    requests = _series(c.REQUESTS.exposed_name, labels, f"0+500x{steps}")
+
+    def aborted(before: int, after: int) -> dict[str, str]:
+        values = f"0+{before}x{jumped} {before * jumped}+{after}x{steps - jumped}"
+        return _series(c.REQUESTS_FAILED.exposed_name, {**labels, c.REASON: c.FAILURE_ABORTED}, values)
+
+    at = jump_at + recent + hold + 15  # the recent window all new, the hold passed
+    low = max(1, math.floor(t.aborts_min_share * 500) - 5)  # a jump to just under the floor
+    return [
+        _group(
+            f"{name} fires when a pool's aborted share jumps from 1% to 10%",
+            [requests, aborted(5, 50)],
+            interval=f"{every}m",
+            alert_rule_test=[
+                _alert_case(name, jump_at),
+                _alert_case(name, at, [rules.expect(name, {c.POOL: POOL}, 0.1)]),
+            ],
+        ),
+        _group(
+            f"{name} stays silent at a steady 10% of aborted requests",
+            [requests, aborted(50, 50)],
+            interval=f"{every}m",
+            alert_rule_test=[_alert_case(name, at)],
+        ),
+        _group(
+            f"{name} stays silent when the share jumps to under {t.aborts_min_share:.0%}",
+            [requests, aborted(1, low)],
+            interval=f"{every}m",
+            alert_rule_test=[_alert_case(name, at)],
         ),
     ]
 

@@ -199,6 +199,31 @@ def _placement_tests(spec: SLOSpec, cls: SLOClass, rules: _Rules, t: r.AlertThre
             promql_expr_test=[unburnt],
         ),
         _group(
+            "aborted requests whose clients left before any deadline passed are failures, not misses: 30 of 100 "
+            "requests a minute page nothing",
+            [
+                *slo_series(100, 0),
+                _series(c.REQUESTS_FAILED.exposed_name, {**labels, c.REASON: c.FAILURE_ABORTED}, _counter(30, minutes)),
+            ],
+            alert_rule_test=silent,
+        ),
+        _group(
+            "aborted requests whose clients left after the TTFT target are misses: 30 of 100 requests a minute page",
+            [*slo_series(100, 30)],
+            alert_rule_test=[
+                _alert_case(
+                    r.ERROR_BUDGET_BURN_PAGE,
+                    at,
+                    [
+                        rules.expect(
+                            r.ERROR_BUDGET_BURN_PAGE, {**pool_labels, c.SLO: slo}, 0.3, slo_class=cls.name, slo=slo
+                        )
+                        for slo in c.SLOS
+                    ],
+                )
+            ],
+        ),
+        _group(
             "the same failures placed in their pool burn its budget: 150 bad events in 10,150 an hour",
             [*slo_series(answered + failed, failed), requests],
             alert_rule_test=[

@@ -34,6 +34,7 @@ from __future__ import annotations
 from sloscope.generators.rules.budget import budget_rules, period_ratio_rule
 from sloscope.generators.rules.files import groups, prometheus_rule, rule_file
 from sloscope.generators.rules.names import (
+    ABORTS_RISING,
     ALERT_NAMES,
     CONTRACT_ALERTS,
     ELIGIBLE_TRAFFIC_VANISHED,
@@ -74,6 +75,7 @@ from sloscope.generators.rules.thresholds import DEFAULT_THRESHOLDS, AlertThresh
 from sloscope.generators.rules.upstream_alerts import upstream_alerts
 
 __all__ = [
+    "ABORTS_RISING",
     "ALERT_NAMES",
     "CONTRACT_ALERTS",
     "DEFAULT_THRESHOLDS",

@@ -35,6 +35,7 @@ SCRAPES_FAILING = "SloscopeScrapesFailing"
 RECORDS_LOST = "SloscopeRecordsLost"
 ELIGIBLE_TRAFFIC_VANISHED = "SloscopeEligibleTrafficVanished"
 FAILURES_WITHOUT_POOL = "SloscopeFailuresWithoutPool"
+ABORTS_RISING = "SloscopeAbortsRising"
 # One alert per upstream-contract check (the check label of sloscope_upstream_contract), in check order.
 CONTRACT_ALERTS = {
     c.CHECK_PREDICTOR_OBJECTIVE: "SloscopePredictorObjectiveUnstated",
@@ -71,6 +72,7 @@ ALERT_NAMES = (
     RECORDS_LOST,
     ELIGIBLE_TRAFFIC_VANISHED,
     FAILURES_WITHOUT_POOL,
+    ABORTS_RISING,
     *(CONTRACT_ALERTS[check] for check in c.CONTRACT_CHECKS),
 )
 """Every alert the generated rules can contain (the SLO alerts only when the spec lists a class)."""

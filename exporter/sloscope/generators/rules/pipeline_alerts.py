@@ -19,6 +19,7 @@ from sloscope.generators.rules.common import (
     _selector,
 )
 from sloscope.generators.rules.names import (
+    ABORTS_RISING,
     ELIGIBLE_TRAFFIC_VANISHED,
     EVICTING_TRACES,
     FAILURES_WITHOUT_POOL,
@@ -356,6 +357,41 @@ def _failures_without_pool(t: AlertThresholds, runbook_base: str) -> Rule:
     )
 
 
+def _aborts_rising(t: AlertThresholds, runbook_base: str) -> Rule:
+    """An aborted request is a request no answer was seen for: clients giving up, or model-server spans that stopped
+    coming (tracing turned off, a collector dropping them), which look alike. A jump of their share is a ticket to
+    find out which, never a page: an abort is a bad event only of the SLOs whose deadline it outwaited."""
+    aborted = _selector(c.REQUESTS_FAILED.exposed_name, {c.REASON: c.FAILURE_ABORTED})
+    recent, baseline = t.aborts_window, t.aborts_baseline_window
+
+    def share(offset: str = "") -> str:
+        window = baseline if offset else recent
+        return (
+            f"sum by ({c.POOL}) (rate({aborted}[{window}]{offset}))\n"
+            f"  / sum by ({c.POOL}) (rate({c.REQUESTS.exposed_name}[{window}]{offset}))"
+        )
+
+    expr = (
+        f"(\n  {share()}\n) > {_num(t.aborts_min_share)}\n"
+        f"and\n(\n  {share()}\n) > {_num(t.aborts_jump_factor)} * (\n  {share(f' offset {recent}')}\n)\n"
+        f"and\nsum by ({c.POOL}) (increase({aborted}[{recent}])) >= {t.aborts_min_requests}"
+    )
+    return _alert(
+        ABORTS_RISING,
+        expr,
+        severity=TICKET,
+        hold=t.aborts_for,
+        summary="A pool's share of aborted requests jumped (clients giving up, or model-server spans missing).",
+        description=(
+            f"{VALUE_PERCENT} of pool {_label(c.POOL)}'s requests over the last {recent} were aborted (no answer "
+            f"seen), more than {_num(t.aborts_jump_factor)} times their share over the {baseline} before and at "
+            f"least {_pct(t.aborts_min_share)}. Either clients leave before their answer, or the model servers' "
+            f"spans no longer reach sloscope, so answered requests look unanswered."
+        ),
+        runbook_base=runbook_base,
+    )
+
+
 def pipeline_alerts(thresholds: AlertThresholds, runbook_base: str) -> list[Rule]:
     return [
         _not_scraped(thresholds, runbook_base),
@@ -372,4 +408,5 @@ def pipeline_alerts(thresholds: AlertThresholds, runbook_base: str) -> list[Rule
         _records_lost(thresholds, runbook_base),
         _eligible_traffic_vanished(thresholds, runbook_base),
         _failures_without_pool(thresholds, runbook_base),
+        _aborts_rising(thresholds, runbook_base),
     ]

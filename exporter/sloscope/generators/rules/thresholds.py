@@ -92,6 +92,15 @@ class AlertThresholds:
     without_pool_min_requests: int = 10
     """...and only when at least this many did in that hour: one lost request in a quiet hour is no ticket."""
     without_pool_for: str = "30m"
+    aborts_window: str = "30m"
+    """SloscopeAbortsRising compares a pool's share of aborted requests over this window..."""
+    aborts_baseline_window: str = "1d"
+    """...with its share over this window before it, and fires when it is ``aborts_jump_factor`` times that and
+    at least ``aborts_min_share``, with ``aborts_min_requests`` aborted requests in the window, for ``aborts_for``."""
+    aborts_jump_factor: float = 3.0
+    aborts_min_share: float = 0.05
+    aborts_min_requests: int = 20
+    aborts_for: str = "15m"
     not_scraped_for: str = "5m"
     not_scraped_window: str = "1d"
     """How long a target is remembered as sloscope's after it last served sloscope's own series (whatever its job

@@ -181,6 +181,15 @@ def test_worst_pods() -> None:
     assert len(analysis.worst_pods(analysis.eligible(frame(*REQUESTS)), limit=1)) == 3
 
 
+def test_a_request_that_failed_before_any_pod_is_no_pods() -> None:
+    shed = req(40, "interactive", (False, False, False), failure_reason="shed")  # no pod: counted in its pool only
+    table = records(analysis.worst_pods(analysis.eligible(frame(*REQUESTS, shed))))
+    got = [(r["slo"], r["pod"], r["eligible"], r["violations"]) for r in table]
+    assert got[:2] == [("ttft", "p0", 3, 1), ("ttft", "p1", 3, 1)]
+    assert {r["pod"] for r in table} == {"p0", "p1"}
+    assert [r["share_of_violations"] for r in table][:2] == pytest.approx([0.5, 0.5])  # of the pods' violations
+
+
 TARGETS = {"ttft_target_seconds": 0.5, "tpot_target_seconds": 0.05, "completion_tokens": 11}
 Q, P, D = "queue_seconds", "prefill_seconds", "decode_seconds"
 CAUSE_CASES = [

@@ -36,6 +36,7 @@ from sloscope.conventions import (
     ROUTING_UNKNOWN,
     SIGNALS,
     SLOS,
+    UNKNOWN,
 )
 from sloscope.review import budget, queries
 from sloscope.review.engine import Requests, Rows, rows
@@ -273,9 +274,11 @@ def worst_pods(long: Requests, limit: int = 10) -> pd.DataFrame:
     """Per pool, pod and SLO (``long`` from :func:`eligible`): eligible, violations, error ratio and the pod's
     share of that SLO's violations.
 
-    Sorted by violations, then error ratio (both descending), then pod; the first ``limit`` rows of each SLO.
+    Sorted by violations, then error ratio (both descending), then pod; the first ``limit`` rows of each SLO. A
+    request that failed before reaching any pod (no pod: ``unknown``) is no pod's, as in the pod series.
     """
     table = _counts(long, ["slo", "pool", "pod"])
+    table = table[table["pod"] != UNKNOWN].copy()
     table["error_ratio"] = table["violations"] / table["eligible"]
     return _rank_pods(table, "eligible", "error_ratio", limit)
 

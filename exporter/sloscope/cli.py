@@ -55,6 +55,28 @@ def _parser() -> argparse.ArgumentParser:
         help="prefix of the alerts' runbook_url: <prefix>/<AlertName>.md (default: docs/runbooks, relative: give "
         "the URL where you publish docs/runbooks so that alert receivers can open the links)",
     )
+    build.add_argument(
+        "--severity",
+        action="append",
+        default=[],
+        metavar="CLASS=VALUE",
+        help="the severity label value of an alert class, page or ticket (default: page=critical, ticket=warning, "
+        "as kube-prometheus-stack routes and inhibits on them); repeatable",
+    )
+    build.add_argument(
+        "--alert-label",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a label every alert carries (team=inference); repeatable",
+    )
+    build.add_argument(
+        "--rule-label",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a label of the PrometheusRule object, for the Prometheus resource's ruleSelector; repeatable",
+    )
 
     demo = commands.add_parser(
         "demo",
@@ -168,25 +190,43 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "demo":
         return _demo(args)
     if args.command == "build":
-        return _build(args.config, args.slo_spec, args.out, args.runbook_base_url)
+        return _build(args)
     if args.command == "review":
         return _review(args)
     return _serve(args.config, args.slo_spec)
 
 
-def _build(config: Path | None, spec: Path | None, out: Path, runbook_base: str) -> int:
+def _build(args: argparse.Namespace) -> int:
     from sloscope.generators.build import build
+    from sloscope.generators.rules import DEFAULT_CONVENTIONS, Conventions
     from sloscope.loading import ConfigError, load
 
     try:
-        loaded = load(config, spec)
+        loaded = load(args.config, args.slo_spec)
+        severities = {**DEFAULT_CONVENTIONS.severities, **_pairs(args.severity, "--severity")}
+        conventions = Conventions(severities, _pairs(args.alert_label, "--alert-label"), args.runbook_base_url)
+        rule_labels = _pairs(args.rule_label, "--rule-label")
     except ConfigError as exc:
         for line in exc.lines:
             print(line, file=sys.stderr)
         return 2
-    for path in build(loaded.spec, out, runbook_base=runbook_base.rstrip("/")):
+    except ValueError as exc:
+        print(f"sloscope build: {exc}", file=sys.stderr)
+        return 2
+    for path in build(loaded.spec, args.out, conventions=conventions, rule_labels=rule_labels):
         print(path)
     return 0
+
+
+def _pairs(items: list[str], option: str) -> dict[str, str]:
+    """NAME=VALUE options as a mapping; a malformed one is a ValueError naming the option."""
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name or not value:
+            raise ValueError(f"{option} {item!r}: expected NAME=VALUE")
+        out[name] = value
+    return out
 
 
 def _demo(args: argparse.Namespace) -> int:

@@ -21,6 +21,8 @@ from tests.support.crd import crd_schema as _crd_schema
 
 RUNBOOKS = Path(__file__).resolve().parents[2] / "docs" / "runbooks"
 
+CRITICAL, WARNING = r.DEFAULT_CONVENTIONS.severities["page"], r.DEFAULT_CONVENTIONS.severities["ticket"]
+
 
 def base_spec(**changes: Any) -> SLOSpec:
     """The built-in spec as data, with top-level keys replaced."""
@@ -125,7 +127,7 @@ def test_the_rule_file_has_the_six_groups_in_order() -> None:
 
 def test_every_alert_has_severity_summary_description_and_runbook() -> None:
     for alert in alerts(r.rule_file(default_spec())):
-        assert alert["labels"]["severity"] in ("page", "ticket"), alert["alert"]
+        assert alert["labels"]["severity"] in (CRITICAL, WARNING), alert["alert"]
         assert set(alert["annotations"]) == {"summary", "description", "runbook_url"}, alert["alert"]
         assert alert["annotations"]["summary"].endswith("."), alert["alert"]
         assert "{{" in alert["annotations"]["description"], alert["alert"]
@@ -178,21 +180,52 @@ def test_sloscope_build_takes_the_runbook_base_url(tmp_path: Path) -> None:
     assert "https://example.org/rb/SloscopeNotScraped.md" in yaml.safe_dump(tests)
 
 
-def test_the_runbook_base_is_a_parameter() -> None:
-    data = r.rule_file(default_spec(), runbook_base="https://runbooks.internal/sloscope/")
+def test_sloscope_build_takes_the_conventions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from sloscope.cli import main
+
+    options = ["--severity", "page=P1", "--alert-label", "team=inference", "--rule-label", "release=kps"]
+    assert main(["build", "--out", str(tmp_path), *options]) == 0
+    data = yaml.safe_load((tmp_path / "alerts" / "sloscope-rules.yaml").read_text(encoding="utf-8"))
+    assert {a["labels"]["severity"] for a in alerts(data)} == {"P1", WARNING}  # ticket keeps its default
+    assert all(a["labels"]["team"] == "inference" for a in alerts(data))
+    operator = yaml.safe_load((tmp_path / "alerts" / "sloscope-prometheusrule.yaml").read_text(encoding="utf-8"))
+    assert operator["metadata"]["labels"] == {"release": "kps"}
+    chart = yaml.safe_load((tmp_path / "charts/sloscope/files/rules/sloscope-rules.yaml").read_text(encoding="utf-8"))
+    assert {a["labels"]["severity"] for a in alerts(chart)} == {"page", "ticket"}  # the chart renders them itself
+    assert main(["build", "--out", str(tmp_path), "--alert-label", "team"]) == 2
+    assert "--alert-label 'team': expected NAME=VALUE" in capsys.readouterr().err
+
+
+def test_the_conventions_are_parameters() -> None:
+    conventions = r.Conventions({"page": "P1", "ticket": "P3"}, {"team": "inference", "slo": "never-wins"},
+                                "https://runbooks.internal/sloscope/")  # fmt: skip
+    data = r.rule_file(default_spec(), conventions=conventions)
     for alert in alerts(data):
         assert alert["annotations"]["runbook_url"] == f"https://runbooks.internal/sloscope/{alert['alert']}.md"
+        assert alert["labels"]["team"] == "inference"
+        assert alert["labels"]["severity"] == ("P1" if alert["alert"] == r.ERROR_BUDGET_BURN_PAGE else "P3")
+    burn = burn_alert(data, r.ERROR_BUDGET_BURN_PAGE, "interactive", "ttft")
+    assert burn["labels"]["slo"] == "ttft"  # an alert's own labels win over the extra ones
+    plain = [a for a in alerts(r.rule_file(default_spec())) if a["alert"] == r.NOT_SCRAPED]
+    assert next(a for a in alerts(data) if a["alert"] == r.NOT_SCRAPED)["expr"] == plain[0]["expr"]
+
+
+def test_a_convention_without_a_class_value_or_setting_severity_is_refused() -> None:
+    with pytest.raises(ValueError, match="no label value for ticket"):
+        r.Conventions({"page": "critical"})
+    with pytest.raises(ValueError, match="severity is set by severities"):
+        r.Conventions(alert_labels={"severity": "low"})
 
 
 def test_only_the_burn_rate_alerts_page() -> None:
     """The SRE workbook's rule: page on what users feel (an SLO burning), ticket the causes (headroom and the rest)."""
-    pages = {a["alert"] for a in alerts(r.rule_file(default_spec())) if a["labels"]["severity"] == "page"}
+    pages = {a["alert"] for a in alerts(r.rule_file(default_spec())) if a["labels"]["severity"] == CRITICAL}
     assert pages == {r.ERROR_BUDGET_BURN_PAGE}
 
 
 def test_headroom_is_one_ticket_that_reads_no_other_alert() -> None:
     [headroom] = [a for a in alerts(r.rule_file(default_spec())) if a["alert"] == r.POOL_HEADROOM_EXHAUSTED]
-    assert headroom["labels"]["severity"] == "ticket"
+    assert headroom["labels"]["severity"] == WARNING
     assert "ALERTS" not in headroom["expr"]
 
 
@@ -212,7 +245,7 @@ def test_a_loose_objective_is_capped_and_says_so() -> None:
         a
         for a in alerts(r.rule_file(default_spec()))
         if a["alert"] == r.ERROR_BUDGET_BURN_PAGE
-        and a["labels"] == {"severity": "page", "slo": "goodput", "slo_class": "standard"}
+        and a["labels"] == {"severity": CRITICAL, "slo": "goodput", "slo_class": "standard"}
     )
     assert 'rate1h{slo="goodput",slo_class="standard"} > 0.5\n' in page["expr"]
     assert "(the ceiling: 13.44x the budget would be 134.4%)" in page["annotations"]["description"]
@@ -335,7 +368,7 @@ def test_one_page_and_one_ticket_per_class_and_slo_labelled_with_both() -> None:
         for slo in c.SLOS
     )
     page = burn_alert(data, r.ERROR_BUDGET_BURN_PAGE, "premium", "ttft")
-    assert page["labels"] == {"severity": "page", "slo": "ttft", "slo_class": "premium"}
+    assert page["labels"] == {"severity": CRITICAL, "slo": "ttft", "slo_class": "premium"}
     assert "for" not in page  # the short window does the debouncing, as in the workbook and Sloth
     assert "objective 99.9% over 30d" in page["annotations"]["description"]
 

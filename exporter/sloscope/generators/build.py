@@ -8,7 +8,7 @@ Layout under the output folder (the repository root for the committed copy):
     alerts/sloscope-prometheusrule.yaml       the same groups as a prometheus-operator PrometheusRule
     alerts/tests/sloscope-rules.test.yaml     promtool unit tests of the rules (promtool test rules)
     charts/sloscope/files/dashboards/*.json   the Helm chart's copy of the dashboards (same bytes)
-    charts/sloscope/files/rules/sloscope-rules.yaml  the chart's copy of the rule file (same bytes)
+    charts/sloscope/files/rules/sloscope-rules.yaml  the chart's copy of the rules, severities left in classes
     charts/sloscope/files/slo.yaml            the SLO spec all of the above were made from, for the chart's ConfigMap
 
 Helm reads only files inside a chart, so the chart carries copies; they are written from the same objects as
@@ -21,6 +21,7 @@ copy can be compared byte for byte with a fresh build (``make check-generated``)
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,15 @@ from sloscope.generators import RULES_FILE
 from sloscope.generators.dashboards import dashboards
 from sloscope.generators.preview import preview
 from sloscope.generators.rule_tests import rule_tests
-from sloscope.generators.rules import DEFAULT_THRESHOLDS, AlertThresholds, prometheus_rule, rule_file
+from sloscope.generators.rules import (
+    CLASSES,
+    DEFAULT_CONVENTIONS,
+    DEFAULT_THRESHOLDS,
+    AlertThresholds,
+    Conventions,
+    prometheus_rule,
+    rule_file,
+)
 from sloscope.generators.windows import format_duration
 from sloscope.slo.spec import SLOSpec
 
@@ -75,13 +84,17 @@ def build(
     spec: SLOSpec,
     out: Path,
     *,
-    runbook_base: str = "docs/runbooks",
+    conventions: Conventions = DEFAULT_CONVENTIONS,
+    rule_labels: Mapping[str, str] | None = None,
     thresholds: AlertThresholds = DEFAULT_THRESHOLDS,
 ) -> list[Path]:
     """Write every generated file under ``out``; returns their paths.
 
-    ``runbook_base`` prefixes every alert's ``runbook_url``; the default is relative (``docs/runbooks``, the pages in
-    this repository) because where a deployment publishes them cannot be known here.
+    ``conventions``: the alerts' severity values, extra labels and runbook base (relative by default:
+    ``docs/runbooks``, the pages in this repository, because where a deployment publishes them cannot be known
+    here). ``rule_labels``: the PrometheusRule's own labels, for the Prometheus resource's ``ruleSelector``. The
+    chart's copy of the rules stays in severity classes with the default runbook base: its template renders them
+    from its values.
     """
     written: list[Path] = []
 
@@ -97,11 +110,11 @@ def build(
         write(f"dashboards/{name}", text)
         write(f"{CHART_FILES}/dashboards/{name}", text)
     write("dashboards/README.md", preview(rendered))
-    rules = _yaml(rule_file(spec, thresholds=thresholds, runbook_base=runbook_base))
-    write(f"alerts/{RULES_FILE}", rules)
-    write(f"{CHART_FILES}/rules/{RULES_FILE}", rules)
+    write(f"alerts/{RULES_FILE}", _yaml(rule_file(spec, thresholds=thresholds, conventions=conventions)))
+    write(f"{CHART_FILES}/rules/{RULES_FILE}", _yaml(rule_file(spec, thresholds=thresholds, conventions=CLASSES)))
     write(f"{CHART_FILES}/slo.yaml", _spec_yaml(spec))
-    write(f"alerts/{OPERATOR_FILE}", _yaml(prometheus_rule(spec, thresholds=thresholds, runbook_base=runbook_base)))
-    tests = rule_tests(spec, f"../{RULES_FILE}", thresholds=thresholds, runbook_base=runbook_base)
+    operator = prometheus_rule(spec, labels=rule_labels, thresholds=thresholds, conventions=conventions)
+    write(f"alerts/{OPERATOR_FILE}", _yaml(operator))
+    tests = rule_tests(spec, f"../{RULES_FILE}", thresholds=thresholds, conventions=conventions)
     write(f"alerts/tests/{TESTS_FILE}", _yaml(tests))
     return written

@@ -19,11 +19,11 @@ def rule_tests(
     rule_file_name: str,
     *,
     thresholds: r.AlertThresholds = r.DEFAULT_THRESHOLDS,
-    runbook_base: str = "docs/runbooks",
+    conventions: r.Conventions = r.DEFAULT_CONVENTIONS,
 ) -> dict[str, Any]:
     """A promtool test file for the rules :func:`~sloscope.generators.rules.rule_file` generates with the same
-    spec, thresholds and runbook base; ``rule_file_name`` is the rule file's path relative to the test file."""
-    groups = r.groups(spec, thresholds=thresholds, runbook_base=runbook_base)
+    spec, thresholds and conventions; ``rule_file_name`` is the rule file's path relative to the test file."""
+    groups = r.groups(spec, thresholds=thresholds, conventions=conventions)
     rules = _Rules([rule for group in groups for rule in group["rules"] if "alert" in rule])
     tests = [
         *_recording_tests(spec),

@@ -16,22 +16,24 @@ Six groups, as Sloth splits SLI recording rules from alert rules and kubernetes-
   numbers assume (:mod:`.upstream_alerts`).
 
 Every series name comes from :mod:`sloscope.conventions`, every objective and period from the spec, every
-threshold from :class:`AlertThresholds`. Every alert carries ``severity`` (``page`` or ``ticket``), a
-``summary``, a ``description`` templated with the alert's labels and value, and a ``runbook_url``
-``<runbook_base>/<AlertName>.md`` (the runbooks are in ``docs/runbooks/``).
+threshold from :class:`AlertThresholds`. Every alert carries ``severity`` (its class ``page`` or ``ticket`` as
+the deployment's label value, ``critical`` or ``warning`` by default: :class:`Conventions`), a ``summary``, a
+``description`` templated with the alert's labels and value, and a ``runbook_url`` ``<base>/<AlertName>.md``
+(the runbooks are in ``docs/runbooks/``).
 
 The functions return plain data in a stable order; the caller writes the YAML.
 
 The modules, one per job: :mod:`.names` (group and alert names), :mod:`.thresholds` (:class:`AlertThresholds`
 and the fixed windows), :mod:`.common` (PromQL and template helpers, the shape of an alert), one module per
 group (:mod:`.recording`, :mod:`.budget`, :mod:`.slo_alerts`, :mod:`.predictor_alerts`, :mod:`.pipeline_alerts`,
-:mod:`.upstream_alerts`) and
+:mod:`.upstream_alerts`), :mod:`.conventions` (severity values, extra labels, runbook URLs) and
 :mod:`.files` (the groups assembled into a rule file or a ``PrometheusRule``).
 """
 
 from __future__ import annotations
 
 from sloscope.generators.rules.budget import budget_rules, period_ratio_rule
+from sloscope.generators.rules.conventions import CLASSES, DEFAULT_CONVENTIONS, Conventions, render
 from sloscope.generators.rules.files import groups, prometheus_rule, rule_file
 from sloscope.generators.rules.names import (
     ABORTS_RISING,
@@ -77,7 +79,9 @@ from sloscope.generators.rules.upstream_alerts import upstream_alerts
 __all__ = [
     "ABORTS_RISING",
     "ALERT_NAMES",
+    "CLASSES",
     "CONTRACT_ALERTS",
+    "DEFAULT_CONVENTIONS",
     "DEFAULT_THRESHOLDS",
     "ELIGIBLE_TRAFFIC_VANISHED",
     "ERROR_BUDGET_BURN_PAGE",
@@ -109,6 +113,7 @@ __all__ = [
     "SHADOW_PREDICTIONS_FAILING",
     "SPANS_DROPPED",
     "AlertThresholds",
+    "Conventions",
     "budget_rules",
     "burn_threshold",
     "groups",
@@ -118,6 +123,7 @@ __all__ = [
     "predictor_alerts",
     "prometheus_rule",
     "recording_rules",
+    "render",
     "rule_file",
     "slo_alerts",
     "upstream_alerts",

@@ -1,5 +1,5 @@
 """Shared by every rule module: the PromQL and annotation-template helpers, and :func:`_alert`, the shape of
-every alert rule (severity, ``for``, summary, description, runbook URL)."""
+every alert rule (severity class, ``for``, summary, description; :mod:`.conventions` adds the runbook URL)."""
 
 from __future__ import annotations
 
@@ -86,7 +86,6 @@ def _alert(
     severity: Severity,
     summary: str,
     description: str,
-    runbook_base: str,
     hold: str | None = None,
     labels: Mapping[str, str] | None = None,
 ) -> Rule:
@@ -94,9 +93,5 @@ def _alert(
     if hold is not None and duration_seconds(hold) > 0:
         rule["for"] = hold
     rule["labels"] = dict(sorted({**(labels or {}), SEVERITY: severity}.items()))
-    rule["annotations"] = {
-        "description": description,
-        "runbook_url": f"{runbook_base.rstrip('/')}/{name}.md",
-        "summary": summary,
-    }
+    rule["annotations"] = {"description": description, "summary": summary}  # runbook_url: conventions.render
     return rule

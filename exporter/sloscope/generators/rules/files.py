@@ -8,6 +8,7 @@ from typing import Any
 
 from sloscope.generators.rules.budget import BUDGET_INTERVAL, budget_rules
 from sloscope.generators.rules.common import Group
+from sloscope.generators.rules.conventions import DEFAULT_CONVENTIONS, Conventions, render
 from sloscope.generators.rules.names import (
     GROUP_PIPELINE_ALERTS,
     GROUP_PREDICTOR_ALERTS,
@@ -26,26 +27,27 @@ from sloscope.slo.spec import SLOSpec
 
 
 def groups(
-    spec: SLOSpec, *, thresholds: AlertThresholds = DEFAULT_THRESHOLDS, runbook_base: str = "docs/runbooks"
+    spec: SLOSpec, *, thresholds: AlertThresholds = DEFAULT_THRESHOLDS, conventions: Conventions = DEFAULT_CONVENTIONS
 ) -> list[Group]:
-    """The rule groups, in evaluation-independent but fixed order; a spec without classes has no SLO alerts."""
+    """The rule groups, in evaluation-independent but fixed order; a spec without classes has no SLO alerts. Alerts
+    carry the ``conventions``' severities, labels and runbook URLs."""
     out: list[Group] = [
         {"name": GROUP_SLO_RECORDING, "interval": RECORDING_INTERVAL, "rules": recording_rules(spec)},
     ]
     if spec.classes:
         out.append({"name": GROUP_SLO_BUDGET, "interval": BUDGET_INTERVAL, "rules": budget_rules(spec)})
-        out.append({"name": GROUP_SLO_ALERTS, "rules": slo_alerts(spec, thresholds, runbook_base)})
-    out.append({"name": GROUP_PREDICTOR_ALERTS, "rules": predictor_alerts(thresholds, runbook_base)})
-    out.append({"name": GROUP_PIPELINE_ALERTS, "rules": pipeline_alerts(thresholds, runbook_base)})
-    out.append({"name": GROUP_UPSTREAM_ALERTS, "rules": upstream_alerts(thresholds, runbook_base)})
-    return out
+        out.append({"name": GROUP_SLO_ALERTS, "rules": slo_alerts(spec, thresholds)})
+    out.append({"name": GROUP_PREDICTOR_ALERTS, "rules": predictor_alerts(thresholds)})
+    out.append({"name": GROUP_PIPELINE_ALERTS, "rules": pipeline_alerts(thresholds)})
+    out.append({"name": GROUP_UPSTREAM_ALERTS, "rules": upstream_alerts(thresholds)})
+    return render(out, conventions)
 
 
 def rule_file(
-    spec: SLOSpec, *, thresholds: AlertThresholds = DEFAULT_THRESHOLDS, runbook_base: str = "docs/runbooks"
+    spec: SLOSpec, *, thresholds: AlertThresholds = DEFAULT_THRESHOLDS, conventions: Conventions = DEFAULT_CONVENTIONS
 ) -> dict[str, Any]:
     """A Prometheus rule file (``rule_files:`` in prometheus.yml; ``promtool check rules`` accepts it)."""
-    return {"groups": groups(spec, thresholds=thresholds, runbook_base=runbook_base)}
+    return {"groups": groups(spec, thresholds=thresholds, conventions=conventions)}
 
 
 def prometheus_rule(
@@ -55,7 +57,7 @@ def prometheus_rule(
     namespace: str | None = None,
     labels: Mapping[str, str] | None = None,
     thresholds: AlertThresholds = DEFAULT_THRESHOLDS,
-    runbook_base: str = "docs/runbooks",
+    conventions: Conventions = DEFAULT_CONVENTIONS,
 ) -> dict[str, Any]:
     """The same groups as a prometheus-operator ``PrometheusRule`` (``monitoring.coreos.com/v1``).
 
@@ -70,5 +72,5 @@ def prometheus_rule(
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PrometheusRule",
         "metadata": metadata,
-        "spec": {"groups": groups(spec, thresholds=thresholds, runbook_base=runbook_base)},
+        "spec": {"groups": groups(spec, thresholds=thresholds)},
     }

@@ -52,7 +52,7 @@ from sloscope.generators.windows import TICKET
 # deployment names them, so a single broken replica is visible as such.
 
 
-def _no_spans(t: AlertThresholds, runbook_base: str) -> Rule:
+def _no_spans(t: AlertThresholds) -> Rule:
     # Only while the same replica sees traffic it should have traced: requests running on the pools' pods (as it
     # last scraped them), or the EPP scheduling requests. A quiet night with no request is not an alert.
     target = _by(("job", "instance"))
@@ -73,11 +73,10 @@ def _no_spans(t: AlertThresholds, runbook_base: str) -> Rule:
             f"requests or the EPP schedules them: the gateway, the model servers or the collector in front no longer "
             f"export traces to it. SLO series stop moving and the SLO alerts cannot fire."
         ),
-        runbook_base=runbook_base,
     )
 
 
-def _not_scraped(t: AlertThresholds, runbook_base: str) -> Rule:
+def _not_scraped(t: AlertThresholds) -> Rule:
     """Keyed on sloscope's own series, not on a job name: prometheus-operator names a PodMonitor's job
     ``<namespace>/<name>``, and a scrape config whatever its author chose."""
     info = c.BUILD_INFO.exposed_name
@@ -94,11 +93,10 @@ def _not_scraped(t: AlertThresholds, runbook_base: str) -> Rule:
             f"sloscope series is left at all, with no labels). Stale sloscope series: the SLO, predictor and "
             f"pipeline alerts cannot fire, and the dashboards go empty."
         ),
-        runbook_base=runbook_base,
     )
 
 
-def _queue_nearly_full(t: AlertThresholds, runbook_base: str) -> Rule:
+def _queue_nearly_full(t: AlertThresholds) -> Rule:
     expr = f"{c.QUEUE_SPANS.exposed_name} / {c.QUEUE_CAPACITY_SPANS.exposed_name} > {_num(t.queue_full_ratio)}"
     return _alert(
         QUEUE_NEARLY_FULL,
@@ -110,11 +108,10 @@ def _queue_nearly_full(t: AlertThresholds, runbook_base: str) -> Rule:
             f"The receiver-to-assembler queue of sloscope {INSTANCE} is {VALUE_PERCENT} full (threshold "
             f"{_pct(t.queue_full_ratio)}): the worker cannot keep up, and refusals follow."
         ),
-        runbook_base=runbook_base,
     )
 
 
-def _refusing_spans(t: AlertThresholds, runbook_base: str) -> Rule:
+def _refusing_spans(t: AlertThresholds) -> Rule:
     refused = _selector(c.SPANS_DROPPED.exposed_name, {c.REASON: c.DROP_QUEUE_FULL})
     expr = f"sum without ({c.REASON}) (rate({refused}[{REFUSING_WINDOW}])) > 0"
     return _alert(
@@ -127,11 +124,10 @@ def _refusing_spans(t: AlertThresholds, runbook_base: str) -> Rule:
             f"sloscope {INSTANCE} refuses {VALUE_NUMBER} spans/s with a retryable 429 / RESOURCE_EXHAUSTED. "
             f"Exporters retry, but sustained refusals exhaust their buffers and then spans are lost."
         ),
-        runbook_base=runbook_base,
     )
 
 
-def _spans_dropped(t: AlertThresholds, runbook_base: str) -> Rule:
+def _spans_dropped(t: AlertThresholds) -> Rule:
     dropped = _selector(c.SPANS_DROPPED.exposed_name, {c.REASON: _one_of(LOST_SPAN_REASONS)})
     expr = (
         f"rate({dropped}[{PIPELINE_WINDOW}])\n"
@@ -150,11 +146,10 @@ def _spans_dropped(t: AlertThresholds, runbook_base: str) -> Rule:
             f"receives (threshold {_pct(t.spans_dropped_ratio)} over {PIPELINE_WINDOW}). Those spans are lost: "
             f"the requests they belong to are counted without them, or not at all."
         ),
-        runbook_base=runbook_base,
     )
 
 
-def _evicting_traces(t: AlertThresholds, runbook_base: str) -> Rule:
+def _evicting_traces(t: AlertThresholds) -> Rule:
     evicted = _selector(c.TRACES_JOINED.exposed_name, {c.OUTCOME: c.OUTCOME_EVICTED})
     expr = f"sum without ({c.OUTCOME}) (rate({evicted}[{PIPELINE_WINDOW}])) > 0"
     return _alert(
@@ -167,11 +162,10 @@ def _evicting_traces(t: AlertThresholds, runbook_base: str) -> Rule:
             f"sloscope {INSTANCE} emits {VALUE_NUMBER} requests/s early because the pending-trace cap is reached: "
             f"their gateway spans may arrive after the emission, and those requests lose their SLO targets."
         ),
-        runbook_base=runbook_base,
     )
 
 
-def _join_ratio_low(t: AlertThresholds, runbook_base: str) -> Rule:
+def _join_ratio_low(t: AlertThresholds) -> Rule:
     joined = _selector(c.TRACES_JOINED.exposed_name, {c.OUTCOME: _one_of(JOINED_OUTCOMES)})
     # Requests with a model-server span: a trace without one (no_anchor) or a failed request joins nothing.
     emitted = _selector(c.TRACES_JOINED.exposed_name, {c.OUTCOME: _one_of(ANCHORED_OUTCOMES)})
@@ -191,11 +185,10 @@ def _join_ratio_low(t: AlertThresholds, runbook_base: str) -> Rule:
             f"found their gateway span (threshold {_pct(t.join_ratio_min)}). The others carry no SLO headers and "
             f"routing label: they are published without SLOs."
         ),
-        runbook_base=runbook_base,
     )
 
 
-def _invalid_values(t: AlertThresholds, runbook_base: str) -> Rule:
+def _invalid_values(t: AlertThresholds) -> Rule:
     request_labels = _by((c.MODEL, c.POOL, c.SLO_CLASS, c.ROUTING))
     expr = (
         f"rate({c.INVALID_VALUES.exposed_name}[{PIPELINE_WINDOW}])\n"
@@ -214,11 +207,10 @@ def _invalid_values(t: AlertThresholds, runbook_base: str) -> Rule:
             f"no valid {_label(c.FIELD)} (threshold {_pct(t.invalid_values_ratio)}); they are not eligible for "
             f"the SLOs that need it, which biases attainment."
         ),
-        runbook_base=runbook_base,
     )
 
 
-def _label_values_folded(t: AlertThresholds, runbook_base: str) -> Rule:
+def _label_values_folded(t: AlertThresholds) -> Rule:
     del t  # no threshold: any folded value hides a label value from every panel and alert
     expr = f"increase({c.LABEL_VALUES_FOLDED.exposed_name}[{FOLDED_WINDOW}]) > 0"
     return _alert(
@@ -230,11 +222,10 @@ def _label_values_folded(t: AlertThresholds, runbook_base: str) -> Rule:
             f"sloscope {INSTANCE} folded {VALUE_NUMBER} observations of label {_label(c.LABEL)} into "
             f'"{c.OTHER}" over the last {FOLDED_WINDOW}: series of new values are merged and cannot be told apart.'
         ),
-        runbook_base=runbook_base,
     )
 
 
-def _series_folded(t: AlertThresholds, runbook_base: str) -> Rule:
+def _series_folded(t: AlertThresholds) -> Rule:
     del t  # no threshold: like a folded value, any folded label set hides its series from every panel and alert
     expr = f"increase({c.SERIES_FOLDED.exposed_name}[{FOLDED_WINDOW}]) > 0"
     return _alert(
@@ -247,11 +238,10 @@ def _series_folded(t: AlertThresholds, runbook_base: str) -> Rule:
             f'"{c.OTHER}" series over the last {FOLDED_WINDOW} (limits.max_series_per_family or '
             f"limits.max_series_total reached): the new combinations of model, pool, class and pod are merged."
         ),
-        runbook_base=runbook_base,
     )
 
 
-def _scrapes_failing(t: AlertThresholds, runbook_base: str) -> Rule:
+def _scrapes_failing(t: AlertThresholds) -> Rule:
     failed = _selector(c.SCRAPES.exposed_name, {c.RESULT: _Not(c.RESULT_SUCCESS)})
     expr = (
         f"sum without ({c.RESULT}) (rate({failed}[{PIPELINE_WINDOW}]))\n"
@@ -269,11 +259,10 @@ def _scrapes_failing(t: AlertThresholds, runbook_base: str) -> Rule:
             f"{PIPELINE_WINDOW} (threshold {_pct(t.scrape_failure_ratio)}). Model-server failures blind shadow "
             f"predictions and headroom; EPP failures freeze the EPP series; predictor failures the health series."
         ),
-        runbook_base=runbook_base,
     )
 
 
-def _records_lost(t: AlertThresholds, runbook_base: str) -> Rule:
+def _records_lost(t: AlertThresholds) -> Rule:
     lost = _selector(c.RECORDS.exposed_name, {c.RESULT: _one_of((c.RECORD_DROPPED, c.RECORD_FAILED))})
     expr = (
         f"sum without ({c.RESULT}) (rate({lost}[{PIPELINE_WINDOW}]))\n"
@@ -292,11 +281,10 @@ def _records_lost(t: AlertThresholds, runbook_base: str) -> Rule:
             f"store (and every SLO review built on it) or the trace backend misses those requests; the Prometheus "
             f"series are unaffected."
         ),
-        runbook_base=runbook_base,
     )
 
 
-def _eligible_traffic_vanished(t: AlertThresholds, runbook_base: str) -> Rule:
+def _eligible_traffic_vanished(t: AlertThresholds) -> Rule:
     """The symptom behind a flat SLO: requests keep coming, none is judged any more (a gateway upgrade that strips
     the SLO headers, a renamed model no class matches). Only where the class had traffic and the pool still has."""
     by = _by((c.POOL, c.SLO_CLASS))
@@ -322,11 +310,10 @@ def _eligible_traffic_vanished(t: AlertThresholds, runbook_base: str) -> Rule:
             f"an SLO in the last {recent}, after at least {t.eligible_min_requests} in the {history} before: its SLO "
             f"series are flat, not good. SLO headers stripped, or requests no longer matching the class."
         ),
-        runbook_base=runbook_base,
     )
 
 
-def _failures_without_pool(t: AlertThresholds, runbook_base: str) -> Rule:
+def _failures_without_pool(t: AlertThresholds) -> Rule:
     """Failures no pool could be told for are in no budget (a pool of failures only would page on any abort): their
     share is a data-quality ticket, never a page. The placed requests may have no series yet (every request failed
     before a pod): then the share is 1."""
@@ -353,11 +340,10 @@ def _failures_without_pool(t: AlertThresholds, runbook_base: str) -> Rule:
             f"model or a single pool did not decide. They are in sloscope_requests_without_pool_total only: no burn "
             f"alert sees them, so the real pool's budget reads better than its users fared."
         ),
-        runbook_base=runbook_base,
     )
 
 
-def _aborts_rising(t: AlertThresholds, runbook_base: str) -> Rule:
+def _aborts_rising(t: AlertThresholds) -> Rule:
     """An aborted request is a request no answer was seen for: clients giving up, or model-server spans that stopped
     coming (tracing turned off, a collector dropping them), which look alike. A jump of their share is a ticket to
     find out which, never a page: an abort is a bad event only of the SLOs whose deadline it outwaited."""
@@ -388,25 +374,24 @@ def _aborts_rising(t: AlertThresholds, runbook_base: str) -> Rule:
             f"least {_pct(t.aborts_min_share)}. Either clients leave before their answer, or the model servers' "
             f"spans no longer reach sloscope, so answered requests look unanswered."
         ),
-        runbook_base=runbook_base,
     )
 
 
-def pipeline_alerts(thresholds: AlertThresholds, runbook_base: str) -> list[Rule]:
+def pipeline_alerts(thresholds: AlertThresholds) -> list[Rule]:
     return [
-        _not_scraped(thresholds, runbook_base),
-        _no_spans(thresholds, runbook_base),
-        _queue_nearly_full(thresholds, runbook_base),
-        _refusing_spans(thresholds, runbook_base),
-        _spans_dropped(thresholds, runbook_base),
-        _evicting_traces(thresholds, runbook_base),
-        _join_ratio_low(thresholds, runbook_base),
-        _invalid_values(thresholds, runbook_base),
-        _label_values_folded(thresholds, runbook_base),
-        _series_folded(thresholds, runbook_base),
-        _scrapes_failing(thresholds, runbook_base),
-        _records_lost(thresholds, runbook_base),
-        _eligible_traffic_vanished(thresholds, runbook_base),
-        _failures_without_pool(thresholds, runbook_base),
-        _aborts_rising(thresholds, runbook_base),
+        _not_scraped(thresholds),
+        _no_spans(thresholds),
+        _queue_nearly_full(thresholds),
+        _refusing_spans(thresholds),
+        _spans_dropped(thresholds),
+        _evicting_traces(thresholds),
+        _join_ratio_low(thresholds),
+        _invalid_values(thresholds),
+        _label_values_folded(thresholds),
+        _series_folded(thresholds),
+        _scrapes_failing(thresholds),
+        _records_lost(thresholds),
+        _eligible_traffic_vanished(thresholds),
+        _failures_without_pool(thresholds),
+        _aborts_rising(thresholds),
     ]

@@ -43,7 +43,7 @@ def _outside(value: str, low: str, high: str) -> str:
     return f"(\n  (\n  {value}\n  > {high}\n  )\n  or\n  (\n  {value}\n  < {low}\n  )\n)\n"
 
 
-def _calibration_drift(t: AlertThresholds, runbook_base: str) -> Rule:
+def _calibration_drift(t: AlertThresholds) -> Rule:
     by = _ACCURACY_BY
     window = t.calibration_window
 
@@ -88,7 +88,6 @@ def _calibration_drift(t: AlertThresholds, runbook_base: str) -> Rule:
             f"{t.calibration_sigmas:g} binomial standard deviations of that rate, and never within "
             f"{_pct(t.calibration_tolerance)} of it, with at least {t.calibration_min_predictions} predictions."
         ),
-        runbook_base=runbook_base,
     )
 
 
@@ -98,7 +97,7 @@ def _objective_is(objective: str) -> str:
     return f"max by ({c.POOL}) ({selector}) == 1"
 
 
-def _bias(t: AlertThresholds, runbook_base: str) -> Rule:
+def _bias(t: AlertThresholds) -> Rule:
     by = _ACCURACY_BY
     window = t.calibration_window
 
@@ -128,11 +127,10 @@ def _bias(t: AlertThresholds, runbook_base: str) -> Rule:
             f"then miss their SLO; negative: too high, it refuses pods that had room). Alerts beyond "
             f"{_pct(t.bias_max_ratio)} with at least {t.calibration_min_predictions} predictions."
         ),
-        runbook_base=runbook_base,
     )
 
 
-def _untrained(t: AlertThresholds, runbook_base: str) -> Rule:
+def _untrained(t: AlertThresholds) -> Rule:
     # max over sloscope replicas: one replica seeing a trained model is enough.
     expr = f"max by ({_by((c.POOL, c.SIGNAL))}) ({c.PREDICTOR_TRAINED.exposed_name}) == 0"
     return _alert(
@@ -146,11 +144,10 @@ def _untrained(t: AlertThresholds, runbook_base: str) -> Rule:
             f"the training server holds no samples, or the prediction servers predict the same latency for very "
             f"different requests. The servers answer ready, but the EPP routes on a constant."
         ),
-        runbook_base=runbook_base,
     )
 
 
-def _predictor_down(t: AlertThresholds, runbook_base: str) -> Rule:
+def _predictor_down(t: AlertThresholds) -> Rule:
     # Ticket, not page: a predictor outage is a cause, not a symptom. Requests keep being routed, and if they
     # start missing their SLOs because of it, the burn-rate alerts page on exactly that; paging on the cause as
     # well would wake someone twice, or for an outage users never felt (a training server down for 5 minutes
@@ -167,11 +164,10 @@ def _predictor_down(t: AlertThresholds, runbook_base: str) -> Rule:
             f"for {t.predictor_down_for}. A prediction server down costs the EPP its predictions and sloscope its "
             f"shadow predictions and live headroom; a training server down stops retraining."
         ),
-        runbook_base=runbook_base,
     )
 
 
-def _model_stale(t: AlertThresholds, runbook_base: str) -> Rule:
+def _model_stale(t: AlertThresholds) -> Rule:
     age = c.PREDICTOR_MODEL_AGE_SECONDS.exposed_name
     expr = f"min by ({_by((c.POOL, c.SIGNAL))}) ({age}) > {t.model_stale_seconds}"
     return _alert(
@@ -185,11 +181,10 @@ def _model_stale(t: AlertThresholds, runbook_base: str) -> Rule:
             f"(threshold {_format_duration(t.model_stale_seconds)}): the training server no longer retrains, so "
             f"predictions stop following the traffic."
         ),
-        runbook_base=runbook_base,
     )
 
 
-def _headroom_exhausted(t: AlertThresholds, runbook_base: str) -> Rule:
+def _headroom_exhausted(t: AlertThresholds) -> Rule:
     """A ticket, always: few pods with room is a cause (capacity). Users feel it only as an SLO burn, which pages on
     its own; a page here too would be a second page for one symptom, or one for a symptom nobody felt. An
     Alertmanager inhibition can hold this ticket back while its pool and class page (docs/dashboards-and-alerts.md)."""
@@ -207,11 +202,10 @@ def _headroom_exhausted(t: AlertThresholds, runbook_base: str) -> Rule:
             f"{_label(c.SLO_CLASS)} without a predicted SLO miss (threshold {_pct(t.headroom_min_share)}). With no "
             f"pod left the EPP routes to the least bad one and requests miss their SLOs: add capacity."
         ),
-        runbook_base=runbook_base,
     )
 
 
-def _shadow_failing(t: AlertThresholds, runbook_base: str) -> Rule:
+def _shadow_failing(t: AlertThresholds) -> Rule:
     skipped = _selector(c.SHADOW_SKIPPED.exposed_name, {c.REASON: _one_of(FAILED_SHADOW_REASONS)})
     expr = (
         f"sum by ({c.POOL}) (rate({skipped}[{PIPELINE_WINDOW}]))\n"
@@ -230,17 +224,16 @@ def _shadow_failing(t: AlertThresholds, runbook_base: str) -> Rule:
             f"was full (threshold {_pct(t.shadow_failed_ratio)}). Prediction accuracy for the pool is judged on "
             f"fewer, possibly biased, requests."
         ),
-        runbook_base=runbook_base,
     )
 
 
-def predictor_alerts(thresholds: AlertThresholds, runbook_base: str) -> list[Rule]:
+def predictor_alerts(thresholds: AlertThresholds) -> list[Rule]:
     return [
-        _calibration_drift(thresholds, runbook_base),
-        _bias(thresholds, runbook_base),
-        _untrained(thresholds, runbook_base),
-        _predictor_down(thresholds, runbook_base),
-        _model_stale(thresholds, runbook_base),
-        _headroom_exhausted(thresholds, runbook_base),
-        _shadow_failing(thresholds, runbook_base),
+        _calibration_drift(thresholds),
+        _bias(thresholds),
+        _untrained(thresholds),
+        _predictor_down(thresholds),
+        _model_stale(thresholds),
+        _headroom_exhausted(thresholds),
+        _shadow_failing(thresholds),
     ]

@@ -70,7 +70,6 @@ def _burn_alert(
     *,
     severity: Severity,
     thresholds: AlertThresholds,
-    runbook_base: str,
 ) -> Rule:
     period = spec.period_of(cls)
     pairs = [p for p in burn_windows(period) if p.severity == severity]
@@ -95,15 +94,14 @@ def _burn_alert(
         severity=severity,
         summary=f"{speed} burn of the {slo} error budget of SLO class {cls.name}.",
         description=description,
-        runbook_base=runbook_base,
         labels={c.SLO_CLASS: cls.name, c.SLO: slo},
     )
 
 
-def slo_alerts(spec: SLOSpec, thresholds: AlertThresholds, runbook_base: str) -> list[Rule]:
+def slo_alerts(spec: SLOSpec, thresholds: AlertThresholds) -> list[Rule]:
     """A page and a ticket per class (spec order) and SLO, each with the class's objective and period."""
     return [
-        _burn_alert(spec, cls, slo, severity=severity, thresholds=thresholds, runbook_base=runbook_base)
+        _burn_alert(spec, cls, slo, severity=severity, thresholds=thresholds)
         for severity in (PAGE, TICKET)
         for cls in spec.classes
         for slo in c.SLOS

@@ -70,7 +70,7 @@ _WORDS = {
 }
 
 
-def upstream_alerts(thresholds: AlertThresholds, runbook_base: str) -> list[Rule]:
+def upstream_alerts(thresholds: AlertThresholds) -> list[Rule]:
     """One alert per check, on ``sloscope_upstream_contract{check=...} == 0`` held ``contract_broken_for``."""
     rules = []
     for check in c.CONTRACT_CHECKS:
@@ -84,7 +84,6 @@ def upstream_alerts(thresholds: AlertThresholds, runbook_base: str) -> list[Rule
                 hold=thresholds.contract_broken_for,
                 summary=words.summary,
                 description=f"{words.consequence} Check {check} has read broken for {thresholds.contract_broken_for}.",
-                runbook_base=runbook_base,
             )
         )
     return rules

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from sloscope.generators.rule_tests import rule_tests
-from sloscope.generators.rules import AlertThresholds, rule_file
+from sloscope.generators.rules import AlertThresholds, Conventions, rule_file
 from sloscope.loading import default_spec
 from sloscope.slo.spec import SLOSpec
 
@@ -72,8 +72,10 @@ def write(path: Path, data: dict[str, Any]) -> None:
 def test_promtool_checks_the_rules_and_passes_the_generated_tests(
     promtool: Path, tmp_path: Path, spec: SLOSpec, thresholds: AlertThresholds
 ) -> None:
-    write(tmp_path / "rules.yaml", rule_file(spec, thresholds=thresholds, runbook_base="https://runbooks.internal"))
-    tests = rule_tests(spec, "rules.yaml", thresholds=thresholds, runbook_base="https://runbooks.internal")
+    # Conventions of another stack: the tests follow the rules' severities, labels and runbook URLs.
+    conventions = Conventions({"page": "P1", "ticket": "P3"}, {"team": "inference"}, "https://runbooks.internal")
+    write(tmp_path / "rules.yaml", rule_file(spec, thresholds=thresholds, conventions=conventions))
+    tests = rule_tests(spec, "rules.yaml", thresholds=thresholds, conventions=conventions)
     write(tmp_path / "rules.test.yaml", tests)
 
     checked = run(promtool, "check", "rules", "rules.yaml", cwd=tmp_path)

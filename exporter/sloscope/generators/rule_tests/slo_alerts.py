@@ -177,16 +177,21 @@ def _placement_tests(spec: SLOSpec, cls: SLOClass, rules: _Rules, t: r.AlertThre
     ]
     burn = rates[0] / rates[1]  # as Prometheus computes it: 150 / 10,150 but for the last bits
     burnt = _expr_case(ratio, at, {(ratio, slo): burn for slo in c.SLOS}, pool_labels)
-    objective_of = cls.objectives.of
-    tickets = [  # the slow burn of every SLO whose objective leaves less than 1.48 % a ticket window would let by
-        rules.expect(r.ERROR_BUDGET_BURN_TICKET, {**pool_labels, c.SLO: slo}, burn, slo_class=cls.name, slo=slo)
-        for slo in c.SLOS
-        if any(
-            burn > r.burn_threshold(p, objective_of(slo), t)
-            for p in burn_windows(spec.period_of(cls))
-            if p.severity == TICKET
-        )
-    ]
+
+    def burning(name: str, severity: str, value: float) -> dict[str, object]:
+        """The case of alert ``name`` at ``at``: firing for every SLO whose objective leaves a ``severity`` pair's
+        threshold under the error ratio ``value``."""
+        firing = [
+            rules.expect(name, {**pool_labels, c.SLO: slo}, value, slo_class=cls.name, slo=slo)
+            for slo in c.SLOS
+            if any(
+                value > r.burn_threshold(p, cls.objectives.of(slo), t)
+                for p in burn_windows(spec.period_of(cls))
+                if p.severity == severity
+            )
+        ]
+        return _alert_case(name, at, firing)
+
     unburnt = _expr_case(ratio, at, {(ratio, slo): 0.0 for slo in c.SLOS}, pool_labels)
     ticket = rules.expect(r.FAILURES_WITHOUT_POOL, TARGET, 150 / 10_150)
     hold = _minutes(t.without_pool_for)
@@ -208,27 +213,20 @@ def _placement_tests(spec: SLOSpec, cls: SLOClass, rules: _Rules, t: r.AlertThre
             alert_rule_test=silent,
         ),
         _group(
-            "aborted requests whose clients left after the TTFT target are misses: 30 of 100 requests a minute page",
+            "aborted requests whose clients left after the TTFT target are misses: 30 of 100 requests a minute burn "
+            "the budget",
             [*slo_series(100, 30)],
             alert_rule_test=[
-                _alert_case(
-                    r.ERROR_BUDGET_BURN_PAGE,
-                    at,
-                    [
-                        rules.expect(
-                            r.ERROR_BUDGET_BURN_PAGE, {**pool_labels, c.SLO: slo}, 0.3, slo_class=cls.name, slo=slo
-                        )
-                        for slo in c.SLOS
-                    ],
-                )
+                burning(r.ERROR_BUDGET_BURN_PAGE, PAGE, 0.3),
+                burning(r.ERROR_BUDGET_BURN_TICKET, TICKET, 0.3),
             ],
         ),
         _group(
             "the same failures placed in their pool burn its budget: 150 bad events in 10,150 an hour",
             [*slo_series(answered + failed, failed), requests],
             alert_rule_test=[
-                _alert_case(r.ERROR_BUDGET_BURN_PAGE, at),
-                _alert_case(r.ERROR_BUDGET_BURN_TICKET, at, tickets),
+                burning(r.ERROR_BUDGET_BURN_PAGE, PAGE, burn),
+                burning(r.ERROR_BUDGET_BURN_TICKET, TICKET, burn),
                 _alert_case(r.FAILURES_WITHOUT_POOL, 4 + hold),
             ],
             promql_expr_test=[burnt],

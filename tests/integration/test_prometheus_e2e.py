@@ -52,6 +52,7 @@ RARE_PANELS = {
     "Invalid request values by field": "counts spans with unusable latency or token values; the demo's are all valid",
     "Label values folded into __other__": "a label's value cap is never reached by 3 pods, 1 model, 3 classes",
     "Broken upstream contracts": "lists broken contracts only; the demo's upstream shows what sloscope reads",
+    "Failures without a pool": "the demo's failures all have a pool: its EPP's answered requests name it",
 }
 # Shows the page once the breach below has made it fire: checked then (with the annotation of firing alerts).
 ALERT_PANELS = frozenset({"Firing alerts"})
@@ -60,6 +61,10 @@ QUANTILE_DEMO_EMPTY = {
     **RARE_PANELS,
     **dict.fromkeys(ALERT_PANELS, "no alert fires on the light demo load: checked after the breach pages"),
     **dict.fromkeys(MEAN_OBJECTIVE_PANELS, "mean-objective predictors only: test_mean_objective_panels_have_data"),
+    **dict.fromkeys(
+        ("EPP in-flight requests by pod", "EPP in-flight prompt tokens by pod"),
+        "the llm-d EPP's in-flight load producer: the late-2025 EPP has none",
+    ),
 }
 
 _VARIABLE = re.compile(r"\$\{(\w+)(?::\w+)?\}|\$(\w+)")

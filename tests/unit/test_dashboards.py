@@ -14,7 +14,7 @@ from jsonschema.exceptions import ValidationError
 from sloscope import conventions as c
 from sloscope.generators.dashboards import dashboards, panel_queries
 from sloscope.generators.dashboards import self_monitoring as self_dashboard
-from sloscope.generators.rules import rule_file
+from sloscope.generators.rules import DEFAULT_THRESHOLDS, burn_threshold, rule_file
 from sloscope.generators.windows import burn_windows, duration_seconds
 from sloscope.loading import default_spec
 from sloscope.slo.spec import SLOSpec
@@ -344,19 +344,24 @@ def test_burn_by_model_and_pool_reads_the_alerts_series_and_links_to_the_pools_p
     rendered = dashboards(spec)
     overview = rendered["slo-overview.json"]
     cls = spec.classes[0]
-    table = next(
-        p for p in panels(overview) if p["title"] == f"{cls.name}: burn rate by model and pool, as the alerts see it"
-    )
     windows = sorted({w for p in burn_windows(spec.period_of(cls)) for w in (p.long, p.short)}, key=duration_seconds)
-    assert [t["legendFormat"] for t in table["targets"]] == windows
-    for target, window in zip(table["targets"], windows, strict=True):
-        assert target["instant"] and "sum" not in target["expr"], "one value per model and pool, as the alerts"
-        for slo in c.SLOS:
+    for slo in c.SLOS:
+        title = f"{cls.name}: {slo} burn rate by model and pool, as the alerts see it"
+        table = next(p for p in panels(overview) if p["title"] == title)
+        assert [t["legendFormat"] for t in table["targets"]] == windows
+        for target, window in zip(table["targets"], windows, strict=True):
+            assert target["instant"] and "sum" not in target["expr"], "one value per model and pool, as the alerts"
             ratio = f'{c.slo_error_ratio_rule(window)}{{slo_class="{cls.name}", '
             assert ratio in target["expr"] and f'slo="{slo}"}} / (1 - {cls.objectives.of(slo)})' in target["expr"]
-    (link,) = table["fieldConfig"]["defaults"]["links"]
-    assert link["url"].startswith(f"/d/{rendered['pod-headroom.json']['uid']}?var-pool=${{__data.fields.pool}}")
-    assert f"var-slo_class={cls.name}" in link["url"] and "${__url_time_range}" in link["url"]
+        # Each SLO's cells are coloured at its own thresholds: goodput's 95% objective caps its page lower.
+        steps = [s["value"] for s in table["fieldConfig"]["defaults"]["thresholds"]["steps"]][1:]
+        objective = cls.objectives.of(slo)
+        pairs = burn_windows(spec.period_of(cls))
+        expected = sorted(float(burn_threshold(p, objective, DEFAULT_THRESHOLDS)) / (1 - objective) for p in pairs)
+        assert steps == pytest.approx(expected), slo
+        (link,) = table["fieldConfig"]["defaults"]["links"]
+        assert link["url"].startswith(f"/d/{rendered['pod-headroom.json']['uid']}?var-pool=${{__data.fields.pool}}")
+        assert f"var-slo_class={cls.name}" in link["url"] and "${__url_time_range}" in link["url"]
     sampled = next(p for p in panels(overview) if p["title"] == "Sampled share of requests")
     (link,) = sampled["fieldConfig"]["defaults"]["links"]
     assert "var-pool=${__field.labels.pool}" in link["url"]

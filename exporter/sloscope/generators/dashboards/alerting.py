@@ -58,47 +58,52 @@ def alert_windows(spec: SLOSpec, cls: SLOClass) -> list[str]:
     return sorted({w for p in _pairs(spec, cls) for w in (p.long, p.short)}, key=duration_seconds)
 
 
-def _burn_by_slo(cls: SLOClass, window: str, matchers: Sequence[str]) -> str:
-    """Burn rate per (model, pool, slo) over ``window``: each SLO's recorded ratio over its own budget."""
-    return " or ".join(
-        f"{sel(c.slo_error_ratio_rule(window), (*matchers, eq(c.SLO, slo)))} / {budget(cls.objectives.of(slo))}"
-        for slo in c.SLOS
-    )
-
-
-def burn_by_model_and_pool(spec: SLOSpec, cls: SLOClass, matchers: Sequence[str], pods_dashboard_uid: str) -> Any:
-    """A table of each (model, pool, SLO)'s burn rate over every alert window, coloured at the alerts' thresholds.
+def burn_by_model_and_pool(spec: SLOSpec, cls: SLOClass, matchers: Sequence[str], pods_dashboard_uid: str) -> list[Any]:
+    """One table per SLO of each (model, pool)'s burn rate over every alert window, coloured at that SLO's alert
+    thresholds (a loose objective's page threshold is capped lower than a strict one's, so the SLOs of a class do not
+    share colours).
 
     The pool links to the pod headroom dashboard with that pool and the class selected.
     """
     windows = alert_windows(spec, cls)
-    objectives = {cls.objectives.of(slo) for slo in c.SLOS}
-    # The cells are coloured at the thresholds of one objective; with several, the strictest (lowest) ones.
-    objective = min(objectives, key=lambda o: min(burn_threshold(p, o) for p in _pairs(spec, cls)))
     link = d.dashboard_link(
         "Pods of pool ${__data.fields.pool}",
         pods_dashboard_uid,
         {c.POOL: "${__data.fields.pool}", c.SLO_CLASS: cls.name},
         "The pod headroom dashboard of this row's pool, for this class",
     )
-    return d.table(
-        f"{cls.name}: burn rate by model and pool, as the alerts see it",
-        "Error ratio over the error budget of each model, pool and SLO of the class, over every window the burn-rate "
-        "alerts read (recording rules, not summed over models or pools: the alerts judge each label set alone). A "
-        "pair of windows fires when both are above its threshold (cells coloured yellow and orange above a ticket's, "
-        "red above a page's): "
-        f"{burn_prose(spec, cls, objective)}; the alerts also need "
-        "enough eligible requests in the long window. No traffic: no eligible request in the window. Click a pool "
-        "for its pods.",
-        [d.Query(_burn_by_slo(cls, window, matchers), window, instant=True, format="table") for window in windows],
-        unit=d.SHORT,
-        decimals=2,
-        transformations=d.merged_columns(*windows),
-        thresholds=burn_steps(spec, cls, objective),
-        links=[link],
-        width=24,
-        no_traffic=True,
-    )
+    tables = []
+    for slo in c.SLOS:
+        objective = cls.objectives.of(slo)
+        ratio = budget(objective)
+        tables.append(
+            d.table(
+                f"{cls.name}: {slo} burn rate by model and pool, as the alerts see it",
+                f"Error ratio of the {slo} SLO over its error budget {ratio} for each model and pool of the class, "
+                "over every window the burn-rate alerts read (recording rules, not summed over models or pools: the "
+                "alerts judge each label set alone). A pair of windows fires when both are above its threshold "
+                "(cells coloured yellow and orange above a ticket's, red above a page's): "
+                f"{burn_prose(spec, cls, objective)}; the alerts also need enough eligible requests in the long "
+                "window. No traffic: no eligible request in the window. Click a pool for its pods.",
+                [
+                    d.Query(
+                        f"{sel(c.slo_error_ratio_rule(window), (*matchers, eq(c.SLO, slo)))} / {ratio}",
+                        window,
+                        instant=True,
+                        format="table",
+                    )
+                    for window in windows
+                ],
+                unit=d.SHORT,
+                decimals=2,
+                transformations=d.merged_columns(*windows),
+                thresholds=burn_steps(spec, cls, objective),
+                links=[link],
+                width=8,
+                no_traffic=True,
+            )
+        )
+    return tables
 
 
 def firing_alerts() -> Any:

@@ -19,6 +19,7 @@ from sloscope.generators.dashboards.promql import (
     budget,
     duration,
     eq,
+    max_by,
     min_by,
     rate,
     regex,
@@ -50,7 +51,8 @@ for _window in (ATTAINMENT_WINDOW, *BURN_WINDOWS):
 def dashboard(spec: SLOSpec) -> Any:
     """The SLO overview of ``spec``: traffic, routing comparison, latency, then one row per SLO class."""
     pods = d.uid(spec.service, pod_headroom.FILE_NAME)
-    panels = [*_alerts(), *_traffic(), *_failures(), *_routing(), *_latency(), *_sizes(), *_engine_crosscheck(pods)]
+    panels = [*_alerts(), *_traffic(), *_failures(), *_epp(), *_routing(), *_latency(), *_sizes()]
+    panels += _engine_crosscheck(pods)
     for cls in spec.classes:
         panels += _class_row(spec, cls, pods)
     return d.build(
@@ -134,8 +136,9 @@ def _failures() -> list[Any]:
             "Failed requests by reason",
             f"Requests per second that failed, by reason ({reasons}): error is an error status or HTTP >= 500, shed a "
             "refusal for load (HTTP 429, the EPP's admission), timeout the EPP's queue or a deadline, aborted a client "
-            "that went away, invalid a client error. All but invalid count as violations of every SLO the request "
-            "carried.",
+            "that went away, invalid a client error. error, shed and timeout count as violations of every SLO the "
+            "request carried; aborted only of the SLOs whose deadline passed before the client left (its class's "
+            "aborts); invalid of none.",
             [d.Query(sum_by((c.REASON,), failed), "{{reason}}")],
             unit=d.REQUESTS_PER_SECOND,
             stacked=True,
@@ -153,6 +156,77 @@ def _failures() -> list[Any]:
             ],
             unit=d.PERCENT,
             no_traffic=True,
+        ),
+        d.timeseries(
+            "Failures without a pool",
+            "Requests per second that failed before reaching any pod and that no pool could be told for, by reason: "
+            "counted in no pool's series or budget (docs/sending-traces.md, where a failure is counted). Above 0, "
+            "name the pools' gateways (pools[].gateways) or give the EPPs' spans an identity; the "
+            "SloscopeFailuresWithoutPool ticket watches the share. Not filtered: they have no pool, model or class.",
+            [d.Query(sum_by((c.REASON,), rate(series(c.REQUESTS_WITHOUT_POOL))), "{{reason}}")],
+            unit=d.REQUESTS_PER_SECOND,
+            stacked=True,
+        ),
+    ]
+
+
+def _epp() -> list[Any]:
+    """The EPP's own series, re-published by sloscope: its view of the same traffic beside sloscope's."""
+    pools, models = var(c.POOL), var(c.MODEL)
+    epp_model = regex(c.TARGET_MODEL, f"${c.MODEL}")
+    return [
+        d.row("The EPP's own view"),
+        d.timeseries(
+            "SLO violations: the EPP's counter beside sloscope's",
+            "Violations per second as the EPP counts them (sloscope_epp_slo_violations_total, by type: ttft, tpot; "
+            "e2e where its TTFT is end-to-end latency) and as sloscope judges them (ttft, tpot, any class). The EPP "
+            "counts every request it routed and streamed; sloscope the sampled traces (10 % by default) with the "
+            "client's TTFT from the gateway span, and failures too: the lines differ by the sampling ratio and by "
+            "what each calls TTFT (docs/predictions.md).",
+            [
+                d.Query(
+                    sum_by((c.POOL, c.TYPE), rate(series(c.EPP_SLO_VIOLATIONS), (pools, models))),
+                    "EPP {{pool}} {{type}}",
+                ),
+                d.Query(
+                    sum_by(
+                        (c.POOL, c.SLO),
+                        rate(series(c.SLO_VIOLATIONS), (*_FILTERS, regex(c.SLO, f"{c.SLO_TTFT}|{c.SLO_TPOT}"))),
+                    ),
+                    "sloscope {{pool}} {{slo}}",
+                ),
+            ],
+            unit=d.REQUESTS_PER_SECOND,
+            width=12,
+        ),
+        d.timeseries(
+            "EPP scheduling attempts by status",
+            "Scheduling attempts per second of each pool's EPP, successful or failed (no endpoint could be picked: "
+            "the requests it sheds or fails), from sloscope_epp_scheduler_attempts_total.",
+            [
+                d.Query(
+                    sum_by((c.POOL, c.STATUS), rate(series(c.EPP_SCHEDULER_ATTEMPTS), (pools, epp_model))),
+                    "{{pool}} {{status}}",
+                )
+            ],
+            unit=d.REQUESTS_PER_SECOND,
+            width=12,
+        ),
+        d.timeseries(
+            "EPP in-flight requests by pod",
+            "Requests the llm-d EPP has routed to each pod and not yet seen end (its in-flight load producer): the "
+            "load it predicts with. Pod series, not filtered by model or class.",
+            [d.Query(max_by((c.POOL, c.POD), sel(series(c.EPP_INFLIGHT_REQUESTS), (pools,))), "{{pool}} {{pod}}")],
+            unit=d.SHORT,
+            width=12,
+        ),
+        d.timeseries(
+            "EPP in-flight prompt tokens by pod",
+            "Uncached prompt tokens of the requests in flight to each pod, as the llm-d EPP counts them. Pod series, "
+            "not filtered by model or class.",
+            [d.Query(max_by((c.POOL, c.POD), sel(series(c.EPP_INFLIGHT_TOKENS), (pools,))), "{{pool}} {{pod}}")],
+            unit=d.SHORT,
+            width=12,
         ),
     ]
 
@@ -417,7 +491,7 @@ def _class_row(spec: SLOSpec, cls: SLOClass, pods_dashboard_uid: str) -> list[An
         panels.append(_attainment_by_model(cls, (*base, eq(c.SLO, slo)), slo, name))
     for slo, name in SLO_TITLES.items():
         panels.append(_burn_rate(spec, cls, (*base, eq(c.SLO, slo)), slo, name))
-    panels.append(alerting.burn_by_model_and_pool(spec, cls, base, pods_dashboard_uid))
+    panels += alerting.burn_by_model_and_pool(spec, cls, base, pods_dashboard_uid)
     return panels
 
 

@@ -166,7 +166,8 @@ class Listeners(_Section):
         default=512,
         ge=1,
         description="Connections open at once on each HTTP listener. At the cap a new connection closes the "
-        "longest-waiting idle or header-less one, else it is refused with 503.",
+        "longest-waiting idle or header-less one, else it is refused with 503. Lowered at start-up when the "
+        "listeners would not fit under the open-file limit (docs/operations.md, listener limits).",
     )
     backlog: int = Field(
         default=128,

@@ -260,6 +260,31 @@ def test_pipelined_request_after_an_early_error_is_answered(
     assert server.value("sloscope_otlp_requests_total", transport="http", result="accepted") == 2
 
 
+@pytest.mark.parametrize("http_server", ["native", "uvicorn"])
+def test_four_pipelined_requests_are_answered_in_order_on_both_http_servers(
+    serve: Callable[..., Server], http_server: str
+) -> None:
+    """200, 415 (refused on its Content-Type, its body unread), 200, 404 sent in one write: four answers, in order,
+    on the same connection, whichever server serves OTLP/HTTP."""
+    server = serve(listeners={"otlp_http_server": http_server}, self_tracing={"enabled": False})
+    good = largest_body(4096, json=False)
+
+    def request(method: str, path: str, headers: dict[str, str], body: bytes) -> bytes:
+        lines = [f"{k}: {v}" for k, v in {**headers, "Host": "x", "Content-Length": str(len(body))}.items()]
+        return (f"{method} {path} HTTP/1.1\r\n" + "\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+    pipelined = (
+        request("POST", "/v1/traces", PROTOBUF, good)
+        + request("POST", "/v1/traces", {"Content-Type": "text/plain"}, bytes(5000))
+        + request("POST", "/v1/traces", PROTOBUF, good)
+        + request("GET", "/nowhere", {}, b"")
+    )
+    with socket.create_connection(("127.0.0.1", server.http_port), timeout=30) as sock:
+        sock.sendall(pipelined)
+        assert _read_responses(sock, 4) == [200, 415, 200, 404]
+    assert server.value("sloscope_otlp_requests_total", transport="http", result="accepted") == 2
+
+
 def _json_workers(pid: int) -> list[int]:
     """The OTLP/JSON decoding processes the server spawned (its resource tracker left out)."""
     children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()

@@ -148,6 +148,37 @@ def test_slowloris_connections_are_closed_and_other_clients_are_served(tmp_path:
         assert server.stop() == 0
 
 
+def test_at_the_file_limit_with_the_default_caps_every_listener_still_answers(tmp_path: Path) -> None:
+    """Started under ``prlimit --nofile=512`` with the default caps (512 connections per listener): sloscope lowers
+    them to fit (service/descriptors.py), so 600 slow connections to OTLP/HTTP leave descriptors for the other
+    listeners and for a legitimate export on the same one. Each answers within a one-second deadline."""
+    server = start_server(tmp_path, {}, prefix=["prlimit", "--nofile=512:512", "--"])
+    try:
+        assert any("listeners' caps are lowered to 86 connections per HTTP listener" in line for line in server.log)
+        attack = Slowloris([server.http_port], 600)
+        try:
+            post = urllib.request.Request(server.otlp_http, _small_export(), {"Content-Type": "application/x-protobuf"})
+            with urllib.request.urlopen(post, timeout=1) as response:
+                assert response.status == 200
+            exporter = GrpcExporter(endpoint=server.otlp_grpc, insecure=True, timeout=1)
+            llm = ReadableSpan(
+                name="llm_request",
+                context=SpanContext(trace_id=2, span_id=2, is_remote=False),
+                attributes=vllm_attributes(ttft=0.1, e2e=1.0, completion_tokens=10),
+            )
+            assert exporter.export([llm]) == SpanExportResult.SUCCESS
+            exporter.shutdown()
+            with urllib.request.urlopen(server.url("/metrics"), timeout=1) as response:
+                assert b"sloscope_build_info" in response.read()
+            assert _open_files(server) < 512
+        finally:
+            attack.stop()
+        assert server.total(f"{c.LISTENER_CONNECTIONS_REFUSED.name}_total", reason=c.REFUSED_EVICTED) > 0
+        assert not [line for line in server.log if "out of system resource" in line or "Too many open files" in line]
+    finally:
+        assert server.stop() == 0
+
+
 def test_a_request_that_finishes_its_headers_in_time_is_served_and_kept_alive(tmp_path: Path) -> None:
     """The header deadline counts from a request's first byte: a kept-alive connection idle for longer than
     the header timeout (but less than the idle timeout) still serves its next request."""

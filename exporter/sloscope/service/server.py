@@ -33,6 +33,7 @@ from sloscope.publishers.sinks import RecordSink, RecordSinks, SinkMetrics
 from sloscope.receivers import otlp_grpc_native, otlp_http_native
 from sloscope.receivers.otlp_grpc import create_server as create_grpc_server
 from sloscope.receivers.otlp_http_native import NativeHttpReceiver
+from sloscope.service import descriptors
 from sloscope.service.app import create_metrics_app, create_otlp_app
 from sloscope.service.deadlines import within
 from sloscope.service.http_metrics import HttpMetrics
@@ -109,6 +110,9 @@ def _bind(host: str, port: int) -> socket.socket:
 
 class Service:
     def __init__(self, settings: Settings, spec: SLOSpec, registry: CollectorRegistry | None = None) -> None:
+        soft, _ = descriptors.raise_soft_limit()
+        budget = descriptors.Budget(soft, descriptors.reserve(settings))
+        settings = settings.model_copy(update={"listeners": descriptors.fitted(settings.listeners, budget)})
         self.settings = settings
         self.registry = registry if registry is not None else CollectorRegistry()
         if registry is None:  # the usual process_*, python_* series, as every Prometheus exporter has them

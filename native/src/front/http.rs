@@ -131,7 +131,18 @@ async fn serve(listener: TcpListener, config: Config, handler: Arc<dyn Handler>,
             _ = stop.changed() => break stop.borrow().unwrap_or_default(),
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
             accepted = runtime::accept(&listener) => {
-                let Some(stream) = accepted else { continue };
+                let stream = match accepted {
+                    runtime::Accepted::Stream(stream) => stream,
+                    runtime::Accepted::OutOfFiles => {
+                        // The process's descriptors ran out before the cap did: the connection waiting
+                        // longest makes room, as at the cap.
+                        if slots.evict_longest_waiting() {
+                            count(&handler, EVICTED);
+                        }
+                        continue;
+                    }
+                    runtime::Accepted::Failed => continue,
+                };
                 let (slot, refusal) = slots.admit(config.max_connections);
                 if let Some(reason) = refusal {
                     count(&handler, reason);
@@ -298,22 +309,35 @@ impl Slots {
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
         let mut refusal = None;
         if open.len() >= cap {
-            let waiting =
-                |slot: &Arc<Slot>| slot.with(|w| (w.busy == 0 && !w.evicted).then_some(w.since));
-            let victim = open
-                .values()
-                .filter_map(|slot| waiting(slot).map(|since| (since, slot)))
-                .min_by_key(|(since, _)| *since);
-            let Some((_, victim)) = victim else {
+            if !Self::evict(&open) {
                 return (None, Some(CONNECTION_LIMIT));
-            };
-            victim.with(|w| w.evicted = true);
-            victim.evict.notify_one();
+            }
             refusal = Some(EVICTED);
         }
         let slot = Arc::new(Slot::new(self.next.fetch_add(1, Ordering::Relaxed)));
         open.insert(slot.id, slot.clone());
         (Some(slot), refusal)
+    }
+
+    /// Closes the connection that has waited longest without a request being served (idle, or
+    /// still sending its headers); false when every connection is serving one.
+    fn evict_longest_waiting(&self) -> bool {
+        Self::evict(&self.open.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    fn evict(open: &HashMap<u64, Arc<Slot>>) -> bool {
+        let waiting =
+            |slot: &Arc<Slot>| slot.with(|w| (w.busy == 0 && !w.evicted).then_some(w.since));
+        let victim = open
+            .values()
+            .filter_map(|slot| waiting(slot).map(|since| (since, slot)))
+            .min_by_key(|(since, _)| *since);
+        let Some((_, victim)) = victim else {
+            return false;
+        };
+        victim.with(|w| w.evicted = true);
+        victim.evict.notify_one();
+        true
     }
 
     fn close(&self, slot: &Slot) {
@@ -728,6 +752,20 @@ mod tests {
         second.end();
         let (fourth, refusal) = slots.admit(2);
         assert!(fourth.is_some() && refusal == Some(EVICTED) && second.with(|w| w.evicted));
+    }
+
+    #[test]
+    fn out_of_descriptors_the_longest_waiting_connection_makes_room_below_the_cap() {
+        let slots = Slots::default();
+        let (older, newer) = (slots.admit(9).0.unwrap(), slots.admit(9).0.unwrap());
+        let busy = slots.admit(9).0.unwrap();
+        busy.begin();
+        older.with(|w| w.since -= Duration::from_secs(2)); // waiting longest, whatever the clock's grain
+        assert!(slots.evict_longest_waiting());
+        assert!(older.with(|w| w.evicted) && !newer.with(|w| w.evicted));
+        assert!(slots.evict_longest_waiting());
+        assert!(newer.with(|w| w.evicted) && !busy.with(|w| w.evicted));
+        assert!(!slots.evict_longest_waiting()); // only a connection serving a request is left
     }
 
     #[test]

@@ -70,17 +70,33 @@ where
     })
 }
 
+/// errno of a process out of descriptors and of a system out of them (the same on Linux, the BSDs and
+/// macOS): named here rather than through a C library crate for two numbers.
+const EMFILE: i32 = 24;
+const ENFILE: i32 = 23;
+
+/// What an accept gave.
+pub enum Accepted {
+    Stream(tokio::net::TcpStream),
+    /// The process (or the system) is out of file descriptors: the caller may free one.
+    OutOfFiles,
+    Failed,
+}
+
 /// Accepts the next connection; a failed accept (out of descriptors, most likely) waits a moment,
-/// since accepting again at once would spin.
-pub async fn accept(listener: &tokio::net::TcpListener) -> Option<tokio::net::TcpStream> {
+/// since accepting again at once would spin: the pending connection stays in the kernel's queue.
+pub async fn accept(listener: &tokio::net::TcpListener) -> Accepted {
     match listener.accept().await {
         Ok((stream, _)) => {
             let _ = stream.set_nodelay(true);
-            Some(stream)
+            Accepted::Stream(stream)
         }
-        Err(_) => {
+        Err(error) => {
             tokio::time::sleep(Duration::from_millis(10)).await;
-            None
+            match error.raw_os_error() {
+                Some(EMFILE | ENFILE) => Accepted::OutOfFiles,
+                _ => Accepted::Failed,
+            }
         }
     }
 }

@@ -169,7 +169,7 @@ async fn serve(listener: TcpListener, config: Config, handler: Arc<dyn Handler>,
             _ = stop.changed() => break stop.borrow().unwrap_or_default(),
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
             accepted = runtime::accept(&listener) => {
-                let Some(stream) = accepted else { continue };
+                let runtime::Accepted::Stream(stream) = accepted else { continue };
                 if connections.len() >= config.max_connections {
                     continue; // closed before the HTTP/2 preface, as grpc core does at its cap
                 }

@@ -29,6 +29,7 @@ from sloscope.demo.prometheus import PrometheusServer
 from sloscope.generators.dashboards import dashboards, panel_queries
 from sloscope.loading import default_spec
 from sloscope.testing import export_request, gateway_attributes, span, to_otlp_json, vllm_attributes
+from tests.support.prometheus import run_beside
 
 from .conftest import Server, wait_until
 from .test_prometheus_e2e import prometheus_ready, query, substitute
@@ -146,14 +147,7 @@ def test_increase_counts_the_first_misses_of_a_label_set(
     server = serve(predictions={"streaming_mode": True})  # the gateway's predicted TTFT is a TTFT
     prometheus = PrometheusServer(prometheus_binary, tmp_path, server.metrics_port, rule_files=[], interval="1s")
 
-    async def run() -> dict[str, Any]:
-        await prometheus.start()
-        try:
-            return await scenario(server, prometheus, tmp_path)
-        finally:
-            await prometheus.stop()
-
-    out = asyncio.run(run())
+    out = run_beside(prometheus, lambda: scenario(server, prometheus, tmp_path))
     assert out["ttft"] == (0, MISSES)  # the series was scraped at 0, and its first 3 misses are counted
     assert out["goodput"] == (0, MISSES)
     assert out["tpot"] == (0, 0)

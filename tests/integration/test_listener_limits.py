@@ -101,6 +101,20 @@ def _open_files(server: Server) -> int:
     return len(os.listdir(f"/proc/{server.process.pid}/fd"))
 
 
+def _grpc_export(server: Server, *, trace: int, timeout: float) -> SpanExportResult:
+    """One model-server span exported over OTLP/gRPC by the OpenTelemetry SDK's exporter, within ``timeout``."""
+    exporter = GrpcExporter(endpoint=server.otlp_grpc, insecure=True, timeout=timeout)
+    llm = ReadableSpan(
+        name="llm_request",
+        context=SpanContext(trace_id=trace, span_id=trace, is_remote=False),
+        attributes=vllm_attributes(ttft=0.1, e2e=1.0, completion_tokens=10),
+    )
+    try:
+        return exporter.export([llm])
+    finally:
+        exporter.shutdown()
+
+
 def _small_export() -> bytes:
     llm = span(1, 1, "llm_request", vllm_attributes(ttft=0.1, e2e=1.0, completion_tokens=10))
     return export_request([llm]).SerializeToString()
@@ -160,14 +174,7 @@ def test_at_the_file_limit_with_the_default_caps_every_listener_still_answers(tm
             post = urllib.request.Request(server.otlp_http, _small_export(), {"Content-Type": "application/x-protobuf"})
             with urllib.request.urlopen(post, timeout=1) as response:
                 assert response.status == 200
-            exporter = GrpcExporter(endpoint=server.otlp_grpc, insecure=True, timeout=1)
-            llm = ReadableSpan(
-                name="llm_request",
-                context=SpanContext(trace_id=2, span_id=2, is_remote=False),
-                attributes=vllm_attributes(ttft=0.1, e2e=1.0, completion_tokens=10),
-            )
-            assert exporter.export([llm]) == SpanExportResult.SUCCESS
-            exporter.shutdown()
+            assert _grpc_export(server, trace=2, timeout=1) == SpanExportResult.SUCCESS
             with urllib.request.urlopen(server.url("/metrics"), timeout=1) as response:
                 assert b"sloscope_build_info" in response.read()
             assert _open_files(server) < 512
@@ -214,13 +221,7 @@ def test_grpc_refuses_connections_beyond_its_cap_and_times_out_silent_ones(tmp_p
         finally:
             for sock in sockets:
                 sock.close()
-        exporter = GrpcExporter(endpoint=server.otlp_grpc, insecure=True, timeout=10)
-        llm = ReadableSpan(
-            name="llm_request",
-            context=SpanContext(trace_id=1, span_id=1, is_remote=False),
-            attributes=vllm_attributes(ttft=0.1, e2e=1.0, completion_tokens=10),
-        )
-        assert exporter.export([llm]) == SpanExportResult.SUCCESS
+        assert _grpc_export(server, trace=1, timeout=10) == SpanExportResult.SUCCESS
         assert server.value("sloscope_spans_received_total", transport="grpc") == 1
     finally:
         assert server.stop() == 0

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import yaml
@@ -12,6 +13,8 @@ import yaml
 from sloscope.demo.prometheus import PrometheusServer
 from sloscope.generators.rules import rule_file
 from sloscope.loading import default_spec
+
+T = TypeVar("T")
 
 
 def rules_every_second(path: Path) -> Path:
@@ -48,3 +51,16 @@ async def instant(http: httpx.AsyncClient, server: PrometheusServer, expr: str) 
     """The result vector of an instant query."""
     result: list[dict[str, Any]] = (await query(http, server.url, expr))["data"]["result"]
     return result
+
+
+def run_beside(prometheus: PrometheusServer, scenario: Callable[[], Awaitable[T]]) -> T:
+    """Runs ``scenario`` with ``prometheus`` started, and stops it whatever happens."""
+
+    async def run() -> T:
+        await prometheus.start()
+        try:
+            return await scenario()
+        finally:
+            await prometheus.stop()
+
+    return asyncio.run(run())

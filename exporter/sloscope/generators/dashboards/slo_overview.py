@@ -212,21 +212,23 @@ def _epp() -> list[Any]:
             unit=d.REQUESTS_PER_SECOND,
             width=12,
         ),
-        d.timeseries(
-            "EPP in-flight requests by pod",
-            "Requests the llm-d EPP has routed to each pod and not yet seen end (its in-flight load producer): the "
-            "load it predicts with. Pod series, not filtered by model or class.",
-            [d.Query(max_by((c.POOL, c.POD), sel(series(c.EPP_INFLIGHT_REQUESTS), (pools,))), "{{pool}} {{pod}}")],
-            unit=d.SHORT,
-            width=12,
-        ),
-        d.timeseries(
-            "EPP in-flight prompt tokens by pod",
-            "Uncached prompt tokens of the requests in flight to each pod, as the llm-d EPP counts them. Pod series, "
-            "not filtered by model or class.",
-            [d.Query(max_by((c.POOL, c.POD), sel(series(c.EPP_INFLIGHT_TOKENS), (pools,))), "{{pool}} {{pod}}")],
-            unit=d.SHORT,
-            width=12,
+        *(
+            d.timeseries(
+                f"EPP in-flight {what} by pod",
+                f"{meaning}, as the llm-d EPP's in-flight load producer counts them: the load it predicts with. Pod "
+                "series, not filtered by model or class.",
+                [d.Query(max_by((c.POOL, c.POD), sel(series(metric), (pools,))), "{{pool}} {{pod}}")],
+                unit=d.SHORT,
+                width=12,
+            )
+            for what, metric, meaning in (
+                ("requests", c.EPP_INFLIGHT_REQUESTS, "Requests routed to each pod and not yet seen end"),
+                (
+                    "prompt tokens",
+                    c.EPP_INFLIGHT_TOKENS,
+                    "Uncached prompt tokens of the requests in flight to each pod",
+                ),
+            )
         ),
     ]
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 
 from sloscope import conventions as c
 from sloscope.processors import joined_batch
-from sloscope.processors.placement import LEARNED_SECONDS, Placed, Placement, PoolPlace
+from sloscope.processors.placement import LEARNED_SECONDS, Placed, Placement, PoolPlace, _distinct
 from sloscope.records import JoinedRequest
 
 PODS = {"sim-0": "gie", "sim-1": "llmd"}
@@ -191,3 +192,12 @@ def test_a_failure_on_a_pod_stays_on_its_pod() -> None:
 def test_an_unknown_routing_value_is_refused() -> None:
     with pytest.raises(ValueError, match="routing must be one of"):
         Placement("p").set("p", "fast")
+
+
+def test_distinct_keys_are_the_same_folded_or_compared_whole() -> None:
+    """Codes folded into one integer per row, and (when the radices would overflow) rows compared whole."""
+    columns = [np.array([0, -1, 0, 2, 0]), np.array([1, 1, 1, -1, 1]), np.array([0, 0, 0, 0, 1])]
+    folded, inverse = _distinct(columns, [3, 2, 2])
+    whole, inverse_whole = _distinct(columns, [1 << 40, 1 << 40, 2])
+    assert folded.tolist() == whole.tolist() == [[-1, 1, 0], [0, 1, 0], [0, 1, 1], [2, -1, 0]]
+    assert inverse.tolist() == inverse_whole.tolist() == [1, 0, 1, 3, 2]

@@ -33,6 +33,7 @@ while the event loop writes.
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from collections import OrderedDict
@@ -41,10 +42,12 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 
 from sloscope import conventions as c
 from sloscope.processors import arrow_arrays
+from sloscope.processors.arrow_arrays import Codes
 from sloscope.records import JoinedRequest
 
 __all__ = ["Place", "Placed", "Placement", "PoolPlace"]
@@ -258,7 +261,8 @@ class Placement:
         model_codes, model_values = _models(coded[4], coded[5])
         failed = coded[6][0] >= 0
         columns = [codes for codes, _ in coded[:4]] + [model_codes, failed.astype(np.intp)]
-        distinct, inverse = _distinct(columns)
+        sizes = [len(values) for _, values in coded[:4]] + [len(model_values), 2]
+        distinct, inverse = _distinct(columns, sizes)
         keys = []
         for row in distinct.tolist():
             pool, pod, endpoint, gateway = (
@@ -272,23 +276,18 @@ class Placement:
         return self._rewrite(batch, pools, inverse, coded[6])
 
     def _rewrite(
-        self, batch: pa.RecordBatch, pools: list[str | None], inverse: np.ndarray, reasons: tuple[np.ndarray, list[str]]
+        self, batch: pa.RecordBatch, pools: list[str | None], inverse: Codes, reasons: tuple[Codes, list[str]]
     ) -> pa.RecordBatch:
+        """The pool column from each row's distinct key, ``unknown`` routings filled in, unplaced rows left out
+        (counted): columns built by ``take`` from the distinct answers, not row by row."""
+        rows = arrow_arrays.int_array(inverse)
         pool_index = batch.schema.get_field_index("pool")
-        rows = [pools[i] for i in inverse.tolist()]
-        batch = batch.set_column(pool_index, batch.schema.field(pool_index), arrow_arrays.string_array(rows))
+        batch = batch.set_column(
+            pool_index, batch.schema.field(pool_index), arrow_arrays.string_array(pools).take(rows)
+        )
         by_pool = self._by_pool
         if by_pool:
-            routing_index = batch.schema.get_field_index("routing")
-            codes, values = arrow_arrays.strings(batch.column(routing_index))
-            routing = [values[code] for code in codes.tolist()]
-            filled = [
-                by_pool.get(pool, was) if was == c.ROUTING_UNKNOWN and pool is not None else was
-                for was, pool in zip(routing, rows, strict=True)
-            ]
-            if filled != routing:
-                column = arrow_arrays.string_array(filled)
-                batch = batch.set_column(routing_index, batch.schema.field(routing_index), column)
+            batch = _fill_routing(batch, [by_pool.get(pool) if pool else None for pool in pools], inverse)
         unplaced = np.array([pool is None for pool in pools], dtype=bool)[inverse]
         if not unplaced.any():
             return batch
@@ -298,6 +297,21 @@ class Placement:
             if count:
                 self._without_pool(reason, count)
         return batch.filter(arrow_arrays.bool_array(~unplaced))
+
+
+def _fill_routing(batch: pa.RecordBatch, routing_of_key: list[str | None], inverse: Codes) -> pa.RecordBatch:
+    """The batch with each ``unknown`` routing replaced by its key's pool's (where the pool's EPP said it)."""
+    index = batch.schema.get_field_index("routing")
+    codes, values = arrow_arrays.strings(batch.column(index))
+    unknown = np.array([v == c.ROUTING_UNKNOWN for v in values] + [False], dtype=bool)[codes]
+    said = np.array([r is not None for r in routing_of_key], dtype=bool)[inverse]
+    replace = unknown & said
+    if not replace.any():
+        return batch
+    choices = [*values, *(r or "" for r in routing_of_key)]
+    filled = np.where(replace, len(values) + inverse, codes)
+    column = arrow_arrays.string_array(choices).take(arrow_arrays.int_array(filled))
+    return batch.set_column(index, batch.schema.field(index), column)
 
 
 _KEY_COLUMNS = ("pool", "pod", "endpoint", "gateway", "target_model", "requested_model", "failure_reason")
@@ -326,8 +340,18 @@ def _models(
     return np.where(named, target_codes, shifted), values
 
 
-def _distinct(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct rows of the code columns (each -1..n-1) and every row's index among them."""
-    stacked = np.stack(columns, axis=1)
-    distinct, inverse = np.unique(stacked, axis=0, return_inverse=True)
+def _distinct(columns: list[Codes], sizes: list[int]) -> tuple[npt.NDArray[np.int64], Codes]:
+    """The distinct rows of the code columns (column ``i`` holds -1..sizes[i]-1) and every row's index among them:
+    the codes folded into one integer per row (mixed radix) when that fits in 62 bits, else rows compared whole."""
+    radices = [size + 1 for size in sizes]
+    if math.prod(radices) < 1 << 62:
+        folded = np.zeros(len(columns[0]), dtype=np.int64)
+        for column, radix in zip(columns, radices, strict=True):
+            folded = folded * radix + (column + 1)
+        keys, inverse = np.unique(folded, return_inverse=True)
+        rows = np.empty((len(keys), len(columns)), dtype=np.int64)
+        for i in reversed(range(len(columns))):
+            keys, rows[:, i] = np.divmod(keys, radices[i])
+        return rows - 1, inverse.reshape(-1)
+    distinct, inverse = np.unique(np.stack(columns, axis=1), axis=0, return_inverse=True)
     return distinct, inverse.reshape(-1)

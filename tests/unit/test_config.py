@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from sloscope.cli import main
-from sloscope.config import Settings
+from sloscope.config import Pool, Settings
 from sloscope.loading import ConfigError, check_file, default_spec, load
 
 
@@ -169,3 +170,9 @@ def test_check_config_also_sees_the_environment(tmp_path: Path, monkeypatch: pyt
     path = write(tmp_path, "settings.yaml", "log_level: INFO\n")
     monkeypatch.setenv("SLOSCOPE_TYPO", "1")
     assert check_file(path) == ["environment: SLOSCOPE_TYPO: names no setting"]
+
+
+def test_a_pools_gateways_must_be_regular_expressions() -> None:
+    assert Pool(name="a", gateways=["team-a-epp-.*"]).gateways == ["team-a-epp-.*"]
+    with pytest.raises(ValidationError, match=r"gateways: 'team-\(a' is not a regular expression"):
+        Pool(name="a", gateways=["team-(a"])

@@ -173,7 +173,6 @@ def _failures() -> list[Any]:
 def _epp() -> list[Any]:
     """The EPP's own series, re-published by sloscope: its view of the same traffic beside sloscope's."""
     pools, models = var(c.POOL), var(c.MODEL)
-    epp_model = regex(c.TARGET_MODEL, f"${c.MODEL}")
     return [
         d.row("The EPP's own view"),
         d.timeseries(
@@ -202,10 +201,11 @@ def _epp() -> list[Any]:
         d.timeseries(
             "EPP scheduling attempts by status",
             "Scheduling attempts per second of each pool's EPP, successful or failed (no endpoint could be picked: "
-            "the requests it sheds or fails), from sloscope_epp_scheduler_attempts_total.",
+            "the requests it sheds or fails), from sloscope_epp_scheduler_attempts_total. Not filtered by model: "
+            "the late-2025 EPP names none on its attempts.",
             [
                 d.Query(
-                    sum_by((c.POOL, c.STATUS), rate(series(c.EPP_SCHEDULER_ATTEMPTS), (pools, epp_model))),
+                    sum_by((c.POOL, c.STATUS), rate(series(c.EPP_SCHEDULER_ATTEMPTS), (pools,))),
                     "{{pool}} {{status}}",
                 )
             ],

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import yaml
+
 from sloscope.generators import RULES_FILE
 from sloscope.generators.build import CHART_FILES, build
+from sloscope.generators.rules import CLASSES, DEFAULT_CONVENTIONS, render, rule_file
 from sloscope.loading import default_spec, load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,7 +25,9 @@ def test_committed_generated_files_are_fresh(tmp_path: Path) -> None:
     assert not stale, f"stale generated files (run make generate and commit): {stale}"
 
 
-def test_the_chart_carries_the_same_bytes_as_the_top_level_copies(tmp_path: Path) -> None:
+def test_the_chart_carries_the_same_dashboards_and_rules_left_in_severity_classes(tmp_path: Path) -> None:
+    """Dashboards byte for byte; the rules as the top-level file with the severity classes (page, ticket) left for
+    the chart's template to render from its values: the same rules once rendered with the default conventions."""
     build(default_spec(), tmp_path)
     chart = tmp_path / CHART_FILES
     dashboards = sorted(p.name for p in (tmp_path / "dashboards").glob("*.json"))
@@ -30,7 +35,10 @@ def test_the_chart_carries_the_same_bytes_as_the_top_level_copies(tmp_path: Path
     assert sorted(p.name for p in (chart / "dashboards").iterdir()) == dashboards
     for name in dashboards:
         assert (chart / "dashboards" / name).read_bytes() == (tmp_path / "dashboards" / name).read_bytes()
-    assert (chart / "rules" / RULES_FILE).read_bytes() == (tmp_path / "alerts" / RULES_FILE).read_bytes()
+    chart_rules = yaml.safe_load((chart / "rules" / RULES_FILE).read_text(encoding="utf-8"))
+    top_level = yaml.safe_load((tmp_path / "alerts" / RULES_FILE).read_text(encoding="utf-8"))
+    assert chart_rules == rule_file(default_spec(), conventions=CLASSES)
+    assert render(chart_rules["groups"], DEFAULT_CONVENTIONS) == top_level["groups"]
 
 
 def test_the_chart_spec_reads_back_as_the_spec_it_was_built_from(tmp_path: Path) -> None:

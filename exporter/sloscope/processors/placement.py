@@ -171,11 +171,18 @@ class Placement:
 
     # ---- the pool of one request ----------------------------------------------------------------------------
 
-    def _learn(self, key: _Key, now: float) -> None:
-        """What an answered request shows: its gateway's pool, its model's, and that its pool answers."""
-        if key.failed:
-            return
-        told = key.pool or self._discovered(key)
+    def _pools_of(self, keys: Sequence[_Key], now: float) -> list[str | None]:
+        """The pool of each distinct key: what the answered ones show is learned first, so that the keys of one
+        batch are placed alike whichever path (objects or records) brought them."""
+        told = [key.pool or self._discovered(key) for key in keys]
+        for key, pool in zip(keys, told, strict=True):
+            if not key.failed:
+                self._learn(key, pool, now)
+        return [self._place(key, pool, now) for key, pool in zip(keys, told, strict=True)]
+
+    def _learn(self, key: _Key, told: str | None, now: float) -> None:
+        """What an answered request shows: its gateway's pool (``told``: its span's or discovery's), its model's,
+        and that its pool answers."""
         self._answered.learn("", told or self._default_pool, now)
         if told is None:
             return
@@ -190,11 +197,10 @@ class Placement:
             return None
         return self._pool_of_pod(Place(key.pod, key.endpoint))
 
-    def _place(self, key: _Key, now: float) -> str | None:
+    def _place(self, key: _Key, told: str | None, now: float) -> str | None:
         """The request's pool; None for a failure before any pod that nothing places."""
-        found = key.pool or self._discovered(key)
-        if found:
-            return found
+        if told:
+            return told
         if not key.failed or key.pod or key.endpoint:
             return self._default_pool
         return self._by_gateway(key.gateway, now) or self._by_model(key.model, now) or self._only_pool(now)
@@ -227,9 +233,8 @@ class Placement:
         could be told for are counted and left out."""
         now = self._clock()
         keys = [_key_of(r) for r in requests]
-        for key in dict.fromkeys(keys):
-            self._learn(key, now)
-        placed: dict[_Key, str | None] = {key: self._place(key, now) for key in dict.fromkeys(keys)}
+        distinct = list(dict.fromkeys(keys))
+        placed = dict(zip(distinct, self._pools_of(distinct, now), strict=True))
         kept: list[JoinedRequest] = []
         unplaced: dict[str, int] = {}
         by_pool = self._by_pool
@@ -270,10 +275,7 @@ class Placement:
             )
             model = model_values[row[4]] if row[4] >= 0 else None
             keys.append(_Key(pool, pod, endpoint, gateway, model, failed=bool(row[5])))
-        for key in keys:
-            self._learn(key, now)
-        pools = [self._place(key, now) for key in keys]
-        return self._rewrite(batch, pools, inverse, coded[6])
+        return self._rewrite(batch, self._pools_of(keys, now), inverse, coded[6])
 
     def _rewrite(
         self, batch: pa.RecordBatch, pools: list[str | None], inverse: Codes, reasons: tuple[Codes, list[str]]

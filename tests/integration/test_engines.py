@@ -27,7 +27,7 @@ from sloscope.publishers.engine_latency import EngineLatencyCollector
 from sloscope.publishers.pod_state import PodStateCollector
 from sloscope.receivers.discovery import Target, sorted_labels
 from sloscope.receivers.pod_scraper import PodScraper
-from sloscope.receivers.protocols import LoraState, PodState
+from sloscope.receivers.protocols import LoraState, PodCounters, PodState
 from sloscope.telemetry import Telemetry
 from tests.integration.conftest import Server, start_server, wait_until
 from tests.support.page_server import PageServer, vllm_page
@@ -36,6 +36,7 @@ from tests.support.prediction_server import PredictionServer, TrainingServer
 pytestmark = pytest.mark.integration
 
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
+VLLM_REAL_COUNTERS = PodCounters(prefix_cache_hits=136480.0, prefix_cache_queries=566788.0, preemptions=14.0)
 ENGINES = Path(__file__).parent.parent / "data" / "engines"
 ENGINE_TYPE = "llm-d.ai/engine-type"
 LEGACY_ENGINE_TYPE = "inference.networking.k8s.io/engine-type"  # the EPP's deprecated key, still read
@@ -123,7 +124,9 @@ def test_every_engine_scraped_by_its_label_with_its_model_label(shared: Path) ->
                 lora = LoraState(running=("sql-lora", "chat-lora"), waiting=("chat-lora",), max_lora=2)
                 assert states == {
                     # the real page: 3 waiting, 27 running, KV 0.5873, awake
-                    "vllm-real": PodState(3.0, 27.0, 0.5873, None, frozenset({LLAMA}), sleeping=False),
+                    "vllm-real": PodState(
+                        3.0, 27.0, 0.5873, None, frozenset({LLAMA}), sleeping=False, counters=VLLM_REAL_COUNTERS
+                    ),
                     # TGI names no model: the pool's model filter does not apply
                     "tgi-0": PodState(5.0, 12.0, None, None, frozenset()),
                     # the whole pod: 1+5 waiting, 10+14 running, KV (0.25+0.75)/2; the LoRA series (no model

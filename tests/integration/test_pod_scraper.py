@@ -87,6 +87,29 @@ def test_every_failure_is_one_counted_result_and_a_down_pod(shared: Path) -> Non
     asyncio.run(scenario())
 
 
+def test_the_servers_own_counters_pass_through_and_reset_with_it(shared: Path) -> None:
+    """The real vLLM 0.33 page over HTTP: vllm:prefix_cache_hits_total 136480, vllm:prefix_cache_queries_total 566788,
+    vllm:num_preemptions_total 14 become the pod's counters; a restarted server's lower value is published as is
+    (a reset, which rate() reads as Prometheus reads any scraped counter's), never a made-up difference."""
+
+    async def scenario() -> None:
+        registry, clock = CollectorRegistry(), Clock()
+        scraper, _ = scraper_for(registry, clock)
+        counters = ("sloscope_pod_prefix_cache_hits_total", "sloscope_pod_prefix_cache_queries_total")
+        with PageServer(vllm_page(shared)) as page:
+            target = Target("pool-a", "vllm-0", page.address)
+            scraper.on_targets({target.key: target})
+            assert await scraper.scrape_once(target) == "success"
+            assert [gauge(registry, name, "vllm-0") for name in counters] == [136480.0, 566788.0]
+            assert gauge(registry, "sloscope_pod_preemptions_total", "vllm-0") == 14.0
+            page.page = vllm_page(shared).replace(" 136480.0", " 12.0")  # the server restarted since
+            assert await scraper.scrape_once(target) == "success"
+            assert gauge(registry, counters[0], "vllm-0") == 12.0
+        await scraper.stop()
+
+    asyncio.run(scenario())
+
+
 def test_a_slow_pod_is_a_timeout() -> None:
     async def scenario() -> None:
         registry, clock = CollectorRegistry(), Clock()

@@ -17,7 +17,7 @@ from sloscope.demo.pod import SimPod
 from sloscope.demo.pod_metrics import FINISHED_REASONS
 from sloscope.demo.records import Completion, PodSnapshot, SimRequest
 from sloscope.receivers.exposition import ExpositionParser
-from sloscope.receivers.protocols import VLLM
+from sloscope.receivers.protocols import VLLM, PodCounters
 from tests.unit.test_demo_pod import EXACT, VirtualTime, complete, request
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
@@ -138,6 +138,9 @@ def test_histograms_and_counters_are_what_the_completions_imply() -> None:
         c.completion_tokens for c in done
     )
     assert value(page, "vllm:num_preemptions", "vllm:num_preemptions_total") == pod.preemptions
+    queried = "vllm:prefix_cache_queries"
+    assert value(page, queried, queried + "_total") == sum(c.prompt_tokens for c in done)
+    assert value(page, "vllm:prefix_cache_hits", "vllm:prefix_cache_hits_total") == 0  # no prefix cache simulated
     preempted = "vllm:request_num_preemptions"
     assert value(page, preempted, preempted + "_sum") == pod.preemptions
     for reason in FINISHED_REASONS:
@@ -180,3 +183,10 @@ def test_sloscope_reads_the_pod_s_state_from_the_page_as_the_snapshot_gives_it()
     )
     assert state.models == {MODEL}
     assert state.lora is None  # the pods run no LoRA adapters: vLLM publishes no lora_requests_info then
+    page = families(text)
+    assert state.counters == PodCounters(
+        prefix_cache_hits=0.0,
+        prefix_cache_queries=value(page, "vllm:prefix_cache_queries", "vllm:prefix_cache_queries_total"),
+        preemptions=value(page, "vllm:num_preemptions", "vllm:num_preemptions_total"),
+    )
+    assert state.counters.prefix_cache_queries

@@ -21,9 +21,11 @@ from sloscope.receivers.protocols import (
     VLLM,
     LoraState,
     MetricSpec,
+    PodCounters,
     PodState,
     Protocol,
     canonical,
+    merge_ranks,
     with_overrides,
 )
 
@@ -43,13 +45,21 @@ def test_vllm_fixture_page(shared: Path) -> None:
     # vllm:kv_cache_usage_perc 0.5873, all engine="0"; no LoRA series (the run had LoRA off), and the
     # num_requests_waiting_by_reason neighbours (2.0 + 1.0) must not be added in.
     page = (shared / "fixtures/vllm/metrics-vllm-0.33.0.txt").read_text()
-    # vllm:engine_sleep_state{sleep_state="awake"} 1.0: awake.
-    whole = PodState(3.0, 27.0, 0.5873, None, frozenset({LLAMA}), sleeping=False)
+    # vllm:engine_sleep_state{sleep_state="awake"} 1.0: awake. vllm:prefix_cache_hits_total 136480.0 of
+    # vllm:prefix_cache_queries_total 566788.0 tokens (the external_ neighbours are 0 and must not be read),
+    # vllm:num_preemptions_total 14.0.
+    counters = PodCounters(prefix_cache_hits=136480.0, prefix_cache_queries=566788.0, preemptions=14.0)
+    whole = PodState(3.0, 27.0, 0.5873, None, frozenset({LLAMA}), sleeping=False, counters=counters)
     assert state(VLLM, page) == whole
     assert state(VLLM, page, model=LLAMA) == whole
     # Another model's filter empties the pod's gauges; the EPP, which filters nothing, still reads the page.
     assert state(VLLM, page, model="other") == PodState(
-        None, None, None, None, frozenset({LLAMA}), routing=PodState(3.0, 27.0, 0.5873, None, frozenset({LLAMA}))
+        None,
+        None,
+        None,
+        None,
+        frozenset({LLAMA}),
+        routing=PodState(3.0, 27.0, 0.5873, None, frozenset({LLAMA})),
     )
 
 
@@ -152,6 +162,34 @@ def test_sglang_reads_each_engine_once_and_the_priority_total_only() -> None:
     # the EPP reads the first series of each family, as it does on any page
     assert whole.routing is not None
     assert (whole.routing.waiting, whole.routing.running, whole.routing.kv_cache_utilization) == (3.0, 7.0, 0.5)
+
+
+def test_sglang_counters_add_up_cache_sources_and_streaming_and_read_each_engine_once() -> None:
+    """The tokenizer's counters (labels model_name, engine_type; metrics_collector.py:1855-1859,1934-1938 of 0.5.23):
+    cached prompt tokens by the one cache_source each token came from, prompt tokens by is_streaming; retractions are
+    the scheduler's, one copy per pipeline stage (:557-562)."""
+    tokenizer = f'model_name="{LLAMA}",engine_type="unified"'
+    page = "# TYPE sglang:cached_tokens_total counter\n"
+    page += f'sglang:cached_tokens_total{{{tokenizer},cache_source="device"}} 300.0\n'
+    page += f'sglang:cached_tokens_total{{{tokenizer},cache_source="host"}} 100.0\n'
+    page += "# TYPE sglang:prompt_tokens_total counter\n"
+    page += f'sglang:prompt_tokens_total{{{tokenizer},is_streaming="true"}} 1000.0\n'
+    page += f'sglang:prompt_tokens_total{{{tokenizer},is_streaming="false"}} 600.0\n'
+    page += "# TYPE sglang:num_retracted_requests_total counter\n"
+    for dp, retracted in ((0, 5), (1, 2)):
+        for pp, tp in ((0, 0), (1, 4)):
+            page += _sglang_series("sglang:num_retracted_requests_total", retracted, dp=dp, pp=pp, tp=tp)
+    assert state(SGLANG, page).counters == PodCounters(400.0, 1600.0, 7.0)
+    assert state(SGLANG, page, model="other").counters == PodCounters()
+
+
+def test_counters_of_data_parallel_ranks_add_up() -> None:
+    """A multi-port pod's ranks each serve their own page; the pod's counters are their sums, a rank without one
+    adds nothing."""
+    page = "# TYPE vllm:num_preemptions_total counter\n"
+    first = state(VLLM, page + f'vllm:num_preemptions_total{{engine="0",model_name="{LLAMA}"}} 3.0\n')
+    second = state(VLLM, page + f'vllm:num_preemptions_total{{engine="0",model_name="{LLAMA}"}} 4.0\n')
+    assert merge_ranks([(0, first), (1, second), (2, EMPTY)]).counters == PodCounters(preemptions=7.0)
 
 
 def test_triton_page_selects_by_label_and_names_its_model_in_model() -> None:
@@ -344,6 +382,9 @@ def test_families_cover_every_spec() -> None:
         "vllm:inter_token_latency_seconds",
         "vllm:request_time_per_output_token_seconds",
         "vllm:e2e_request_latency_seconds",
+        "vllm:prefix_cache_hits_total",
+        "vllm:prefix_cache_queries_total",
+        "vllm:num_preemptions_total",
     }
     assert TRITON_TRTLLM.families == {"nv_trt_llm_request_metrics", "nv_trt_llm_kv_cache_block_metrics"}
     assert TGI.families == {"tgi_queue_size", "tgi_batch_current_size"}

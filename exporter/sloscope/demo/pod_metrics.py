@@ -12,7 +12,8 @@ What is recorded follows vLLM's v1 stat loggers:
   a page always shows the pod's state at the moment it is served;
 - ``prompt_tokens_total`` counts a request's prompt once, when its prefill yields its first token (a
   recompute after preemption is not counted again); ``generation_tokens_total`` counts every generated
-  token, the first included;
+  token, the first included; ``prefix_cache_queries_total`` counts the same prompt tokens and
+  ``prefix_cache_hits_total`` stays 0: the simulated pods have no prefix cache;
 - ``time_to_first_token_seconds`` is observed at the first token, ``inter_token_latency_seconds`` at
   every later token (the time since the request's previous token, a preemption's wait included);
 - the per-request histograms are observed when a request finishes, with vLLM's intervals: queue =
@@ -107,6 +108,10 @@ class PodMetrics:
 
         self._preemptions = counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.")
         self._prompt_tokens = counter("vllm:prompt_tokens", "Number of prefill tokens processed.")
+        cache_queries = counter(
+            "vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens."
+        )
+        cache_hits = counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.")
         self._generation_tokens = counter("vllm:generation_tokens", "Number of generation tokens processed.")
         success = Counter(
             "vllm:request_success",
@@ -179,12 +184,15 @@ class PodMetrics:
         self._preemptions_hist = preemptions_hist.labels(*labels)
         self._preemptions_child = self._preemptions.labels(*labels)
         self._prompt_tokens_child = self._prompt_tokens.labels(*labels)
+        self._cache_queries_child = cache_queries.labels(*labels)
+        cache_hits.labels(*labels)  # at 0 from the start, as vLLM creates it
         self._generation_tokens_child = self._generation_tokens.labels(*labels)
 
     def record_first_token(self, ttft: float, prompt_tokens: int) -> None:
         """A request's prefill produced its first token ``ttft`` seconds after it arrived."""
         self._ttft.observe(ttft)
         self._prompt_tokens_child.inc(prompt_tokens)
+        self._cache_queries_child.inc(prompt_tokens)
         self._generation_tokens_child.inc()
 
     def record_next_token(self, interval: float) -> None:

@@ -7,6 +7,10 @@ and ``sloscope_pod_scrape_age_seconds`` is exact at the moment Prometheus reads 
 A sleeping pod (vLLM's sleep mode) publishes near-empty queues and cache, which would read as the
 best pod of the pool: ``sloscope_pod_sleeping`` marks it and ``sloscope_pool_pods`` leaves it out, so
 the pool's share of pods with headroom is a share of the pods that can serve.
+
+The servers' own prefix-cache and preemption counters are passed through per pod with the pool's label, so
+the dashboards can show them beside the pod's headroom whatever the engine calls them. A counter's series
+starts at the server's value when sloscope first scrapes it, as any scraped counter's does.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 
-from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from sloscope import conventions as c
@@ -26,6 +30,18 @@ __all__ = ["PodStateCollector"]
 
 def _family(definition: MetricDef) -> GaugeMetricFamily:
     return GaugeMetricFamily(definition.name, definition.help, labels=definition.labels)
+
+
+def _counter(definition: MetricDef) -> CounterMetricFamily:
+    return CounterMetricFamily(definition.name, definition.help, labels=definition.labels)
+
+
+_COUNTERS: tuple[tuple[MetricDef, str], ...] = (
+    (c.POD_PREFIX_CACHE_HITS, "prefix_cache_hits"),
+    (c.POD_PREFIX_CACHE_QUERIES, "prefix_cache_queries"),
+    (c.POD_PREEMPTIONS, "preemptions"),
+)
+"""Each passed-through counter and its :class:`~sloscope.receivers.protocols.PodCounters` field."""
 
 
 class PodStateCollector(Collector):
@@ -45,6 +61,8 @@ class PodStateCollector(Collector):
             c.POOL_PODS,
         ):
             yield _family(definition)
+        for definition, _ in _COUNTERS:
+            yield _counter(definition)
 
     def collect(self) -> Iterator[Metric]:
         now = self._clock()
@@ -55,6 +73,7 @@ class PodStateCollector(Collector):
             _family(c.POD_REQUESTS_RUNNING),
         )
         sleeping = _family(c.POD_SLEEPING)
+        counters = [(_counter(definition), field) for definition, field in _COUNTERS]
         fresh = dict.fromkeys(self._pools, 0)
         for record in self._history.snapshot():
             latest = record.latest
@@ -76,7 +95,11 @@ class PodStateCollector(Collector):
             ):
                 if value is not None:
                     family.add_metric(labels, value)
+            for counter, field in counters:
+                if (total := getattr(latest.state.counters, field)) is not None:
+                    counter.add_metric(labels, total)
         pods = _family(c.POOL_PODS)
         for pool, count in fresh.items():
             pods.add_metric([pool], float(count))
         yield from (up, age, kv, waiting, running, sleeping, pods)
+        yield from (counter for counter, _ in counters)

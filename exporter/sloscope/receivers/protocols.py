@@ -18,6 +18,7 @@ renames a series must cost a gauge, not the scrape loop.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -123,6 +124,19 @@ class LoraState:
 
 
 @dataclass(frozen=True)
+class PodCounters:
+    """A pod's own cumulative counters as its server wrote them (summed over engines), each None when unpublished.
+
+    Passed through, not differenced: they reset when the server restarts, and ``rate()`` reads a reset as
+    Prometheus reads any scraped counter's. Prefix-cache hits and queries are counted in prompt tokens.
+    """
+
+    prefix_cache_hits: float | None = None
+    prefix_cache_queries: float | None = None
+    preemptions: float | None = None
+
+
+@dataclass(frozen=True)
 class PodState:
     """What one page says about a pod; each signal ``None`` when the page lacks it.
 
@@ -141,6 +155,7 @@ class PodState:
     sleeping: bool | None = None
     routing: PodState | None = None
     ranks: tuple[tuple[int, PodState], ...] = ()  # a multi-port data-parallel pod: each rank's page as the EPP reads it
+    counters: PodCounters = PodCounters()  # the server's own cumulative counters, summed over engines
 
     def rank(self, rank: int | None) -> PodState:
         """What the EPP read for the endpoint of ``rank``: that rank's page (the first rank's when ``rank`` is unknown
@@ -168,6 +183,9 @@ class Protocol:
     queue), so one engine's series differ only in them: they count once. ``breakdown_label`` names a label
     whose non-empty values break a total down (SGLang's ``priority``: the total under ``priority=""``, each
     priority's share under its own value); only the total is read.
+
+    ``prefix_cache_hits``, ``prefix_cache_queries`` and ``preemptions`` select the server's own counters
+    (:class:`PodCounters`), which sloscope passes through per pod for the dashboards; the EPP reads none.
     """
 
     name: str
@@ -181,10 +199,26 @@ class Protocol:
     latency: tuple[tuple[str, str], ...] = ()
     replicated_labels: frozenset[str] = frozenset()
     breakdown_label: str | None = None
+    prefix_cache_hits: MetricSpec | None = None
+    prefix_cache_queries: MetricSpec | None = None
+    preemptions: MetricSpec | None = None
 
     @property
     def specs(self) -> tuple[MetricSpec, ...]:
-        return tuple(s for s in (self.waiting, self.running, *self.kv_cache, self.lora, self.sleep) if s is not None)
+        return tuple(
+            s
+            for s in (
+                self.waiting,
+                self.running,
+                *self.kv_cache,
+                self.lora,
+                self.sleep,
+                self.prefix_cache_hits,
+                self.prefix_cache_queries,
+                self.preemptions,
+            )
+            if s is not None
+        )
 
     @property
     def families(self) -> frozenset[str]:
@@ -228,13 +262,20 @@ class Protocol:
         label = self.model_label
         models = frozenset(s.labels[label] for s in page if label is not None and label in s.labels)
         seen = [s for s in page if self.carries_model(s, model)]
+
+        def total(spec: MetricSpec | None) -> float | None:
+            return _count(self._engines(seen, spec) if spec else None)
+
         whole = PodState(
-            waiting=_count(self._engines(seen, self.waiting) if self.waiting else None),
-            running=_count(self._engines(seen, self.running) if self.running else None),
+            waiting=total(self.waiting),
+            running=total(self.running),
             kv_cache_utilization=_kv_cache([self._engines(seen, spec) for spec in self.kv_cache]),
             lora=_lora(page, self.lora),
             models=models,
             sleeping=_sleeping(seen, self.sleep),
+            counters=PodCounters(
+                total(self.prefix_cache_hits), total(self.prefix_cache_queries), total(self.preemptions)
+            ),
         )
         routing = replace(
             whole,
@@ -249,18 +290,26 @@ def merge_ranks(pages: Sequence[tuple[int, PodState]]) -> PodState:
     """The whole pod from its ranks' pages (rank, state), in rank order: counts summed, KV-cache utilization averaged
     as over data-parallel engines, asleep when every rank is; each rank's own view kept in :attr:`PodState.ranks`."""
     states = [state for _, state in pages]
-    waiting, running = ([v for s in states if (v := getattr(s, name)) is not None] for name in ("waiting", "running"))
     kv = [s.kv_cache_utilization for s in states if s.kv_cache_utilization is not None]
     sleeping = [s.sleeping for s in states if s.sleeping is not None]
     return PodState(
-        waiting=math.fsum(waiting) if waiting else None,
-        running=math.fsum(running) if running else None,
+        waiting=_sum(s.waiting for s in states),
+        running=_sum(s.running for s in states),
         kv_cache_utilization=math.fsum(kv) / len(kv) if kv else None,
         lora=next((s.lora for s in states if s.lora is not None), None),
         models=frozenset().union(*(s.models for s in states)),
         sleeping=all(sleeping) if len(sleeping) == len(states) else None,
         ranks=tuple((rank, state.routing or state) for rank, state in pages),
+        counters=PodCounters(
+            *(_sum(getattr(s.counters, f.name) for s in states) for f in dataclasses.fields(PodCounters))
+        ),
     )
+
+
+def _sum(values: Iterable[float | None]) -> float | None:
+    """The sum of the known values, None when none is known."""
+    known = [v for v in values if v is not None]
+    return math.fsum(known) if known else None
 
 
 def _count(engines: Sequence[Sample] | None) -> float | None:
@@ -380,6 +429,9 @@ VLLM = Protocol(  # vllm/v1/metrics/loggers.py of vLLM 0.33.0: 499-617 (labels, 
     kv_cache=(_p("vllm:kv_cache_usage_perc"), _p("vllm:gpu_cache_usage_perc")),
     lora=_p("vllm:lora_requests_info"),
     sleep=_p("vllm:engine_sleep_state{sleep_state=awake}"),
+    prefix_cache_hits=_p("vllm:prefix_cache_hits_total"),  # in tokens, loggers.py of 0.33.0 (as on the 0.33 page)
+    prefix_cache_queries=_p("vllm:prefix_cache_queries_total"),
+    preemptions=_p("vllm:num_preemptions_total"),
     latency=(
         (QUEUE, "vllm:request_queue_time_seconds"),
         (TTFT, "vllm:time_to_first_token_seconds"),
@@ -397,6 +449,11 @@ SGLANG = Protocol(  # sglang 0.5.23 srt/observability/metrics_collector.py: 365-
     waiting=_p("sglang:num_queue_reqs"),
     running=_p("sglang:num_running_reqs"),
     kv_cache=(_p("sglang:token_usage"),),
+    # 0.5.23 metrics_collector.py:1934-1938,2114-2134 (cached prompt tokens by cache_source, summed: each token is
+    # counted under one source), :1855-1859 (prompt tokens by is_streaming), :557-562 (retractions: preemptions)
+    prefix_cache_hits=_p("sglang:cached_tokens_total"),
+    prefix_cache_queries=_p("sglang:prompt_tokens_total"),
+    preemptions=_p("sglang:num_retracted_requests_total"),
     latency=(
         (QUEUE, "sglang:queue_time_seconds"),
         (TTFT, "sglang:time_to_first_token_seconds"),

@@ -12,7 +12,7 @@ import math
 from pathlib import Path
 
 import pytest
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, generate_latest
 
 from sloscope import conventions as c
 from sloscope.publishers.cardinality import SeriesBudget
@@ -37,6 +37,12 @@ LLMD_TWINS = (
     "llm_d_epp_request_ttft_seconds",
     "llm_d_epp_request_streaming_tpot_seconds",
     "llm_d_epp_scheduler_attempts_total",
+)
+FLOW_CONTROL_DISPATCHED = {(POOL, "Dispatched"): (0.01991, 5.0)}  # the scenario's five requests, on every llm-d page
+LLMD_FLOW_CONTROL = (
+    "llm_d_epp_flow_control_request_queue_duration_seconds",
+    "llm_d_epp_flow_control_pool_saturation",
+    "llm_d_epp_flow_control_queue_size",
 )
 
 
@@ -72,6 +78,18 @@ def test_llmd_page_every_family_exact(llmd: str) -> None:
         # (training.go:254-255)
         c.EPP_TTFT_PREDICTION_DURATION_SECONDS.name: {PLUGGED: (0.0148, 5.0)},
         c.EPP_TPOT_PREDICTION_DURATION_SECONDS.name: {PLUGGED: (0.0148, 5.0)},
+        # metrics/llm_d_router_metrics.go:332, recorded at flowcontrol/controller/internal/item.go:162 (flow, priority
+        # and model labels added up)
+        c.EPP_FLOW_CONTROL_QUEUE_DURATION_SECONDS.name: FLOW_CONTROL_DISPATCHED,
+    }
+    # metrics/llm_d_router_metrics.go:386 (stages prefill, decode and effective = their max), :356 (by flow)
+    assert page.gauges == {
+        c.EPP_FLOW_CONTROL_SATURATION.name: {
+            (POOL, "decode"): 0.62,
+            (POOL, "effective"): 0.62,
+            (POOL, "prefill"): 0.35,
+        },
+        c.EPP_FLOW_CONTROL_QUEUED_REQUESTS.name: {(POOL, "0"): 0.0},
     }
     assert page.counters == {
         c.EPP_SLO_VIOLATIONS.name: {(*PLUGGED, "ttft"): 1.0},  # predictedlatency/metrics.go:194
@@ -81,8 +99,72 @@ def test_llmd_page_every_family_exact(llmd: str) -> None:
             (POOL, QWEN, "llama-decode-1", "success"): 2.0,
         },
     }
-    assert page.sources == tuple(sorted(f.removesuffix("_total") for f in LLMD_TWINS))
+    assert page.sources == tuple(sorted(f.removesuffix("_total") for f in LLMD_TWINS + LLMD_FLOW_CONTROL))
     assert page.streaming_off == frozenset()
+
+
+def _gie_flow(family: str, flow: str, priority: str, *, outcome: str = "", le: str = "") -> str:
+    """A GIE v1.5.0 flow-control series name and labels (metrics.go:390-455: flow, priority, pool, models)."""
+    labels = f'fairness_id="{flow}",inference_pool="{POOL}",model_name="q",'
+    labels += f'outcome="{outcome}",' if outcome else ""
+    labels += f'priority="{priority}",target_model_name="q"'
+    labels += f',le="{le}"' if le else ""
+    return f"inference_extension_flow_control_{family}{{{labels}}}"
+
+
+def _gie_queue_durations() -> str:
+    """Three requests out of flow control: two dispatched (0.2 s, 2 s), one rejected for capacity after 5 s."""
+    lines = ["# TYPE inference_extension_flow_control_request_queue_duration_seconds histogram"]
+    for flow, outcome, observed in (("a", "Dispatched", 0.2), ("b", "Dispatched", 2.0), ("a", "RejectedCapacity", 5.0)):
+        family = "request_queue_duration_seconds"
+        lines += [
+            f"{_gie_flow(family + '_bucket', flow, '0', outcome=outcome, le='1')} {int(observed <= 1)}",
+            f"{_gie_flow(family + '_bucket', flow, '0', outcome=outcome, le='+Inf')} 1",
+            f"{_gie_flow(family + '_sum', flow, '0', outcome=outcome)} {observed}",
+            f"{_gie_flow(family + '_count', flow, '0', outcome=outcome)} 1",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+GIE_V15_FLOW_CONTROL = (
+    "# TYPE inference_extension_flow_control_pool_saturation gauge\n"
+    f'inference_extension_flow_control_pool_saturation{{inference_pool="{POOL}"}} 1.25\n'
+    "# TYPE inference_extension_flow_control_queue_size gauge\n"
+    + "".join(
+        f"{_gie_flow('queue_size', f, band)} {n}\n" for f, band, n in (("a", "0", 3), ("b", "0", 2), ("a", "10", 1))
+    )
+    + _gie_queue_durations()
+)
+
+
+def rendered(page: EPPPage) -> str:
+    registry = CollectorRegistry()
+    registry.register(EPPCollector(lambda: [page]))
+    return generate_latest(registry).decode()
+
+
+def test_gie_v150_flow_control_families_by_outcome_priority_and_the_gating_saturation() -> None:
+    """GIE v1.5.0 (df9f8909fe06, pkg/epp/metrics/metrics.go:390-455): inference_extension_flow_control_*, its pool
+    saturation one series with no stage (the value that gates dispatch, processor.go:332), the queue size by flow,
+    priority and models, the queue duration by the same and outcome (types/outcomes.go:74-89)."""
+    page = page_of(GIE_V15_FLOW_CONTROL)
+    assert page.dropped == ()
+    assert page.gauges == {
+        c.EPP_FLOW_CONTROL_SATURATION.name: {(POOL, c.FLOW_STAGE_EFFECTIVE): 1.25},
+        c.EPP_FLOW_CONTROL_QUEUED_REQUESTS.name: {(POOL, "0"): 5.0, (POOL, "10"): 1.0},
+    }
+    durations = page.histograms[c.EPP_FLOW_CONTROL_QUEUE_DURATION_SECONDS.name]
+    assert {key: (h.buckets, h.sum, h.count) for key, h in durations.items()} == {
+        (POOL, "Dispatched"): (((1.0, 1.0), (math.inf, 2.0)), 2.2, 2.0),
+        (POOL, "RejectedCapacity"): (((1.0, 0.0), (math.inf, 1.0)), 5.0, 1.0),
+    }
+    text = rendered(page)
+    assert 'sloscope_epp_flow_control_saturation{pool="llama-pd-pool",stage="effective"} 1.25' in text
+    assert 'sloscope_epp_flow_control_queued_requests{pool="llama-pd-pool",priority="10"} 1.0' in text
+    assert (
+        'sloscope_epp_flow_control_queue_duration_seconds_count{outcome="RejectedCapacity",pool="llama-pd-pool"} 1.0'
+        in text
+    )
 
 
 def test_llmd_ttft_is_the_core_family_with_its_own_buckets(llmd: str) -> None:
@@ -120,6 +202,7 @@ def test_twin_absent_falls_back_to_inference_objective(llmd: str) -> None:
         c.EPP_PREDICTED_TPOT_SECONDS.name: {nameless: (0.056, 3.0)},
         c.EPP_TTFT_PREDICTION_DURATION_SECONDS.name: {nameless: (0.0148, 5.0)},
         c.EPP_TPOT_PREDICTION_DURATION_SECONDS.name: {nameless: (0.0148, 5.0)},
+        c.EPP_FLOW_CONTROL_QUEUE_DURATION_SECONDS.name: FLOW_CONTROL_DISPATCHED,
     }
     assert page.counters[c.EPP_SLO_VIOLATIONS.name] == {(*nameless, "ttft"): 1.0}
     # the page leaves out the inference_extension_* twins (its trailer), so no scheduler attempts remain
@@ -143,6 +226,7 @@ def test_streaming_off_is_not_republished_as_ttft(shared: Path) -> None:
         c.EPP_PREDICTED_E2E_SECONDS.name: {PLUGGED: (0.475, 3.0)},
         c.EPP_TTFT_PREDICTION_DURATION_SECONDS.name: {PLUGGED: (0.0148, 5.0)},
         c.EPP_TPOT_PREDICTION_DURATION_SECONDS.name: {PLUGGED: (0.0148, 5.0)},
+        c.EPP_FLOW_CONTROL_QUEUE_DURATION_SECONDS.name: FLOW_CONTROL_DISPATCHED,
     }
     assert page.counters[c.EPP_SLO_VIOLATIONS.name] == {(*PLUGGED, c.EPP_TYPE_E2E): 1.0}
     assert page.streaming_off == frozenset({(QWEN, QWEN, *PLUGIN)})

@@ -38,6 +38,7 @@ from sloscope.receivers.epp import EPPPage
 from sloscope.receivers.epp_inflight import InflightPage
 from sloscope.receivers.epp_page import (
     REPUBLISHED_COUNTERS,
+    REPUBLISHED_GAUGES,
     REPUBLISHED_HISTOGRAMS,
     HistogramSeries,
     SeriesKey,
@@ -49,7 +50,8 @@ __all__ = ["EPP_COUNTERS", "EPP_GAUGES", "EPP_HISTOGRAMS", "EPPCollector"]
 EPP_HISTOGRAMS: tuple[c.MetricDef, ...] = REPUBLISHED_HISTOGRAMS
 """The histogram families, in the order they are rendered; the counters follow them."""
 EPP_COUNTERS: tuple[c.MetricDef, ...] = REPUBLISHED_COUNTERS
-EPP_GAUGES: tuple[c.MetricDef, ...] = (c.EPP_INFLIGHT_REQUESTS, c.EPP_INFLIGHT_TOKENS)
+EPP_GAUGES: tuple[c.MetricDef, ...] = (*REPUBLISHED_GAUGES, c.EPP_INFLIGHT_REQUESTS, c.EPP_INFLIGHT_TOKENS)
+"""The page's gauges (flow control), then the in-flight ones, which come from their own page reader."""
 
 
 class EPPCollector:
@@ -104,15 +106,19 @@ class EPPCollector:
                 buckets = [(_le(le), count) for le, count in value.buckets]
                 histogram.add_metric(list(key), buckets, value.sum)
             yield histogram
-        for definition in EPP_COUNTERS:
-            counter = CounterMetricFamily(definition.name, definition.help, labels=definition.labels)
+        for definition in (*EPP_COUNTERS, *REPUBLISHED_GAUGES):
+            is_gauge = definition.type == "gauge"
+            family = (GaugeMetricFamily if is_gauge else CounterMetricFamily)(
+                definition.name, definition.help, labels=definition.labels
+            )
             values: dict[SeriesKey, float] = {}
             for page in pages:
-                values.update(self._capped(definition, page.counters.get(definition.name, {})))
+                of_page = page.gauges if is_gauge else page.counters
+                values.update(self._capped(definition, of_page.get(definition.name, {})))
             for key, total in sorted(self._series_capped(definition, values, _add).items()):
-                counter.add_metric(list(key), total)
-            yield counter
-        for definition in EPP_GAUGES:
+                family.add_metric(list(key), total)
+            yield family
+        for definition in (c.EPP_INFLIGHT_REQUESTS, c.EPP_INFLIGHT_TOKENS):
             gauge = GaugeMetricFamily(definition.name, definition.help, labels=definition.labels)
             tokens = definition is c.EPP_INFLIGHT_TOKENS
             loads_of: dict[SeriesKey, float] = {}

@@ -61,6 +61,14 @@ A swap cannot be recognized once the EPP fills in the incoming model (both label
 pass through as written. Extra labels (``fairness_id``, ``priority``, ``namespace``, ``port``) are not kept:
 series that become one are added up, histograms only when their bucket boundaries agree.
 
+**Flow control** (opt-in on both: llm-d-router's ``flowControl`` feature gate, ``cmd/epp/runner/runner.go:754,962``
+at ebab6879; GIE v1.5.0's flow-control layer). llm-d-router writes ``llm_d_epp_flow_control_*``
+(``metrics/llm_d_router_metrics.go:332-386``), GIE v1.5.0 ``inference_extension_flow_control_*``
+(``pkg/epp/metrics/metrics.go:390-455``): the queue-duration histogram by ``outcome`` (and flow, priority,
+model labels, added up here), the queue-size gauge (added up by ``priority``) and the pool saturation, by
+``stage`` on llm-d-router (prefill, decode, effective = their max, which gates dispatch) and one value on GIE
+v1.5.0 (the gating one, republished as stage ``effective``).
+
 Histograms keep the EPP's own bucket boundaries. A series that is incomplete or inconsistent (no ``+Inf``
 bucket, cumulative counts that decrease, a missing ``_sum`` or ``_count``, a ``_count`` other than the
 ``+Inf`` bucket, a non-finite or negative count) is dropped, never repaired; so is a counter series whose
@@ -111,6 +119,15 @@ _PREDICTED_TPOT = (_Source(f"{_LLMD}predicted_tpot_seconds", plugin=True), _Sour
 _PLUGIN_TTFT = _Source(f"{_GIE}ttft_seconds", split="streaming_mode")
 _PLUGIN_TPOT = _Source(f"{_GIE}tpot_seconds")
 
+_LLMD_FLOW = "llm_d_epp_flow_control_"
+_GIE_FLOW = "inference_extension_flow_control_"
+
+
+def _flow(name: str) -> tuple[_Source, ...]:
+    """A flow-control family under llm-d-router's name, then GIE v1.5.0's."""
+    return _Source(f"{_LLMD_FLOW}{name}"), _Source(f"{_GIE_FLOW}{name}")
+
+
 _HISTOGRAM_CHOICES: Mapping[c.MetricDef, tuple[_Source, ...]] = {
     c.EPP_TTFT_SECONDS: (_Source(f"{_LLMD}ttft_seconds", split="streaming_label"), _PLUGIN_TTFT),
     c.EPP_TPOT_SECONDS: (_Source(f"{_LLMD}streaming_tpot_seconds"), _PLUGIN_TPOT),
@@ -124,6 +141,7 @@ _HISTOGRAM_CHOICES: Mapping[c.MetricDef, tuple[_Source, ...]] = {
         _Source(f"{_LLMD}tpot_prediction_duration_seconds", plugin=True, swapped=True),
         _Source(f"{_GIE}tpot_prediction_duration_seconds", swapped=True),
     ),
+    c.EPP_FLOW_CONTROL_QUEUE_DURATION_SECONDS: _flow("request_queue_duration_seconds"),
 }
 """Each republished histogram and its sources, preferred first; the first present on the page is read."""
 
@@ -136,6 +154,10 @@ _COUNTER_CHOICES: Mapping[c.MetricDef, tuple[_Source, ...]] = {
     c.EPP_SLO_VIOLATIONS: _VIOLATIONS,
     c.EPP_SCHEDULER_ATTEMPTS: _ATTEMPTS,
 }
+_GAUGE_CHOICES: Mapping[c.MetricDef, tuple[_Source, ...]] = {
+    c.EPP_FLOW_CONTROL_SATURATION: _flow("pool_saturation"),
+    c.EPP_FLOW_CONTROL_QUEUED_REQUESTS: _flow("queue_size"),
+}
 _E2E_OF: Mapping[c.MetricDef, c.MetricDef] = {
     c.EPP_TTFT_SECONDS: c.EPP_E2E_SECONDS,
     c.EPP_PREDICTED_TTFT_SECONDS: c.EPP_PREDICTED_E2E_SECONDS,
@@ -144,12 +166,13 @@ _E2E_OF: Mapping[c.MetricDef, c.MetricDef] = {
 
 _HISTOGRAM_FAMILIES = frozenset(s.family for sources in _HISTOGRAM_CHOICES.values() for s in sources)
 _COUNTER_FAMILIES = frozenset(s.family for sources in _COUNTER_CHOICES.values() for s in sources)
+_GAUGE_FAMILIES = frozenset(s.family for sources in _GAUGE_CHOICES.values() for s in sources)
 _PLUGIN_DURATION = "inference_extension_plugin_duration_seconds"
 """The EPP's per-plugin durations: read only for the plugin types it names (the streaming-mode marker below)."""
 _MODE_PLUGIN_TYPE = "predicted-latency-producer"
 """The plugin that has ``streamingMode`` (GIE v1.5.0, llm-d-router); late-2025 had ``predicted-latency-scorer``."""
 
-EPP_FAMILIES: frozenset[str] = _HISTOGRAM_FAMILIES | _COUNTER_FAMILIES | {_PLUGIN_DURATION}
+EPP_FAMILIES: frozenset[str] = _HISTOGRAM_FAMILIES | _COUNTER_FAMILIES | _GAUGE_FAMILIES | {_PLUGIN_DURATION}
 DEFAULT_LATENCY_SCORERS = frozenset({"latency-scorer"})
 """``join.latency_scorer_types``' default: the scorer type of prediction-based routing."""
 """The families read from the EPP's page (the parser selects ``_bucket``, ``_sum``, ``_count``, ``_total``)."""
@@ -163,8 +186,10 @@ REPUBLISHED_HISTOGRAMS: tuple[c.MetricDef, ...] = (
     c.EPP_PREDICTED_TPOT_SECONDS,
     c.EPP_TTFT_PREDICTION_DURATION_SECONDS,
     c.EPP_TPOT_PREDICTION_DURATION_SECONDS,
+    c.EPP_FLOW_CONTROL_QUEUE_DURATION_SECONDS,
 )
 REPUBLISHED_COUNTERS: tuple[c.MetricDef, ...] = (c.EPP_SLO_VIOLATIONS, c.EPP_SCHEDULER_ATTEMPTS)
+REPUBLISHED_GAUGES: tuple[c.MetricDef, ...] = tuple(_GAUGE_CHOICES)
 
 # The EPP's label names.
 _MODEL_NAME = "model_name"
@@ -178,6 +203,9 @@ _TYPE = "type"
 _STATUS = "status"
 _ENDPOINT_NAME = "endpoint_name"
 _POD_NAME = "pod_name"
+_OUTCOME = "outcome"
+_STAGE = "stage"
+_PRIORITY = "priority"
 _LE = "le"
 
 _Labels = tuple[tuple[str, str], ...]  # label pairs as written on the page, sorted
@@ -209,7 +237,7 @@ class DroppedSeries:
 class EPPPage:
     """One scrape of one pool's EPP, normalized; never mutated after :func:`normalize` built it.
 
-    ``histograms`` and ``counters`` map every republished family name (``MetricDef.name``) to its series,
+    ``histograms``, ``counters`` and ``gauges`` map every republished family name (``MetricDef.name``) to its series,
     keyed by their label values in the family's label order.
     """
 
@@ -224,6 +252,7 @@ class EPPPage:
     routing: str | None = None  # GIE v1.5.0: the routing every request gets, from the scorers that ran
     streaming: bool | None = None  # the latency plugin's streaming mode (:func:`_plugin_streaming`); None: not shown
     gie_v15: bool = False  # the page is GIE v1.5.0's (module docstring): its EPP asks the predictor as that one does
+    gauges: Mapping[str, Mapping[SeriesKey, float]] = field(default_factory=dict)  # by family, as the others
 
     @property
     def violations(self) -> Mapping[SeriesKey, float]:
@@ -249,6 +278,7 @@ class _Page:
     counters: dict[str, dict[SeriesKey, float]] = field(
         default_factory=lambda: {d.name: {} for d in REPUBLISHED_COUNTERS}
     )
+    gauges: dict[str, dict[SeriesKey, float]] = field(default_factory=lambda: {d.name: {} for d in REPUBLISHED_GAUGES})
     dropped: list[DroppedSeries] = field(default_factory=list)
     filled: int = 0
     swapped: int = 0
@@ -263,15 +293,16 @@ def normalize(
     timestamps are ignored. ``latency_scorers`` are the scorer types of prediction-based routing
     (``join.latency_scorer_types``), for :func:`page_routing`.
     """
-    raw_histograms, raw_counters, scorers = _group(samples)
+    raw_histograms, raw_counters, raw_gauges, scorers = _group(samples)
     producer = _MODE_PLUGIN_TYPE in scorers.plugins
     # GIE v1.5.0: the producer plugin, or (without the latency predictor) attempts that name their pod
     gie_v15 = producer or any(
         family == _ATTEMPTS[1].family and any(k == _POD_NAME for k, _ in labels) for family, labels in raw_counters
     )
-    present = {family for family, _ in raw_histograms} | {family for family, _ in raw_counters}
+    present = {family for raw in (raw_histograms, raw_counters, raw_gauges) for family, _ in raw}
     llmd = any(family.startswith("llm_d_epp_") for family in present)
-    chosen = {d: _first_present(sources, present) for d, sources in {**_HISTOGRAM_CHOICES, **_COUNTER_CHOICES}.items()}
+    choices = {**_HISTOGRAM_CHOICES, **_COUNTER_CHOICES, **_GAUGE_CHOICES}
+    chosen = {d: _first_present(sources, present) for d, sources in choices.items()}
     off: set[_PluginKey] = set()
     predicted = chosen[c.EPP_PREDICTED_TTFT_SECONDS], chosen[c.EPP_PREDICTED_TPOT_SECONDS]
     if llmd or producer:  # the late-2025 EPP has no streamingMode: it records TTFT on a streamed chunk only
@@ -287,7 +318,11 @@ def normalize(
     for (family, labels), values in raw_counters.items():
         for definition, source in chosen.items():
             if source is not None and source.family == family:
-                _add_counter(page, definition, source, labels, values)
+                _add_value(page, definition, source, labels, values, gauge=False)
+    for (family, labels), values in raw_gauges.items():
+        for definition, source in chosen.items():
+            if source is not None and source.family == family:
+                _add_value(page, definition, source, labels, values, gauge=True)
 
     read = sorted(s.family for s in chosen.values() if s is not None)
     return EPPPage(
@@ -302,6 +337,7 @@ def normalize(
         page_routing(scorers.scorers, latency_scorers) if gie_v15 and not llmd else None,
         _plugin_streaming(raw_histograms, *predicted, has_mode=llmd or producer),
         gie_v15 and not llmd,
+        page.gauges,
     )
 
 
@@ -330,13 +366,15 @@ class _Plugins:
     scorers: frozenset[str] = frozenset()
 
 
-def _group(
-    samples: Iterable[Sample],
-) -> tuple[dict[tuple[str, _Labels], _RawHistogram], dict[tuple[str, _Labels], list[float]], _Plugins]:
-    """The samples by series as written on the page: histograms by (family, labels without ``le``); and the plugin
-    types the page has timed (GIE v1.5.0's ``predicted-latency-producer`` has a ``streamingMode``)."""
+_Values = dict[tuple[str, _Labels], list[float]]  # a counter's or gauge's samples by (family, labels)
+
+
+def _group(samples: Iterable[Sample]) -> tuple[dict[tuple[str, _Labels], _RawHistogram], _Values, _Values, _Plugins]:
+    """The samples by series as written on the page: histograms by (family, labels without ``le``), counters, gauges;
+    and the plugin types the page has timed (GIE v1.5.0's ``predicted-latency-producer`` has a ``streamingMode``)."""
     histograms: dict[tuple[str, _Labels], _RawHistogram] = {}
-    counters: dict[tuple[str, _Labels], list[float]] = {}
+    counters: _Values = {}
+    gauges: _Values = {}
     plugins = _Plugins()
     scorers: set[str] = set()
     for sample in samples:
@@ -360,8 +398,10 @@ def _group(
                 raw.counts.append(sample.value)
         elif family in _COUNTER_FAMILIES and name == f"{family}_total":
             counters.setdefault((family, tuple(sorted(sample.labels.items()))), []).append(sample.value)
+        elif family in _GAUGE_FAMILIES and name == family:
+            gauges.setdefault((family, tuple(sorted(sample.labels.items()))), []).append(sample.value)
     plugins.scorers = frozenset(scorers)
-    return histograms, counters, plugins
+    return histograms, counters, gauges, plugins
 
 
 def _streaming_off(
@@ -427,10 +467,22 @@ def _attempt_pod(labels: Mapping[str, str]) -> str:
     return labels.get(_ENDPOINT_NAME) or labels.get(_POD_NAME, "")
 
 
+_FLOW_KEY_LABELS: Mapping[c.MetricDef, tuple[str, str]] = {
+    c.EPP_FLOW_CONTROL_QUEUE_DURATION_SECONDS: (_OUTCOME, ""),
+    c.EPP_FLOW_CONTROL_QUEUED_REQUESTS: (_PRIORITY, ""),
+    c.EPP_FLOW_CONTROL_SATURATION: (_STAGE, c.FLOW_STAGE_EFFECTIVE),  # GIE v1.5.0: one value, the gating one
+}
+"""The one EPP label a flow-control family keeps besides the pool, and its value when the page has none."""
+
+
 def _place(
     definition: c.MetricDef, source: _Source, labels: Mapping[str, str], off: set[_PluginKey], pool: str
 ) -> tuple[c.MetricDef, SeriesKey, bool, bool]:
     """(the republished family, the series key, filled, swapped) of one EPP series."""
+    flow_label = _FLOW_KEY_LABELS.get(definition)
+    if flow_label is not None:
+        label, default = flow_label
+        return definition, (pool, labels.get(label, default)), False, False
     if definition is c.EPP_SCHEDULER_ATTEMPTS:
         return (
             definition,
@@ -473,25 +525,24 @@ def _add_histogram(
     page.swapped += swapped
 
 
-def _add_counter(
-    page: _Page,
-    definition: c.MetricDef,
-    source: _Source,
-    labels: _Labels,
-    values: list[float],
+def _add_value(
+    page: _Page, definition: c.MetricDef, source: _Source, labels: _Labels, values: list[float], *, gauge: bool
 ) -> None:
+    """One counter or gauge series; series that become one are added up (a gauge's: queue sizes of flows and
+    models; a saturation has one series per stage)."""
     definition, key, filled, _ = _place(definition, source, dict(labels), page.off, page.pool)
     value = values[0]
+    kind, written = ("gauge", source.family) if gauge else ("counter", f"{source.family}_total")
     if len(values) > 1:
         reason = "the same series twice on the page"
     elif not math.isfinite(value) or value < 0:
-        reason = f"counter value {value!r} is negative or not finite"
+        reason = f"{kind} value {value!r} is negative or not finite"
     else:
-        out = page.counters[definition.name]
+        out = (page.gauges if gauge else page.counters)[definition.name]
         out[key] = out.get(key, 0.0) + value
         page.filled += filled
         return
-    page.dropped.append(DroppedSeries(f"{source.family}_total", labels, key, reason))
+    page.dropped.append(DroppedSeries(written, labels, key, reason))
 
 
 def _histogram(raw: _RawHistogram) -> tuple[HistogramSeries | None, str]:

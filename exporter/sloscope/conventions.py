@@ -36,6 +36,8 @@ PROTOCOL = "protocol"  # a model server's protocol (the EPP's engine type): vllm
 OBJECTIVE = "objective"
 BASIS = "basis"  # what a value in force rests on: page, setting or default
 CHECK = "check"  # an upstream contract sloscope's numbers rest on (CONTRACT_CHECKS)
+STAGE = "stage"  # a flow-control saturation signal's pipeline stage: prefill, decode, effective (the gating one)
+PRIORITY = "priority"  # a flow-control priority band, as the EPP's configuration names it
 
 # Label values with a fixed meaning.
 OTHER = "__other__"  # label values beyond the per-label cap fold into this one
@@ -205,6 +207,24 @@ POD_SLEEPING = _m(
     _POD,
     "1 when every engine of the pod is asleep (vLLM sleep mode), 0 when awake; absent when the server publishes "
     "no sleep state. A sleeping pod has no headroom and is not counted in sloscope_pool_pods.",
+)
+POD_PREFIX_CACHE_HITS = _m(
+    "pod_prefix_cache_hits",
+    "counter",
+    _POD,
+    "Prompt tokens a pod's prefix cache supplied: the model server's own counter, passed through (resets with it).",
+)
+POD_PREFIX_CACHE_QUERIES = _m(
+    "pod_prefix_cache_queries",
+    "counter",
+    _POD,
+    "Prompt tokens a pod looked up in its prefix cache: the model server's own counter, passed through.",
+)
+POD_PREEMPTIONS = _m(
+    "pod_preemptions",
+    "counter",
+    _POD,
+    "Requests a pod preempted (vLLM) or retracted (SGLang) to free KV cache: the server's counter, passed through.",
 )
 ENGINE_LATENCY_SECONDS = _m(
     "engine_latency_seconds",
@@ -421,6 +441,28 @@ EPP_SCHEDULER_ATTEMPTS = _m(
     "counter",
     (POOL, TARGET_MODEL, POD, STATUS),
     'The EPP\'s scheduling attempts, by status and the pod it picked (pod "" on failure or where not named).',
+)
+# The EPP's flow control (opt-in: llm-d-router's flowControl feature gate, GIE v1.5.0's flow control layer).
+FLOW_STAGE_EFFECTIVE = "effective"  # the saturation that gates dispatch (llm-d-router: max of prefill and decode)
+EPP_FLOW_CONTROL_SATURATION = _m(
+    "epp_flow_control_saturation",
+    "gauge",
+    (POOL, STAGE),
+    "The EPP's pool saturation signal gating flow-control dispatch (1.0: the set point; above: oversubscribed), by "
+    "stage; effective is the gating value (GIE v1.5.0 writes only that one).",
+)
+EPP_FLOW_CONTROL_QUEUED_REQUESTS = _m(
+    "epp_flow_control_queued_requests",
+    "gauge",
+    (POOL, PRIORITY),
+    "Requests held in the EPP's flow-control queues now, by priority band (summed over flows and models).",
+)
+EPP_FLOW_CONTROL_QUEUE_DURATION_SECONDS = _m(
+    "epp_flow_control_queue_duration_seconds",
+    "histogram",
+    (POOL, OUTCOME),
+    "Time requests spent in the EPP's flow control, from enqueue to their final outcome (Dispatched, Rejected..., "
+    "Evicted...), the outcome as the EPP names it; its count is the requests leaving flow control by outcome.",
 )
 EPP_STREAMING_MODE = _m(
     "epp_streaming_mode",
@@ -727,6 +769,9 @@ ALL_METRICS: tuple[MetricDef, ...] = (
     POD_UP,
     POD_SCRAPE_AGE_SECONDS,
     POD_SLEEPING,
+    POD_PREFIX_CACHE_HITS,
+    POD_PREFIX_CACHE_QUERIES,
+    POD_PREEMPTIONS,
     ENGINE_LATENCY_SECONDS,
     PREDICTION_RATIO,
     PREDICTION_COVERED,
@@ -764,6 +809,9 @@ ALL_METRICS: tuple[MetricDef, ...] = (
     EPP_SLO_VIOLATIONS,
     EPP_SCHEDULER_ATTEMPTS,
     EPP_STREAMING_MODE,
+    EPP_FLOW_CONTROL_SATURATION,
+    EPP_FLOW_CONTROL_QUEUED_REQUESTS,
+    EPP_FLOW_CONTROL_QUEUE_DURATION_SECONDS,
     EPP_INFLIGHT_REQUESTS,
     EPP_INFLIGHT_TOKENS,
     SPANS_RECEIVED,

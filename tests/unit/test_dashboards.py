@@ -25,7 +25,7 @@ DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 VARIABLES = {
     "slo-overview.json": {c.POOL, c.MODEL, c.SLO_CLASS, "traces"},
     "prediction-accuracy.json": {c.POOL, c.MODEL, "window", "traces"},
-    "pod-headroom.json": {c.POOL, c.POD, c.SLO_CLASS, c.MODEL},
+    "pod-headroom.json": {c.POOL, c.POD, c.SLO_CLASS},
     "sloscope-itself.json": {"job", "instance"},
 }
 
@@ -207,6 +207,34 @@ def test_variables(name: str, rendered: dict[str, dict[str, Any]]) -> None:
             assert variable["refresh"] == 2, "values must follow the time range (pods come and go)"
     if "traces" in variables:
         assert variables["traces"]["type"] == "datasource"
+
+
+_NOT_FILTERED = re.compile(r"not filtered by ([^.:;]*)", re.IGNORECASE)
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_every_panel_honours_every_variable_or_says_why_not(name: str, rendered: dict[str, dict[str, Any]]) -> None:
+    """Each label variable appears in every query of every panel (a matcher or a join on it), unless the panel's
+    description says "not filtered by <the variable's title>" and why: a filter the viewer set must never be
+    silently ignored."""
+    variables = [v for v in rendered[name]["templating"]["list"] if v["type"] == "query"]
+    ignored: list[str] = []
+    for panel in panels(rendered[name]):
+        exprs = [target["expr"] for target in panel["targets"]]
+        declared = " ".join(_NOT_FILTERED.findall(panel["description"])).lower()
+        for variable in variables:
+            honoured = all(re.search(rf'=~"\${variable["name"]}"', expr) for expr in exprs)
+            if not honoured and variable["label"].lower() not in declared:
+                ignored.append(f"{panel['title']}: ${variable['name']}")
+    assert ignored == []
+
+
+def test_the_variable_check_catches_a_panel_that_ignores_one() -> None:
+    dashboard = dashboards(default_spec())["pod-headroom.json"]
+    panel = next(p for p in panels(dashboard) if p["title"] == "KV cache utilization")
+    assert 'pod=~"$pod"' in panel["targets"][0]["expr"]
+    assert "not filtered by slo class" in panel["description"].lower()
+    assert "not filtered by pod" not in panel["description"].lower()
 
 
 @pytest.mark.parametrize("name", FILES)

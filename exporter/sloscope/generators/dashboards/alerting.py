@@ -112,7 +112,8 @@ def firing_alerts() -> Any:
         "Firing alerts",
         "Every sloscope alert firing now in the Prometheus data source (its ALERTS series), with the labels that say "
         "where: severity, SLO class and SLO, pool, model. Pending alerts are left out. The same alerts mark their "
-        "firing time on every time series panel (the 'Firing sloscope alerts' annotation).",
+        "firing time on every time series panel (the 'Firing sloscope alerts' annotation). Not filtered by pool, "
+        "model or SLO class: every firing alert, sloscope's own included.",
         [d.Query(d.FIRING_ALERTS, instant=True, format="table")],
         unit=d.NONE,
         transformations=[

@@ -6,7 +6,8 @@ where they are predicted to miss. Headroom at routing shows how often that alrea
 state (KV cache, queue, batch) is what the predictions are made from, so it sits beside them.
 
 Pod gauges are the same on every sloscope replica (each scrapes every pod): they are aggregated with
-``max``, never summed.
+``max``, never summed. There is no model filter: a pod's state and headroom are the pod's, whatever model
+its requests named. Panels that a variable cannot narrow say so (:data:`POOL_LEVEL`, :data:`EVERY_CLASS`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ _POD = (var(c.POOL), var(c.POD))
 _NO_HEADROOM = 0.0
 _LE_NO_HEADROOM = le(_NO_HEADROOM, HEADROOM_BUCKETS)
 _LE_ALL = LE_INF  # the histogram has negative buckets, hence no _count: +Inf is the count
+POOL_LEVEL = " Pool-level: not filtered by pod."
+EVERY_CLASS = " Not filtered by SLO class: a pod's state is the same for requests of every class."
 
 
 def dashboard(spec: SLOSpec) -> Any:
@@ -46,7 +49,6 @@ def dashboard(spec: SLOSpec) -> Any:
             v.label_variable(c.POOL, c.POD_UP, "Pool"),
             v.label_variable(c.POD, c.POD_UP, "Pod", narrowed_by=(c.POOL,)),
             v.label_variable(c.SLO_CLASS, c.POOL_PODS_WITH_HEADROOM, "SLO class", narrowed_by=(c.POOL,)),
-            v.label_variable(c.MODEL, c.REQUESTS, "Model", narrowed_by=(c.POOL,)),
         ],
         panels=[*_live(spec), *_at_routing(), *_state()],
         time_from="now-3h",
@@ -84,14 +86,15 @@ def _live(spec: SLOSpec) -> list[Any]:
             "Pods with headroom against pods",
             "Pods whose every headroom for the class is positive (the router's positive pods), against the pods of the "
             "pool that are up and fresh. When pods with headroom reach 0 the router has no positive pod for the "
-            "class and routes on the least negative one: scale out before then.",
+            "class and routes on the least negative one: scale out before then." + POOL_LEVEL + " The pool's pods "
+            "are not filtered by SLO class either: they serve every class.",
             [d.Query(with_headroom, "{{pool}} {{slo_class}} with headroom"), d.Query(pods, "{{pool}} pods")],
             unit=d.SHORT,
             width=16,
         ),
         d.gauge(
             "Share of pods with headroom",
-            "Pods with headroom for the class over the pool's pods, now.",
+            "Pods with headroom for the class over the pool's pods, now." + POOL_LEVEL,
             [d.Query(f"{with_headroom} / on ({c.POOL}) group_left {pods}", "{{pool}} {{slo_class}}")],
             unit=d.PERCENT,
             thresholds=d.steps(d.RED, (0.25, d.ORANGE), (0.5, d.GREEN)),
@@ -105,7 +108,7 @@ def _live(spec: SLOSpec) -> list[Any]:
 
 
 def _at_routing() -> list[Any]:
-    matchers = (*_POOL, var(c.MODEL))
+    matchers = _POOL
     bucket = series(c.HEADROOM_SECONDS, "_bucket")
     by = (c.POOL, c.SIGNAL)
     panels: list[Any] = [
@@ -114,7 +117,8 @@ def _at_routing() -> list[Any]:
             "Requests routed with no headroom",
             "Share of requests whose headroom on the pod they were routed to was at most 0 (SLO minus the prediction "
             "used for them; TPOT against the tightest TPOT SLO running there): the router had no positive pod, or "
-            "chose a negative one. Only requests carrying the signal's SLO count.",
+            "chose a negative one. Only requests carrying the signal's SLO count. Pool-level: not filtered by pod; "
+            "not filtered by SLO class: each request's headroom is against its own SLOs, whatever its class.",
             [
                 d.Query(
                     f"{sum_by(by, rate(bucket, (*matchers, _LE_NO_HEADROOM)))} / "
@@ -133,7 +137,8 @@ def _at_routing() -> list[Any]:
             d.heatmap(
                 f"{name} headroom at routing",
                 f"Distribution of the {name} headroom requests had on the pod they were routed to, in seconds (buckets "
-                f"from -10 s to 10 s); the rows at or below 0 are requests routed with none.{signal.note}",
+                f"from -10 s to 10 s); the rows at or below 0 are requests routed with none.{signal.note} Pool-level: "
+                "not filtered by pod; not filtered by SLO class: each request's headroom is against its own SLOs.",
                 d.Query(
                     sum_by(("le",), rate(bucket, (*matchers, signal.matcher))),
                     "{{le}}",
@@ -158,7 +163,8 @@ def _state() -> list[Any]:
         d.row("Pod state"),
         d.timeseries(
             "KV cache utilization",
-            "KV-cache utilization of each pod, 0..1, as sloscope last scraped it (mean over data-parallel engines).",
+            "KV-cache utilization of each pod, 0..1, as sloscope last scraped it (mean over data-parallel engines)."
+            + EVERY_CLASS,
             [d.Query(gauge_of(c.POD_KV_CACHE_UTILIZATION), "{{pod}}")],
             unit=d.PERCENT,
             width=8,
@@ -166,21 +172,47 @@ def _state() -> list[Any]:
         ),
         d.timeseries(
             "Requests waiting",
-            "Requests queued on each pod, as last scraped (summed over engines).",
+            "Requests queued on each pod, as last scraped (summed over engines)." + EVERY_CLASS,
             [d.Query(gauge_of(c.POD_REQUESTS_WAITING), "{{pod}}")],
             unit=d.SHORT,
             width=8,
         ),
         d.timeseries(
             "Requests running",
-            "Requests in each pod's running batch, as last scraped (summed over engines).",
+            "Requests in each pod's running batch, as last scraped (summed over engines)." + EVERY_CLASS,
             [d.Query(gauge_of(c.POD_REQUESTS_RUNNING), "{{pod}}")],
             unit=d.SHORT,
             width=8,
         ),
+        d.timeseries(
+            "Prefix-cache hit rate",
+            "Share of the prompt tokens each pod looked up in its prefix cache that the cache supplied, from the "
+            "model server's own counters as sloscope passes them through (vLLM prefix_cache_hits / queries, SGLang "
+            "cached_tokens / prompt_tokens). A falling rate means more prefill per request, hence longer TTFT at the "
+            "same load; the predictor sees it only through the prefix-cache score the EPP sends." + EVERY_CLASS,
+            [
+                d.Query(
+                    f"{max_by((c.POOL, c.POD), rate(series(c.POD_PREFIX_CACHE_HITS), _POD))} / "
+                    f"{max_by((c.POOL, c.POD), rate(series(c.POD_PREFIX_CACHE_QUERIES), _POD))}",
+                    "{{pod}}",
+                )
+            ],
+            unit=d.PERCENT,
+            width=8,
+            maximum=1,
+        ),
+        d.timeseries(
+            "Preemptions",
+            "Requests each pod preempted (vLLM) or retracted (SGLang) per second to free KV cache: each one is "
+            "recomputed later, so its TTFT or TPOT grows well past what was predicted. Preemptions with KV cache near "
+            "1 mean the pod was given more than it can hold." + EVERY_CLASS,
+            [d.Query(max_by((c.POOL, c.POD), rate(series(c.POD_PREEMPTIONS), _POD)), "{{pod}}")],
+            unit=d.PER_SECOND,
+            width=8,
+        ),
         d.stat(
             "Pods up",
-            "1 (up) when the pod's last metrics scrape succeeded, 0 (down) when it failed.",
+            "1 (up) when the pod's last metrics scrape succeeded, 0 (down) when it failed." + EVERY_CLASS,
             [d.Query(gauge_of(c.POD_UP), "{{pod}}")],
             unit=d.NONE,
             thresholds=d.steps(d.RED, (1, d.GREEN)),
@@ -192,7 +224,7 @@ def _state() -> list[Any]:
         d.timeseries(
             "Scrape age",
             "Seconds since each pod's newest successful scrape. Samples older than the configured stale limit are not "
-            "used for predictions, and the pod leaves the pool's count.",
+            "used for predictions, and the pod leaves the pool's count." + EVERY_CLASS,
             [d.Query(gauge_of(c.POD_SCRAPE_AGE_SECONDS), "{{pod}}")],
             unit=d.SECONDS,
             width=8,
@@ -201,7 +233,8 @@ def _state() -> list[Any]:
             "SLO violations per request by pod",
             "SLO violations per evaluated request on each pod, per SLO. Not an attainment: there is no per-pod count "
             "of eligible requests, so requests without that SLO are in the denominator too. A pod without any "
-            "violation yet shows 0 for each SLO: its violation series start at 0 with its first request.",
+            "violation yet shows 0 for each SLO: its violation series start at 0 with its first request. Not filtered "
+            "by SLO class: the per-pod counters carry no class.",
             [d.Query(f"{violations} / on ({c.POOL}, {c.POD}) group_left {requests}", "{{pod}} {{slo}}")],
             unit=d.PERCENT,
             width=8,
@@ -209,7 +242,7 @@ def _state() -> list[Any]:
         d.table(
             "Pods now",
             "Each pod's last scraped state and its lowest live TTFT headroom over the classes, at the end of the time "
-            "range. up: 1 or 0; kv cache: 0..1; headroom in seconds.",
+            "range. up: 1 or 0; kv cache: 0..1; headroom in seconds." + EVERY_CLASS,
             [
                 d.Query(gauge_of(metric), instant=True, format="table")
                 for metric in (c.POD_UP, c.POD_KV_CACHE_UTILIZATION, c.POD_REQUESTS_WAITING, c.POD_REQUESTS_RUNNING)

@@ -35,6 +35,7 @@ RELATIVE_BIAS = "Relative bias by pool, signal and source"
 BIAS_AND_MAE = "Bias and MAE"
 RMSE = "RMSE"
 OFFLINE_MAE = "Offline against online MAE (mean predictors)"
+_POOL_WIDE = " Not filtered by model where a series is the predictor's: one predictor serves the pool's every model."
 MEAN_OBJECTIVE_PANELS = frozenset({RELATIVE_BIAS, BIAS_AND_MAE, RMSE, OFFLINE_MAE})
 """The panels that have data only for pools whose predictor predicts the mean."""
 
@@ -137,7 +138,7 @@ def _coverage() -> list[Any]:
             "(sloscope_prediction_covered_total / sloscope_predictions_total), with the quantile the predictor models "
             "drawn alongside (sloscope_predictor_quantile). A calibrated p90 predictor covers 90%: below means "
             "optimistic (the router sees room pods do not have, SLOs are missed), above means pessimistic (pods "
-            "with room are refused).",
+            "with room are refused)." + _POOL_WIDE,
             [
                 d.Query(_coverage_of(_PRED_BY), "{{pool}} {{signal}} {{source}}"),
                 d.Query(_quantile(), "{{pool}} quantile (target)"),
@@ -298,7 +299,7 @@ def _health() -> list[Any]:
         d.stat(
             "Objective",
             "What each pool's predictor predicts (sloscope_predictor_objective == 1): quantile (judged by coverage) "
-            "or mean (judged by bias, MAE, RMSE).",
+            "or mean (judged by bias, MAE, RMSE)." + _POOL_WIDE,
             [
                 d.Query(
                     f"max by ({c.POOL}, {c.OBJECTIVE}) ({sel(series(c.PREDICTOR_OBJECTIVE), _POOL)}) == 1",
@@ -315,7 +316,7 @@ def _health() -> list[Any]:
             "Trained",
             "1 (trained) or 0 (reset): a model reset to its default predicts a constant while its servers answer "
             "ready (no training samples, default-model markers, or the same prediction for two very different probe "
-            "requests).",
+            "requests)." + _POOL_WIDE,
             [d.Query(max_by(by, sel(series(c.PREDICTOR_TRAINED), _POOL)), "{{pool}} {{signal}}")],
             unit=d.NONE,
             thresholds=d.steps(d.RED, (1, d.GREEN)),
@@ -327,7 +328,7 @@ def _health() -> list[Any]:
             OFFLINE_MAE,
             "MAE and RMSE a mean-objective training server measured on its held-out samples (offline) against the "
             "MAE of routed requests over $window (online). Online well above offline: live traffic differs from "
-            "what the predictor learnt from.",
+            "what the predictor learnt from." + _POOL_WIDE,
             [
                 d.Query(
                     max_by(by, sel(series(c.PREDICTOR_MAE_OFFLINE_SECONDS), _POOL)), "{{pool}} {{signal}} MAE offline"
@@ -343,7 +344,7 @@ def _health() -> list[Any]:
         d.stat(
             "Predictor servers",
             "1 (up) when a training or prediction server answers ready (/readyz, and /status is_ready for prediction "
-            "servers), 0 (down) otherwise. A training server is not ready until it has models.",
+            "servers), 0 (down) otherwise. A training server is not ready until it has models." + _POOL_WIDE,
             [d.Query(max_by((c.POOL, c.ROLE, c.SERVER), sel(series(c.PREDICTOR_UP), _POOL)), "{{role}} {{server}}")],
             unit=d.NONE,
             thresholds=d.steps(d.RED, (1, d.GREEN)),
@@ -355,7 +356,7 @@ def _health() -> list[Any]:
         d.timeseries(
             "Model age",
             "Seconds since the training server last wrote each signal's model. It retrains continuously: an age that "
-            "keeps growing means training stopped, and predictions come from an ever older model.",
+            "keeps growing means training stopped, and predictions come from an ever older model." + _POOL_WIDE,
             [d.Query(max_by(by, sel(series(c.PREDICTOR_MODEL_AGE_SECONDS), _POOL)), "{{pool}} {{signal}}")],
             unit=d.SECONDS,
             width=8,
@@ -363,7 +364,7 @@ def _health() -> list[Any]:
         d.timeseries(
             "Training samples",
             "Samples the training server holds to fit each signal's model. It should grow with traffic until its "
-            "buckets fill; a flat line while requests flow means the EPP stopped sending training data.",
+            "buckets fill; a flat line while requests flow means the EPP stopped sending training data." + _POOL_WIDE,
             [d.Query(max_by(by, sel(series(c.PREDICTOR_TRAINING_SAMPLES), _POOL)), "{{pool}} {{signal}}")],
             unit=d.SHORT,
             width=8,
@@ -372,7 +373,7 @@ def _health() -> list[Any]:
             "Offline against online coverage",
             "Coverage the training server measured on its held-out samples (offline) against the coverage of routed "
             "requests over $window (online), with the target quantile. Online below offline: live traffic differs "
-            "from what the predictor learnt from.",
+            "from what the predictor learnt from." + _POOL_WIDE,
             [
                 d.Query(
                     max_by(by, sel(series(c.PREDICTOR_COVERAGE_OFFLINE_RATIO), _POOL)),
@@ -389,7 +390,7 @@ def _health() -> list[Any]:
             "Predictor calls by purpose and result",
             "Calls sloscope made to the pools' prediction servers per second: shadow (per-request predictions) and "
             "headroom (live per-pod headroom), by result. rejected: 422, the server refused the features; "
-            "circuit_open: every server's breaker was open, no call was made.",
+            "circuit_open: every server's breaker was open, no call was made." + _POOL_WIDE,
             [
                 d.Query(
                     sum_by((c.PURPOSE, c.RESULT), rate(series(c.PREDICTOR_REQUESTS), _POOL)), "{{purpose}} {{result}}"
@@ -402,7 +403,7 @@ def _health() -> list[Any]:
             "Shadow predictions skipped by reason",
             "Completed requests per second that got no shadow prediction, by reason: sampled_out, rate_limited, "
             "no_predictor, no_pod_state (no fresh sample of the pod before the arrival), no_features, queue_full, "
-            "failed (see the predictor calls beside).",
+            "failed (see the predictor calls beside)." + _POOL_WIDE,
             [d.Query(sum_by((c.REASON,), rate(series(c.SHADOW_SKIPPED), _POOL)), "{{reason}}")],
             unit=d.REQUESTS_PER_SECOND,
             stacked=True,

@@ -162,7 +162,8 @@ def _failures() -> list[Any]:
             "Requests per second that failed before reaching any pod and that no pool could be told for, by reason: "
             "counted in no pool's series or budget (docs/sending-traces.md, where a failure is counted). Above 0, "
             "name the pools' gateways (pools[].gateways) or give the EPPs' spans an identity; the "
-            "SloscopeFailuresWithoutPool ticket watches the share. Not filtered: they have no pool, model or class.",
+            "SloscopeFailuresWithoutPool ticket watches the share. Not filtered by pool, model or SLO class: they "
+            "have none.",
             [d.Query(sum_by((c.REASON,), rate(series(c.REQUESTS_WITHOUT_POOL))), "{{reason}}")],
             unit=d.REQUESTS_PER_SECOND,
             stacked=True,
@@ -181,7 +182,8 @@ def _epp() -> list[Any]:
             "e2e where its TTFT is end-to-end latency) and as sloscope judges them (ttft, tpot, any class). The EPP "
             "counts every request it routed and streamed; sloscope the sampled traces (10 % by default) with the "
             "client's TTFT from the gateway span, and failures too: the lines differ by the sampling ratio and by "
-            "what each calls TTFT (docs/predictions.md).",
+            "what each calls TTFT (docs/predictions.md). Not filtered by SLO class: the EPP's counter names none "
+            "(sloscope's lines are).",
             [
                 d.Query(
                     sum_by((c.POOL, c.TYPE), rate(series(c.EPP_SLO_VIOLATIONS), (pools, models))),
@@ -201,8 +203,8 @@ def _epp() -> list[Any]:
         d.timeseries(
             "EPP scheduling attempts by status",
             "Scheduling attempts per second of each pool's EPP, successful or failed (no endpoint could be picked: "
-            "the requests it sheds or fails), from sloscope_epp_scheduler_attempts_total. Not filtered by model: "
-            "the late-2025 EPP names none on its attempts.",
+            "the requests it sheds or fails), from sloscope_epp_scheduler_attempts_total. Not filtered by model or "
+            "SLO class: the EPP's attempts name its target model at most (the late-2025 EPP's none).",
             [
                 d.Query(
                     sum_by((c.POOL, c.STATUS), rate(series(c.EPP_SCHEDULER_ATTEMPTS), (pools,))),
@@ -215,8 +217,8 @@ def _epp() -> list[Any]:
         *(
             d.timeseries(
                 f"EPP in-flight {what} by pod",
-                f"{meaning}, as the llm-d EPP's in-flight load producer counts them: the load it predicts with. Pod "
-                "series, not filtered by model or class.",
+                f"{meaning}, as the llm-d EPP's in-flight load producer counts them: the load it predicts with. Not "
+                "filtered by model or SLO class: the producer counts per pod.",
                 [d.Query(max_by((c.POOL, c.POD), sel(series(metric), (pools,))), "{{pool}} {{pod}}")],
                 unit=d.SHORT,
                 width=12,
@@ -229,6 +231,75 @@ def _epp() -> list[Any]:
                     "Uncached prompt tokens of the requests in flight to each pod",
                 ),
             )
+        ),
+        *_flow_control(),
+    ]
+
+
+_DISPATCHED = "Dispatched"  # the EPP's QueueOutcome of a request sent on to a pod (flowcontrol/types/outcomes.go)
+_PER_POOL = " Not filtered by model or SLO class: the EPP's flow control is per pool."
+
+
+def _flow_control() -> list[Any]:
+    """The EPP's flow control (opt-in upstream): how saturated it judges the pool, what it holds back, and what became
+    of the requests it held. Every sloscope replica republishes the same EPP page: ``max``, never ``sum``."""
+    pools = (var(c.POOL),)
+    dispatched = rate(
+        series(c.EPP_FLOW_CONTROL_QUEUE_DURATION_SECONDS, "_bucket"), (*pools, eq(c.OUTCOME, _DISPATCHED))
+    )
+    left = rate(series(c.EPP_FLOW_CONTROL_QUEUE_DURATION_SECONDS, "_count"), pools)
+    return [
+        d.timeseries(
+            "EPP flow-control saturation",
+            "The saturation the pool's EPP computes to gate dispatch from its flow-control queues, by stage "
+            "(llm-d-router: prefill, decode and effective, their max; GIE v1.5.0: the one gating value, as effective). "
+            "At 1 and above the EPP holds requests back; pods with stale metrics count as saturated. Empty unless "
+            "the EPP runs flow control." + _PER_POOL,
+            [
+                d.Query(
+                    max_by((c.POOL, c.STAGE), sel(series(c.EPP_FLOW_CONTROL_SATURATION), pools)), "{{pool}} {{stage}}"
+                )
+            ],
+            unit=d.PERCENT,
+            thresholds=d.steps(d.TRANSPARENT, (1, d.RED)),
+            threshold_style="dashed",
+            width=12,
+        ),
+        d.timeseries(
+            "EPP flow-control queue",
+            "Requests the EPP holds in its flow-control queues now, by priority band: queued there, a request's TTFT "
+            "grows by its wait before any pod sees it." + _PER_POOL,
+            [
+                d.Query(
+                    max_by((c.POOL, c.PRIORITY), sel(series(c.EPP_FLOW_CONTROL_QUEUED_REQUESTS), pools)),
+                    "{{pool}} priority {{priority}}",
+                )
+            ],
+            unit=d.SHORT,
+            width=12,
+        ),
+        d.timeseries(
+            "Requests leaving EPP flow control by outcome",
+            "Requests per second leaving the EPP's flow control, by outcome as the EPP names it: Dispatched to a "
+            "pod, Rejected (capacity, other) or Evicted (TTL, the client's context cancelled, other). Rejected and "
+            "evicted requests are the shed and timed-out failures sloscope counts against their SLOs." + _PER_POOL,
+            [d.Query(max_by((c.POOL, c.OUTCOME), left), "{{pool}} {{outcome}}")],
+            unit=d.REQUESTS_PER_SECOND,
+            width=12,
+        ),
+        d.timeseries(
+            "Wait in EPP flow control",
+            "p50 and p99 of the time requests spent in the EPP's flow control before being dispatched: part of "
+            "the TTFT the SLOs judge, spent before any pod and any prediction." + _PER_POOL,
+            [
+                d.Query(
+                    f"histogram_quantile({q}, {max_by((c.POOL, 'le'), dispatched)})",
+                    f"p{round(q * 100)} {{{{pool}}}}",
+                )
+                for q in (0.5, 0.99)
+            ],
+            unit=d.SECONDS,
+            width=12,
         ),
     ]
 
@@ -423,7 +494,8 @@ def _engine_crosscheck(pods_dashboard_uid: str) -> list[Any]:
                 f"the {name} the model servers observe for every request they serve (vLLM, SGLang, trtllm-serve "
                 "histograms, signal "
                 f"{signal}). Close lines say the sampled spans describe the traffic; the engine's TTFT starts at its "
-                "own arrival, so it leaves out the gateway and EPP time the span-based TTFT includes.",
+                "own arrival, so it leaves out the gateway and EPP time the span-based TTFT includes. Not "
+                "filtered by SLO class: the engines' histograms name none.",
                 [
                     d.Query(f"histogram_quantile({q}, {sum_by(('le',), spans)})", f"p{round(q * 100)} spans")
                     for q in (0.5, 0.9)
@@ -442,7 +514,8 @@ def _engine_crosscheck(pods_dashboard_uid: str) -> list[Any]:
             "Sampled share of requests",
             "Requests sloscope measured from spans over the requests the model servers finished (their end-to-end "
             "histogram's count: a P/D request ends once, on its decode pod), per pool and model. The EPP traces 10 % "
-            "of requests by default: the SLO series describe this share of the traffic.",
+            "of requests by default: the SLO series describe this share of the traffic. Not filtered by SLO class: "
+            "the engines' histograms name none.",
             [
                 d.Query(
                     f"{sum_by((c.POOL, c.MODEL), sampled)} / {sum_by((c.POOL, c.MODEL), served)}",

@@ -47,8 +47,22 @@ BREACH_BATCH = 10  # requests per OTLP post
 BREACH_EVERY_SECONDS = 0.5  # 20 breaching requests per second, several times the demo's interactive rate
 BREACH_TTFT_SECONDS = 5.0  # ten times the interactive target of 500 ms
 
-# Panels that show data only when something goes wrong; their queries must parse and run, but may be empty.
+# Panels that show data only when something goes wrong, or when an upstream feature that is off by default is on;
+# their queries must parse and run, but may be empty.
+_FLOW_CONTROL_OFF = (
+    "the EPP's flow control is opt-in upstream (llm-d-router's flowControl feature gate) and off in the demo's EPPs; "
+    "its families are read from the constructed llm-d-router page and a GIE v1.5.0 page in test_epp_generations"
+)
 RARE_PANELS = {
+    **dict.fromkeys(
+        (
+            "EPP flow-control saturation",
+            "EPP flow-control queue",
+            "Requests leaving EPP flow control by outcome",
+            "Wait in EPP flow control",
+        ),
+        _FLOW_CONTROL_OFF,
+    ),
     "Invalid request values by field": "counts spans with unusable latency or token values; the demo's are all valid",
     "Label values folded into __other__": "a label's value cap is never reached by 3 pods, 1 model, 3 classes",
     "Broken upstream contracts": "lists broken contracts only; the demo's upstream shows what sloscope reads",

@@ -442,6 +442,12 @@ EPP_SCHEDULER_ATTEMPTS = _m(
     (POOL, TARGET_MODEL, POD, STATUS),
     'The EPP\'s scheduling attempts, by status and the pod it picked (pod "" on failure or where not named).',
 )
+EPP_UP = _m(
+    "epp_up",
+    "gauge",
+    (POOL,),
+    "1 when sloscope's last scrape of the pool's EPP /metrics succeeded, 0 when it failed; absent before the first.",
+)
 # The EPP's flow control (opt-in: llm-d-router's flowControl feature gate, GIE v1.5.0's flow control layer).
 FLOW_STAGE_EFFECTIVE = "effective"  # the saturation that gates dispatch (llm-d-router: max of prefill and decode)
 EPP_FLOW_CONTROL_SATURATION = _m(
@@ -809,6 +815,7 @@ ALL_METRICS: tuple[MetricDef, ...] = (
     EPP_SLO_VIOLATIONS,
     EPP_SCHEDULER_ATTEMPTS,
     EPP_STREAMING_MODE,
+    EPP_UP,
     EPP_FLOW_CONTROL_SATURATION,
     EPP_FLOW_CONTROL_QUEUED_REQUESTS,
     EPP_FLOW_CONTROL_QUEUE_DURATION_SECONDS,

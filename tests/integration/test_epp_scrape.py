@@ -96,8 +96,12 @@ class Rig:
         return value
 
     def epp_lines(self) -> list[str]:
+        """The republished EPP series (the EPP's own up gauge aside)."""
         text = generate_latest(self.registry).decode()
-        return [line for line in text.splitlines() if line.startswith("sloscope_epp_")]
+        return [line for line in text.splitlines() if line.startswith("sloscope_epp_") and "epp_up" not in line]
+
+    def up(self) -> float | None:
+        return self.registry.get_sample_value(c.EPP_UP.name, {"pool": "pool-a"})
 
 
 @pytest.fixture
@@ -191,8 +195,10 @@ def test_failed_scrapes_keep_the_last_page_until_stale(epp: FakeEPP, rig: Rig) -
     async def run() -> None:
         async with httpx.AsyncClient() as client:
             s = scraper(rig, epp.url, client, stale_after=30.0)
-            rig.registry.register(EPPCollector(lambda: [s.latest]))
+            rig.registry.register(EPPCollector(lambda: [s.latest], up=lambda: [(s.pool, s.up)]))
+            assert rig.up() is None  # not scraped yet: neither up nor down
             assert await s.scrape_once() == c.RESULT_SUCCESS
+            assert rig.up() == 1.0
             page = s.latest
             assert page is not None
             epp.reply = Reply(status=503)
@@ -200,14 +206,17 @@ def test_failed_scrapes_keep_the_last_page_until_stale(epp: FakeEPP, rig: Rig) -
             assert await s.scrape_once() == c.RESULT_HTTP_ERROR
             assert s.latest is page  # a short outage: the series stay
             assert len(rig.epp_lines()) == 6
+            assert rig.up() == 0.0  # but the EPP is down, now
             rig.clock.now += 6  # 31 s after the last good scrape
             assert s.latest is None
             assert rig.epp_lines() == []
             assert await s.scrape_once() == c.RESULT_HTTP_ERROR
             assert s.latest is None
+            assert rig.up() == 0.0
             epp.reply = good
             assert await s.scrape_once() == c.RESULT_SUCCESS
             assert len(rig.epp_lines()) == 6
+            assert rig.up() == 1.0
 
     asyncio.run(run())
 

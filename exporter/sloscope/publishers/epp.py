@@ -70,8 +70,12 @@ class EPPCollector:
         on_fold: Callable[[str], None] | None = None,
         inflight: Callable[[], Iterable[tuple[str, InflightPage | None]]] | None = None,
         budget: SeriesBudget | None = None,
+        *,
+        up: Callable[[], Iterable[tuple[str, bool | None]]] | None = None,
     ) -> None:
+        """``up()`` gives each pool's EPP and whether its last scrape succeeded (None: not scraped yet)."""
         self._pages = pages
+        self._up = up or (lambda: ())
         self._inflight = inflight or (lambda: ())
         limits = {c.POD: max_label_values[c.POD]} if max_label_values and c.POD in max_label_values else {}
         self._guard = LabelGuard(limits, lambda label: None)
@@ -86,9 +90,18 @@ class EPPCollector:
 
     def describe(self) -> Iterator[Metric]:
         """The families without samples, so the registry learns the names without calling ``collect()``."""
-        return self._families([], [])
+        yield from self._families([], [])
+        yield GaugeMetricFamily(c.EPP_UP.name, c.EPP_UP.help, labels=c.EPP_UP.labels)
 
     def collect(self) -> Iterator[Metric]:
+        yield from self._pages_collected()
+        up = GaugeMetricFamily(c.EPP_UP.name, c.EPP_UP.help, labels=c.EPP_UP.labels)
+        for pool, answered in sorted(self._up(), key=lambda item: item[0]):
+            if answered is not None:
+                up.add_metric([pool], 1.0 if answered else 0.0)
+        yield up
+
+    def _pages_collected(self) -> Iterator[Metric]:
         pages: dict[str, EPPPage] = {}
         for page in self._pages():
             if page is not None:

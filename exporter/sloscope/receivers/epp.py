@@ -97,6 +97,7 @@ class EPPScraper:
         self._inflight = inflight
         self._latest: tuple[EPPPage, float] | None = None
         self._failing = False
+        self._scraped = False
         self._warned: set[tuple[str, _Labels, str]] = set()
         self._fixes_logged = False
         self._sources: tuple[str, ...] = ()
@@ -113,6 +114,11 @@ class EPPScraper:
         if latest is None or self._clock() - latest[1] > self._stale_after:
             return None
         return latest[0]
+
+    @property
+    def up(self) -> bool | None:
+        """Whether the last scrape succeeded (a good page); None before the first scrape ended."""
+        return None if not self._scraped else not self._failing
 
     async def scrape_once(self) -> str:
         """Scrape the EPP now, keep the page if it is good, count the outcome; returns the result label."""
@@ -145,6 +151,7 @@ class EPPScraper:
             level = logging.DEBUG if self._failing else logging.WARNING
             log.log(level, "EPP of pool %s at %s: scrape failed (%s)", self.pool, self._shown, error)
             self._failing = True
+        self._scraped = True
         self._telemetry.scrape(c.KIND_EPP, result)
         return result
 

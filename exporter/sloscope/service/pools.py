@@ -213,6 +213,7 @@ class PoolMonitor:
                 lambda label: folded.labels(label).inc(),
                 lambda: [(scraper.pool, self.inflight.latest(scraper.pool)) for scraper in self.epp],
                 telemetry.series_budget,
+                up=lambda: [(scraper.pool, scraper.up) for scraper in self.epp],
             )
         )
         self._generation_setting = predictions.epp_generation

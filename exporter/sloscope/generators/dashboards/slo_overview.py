@@ -176,6 +176,20 @@ def _epp() -> list[Any]:
     pools, models = var(c.POOL), var(c.MODEL)
     return [
         d.row("The EPP's own view"),
+        d.stat(
+            "EPP up",
+            "1 (up) when sloscope's last scrape of the pool's EPP /metrics succeeded, 0 (down) when it failed "
+            "(sloscope_epp_up): down, the EPP's series below stop after scrape.stale_after_seconds, and a GIE v1.5.0 "
+            "pool's routing and every pool's streaming mode are no longer read from its page. Not filtered by model "
+            "or SLO class: one EPP serves the pool.",
+            [d.Query(max_by((c.POOL,), sel(series(c.EPP_UP), (pools,))), "{{pool}}")],
+            unit=d.NONE,
+            thresholds=d.steps(d.RED, (1, d.GREEN)),
+            mappings=d.up_down(),
+            width=24,
+            height=4,
+            sparkline=False,
+        ),
         d.timeseries(
             "SLO violations: the EPP's counter beside sloscope's",
             "Violations per second as the EPP counts them (sloscope_epp_slo_violations_total, by type: ttft, tpot; "

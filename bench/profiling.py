@@ -51,7 +51,7 @@ STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("evaluate (SLO maths, classes)", ("sloscope/slo/", "sloscope/processors/evaluator.py")),
     ("publish (Prometheus series)", ("sloscope/publishers/",)),
     ("pipeline worker, queue", ("sloscope/pipeline.py", "sloscope/processors/queue.py")),
-    ("HTTP metrics middleware", ("sloscope/service/http_metrics.py",)),
+    ("HTTP metrics middleware", ("sloscope/listeners/http_metrics.py",)),
     ("HTTP stack (uvicorn, h11, Starlette, FastAPI)", ("h11/", "uvicorn/", "starlette/", "fastapi/")),
     ("asyncio event loop, sockets", ("asyncio/", "selectors.py", "socket.py")),
 )

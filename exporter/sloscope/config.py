@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from sloscope.receivers.protocols import ALIASES, MetricSpec
+from sloscope.engines import ALIASES, MetricSpec
 from sloscope.store.replica import REPLICA_ID_PATTERN
 
 _CAPPED_LABELS = {"model": 50, "pool": 50, "slo_class": 20, "pod": 2000}

@@ -34,15 +34,17 @@ from prometheus_client import CollectorRegistry
 from sloscope import threads
 from sloscope._native import GatewayMemory as NativeGatewayMemory
 from sloscope.attributes import Mapping
+from sloscope.columnar import arrow_arrays
 from sloscope.config import Join, Settings
-from sloscope.processors import arrow_arrays, joined_batch, shards, span_shapes
+from sloscope.processors import joined_batch, shards, span_shapes
 from sloscope.processors.assembler import GatewayMemory, TraceAssembler
 from sloscope.processors.calls import CallJoiner
 from sloscope.processors.evaluator import MIN_BATCH, RequestPublisher, SLOEvaluator
 from sloscope.processors.native_assembler import NativeTraceAssembler
 from sloscope.processors.placement import Placed, Placement, PoolPlace
-from sloscope.processors.queue import Batch, SpanQueue
+from sloscope.processors.queue import SpanQueue
 from sloscope.publishers.prometheus import PrometheusPublisher
+from sloscope.receivers.consumers import Batch
 from sloscope.receivers.intake import Intake
 from sloscope.records import JoinedRequest
 from sloscope.slo.spec import SLOSpec

@@ -13,8 +13,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Info
 
 from sloscope import __version__
 from sloscope import conventions as c
+from sloscope.columnar.cardinality import SeriesBudget
 from sloscope.config import Limits
-from sloscope.publishers.cardinality import SeriesBudget
 
 
 class Telemetry:

@@ -19,10 +19,10 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
+from sloscope.columnar.cardinality import LabelGuard
 from sloscope.config import Pool, Predictions, Scrape
 from sloscope.processors.pod_history import PodHistory
 from sloscope.processors.shadow import RoutingFeatures
-from sloscope.publishers.cardinality import LabelGuard
 from sloscope.publishers.engine_latency import EngineLatencyCollector
 from sloscope.publishers.pod_state import PodStateCollector
 from sloscope.receivers.discovery import Target, sorted_labels

@@ -1,4 +1,4 @@
-"""The batch group-by (publishers/columns.py) against the plain Python one: rows numbered by their label
+"""The batch group-by (columnar/columns.py) against the plain Python one: rows numbered by their label
 combination in order of first appearance, whether the combinations are numbered by a table (few) or sorted
 (many)."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sloscope.publishers.columns import appearance, group, stable_order
+from sloscope.columnar.columns import appearance, group, stable_order
 
 
 def reference(columns: list[list[int]], selected: list[bool]) -> tuple[list[int], list[int], list[int]]:

@@ -7,7 +7,7 @@ import math
 import pytest
 from prometheus_client import CollectorRegistry
 
-from sloscope.publishers.cardinality import LabelGuard
+from sloscope.columnar.cardinality import LabelGuard
 from sloscope.publishers.engine_latency import EngineLatencyCollector
 from sloscope.receivers.engine_latency import EngineHistogram, engine_histograms
 from sloscope.receivers.exposition import ExpositionParser

@@ -15,7 +15,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from sloscope import conventions as c
-from sloscope.publishers.cardinality import SeriesBudget
+from sloscope.columnar.cardinality import SeriesBudget
 from sloscope.publishers.epp import EPPCollector
 from sloscope.receivers.epp import EPP_FAMILIES, EPPPage, normalize
 from sloscope.receivers.exposition import ExpositionParser

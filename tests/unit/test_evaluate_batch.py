@@ -107,7 +107,7 @@ def test_a_batch_of_another_schema_is_refused_with_its_column_named() -> None:
 
 def test_the_batch_path_leaves_pandas_unimported() -> None:
     """pyarrow imports pandas, when installed, on ``pa.array`` or ``to_numpy`` (some 30 MiB in serve); the batch
-    path goes through buffers instead (sloscope.processors.arrow_arrays)."""
+    path goes through buffers instead (sloscope.columnar.arrow_arrays)."""
     script = """
 import sys
 from prometheus_client import CollectorRegistry, generate_latest

@@ -12,8 +12,8 @@ from pydantic import ValidationError
 
 from sloscope import conventions as c
 from sloscope.config import ListenerAuth, Listeners, ListenerTLS
-from sloscope.service.auth import Credentials
-from sloscope.service.file_watch import Reloading
+from sloscope.listeners.auth import Credentials
+from sloscope.listeners.file_watch import Reloading
 from sloscope.service.listeners import ListenerSetup
 
 

@@ -20,14 +20,14 @@ from opentelemetry.trace import SpanKind, StatusCode
 from prometheus_client import CollectorRegistry
 
 from sloscope.config import ListenerAuth, Settings
+from sloscope.listeners.auth import Credentials
+from sloscope.listeners.http_metrics import HttpMetrics
+from sloscope.listeners.tracing import ServerSpans
 from sloscope.loading import default_spec
 from sloscope.pipeline import Pipeline
 from sloscope.receivers.intake import Result, Status
 from sloscope.receivers.otlp_http import Reply, answer
 from sloscope.receivers.otlp_http_native import NativeHttpReceiver
-from sloscope.service.auth import Credentials
-from sloscope.service.http_metrics import HttpMetrics
-from sloscope.service.tracing import ServerSpans
 from sloscope.testing import export_request, span, vllm_attributes
 
 LIMIT = 64 * 1024

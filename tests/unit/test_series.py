@@ -6,8 +6,8 @@ import pytest
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
 
+from sloscope.columnar.series import SeriesCollector
 from sloscope.conventions import MetricDef
-from sloscope.publishers.series import SeriesCollector
 
 HIST = MetricDef("demo_seconds", "histogram", ("model",), "Demo.")
 COUNTER = MetricDef("demo_requests", "counter", ("model", "slo"), "Demo.")

@@ -9,12 +9,12 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from sloscope import conventions as c
+from sloscope.columnar.buckets import HEADROOM_BUCKETS, RATIO_BUCKETS, TOKEN_BUCKETS, TPOT_BUCKETS, TTFT_BUCKETS
+from sloscope.columnar.cardinality import SeriesBudget
+from sloscope.columnar.series import SeriesCollector
 from sloscope.config import Limits
 from sloscope.loading import default_spec
-from sloscope.publishers.buckets import HEADROOM_BUCKETS, RATIO_BUCKETS, TOKEN_BUCKETS, TPOT_BUCKETS, TTFT_BUCKETS
-from sloscope.publishers.cardinality import SeriesBudget
 from sloscope.publishers.prometheus import PrometheusPublisher
-from sloscope.publishers.series import SeriesCollector
 from sloscope.records import JoinedRequest
 from sloscope.slo.evaluate import evaluate
 from sloscope.telemetry import Telemetry

@@ -16,7 +16,8 @@ from typing import Protocol, runtime_checkable
 
 import pyarrow as pa
 
-from sloscope.processors import arrow_arrays, joined_batch
+from sloscope.columnar import arrow_arrays
+from sloscope.processors import joined_batch
 from sloscope.processors.joined_batch import EvaluatedBatch
 from sloscope.records import Evaluation, JoinedRequest
 from sloscope.slo.evaluate import evaluate

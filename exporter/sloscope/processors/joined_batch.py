@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from sloscope.processors import arrow_arrays
+from sloscope.columnar import arrow_arrays
 from sloscope.records import Evaluation, JoinedRequest
 from sloscope.slo.evaluate_batch import Verdicts
 

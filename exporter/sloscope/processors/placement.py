@@ -46,8 +46,8 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from sloscope import conventions as c
-from sloscope.processors import arrow_arrays
-from sloscope.processors.arrow_arrays import Codes
+from sloscope.columnar import arrow_arrays
+from sloscope.columnar.columns import Codes
 from sloscope.records import JoinedRequest
 
 __all__ = ["Place", "Placed", "Placement", "PoolPlace"]

@@ -15,9 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from sloscope import conventions as c
-from sloscope.publishers.cardinality import Labels
-from sloscope.publishers.columns import Codes, Column, Groups, Mask, group
-from sloscope.slo.evaluate_batch import Floats
+from sloscope.columnar.cardinality import Labels
+from sloscope.columnar.columns import Codes, Column, Floats, Groups, Mask, group
 
 __all__ = ["Comparisons", "Events", "comparisons", "events", "keys", "tpot_headrooms"]
 

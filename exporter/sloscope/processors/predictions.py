@@ -32,22 +32,21 @@ import numpy as np
 from prometheus_client import CollectorRegistry
 
 from sloscope import conventions as c
+from sloscope.columnar import arrow_arrays
+from sloscope.columnar.buckets import HEADROOM_BUCKETS, RATIO_BUCKETS
+from sloscope.columnar.cardinality import SeriesBudget
+from sloscope.columnar.columns import Codes, Column, Floats, Mask, from_list, group
+from sloscope.columnar.series import CounterFamily, SeriesCollector, observe_groups
 from sloscope.config import Headroom, Predictions
-from sloscope.processors import arrow_arrays, prediction_batch
+from sloscope.processors import prediction_batch
 from sloscope.processors.joined_batch import EvaluatedBatch
 from sloscope.processors.pod_history import PodHistory, PodKey
 from sloscope.processors.prediction_batch import Comparisons, Events
 from sloscope.processors.running_slos import RunningSLOs
 from sloscope.processors.streaming_modes import first_signal
 from sloscope.processors.tracker_rows import TrackerRows, e2e_seconds, leg_ttft
-from sloscope.publishers.batch_rows import observe_groups
-from sloscope.publishers.buckets import HEADROOM_BUCKETS, RATIO_BUCKETS
-from sloscope.publishers.cardinality import SeriesBudget
-from sloscope.publishers.columns import Codes, Column, Mask, from_list, group
-from sloscope.publishers.series import CounterFamily, SeriesCollector
 from sloscope.records import Evaluation, JoinedRequest, PodStateAtArrival, RequestRecord
 from sloscope.slo.accuracy import compare, compare_mean
-from sloscope.slo.evaluate_batch import Floats
 from sloscope.slo.headroom import tpot_headroom
 from sloscope.slo.headroom import ttft_headroom as ttft_headroom_of
 from sloscope.slo.spec import is_valid_target

@@ -14,10 +14,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 
-from sloscope._native import SpanBatch
-from sloscope.records import Span
-
-Batch = list[Span] | SpanBatch
+from sloscope.receivers.consumers import Batch
 
 
 class SpanQueue:

@@ -13,7 +13,8 @@ from __future__ import annotations
 import threading
 
 from sloscope._native import SpanBatch
-from sloscope.processors.queue import Batch, SpanQueue
+from sloscope.processors.queue import SpanQueue
+from sloscope.receivers.consumers import Batch
 from sloscope.records import Span
 
 _MASK = (1 << 64) - 1

@@ -10,12 +10,12 @@ from __future__ import annotations
 import numpy as np
 
 from sloscope import conventions as c
-from sloscope.processors import arrow_arrays
+from sloscope.columnar import arrow_arrays
+from sloscope.columnar.columns import Codes, Column, Floats, Mask, distinct, group
 from sloscope.processors.joined_batch import EvaluatedBatch
 from sloscope.processors.pod_history import PodHistory, PodKey
-from sloscope.publishers.columns import Codes, Column, Mask, distinct, group
 from sloscope.records import JoinedRequest
-from sloscope.slo.evaluate_batch import Floats, floats
+from sloscope.slo.evaluate_batch import floats
 
 __all__ = ["TrackerRows", "e2e_seconds", "leg_ttft", "target_seconds"]
 

@@ -10,13 +10,12 @@ from collections.abc import Callable
 
 import numpy as np
 
-from sloscope.processors import arrow_arrays
+from sloscope.columnar import arrow_arrays
+from sloscope.columnar.cardinality import Labels
+from sloscope.columnar.columns import Codes, Column, Floats, Groups, Mask, appearance, distinct, first_named
+from sloscope.columnar.series import CounterFamily, HistogramFamily
 from sloscope.processors.joined_batch import EvaluatedBatch
-from sloscope.publishers.cardinality import Labels
-from sloscope.publishers.columns import Codes, Column, Groups, Mask, appearance, distinct, first_named
-from sloscope.publishers.series import CounterFamily, HistogramFamily
 from sloscope.records import JoinedRequest
-from sloscope.slo.evaluate_batch import Floats
 
 CounterPlan = tuple[CounterFamily, list[tuple[Labels, int, int]]]  # a family, its label sets (first row, count)
 HistogramPlan = tuple[HistogramFamily, list[Labels], Groups, Floats, bool]  # ..., the values, whether exemplars
@@ -90,26 +89,3 @@ class BatchMemory:
         if row is None or requests[row] is not request:
             return None
         return self._model.values[self._model.codes[row]], self._pool.values[self._pool.codes[row]]
-
-
-def observe_groups(
-    family: HistogramFamily,
-    keys: list[Labels],
-    groups: Groups,
-    values: Floats,
-    trace_ids: Callable[[Codes], Callable[[Codes], list[str]]] | None,
-) -> None:
-    """Each group's observations into the series its label set lands in (itself, or the fold it is counted into);
-    groups folded into one series are observed together, in row order, as one request at a time would."""
-    if not len(groups):
-        return
-    landing: dict[Labels, int] = {}
-    target = np.array(
-        [
-            landing.setdefault(family.resolve(key, count), len(landing))
-            for key, count in zip(keys, groups.counts, strict=True)
-        ],
-        dtype=np.intp,
-    )
-    rows = np.flatnonzero(groups.ids >= 0)
-    family.observe_all(list(landing), target[groups.ids[rows]], values[rows], trace_ids(rows) if trace_ids else None)

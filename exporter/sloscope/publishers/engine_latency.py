@@ -28,7 +28,7 @@ from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from sloscope import conventions as c
-from sloscope.publishers.cardinality import FamilyCap, LabelGuard
+from sloscope.columnar.cardinality import FamilyCap, LabelGuard
 from sloscope.receivers.engine_latency import EngineHistogram, HistogramKey
 
 __all__ = ["EngineLatencyCollector"]

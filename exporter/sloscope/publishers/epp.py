@@ -33,7 +33,7 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 from prometheus_client.utils import floatToGoString
 
 from sloscope import conventions as c
-from sloscope.publishers.cardinality import FamilyCap, LabelGuard, SeriesBudget
+from sloscope.columnar.cardinality import FamilyCap, LabelGuard, SeriesBudget
 from sloscope.receivers.epp import EPPPage
 from sloscope.receivers.epp_inflight import InflightPage
 from sloscope.receivers.epp_page import (

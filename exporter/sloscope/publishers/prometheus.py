@@ -1,7 +1,7 @@
 """Per-request results as Prometheus series, on a registry the publisher is given.
 
 Counters and histograms of joined, evaluated requests (see ``docs/metrics.md``), kept in
-:mod:`sloscope.publishers.series` for speed. Histograms carry the trace id as an exemplar;
+:mod:`sloscope.columnar.series` for speed. Histograms carry the trace id as an exemplar;
 exemplars appear when the scraper asks for OpenMetrics.
 """
 
@@ -14,13 +14,9 @@ import numpy as np
 from prometheus_client import CollectorRegistry, Gauge
 
 from sloscope import conventions as c
-from sloscope.config import Limits
-from sloscope.processors.joined_batch import EvaluatedBatch
-from sloscope.processors.placement import Placed
-from sloscope.publishers.batch_rows import BatchMemory, BatchRows, CounterPlan, HistogramPlan, observe_groups
-from sloscope.publishers.buckets import TOKEN_BUCKETS, TPOT_BUCKETS, TTFT_BUCKETS
-from sloscope.publishers.cardinality import LabelGuard
-from sloscope.publishers.columns import (
+from sloscope.columnar.buckets import TOKEN_BUCKETS, TPOT_BUCKETS, TTFT_BUCKETS
+from sloscope.columnar.cardinality import LabelGuard
+from sloscope.columnar.columns import (
     Column,
     Mask,
     appearance,
@@ -29,7 +25,11 @@ from sloscope.publishers.columns import (
     from_list,
     group,
 )
-from sloscope.publishers.series import CounterFamily, SeriesCollector
+from sloscope.columnar.series import CounterFamily, SeriesCollector, observe_groups
+from sloscope.config import Limits
+from sloscope.processors.joined_batch import EvaluatedBatch
+from sloscope.processors.placement import Placed
+from sloscope.publishers.batch_rows import BatchMemory, BatchRows, CounterPlan, HistogramPlan
 from sloscope.records import Evaluation, JoinedRequest
 from sloscope.slo.evaluate import valid_seconds, valid_tokens
 from sloscope.slo.evaluate_batch import floats, models, valid_seconds_of, valid_tokens_of

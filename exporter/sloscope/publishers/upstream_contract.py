@@ -16,10 +16,10 @@ from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from sloscope import conventions as c
-from sloscope.processors import arrow_arrays
+from sloscope.columnar import arrow_arrays
+from sloscope.columnar.columns import Column
 from sloscope.processors.contracts import SpanCounts, SpanWindow
 from sloscope.processors.joined_batch import EvaluatedBatch
-from sloscope.publishers.columns import Column
 from sloscope.records import Evaluation, JoinedRequest
 
 __all__ = ["SpanContractTap", "UpstreamContractCollector"]

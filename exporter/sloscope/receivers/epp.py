@@ -23,7 +23,7 @@ from collections.abc import Callable
 import httpx
 
 from sloscope import conventions as c
-from sloscope.processors.inflight_history import InflightHistory
+from sloscope.receivers.consumers import InflightConsumer
 from sloscope.receivers.epp_inflight import INFLIGHT_FAMILIES, InflightPage
 from sloscope.receivers.epp_page import (
     DEFAULT_LATENCY_SCORERS,
@@ -71,7 +71,7 @@ class EPPScraper:
         *,
         stale_after: float,
         clock: Callable[[], float] = time.monotonic,
-        inflight: InflightHistory | None = None,
+        inflight: InflightConsumer | None = None,
         name: str | None = None,
         latency_scorers: frozenset[str] = DEFAULT_LATENCY_SCORERS,
         on_routing: Callable[[str, str], None] | None = None,

@@ -17,8 +17,7 @@ from typing import Literal
 from sloscope import conventions as c
 from sloscope.attributes import Mapping
 from sloscope.config import Limits
-from sloscope.processors.queue import SpanQueue
-from sloscope.processors.shards import ShardedQueue
+from sloscope.receivers.consumers import SpanConsumer
 from sloscope.receivers.decode_pool import Decoder
 from sloscope.receivers.in_flight import InFlightBytes
 from sloscope.receivers.native_decode import NativeDecoder
@@ -45,7 +44,7 @@ class Intake:
     def __init__(
         self,
         mapping: Mapping,
-        queue: SpanQueue | ShardedQueue,
+        queue: SpanConsumer,
         telemetry: Telemetry,
         retry_after_seconds: int,
         keep: frozenset[str] | None = None,

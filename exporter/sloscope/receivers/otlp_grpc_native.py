@@ -17,11 +17,11 @@ import grpc
 
 from sloscope import _native
 from sloscope.config import Settings
+from sloscope.listeners.tls import Pems
 from sloscope.receivers.in_flight import TRIM_FROM_BYTES
 from sloscope.receivers.intake import Intake
 from sloscope.receivers.otlp_decode import Decoded
 from sloscope.receivers.otlp_grpc import Answer, Answers
-from sloscope.service.tls import Pems
 
 Wire = tuple[int, str, list[tuple[str, bytes]], bytes]
 """An answer as the front takes it: (status code, message, trailing metadata, response message)."""

@@ -10,7 +10,7 @@ authentication failures. A compressed body, or JSON the native decoder leaves to
 decoded here (:meth:`NativeHttpReceiver.export_body`), still off the event loop.
 
 With ``self_tracing`` on, each request routed here gets the server span FastAPI's instrumentation would have
-made (:class:`sloscope.service.tracing.ServerSpans`).
+made (:class:`sloscope.listeners.tracing.ServerSpans`).
 """
 
 from __future__ import annotations
@@ -21,6 +21,10 @@ from collections.abc import Callable
 
 from sloscope import _native
 from sloscope.config import Settings
+from sloscope.listeners.auth import Credentials, unauthorized
+from sloscope.listeners.http_metrics import HttpMetrics
+from sloscope.listeners.tls import Pems
+from sloscope.listeners.tracing import ServerSpans
 from sloscope.receivers.in_flight import TRIM_FROM_BYTES
 from sloscope.receivers.intake import Intake
 from sloscope.receivers.otlp_decode import Decoded, MalformedPayloadError, PayloadTooLargeError
@@ -37,10 +41,6 @@ from sloscope.receivers.otlp_http import (
     too_large,
     unsupported,
 )
-from sloscope.service.auth import Credentials, unauthorized
-from sloscope.service.http_metrics import HttpMetrics
-from sloscope.service.tls import Pems
-from sloscope.service.tracing import ServerSpans
 
 _UNMATCHED = "none"  # the handler label of a path no route matches
 _GONE = Reply(499, [], b"")  # never sent (the client is gone); 499 in the HTTP server series

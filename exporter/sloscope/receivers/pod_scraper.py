@@ -33,8 +33,7 @@ import httpx
 
 from sloscope import conventions as c
 from sloscope.config import Pool, Scrape
-from sloscope.processors.pod_history import PodHistory
-from sloscope.publishers.engine_latency import EngineLatencyCollector
+from sloscope.receivers.consumers import EngineLatencyConsumer, PodStateConsumer
 from sloscope.receivers.discovery import Target
 from sloscope.receivers.engine_latency import EngineHistogram, HistogramKey, engine_histograms
 from sloscope.receivers.exposition import ExpositionError, ExpositionParser
@@ -145,10 +144,10 @@ class PodScraper:
         *,
         pools: Sequence[Pool],
         settings: Scrape,
-        history: PodHistory,
+        history: PodStateConsumer,
         telemetry: Telemetry,
         http: httpx.AsyncClient,
-        latency: EngineLatencyCollector | None = None,
+        latency: EngineLatencyConsumer | None = None,
         pool_clients: Mapping[str, httpx.AsyncClient] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 from sloscope import conventions as c
+from sloscope.engines import ALIASES, TRITON_TENSORRT_LLM, MetricSpec
 from sloscope.receivers.exposition import Sample
 
 __all__ = [
@@ -47,71 +47,6 @@ __all__ = [
 ]
 
 MODEL_NAME = "model_name"  # the label vLLM, SGLang and trtllm-serve put the served model's name in
-_METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
-_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
-
-
-@dataclass(frozen=True)
-class MetricSpec:
-    """One series selector: a sample name and label values it must carry (equality only, like the EPP)."""
-
-    name: str
-    labels: tuple[tuple[str, str], ...] = ()  # sorted by label name, so equal specs compare equal
-
-    @classmethod
-    def parse(cls, text: str) -> MetricSpec:
-        """Reads ``name`` or ``name{a=b,c=d}``, the syntax of the EPP's metric flags.
-
-        Follows the EPP's ``stringToMetricSpec``: blanks around tokens are ignored, values are
-        unquoted, empty braces are refused. Two additions, both refusals or harmless: a value may be
-        written in double quotes as on an exposition page (``{request_type="waiting"}``), and the
-        names must be valid metric and label names, so a typo fails at configuration time instead
-        of silently matching nothing.
-        """
-        spec = text.strip()
-        if not spec:
-            raise ValueError("empty metric spec")
-        open_at, close_at = spec.find("{"), spec.find("}")
-        if open_at == -1 and close_at == -1:
-            name, pairs = spec, []
-        else:
-            if open_at == -1 or close_at < open_at:
-                raise ValueError(f"metric spec {text!r}: unmatched braces")
-            if close_at != len(spec) - 1:
-                raise ValueError(f"metric spec {text!r}: characters after the closing brace")
-            body = spec[open_at + 1 : close_at]
-            if not body.strip():
-                raise ValueError(f"metric spec {text!r}: empty label block")
-            name, pairs = spec[:open_at].strip(), [_label_pair(text, pair) for pair in body.split(",")]
-        if not _METRIC_NAME.fullmatch(name):
-            raise ValueError(f"metric spec {text!r}: {name!r} is not a metric name")
-        labels = dict(pairs)
-        if len(labels) != len(pairs):
-            raise ValueError(f"metric spec {text!r}: a label name appears twice")
-        return cls(name, tuple(sorted(labels.items())))
-
-    def matches(self, sample: Sample) -> bool:
-        """The sample has exactly this name (not a suffixed one) and every selector label's value."""
-        return sample.name == self.name and all(sample.labels.get(k) == v for k, v in self.labels)
-
-    def __str__(self) -> str:
-        if not self.labels:
-            return self.name
-        return self.name + "{" + ",".join(f"{k}={v}" for k, v in self.labels) + "}"
-
-
-def _label_pair(text: str, pair: str) -> tuple[str, str]:
-    parts = pair.split("=")
-    if len(parts) != 2:
-        raise ValueError(f"metric spec {text!r}: {pair.strip()!r} is not name=value")
-    key, value = parts[0].strip(), parts[1].strip()
-    if len(value) >= 2 and value[0] == value[-1] == '"':
-        value = value[1:-1]
-    if not _LABEL_NAME.fullmatch(key):
-        raise ValueError(f"metric spec {text!r}: {key!r} is not a label name")
-    if not value or '"' in value:
-        raise ValueError(f"metric spec {text!r}: empty or badly quoted value in {pair.strip()!r}")
-    return key, value
 
 
 @dataclass(frozen=True)
@@ -463,7 +398,7 @@ SGLANG = Protocol(  # sglang 0.5.23 srt/observability/metrics_collector.py: 365-
     ),
 )
 TRITON_TRTLLM = Protocol(  # tensorrtllm_backend README.md:420-446 at 0b9d7d5: labels model, version
-    name="triton-tensorrt-llm",
+    name=TRITON_TENSORRT_LLM,
     waiting=_p("nv_trt_llm_request_metrics{request_type=waiting}"),
     running=_p("nv_trt_llm_request_metrics{request_type=scheduled}"),
     kv_cache=(_p("nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type=fraction}"),),
@@ -500,9 +435,6 @@ BUILTIN: Mapping[str, Protocol] = MappingProxyType(
 )
 """The built-in protocols by the EPP's engine names, as a pool's configuration and a pod's
 ``llm-d.ai/engine-type`` label name them."""
-
-ALIASES: Mapping[str, str] = MappingProxyType({"triton-trtllm": TRITON_TRTLLM.name})
-"""Older names accepted in the settings (sloscope called Triton's TensorRT-LLM backend ``triton-trtllm``)."""
 
 
 def canonical(name: str) -> str:

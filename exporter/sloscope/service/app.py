@@ -18,10 +18,10 @@ from prometheus_client.exposition import choose_encoder
 from starlette.routing import Route
 
 from sloscope import __version__
+from sloscope.listeners.http_metrics import HttpMetrics
+from sloscope.listeners.tracing import instrument
 from sloscope.pipeline import Pipeline
 from sloscope.receivers.otlp_http import OtlpHttpReceiver, otlp_route
-from sloscope.service.http_metrics import HttpMetrics
-from sloscope.service.tracing import instrument
 
 
 def _unprotected(app: Any) -> Any:

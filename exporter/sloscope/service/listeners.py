@@ -20,9 +20,9 @@ from prometheus_client import CollectorRegistry, Counter
 
 from sloscope import conventions as c
 from sloscope.config import Listeners
-from sloscope.service.auth import Credentials, GrpcAuthInterceptor, require_credentials, unauthenticated_message
+from sloscope.listeners.auth import Credentials, GrpcAuthInterceptor, require_credentials, unauthenticated_message
+from sloscope.listeners.tls import Pems, ServerTLS
 from sloscope.service.listener_guard import ListenerGuard, guarded_protocol
-from sloscope.service.tls import Pems, ServerTLS
 
 OPEN_PATHS = frozenset({"/healthz", "/readyz"})
 """Reachable without credentials on the metrics listener, so that probes need none."""

@@ -24,6 +24,8 @@ import httpx
 from prometheus_client import CollectorRegistry
 
 from sloscope import conventions as c
+from sloscope.columnar.cardinality import LabelGuard
+from sloscope.columnar.columns import Column
 from sloscope.config import Settings
 from sloscope.conventions import ENGINE_LATENCY_SECONDS, MODEL, SKIP_SHUTDOWN
 from sloscope.predictor.client import PredictionClient
@@ -39,8 +41,6 @@ from sloscope.processors.predictions import PredictionSeries, PredictionTracker
 from sloscope.processors.running_slos import RunningSLOs
 from sloscope.processors.shadow import RoutingFeatures, ShadowPredictor
 from sloscope.processors.streaming_modes import StreamingModes
-from sloscope.publishers.cardinality import LabelGuard
-from sloscope.publishers.columns import Column
 from sloscope.publishers.engine_latency import EngineLatencyCollector
 from sloscope.publishers.epp import EPPCollector
 from sloscope.publishers.pod_state import PodStateCollector

@@ -27,6 +27,8 @@ from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector,
 
 from sloscope._native import GrpcFront, HttpFront
 from sloscope.config import Settings
+from sloscope.listeners.http_metrics import HttpMetrics
+from sloscope.listeners.tracing import ServerSpans, tracer_provider
 from sloscope.pipeline import Pipeline
 from sloscope.publishers.record_store import RecordStore
 from sloscope.publishers.sinks import RecordSink, RecordSinks, SinkMetrics
@@ -36,10 +38,8 @@ from sloscope.receivers.otlp_http_native import NativeHttpReceiver
 from sloscope.service import descriptors
 from sloscope.service.app import create_metrics_app, create_otlp_app
 from sloscope.service.deadlines import within
-from sloscope.service.http_metrics import HttpMetrics
 from sloscope.service.listeners import ListenerSetup
 from sloscope.service.pools import PoolMonitor, pod_history, pool_of_pod
-from sloscope.service.tracing import ServerSpans, tracer_provider
 from sloscope.slo.spec import SLOSpec
 
 log = logging.getLogger(__name__)

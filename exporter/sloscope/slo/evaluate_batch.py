@@ -15,17 +15,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 import pyarrow as pa
 
 from sloscope import conventions as c
-from sloscope.processors import arrow_arrays
+from sloscope.columnar import arrow_arrays
+from sloscope.columnar.columns import Codes, Floats, Mask
 from sloscope.records import Evaluation, Verdict
 from sloscope.slo.spec import ABORTS_BY_DEADLINE, ABORTS_NEVER, Range, SLOSpec
-
-Floats = npt.NDArray[np.float64]
-Mask = npt.NDArray[np.bool_]
-Codes = npt.NDArray[np.intp]
 
 TARGET_SOURCES = ("request", "class_default", "none")  # target_source codes 0, 1, 2
 _REQUEST, _CLASS_DEFAULT, _NONE = 0, 1, 2

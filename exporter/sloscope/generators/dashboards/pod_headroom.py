@@ -15,12 +15,12 @@ from __future__ import annotations
 from typing import Any
 
 from sloscope import conventions as c
+from sloscope.columnar.buckets import HEADROOM_BUCKETS
 from sloscope.conventions import MetricDef
 from sloscope.generators.dashboards import common as d
 from sloscope.generators.dashboards import variables as v
 from sloscope.generators.dashboards.promql import LE_INF, le, max_by, min_by, rate, sel, series, sum_by, var
 from sloscope.generators.dashboards.signals import SIGNAL_PANELS
-from sloscope.publishers.buckets import HEADROOM_BUCKETS
 from sloscope.slo.spec import SLOSpec
 
 FILE_NAME = "pod-headroom.json"

@@ -14,12 +14,12 @@ from __future__ import annotations
 from typing import Any
 
 from sloscope import conventions as c
+from sloscope.columnar.buckets import RATIO_BUCKETS
 from sloscope.generators.dashboards import common as d
 from sloscope.generators.dashboards import variables as v
 from sloscope.generators.dashboards.promql import LE_INF, increase, le, max_by, rate, sel, series, sum_by, var
 from sloscope.generators.dashboards.signals import SIGNAL_PANELS
 from sloscope.generators.rules.thresholds import DEFAULT_THRESHOLDS
-from sloscope.publishers.buckets import RATIO_BUCKETS
 from sloscope.slo.spec import SLOSpec
 
 FILE_NAME = "prediction-accuracy.json"

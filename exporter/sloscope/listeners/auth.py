@@ -20,8 +20,8 @@ import grpc
 
 from sloscope import conventions as c
 from sloscope.config import ListenerAuth
-from sloscope.receivers.otlp_grpc import refuse
-from sloscope.service.file_watch import Reloading
+from sloscope.listeners.file_watch import Reloading
+from sloscope.listeners.grpc_status import refuse
 
 REALM = "sloscope"
 

@@ -19,17 +19,13 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.samples import Exemplar
 from prometheus_client.utils import floatToGoString
 
+from sloscope.columnar.cardinality import FamilyCap, Labels, SeriesBudget
+from sloscope.columnar.columns import Codes, Floats, Groups, stable_order
 from sloscope.conventions import MetricDef
-from sloscope.publishers.cardinality import FamilyCap, Labels, SeriesBudget
-from sloscope.publishers.columns import stable_order
-
-Floats = npt.NDArray[np.float64]
-Codes = npt.NDArray[np.intp]
 
 
 class CounterFamily:
@@ -211,7 +207,7 @@ class SeriesCollector:
     """Owns the families; the writer holds :attr:`lock` while updating, ``collect()`` copies under it.
 
     With a ``budget``, every family's new label sets pass through its cap (see
-    :class:`~sloscope.publishers.cardinality.SeriesBudget`): this is the one place sloscope's own per-request
+    :class:`~sloscope.columnar.cardinality.SeriesBudget`): this is the one place sloscope's own per-request
     families get their children.
     """
 
@@ -255,3 +251,26 @@ class SeriesCollector:
             yield counter.family(values)
         for histogram, series in histograms:
             yield histogram.family(series)
+
+
+def observe_groups(
+    family: HistogramFamily,
+    keys: list[Labels],
+    groups: Groups,
+    values: Floats,
+    trace_ids: Callable[[Codes], Callable[[Codes], list[str]]] | None,
+) -> None:
+    """Each group's observations into the series its label set lands in (itself, or the fold it is counted into);
+    groups folded into one series are observed together, in row order, as one request at a time would."""
+    if not len(groups):
+        return
+    landing: dict[Labels, int] = {}
+    target = np.array(
+        [
+            landing.setdefault(family.resolve(key, count), len(landing))
+            for key, count in zip(keys, groups.counts, strict=True)
+        ],
+        dtype=np.intp,
+    )
+    rows = np.flatnonzero(groups.ids >= 0)
+    family.observe_all(list(landing), target[groups.ids[rows]], values[rows], trace_ids(rows) if trace_ids else None)

@@ -15,9 +15,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-Floats = npt.NDArray[np.float64]
-Mask = npt.NDArray[np.bool_]
-Codes = npt.NDArray[np.intp]
+from sloscope.columnar.columns import Codes, Floats, Mask
 
 
 def present(array: pa.Array) -> Mask:

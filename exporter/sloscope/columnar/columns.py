@@ -14,8 +14,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-Codes = npt.NDArray[np.intp]
+Floats = npt.NDArray[np.float64]
 Mask = npt.NDArray[np.bool_]
+Codes = npt.NDArray[np.intp]
+"""The array types of a batch's columns: values, row masks, codes or row numbers (defined here once)."""
 
 _TABLE_SLOTS = 1 << 16  # label combinations numbered by a table of slots up to this (or 4 per row), else sorted
 
@@ -57,7 +59,7 @@ def from_list(values: Sequence[str]) -> Column:
 
 
 def first_named(columns: Sequence[tuple[Codes, list[str]]], default: str) -> tuple[Column, list[Mask]]:
-    """Per row, the first of ``columns`` (string columns as :func:`~sloscope.processors.arrow_arrays.strings`
+    """Per row, the first of ``columns`` (string columns as :func:`~sloscope.columnar.arrow_arrays.strings`
     codes) that holds a non-empty string there, else ``default`` (``a or b or default``); and for each column,
     the rows where it held one."""
     n = len(columns[0][0])

@@ -20,7 +20,7 @@ from pathlib import Path
 import grpc
 
 from sloscope.config import ListenerTLS
-from sloscope.service.file_watch import Reloading
+from sloscope.listeners.file_watch import Reloading
 
 Pems = tuple[bytes, bytes, bytes | None, str]
 """(certificate chain, key, client CA, client_auth_type): the native gRPC front's TLS."""

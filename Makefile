@@ -149,9 +149,14 @@ check-generated: $(STAMP)
 		|| { echo "dashboards/, alerts/ or charts/sloscope/files/ are stale: run make generate and commit the result"; rm -rf .generated-check; exit 1; }
 	rm -rf .generated-check
 
+## lint: ruff, the import floors (tests/unit/test_layers.py), the native stub against the compiled module
+## (mypy.stubtest), rustfmt and clippy with warnings as errors on the toolchain of rust-toolchain.toml.
 lint: $(STAMP)
 	$(BIN)/ruff check exporter tests bench
 	$(BIN)/ruff format --check exporter tests bench
+	$(BIN)/pytest -q -p no:cacheprovider tests/unit/test_layers.py
+	$(BIN)/python -m mypy.stubtest sloscope._native
+	cd native && cargo fmt --check && PYO3_PYTHON=$(CURDIR)/$(BIN)/python cargo clippy --quiet --locked --all-targets -- -D warnings
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

@@ -1,13 +1,28 @@
-"""Types of the native core (native/, Rust with PyO3), for mypy."""
+"""Types of the native core (native/, Rust with PyO3), for mypy; ``make lint`` holds it to the compiled module with
+``mypy.stubtest``. PyO3 classes are built by ``__new__`` (``#[new]``) and cannot be subclassed (``@final``)."""
 
 import re
 from collections.abc import Callable, Iterable
+from typing import Self, final
 
 from sloscope.config import Join
 from sloscope.records import Span
 
 __version__: str
+__all__ = [
+    "ByteBudget",
+    "DecodeError",
+    "Decoder",
+    "ExportedBatch",
+    "GatewayMemory",
+    "GrpcFront",
+    "HttpFront",
+    "NativeAssembler",
+    "SpanBatch",
+    "__version__",
+]
 
+@final
 class SpanBatch:
     """Spans held in native memory until the trace join takes them."""
 
@@ -20,17 +35,19 @@ class SpanBatch:
 class DecodeError(ValueError):
     """The payload is not a valid OTLP export (raised by Python as MalformedPayloadError)."""
 
+@final
 class Decoder:
     """Decodes OTLP trace exports: the span attributes in ``keep`` (None: all) kept, typed ones checked."""
 
-    def __init__(self, keep: Iterable[str] | None, typed: dict[str, tuple[str, str]]) -> None: ...
+    def __new__(cls, keep: Iterable[str] | None, typed: dict[str, tuple[str, str]]) -> Self: ...
     def protobuf(self, payload: bytes) -> tuple[SpanBatch, int, list[str]]: ...
     def json(self, payload: bytes) -> tuple[SpanBatch, int, list[str]] | None: ...
 
+@final
 class ByteBudget:
     """Bytes of OTLP requests held at once across the receivers; one request is always admitted alone."""
 
-    def __init__(self, cap: int) -> None: ...
+    def __new__(cls, cap: int) -> Self: ...
     def reserve(self, size: int) -> bool: ...
     def release(self, size: int) -> None: ...
     @property
@@ -43,11 +60,12 @@ _Pems = tuple[bytes, bytes, bytes | None, str]
 # (status code, message, trailing metadata, response message)
 _Wire = tuple[int, str, list[tuple[str, bytes]], bytes]
 
+@final
 class GrpcFront:
     """The OTLP/gRPC TraceService/Export listener of the native core (native/src/front), serving ``fd``."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         fd: int,
         decoder: Decoder,
         budget: ByteBudget,
@@ -71,15 +89,16 @@ class GrpcFront:
         handler_threads: int,
         freed: Callable[[int], None] | None = None,
         trim_from: int = ...,
-    ) -> None: ...
+    ) -> Self: ...
     def stop(self, grace: float) -> None: ...
 
+@final
 class HttpFront:
     """The OTLP/HTTP POST /v1/traces listener of the native core (native/src/front/http.rs), serving ``fd``.
     ``receiver`` answers and counts: ``sloscope.receivers.otlp_http_native.NativeHttpReceiver``."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         fd: int,
         decoder: Decoder,
         budget: ByteBudget,
@@ -96,12 +115,13 @@ class HttpFront:
         body_timeout: float,
         handler_threads: int,
         trim_from: int,
-    ) -> None: ...
+    ) -> Self: ...
     def stop(self, grace: float) -> None: ...
 
 # The trace join (native/src/join): (kind "dropped" or "outcome", reason, count) in first-seen order.
 _Counts = list[tuple[str, str, int]]
 
+@final
 class ExportedBatch:
     """A record batch of joined requests as an Arrow C data interface struct, until pyarrow imports it."""
 
@@ -110,22 +130,24 @@ class ExportedBatch:
     @property
     def rows(self) -> int: ...
 
+@final
 class GatewayMemory:
     """When a gateway span last arrived, shared by the native join's shards."""
 
-    def __init__(self) -> None: ...
+    def __new__(cls) -> Self: ...
     @property
     def seen(self) -> float | None: ...
 
+@final
 class NativeAssembler:
-    def __init__(
-        self,
+    def __new__(
+        cls,
         join: Join,
         rules: dict[str, object],
         pattern: re.Pattern[str],
         python_bytes: bool = False,
         gateway_memory: GatewayMemory | None = None,
-    ) -> None: ...
+    ) -> Self: ...
     @staticmethod
     def columns() -> list[tuple[str, str]]: ...
     # (requests emitted, gathered until take; counts)

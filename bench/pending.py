@@ -10,7 +10,8 @@ of the payloads of bench/payloads.py:
 * ``two-span`` (``build``) without its ``gateway.request`` spans: vLLM's span waits for its parent, the way the
   child span of a trace waits while its parent is still in an exporter's batch (one span held);
 * ``two-span both``: the gateway span given a parent that never comes and the SLO header attributes mapped to keys
-  the spans lack, so that nothing settles the request (tests/unit/test_native_join.py's waiting trace: both held);
+  the spans lack, so that nothing settles the request (tests/unit/processors/test_native_join.py's waiting trace:
+  both held);
 * ``llm-d`` (``build_llmd``: agent sessions of four calls, P/D included) without the gateway spans (about 47 held).
 
 Once ``sloscope_traces_pending`` shows all N and the server is idle, it reads
@@ -80,8 +81,8 @@ def cases(traces: int) -> list[Case]:
     two_span = build(2 * traces, seed=1)
     return [
         Case("two-span", "vLLM's span waits for its gateway span", held(two_span, drop=GATEWAY), {}),
-        # as tests/unit/test_native_join.py's waiting trace: the gateway span's caller has not come and no SLO
-        # header settles the request (the header attributes are mapped to keys the spans do not carry)
+        # as tests/unit/processors/test_native_join.py's waiting trace: the gateway span's caller has not come and no
+        # SLO header settles the request (the header attributes are mapped to keys the spans do not carry)
         Case(
             "two-span both",
             "both spans wait for the gateway span's caller",

@@ -16,9 +16,10 @@ phase the coverage of the shadow predictions must be within 0.06 of the coverage
 over that many requests when that is wider: on a loaded machine (a full CI run on two cores) sloscope's scrapes
 and the router's see the pods at more different moments, and TPOT's predictions sit so close to the actuals that
 a little difference in pod state flips a request (0.073 once in a full run, TPOT: 0.720 against 0.647; three
-standard errors of a coverage near 0.65 over 250 requests are 0.09). The count is printed with each coverage. With the llm-d upstream the measured phase holds
-fewer predicted requests (about 6 % fail and have no prediction, and agent sessions think between calls), so
-the same difference is noisier: 0.002 to 0.056 over five runs; the tolerance there is 0.08.
+standard errors of a coverage near 0.65 over 250 requests are 0.09). The count is printed with each coverage.
+With the llm-d upstream the measured phase holds fewer predicted requests (about 6 % fail and have no prediction,
+and agent sessions think between calls), so the same difference is noisier: 0.002 to 0.056 over five runs; the
+tolerance there is 0.08.
 (With retraining during the measured phase the gap also carries model drift: a shadow prediction made
 after a retrain uses a newer model than the router did. Measured that way: 0.02 to 0.14, larger for TPOT,
 whose predictions sit close to the actuals; see docs/demo.md.)

@@ -2,7 +2,7 @@
 ``google.rpc.Status`` saying why, never a 500, and the process logs no traceback.
 
 The bodies are the minimal inputs of the decoder faults fixed in ``receivers/otlp_decode.py`` (see
-tests/unit/test_otlp_decode.py and the fuzz targets in tests/fuzz/).
+tests/unit/receivers/test_otlp_decode.py and the fuzz targets in tests/fuzz/).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ shape. Spans go to serve over OTLP/HTTP.
  notokens    25 answered requests without completion tokens    span_token_counts
 
 ``gateway_slo_headers`` needs ten minutes of spans without headers after some with: it is broken on a clock in
-``tests/unit/test_contracts.py``.
+``tests/unit/processors/test_contracts.py``.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ ENGINES = {
     "native": functools.partial(NativeTraceAssembler, reference_bytes=True),
 }
 # The modules that build assemblers by the name TraceAssembler.
-_BUILDERS = ("tests.unit.test_assembler", "tests.support.demo_join")
+_BUILDERS = ("tests.unit.processors.test_assembler", "tests.support.demo_join")
 
 
 @pytest.fixture(params=sorted(ENGINES))

@@ -1,4 +1,4 @@
-"""Generated traces for the differential tests of the trace join (tests/unit/test_native_join.py).
+"""Generated traces for the differential tests of the trace join (tests/unit/processors/test_native_join.py).
 
 Every shape the join rules name, drawn at random from a seed: late-2025 traces (the EPP's span with
 the headers, vLLM's below it), llm-d-router's (``gateway.request`` > orchestration > scheduling, vLLM
@@ -15,7 +15,7 @@ across every window. The shapes follow llm-d-router ebab6879 (``pkg/epp/handlers
 sidecar's ``forward_request`` at ``pkg/sidecar/proxy/chat_completions.go:66``, its ``prefill`` / ``decode``
 legs at ``connector_nixlv2.go:87,296`` and ``llm_d.pd_proxy.prefill`` / ``.decode`` at
 ``connector_mooncake.go:201,243``) and vLLM 0.33.0's ``llm_request`` span, as ``sloscope.testing`` and
-tests/unit/test_assembler_upstream.py pin them.
+tests/unit/processors/test_assembler_upstream.py pin them.
 """
 
 from __future__ import annotations

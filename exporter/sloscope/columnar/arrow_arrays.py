@@ -4,7 +4,7 @@
 pandas shim whether their argument is a pandas object, which imports pandas when it is installed (the
 ``review`` extra): some 30 MiB of resident memory in ``serve`` for nothing. Building arrays from buffers
 (``Array.from_buffers``) and reading their buffers with ``numpy.frombuffer`` does the same work without it;
-``tests/unit/test_evaluate_batch.py`` checks that the batch path leaves pandas unimported.
+``tests/unit/slo/test_evaluate_batch.py`` checks that the batch path leaves pandas unimported.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 sloscope scrapes real vLLM pages, so the demo's pods must publish what vLLM publishes: the same family
 names, HELP texts, types, label names (``engine``, ``model_name``, ``finished_reason``) and bucket
 boundaries. Everything here is copied from the vLLM 0.33 page in the shared fixtures, and
-tests/unit/test_demo_pod_metrics.py holds each published family to that page, so a mismatch fails a
+tests/unit/demo/test_demo_pod_metrics.py holds each published family to that page, so a mismatch fails a
 test instead of silently teaching the demo a dialect no model server speaks.
 
 What is recorded follows vLLM's v1 stat loggers:

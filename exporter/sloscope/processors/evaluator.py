@@ -39,7 +39,7 @@ class BatchPublisher(Protocol):
 MIN_BATCH = 128
 """Batches smaller than this take the one-at-a-time path: the vectorized one costs about a hundred numpy and
 Arrow calls per batch whatever its size, which a small batch does not repay (bench/columnar.py measures the
-crossover). Both paths publish identical series (tests/unit/test_batch_publisher.py)."""
+crossover). Both paths publish identical series (tests/unit/publishers/test_batch_publisher.py)."""
 
 
 class SLOEvaluator:

@@ -10,7 +10,7 @@ concatenated from one small batch per call: that cost a quarter of the evaluatio
 caller is told how many requests each call emitted and takes them when it wants a batch (the pipeline, once
 an evaluation batch is due); otherwise ``emit`` gets each call's requests as :class:`JoinedRequest` objects,
 one by one.
-The rules are the reference's, held to it by differential tests (tests/unit/test_native_join.py);
+The rules are the reference's, held to it by differential tests (tests/unit/processors/test_native_join.py);
 only ``pending_bytes`` means something else: the bytes Rust holds for pending traces, which
 ``join.max_pending_bytes`` bounds, rather than the reference's estimate of Python objects.
 """

@@ -20,7 +20,7 @@ line. A wanted name ``F`` selects the samples named ``F`` and ``F`` plus one of 
 derive sample names with (:data:`SUFFIXES`: ``F_bucket``, ``F_count``, ``F_sum`` of a histogram,
 ``F_total`` of an OpenMetrics counter, ...). A sample whose name is itself wanted belongs to that name.
 
-Results agree with ``prometheus_client``'s parsers sample for sample (tests/unit/test_exposition.py
+Results agree with ``prometheus_client``'s parsers sample for sample (tests/unit/receivers/test_exposition.py
 compares them on the shared fixture pages and on generated pages), with these differences:
 
 - values are ``float`` (the reference returns ``int`` for integer spellings: equal below 2**53), and

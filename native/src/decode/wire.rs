@@ -2,7 +2,7 @@
 //! length-delimited fields, and unknown fields skipped (groups included) as upb skips them.
 //!
 //! The rules are upb's (the runtime behind the Python reference decoder, protobuf 7.36.2), checked
-//! against it by tests/unit/test_native_decode.py: a varint has at most 10 bytes and keeps its low
+//! against it by tests/unit/receivers/test_native_decode.py: a varint has at most 10 bytes and keeps its low
 //! 64 bits; a tag has at most 5 bytes, fits in 32 bits and names a field other than 0; wire types
 //! 6 and 7 are corrupt; an end-group tag must close the group it is in; a length must fit in what
 //! is left. A known field given another wire type than its own is an unknown field, not an error

@@ -1,6 +1,6 @@
 //! The trace assembler: held spans in, one joined request per LLM call out. A line-for-line port
 //! of `sloscope.processors.assembler.TraceAssembler` (whose module docstring states the rules);
-//! the differential tests (tests/unit/test_native_join.py) hold the two to the same requests, in
+//! the differential tests (tests/unit/processors/test_native_join.py) hold the two to the same requests, in
 //! the same order, and the same counters.
 //!
 //! Python objects are identified here by ids: a span by its span id within its trace, a trace by

@@ -4,7 +4,7 @@ Panels are built with grafanalib, whose output still carries keys of Grafana's p
 ``editable`` on panels, the old heatmap options, ``rows``). :func:`render` turns a grafanalib dashboard into
 the JSON Grafana 11 stores: schema version 41, every panel and query on the ``$datasource`` variable, legacy
 keys removed, ids and grid positions assigned in reading order. Its output validates against Grafana's v11.6
-dashboard schema, which ``tests/unit/test_dashboards.py`` checks.
+dashboard schema, which ``tests/unit/generators/test_dashboards.py`` checks.
 
 Every helper demands a description: a panel nobody can read the meaning of is a panel nobody trusts.
 """

@@ -19,7 +19,7 @@ from sloscope.records import JoinedRequest, Span
 from sloscope.slo.evaluate import evaluate
 from sloscope.testing import epp_spans, span, vllm_033_attributes
 from tests.support.engines import assembler_engine  # noqa: F401  (the fixture below)
-from tests.unit.test_assembler import Harness
+from tests.unit.processors.test_assembler import Harness
 
 pytestmark = pytest.mark.usefixtures("assembler_engine")  # every test on both engines
 

@@ -266,7 +266,7 @@ def _ddl_columns(text: str, opening: str) -> list[tuple[str, str]]:
 def test_the_docs_tables_for_trino_and_spark_declare_the_reviews_columns() -> None:
     """docs/review.md, "Running the queries elsewhere": each engine's table has the columns the review reads, in
     the store's types (Spark's times as nanosecond BIGINT, its Parquet reader's only way to nanoseconds)."""
-    text = (Path(__file__).resolve().parents[2] / "docs" / "review.md").read_text(encoding="utf-8")
+    text = (Path(__file__).resolve().parents[3] / "docs" / "review.md").read_text(encoding="utf-8")
     trino = {"string": "varchar", "double": "double", "int64": "bigint", "bool": "boolean"}
     spark = {"string": "STRING", "double": "DOUBLE", "int64": "BIGINT", "bool": "BOOLEAN"}
 

@@ -19,7 +19,7 @@ from sloscope.loading import default_spec
 from sloscope.slo.spec import SLOSpec
 from tests.support.crd import crd_schema as _crd_schema
 
-RUNBOOKS = Path(__file__).resolve().parents[2] / "docs" / "runbooks"
+RUNBOOKS = Path(__file__).resolve().parents[3] / "docs" / "runbooks"
 
 CRITICAL, WARNING = r.DEFAULT_CONVENTIONS.severities["page"], r.DEFAULT_CONVENTIONS.severities["ticket"]
 
@@ -276,7 +276,7 @@ def test_time_to_page_of_the_built_in_spec() -> None:
 
 
 def test_the_docs_state_the_time_to_page_of_each_objective() -> None:
-    text = (Path(__file__).resolve().parents[2] / "docs" / "dashboards-and-alerts.md").read_text(encoding="utf-8")
+    text = (Path(__file__).resolve().parents[3] / "docs" / "dashboards-and-alerts.md").read_text(encoding="utf-8")
     assert time_to_page_table(default_spec()) in text
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from sloscope import conventions as c
 from sloscope.generators import rules as r
 from sloscope.loading import default_spec
-from tests.unit.test_rules import custom_spec
+from tests.unit.generators.test_rules import custom_spec
 
 
 def _group(data: dict[str, Any], name: str) -> list[dict[str, Any]]:

@@ -41,7 +41,7 @@ def test_features_are_what_the_epp_sends() -> None:
 
 def test_a_data_parallel_pod_is_asked_about_with_the_engine_the_epp_reads() -> None:
     """The whole pod's gauges sum both engines (6 waiting, 24 running); the EPP reads engine 0's series."""
-    page = (Path(__file__).parents[1] / "data" / "engines" / "vllm-0.33-data-parallel.prom").read_text()
+    page = (Path(__file__).parents[2] / "data" / "engines" / "vllm-0.33-data-parallel.prom").read_text()
     state = VLLM.pod_state(ExpositionParser(VLLM.families).parse(page))
     assert (state.waiting, state.running) == (6.0, 24.0)
     features = features_of(state, 400, Predictions())

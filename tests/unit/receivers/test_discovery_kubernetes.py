@@ -12,7 +12,7 @@ import pytest
 from sloscope.receivers.discovery import Target
 from sloscope.receivers.discovery.kubernetes import api_message, format_selector, is_ready, pod_target, pool_selector
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "kubernetes"
+DATA = Path(__file__).resolve().parents[2] / "data" / "kubernetes"
 NAME = "vllm-llama3-8b-instruct-7d9f8c6b5d-x2k9p"
 
 

@@ -27,8 +27,8 @@ from sloscope.processors.calls import CallJoiner
 from sloscope.processors.tracker_rows import leg_ttft
 from sloscope.records import JoinedRequest, Span
 from tests.support.engines import assembler_engine  # noqa: F401  (the fixture below)
-from tests.unit.test_assembler import Harness
-from tests.unit.test_assembler_upstream import AGENT_ROOT, MS, PROBE_REFUSED, T0, epp_call, vllm033
+from tests.unit.processors.test_assembler import Harness
+from tests.unit.processors.test_assembler_upstream import AGENT_ROOT, MS, PROBE_REFUSED, T0, epp_call, vllm033
 
 # One call: the refused probe at 0-20 ms, the prefill leg at 30-530 ms, the decode leg at 540-2540 ms.
 PROBE_MS, PREFILL_MS, DECODE_MS = 0, 30, 540

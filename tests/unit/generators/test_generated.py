@@ -11,7 +11,7 @@ from sloscope.generators.build import CHART_FILES, build
 from sloscope.generators.rules import CLASSES, DEFAULT_CONVENTIONS, render, rule_file
 from sloscope.loading import default_spec, load_spec
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 GENERATED = ("dashboards", "alerts", CHART_FILES)
 
 

@@ -1,6 +1,6 @@
 """The queue of join and failure windows (``processors/deadlines.py``): due entries in order, stale ones dropped
 once the queue doubles. The native join's ``Deadlines`` has the same unit tests (``native/src/join/deadlines.rs``);
-tests/unit/test_assembler.py shows the drop on both engines."""
+tests/unit/processors/test_assembler.py shows the drop on both engines."""
 
 from __future__ import annotations
 

@@ -251,7 +251,7 @@ def test_late_2025_page_is_read_as_streaming(shared: Path) -> None:
     assert page.counters[c.EPP_SLO_VIOLATIONS.name] == {(POOL, LLAMA, LLAMA, "", "", "ttft"): 1.0}
 
 
-GIE_V15_OFF = Path(__file__).resolve().parents[1] / "data/epp/gie-v1.5.0-streaming-off.prom"
+GIE_V15_OFF = Path(__file__).resolve().parents[2] / "data/epp/gie-v1.5.0-streaming-off.prom"
 SIM = "fleet/sim-model"
 
 

@@ -18,7 +18,7 @@ from sloscope.demo.pod_metrics import FINISHED_REASONS
 from sloscope.demo.records import Completion, PodSnapshot, SimRequest
 from sloscope.receivers.exposition import ExpositionParser
 from sloscope.receivers.protocols import VLLM, PodCounters
-from tests.unit.test_demo_pod import EXACT, VirtualTime, complete, request
+from tests.unit.demo.test_demo_pod import EXACT, VirtualTime, complete, request
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 REQUIRED = {

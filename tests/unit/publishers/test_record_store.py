@@ -450,7 +450,7 @@ def test_every_column_has_an_arrow_type_pandas_understands() -> None:
 
 
 def _docs_blocks(language: str) -> list[str]:
-    text = (Path(__file__).parents[2] / "docs" / "record-store.md").read_text()
+    text = (Path(__file__).parents[3] / "docs" / "record-store.md").read_text()
     return re.findall(rf"^```{language}\n(.*?)^```", text, flags=re.M | re.S)
 
 

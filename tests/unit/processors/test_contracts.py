@@ -18,7 +18,7 @@ from sloscope.processors.streaming_modes import StreamingModes
 from sloscope.publishers.upstream_contract import SpanContractTap, UpstreamContractCollector
 from sloscope.records import JoinedRequest
 from tests.support.joined_requests import SPEC, joined_requests
-from tests.unit.test_batch_publisher import Side, batches
+from tests.unit.publishers.test_batch_publisher import Side, batches
 
 
 class Clock:

@@ -122,7 +122,7 @@ SLOEvaluator(SPEC, (publisher,), min_batch=1).batch(joined_requests(seed=1, coun
 assert b"sloscope_requests_total" in generate_latest(registry)
 print("pandas" in sys.modules)
 """
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "exporter"), str(root)])}
     result = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120, check=True

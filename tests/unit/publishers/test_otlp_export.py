@@ -41,7 +41,7 @@ from tests.support.evaluation_records import (
     violating_record,
 )
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "otlp-export.md"
+DOC = Path(__file__).resolve().parents[3] / "docs" / "otlp-export.md"
 
 
 class MemoryExport(OTLPExport):

@@ -20,6 +20,7 @@ __all__ = [
     "NativeAssembler",
     "SpanBatch",
     "__version__",
+    "vocabulary",
 ]
 
 @final
@@ -162,3 +163,7 @@ class NativeAssembler:
     def pending(self) -> int: ...
     @property
     def pending_bytes(self) -> int: ...
+
+def vocabulary() -> dict[str, str | list[str] | list[int]]:
+    """The words the native join reads span shapes and failures by, keyed by the fields of
+    ``sloscope.upstream.vocabulary.SpanVocabulary``."""

@@ -21,7 +21,8 @@ FLOORS: tuple[frozenset[str], ...] = tuple(
     for floor in (
         # value types and names every floor speaks
         ("__init__", "conventions", "records", "redaction", "threads", "allocator"),
-        ("engines", "columnar", "store"),  # engine vocabulary, the columnar batch and series, the Parquet files
+        # engine names and the span vocabulary of the upstreams, the columnar batch and series, the Parquet files
+        ("engines", "upstream", "columnar", "store"),
         ("config",),  # the settings
         # attribute mapping, self-metrics, SLO maths, what listeners share, the compiled core (built from the settings)
         ("attributes", "telemetry", "slo", "listeners", "_native"),

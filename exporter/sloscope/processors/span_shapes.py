@@ -5,7 +5,8 @@ llm-d-router (``gateway.request`` and its scheduling spans, ``pkg/epp/handlers/s
 ``pkg/epp/scheduling/scheduler_profile.go``), of its P/D routing sidecar (``pkg/sidecar/proxy``)
 and of the error codes it puts in span status messages (``pkg/common/error/error.go``,
 ``pkg/epp/requestcontrol/admission.go``), all at llm-d-router ebab6879; docs/sending-traces.md
-says what each generation sends.
+says what each generation sends. The words themselves (span names, attribute keys, status phrases and codes)
+are :data:`~sloscope.upstream.vocabulary.VOCABULARY`'s, which the native join is held to.
 """
 
 from __future__ import annotations
@@ -14,46 +15,17 @@ from collections.abc import Iterable
 
 from sloscope import conventions as c
 from sloscope.records import Span
+from sloscope.upstream.vocabulary import VOCABULARY
 
-# The routing sidecar's leg spans: NIXL and sglang connectors name them prefill/decode, the concurrent
-# (P2P, mooncake) and MoRI-IO paths llm_d.pd_proxy.prefill/.decode.
-PREFILL_LEGS = frozenset({"prefill", "llm_d.pd_proxy.prefill"})
-DECODE_LEGS = frozenset({"decode", "llm_d.pd_proxy.decode"})
-# The sidecar's own server spans: forward_request and otelhttp's "llm_d.pd_proxy.<METHOD> <path>".
-_SIDECAR_ROUTING = "forward_request"
-_SIDECAR_SERVER_PREFIX = "llm_d.pd_proxy."
-# The EPP's scheduling spans: one of them in a request means the scheduler ran for it.
-_SCHEDULING = frozenset({"run_scheduler_profile", "filter_endpoints", "llm_d.epp.scoring", "pick_endpoints"})
-_SCORER_PREFIX = "llm_d.epp.scorer."
-
-DISAGGREGATION_USED = "llm_d.epp.pd.disaggregation_used"
-SCORER_TYPE = "llm_d.epp.scorer.type"
-# run_scheduler_profile's profile name (pkg/epp/scheduling/scheduler.go:153): under the coordinator's
-# header-profile-handler the phase its EPP-Profile header named.
-PROFILE_NAME = "llm_d.epp.scheduling.profile.name"
-_PROFILE_SPAN = "run_scheduler_profile"
-HTTP_STATUS_KEYS = ("http.response.status_code", "http.status_code")
-# The EPP's client-error codes (pkg/common/error/error.go), lower-cased as in "inference error: BadRequest - ...":
-# the client's fault, so not a bad event of any SLO (reason "invalid").
-_CLIENT_ERROR_CODES = (
-    "error: badrequest",
-    "error: unauthorized",
-    "error: forbidden",
-    "error: notfound",
-    "error: preconditionfailed",
-)
-_PROBE_REFUSED = "error: preconditionfailed"
-_PRECONDITION_FAILED = 412
-_NOT_CLIENT = frozenset({408, 429, 499})  # 4xx codes that are the service's doing: timeout, shed, abort
-# Span attributes read here beyond the attribute mapping's fields: the decoder must keep them.
-KEYS = frozenset({DISAGGREGATION_USED, SCORER_TYPE, PROFILE_NAME, *HTTP_STATUS_KEYS})
+V = VOCABULARY
+KEYS = V.keys  # span attributes read here beyond the attribute mapping's fields: the decoder must keep them
 
 
 def leg(span: Span) -> str | None:
     """ "prefill" or "decode" for a sidecar leg span, else None."""
-    if span.name in DECODE_LEGS:
+    if span.name in V.decode_legs:
         return "decode"
-    if span.name in PREFILL_LEGS:
+    if span.name in V.prefill_legs:
         return "prefill"
     return None
 
@@ -61,17 +33,17 @@ def leg(span: Span) -> str | None:
 def is_sidecar_routing(span: Span) -> bool:
     """The sidecar's server spans, where the client's request reaches the decode pod."""
     name = span.name
-    return name == _SIDECAR_ROUTING or (name.startswith(_SIDECAR_SERVER_PREFIX) and " " in name)
+    return name == V.sidecar_routing or (name.startswith(V.sidecar_server_prefix) and " " in name)
 
 
 def is_scheduling(span: Span) -> bool:
     """The EPP's scheduling spans, which say whether and how a request was routed."""
-    return span.name in _SCHEDULING or span.name.startswith(_SCORER_PREFIX)
+    return span.name in V.scheduling or span.name.startswith(V.scorer_prefix)
 
 
 def disaggregated(spans: Iterable[Span]) -> bool:
     """True when the EPP chose P/D for the request or the sidecar ran a prefill or decode leg."""
-    return any(leg(s) is not None or s.attributes.get(DISAGGREGATION_USED) is True for s in spans)
+    return any(leg(s) is not None or s.attributes.get(V.disaggregation_used) is True for s in spans)
 
 
 def routing(spans: Iterable[Span], latency_scorers: frozenset[str]) -> str | None:
@@ -82,11 +54,11 @@ def routing(spans: Iterable[Span], latency_scorers: frozenset[str]) -> str | Non
     scheduled = False
     for span in spans:
         name = span.name
-        if name.startswith(_SCORER_PREFIX):
+        if name.startswith(V.scorer_prefix):
             scheduled = True
-            if name[len(_SCORER_PREFIX) :] in latency_scorers or span.attributes.get(SCORER_TYPE) in latency_scorers:
+            if name[len(V.scorer_prefix) :] in latency_scorers or span.attributes.get(V.scorer_type) in latency_scorers:
                 return c.ROUTING_PREDICTED
-        elif name in _SCHEDULING:
+        elif name in V.scheduling:
             scheduled = True
     return c.ROUTING_DEFAULT if scheduled else None
 
@@ -103,13 +75,13 @@ def phase(spans: Iterable[Span]) -> str | None:
     """
     found: str | None = None
     for span in spans:
-        if span.name != _PROFILE_SPAN:
+        if span.name != V.profile_span:
             continue
-        name = span.attributes.get(PROFILE_NAME)
+        name = span.attributes.get(V.profile_name)
         if not isinstance(name, str) or (found is not None and name != found):
             return None
         found = name
-    return found if found in c.PHASES else None
+    return found if found in V.phases else None
 
 
 def is_encoder_part(request_id: str | None) -> bool:
@@ -135,7 +107,7 @@ def turn_of(request_id: str | None) -> tuple[str, int] | None:
 
 
 def http_status(span: Span) -> int | None:
-    for key in HTTP_STATUS_KEYS:
+    for key in V.http_status_keys:
         value = span.attributes.get(key)
         if type(value) is int:
             return value
@@ -151,9 +123,9 @@ def is_conditional_probe(spans: Iterable[Span]) -> bool:
     ``pkg/coordinator/steps/conditional_decode.go:61-85``). Its spans say ``PreconditionFailed`` (the EPP's status
     message) or 412 (a gateway's HTTP status): the EPP's only 412."""
     for span in spans:
-        if span.failed and _PROBE_REFUSED in span.status_message.lower():
+        if span.failed and V.probe_refused in span.status_message.lower():
             return True
-        if http_status(span) == _PRECONDITION_FAILED:
+        if http_status(span) == V.precondition_failed:
             return True
     return False
 
@@ -177,16 +149,19 @@ def failure_reason(spans: Iterable[Span], *, answered: bool) -> str | None:
         if code is not None:
             codes.append(code)
     text = " ".join(messages)
-    if any(code in text for code in _CLIENT_ERROR_CODES) or any(
-        400 <= code < 500 and code not in _NOT_CLIENT for code in codes
+    if any(code in text for code in V.client_error_codes) or any(
+        400 <= code < 500 and code not in V.not_client for code in codes
     ):
         return c.FAILURE_INVALID
-    # A queue timeout is answered 429 too (ResourceExhausted): its message says it timed out, so look first.
-    if "timed out" in text or "deadline exceeded" in text or 504 in codes or 408 in codes:
+
+    def says(phrases: tuple[str, ...], coded: frozenset[int]) -> bool:
+        return any(phrase in text for phrase in phrases) or any(code in coded for code in codes)
+
+    if says(V.timeout_phrases, V.timeout_codes):  # before shed: a queue timeout is answered 429 too
         return c.FAILURE_TIMEOUT
-    if 429 in codes or "cannot be admitted" in text or "resourceexhausted" in text:
+    if says(V.shed_phrases, V.shed_codes):
         return c.FAILURE_SHED
-    if "client disconnected" in text or "context canceled" in text or 499 in codes:
+    if says(V.aborted_phrases, V.aborted_codes):
         return c.FAILURE_ABORTED
     if messages or any(code >= 500 for code in codes):
         return c.FAILURE_ERROR

@@ -398,3 +398,18 @@ impl NativeAssembler {
         self.core.pending_bytes()
     }
 }
+
+/// The words the native join reads span shapes and failures by (`shapes::vocabulary`), keyed by the field names
+/// of `sloscope.upstream.vocabulary.SpanVocabulary`: a test holds them equal to the Python join's.
+#[pyfunction]
+pub fn vocabulary(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let out = PyDict::new(py);
+    for (name, word) in shapes::vocabulary() {
+        match word {
+            shapes::Word::Str(text) => out.set_item(name, text)?,
+            shapes::Word::Strs(texts) => out.set_item(name, texts)?,
+            shapes::Word::Codes(codes) => out.set_item(name, codes)?,
+        }
+    }
+    Ok(out)
+}

@@ -51,6 +51,72 @@ pub const READS_STRINGS_APART: [&str; 3] = [HTTP_STATUS_KEYS[0], HTTP_STATUS_KEY
 const NOT_CLIENT: [i64; 3] = [408, 429, 499];
 const PROBE_REFUSED: &str = "error: preconditionfailed";
 const PRECONDITION_FAILED: i64 = 412;
+// What a failed span's status message or HTTP code says, checked in this order after the client's errors
+// (a queue timeout is answered 429 too: its message says it timed out, so timeouts are read first).
+const TIMEOUT_PHRASES: [&str; 2] = ["timed out", "deadline exceeded"];
+const TIMEOUT_CODES: [i64; 2] = [504, 408];
+const SHED_PHRASES: [&str; 2] = ["cannot be admitted", "resourceexhausted"];
+const SHED_CODES: [i64; 1] = [429];
+const ABORTED_PHRASES: [&str; 2] = ["client disconnected", "context canceled"];
+const ABORTED_CODES: [i64; 1] = [499];
+const FAILURE_REASONS: [&str; 5] = [
+    FAILURE_ERROR,
+    FAILURE_SHED,
+    FAILURE_TIMEOUT,
+    FAILURE_ABORTED,
+    FAILURE_INVALID,
+];
+const ROUTINGS: [&str; 4] = [
+    ROUTING_PREDICTED,
+    ROUTING_DEFAULT,
+    ROUTING_UNKNOWN,
+    ROUTING_NONE,
+];
+
+/// Every word this join reads, by the field names of `sloscope.upstream.vocabulary.SpanVocabulary`, for the
+/// test that holds the two joins' vocabularies equal (`sloscope._native.vocabulary`).
+pub fn vocabulary() -> Vec<(&'static str, Word)> {
+    vec![
+        ("prefill_legs", Word::Strs(PREFILL_LEGS.to_vec())),
+        ("decode_legs", Word::Strs(DECODE_LEGS.to_vec())),
+        ("sidecar_routing", Word::Str(SIDECAR_ROUTING)),
+        ("sidecar_server_prefix", Word::Str(SIDECAR_SERVER_PREFIX)),
+        ("scheduling", Word::Strs(SCHEDULING.to_vec())),
+        ("scorer_prefix", Word::Str(SCORER_PREFIX)),
+        ("profile_span", Word::Str(PROFILE_SPAN)),
+        ("profile_name", Word::Str(PROFILE_NAME)),
+        ("phases", Word::Strs(PHASES.to_vec())),
+        ("early_phases", Word::Strs(EARLY_PHASES.to_vec())),
+        ("disaggregation_used", Word::Str(DISAGGREGATION_USED)),
+        ("scorer_type", Word::Str(SCORER_TYPE)),
+        ("http_status_keys", Word::Strs(HTTP_STATUS_KEYS.to_vec())),
+        (
+            "client_error_codes",
+            Word::Strs(CLIENT_ERROR_CODES.to_vec()),
+        ),
+        ("not_client", Word::Codes(NOT_CLIENT.to_vec())),
+        ("probe_refused", Word::Str(PROBE_REFUSED)),
+        (
+            "precondition_failed",
+            Word::Codes(vec![PRECONDITION_FAILED]),
+        ),
+        ("timeout_phrases", Word::Strs(TIMEOUT_PHRASES.to_vec())),
+        ("timeout_codes", Word::Codes(TIMEOUT_CODES.to_vec())),
+        ("shed_phrases", Word::Strs(SHED_PHRASES.to_vec())),
+        ("shed_codes", Word::Codes(SHED_CODES.to_vec())),
+        ("aborted_phrases", Word::Strs(ABORTED_PHRASES.to_vec())),
+        ("aborted_codes", Word::Codes(ABORTED_CODES.to_vec())),
+        ("failure_reasons", Word::Strs(FAILURE_REASONS.to_vec())),
+        ("routings", Word::Strs(ROUTINGS.to_vec())),
+    ]
+}
+
+/// One entry of [`vocabulary`]: a word, a list of words in the join's order, or HTTP codes.
+pub enum Word {
+    Str(&'static str),
+    Strs(Vec<&'static str>),
+    Codes(Vec<i64>),
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Leg {
@@ -213,13 +279,16 @@ pub fn failure_reason<'a>(
     {
         return Some(FAILURE_INVALID);
     }
-    if has("timed out") || has("deadline exceeded") || coded(504) || coded(408) {
+    let says = |phrases: &[&str], codes: &[i64]| {
+        phrases.iter().any(|p| has(p)) || codes.iter().any(|c| coded(*c))
+    };
+    if says(&TIMEOUT_PHRASES, &TIMEOUT_CODES) {
         return Some(FAILURE_TIMEOUT);
     }
-    if coded(429) || has("cannot be admitted") || has("resourceexhausted") {
+    if says(&SHED_PHRASES, &SHED_CODES) {
         return Some(FAILURE_SHED);
     }
-    if has("client disconnected") || has("context canceled") || coded(499) {
+    if says(&ABORTED_PHRASES, &ABORTED_CODES) {
         return Some(FAILURE_ABORTED);
     }
     if !messages.is_empty() || codes.iter().any(|c| *c >= 500) {

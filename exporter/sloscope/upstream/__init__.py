@@ -1,0 +1,1 @@
+"""What the upstream systems send, defined once: the span vocabulary both joins read (:mod:`.vocabulary`)."""

@@ -1,0 +1,55 @@
+"""The two joins read the upstreams with the same words: the native join's vocabulary is the Python one's.
+
+The Python join reads :data:`sloscope.upstream.vocabulary.VOCABULARY`; the native join has its words compiled in
+(``native/src/join/shapes.rs``) and gives them back through ``sloscope._native.vocabulary()``. A word added to one
+and not the other (a new leg span, a new failure phrase) fails here instead of making the two joins disagree on
+real traffic, where only the differential tests' generated traces would have a chance to notice.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from sloscope import _native
+from sloscope import conventions as c
+from sloscope.upstream.vocabulary import VOCABULARY, SpanVocabulary
+
+ORDERED = {"phases", "early_phases", "http_status_keys", "client_error_codes", "failure_reasons", "routings"}
+"""Fields whose order matters: the first key that has an HTTP status wins, the phrases are read in turn."""
+
+
+def python_words() -> dict[str, object]:
+    return {field.name: getattr(VOCABULARY, field.name) for field in dataclasses.fields(SpanVocabulary)}
+
+
+def test_the_native_join_has_every_word_and_no_other() -> None:
+    assert set(_native.vocabulary()) == set(python_words())
+
+
+@pytest.mark.parametrize("name", sorted(f.name for f in dataclasses.fields(SpanVocabulary)))
+def test_each_word_is_the_same_in_both_joins(name: str) -> None:
+    native, python = _native.vocabulary()[name], python_words()[name]
+    if isinstance(python, (frozenset, tuple)):
+        assert isinstance(native, list)
+        if name in ORDERED:
+            assert tuple(native) == python
+        else:
+            assert frozenset(native) == frozenset(python) and len(native) == len(python)
+    elif isinstance(python, int):
+        assert native == [python]
+    else:
+        assert native == python
+
+
+def test_the_join_outputs_are_the_series_labels() -> None:
+    assert VOCABULARY.failure_reasons == c.FAILURE_REASONS
+    assert VOCABULARY.routings == c.ROUTINGS
+    assert VOCABULARY.phases == c.PHASES
+
+
+def test_a_word_one_join_lacks_is_caught() -> None:
+    """The check itself: a leg span name only the Python side knew would differ."""
+    changed = dataclasses.replace(VOCABULARY, decode_legs=VOCABULARY.decode_legs | {"llm_d.pd_proxy.decode2"})
+    assert frozenset(_native.vocabulary()["decode_legs"]) != changed.decode_legs

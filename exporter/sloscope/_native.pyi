@@ -164,6 +164,6 @@ class NativeAssembler:
     @property
     def pending_bytes(self) -> int: ...
 
-def vocabulary() -> dict[str, str | list[str] | list[int]]:
+def vocabulary() -> dict[str, str | int | list[str] | list[int]]:
     """The words the native join reads span shapes and failures by, keyed by the fields of
     ``sloscope.upstream.vocabulary.SpanVocabulary``."""

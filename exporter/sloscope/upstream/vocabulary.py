@@ -13,6 +13,7 @@ coordinator's conditional-decode probe (``pkg/epp/requestcontrol/director.go:348
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from sloscope import conventions as c
@@ -100,3 +101,75 @@ VOCABULARY = SpanVocabulary(
     failure_reasons=c.FAILURE_REASONS,
     routings=c.ROUTINGS,
 )
+
+
+def rust_source(vocabulary: SpanVocabulary = VOCABULARY) -> str:
+    """The vocabulary as the native join's constants (``native/src/join/vocabulary.rs``, generated, committed).
+
+    Each field becomes a constant of its name in capitals (sets sorted, so the file is stable); the outputs also get
+    one constant per value (``FAILURE_SHED``, ``ROUTING_NONE``, ``PHASE_DECODE``), as the join names them.
+    ``make generate`` writes it; ``tests/unit/processors/test_vocabulary.py`` fails when it is stale.
+    """
+    fields = dataclasses.fields(SpanVocabulary)
+    lines = [
+        "//! The span vocabulary of the upstreams: generated from `sloscope.upstream.vocabulary` by `make generate`.",
+        "//! Do not edit: change the Python vocabulary and regenerate.",
+        "",
+        "/// A field of the vocabulary: a word, words (sets sorted), HTTP codes, or one code.",
+        "pub enum Word {",
+        "    Str(&'static str),",
+        "    Strs(&'static [&'static str]),",
+        "    Codes(&'static [i64]),",
+        "    Code(i64),",
+        "}",
+        "",
+    ]
+    for field in fields:
+        lines.append(_rust_const(field.name.upper(), getattr(vocabulary, field.name)))
+    lines += [
+        "",
+        "/// Every field by its Python name, for `sloscope._native.vocabulary()`.",
+        f"pub const WORDS: [(&str, Word); {len(fields)}] = [",
+    ]
+    for field in fields:
+        value, name = getattr(vocabulary, field.name), field.name.upper()
+        kind = (
+            "Str"
+            if isinstance(value, str)
+            else "Code"
+            if isinstance(value, int)
+            else "Strs"
+            if all(isinstance(v, str) for v in value)
+            else "Codes"
+        )
+        lines.append(f'    ("{field.name}", Word::{kind}({"" if kind in ("Str", "Code") else "&"}{name})),')
+    lines += ["];", ""]
+    for prefix, values in (
+        ("FAILURE", vocabulary.failure_reasons),
+        ("ROUTING", vocabulary.routings),
+        ("PHASE", vocabulary.phases),
+    ):
+        lines += [_rust_const(f"{prefix}_{value.upper()}", value) for value in values]
+    return "\n".join(lines) + "\n"
+
+
+def _rust_const(name: str, value: object) -> str:
+    if isinstance(value, str):
+        return f"pub const {name}: &str = {_rust_str(value)};"
+    if isinstance(value, int):
+        return f"pub const {name}: i64 = {value};"
+    assert isinstance(value, (tuple, frozenset)), value
+    items = sorted(value) if isinstance(value, frozenset) else list(value)
+    if all(isinstance(item, int) for item in items):
+        return f"pub const {name}: [i64; {len(items)}] = [{', '.join(str(i) for i in items)}];"
+    return f"pub const {name}: [&str; {len(items)}] = [{', '.join(_rust_str(i) for i in items)}];"
+
+
+def _rust_str(text: str) -> str:
+    if any(ch in text for ch in '"\\') or not text.isprintable():
+        raise ValueError(f"not a plain word: {text!r}")
+    return f'"{text}"'
+
+
+if __name__ == "__main__":
+    print(rust_source(), end="")

@@ -23,6 +23,7 @@ use crate::join::request_id::{self, DEFAULT_PATTERN};
 use crate::join::rules::{Field, Rules, Source, FIELD_NAMES};
 use crate::join::shapes;
 use crate::join::trace::{Held, SpanId, Trace, TraceId};
+use crate::join::vocabulary as words;
 use crate::span::{Key, Resource, Span, SpanBatch, Value};
 
 #[pyclass(module = "sloscope._native")]
@@ -399,16 +400,17 @@ impl NativeAssembler {
     }
 }
 
-/// The words the native join reads span shapes and failures by (`shapes::vocabulary`), keyed by the field names
-/// of `sloscope.upstream.vocabulary.SpanVocabulary`: a test holds them equal to the Python join's.
+/// The words the native join was compiled with (`vocabulary::WORDS`), keyed by the field names of
+/// `sloscope.upstream.vocabulary.SpanVocabulary`: a test holds them equal to the Python join's.
 #[pyfunction]
 pub fn vocabulary(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let out = PyDict::new(py);
-    for (name, word) in shapes::vocabulary() {
+    for (name, word) in &words::WORDS {
         match word {
-            shapes::Word::Str(text) => out.set_item(name, text)?,
-            shapes::Word::Strs(texts) => out.set_item(name, texts)?,
-            shapes::Word::Codes(codes) => out.set_item(name, codes)?,
+            words::Word::Str(text) => out.set_item(name, text)?,
+            words::Word::Strs(texts) => out.set_item(name, texts.to_vec())?,
+            words::Word::Codes(codes) => out.set_item(name, codes.to_vec())?,
+            words::Word::Code(code) => out.set_item(name, code)?,
         }
     }
     Ok(out)

@@ -2,121 +2,17 @@
 //!
 //! The native twin of `sloscope.processors.span_shapes` (llm-d-router ebab6879: the EPP's
 //! `gateway.request` and scheduling spans, the P/D routing sidecar's spans in `pkg/sidecar/proxy`,
-//! the error codes of `pkg/common/error/error.go` and `pkg/epp/requestcontrol/admission.go`).
+//! the error codes of `pkg/common/error/error.go` and `pkg/epp/requestcontrol/admission.go`). The words
+//! (span names, attribute keys, status phrases and codes) are `vocabulary`'s, generated from the Python
+//! join's `sloscope.upstream.vocabulary`; the shapes they make are written here and there alike.
 
 use crate::join::held::{self, HeldSpan, ValueRef};
+pub use crate::join::vocabulary::*;
 
 type Span = HeldSpan;
 
-pub const FAILURE_ERROR: &str = "error";
-pub const FAILURE_SHED: &str = "shed";
-pub const FAILURE_TIMEOUT: &str = "timeout";
-pub const FAILURE_ABORTED: &str = "aborted";
-pub const FAILURE_INVALID: &str = "invalid";
-
-pub const ROUTING_PREDICTED: &str = "predicted";
-pub const ROUTING_DEFAULT: &str = "default";
-pub const ROUTING_UNKNOWN: &str = "unknown";
-pub const ROUTING_NONE: &str = "none";
-
-const PREFILL_LEGS: [&str; 2] = ["prefill", "llm_d.pd_proxy.prefill"];
-const DECODE_LEGS: [&str; 2] = ["decode", "llm_d.pd_proxy.decode"];
-const SIDECAR_ROUTING: &str = "forward_request";
-const SIDECAR_SERVER_PREFIX: &str = "llm_d.pd_proxy.";
-const SCHEDULING: [&str; 4] = [
-    "run_scheduler_profile",
-    "filter_endpoints",
-    "llm_d.epp.scoring",
-    "pick_endpoints",
-];
-const SCORER_PREFIX: &str = "llm_d.epp.scorer.";
-pub const DISAGGREGATION_USED: &str = "llm_d.epp.pd.disaggregation_used";
-pub const SCORER_TYPE: &str = "llm_d.epp.scorer.type";
-/// run_scheduler_profile's profile name: under the coordinator, the phase its EPP-Profile header named.
-pub const PROFILE_NAME: &str = "llm_d.epp.scheduling.profile.name";
-const PROFILE_SPAN: &str = "run_scheduler_profile";
-pub const PHASES: [&str; 3] = ["encode", "prefill", "decode"];
-/// The coordinator's legs that are never the call's answer.
-pub const EARLY_PHASES: [&str; 2] = ["encode", "prefill"];
-pub const HTTP_STATUS_KEYS: [&str; 2] = ["http.response.status_code", "http.status_code"];
-const CLIENT_ERROR_CODES: [&str; 5] = [
-    "error: badrequest",
-    "error: unauthorized",
-    "error: forbidden",
-    "error: notfound",
-    "error: preconditionfailed",
-];
 /// The keys whose string and array-of-string values the shapes read differently.
 pub const READS_STRINGS_APART: [&str; 3] = [HTTP_STATUS_KEYS[0], HTTP_STATUS_KEYS[1], SCORER_TYPE];
-const NOT_CLIENT: [i64; 3] = [408, 429, 499];
-const PROBE_REFUSED: &str = "error: preconditionfailed";
-const PRECONDITION_FAILED: i64 = 412;
-// What a failed span's status message or HTTP code says, checked in this order after the client's errors
-// (a queue timeout is answered 429 too: its message says it timed out, so timeouts are read first).
-const TIMEOUT_PHRASES: [&str; 2] = ["timed out", "deadline exceeded"];
-const TIMEOUT_CODES: [i64; 2] = [504, 408];
-const SHED_PHRASES: [&str; 2] = ["cannot be admitted", "resourceexhausted"];
-const SHED_CODES: [i64; 1] = [429];
-const ABORTED_PHRASES: [&str; 2] = ["client disconnected", "context canceled"];
-const ABORTED_CODES: [i64; 1] = [499];
-const FAILURE_REASONS: [&str; 5] = [
-    FAILURE_ERROR,
-    FAILURE_SHED,
-    FAILURE_TIMEOUT,
-    FAILURE_ABORTED,
-    FAILURE_INVALID,
-];
-const ROUTINGS: [&str; 4] = [
-    ROUTING_PREDICTED,
-    ROUTING_DEFAULT,
-    ROUTING_UNKNOWN,
-    ROUTING_NONE,
-];
-
-/// Every word this join reads, by the field names of `sloscope.upstream.vocabulary.SpanVocabulary`, for the
-/// test that holds the two joins' vocabularies equal (`sloscope._native.vocabulary`).
-pub fn vocabulary() -> Vec<(&'static str, Word)> {
-    vec![
-        ("prefill_legs", Word::Strs(PREFILL_LEGS.to_vec())),
-        ("decode_legs", Word::Strs(DECODE_LEGS.to_vec())),
-        ("sidecar_routing", Word::Str(SIDECAR_ROUTING)),
-        ("sidecar_server_prefix", Word::Str(SIDECAR_SERVER_PREFIX)),
-        ("scheduling", Word::Strs(SCHEDULING.to_vec())),
-        ("scorer_prefix", Word::Str(SCORER_PREFIX)),
-        ("profile_span", Word::Str(PROFILE_SPAN)),
-        ("profile_name", Word::Str(PROFILE_NAME)),
-        ("phases", Word::Strs(PHASES.to_vec())),
-        ("early_phases", Word::Strs(EARLY_PHASES.to_vec())),
-        ("disaggregation_used", Word::Str(DISAGGREGATION_USED)),
-        ("scorer_type", Word::Str(SCORER_TYPE)),
-        ("http_status_keys", Word::Strs(HTTP_STATUS_KEYS.to_vec())),
-        (
-            "client_error_codes",
-            Word::Strs(CLIENT_ERROR_CODES.to_vec()),
-        ),
-        ("not_client", Word::Codes(NOT_CLIENT.to_vec())),
-        ("probe_refused", Word::Str(PROBE_REFUSED)),
-        (
-            "precondition_failed",
-            Word::Codes(vec![PRECONDITION_FAILED]),
-        ),
-        ("timeout_phrases", Word::Strs(TIMEOUT_PHRASES.to_vec())),
-        ("timeout_codes", Word::Codes(TIMEOUT_CODES.to_vec())),
-        ("shed_phrases", Word::Strs(SHED_PHRASES.to_vec())),
-        ("shed_codes", Word::Codes(SHED_CODES.to_vec())),
-        ("aborted_phrases", Word::Strs(ABORTED_PHRASES.to_vec())),
-        ("aborted_codes", Word::Codes(ABORTED_CODES.to_vec())),
-        ("failure_reasons", Word::Strs(FAILURE_REASONS.to_vec())),
-        ("routings", Word::Strs(ROUTINGS.to_vec())),
-    ]
-}
-
-/// One entry of [`vocabulary`]: a word, a list of words in the join's order, or HTTP codes.
-pub enum Word {
-    Str(&'static str),
-    Strs(Vec<&'static str>),
-    Codes(Vec<i64>),
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Leg {
@@ -197,9 +93,6 @@ pub fn phase<'a>(spans: impl Iterator<Item = &'a Span>) -> Option<&'static str> 
     }
     found
 }
-
-pub const PHASE_ENCODE: &str = "encode";
-pub const PHASE_DECODE: &str = "decode";
 
 /// A multimodal item the routing sidecar sent to an encoder pod, x-request-id `<id>-enc-<n>`
 /// (`span_shapes.is_encoder_part`): a part of the call, never a choice or a stage of it.

@@ -1,7 +1,8 @@
 """The two joins read the upstreams with the same words: the native join's vocabulary is the Python one's.
 
-The Python join reads :data:`sloscope.upstream.vocabulary.VOCABULARY`; the native join has its words compiled in
-(``native/src/join/shapes.rs``) and gives them back through ``sloscope._native.vocabulary()``. A word added to one
+The Python join reads :data:`sloscope.upstream.vocabulary.VOCABULARY`; the native join is compiled with the
+constants generated from it (``native/src/join/vocabulary.rs``, ``make generate``) and gives them back through
+``sloscope._native.vocabulary()``: the file must be fresh, and the module built from it. A word added to one
 and not the other (a new leg span, a new failure phrase) fails here instead of making the two joins disagree on
 real traffic, where only the differential tests' generated traces would have a chance to notice.
 """
@@ -9,12 +10,15 @@ real traffic, where only the differential tests' generated traces would have a c
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
 from sloscope import _native
 from sloscope import conventions as c
-from sloscope.upstream.vocabulary import VOCABULARY, SpanVocabulary
+from sloscope.upstream.vocabulary import VOCABULARY, SpanVocabulary, rust_source
+
+GENERATED = Path(__file__).resolve().parents[3] / "native" / "src" / "join" / "vocabulary.rs"
 
 ORDERED = {"phases", "early_phases", "http_status_keys", "client_error_codes", "failure_reasons", "routings"}
 """Fields whose order matters: the first key that has an HTTP status wins, the phrases are read in turn."""
@@ -37,8 +41,6 @@ def test_each_word_is_the_same_in_both_joins(name: str) -> None:
             assert tuple(native) == python
         else:
             assert frozenset(native) == frozenset(python) and len(native) == len(python)
-    elif isinstance(python, int):
-        assert native == [python]
     else:
         assert native == python
 
@@ -53,3 +55,14 @@ def test_a_word_one_join_lacks_is_caught() -> None:
     """The check itself: a leg span name only the Python side knew would differ."""
     changed = dataclasses.replace(VOCABULARY, decode_legs=VOCABULARY.decode_legs | {"llm_d.pd_proxy.decode2"})
     assert frozenset(_native.vocabulary()["decode_legs"]) != changed.decode_legs
+
+
+def test_the_native_constants_are_generated_from_the_python_vocabulary() -> None:
+    assert GENERATED.read_text() == rust_source(), "native/src/join/vocabulary.rs is stale: run make generate"
+
+
+def test_the_generated_constants_say_every_word_once() -> None:
+    text = rust_source()
+    for field in dataclasses.fields(SpanVocabulary):
+        assert text.count(f"pub const {field.name.upper()}:") == 1
+        assert text.count(f'("{field.name}", Word::') == 1

@@ -41,11 +41,26 @@ pub struct NativeAssembler {
     keys: Keys,
 }
 
-fn attr<'py, T: for<'a> FromPyObject<'a, 'py>>(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<T>
-where
-    for<'a> <T as FromPyObject<'a, 'py>>::Error: Into<PyErr>,
-{
-    obj.getattr(name)?.extract::<T>().map_err(Into::into)
+/// What the native join reads of the settings' `sloscope.config.Join`, declared once: each field is read from the
+/// attribute of its name when the assembler is built, and a missing or mistyped one fails then, by name.
+#[derive(FromPyObject)]
+struct JoinSettings {
+    window_seconds: f64,
+    trace_ttl_seconds: f64,
+    failure_window_seconds: f64,
+    gateway_memory_seconds: f64,
+    max_request_seconds: f64,
+    by_request_id: bool,
+    max_pending_traces: usize,
+    max_spans_per_trace: usize,
+    max_pending_bytes: usize,
+    max_done_traces: usize,
+    unanswered_are_aborted: bool,
+    latency_scorer_types: Vec<String>,
+    request_id_pattern: String,
+    anchor_attribute: String,
+    anchor_span_names: Vec<String>,
+    gateway_span_names: Vec<String>,
 }
 
 fn rules_from_py(rules: &Bound<'_, PyDict>, keys: &mut Keys) -> PyResult<Rules> {
@@ -296,27 +311,26 @@ impl NativeAssembler {
         python_bytes: bool,
         gateway_memory: Option<&Bound<'_, GatewayMemory>>,
     ) -> PyResult<Self> {
+        let join: JoinSettings = join.extract()?;
         let settings = Settings {
-            window_seconds: attr(join, "window_seconds")?,
-            trace_ttl_seconds: attr(join, "trace_ttl_seconds")?,
-            failure_window_seconds: attr(join, "failure_window_seconds")?,
-            gateway_memory_seconds: attr(join, "gateway_memory_seconds")?,
-            max_request_seconds: attr(join, "max_request_seconds")?,
-            by_request_id: attr(join, "by_request_id")?,
-            max_pending_traces: attr(join, "max_pending_traces")?,
-            max_spans_per_trace: attr(join, "max_spans_per_trace")?,
-            max_pending_bytes: attr(join, "max_pending_bytes")?,
-            max_done_traces: attr(join, "max_done_traces")?,
-            unanswered_are_aborted: attr(join, "unanswered_are_aborted")?,
-            latency_scorer_types: attr(join, "latency_scorer_types")?,
+            window_seconds: join.window_seconds,
+            trace_ttl_seconds: join.trace_ttl_seconds,
+            failure_window_seconds: join.failure_window_seconds,
+            gateway_memory_seconds: join.gateway_memory_seconds,
+            max_request_seconds: join.max_request_seconds,
+            by_request_id: join.by_request_id,
+            max_pending_traces: join.max_pending_traces,
+            max_spans_per_trace: join.max_spans_per_trace,
+            max_pending_bytes: join.max_pending_bytes,
+            max_done_traces: join.max_done_traces,
+            unanswered_are_aborted: join.unanswered_are_aborted,
+            latency_scorer_types: join.latency_scorer_types,
             trace_overhead: if python_bytes { 0 } else { trace_overhead() },
             count_index: !python_bytes,
         };
-        let text: String = attr(join, "request_id_pattern")?;
         let mut keys = Keys::new();
         let rules = Arc::new(rules_from_py(rules, &mut keys)?);
-        let anchor_attribute: String = attr(join, "anchor_attribute")?;
-        let anchor_key = keys.id(&anchor_attribute);
+        let anchor_key = keys.id(&join.anchor_attribute);
         let mut core = Assembler::new(settings, rules.clone());
         if let Some(memory) = gateway_memory {
             core.share_gateway_memory(memory.get().seen.clone());
@@ -325,10 +339,10 @@ impl NativeAssembler {
             core,
             rules,
             pattern: pattern.clone().unbind(),
-            default_pattern: text == DEFAULT_PATTERN,
-            anchor_names: attr(join, "anchor_span_names")?,
+            default_pattern: join.request_id_pattern == DEFAULT_PATTERN,
+            anchor_names: join.anchor_span_names,
             anchor_key,
-            gateway_names: attr(join, "gateway_span_names")?,
+            gateway_names: join.gateway_span_names,
             python_bytes,
             keys,
         })

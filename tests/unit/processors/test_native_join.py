@@ -9,6 +9,7 @@ import random
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 import pyarrow as pa
@@ -206,3 +207,35 @@ def test_the_pipeline_joins_natively_when_told_and_publishes_the_same_series() -
     (python, reference), (native, series) = published("python"), published("native")
     assert (python, native) == ("TraceAssembler", "NativeTraceAssembler")
     assert series == reference and len(series) > 500
+
+
+JOIN_READ = (
+    "window_seconds",
+    "trace_ttl_seconds",
+    "failure_window_seconds",
+    "gateway_memory_seconds",
+    "max_request_seconds",
+    "by_request_id",
+    "max_pending_traces",
+    "max_spans_per_trace",
+    "max_pending_bytes",
+    "max_done_traces",
+    "unanswered_are_aborted",
+    "latency_scorer_types",
+    "request_id_pattern",
+    "anchor_attribute",
+    "anchor_span_names",
+    "gateway_span_names",
+)
+"""The settings the native join reads (its declared ``JoinSettings``, native/src/join/py.rs)."""
+
+
+@pytest.mark.parametrize("missing", JOIN_READ)
+def test_the_join_settings_are_read_by_name_and_a_missing_one_is_named(missing: str) -> None:
+    join = Join()
+    rules = Mapping(Attributes()).rules()
+    pattern = re.compile(join.request_id_pattern)
+    NativeAssembler(SimpleNamespace(**{name: getattr(join, name) for name in JOIN_READ}), rules, pattern)
+    without = SimpleNamespace(**{name: getattr(join, name) for name in JOIN_READ if name != missing})
+    with pytest.raises(AttributeError, match=missing):
+        NativeAssembler(without, rules, pattern)

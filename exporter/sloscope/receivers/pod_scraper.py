@@ -1,4 +1,6 @@
-"""The scrape loop of model-server pods: each target's /metrics on its own schedule, into :class:`PodHistory`.
+"""The scrape loop of model-server pods: each target's /metrics on its own schedule, into a pod-state consumer.
+
+The consumer (:class:`~sloscope.receivers.consumers.PodStateConsumer`) is the processors' pod history.
 
 One asyncio task per target. Each target scrapes at a fixed offset within its interval, derived
 from a hash of its pool, pod and address (as Prometheus spreads its targets), so a pool of a
@@ -6,7 +8,7 @@ thousand pods is polled evenly rather than in bursts, and the offset stays the s
 A semaphore bounds the scrapes in flight, each until its page is read (off the event loop when it is
 large: :mod:`sloscope.receivers.off_loop`); the schedule is fixed-rate (a slow scrape delays its
 own next one, never shifts the others). Discovery changes start and cancel tasks; a pod that leaves
-discovery is marked vanished and forgotten by :meth:`PodHistory.expire` after the grace period.
+discovery is marked vanished and forgotten by the consumer's ``expire`` after the grace period.
 
 A scrape never raises into the loop: network and HTTP failures, pages that do not parse, all end
 as one ``sloscope_scrapes_total{kind="model_server",result=...}`` increment and a down pod.

@@ -1,5 +1,5 @@
 //! TLS of the fronts by rustls: a server configuration made from the listener's PEM files (read and
-//! checked by Python, `sloscope.service.tls.ServerTLS`), with the front's ALPN protocol and the
+//! checked by Python, `sloscope.listeners.tls.ServerTLS`), with the front's ALPN protocol and the
 //! client certificate policy of `listeners.tls.client_auth_type`, reloaded when the files change.
 
 use std::sync::{Arc, Mutex};

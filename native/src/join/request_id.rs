@@ -5,7 +5,7 @@
 //! as Python's `re.match` backtracks through it, for ASCII ids (`\d` and `.` mean more outside
 //! ASCII). Any other pattern, or a non-ASCII id, is left to Python's `re` by the caller.
 
-/// The default `join.request_id_pattern` (config.py), which [`normalise`] implements.
+/// The default `join.request_id_pattern` (config/join.py), which [`normalise`] implements.
 pub const DEFAULT_PATTERN: &str = r"^(?P<cmpl>cmpl-)?(?:chatcmpl-|embd-)?(?P<id>.+?)(?(cmpl)-\d+)$";
 
 /// The group `id` of the default pattern matched against an ASCII `raw`, or None when it does not

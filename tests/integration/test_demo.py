@@ -233,5 +233,6 @@ def test_a_seeded_demo_matches_its_ground_truth(tmp_path: Path, upstream: str) -
     assert figures.epp["sloscope_epp_ttft_seconds_count"] == expected_ttft
     for name in ("tpot", "predicted_tpot", "ttft_prediction_duration", "tpot_prediction_duration"):
         assert figures.epp[f"sloscope_epp_{name}_seconds_count"] > 0, name
-    assert figures.epp["sloscope_epp_slo_violations_total"] > 0
+    # the violations the plugin counted, as many as it counted: the demo's light load may leave none (a CI run did)
+    assert figures.epp["sloscope_epp_slo_violations_total"] == epp.violations
     assert figures.epp["sloscope_epp_e2e_seconds_count"] == 0  # the demo streams: no TTFT read as end-to-end

@@ -142,6 +142,7 @@ class EppMetrics:
         self._inflight: dict[str, list[int]] = {}  # pod -> [requests, tokens], from its first request on
         self._held: dict[str, list[tuple[str, int]]] = {}  # request id -> (pod, tokens) it holds
         self.attempts = 0  # scheduling attempts, for checks
+        self.violations = 0  # SLO violations the plugin counted (one series increment each), for checks
 
     # --- what the router tells it ---
 
@@ -311,6 +312,7 @@ class EppMetrics:
             self._observe(llmd, self._plugin_labels(swapped=swapped, plugin=True), value, bounds, _ALPHA + help_text)
 
     def _plugin_violation(self, kind: str) -> None:
+        self.violations += 1
         llmd = "llm_d_epp_request_slo_violation"
         twin_help = self._twin_help(f"{llmd}_total", _HELP_VIOLATIONS)
         self._count("inference_objective_request_slo_violation", {**self._plugin_labels(), "type": kind}, twin_help)

@@ -21,13 +21,12 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from sloscope.receivers.consumers import PodKey
 from sloscope.receivers.discovery import Target
 from sloscope.receivers.protocols import PodState
 from sloscope.redaction import without_userinfo
 
 __all__ = ["PodHistory", "PodKey", "PodRecord", "PodSample"]
-
-PodKey = tuple[str, str]  # (pool, pod)
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,13 +29,13 @@ from prometheus_client.utils import floatToGoString
 
 from sloscope import conventions as c
 from sloscope.columnar.cardinality import FamilyCap, LabelGuard
+from sloscope.receivers.consumers import PodKey
 from sloscope.receivers.engine_latency import EngineHistogram, HistogramKey
 
 __all__ = ["EngineLatencyCollector"]
 
 log = logging.getLogger(__name__)
 
-PodKey = tuple[str, str]
 EndpointKey = tuple[str, str, int]  # (pool, pod, data-parallel rank): each rank's page has its own baseline
 SeriesKey = tuple[str, str, str, str]  # (pool, model, protocol, signal)
 

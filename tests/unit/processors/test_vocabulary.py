@@ -32,17 +32,22 @@ def test_the_native_join_has_every_word_and_no_other() -> None:
     assert set(_native.vocabulary()) == set(python_words())
 
 
+def differs(native: object, python: object, *, ordered: bool) -> bool:
+    """Whether a native word differs from the Python one: lists as tuples where order matters, else as sets."""
+    if isinstance(python, (frozenset, tuple)):
+        if not isinstance(native, list):
+            return True
+        return (
+            tuple(native) != python
+            if ordered
+            else (frozenset(native) != frozenset(python) or len(native) != len(python))
+        )
+    return native != python
+
+
 @pytest.mark.parametrize("name", sorted(f.name for f in dataclasses.fields(SpanVocabulary)))
 def test_each_word_is_the_same_in_both_joins(name: str) -> None:
-    native, python = _native.vocabulary()[name], python_words()[name]
-    if isinstance(python, (frozenset, tuple)):
-        assert isinstance(native, list)
-        if name in ORDERED:
-            assert tuple(native) == python
-        else:
-            assert frozenset(native) == frozenset(python) and len(native) == len(python)
-    else:
-        assert native == python
+    assert not differs(_native.vocabulary()[name], python_words()[name], ordered=name in ORDERED)
 
 
 def test_the_join_outputs_are_the_series_labels() -> None:
@@ -52,9 +57,13 @@ def test_the_join_outputs_are_the_series_labels() -> None:
 
 
 def test_a_word_one_join_lacks_is_caught() -> None:
-    """The check itself: a leg span name only the Python side knew would differ."""
-    changed = dataclasses.replace(VOCABULARY, decode_legs=VOCABULARY.decode_legs | {"llm_d.pd_proxy.decode2"})
-    assert frozenset(_native.vocabulary()["decode_legs"]) != changed.decode_legs
+    """The check itself: a leg span name only the Python side knew, a reordered status key, a code in a list."""
+    native = _native.vocabulary()
+    legs = VOCABULARY.decode_legs | {"llm_d.pd_proxy.decode2"}
+    assert differs(native["decode_legs"], legs, ordered=False)
+    assert differs(native["http_status_keys"], VOCABULARY.http_status_keys[::-1], ordered=True)
+    assert not differs(native["http_status_keys"], VOCABULARY.http_status_keys[::-1], ordered=False)
+    assert differs([412], VOCABULARY.precondition_failed, ordered=False)
 
 
 def test_the_native_constants_are_generated_from_the_python_vocabulary() -> None:

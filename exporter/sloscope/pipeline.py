@@ -16,7 +16,7 @@ assembler, and intake routes every span to its trace's shard (processors/shards.
 parallel (the native one releases the GIL); the hand-over to the evaluator takes one lock, so the
 evaluator and every publisher still see one writer at a time. The workers' requests wait in one
 shared list, and a hand-over takes all of them: the evaluator's batches stay as large as with one
-worker (a small batch takes the slower one-at-a-time path).
+worker (a batch has a fixed cost, so a larger one costs less per request).
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ from sloscope.config import Join, Settings
 from sloscope.processors import joined_batch, shards, span_shapes
 from sloscope.processors.assembler import GatewayMemory, TraceAssembler
 from sloscope.processors.calls import CallJoiner
-from sloscope.processors.evaluator import MIN_BATCH, RequestPublisher, SLOEvaluator
+from sloscope.processors.evaluator import Publisher, SLOEvaluator
+from sloscope.processors.labels import LabelAdmission
 from sloscope.processors.native_assembler import NativeTraceAssembler
 from sloscope.processors.placement import Placed, Placement, PoolPlace
 from sloscope.processors.queue import SpanQueue
@@ -111,7 +112,7 @@ class Pipeline:
         settings: Settings,
         spec: SLOSpec,
         registry: CollectorRegistry,
-        extra_publishers: tuple[RequestPublisher, ...] = (),
+        extra_publishers: tuple[Publisher, ...] = (),
         pool_of_pod: Callable[[Placed], str | None] | None = None,
         *,
         clock: Callable[[], float] = time.monotonic,
@@ -128,16 +129,15 @@ class Pipeline:
             if workers == 1
             else shards.ShardedQueue(settings.limits.queue_spans, workers)
         )
-        self.publisher = publisher = PrometheusPublisher(
-            registry,
-            spec,
-            settings.limits,
-            self.telemetry,
+        admission = LabelAdmission(
+            settings.limits.max_label_values,
+            self.telemetry.label_values_folded,
             mapping.default_pool,
             pool_of_pod=pool_of_pod,
             model_of_pool={pool.name: pool.model for pool in settings.pools if pool.model},
         )
-        self.evaluator = SLOEvaluator(spec, (publisher, *extra_publishers))
+        self.publisher = publisher = PrometheusPublisher(registry, spec, self.telemetry)
+        self.evaluator = SLOEvaluator(spec, admission, (publisher, *extra_publishers))
         self.placement = Placement(  # the routing of each pool told by the EPP scrapers (GIE v1.5.0)
             mapping.default_pool,
             pool_of_pod,
@@ -302,25 +302,21 @@ class Pipeline:
                 self._batch.evaluated(taken)
 
     def _evaluate(self, *, records: pa.RecordBatch | None = None, requests: list[JoinedRequest] | None = None) -> None:
-        """One batch, as the native join's record batch or the reference's objects. A small record batch is
-        published as objects one at a time, as a small batch of objects is (``SLOEvaluator.batch``): that is
-        cheaper than the vectorized path below MIN_BATCH rows (bench/columnar.py), and the series are the same."""
+        """One batch, as the native join's record batch or the reference's objects, placed in its pools."""
         try:
             if records is None:
-                requests = self.placement.place(requests or [])
-                self.evaluator.batch(requests)
-            elif records.num_rows < MIN_BATCH:
-                requests = self.placement.place(joined_batch.to_requests(records))
-                self.evaluator.batch(requests)
+                self.evaluator.batch(self.placement.place(requests or []))
             else:
-                records = self.placement.place_records(records)
-                self.evaluator.records(records)
-        except Exception:  # a batch the vectorized path cannot take still counts, one request at a time
-            if requests is None:
-                requests = joined_batch.to_requests(records) if records is not None else []
-            log.exception("batch evaluation failed on %d requests; evaluating them one by one", len(requests))
-            for request in self.placement.place(requests):  # placed already: the same pools again, none left out
-                self.evaluator(request)
+                self.evaluator.records(self.placement.place_records(records))
+        except Exception:  # a batch the evaluator cannot take still counts: each request as a batch of its own
+            if records is None:
+                records = joined_batch.from_requests(requests or [])
+            log.exception("batch evaluation failed on %d requests; evaluating them one by one", records.num_rows)
+            for row in range(records.num_rows):
+                try:
+                    self.evaluator.records(self.placement.place_records(records.slice(row, 1)))
+                except Exception:  # this request alone is lost, and said so
+                    log.exception("evaluation failed on trace %s", records.column("trace_id")[row])
 
     def _flush(self, shard: _Shard) -> None:
         flushed = shard.assembler.flush()

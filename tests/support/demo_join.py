@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import ReadableSpan
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import generate_latest
 
 from sloscope.attributes import Mapping
 from sloscope.config import load_settings
@@ -22,13 +22,11 @@ from sloscope.demo.sloscope_process import demo_settings
 from sloscope.demo.workload import demo_spec
 from sloscope.processors import span_shapes
 from sloscope.processors.assembler import TraceAssembler
-from sloscope.processors.evaluator import SLOEvaluator
-from sloscope.publishers.prometheus import PrometheusPublisher
 from sloscope.receivers.otlp_decode import decode_request
 from sloscope.records import Span
 from sloscope.slo.spec import SLOSpec
-from sloscope.telemetry import Telemetry
 from tests.support.demo_calls import PODS, Captured
+from tests.support.stage import stage
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 
@@ -46,14 +44,13 @@ class InProcessSloscope:
         settings = load_settings(None, demo_settings("demo-pool", targets, "", [], upstream=upstream))
         spec = SLOSpec.model_validate(demo_spec(MODEL))
         self.now = 0.0
-        self.registry = CollectorRegistry()
-        telemetry = Telemetry(self.registry)
         mapping = Mapping(settings.attributes)
-        publisher = PrometheusPublisher(self.registry, spec, settings.limits, telemetry, mapping.default_pool)
+        evaluator = stage(spec, settings.limits, default_pool=mapping.default_pool)  # each request as a batch of one
+        self.registry, telemetry = evaluator.registry, evaluator.telemetry
         self.assembler = TraceAssembler(
             settings.join,
             mapping,
-            SLOEvaluator(spec, (publisher,)),
+            evaluator.publish,
             count_dropped=telemetry.dropped,
             count_outcome=telemetry.outcome,
             clock=lambda: self.now,

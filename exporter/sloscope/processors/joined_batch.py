@@ -13,7 +13,7 @@ This is the contract a producer of joined requests other than the Python assembl
 directly: a ``pyarrow.RecordBatch`` with exactly :data:`SCHEMA` (:func:`check` says what is wrong with one
 that has not; the native join exports its batches through the Arrow C data interface,
 ``processors/native_assembler.py``). :func:`from_requests` builds it from objects and :func:`to_requests`
-gives the objects back, for tests and for publishers that still take one request at a time.
+gives the objects back, for tests and for the rows a publisher needs as objects.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from sloscope.columnar import arrow_arrays
+from sloscope.processors.labels import RowLabels
 from sloscope.records import Evaluation, JoinedRequest
 from sloscope.slo.evaluate_batch import Verdicts
 
@@ -90,22 +91,24 @@ def check(batch: pa.RecordBatch) -> None:
 
 
 class EvaluatedBatch:
-    """A batch of joined requests with its verdicts: what the evaluator hands its publishers.
+    """A batch of joined requests with its verdicts and the label values each row is published under: what the
+    evaluator hands every publisher.
 
-    Publishers with a batch method read :attr:`records` and :attr:`verdicts`; the others get
-    :meth:`pairs`, built once per batch and shared, so a publisher answering "which labels did this request
-    get?" (``PrometheusPublisher.model_and_pool``) recognises the very objects it is asked about.
+    Publishers read :attr:`records`, :attr:`verdicts` and :attr:`labels` as columns; the few that need objects
+    for some rows (the requests a tracker queues or records) ask :meth:`pairs_at` for those rows only.
     """
 
     def __init__(
         self,
         records: pa.RecordBatch,
         verdicts: Verdicts,
+        labels: RowLabels,
         requests: Sequence[JoinedRequest] | None = None,
         strings: arrow_arrays.StringColumns | None = None,
     ) -> None:
         self.records = records
         self.verdicts = verdicts
+        self.labels = labels
         self.strings = strings if strings is not None else arrow_arrays.StringColumns(records)
         self._requests = list(requests) if requests is not None else None
         self._evaluations: list[Evaluation] | None = None

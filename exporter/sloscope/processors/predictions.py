@@ -1,7 +1,7 @@
 """Predicted versus actual, per request: the series, and the stage that feeds them.
 
-:class:`PredictionTracker` is a request publisher (it runs on the pipeline worker after the SLO
-evaluator). For each evaluated request it:
+:class:`PredictionTracker` is a publisher (it runs on the pipeline worker, handed each evaluated batch). For
+each request of the batch it:
 
 1. notes the request's TPOT SLO on its pod, for the "tightest TPOT SLO running there" of headroom;
 2. compares the predictions carried on its spans, when there are any (``source="span"``), at the objective
@@ -35,7 +35,7 @@ from sloscope import conventions as c
 from sloscope.columnar import arrow_arrays
 from sloscope.columnar.buckets import HEADROOM_BUCKETS, RATIO_BUCKETS
 from sloscope.columnar.cardinality import SeriesBudget
-from sloscope.columnar.columns import Codes, Column, Floats, Mask, from_list, group
+from sloscope.columnar.columns import Codes, Column, Floats, Mask, group
 from sloscope.columnar.series import CounterFamily, SeriesCollector, observe_groups
 from sloscope.config import Headroom, Predictions
 from sloscope.processors import prediction_batch
@@ -285,7 +285,6 @@ class PredictionTracker:
         history: PodHistory,
         running: RunningSLOs,
         series: PredictionSeries,
-        labels: Callable[[JoinedRequest], tuple[str, str]],
         predicted_pools: set[str],
         streaming_of: Callable[[str], bool],
         quantile_of: Callable[[str], float | None] = lambda pool: None,
@@ -293,7 +292,6 @@ class PredictionTracker:
         rng: random.Random | None = None,
         sink: Callable[[RequestRecord], None] | None = None,
         sink_all: Callable[[list[RequestRecord]], None] | None = None,
-        batch_labels: Callable[[EvaluatedBatch], tuple[Column, Column] | None] | None = None,
     ) -> None:
         """``streaming_of(pool)``: whether the pool's EPP runs its latency plugin with streaming on
         (:class:`~sloscope.processors.streaming_modes.StreamingModes`); off, its predicted TTFT is compared with the
@@ -303,7 +301,6 @@ class PredictionTracker:
         self._history = history
         self._running = running
         self.series = series
-        self._labels = labels
         self._predicted_pools = predicted_pools
         self._quantile_of = quantile_of
         self._objective_of = objective_of
@@ -311,51 +308,22 @@ class PredictionTracker:
         self._rng = rng or random.Random()
         self._sink = sink  # record sinks (store, OTLP export); None: nothing is recorded
         self._sink_all = sink_all  # the same sinks, handed a batch's records at once (None: one at a time)
-        self._batch_labels = batch_labels  # the labels of a batch's rows, as ``labels`` gives them per request
         self._streaming_of = streaming_of
         # One queue per pool, each of at most max_pending: a pool whose predictor is slow fills its own only.
         self._pending: dict[str, deque[Pending]] = {}
         self._lock = threading.Lock()
 
-    def publish(self, request: JoinedRequest, evaluation: Evaluation) -> None:
-        labels = self._labels(request)
-        key = self._history.resolve(request.pool, request.pod, request.endpoint)
-        pool = key[0] if key is not None else (request.pool or labels[1])
-        arrival = (request.arrival_ns or request.start_ns) / 1e9
-        slo_tpot = _target_seconds(request.slo_tpot_ms)
-        tightest = None
-        if key is not None and slo_tpot is not None:  # only TPOT headroom needs it, and only with a TPOT SLO
-            tightest = self._running.tightest_at(key, arrival)
-            if request.end_ns:
-                self._running.add(key, arrival, request.end_ns / 1e9, slo_tpot)
-        pending = Pending(request, evaluation, labels, pool, key, arrival, tightest)
-        if request.predicted_ttft_ms is not None or request.predicted_tpot_ms is not None:
-            self.record(
-                pending,
-                source=c.SOURCE_SPAN,
-                predicted_ttft=_seconds(request.predicted_ttft_ms),
-                predicted_tpot=_seconds(request.predicted_tpot_ms),
-                quantile=self._quantile_of(pool) or DEFAULT_QUANTILE,
-                objective=self._objective_of(pool) or c.OBJECTIVE_QUANTILE,
-            )
-        elif not self._settings.shadow:
-            self.unpredicted(pending, None)
-        elif pool not in self._predicted_pools:
-            self.unpredicted(pending, c.SKIP_NO_PREDICTOR)
-        elif self._settings.share < 1.0 and self._rng.random() >= self._settings.share:
-            self.unpredicted(pending, c.SKIP_SAMPLED_OUT)
-        else:
-            self._enqueue(pending)
-
-    def publish_batch(self, batch: EvaluatedBatch) -> None:
-        """:meth:`publish` of every request of the batch: the same series, records (in request order) and shadow
-        queue. Discovery is asked once per distinct pod of the batch, comparisons and skips are counted per label
-        set; only what is per request by nature stays so: the running TPOT SLOs of requests with one on a known
-        pod, the sampling draws, the queued requests and, with a sink, the records."""
+    def publish(self, batch: EvaluatedBatch) -> None:
+        """Every request of the batch noted, compared, queued or skipped: the series, records (in request order)
+        and shadow queue that taking them one at a time would give (held to it by the differential tests, against
+        the reference in ``tests/support/reference.py``). Discovery is asked once per distinct pod of the batch,
+        comparisons and skips are counted per label set; only what is per request by nature stays so: the running
+        TPOT SLOs of requests with one on a known pod, the sampling draws, the queued requests and, with a sink,
+        the records."""
         n = len(batch)
         if not n:
             return
-        rows = TrackerRows(batch, *self._labels_of_batch(batch), self._history)
+        rows = TrackerRows(batch, batch.labels.model, batch.labels.pool, self._history)
         tightest = self._note_running(rows)
         fate = np.full(n, _SPAN, dtype=np.intp)
         read = self._read_as(rows)
@@ -378,14 +346,6 @@ class PredictionTracker:
                     if fates[row] != _QUEUED
                 ]
             )
-
-    def _labels_of_batch(self, batch: EvaluatedBatch) -> tuple[Column, Column]:
-        """The (model, pool) label columns: as the Prometheus publisher gave them, else ``labels`` per request."""
-        columns = self._batch_labels(batch) if self._batch_labels is not None else None
-        if columns is not None:
-            return columns
-        labels = [self._labels(request) for request in batch.requests()]
-        return from_list([model for model, _ in labels]), from_list([pool for _, pool in labels])
 
     def _note_running(self, rows: TrackerRows) -> Floats:
         """Each row's tightest TPOT SLO running on its pod at arrival (NaN: none), noting its own as it goes, in
@@ -693,10 +653,6 @@ def _trace_ids(rows: TrackerRows) -> TraceIds:
         return read
 
     return of
-
-
-def _seconds(ms: float | None) -> float | None:
-    return ms / 1000.0 if ms is not None else None
 
 
 def _target_seconds(ms: float | None) -> float | None:

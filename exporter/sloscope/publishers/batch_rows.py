@@ -1,7 +1,7 @@
-"""A batch of evaluated requests as label codes and masks, for :meth:`PrometheusPublisher.publish_batch`.
+"""A batch of evaluated requests as label codes and masks, for :meth:`PrometheusPublisher.publish`.
 
 What every family's group-by reads (the rows' capped labels as codes, whether each failed and reached a pod),
-what the publisher remembers of the last batch, and the histogram observation of grouped rows.
+and the trace ids an exemplar reads.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from sloscope.columnar.cardinality import Labels
 from sloscope.columnar.columns import Codes, Column, Floats, Groups, Mask, appearance, distinct, first_named
 from sloscope.columnar.series import CounterFamily, HistogramFamily
 from sloscope.processors.joined_batch import EvaluatedBatch
-from sloscope.records import JoinedRequest
 
 CounterPlan = tuple[CounterFamily, list[tuple[Labels, int, int]]]  # a family, its label sets (first row, count)
 HistogramPlan = tuple[HistogramFamily, list[Labels], Groups, Floats, bool]  # ..., the values, whether exemplars
@@ -68,24 +67,3 @@ class BatchRows:
             return ids
 
         return read
-
-
-class BatchMemory:
-    """The (model, pool) labels the last batch gave its requests, for :meth:`PrometheusPublisher.model_and_pool`."""
-
-    def __init__(self, batch: EvaluatedBatch, model: Column, pool: Column) -> None:
-        self._batch, self._model, self._pool = batch, model, pool
-        self._rows: dict[int, int] | None = None
-
-    def columns_of(self, batch: EvaluatedBatch) -> tuple[Column, Column] | None:
-        """The model and pool label columns of ``batch``, when it is the batch remembered."""
-        return (self._model, self._pool) if batch is self._batch else None
-
-    def labels_of(self, request: JoinedRequest) -> tuple[str, str] | None:
-        requests = self._batch.requests()
-        if self._rows is None:  # built once someone asks: the objects are only made for publishers that need them
-            self._rows = {id(r): i for i, r in enumerate(requests)}
-        row = self._rows.get(id(request))
-        if row is None or requests[row] is not request:
-            return None
-        return self._model.values[self._model.codes[row]], self._pool.values[self._pool.codes[row]]

@@ -15,24 +15,15 @@ from prometheus_client import CollectorRegistry, Gauge
 
 from sloscope import conventions as c
 from sloscope.columnar.buckets import TOKEN_BUCKETS, TPOT_BUCKETS, TTFT_BUCKETS
-from sloscope.columnar.cardinality import LabelGuard
 from sloscope.columnar.columns import (
     Column,
     Mask,
-    appearance,
-    distinct,
-    first_named,
-    from_list,
     group,
 )
 from sloscope.columnar.series import CounterFamily, SeriesCollector, observe_groups
-from sloscope.config import Limits
 from sloscope.processors.joined_batch import EvaluatedBatch
-from sloscope.processors.placement import Placed
-from sloscope.publishers.batch_rows import BatchMemory, BatchRows, CounterPlan, HistogramPlan
-from sloscope.records import Evaluation, JoinedRequest
-from sloscope.slo.evaluate import valid_seconds, valid_tokens
-from sloscope.slo.evaluate_batch import floats, models, valid_seconds_of, valid_tokens_of
+from sloscope.publishers.batch_rows import BatchRows, CounterPlan, HistogramPlan
+from sloscope.slo.evaluate_batch import floats, valid_seconds_of, valid_tokens_of
 from sloscope.slo.spec import SLOSpec
 from sloscope.telemetry import Telemetry
 
@@ -52,30 +43,18 @@ def _spec_targets(spec: SLOSpec, slo: str) -> list[float]:
 
 
 class PrometheusPublisher:
-    """Turns (request, evaluation) pairs into counter increments and histogram observations."""
+    """Turns evaluated batches into counter increments and histogram observations, under the labels the batch's
+    rows were admitted with (:attr:`EvaluatedBatch.labels`)."""
 
     def __init__(
         self,
         registry: CollectorRegistry,
         spec: SLOSpec,
-        limits: Limits,
         telemetry: Telemetry,
-        default_pool: str,
         *,
-        pool_of_pod: Callable[[Placed], str | None] | None = None,
-        model_of_pool: dict[str, str] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._default_pool = default_pool
-        self._pool_of_pod = pool_of_pod
-        self._model_of_pool = model_of_pool or {}
-        self._last: tuple[JoinedRequest | None, tuple[str, str]] = (None, ("", ""))
-        self._last_batch: BatchMemory | None = None
         self._spec_classes = frozenset(cls.name for cls in spec.classes)  # those with an objective for every SLO
-        folded = telemetry.label_values_folded
-        for label in limits.max_label_values:  # every capped label, at 0 before its first fold
-            folded.labels(label)
-        self._guard = LabelGuard(limits.max_label_values, lambda label: folded.labels(label).inc())
         series = self._series = SeriesCollector(telemetry.series_budget, clock)
         self._requests = series.counter(c.REQUESTS)
         self._slo_requests = series.counter(c.SLO_REQUESTS)
@@ -98,108 +77,22 @@ class PrometheusPublisher:
         registry.register(series)
         _publish_spec(registry, spec)
 
-    def model_and_pool(self, request: JoinedRequest) -> tuple[str, str]:
-        """The capped (model, pool) label values of a request, for publishers after this one on the worker thread.
-
-        The request just published is answered from memory: admitting its values again would count a
-        folded value twice.
-        """
-        last, labels = self._last
-        if request is last:
-            return labels
-        remembered = self._last_batch.labels_of(request) if self._last_batch is not None else None
-        if remembered is not None:
-            return remembered
-        admit = self._guard.admit
-        pool = self._pool(request)
-        return admit(c.MODEL, self._model(request, pool)), admit(c.POOL, pool)
-
-    def batch_model_and_pool(self, batch: EvaluatedBatch) -> tuple[Column, Column] | None:
-        """:meth:`model_and_pool` of every row of the batch just published, as label columns; None for another
-        batch (this publisher failed on it, or took it one request at a time)."""
-        return self._last_batch.columns_of(batch) if self._last_batch is not None else None
-
-    def _model(self, request: JoinedRequest, pool: str) -> str:
-        """The spans' model, else the pool's configured one (vLLM 0.33 names none), else unknown."""
-        return request.model or self._model_of_pool.get(pool) or c.UNKNOWN
-
-    def _pool(self, request: JoinedRequest) -> str:
-        """The span's pool, else the pool discovery found the request's pod in, else the default."""
-        if request.pool:
-            return request.pool
-        found = self._pool_of_pod(request) if self._pool_of_pod is not None else None
-        return found or self._default_pool
-
-    def publish(self, request: JoinedRequest, evaluation: Evaluation) -> None:
-        admit = self._guard.admit
-        raw_pool = self._pool(request)
-        model = admit(c.MODEL, self._model(request, raw_pool))
-        pool = admit(c.POOL, raw_pool)
-        self._last = (request, (model, pool))
-        slo_class = admit(c.SLO_CLASS, evaluation.slo_class)
-        pod = admit(c.POD, request.pod or request.endpoint or c.UNKNOWN)
-        base = (model, pool, slo_class, request.routing)
-        with self._series.lock:
-            if base not in self._requests.values:
-                self._start_request(base, slo_class)
-            self._requests.inc(base)
-            if request.failure_reason is not None:
-                self._failed.inc((*base, request.failure_reason))
-            on_a_pod = request.failure_reason is None or bool(request.pod or request.endpoint)
-            if on_a_pod:  # a request refused or lost before any pod is no pod's
-                if (pool, pod) not in self._pod_requests.values:
-                    self._start_pod(pool, pod)
-                self._pod_requests.inc((pool, pod))
-            for field in evaluation.invalid_fields:
-                self._invalid.inc((field,))
-            for slo in c.SLOS:
-                verdict = evaluation.verdict(slo)
-                if not verdict.eligible:
-                    continue
-                key = (*base, slo)
-                if key not in self._slo_requests.values:  # the default class's first eligible request
-                    self._slo_violations.start(key)
-                self._slo_requests.inc(key)
-                if not verdict.met:
-                    self._slo_violations.inc(key)
-                    if on_a_pod:
-                        self._pod_violations.inc((pool, pod, slo))
-            if evaluation.ttft_seconds is not None:
-                self._ttft.observe((model, pool, slo_class), evaluation.ttft_seconds, request.trace_id)
-            if evaluation.tpot_seconds is not None:
-                self._tpot.observe((model, pool, slo_class), evaluation.tpot_seconds, request.trace_id)
-            self._observe_own((model, pool, slo_class), request)
-
-    def _observe_own(self, labels: tuple[str, str, str], request: JoinedRequest) -> None:
-        """The model server's own TTFT, e2e latency and token counts, each when its span carried a valid one (a
-        failed request may carry none)."""
-        server_ttft, e2e = request.server_ttft_seconds, request.e2e_seconds
-        prompt, completion = request.prompt_tokens, request.completion_tokens
-        if valid_seconds(server_ttft):
-            self._server_ttft.observe(labels, server_ttft, request.trace_id)
-        if valid_seconds(e2e):
-            self._e2e.observe(labels, e2e, request.trace_id)
-        if valid_tokens(prompt):
-            self._prompt_tokens.observe(labels, prompt)
-        if valid_tokens(completion):
-            self._completion_tokens.observe(labels, completion)
-
-    def publish_batch(self, batch: EvaluatedBatch) -> None:
-        """:meth:`publish` of every request of the batch, computed per label set rather than per request: the same
-        series in the same order, the same values, folds and exemplars (the differential tests hold the two paths
-        to byte-identical exposition).
+    def publish(self, batch: EvaluatedBatch) -> None:
+        """Every request of the batch counted and observed, computed per label set rather than per request: the
+        series, values, folds and exemplars that publishing the requests one at a time would give (the
+        differential tests hold the two to byte-identical exposition, against the reference in
+        ``tests/support/reference.py``).
 
         Caps admit label sets first come first served, so the order in which new label sets arrive matters when a
-        budget runs out. A batch therefore first replays, in request order and through the same steps as
-        :meth:`publish` (with increments left out), the few requests that bring a label set some family does not
-        hold yet; every other request only adds to series that exist (or to the fold a refused set goes to,
-        refusals being final). Then each family adds its counts per label set in one step.
+        budget runs out. A batch therefore first replays, in request order (increments left out), the few requests
+        that bring a label set some family does not hold yet; every other request only adds to series that exist
+        (or to the fold a refused set goes to, refusals being final). Then each family adds its counts per label
+        set in one step.
         """
         if not len(batch):
             return
-        model, pool, slo_class, pod = self._batch_labels(batch)
-        self._last_batch = BatchMemory(batch, model, pool)
-        plan = BatchRows(batch, model, pool, slo_class, pod)
+        labels = batch.labels
+        plan = BatchRows(batch, labels.model, labels.pool, labels.slo_class, labels.pod)
         counters = self._counter_plan(plan)
         histograms = self._histogram_plan(plan)
         with self._series.lock:
@@ -221,33 +114,6 @@ class PrometheusPublisher:
                     self._invalid.inc((field,), float(count), events=count)
             for histogram, keys, groups, values, exemplars in histograms:
                 observe_groups(histogram, keys, groups, values, plan.trace_ids if exemplars else None)
-
-    def _batch_labels(self, batch: EvaluatedBatch) -> tuple[Column, Column, Column, Column]:
-        """The capped model, pool, class and pod label of every row, admitted in row order as :meth:`publish` does."""
-        admit = self._guard.admit_all
-        raw_pool = self._batch_pools(batch)
-        served, names = models(batch.strings)
-        fallback = [self._model_of_pool.get(p) or c.UNKNOWN for p in raw_pool.values]
-        unnamed = np.array([name == "" for name in names], dtype=bool)[served]
-        raw_model = distinct(np.where(unnamed, len(names) + raw_pool.codes, served), [*names, *fallback])
-        raw_class = appearance(batch.verdicts.slo_class, batch.verdicts.class_names)
-        raw_pod, _ = first_named([batch.strings("pod"), batch.strings("endpoint")], c.UNKNOWN)
-        return (
-            raw_model.mapped(admit(c.MODEL, raw_model.values, raw_model.counts())),
-            raw_pool.mapped(admit(c.POOL, raw_pool.values, raw_pool.counts())),
-            raw_class.mapped(admit(c.SLO_CLASS, raw_class.values, raw_class.counts())),
-            raw_pod.mapped(admit(c.POD, raw_pod.values, raw_pod.counts())),
-        )
-
-    def _batch_pools(self, batch: EvaluatedBatch) -> Column:
-        """:meth:`_pool` of every row: the span's pool, else discovery's (asked per request), else the default."""
-        pools, (named,) = first_named([batch.strings("pool")], self._default_pool)
-        if named.all() or self._pool_of_pod is None:
-            return pools
-        values, requests = pools.at(np.arange(len(named))), batch.requests()
-        for row in np.flatnonzero(~named).tolist():
-            values[row] = self._pool(requests[row])
-        return from_list(values)
 
     def _counter_plan(self, plan: BatchRows) -> list[CounterPlan]:
         """Per counter family, the label sets it counts, each with its first row and its count (a group-by of the
@@ -294,7 +160,8 @@ class PrometheusPublisher:
         return out
 
     def _replay(self, plan: BatchRows, row: int, histograms: list[HistogramPlan]) -> None:
-        """What :meth:`publish` does to the series set for the request of ``row``, increments left out."""
+        """What publishing the request of ``row`` alone does to the series set, increments left out: every label set
+        it brings started (with its siblings at 0) in the order one request at a time would."""
         base = plan.labels_at(plan.base_columns, row)
         model, pool, slo_class, _ = base
         pod = plan.pod.values[plan.pod.codes[row]]

@@ -17,54 +17,24 @@ from prometheus_client.registry import Collector
 
 from sloscope import conventions as c
 from sloscope.columnar import arrow_arrays
-from sloscope.columnar.columns import Column
 from sloscope.processors.contracts import SpanCounts, SpanWindow
 from sloscope.processors.joined_batch import EvaluatedBatch
-from sloscope.records import Evaluation, JoinedRequest
 
 __all__ = ["SpanContractTap", "UpstreamContractCollector"]
 
 _GATEWAY = (c.OUTCOME_JOINED, c.OUTCOME_JOINED_BY_REQUEST_ID, c.OUTCOME_FAILED)  # a gateway span was seen
 _ANCHORED = (c.OUTCOME_JOINED, c.OUTCOME_JOINED_BY_REQUEST_ID, c.OUTCOME_ANCHOR_ONLY, c.OUTCOME_EVICTED)
 
-Labels = Callable[[JoinedRequest], tuple[str, str]]
-BatchLabels = Callable[[EvaluatedBatch], tuple[Column, Column] | None]
-
-
-def _counts(request: JoinedRequest) -> SpanCounts:
-    anchored = request.outcome in _ANCHORED
-    answered = anchored and request.failure_reason is None
-    gateway = request.outcome in _GATEWAY
-    return SpanCounts(
-        anchored=int(anchored),
-        with_request_id=int(anchored and request.request_id is not None),
-        answered=int(answered),
-        with_tokens=int(answered and request.completion_tokens is not None),
-        gateway=int(gateway),
-        with_slo_header=int(gateway and (request.slo_ttft_ms is not None or request.slo_tpot_ms is not None)),
-    )
-
 
 class SpanContractTap:
-    """Counts what each request's spans carried into the window, under the pool label the request was published
-    with (``labels``/``batch_labels``: the Prometheus publisher's, which runs first)."""
+    """Counts what each request's spans carried into the window, under the pool label the request is published
+    with (the batch's admitted labels)."""
 
-    def __init__(self, window: SpanWindow, labels: Labels, batch_labels: BatchLabels) -> None:
+    def __init__(self, window: SpanWindow) -> None:
         self._window = window
-        self._labels = labels
-        self._batch_labels = batch_labels
 
-    def publish(self, request: JoinedRequest, evaluation: Evaluation) -> None:
-        del evaluation  # what the spans carried, not what was concluded from it
-        self._window.add(self._labels(request)[1], _counts(request))
-
-    def publish_batch(self, batch: EvaluatedBatch) -> None:
-        labels = self._batch_labels(batch)
-        if labels is None:  # the Prometheus publisher took it one at a time (or failed on it): ask per request
-            for request in batch.requests():
-                self._window.add(self._labels(request)[1], _counts(request))
-            return
-        pools = labels[1]
+    def publish(self, batch: EvaluatedBatch) -> None:
+        pools = batch.labels.pool
         records = batch.records
         codes, outcomes = batch.strings("outcome")  # the codes the verdicts and publishers share: no Arrow kernel
         anchored = _among(codes, outcomes, _ANCHORED)

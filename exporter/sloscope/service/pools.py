@@ -25,7 +25,6 @@ from prometheus_client import CollectorRegistry
 
 from sloscope import conventions as c
 from sloscope.columnar.cardinality import LabelGuard
-from sloscope.columnar.columns import Column
 from sloscope.config import Settings
 from sloscope.conventions import ENGINE_LATENCY_SECONDS, MODEL, SKIP_SHUTDOWN
 from sloscope.predictor.client import PredictionClient
@@ -33,7 +32,6 @@ from sloscope.predictor.generation import resolve
 from sloscope.predictor.health import PredictorHealth, PredictorSnapshot, server_labels
 from sloscope.processors import contracts
 from sloscope.processors.inflight_history import InflightHistory
-from sloscope.processors.joined_batch import EvaluatedBatch
 from sloscope.processors.live_headroom import LiveHeadroom
 from sloscope.processors.placement import Placed
 from sloscope.processors.pod_history import PodHistory
@@ -51,7 +49,7 @@ from sloscope.receivers.discovery.manager import DiscoveryManager
 from sloscope.receivers.epp import EPPScraper
 from sloscope.receivers.http_auth import HTTPClients, epp_auth
 from sloscope.receivers.pod_scraper import PodScraper
-from sloscope.records import JoinedRequest, RequestRecord
+from sloscope.records import RequestRecord
 from sloscope.service.deadlines import within
 from sloscope.slo.spec import SLOSpec
 from sloscope.telemetry import Telemetry
@@ -88,10 +86,8 @@ class PoolMonitor:
         registry: CollectorRegistry,
         telemetry: Telemetry,
         history: PodHistory,
-        labels: Callable[[JoinedRequest], tuple[str, str]],
         sink: Callable[[RequestRecord], None] | None = None,
         sink_all: Callable[[list[RequestRecord]], None] | None = None,
-        batch_labels: Callable[[EvaluatedBatch], tuple[Column, Column] | None] | None = None,
         on_routing: Callable[[str, str], None] | None = None,
     ) -> None:
         """``on_routing(pool, routing)``: how a pool's EPP routes every request, when its page says so."""
@@ -154,13 +150,11 @@ class PoolMonitor:
             history=self.history,
             running=self.running,
             series=series,
-            labels=labels,
             predicted_pools=set(self.clients),
             quantile_of=self._quantile_of,
             objective_of=self._objective_of,
             sink=sink,
             sink_all=sink_all,
-            batch_labels=batch_labels,
             streaming_of=self.streaming.streaming,
         )
         self.inflight = InflightHistory(
@@ -218,7 +212,7 @@ class PoolMonitor:
         )
         self._generation_setting = predictions.epp_generation
         self.spans = contracts.SpanWindow()
-        self.contract_tap = SpanContractTap(self.spans, labels, batch_labels or (lambda batch: None))
+        self.contract_tap = SpanContractTap(self.spans)
         registry.register(UpstreamContractCollector(self._judge_contracts))
         self._tasks: list[asyncio.Task[None]] = []
         self._enabled = bool(pools)

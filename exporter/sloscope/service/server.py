@@ -130,10 +130,8 @@ class Service:
             registry=self.registry,
             telemetry=self.pipeline.telemetry,
             history=history,
-            labels=self.pipeline.publisher.model_and_pool,
             sink=self.sinks.emit if self.sinks else None,
             sink_all=self.sinks.emit_all if self.sinks else None,
-            batch_labels=self.pipeline.publisher.batch_model_and_pool,
             on_routing=self.pipeline.placement.set,
         )
         self.pipeline.evaluator.add(self.pools.contract_tap)

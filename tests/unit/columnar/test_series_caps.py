@@ -14,10 +14,8 @@ from sloscope.columnar.cardinality import SeriesBudget
 from sloscope.columnar.series import SeriesCollector
 from sloscope.config import Limits
 from sloscope.loading import default_spec
-from sloscope.publishers.prometheus import PrometheusPublisher
 from sloscope.records import JoinedRequest
-from sloscope.slo.evaluate import evaluate
-from sloscope.telemetry import Telemetry
+from tests.support.stage import Stage, stage
 
 REQ = c.MetricDef("demo_requests", "counter", (c.MODEL, c.POOL, c.SLO), "Demo.")
 BAD = c.MetricDef("demo_violations", "counter", (c.MODEL, c.POOL, c.SLO), "Demo.")
@@ -169,8 +167,10 @@ def test_the_default_caps_hold_a_large_deployment_and_stop_a_combination_flood()
     assert flood >= 20 * limits.max_series_per_family
 
 
-def flood(publisher: PrometheusPublisher, models: int, pools: int, pods: int) -> int:
-    spec, sent = default_spec(), 0
+def flood(stage: Stage, models: int, pools: int, pods: int) -> int:
+    """Every combination once, in batches of 500 through the evaluator stage."""
+    batch: list[JoinedRequest] = []
+    sent = 0
     for model, pool, pod in itertools.product(range(models), range(pools), range(pods)):
         request = JoinedRequest(
             trace_id=f"{sent:032x}",
@@ -184,8 +184,12 @@ def flood(publisher: PrometheusPublisher, models: int, pools: int, pods: int) ->
             pool=f"pool-{pool}",
             pod=f"pod-{pool}-{pod}",
         )
-        publisher.publish(request, evaluate(request, spec))
+        batch.append(request)
         sent += 1
+        if len(batch) == 500:
+            stage.publish(*batch)
+            batch.clear()
+    stage.publish(*batch)
     return sent
 
 
@@ -202,10 +206,10 @@ def series_of(registry: CollectorRegistry, name: str) -> dict[tuple[tuple[str, s
 def test_a_label_combination_flood_is_capped_per_family_and_sums_stay_right(per_family: int) -> None:
     """50 models x 50 pools x 4 pods, every value admitted by the label caps: 10,000 requests over 2,500 (model,
     pool) pairs and 10,000 (pool, pod) pairs."""
-    registry = CollectorRegistry()
     limits = Limits(max_series_per_family=per_family, max_series_total=100_000)
-    publisher = PrometheusPublisher(registry, default_spec(), limits, Telemetry(registry, limits), "unknown")
-    sent = flood(publisher, models=50, pools=50, pods=4)
+    s = stage(default_spec(), limits)
+    registry = s.registry
+    sent = flood(s, models=50, pools=50, pods=4)
     counters = (c.REQUESTS, c.SLO_REQUESTS, c.SLO_VIOLATIONS, c.REQUESTS_FAILED, c.POD_REQUESTS, c.POD_SLO_VIOLATIONS)
     for definition in counters:
         values = series_of(registry, definition.exposed_name)

@@ -152,24 +152,23 @@ def expected_counts(requests: list[JoinedRequest], pools: dict[str, str]) -> dic
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_the_tap_counts_a_batch_as_it_counts_its_requests_one_by_one(seed: int) -> None:
+def test_the_tap_counts_each_request_under_the_pool_label_it_was_published_with(seed: int) -> None:
     rng = random.Random(seed)
     requests = joined_requests(seed=500 + seed, count=1500)
     for r in requests:  # every outcome and missing field in the mix
         r.outcome = rng.choice((c.OUTCOME_JOINED, c.OUTCOME_ANCHOR_ONLY, c.OUTCOME_FAILED, c.OUTCOME_EVICTED))
         r.request_id = r.request_id if rng.random() < 0.7 else None
-    sides, windows = [], []
-    for _ in range(2):
-        side, window = Side(Limits(), SPEC, discovery=True), SpanWindow()
-        side.evaluator.add(SpanContractTap(window, side.publisher.model_and_pool, side.publisher.batch_model_and_pool))
-        sides.append(side)
-        windows.append(window)
-    one, many = sides
+    one = Side(Limits(), SPEC, discovery=True, reference=True)
     for request in requests:
-        one.evaluator(request)
-    for batch in batches(requests, lambda: rng.randint(1, 400)):
-        many.evaluator.batch(batch)
-    pools = {trace: labels[1] for trace, labels, _ in one.asked.seen}
+        one.reference(request)
+    pools = {trace: labels.pool for trace, labels, _ in one.reference.seen}  # as the reference published them
+    windows = []
+    for sizes in (lambda: 1, lambda: rng.randint(1, 400)):
+        many, window = Side(Limits(), SPEC, discovery=True, reference=False), SpanWindow()
+        many.evaluator.add(SpanContractTap(window))
+        for batch in batches(requests, sizes):
+            many.evaluator.batch(batch)
+        windows.append(window)
     expected = expected_counts(requests, pools)
     assert len(expected) > 1 and all(n.anchored and n.gateway and n.with_slo_header for n in expected.values())
     for window in windows:

@@ -11,7 +11,6 @@ from sloscope import conventions as c
 from sloscope.config import Settings
 from sloscope.loading import default_spec
 from sloscope.pipeline import Pipeline
-from sloscope.processors.evaluator import MIN_BATCH
 from sloscope.records import Span
 from sloscope.testing import gateway_attributes, span, vllm_attributes
 
@@ -65,6 +64,7 @@ def published(registry: CollectorRegistry) -> list[str]:
 
 
 AWAITING = c.REQUESTS_AWAITING_EVALUATION.name
+BATCH = 128
 
 
 def run(batches: list[list[Span]], **join: float) -> tuple[list[str], list[int]]:
@@ -81,7 +81,7 @@ def run(batches: list[list[Span]], **join: float) -> tuple[list[str], list[int]]
 
     batch, records = pipeline.evaluator.batch, pipeline.evaluator.records
     pipeline.evaluator.batch = lambda requests: (hand(len(requests)), batch(requests))  # type: ignore[method-assign]
-    # The native join's record batches (the default engine): a small one is handed to batch() as objects.
+    # The native join's record batches (the default engine), whatever their size.
     pipeline.evaluator.records = lambda rows: (hand(rows.num_rows), records(rows))  # type: ignore[method-assign]
     for spans in batches:
         assert pipeline.queue.offer(spans)
@@ -92,10 +92,10 @@ def run(batches: list[list[Span]], **join: float) -> tuple[list[str], list[int]]
 
 def test_one_span_batch_of_many_traces_gives_the_series_of_one_trace_at_a_time() -> None:
     rng = random.Random(3)
-    traces = [trace(i, rng) for i in range(3 * MIN_BATCH)]
+    traces = [trace(i, rng) for i in range(3 * BATCH)]
     together, sizes = run([[s for t in traces for s in t]], batch_timeout_seconds=0)
     apart, singles = run(traces, batch_timeout_seconds=0)  # each assembler call published at once
-    assert sizes == [3 * MIN_BATCH]  # every request of the consume in one batch: the vectorized path
+    assert sizes == [3 * BATCH]  # every request of the consume in one batch
     assert singles == [1] * len(traces)
     assert together == apart
     assert f'{c.REQUESTS.name}_total{{model="llama-3-8b"' in "\n".join(together)
@@ -103,9 +103,9 @@ def test_one_span_batch_of_many_traces_gives_the_series_of_one_trace_at_a_time()
 
 def test_requests_of_many_assembler_calls_are_gathered_into_batches_of_batch_requests() -> None:
     rng = random.Random(5)
-    traces = [trace(i, rng) for i in range(3 * MIN_BATCH + 7)]
-    gathered, sizes = run(traces, batch_requests=MIN_BATCH, batch_timeout_seconds=10)
+    traces = [trace(i, rng) for i in range(3 * BATCH + 7)]
+    gathered, sizes = run(traces, batch_requests=BATCH, batch_timeout_seconds=10)
     apart, _ = run(traces, batch_timeout_seconds=0)
     # Full batches as they fill, the rest at the drain's end (idle: nothing to wait for).
-    assert sizes == [MIN_BATCH, MIN_BATCH, MIN_BATCH, 7]
+    assert sizes == [BATCH, BATCH, BATCH, 7]
     assert gathered == apart

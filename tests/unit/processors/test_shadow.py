@@ -19,8 +19,7 @@ from sloscope.receivers.discovery import Target
 from sloscope.receivers.exposition import ExpositionParser
 from sloscope.receivers.protocols import VLLM, PodState
 from sloscope.records import JoinedRequest, PodStateAtArrival, RequestRecord
-from sloscope.slo.evaluate import evaluate
-from sloscope.slo.spec import SLOSpec
+from tests.support.stage import publishing_to
 
 POD = Target(pool="pool-a", pod="vllm-0", address="10.0.0.1:8000")
 STATE = PodState(waiting=3.0, running=27.0, kv_cache_utilization=0.5873, lora=None, models=frozenset())
@@ -81,12 +80,12 @@ class Harness:
             history=self.history,
             running=RunningSLOs(),
             series=self.series,
-            labels=lambda request: ("llama", "pool-a"),
             predicted_pools={"pool-a"},
             rng=random.Random(7),
             sink=self.records.append,
             streaming_of=lambda pool: streaming,
         )
+        self._publish = publishing_to(self.tracker)
 
     def value(self, name: str, **labels: str) -> float:
         return self.registry.get_sample_value(name, labels) or 0.0
@@ -108,7 +107,7 @@ class Harness:
             "arrival_ns": 101_000_000_000,
         }
         request = JoinedRequest(**{**values, **fields})  # type: ignore[arg-type]
-        self.tracker.publish(request, evaluate(request, SLOSpec(version="sloscope/v1")))
+        self._publish(request)
         return request
 
 
@@ -183,7 +182,7 @@ def test_sampling_queue_cap_and_pools_without_predictor_are_counted() -> None:
     assert sampled_out + queue_full + 3 == 40
     assert 10 <= sampled_out <= 30  # a share of 0.5, seeded
     h.publish(pod="vllm-9", pool="pool-b")  # a pod sloscope does not know, in a pool without a predictor
-    assert h.value("sloscope_shadow_skipped_total", pool="pool-a", reason="no_predictor") == 1
+    assert h.value("sloscope_shadow_skipped_total", pool="pool-b", reason="no_predictor") == 1
 
 
 def test_the_tightest_running_tpot_slo_on_the_pod_is_noted_for_later_requests() -> None:

@@ -33,10 +33,9 @@ from sloscope.processors.streaming_modes import StreamingModes
 from sloscope.receivers.discovery import Target, sorted_labels
 from sloscope.receivers.protocols import PodState
 from sloscope.records import RequestRecord
-from sloscope.slo.evaluate import evaluate
-from sloscope.slo.spec import SLOSpec
 from tests.support.joined_requests import answered
 from tests.support.prediction_server import predicted_tpot_ms, predicted_ttft_ms
+from tests.support.stage import publishing_to
 
 ROLE = "llm-d.ai/role"
 PREFILL = Target("pool-a", "prefill-0", "10.0.0.1:8000", labels=sorted_labels({ROLE: "prefill"}))
@@ -70,12 +69,12 @@ class Rig:
             history=self.history,
             running=RunningSLOs(),
             series=series,
-            labels=lambda request: ("llama", "pool-a"),
             predicted_pools={"pool-a"},
             streaming_of=StreamingModes({}, default=streaming).streaming,
             rng=random.Random(7),
             sink=self.records.append,
         )
+        self._publish = publishing_to(self.tracker)
         self.http = httpx.AsyncClient(transport=httpx.MockTransport(self.answer))
         client = PredictionClient(["http://pool-a:8001"], SETTINGS, self.http, functools.partial(series.call, "pool-a"))
         self.shadow = ShadowPredictor(self.tracker, self.history, {"pool-a": client}, SETTINGS)
@@ -97,7 +96,7 @@ class Rig:
 
     def publish(self, trace: int, **fields: Any) -> None:
         request = answered(f"{trace:032x}", DECODE.pod, pool="pool-a", server_ttft_seconds=0.08, **fields)
-        self.tracker.publish(request, evaluate(request, SLOSpec(version="sloscope/v1")))
+        self._publish(request)
 
     def drain(self) -> None:
         async def go() -> None:

@@ -27,9 +27,8 @@ from sloscope.processors.streaming_modes import StreamingModes
 from sloscope.receivers.discovery import Target
 from sloscope.receivers.protocols import PodState
 from sloscope.records import RequestRecord
-from sloscope.slo.evaluate import evaluate
-from sloscope.slo.spec import SLOSpec
 from tests.support.joined_requests import answered
+from tests.support.stage import publishing_to
 
 PODS = {"pool-a": Target("pool-a", "vllm-a", "10.0.0.1:8000"), "pool-b": Target("pool-b", "vllm-b", "10.0.0.2:8000")}
 STATE = PodState(waiting=3.0, running=27.0, kv_cache_utilization=0.5, lora=None, models=frozenset())
@@ -74,11 +73,13 @@ class Pools:
             history=history,
             running=RunningSLOs(),
             series=series,
-            labels=lambda request: ("llama", "pool-a" if request.pod == "vllm-a" else "pool-b"),
             predicted_pools=set(PODS),
             streaming_of=StreamingModes({}, default=True).streaming,
             rng=random.Random(7),
             sink=self.records.append,
+        )
+        self._publish = publishing_to(
+            self.tracker, pool_of_pod=lambda placed: "pool-a" if placed.pod == "vllm-a" else "pool-b"
         )
         self.http = [httpx.AsyncClient(transport=httpx.MockTransport(handler)) for handler in handlers.values()]
         clients = {
@@ -90,7 +91,7 @@ class Pools:
     def publish(self, pool: str, count: int) -> None:
         for n in range(count):
             request = answered(f"{pool}-{n}".encode().hex().rjust(32, "0")[:32], PODS[pool].pod)
-            self.tracker.publish(request, evaluate(request, SLOSpec(version="sloscope/v1")))
+            self._publish(request)
 
     def outcomes(self) -> Counter[tuple[str, str, str | None]]:
         return Counter((r.pool, r.prediction_source, r.prediction_skipped) for r in self.records)

@@ -1,8 +1,8 @@
-"""The prediction tracker's batch path against its one-request-at-a-time path: identical /metrics, records and
-shadow queues.
+"""The prediction tracker's batch path against the one-request-at-a-time reference (tests/support/reference.py):
+identical /metrics, records and shadow queues.
 
-Each side is what the service runs after the evaluator (service/pools.py, service/server.py): the Prometheus
-publisher, then the tracker asking it for each request's labels, on one registry. The requests are the
+Each side is what the service runs as the evaluator stage (pipeline.py, service/server.py): label admission, the
+Prometheus publisher, then the tracker, on one registry. The requests are the
 differential generator's (tests/support/joined_requests.py) with predictions carried on spans (usable, unusable,
 NaN), arrivals, and pods discovery knows (by name in their pool, by name alone, by address) or not, so TPOT SLOs
 run on known pods and headroom meets the tightest of them. Pools with a predictor and without, quantile and mean
@@ -26,6 +26,7 @@ from sloscope import conventions as c
 from sloscope.config import Headroom, Limits, Predictions
 from sloscope.processors import joined_batch
 from sloscope.processors.evaluator import SLOEvaluator
+from sloscope.processors.labels import LabelAdmission
 from sloscope.processors.pod_history import PodHistory
 from sloscope.processors.predictions import Pending, PredictionSeries, PredictionTracker
 from sloscope.processors.running_slos import RunningSLOs
@@ -35,6 +36,7 @@ from sloscope.receivers.protocols import PodState
 from sloscope.records import JoinedRequest, RequestRecord
 from sloscope.telemetry import Telemetry
 from tests.support.joined_requests import SPEC, joined_requests
+from tests.support.reference import ReferenceEvaluator, ReferencePublisher, ReferenceTracker
 
 TARGETS = (
     Target(pool="pool-a", pod="pod-1", address="10.0.0.1:8000"),
@@ -69,18 +71,21 @@ def requests(seed: int, count: int, *, models: int = 0) -> list[JoinedRequest]:
 
 
 class Side:
-    def __init__(self, limits: Limits, predictions: Predictions, *, batched_sink: bool, seed: int) -> None:
+    """``reference``: the one-request-at-a-time reference (tests/support/reference.py), else the production path."""
+
+    def __init__(
+        self, limits: Limits, predictions: Predictions, *, batched_sink: bool, seed: int, reference: bool
+    ) -> None:
         self.registry = CollectorRegistry()
         telemetry = Telemetry(self.registry, limits)
-        self.publisher = PrometheusPublisher(
-            self.registry,
-            SPEC,
-            limits,
-            telemetry,
+        admission = LabelAdmission(
+            limits.max_label_values,
+            telemetry.label_values_folded,
             "default-pool",
             model_of_pool={"pool-b": "configured-model"},
-            clock=lambda: 1_750_000_000.25,
         )
+        publisher = ReferencePublisher if reference else PrometheusPublisher
+        self.publisher = publisher(self.registry, SPEC, telemetry, clock=lambda: 1_750_000_000.25)
         history = PodHistory(8, 30.0, 60.0)
         for target in TARGETS:
             history.track(target)
@@ -90,14 +95,13 @@ class Side:
         self.series._series._clock = lambda: 1_750_000_000.25  # the exemplars' timestamps, alike on both sides
         for family in (self.series._ratio, self.series._headroom):
             family._clock = lambda: 1_750_000_000.25
-        self.tracker = PredictionTracker(
+        tracker = ReferenceTracker if reference else PredictionTracker
+        self.tracker = tracker(
             settings=predictions,
             headroom=Headroom(slo_buffer_factor=0.9),
             history=history,
             running=RunningSLOs(),
             series=self.series,
-            labels=self.publisher.model_and_pool,
-            batch_labels=self.publisher.batch_model_and_pool,
             predicted_pools={"pool-a", "pool-c"},
             quantile_of=QUANTILES.get,
             objective_of=OBJECTIVES.get,
@@ -106,7 +110,8 @@ class Side:
             sink_all=self.records.extend if batched_sink else None,
             streaming_of=lambda pool: pool not in STREAMING_OFF,
         )
-        self.evaluator = SLOEvaluator(SPEC, (self.publisher, self.tracker), min_batch=1)  # every batch vectorized
+        self.evaluator = SLOEvaluator(SPEC, admission, (self.publisher, self.tracker))
+        self.reference = ReferenceEvaluator(SPEC, admission, (self.publisher, self.tracker) if reference else ())
 
     def exposition(self) -> tuple[str, str]:
         """Both formats, without the ``_created`` samples of the telemetry's counters (their creation times)."""
@@ -132,10 +137,10 @@ def run_both(
     """``native``: the batches come as record batches alone, as the native join hands them (no request objects:
     the tracker makes those it queues or records from the rows)."""
     limits, predictions = limits or Limits(), predictions or Predictions()
-    one = Side(limits, predictions, batched_sink=False, seed=seed)
-    many = Side(limits, predictions, batched_sink=seed % 2 == 0, seed=seed)
+    one = Side(limits, predictions, batched_sink=False, seed=seed, reference=True)
+    many = Side(limits, predictions, batched_sink=seed % 2 == 0, seed=seed, reference=False)
     for request in requests:
-        one.evaluator(request)
+        one.reference(request)
     at = 0
     while at < len(requests):
         chunk = requests[at : at + sizes()]
@@ -230,16 +235,30 @@ def test_caps_and_per_family_budgets_give_the_same_series(seed: int) -> None:
     assert sample(one, "sloscope_series_folded_total", family="sloscope_prediction_ratio")
 
 
-def test_a_batch_the_prometheus_publisher_did_not_remember_asks_labels_per_request() -> None:
-    """Without the batch's label columns (the publisher took it one at a time, or failed on it) the tracker asks
-    ``labels`` per request, as before."""
+def test_a_failing_publisher_before_the_tracker_changes_nothing_the_tracker_does() -> None:
+    """The labels are the batch's, admitted before any publisher: the Prometheus publisher failing on every batch
+    costs its own series only; the tracker's records and queue are those of the reference."""
     reqs = requests(9, 600)
     one, _ = run_both(reqs, lambda: 200)
-    many_again = Side(Limits(), Predictions(), batched_sink=True, seed=5)
-    many_again.tracker._batch_labels = None
+    many = Side(Limits(), Predictions(), batched_sink=True, seed=5, reference=False)
+
+    def fail(batch: object) -> None:
+        raise RuntimeError("a publisher failing")
+
+    many.publisher.publish = fail  # type: ignore[method-assign]
     for at in range(0, len(reqs), 200):
-        many_again.evaluator.batch(reqs[at : at + 200])
-    assert_identical(one, many_again)
+        many.evaluator.batch(reqs[at : at + 200])
+    assert repr(many.records) == repr(one.records)
+    assert repr(many.queued()) == repr(one.queued())
+    text_one, text_many = one.exposition()[0], many.exposition()[0]
+    assert "sloscope_requests_total{" in text_one
+    assert "sloscope_requests_total{" not in text_many  # the failing publisher's series alone are lost
+
+    def predictions(text: str) -> list[str]:
+        return [line for line in text.splitlines() if line.startswith("sloscope_predictions_total{")]
+
+    assert len(predictions(text_one)) > 3
+    assert predictions(text_many) == predictions(text_one)
 
 
 def test_an_empty_batch_changes_nothing() -> None:

@@ -1,4 +1,5 @@
-"""The batch path against the one-request-at-a-time path: the same requests give byte-identical /metrics.
+"""The batch path against the one-request-at-a-time reference (tests/support/reference.py): the same requests give
+byte-identical /metrics, and every request the same labels and evaluation.
 
 Both paths run on their own registry with the same spec, caps and clock (exemplars carry a timestamp), and
 the whole registry is rendered in the text format and in OpenMetrics (exemplars included). The requests
@@ -18,45 +19,40 @@ from prometheus_client.openmetrics.exposition import generate_latest as generate
 from sloscope import conventions as c
 from sloscope.config import Limits
 from sloscope.processors.evaluator import SLOEvaluator
+from sloscope.processors.labels import LabelAdmission
+from sloscope.processors.placement import Placed
+from sloscope.publishers.in_memory import InMemoryPublisher
 from sloscope.publishers.prometheus import PrometheusPublisher
 from sloscope.records import Evaluation, JoinedRequest
 from sloscope.slo.spec import SLOSpec
 from sloscope.telemetry import Telemetry
 from tests.support.joined_requests import SPEC, joined_requests
+from tests.support.reference import ReferenceEvaluator, ReferencePublisher
 
 
-class LabelsAsked:
-    """A publisher after the Prometheus one that asks it for each request's labels (as the prediction tracker
-    does): with the batch path, the answers come from the batch it remembers, and no fold is counted twice."""
-
-    def __init__(self, publisher: PrometheusPublisher) -> None:
-        self._publisher = publisher
-        self.seen: list[tuple[str, tuple[str, str], Evaluation]] = []
-
-    def publish(self, request: JoinedRequest, evaluation: Evaluation) -> None:
-        self.seen.append((request.trace_id, self._publisher.model_and_pool(request), evaluation))
-
-
-def pool_of_pod(request: JoinedRequest) -> str | None:
+def pool_of_pod(request: Placed) -> str | None:
     """Discovery's answer for a request without a pool: pod-1 and pod-2 are found, others not."""
     return {"pod-1": "found-a", "pod-2": "found-b"}.get(request.pod or "")
 
 
 class Side:
-    def __init__(self, limits: Limits, spec: SLOSpec, discovery: bool) -> None:
+    """One registry, publisher and label admission; ``reference``: the one-request-at-a-time reference."""
+
+    def __init__(self, limits: Limits, spec: SLOSpec, discovery: bool, *, reference: bool) -> None:
         self.registry = CollectorRegistry()
-        self.publisher = PrometheusPublisher(
-            self.registry,
-            spec,
-            limits,
-            Telemetry(self.registry, limits),
+        telemetry = Telemetry(self.registry, limits)
+        admission = LabelAdmission(
+            limits.max_label_values,
+            telemetry.label_values_folded,
             "default-pool",
             pool_of_pod=pool_of_pod if discovery else None,
             model_of_pool={"pool-b": "configured-model", "found-a": "found-model"},
-            clock=lambda: 1_750_000_000.25,
         )
-        self.asked = LabelsAsked(self.publisher)
-        self.evaluator = SLOEvaluator(spec, (self.publisher, self.asked), min_batch=1)  # every batch vectorized
+        kind = ReferencePublisher if reference else PrometheusPublisher
+        self.publisher = kind(self.registry, spec, telemetry, clock=lambda: 1_750_000_000.25)
+        self.seen = InMemoryPublisher()
+        self.evaluator = SLOEvaluator(spec, admission, (self.publisher, self.seen))
+        self.reference = ReferenceEvaluator(spec, admission, (self.publisher,) if reference else ())
 
     def exposition(self) -> tuple[str, str]:
         """Both formats, without the ``_created`` samples of the telemetry's counters (their creation times)."""
@@ -64,6 +60,12 @@ class Side:
             "".join(line for line in page.decode().splitlines(keepends=True) if "_created" not in line)
             for page in (generate_latest(self.registry), generate_openmetrics(self.registry))
         )
+
+    def labelled(self) -> list[tuple[str, tuple[str, ...], Evaluation]]:
+        """(trace id, labels, evaluation) of every request published, in order."""
+        if self.reference.seen:
+            return [(trace, tuple(labels), evaluation) for trace, labels, evaluation in self.reference.seen]
+        return [(row.request.trace_id, tuple(row[2:]), row.evaluation) for row in self.seen.rows()]
 
 
 def batches(requests: Sequence[JoinedRequest], sizes: Callable[[], int]) -> list[list[JoinedRequest]]:
@@ -83,9 +85,9 @@ def run_both(
     spec: SLOSpec = SPEC,
     discovery: bool = False,
 ) -> tuple[Side, Side]:
-    one, many = Side(limits, spec, discovery), Side(limits, spec, discovery)
+    one, many = Side(limits, spec, discovery, reference=True), Side(limits, spec, discovery, reference=False)
     for request in requests:
-        one.evaluator(request)
+        one.reference(request)
     for batch in batches(requests, sizes):
         many.evaluator.batch(batch)
     return one, many
@@ -97,7 +99,7 @@ def assert_identical(one: Side, many: Side) -> None:
     assert text_many == text_one
     assert om_many == om_one
     assert "# {trace_id=" in om_one  # the comparison covered exemplars
-    assert many.asked.seen == one.asked.seen
+    assert many.labelled() == one.labelled()
 
 
 CAPPED_LABELS = Limits(max_label_values={"model": 3, "pool": 2, "slo_class": 3, "pod": 2})

@@ -7,10 +7,11 @@ from prometheus_client import CollectorRegistry
 from sloscope import conventions as c
 from sloscope.config import Limits
 from sloscope.loading import default_spec
-from sloscope.publishers.prometheus import PrometheusPublisher, buckets_with_targets
+from sloscope.publishers.in_memory import InMemoryPublisher
+from sloscope.publishers.prometheus import buckets_with_targets
 from sloscope.records import JoinedRequest
 from sloscope.slo.evaluate import evaluate
-from sloscope.telemetry import Telemetry
+from tests.support.stage import Stage, stage
 
 
 def joined(**fields: object) -> JoinedRequest:
@@ -23,15 +24,16 @@ def joined(**fields: object) -> JoinedRequest:
     return request
 
 
-def publish(registry: CollectorRegistry, publisher: PrometheusPublisher, **fields: object) -> None:
-    request = joined(**{"slo_ttft_ms": 250, "pool": "pool-a", "pod": "pod-1", **fields})
-    publisher.publish(request, evaluate(request, default_spec()))
+def publish(registry: CollectorRegistry, stage: Stage, **fields: object) -> None:
+    """One request (an SLO of 250 ms TTFT, pool-a, pod-1 unless ``fields`` say otherwise) as a batch of one."""
+    del registry  # the stage's own
+    stage.publish(joined(**{"slo_ttft_ms": 250, "pool": "pool-a", "pod": "pod-1", **fields}))
 
 
-def make(max_models: int = 50) -> tuple[CollectorRegistry, PrometheusPublisher]:
-    registry = CollectorRegistry()
+def make(max_models: int = 50) -> tuple[CollectorRegistry, Stage]:
     limits = Limits(max_label_values={"model": max_models, "pool": 5, "slo_class": 5, "pod": 5})
-    return registry, PrometheusPublisher(registry, default_spec(), limits, Telemetry(registry), "unknown")
+    s = stage(default_spec(), limits, publishers=[InMemoryPublisher()])
+    return s.registry, s
 
 
 def test_a_violated_ttft_request() -> None:
@@ -84,27 +86,28 @@ def test_spec_targets_become_bucket_boundaries() -> None:
 
 
 def test_later_publishers_get_the_same_capped_labels_without_a_second_fold() -> None:
-    registry, publisher = make(max_models=1)
-    publish(registry, publisher, target_model="first")
-    request = JoinedRequest(trace_id="ef" * 16, span_id="01" * 8, outcome="joined", target_model="second", pool="p")
-    publisher.publish(request, evaluate(request, default_spec()))
-    assert publisher.model_and_pool(request) == ("__other__", "p")
+    registry, stage = make(max_models=1)
+    publish(registry, stage, target_model="first")
+    stage.publish(
+        JoinedRequest(trace_id="ef" * 16, span_id="01" * 8, outcome="joined", target_model="second", pool="p")
+    )
+    (seen,) = stage.extra
+    assert isinstance(seen, InMemoryPublisher)
+    assert [(row.model, row.pool) for row in seen.rows()] == [("first", "pool-a"), ("__other__", "p")]
+    assert (
+        registry.get_sample_value(
+            "sloscope_requests_total", {"model": "__other__", "pool": "p", "slo_class": "none", "routing": "unknown"}
+        )
+        == 1
+    )
     assert registry.get_sample_value("sloscope_label_values_folded_total", {"label": "model"}) == 1
 
 
 def test_the_pool_of_a_request_without_one_comes_from_its_pod() -> None:
-    registry = CollectorRegistry()
-    publisher = PrometheusPublisher(
-        registry,
-        default_spec(),
-        Limits(),
-        Telemetry(registry),
-        "unknown",
-        pool_of_pod=lambda request: "pool-a" if request.pod == "vllm-0" else None,
-    )
+    s = stage(default_spec(), pool_of_pod=lambda request: "pool-a" if request.pod == "vllm-0" else None)
+    registry = s.registry
     for pod in ("vllm-0", "elsewhere"):
-        request = JoinedRequest(trace_id="ef" * 16, span_id="01" * 8, outcome="joined", target_model="m", pod=pod)
-        publisher.publish(request, evaluate(request, default_spec()))
+        s.publish(JoinedRequest(trace_id="ef" * 16, span_id="01" * 8, outcome="joined", target_model="m", pod=pod))
     assert registry.get_sample_value("sloscope_pod_requests_total", {"pool": "pool-a", "pod": "vllm-0"}) == 1
     assert registry.get_sample_value("sloscope_pod_requests_total", {"pool": "unknown", "pod": "elsewhere"}) == 1
 
@@ -141,8 +144,8 @@ def test_the_default_class_starts_an_slo_with_its_first_eligible_request() -> No
     assert value("sloscope_requests_failed_total", {**labels, "reason": "error"}) == 0
     assert value("sloscope_slo_requests_total", {**labels, "slo": "ttft"}) is None
     spec = default_spec().model_copy(update={"classes": []})  # every request is of the default class
-    registry = CollectorRegistry()
-    publisher = PrometheusPublisher(registry, spec, Limits(), Telemetry(registry), "unknown")
+    s = stage(spec)
+    registry = s.registry
     request = JoinedRequest(
         trace_id="ab" * 16,
         span_id="cd" * 8,
@@ -152,7 +155,7 @@ def test_the_default_class_starts_an_slo_with_its_first_eligible_request() -> No
         target_model="m",
         pool="pool-a",
     )
-    publisher.publish(request, evaluate(request, spec))
+    s.publish(request)
     assert registry.get_sample_value("sloscope_slo_requests_total", {**labels, "slo": "ttft"}) == 1
     assert registry.get_sample_value("sloscope_slo_violations_total", {**labels, "slo": "ttft"}) == 0
 
@@ -215,10 +218,8 @@ def test_failed_requests_by_reason_start_at_zero_with_their_label_set() -> None:
 
 
 def test_a_request_whose_spans_name_no_model_takes_its_pools() -> None:
-    registry = CollectorRegistry()
-    publisher = PrometheusPublisher(
-        registry, default_spec(), Limits(), Telemetry(registry), "unknown", model_of_pool={"pool-a": "Qwen/Qwen3-8B"}
-    )
+    publisher = stage(default_spec(), model_of_pool={"pool-a": "Qwen/Qwen3-8B"})
+    registry = publisher.registry
     publish(registry, publisher)  # vLLM 0.33 sets no gen_ai.response.model
     publish(registry, publisher, pool="pool-b")
     base = {"slo_class": "interactive", "routing": "unknown"}

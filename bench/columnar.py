@@ -1,9 +1,9 @@
-"""What evaluating and publishing a joined request costs, one at a time against in batches.
+"""What evaluating and publishing a joined request costs, in batches against one at a time.
 
 Run from the repository root (``.venv/bin/python bench/columnar.py``). For each batch size, the same
-generated requests go through
-``SLOEvaluator(request)`` one by one and through ``SLOEvaluator.batch`` (the Arrow conversion from objects
-included, and split out), each on a fresh registry and the Prometheus publisher alone, so the numbers are
+generated requests go through ``SLOEvaluator.batch`` (the production path; the Arrow conversion from objects
+included, and split out) and, one by one, through the reference the differential tests hold it to
+(tests/support/reference.py), each on a fresh registry and the Prometheus publisher alone, so the numbers are
 the evaluator's and the publisher's. Measurements take turns over several repetitions (best of each), so a
 machine whose speed drifts hits them alike. It prints µs per request and asserts nothing about speed.
 
@@ -28,13 +28,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # tests.support generates the requests
 
 from tests.support.joined_requests import SPEC, joined_requests  # noqa: E402
+from tests.support.reference import ReferenceEvaluator, ReferencePublisher  # noqa: E402
+from tests.support.stage import stage  # noqa: E402
 
-from sloscope.config import Limits  # noqa: E402
 from sloscope.processors import joined_batch  # noqa: E402
-from sloscope.processors.evaluator import SLOEvaluator  # noqa: E402
-from sloscope.publishers.prometheus import PrometheusPublisher  # noqa: E402
 from sloscope.records import JoinedRequest  # noqa: E402
-from sloscope.telemetry import Telemetry  # noqa: E402
 
 
 def fleet(count: int) -> list[JoinedRequest]:
@@ -58,14 +56,10 @@ def fleet(count: int) -> list[JoinedRequest]:
     return out
 
 
-def evaluator() -> SLOEvaluator:
-    registry = CollectorRegistry()
-    publisher = PrometheusPublisher(registry, SPEC, Limits(), Telemetry(registry), "default")
-    return SLOEvaluator(SPEC, (publisher,), min_batch=1)  # every batch vectorized, however small
-
-
 def per_request(requests: list[JoinedRequest], size: int) -> float:
-    run = evaluator()
+    evaluator = stage(SPEC, default_pool="default")
+    publisher = ReferencePublisher(CollectorRegistry(), SPEC, evaluator.telemetry)
+    run = ReferenceEvaluator(SPEC, evaluator.admission, (publisher,))
     start = time.perf_counter()
     for request in requests:
         run(request)
@@ -73,7 +67,7 @@ def per_request(requests: list[JoinedRequest], size: int) -> float:
 
 
 def batched(requests: list[JoinedRequest], size: int) -> float:
-    run = evaluator()
+    run = stage(SPEC, default_pool="default").evaluator
     chunks = [requests[i : i + size] for i in range(0, len(requests), size)]
     start = time.perf_counter()
     for chunk in chunks:
@@ -103,8 +97,8 @@ def main() -> None:
 
 def measure(workload: str, requests: list[JoinedRequest], sizes: list[int], repeat: int) -> None:
     kinds: dict[str, Callable[[list[JoinedRequest], int], float]] = {
-        "per request": per_request,
         "batch": batched,
+        "per request (reference)": per_request,
         "  of which from_requests": conversion,
     }
     print(f"{workload}: µs per request (evaluate + Prometheus publish), {len(requests)} requests, best of {repeat}")

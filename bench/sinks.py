@@ -5,10 +5,10 @@ docs/performance.md explains the numbers. Every measurement takes turns with the
 several repetitions (best of each), so a machine whose speed drifts hits them alike; the ratios are
 what to read.
 
-1. evaluate: the SLO evaluator and the Prometheus publisher for one joined request (the work every
-   request costs on the pipeline worker without sinks);
-2. tracker: the prediction tracker's own work on the worker, without sinks (the tightest running
-   TPOT SLO on the pod, comparisons); record: building one request's record (its pod's state as
+1. evaluate: the SLO evaluator and the Prometheus publisher, per request of batches of 4,096 (the default
+   ``join.batch_requests``: the work every request costs on the pipeline worker without sinks);
+2. tracker: the prediction tracker's own work on the worker on the same batches, without sinks (the tightest
+   running TPOT SLO on the pod, comparisons); record: building one request's record (its pod's state as
    of its arrival included) and handing it to a sink's queue, which is what enabling a sink adds
    on the worker;
 3. store write: the store's own thread turning records into an Arrow table and writing one zstd
@@ -36,16 +36,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # tests.support builds the records
 
 from tests.support.records import BASE_NS, joined  # noqa: E402
+from tests.support.stage import stage  # noqa: E402
 
-from sloscope.config import Export, Headroom, Limits, Predictions  # noqa: E402
+from sloscope.config import Export, Headroom, Predictions  # noqa: E402
 from sloscope.loading import default_spec  # noqa: E402
-from sloscope.processors.evaluator import SLOEvaluator  # noqa: E402
 from sloscope.processors.pod_history import PodHistory  # noqa: E402
 from sloscope.processors.predictions import Pending, PredictionSeries, PredictionTracker  # noqa: E402
 from sloscope.processors.running_slos import RunningSLOs  # noqa: E402
 from sloscope.processors.streaming_modes import StreamingModes  # noqa: E402
 from sloscope.publishers.otlp_export import OTLPExport  # noqa: E402
-from sloscope.publishers.prometheus import PrometheusPublisher  # noqa: E402
 from sloscope.publishers.sinks import SinkMetrics  # noqa: E402
 from sloscope.receivers.discovery import Target  # noqa: E402
 from sloscope.receivers.protocols import PodState  # noqa: E402
@@ -53,9 +52,9 @@ from sloscope.records import JoinedRequest, RequestRecord  # noqa: E402
 from sloscope.slo.evaluate import evaluate  # noqa: E402
 from sloscope.store.files import write_atomic  # noqa: E402
 from sloscope.store.schema import to_table  # noqa: E402
-from sloscope.telemetry import Telemetry  # noqa: E402
 
 POD = Target(pool="pool-a", pod="vllm-0", address="10.0.0.1:8000")
+BATCH = 4096  # join.batch_requests' default
 
 
 def requests(count: int, rng: random.Random) -> list[JoinedRequest]:
@@ -92,9 +91,9 @@ def main() -> None:
     rng = random.Random(1)
     batch = requests(options.requests, rng)
     spec = default_spec()
-    registry = CollectorRegistry()
-    publisher = PrometheusPublisher(registry, spec, Limits(), Telemetry(registry), "unknown")
-    evaluator = SLOEvaluator(spec, (publisher,))
+    evaluator = stage(spec)
+    registry = evaluator.registry
+    chunks = [batch[start : start + BATCH] for start in range(0, len(batch), BATCH)]
     history = PodHistory(64, 60.0, 60.0)
     history.track(POD)
     history.record(POD.key, BASE_NS / 1e9 - 1, PodState(3.0, 20.0, 0.4, None, frozenset()))
@@ -107,7 +106,6 @@ def main() -> None:
             history=history,
             running=RunningSLOs(),
             series=PredictionSeries(CollectorRegistry(), ["pool-a"]),
-            labels=lambda request: ("llama", "pool-a"),
             predicted_pools=set(),
             streaming_of=StreamingModes({}, default=True).streaming,
             sink=sink,
@@ -119,7 +117,7 @@ def main() -> None:
         Pending(request, evaluation, ("llama", "pool-a"), "pool-a", POD.key, at, None)
         for request, evaluation, at in zip(batch, [evaluate(r, spec) for r in batch], arrival, strict=True)
     ]
-    evaluations = [evaluate(request, spec) for request in batch]
+    evaluated = [evaluator.evaluated(chunk) for chunk in chunks]
     export = OTLPExport(Export(enabled=True, endpoint="127.0.0.1:9", max_queue_size=10**9), SinkMetrics(registry))
     export.start()
     results: dict[str, list[float]] = {}
@@ -128,12 +126,12 @@ def main() -> None:
         hour = datetime.fromtimestamp(BASE_NS / 1e9, UTC)
 
         def run_evaluate() -> None:
-            for request in batch:
-                evaluator(request)
+            for chunk in chunks:
+                evaluator.publish(*chunk)
 
         def run_tracker() -> None:
-            for request, evaluation in zip(batch, evaluations, strict=True):
-                plain.publish(request, evaluation)
+            for each in evaluated:
+                plain.publish(each)
 
         def run_record() -> None:
             queued.clear()

@@ -1,11 +1,11 @@
-"""What the prediction tracker costs per request, one request at a time against in batches.
+"""What the prediction tracker costs per request, in batches against one request at a time.
 
 Run from the repository root (``.venv/bin/python bench/tracker.py``). The tracker runs as the service runs it
-(service/pools.py), after the Prometheus publisher and asking it for each request's labels; only the tracker's
-own call is timed. Batches are made as the native join makes them (a record batch, no request objects: the
-one-at-a-time path then pays for converting the rows to objects, which is counted) or from objects (the Python
-join). Measurements take turns over several repetitions (best of each). It prints µs per request and asserts
-nothing about speed.
+(pipeline.py, service/pools.py): handed each evaluated batch, its labels admitted; only the tracker's own call is
+timed. One at a time is the reference the differential tests hold it to (tests/support/reference.py). Batches
+are made as the native join makes them (a record batch, no request objects: the one-at-a-time reference then
+pays for converting the rows to objects, which is counted) or from objects (the Python join). Measurements take
+turns over several repetitions (best of each). It prints µs per request and asserts nothing about speed.
 
 Scenarios: ``spans`` (no pools: only predictions carried on spans are compared, half the requests carry one),
 ``spans, no TPOT SLO`` (the same without TPOT SLOs: no running-SLO bookkeeping, which is per request in both
@@ -24,28 +24,26 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # tests.support generates the requests
 
 from bench.columnar import fleet  # noqa: E402
 from tests.support.joined_requests import SPEC  # noqa: E402
+from tests.support.reference import ReferenceTracker, RequestLabels  # noqa: E402
+from tests.support.stage import stage  # noqa: E402
 
-from sloscope.config import Headroom, Limits, Predictions  # noqa: E402
+from sloscope.config import Headroom, Predictions  # noqa: E402
 from sloscope.processors import joined_batch  # noqa: E402
 from sloscope.processors.joined_batch import EvaluatedBatch  # noqa: E402
 from sloscope.processors.pod_history import PodHistory  # noqa: E402
-from sloscope.processors.predictions import PredictionSeries, PredictionTracker  # noqa: E402
+from sloscope.processors.predictions import PredictionSeries  # noqa: E402
 from sloscope.processors.running_slos import RunningSLOs  # noqa: E402
 from sloscope.processors.streaming_modes import StreamingModes  # noqa: E402
-from sloscope.publishers.prometheus import PrometheusPublisher  # noqa: E402
+from sloscope.publishers.in_memory import InMemoryPublisher, PublishedRow  # noqa: E402
 from sloscope.receivers.discovery import Target  # noqa: E402
 from sloscope.receivers.protocols import PodState  # noqa: E402
 from sloscope.records import JoinedRequest, RequestRecord  # noqa: E402
 from sloscope.slo.evaluate import evaluate  # noqa: E402
-from sloscope.slo.evaluate_batch import evaluate_batch  # noqa: E402
-from sloscope.telemetry import Telemetry  # noqa: E402
 
 STATE = PodState(waiting=3.0, running=7.0, kv_cache_utilization=0.25, lora=None, models=frozenset())
 SCENARIOS = ("spans", "spans, no TPOT SLO", "shadow", "store")
@@ -70,12 +68,12 @@ def requests(count: int) -> list[JoinedRequest]:
 
 
 class Stage:
-    """The Prometheus publisher and the tracker after it, on one registry."""
+    """The evaluator stage (label admission, the Prometheus publisher) and the tracker (the reference's, which
+    publishes batches as the production one does), on one registry."""
 
     def __init__(self, scenario: str) -> None:
-        registry = CollectorRegistry()
-        telemetry = Telemetry(registry)
-        self.publisher = PrometheusPublisher(registry, SPEC, Limits(), telemetry, "default")
+        self.stage = stage(SPEC, default_pool="default")
+        registry, telemetry = self.stage.registry, self.stage.telemetry
         history = PodHistory(8, 1e12, 60.0)
         for pod in range(16):
             target = Target(pool=("pool-a", "pool-b")[pod % 2], pod=f"vllm-{pod}", address=f"10.0.0.{pod}:8000")
@@ -83,14 +81,12 @@ class Stage:
             history.record(target.key, 1_600_000_000.0, STATE)
         self.records: list[RequestRecord] = []
         shadow = scenario == "shadow"  # "spans, no TPOT SLO" is "spans" on other requests
-        self.tracker = PredictionTracker(
+        self.tracker = ReferenceTracker(
             settings=Predictions(shadow=shadow, max_pending=10**9),
             headroom=Headroom(),
             history=history,
             running=RunningSLOs(),
             series=PredictionSeries(registry, ["pool-a", "pool-b"], telemetry.series_budget),
-            labels=self.publisher.model_and_pool,
-            batch_labels=self.publisher.batch_model_and_pool,
             predicted_pools={"pool-a", "pool-b"} if shadow else set(),
             streaming_of=StreamingModes({}, default=True).streaming,
             sink=self.records.append if scenario == "store" else None,
@@ -107,15 +103,15 @@ def chunks_of(all_requests: list[JoinedRequest], size: int, scenario: str) -> li
 def per_request(chunks: list[list[JoinedRequest]], scenario: str, native: bool) -> float:
     stage, spent = Stage(scenario), 0.0
     for chunk in chunks:
-        batch = joined_batch.from_requests(chunk)
-        evaluated = EvaluatedBatch(batch, evaluate_batch(batch, SPEC), None if native else chunk)
+        evaluated = stage.stage.evaluated(chunk)  # the labels, admitted as in production
+        stage.stage.publisher.publish(evaluated)
+        labels = [RequestLabels(*row[2:]) for row in _rows(evaluated)]
         start = time.process_time()
         pairs = evaluated.pairs() if native else [(r, evaluate(r, SPEC)) for r in chunk]  # what the tracker is given
         spent += time.process_time() - start
-        for request, evaluation in pairs:
-            stage.publisher.publish(request, evaluation)
+        for (request, evaluation), label in zip(pairs, labels, strict=True):
             start = time.process_time()
-            stage.tracker.publish(request, evaluation)
+            stage.tracker.publish_request(request, evaluation, label)
             spent += time.process_time() - start
     return spent
 
@@ -123,13 +119,19 @@ def per_request(chunks: list[list[JoinedRequest]], scenario: str, native: bool) 
 def batched(chunks: list[list[JoinedRequest]], scenario: str, native: bool) -> float:
     stage, spent = Stage(scenario), 0.0
     for chunk in chunks:
-        batch = joined_batch.from_requests(chunk)
-        evaluated = EvaluatedBatch(batch, evaluate_batch(batch, SPEC), None if native else chunk)
-        stage.publisher.publish_batch(evaluated)
+        records = joined_batch.from_requests(chunk)
+        evaluated = stage.stage.evaluator.evaluated(records, None if native else chunk)
+        stage.stage.publisher.publish(evaluated)
         start = time.process_time()
-        stage.tracker.publish_batch(evaluated)
+        stage.tracker.publish(evaluated)
         spent += time.process_time() - start
     return spent
+
+
+def _rows(evaluated: EvaluatedBatch) -> list[PublishedRow]:
+    seen = InMemoryPublisher()
+    seen.publish(evaluated)
+    return seen.rows()
 
 
 def main() -> None:

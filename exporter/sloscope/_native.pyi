@@ -17,7 +17,9 @@ __all__ = [
     "GatewayMemory",
     "GrpcFront",
     "HttpFront",
+    "JoinStep",
     "NativeAssembler",
+    "Outcome",
     "SpanBatch",
     "__version__",
     "vocabulary",
@@ -37,12 +39,23 @@ class DecodeError(ValueError):
     """The payload is not a valid OTLP export (raised by Python as MalformedPayloadError)."""
 
 @final
+class Outcome:
+    """What decoding one export gave: the spans kept, how many were rejected, the first five reasons."""
+
+    @property
+    def spans(self) -> SpanBatch: ...
+    @property
+    def rejected(self) -> int: ...
+    @property
+    def reasons(self) -> list[str]: ...
+
+@final
 class Decoder:
     """Decodes OTLP trace exports: the span attributes in ``keep`` (None: all) kept, typed ones checked."""
 
     def __new__(cls, keep: Iterable[str] | None, typed: dict[str, tuple[str, str]]) -> Self: ...
-    def protobuf(self, payload: bytes) -> tuple[SpanBatch, int, list[str]]: ...
-    def json(self, payload: bytes) -> tuple[SpanBatch, int, list[str]] | None: ...
+    def protobuf(self, payload: bytes) -> Outcome: ...
+    def json(self, payload: bytes) -> Outcome | None: ...
 
 @final
 class ByteBudget:
@@ -70,7 +83,7 @@ class GrpcFront:
         fd: int,
         decoder: Decoder,
         budget: ByteBudget,
-        export: Callable[[tuple[SpanBatch, int, list[str]] | str], _Wire],
+        export: Callable[[Outcome | str], _Wire],
         refused: Callable[[str, int, str], _Wire],
         authorize: Callable[[str | None], _Wire | None] | None,
         tls: _Pems | None,
@@ -132,6 +145,18 @@ class ExportedBatch:
     def rows(self) -> int: ...
 
 @final
+class JoinStep:
+    """What one call of the join did: requests emitted (gathered until ``take``), anchors a flush let go (0 for
+    the other calls), and the counts in order."""
+
+    @property
+    def emitted(self) -> int: ...
+    @property
+    def flushed(self) -> int: ...
+    @property
+    def counts(self) -> _Counts: ...
+
+@final
 class GatewayMemory:
     """When a gateway span last arrived, shared by the native join's shards."""
 
@@ -151,10 +176,9 @@ class NativeAssembler:
     ) -> Self: ...
     @staticmethod
     def columns() -> list[tuple[str, str]]: ...
-    # (requests emitted, gathered until take; counts)
-    def consume(self, batch: SpanBatch, now: float) -> tuple[int, _Counts]: ...
-    def expire(self, now: float) -> tuple[int, _Counts]: ...
-    def flush(self) -> tuple[int, int, _Counts]: ...
+    def consume(self, batch: SpanBatch, now: float) -> JoinStep: ...
+    def expire(self, now: float) -> JoinStep: ...
+    def flush(self) -> JoinStep: ...
     # The gathered requests as one exported record batch (pa.RecordBatch._import_from_c with SCHEMA), None for none.
     def take(self) -> ExportedBatch | None: ...
     @property

@@ -49,10 +49,9 @@ def reference(payload: bytes, keep: frozenset[str] | None, mapping: Mapping | No
 def native(payload: bytes, keep: frozenset[str] | None, mapping: Mapping | None) -> Outcome:
     if mapping is None:
         try:
-            batch, rejected, errors = _native.Decoder(keep, {}).protobuf(payload)
+            return _checked(_native.Decoder(keep, {}).protobuf(payload))
         except _native.DecodeError as exc:
             return Outcome(None, refusal=str(exc))
-        return Outcome(batch.to_spans(), rejected, Decoded(rejected=rejected, errors=errors).message)
     try:
         decoded = NativeDecoder(mapping, keep).protobuf(payload)
     except MalformedPayloadError as exc:
@@ -74,8 +73,10 @@ def assert_same(payload: bytes, keep: frozenset[str] | None = KEEP, mapping: Map
     return got
 
 
-def _checked(batch: _native.SpanBatch, rejected: int, errors: list[str]) -> Outcome:
-    return Outcome(batch.to_spans(), rejected, Decoded(rejected=rejected, errors=errors).message)
+def _checked(outcome: _native.Outcome) -> Outcome:
+    return Outcome(
+        outcome.spans.to_spans(), outcome.rejected, Decoded(rejected=outcome.rejected, errors=outcome.reasons).message
+    )
 
 
 def assert_same_json(payload: bytes, keep: frozenset[str] | None = KEEP, mapping: Mapping | None = MAPPING) -> bool:
@@ -86,7 +87,7 @@ def assert_same_json(payload: bytes, keep: frozenset[str] | None = KEEP, mapping
     assert isinstance(typed, dict)
     direct = _native.Decoder(keep, typed).json(payload)
     if direct is not None:
-        got = _checked(*direct)
+        got = _checked(direct)
         assert expected.spans is not None, expected
         assert got.spans == expected.spans
         assert (got.rejected, got.message) == (expected.rejected, expected.message)

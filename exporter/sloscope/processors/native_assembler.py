@@ -23,14 +23,13 @@ from collections.abc import Callable, Sequence
 
 import pyarrow as pa
 
-from sloscope._native import GatewayMemory, NativeAssembler, SpanBatch
+from sloscope._native import GatewayMemory, JoinStep, NativeAssembler, SpanBatch
 from sloscope.attributes import Mapping
 from sloscope.config import Join
 from sloscope.processors import joined_batch
 from sloscope.processors.assembler import Count, Emit
 from sloscope.records import Span
 
-_Counts = list[tuple[str, str, int]]
 Gathered = Callable[[int], None]
 
 
@@ -83,15 +82,15 @@ class NativeTraceAssembler:
 
     def consume(self, spans: SpanBatch | Sequence[Span]) -> None:
         batch = spans if isinstance(spans, SpanBatch) else SpanBatch.from_spans(spans)
-        self._deliver(*self._native.consume(batch, self._clock()))
+        self._deliver(self._native.consume(batch, self._clock()))
 
     def expire(self, now: float | None = None) -> None:
-        self._deliver(*self._native.expire(self._clock() if now is None else now))
+        self._deliver(self._native.expire(self._clock() if now is None else now))
 
     def flush(self) -> int:
-        flushed, emitted, counts = self._native.flush()
-        self._deliver(emitted, counts)
-        return int(flushed)
+        step = self._native.flush()
+        self._deliver(step)
+        return step.flushed
 
     def take(self) -> pa.RecordBatch | None:
         """The requests emitted since the last take, in order, as one record batch (None for none). Only the
@@ -99,10 +98,11 @@ class NativeTraceAssembler:
         exported = self._native.take()
         return None if exported is None else pa.RecordBatch._import_from_c(exported.address, joined_batch.SCHEMA)
 
-    def _deliver(self, emitted: int, counts: _Counts) -> None:
+    def _deliver(self, step: JoinStep) -> None:
         self._pending, self._pending_bytes = int(self._native.pending), int(self._native.pending_bytes)
-        for kind, reason, n in counts:
+        for kind, reason, n in step.counts:
             self._count[kind](reason, n)
+        emitted = step.emitted
         if not emitted:
             return
         if self._gathered is not None:

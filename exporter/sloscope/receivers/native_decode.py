@@ -17,6 +17,11 @@ from sloscope.attributes import Mapping
 from sloscope.receivers.otlp_decode import Decoded, MalformedPayloadError, parse_json
 
 
+def decoded(outcome: _native.Outcome) -> Decoded:
+    """The native decoder's outcome as the receivers take every decoded export."""
+    return Decoded(rejected=outcome.rejected, errors=outcome.reasons, batch=outcome.spans)
+
+
 class NativeDecoder:
     def __init__(self, mapping: Mapping, keep: frozenset[str] | None) -> None:
         typed = mapping.rules()["typed"]
@@ -31,19 +36,15 @@ class NativeDecoder:
     def protobuf(self, payload: bytes) -> Decoded:
         """An ``ExportTraceServiceRequest`` in protobuf; raises :class:`MalformedPayloadError`."""
         try:
-            batch, rejected, errors = self._decoder.protobuf(payload)
+            return decoded(self._decoder.protobuf(payload))
         except _native.DecodeError as exc:
             raise MalformedPayloadError(str(exc)) from exc
-        return Decoded(rejected=rejected, errors=errors, batch=batch)
 
     def json_natively(self, payload: bytes) -> Decoded | None:
         """OTLP/JSON decoded natively, or None for a body the native decoder leaves to ``parse_json``: one
         that is malformed or written in a way only the reference reads exactly (native/src/decode/json.rs)."""
         outcome = self._decoder.json(payload)
-        if outcome is None:
-            return None
-        batch, rejected, errors = outcome
-        return Decoded(rejected=rejected, errors=errors, batch=batch)
+        return None if outcome is None else decoded(outcome)
 
     def json_by_reference(self, payload: bytes) -> Decoded:
         """OTLP/JSON parsed by ``parse_json`` (raising its :class:`MalformedPayloadError`), decoded natively."""

@@ -20,7 +20,7 @@ from sloscope.config import Settings
 from sloscope.listeners.tls import Pems
 from sloscope.receivers.in_flight import TRIM_FROM_BYTES
 from sloscope.receivers.intake import Intake
-from sloscope.receivers.otlp_decode import Decoded
+from sloscope.receivers.native_decode import decoded
 from sloscope.receivers.otlp_grpc import Answer, Answers
 
 Wire = tuple[int, str, list[tuple[str, bytes]], bytes]
@@ -44,13 +44,12 @@ class NativeGrpcReceiver:
         self._intake = intake
         self._answers = Answers(intake.retry_after_seconds, max_request_bytes)
 
-    def export(self, outcome: tuple[_native.SpanBatch, int, list[str]] | str) -> Wire:
-        """``outcome``: the decoder's (spans, rejected, reasons), or why the message is not an export."""
+    def export(self, outcome: _native.Outcome | str) -> Wire:
+        """``outcome``: what the decoder made of the message, or why it is not an export."""
         if isinstance(outcome, str):
             self._intake.count_request("grpc", "malformed")
             return _wire(Answer(grpc.StatusCode.INVALID_ARGUMENT, outcome))
-        batch, rejected, errors = outcome
-        result = self._intake.submit(Decoded(rejected=rejected, errors=errors, batch=batch), "grpc")
+        result = self._intake.submit(decoded(outcome), "grpc")
         return _wire(self._answers.of(result))
 
     def refused(self, result: str, size: int, reason: str) -> Wire:

@@ -27,6 +27,7 @@ from sloscope.listeners.tls import Pems
 from sloscope.listeners.tracing import ServerSpans
 from sloscope.receivers.in_flight import TRIM_FROM_BYTES
 from sloscope.receivers.intake import Intake
+from sloscope.receivers.native_decode import decoded
 from sloscope.receivers.otlp_decode import Decoded, MalformedPayloadError, PayloadTooLargeError
 from sloscope.receivers.otlp_http import (
     JSON,
@@ -102,13 +103,12 @@ class NativeHttpReceiver:
             return self._answered(_detail(405, "Method Not Allowed", [("allow", "POST")]), seconds, method)
         return self._answered(_detail(404, "Not Found"), seconds, method, _UNMATCHED, path)
 
-    def export(self, outcome: tuple[_native.SpanBatch, int, list[str]] | str, is_json: bool, seconds: float) -> Reply:
-        """``outcome``: the native decoder's (spans, rejected, reasons), or why the body is not an export."""
+    def export(self, outcome: _native.Outcome | str, is_json: bool, seconds: float) -> Reply:
+        """``outcome``: what the native decoder made of the body, or why it is not an export."""
         if isinstance(outcome, str):
             self._intake.count_request("http", "malformed")
             return self._answered(malformed(outcome, is_json), seconds)
-        batch, rejected, errors = outcome
-        return self._submit(Decoded(rejected=rejected, errors=errors, batch=batch), is_json, seconds)
+        return self._submit(decoded(outcome), is_json, seconds)
 
     def export_body(self, body: bytes, encoding: str, is_json: bool, seconds: float) -> Reply:
         """A body the front did not decode: compressed, or OTLP/JSON the native decoder leaves to the reference."""
@@ -122,8 +122,8 @@ class NativeHttpReceiver:
             return self._answered(malformed(str(exc), is_json), seconds)
         return self._submit(decoded, is_json, seconds)
 
-    def _submit(self, decoded: Decoded, is_json: bool, seconds: float) -> Reply:
-        result = self._intake.submit(decoded, "http")
+    def _submit(self, export: Decoded, is_json: bool, seconds: float) -> Reply:
+        result = self._intake.submit(export, "http")
         return self._answered(answer(result, is_json, self._retry), seconds)
 
     def refused(self, result: str, reason: str, read: int, is_json: bool, seconds: float) -> Reply:

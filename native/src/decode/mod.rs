@@ -267,8 +267,14 @@ fn word(py: Python<'_>, rejection: &Rejection) -> PyResult<String> {
     })
 }
 
-/// (the spans, how many were rejected, the first five reasons)
-pub type Outcome = (SpanBatch, usize, Vec<String>);
+/// What decoding one export gave: the spans kept, how many were rejected, and the first five
+/// reasons (in the reference's words).
+#[pyclass(module = "sloscope._native", frozen, get_all)]
+pub struct Outcome {
+    pub spans: Py<SpanBatch>,
+    pub rejected: usize,
+    pub reasons: Vec<String>,
+}
 
 pub fn outcome(py: Python<'_>, decoded: Decoded) -> PyResult<Outcome> {
     let reasons = decoded
@@ -279,7 +285,11 @@ pub fn outcome(py: Python<'_>, decoded: Decoded) -> PyResult<Outcome> {
         spans: decoded.spans,
         keys: decoded.keys.into_keys(),
     };
-    Ok((batch, decoded.rejected, reasons))
+    Ok(Outcome {
+        spans: Py::new(py, batch)?,
+        rejected: decoded.rejected,
+        reasons,
+    })
 }
 
 /// Decodes OTLP trace exports for one attribute mapping.
@@ -365,6 +375,7 @@ impl Decoder {
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Decoder>()?;
+    m.add_class::<Outcome>()?;
     m.add("DecodeError", m.py().get_type::<DecodeError>())?;
     Ok(())
 }

@@ -243,6 +243,25 @@ impl NativeAssembler {
         }
         Ok(counts)
     }
+
+    /// What a call did: the requests emitted since `before` rows were gathered, and the counts.
+    fn step(&mut self, py: Python<'_>, before: usize, flushed: usize) -> PyResult<JoinStep> {
+        Ok(JoinStep {
+            emitted: self.core.out.len() - before,
+            flushed,
+            counts: self.counts(py)?.unbind(),
+        })
+    }
+}
+
+/// What one call of the join did: how many requests it emitted (gathered until `take`), how many
+/// waiting anchors a flush let go with what they had (0 for the other calls), and the counts, in
+/// order: (kind "dropped" or "outcome", reason, how many).
+#[pyclass(module = "sloscope._native", frozen, get_all)]
+pub struct JoinStep {
+    pub emitted: usize,
+    pub flushed: usize,
+    pub counts: Py<PyList>,
 }
 
 /// A record batch of joined requests waiting for pyarrow to import it (`RecordBatch._import_from_c`
@@ -356,7 +375,7 @@ impl NativeAssembler {
         py: Python<'py>,
         batch: &Bound<'py, SpanBatch>,
         now: f64,
-    ) -> PyResult<(usize, Bound<'py, PyList>)> {
+    ) -> PyResult<JoinStep> {
         let (spans, names) = batch.borrow_mut().take();
         let ids = self.keys.ids_of(&names);
         let mut held = Vec::with_capacity(spans.len());
@@ -367,22 +386,22 @@ impl NativeAssembler {
         let before = self.core.out.len();
         let core = &mut self.core;
         py.detach(move || core.consume(held, now));
-        Ok((self.core.out.len() - before, self.counts(py)?))
+        self.step(py, before, 0)
     }
 
-    fn expire<'py>(&mut self, py: Python<'py>, now: f64) -> PyResult<(usize, Bound<'py, PyList>)> {
+    /// Lets go of the traces whose window closed at time `now`.
+    fn expire(&mut self, py: Python<'_>, now: f64) -> PyResult<JoinStep> {
         let before = self.core.out.len();
         let core = &mut self.core;
         py.detach(move || core.expire(now));
-        Ok((self.core.out.len() - before, self.counts(py)?))
+        self.step(py, before, 0)
     }
 
-    /// Emits every waiting anchor with what it has (shutdown). Returns (how many, requests emitted,
-    /// counts).
-    fn flush<'py>(&mut self, py: Python<'py>) -> PyResult<(usize, usize, Bound<'py, PyList>)> {
+    /// Emits every waiting anchor with what it has (shutdown).
+    fn flush(&mut self, py: Python<'_>) -> PyResult<JoinStep> {
         let before = self.core.out.len();
         let flushed = self.core.flush();
-        Ok((flushed, self.core.out.len() - before, self.counts(py)?))
+        self.step(py, before, flushed)
     }
 
     /// The requests gathered since the last take, in order, as one Arrow record batch exported

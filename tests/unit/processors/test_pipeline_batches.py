@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import random
 
+import pyarrow as pa
+import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from sloscope import conventions as c
@@ -109,3 +111,32 @@ def test_requests_of_many_assembler_calls_are_gathered_into_batches_of_batch_req
     # Full batches as they fill, the rest at the drain's end (idle: nothing to wait for).
     assert sizes == [BATCH, BATCH, BATCH, 7]
     assert gathered == apart
+
+
+def test_a_batch_the_evaluator_cannot_take_is_evaluated_request_by_request_and_only_the_bad_one_is_lost(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    registry = CollectorRegistry()
+    pipeline = Pipeline(Settings.model_validate({"join": {"batch_timeout_seconds": 10}}), default_spec(), registry)
+    evaluated = pipeline.evaluator.evaluated
+    poison = f"{3:032x}"  # the trace id of trace(2, ...)
+
+    def fragile(records: pa.RecordBatch, requests: object = None) -> object:
+        if poison in records.column("trace_id").to_pylist():
+            raise ValueError("a row this evaluator cannot take")
+        return evaluated(records, requests)  # type: ignore[arg-type]
+
+    pipeline.evaluator.evaluated = fragile  # type: ignore[method-assign]
+    rng = random.Random(9)
+    assert pipeline.queue.offer([s for i in range(20) for s in trace(i, rng)])
+    assert pipeline.shutdown()
+    total = sum(
+        sample.value
+        for family in registry.collect()
+        if family.name == c.REQUESTS.name
+        for sample in family.samples
+        if sample.name.endswith("_total")
+    )
+    assert total == 19
+    assert "evaluating them one by one" in caplog.text
+    assert f"evaluation failed on trace {poison}" in caplog.text

@@ -301,6 +301,7 @@ class Slice:
     polls: int
     retries: int
     other_cpu_share: float  # cores used meanwhile by processes outside the measurement
+    rss_mib: float  # the server's resident set once the slice is in its series
 
 
 class Target:
@@ -366,6 +367,7 @@ class Target:
             polls=polls,
             retries=retries,
             other_cpu_share=load.other_seconds() / elapsed,
+            rss_mib=resident_mib(self.proc.pid)[0],
         )
         self.slices.append(done)
         return done
@@ -386,9 +388,22 @@ class Target:
             "client_cpu_share": sum(s.client_cpu_s for s in slices) / elapsed,
             "scrape_cpu_ms": self.scrape_cpu_s * 1e3,
             "max_other_cpu_share": max(s.other_cpu_share for s in slices),
+            "rss_mib": max(s.rss_mib for s in slices),  # after any slice of this case
+            "peak_rss_mib": resident_mib(self.proc.pid)[1],  # the process's high-water mark so far
             "threads_vanished": self.clock.vanished,  # their time after the last reading is not counted
             "slices": [{**asdict(s), "cpu_us_per_span": s.cpu_s / s.spans * 1e6} for s in slices],
         }
+
+
+def resident_mib(pid: int) -> tuple[float, float]:
+    """The process's resident set now and its high-water mark (``VmRSS``, ``VmHWM``), MiB."""
+    fields = {}
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            name, _, value = line.partition(":")
+            if name in ("VmRSS", "VmHWM"):
+                fields[name] = int(value.split()[0]) / 1024
+    return fields["VmRSS"], fields["VmHWM"]
 
 
 def sloscope_target(engine: str, cpus: str, workdir: Path, args: argparse.Namespace, warmup: PayloadSet) -> Target:
@@ -521,7 +536,7 @@ def ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 }
                 ran = {k: pick[v] for k, v in LABELS.items() if v in pick}
                 row: dict[str, Any] = {"cores": cores, "payload_set": payload_set, "transport": transport}
-                for key in ("cpu_us_per_span", "spans_per_s", "client_cpu_share"):
+                for key in ("cpu_us_per_span", "spans_per_s", "client_cpu_share", "rss_mib", "peak_rss_mib"):
                     row.update({f"{k}_{key}": r[key] for k, r in ran.items()})
                 for a, b in (("native", "collector"), ("python", "collector"), ("native", "python")):
                     if a in ran and b in ran:
@@ -569,6 +584,14 @@ def print_table(rows: list[dict[str, Any]]) -> None:
             + "".join(f" {s:>9}" for s in speeds)
             + f" {client:>16}"
         )
+    print("\nresident memory of the server, MiB: the most after a slice of the case (the high-water mark so far)")
+    head = ("cores", "payloads", "OTLP", "native", "python", "Collector")
+    print(f"{head[0]:>5} {head[1]:>9} {head[2]:>5}" + "".join(f" {h:>14}" for h in head[3:]))
+    for r in rows:
+        memory = [
+            f"{r[f'{k}_rss_mib']:.0f} ({r[f'{k}_peak_rss_mib']:.0f})" if f"{k}_rss_mib" in r else "-" for k in LABELS
+        ]
+        print(f"{r['cores']:>5} {r['payload_set']:>9} {r['transport']:>5}" + "".join(f" {m:>14}" for m in memory))
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -3,10 +3,12 @@
 The metrics app, and the Python receivers when chosen (grpcio, uvicorn), share one event loop; the native
 receivers (the default with the native engine) serve on threads of their own and call into the intake.
 
-Start order is downstream first (pipeline, pool monitor, metrics, then receivers); stop order is
-upstream first (receivers, then the pipeline drains and flushes, the pool monitor's loops stop, then
-metrics), so every stage can hand what it holds to the next before it goes. One process, one
-worker: the join state lives in memory.
+The service is a graph of components declared as data (:class:`~sloscope.service.graph.Graph`, in
+``Service.__init__``: the receivers feed the pipeline, the pipeline the pool monitor and the record sinks, all of
+them /metrics). It starts downstream first (self-tracing, metrics, record sinks, pool monitor, pipeline, then the
+receivers) and stops upstream first (receivers, then the pipeline drains and flushes, the pool monitor's loops
+stop, the record sinks write, then metrics), so every stage can hand what it holds to the next before it goes.
+One process: the join state lives in memory.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from sloscope.receivers.otlp_http_native import NativeHttpReceiver
 from sloscope.service import descriptors
 from sloscope.service.app import create_metrics_app, create_otlp_app
 from sloscope.service.deadlines import within
+from sloscope.service.graph import Component, Graph
 from sloscope.service.listeners import ListenerSetup
 from sloscope.service.pools import PoolMonitor, pod_history, pool_of_pod
 from sloscope.slo.spec import SLOSpec
@@ -142,18 +145,65 @@ class Service:
         self._grpc: grpc.aio.Server | None = None
         self._fronts: dict[str, GrpcFront | HttpFront] = {}  # the native fronts serving, by listener
         self._servers: dict[str, tuple[_Server, asyncio.Task[None]]] = {}
+        self._bound: dict[str, int] = {}  # listener -> port
         self._ready = False
         self._drained = False
         self._skip_final_scrape = False
         self._final_scrape: asyncio.Event | None = None
         self.ports: BoundPorts | None = None
         self.unwritten_records = 0  # accepted by the record sinks and not written when stop() ended
+        # The pipeline of the README, as data: each component with those it hands data to.
+        self.graph = Graph(
+            [
+                Component("otlp_grpc", self._serve_grpc, self._stop_grpc, feeds=("pipeline", "self-tracing")),
+                Component("otlp_http", self._serve_otlp_http, self._stop_otlp_http, feeds=("pipeline", "self-tracing")),
+                Component(
+                    "pipeline", self._start_pipeline, self._stop_pipeline, feeds=("pool monitor", "record sinks")
+                ),
+                Component("pool monitor", self.pools.start, self._stop_pools, feeds=("record sinks", "metrics")),
+                Component("record sinks", self._start_sinks, self._stop_sinks, feeds=("metrics",)),
+                Component("metrics", self._serve_metrics, self._stop_metrics, feeds=("self-tracing",)),
+                Component("self-tracing", _nothing, self._stop_tracing),
+            ],
+            grace_seconds=settings.shutdown_grace_seconds,
+        )
+
+    @property
+    def _flush_reserve(self) -> float:
+        """Of shutdown_grace_seconds, what the steps before the record sinks leave them for writing."""
+        return min(self.settings.shutdown_grace_seconds / 5, _FLUSH_RESERVE_SECONDS)
 
     async def start(self) -> BoundPorts:
+        """Every component, downstream first (a failed start stops what started, and raises)."""
+        await self.graph.start()
         listeners = self.settings.listeners
-        self.sinks.start()
+        bound = self._bound
+        self.ports = BoundPorts(bound["otlp_grpc"], bound["otlp_http"], bound["metrics"])
+        self._ready = True
+        log.info(
+            "sloscope listening: otlp_grpc=%s:%d otlp_http=%s:%d metrics=%s:%d",
+            listeners.host,
+            self.ports.otlp_grpc,
+            listeners.host,
+            self.ports.otlp_http,
+            listeners.host,
+            self.ports.metrics,
+        )
+        tls, auth = listeners.tls, listeners.auth
+        log.info(
+            "listener security: tls on %s, credentials required on %s (/healthz and /readyz stay open)",
+            ", ".join(tls.listeners) if tls.enabled else "none",
+            ", ".join(auth.listeners) if auth.enabled else "none",
+        )
+        return self.ports
+
+    async def _start_pipeline(self) -> None:
         self.pipeline.start()
-        await self.pools.start()
+
+    async def _start_sinks(self) -> None:
+        self.sinks.start()
+
+    async def _serve_metrics(self) -> None:
         self._final_scrape = asyncio.Event()
         metrics_app = create_metrics_app(
             self.pipeline,
@@ -166,33 +216,13 @@ class Service:
             sink_problems=self.sinks.problems,
             protect=self._listeners.protect("metrics"),
         )
-        metrics_port = await self._serve_http("metrics", metrics_app, listeners.host, listeners.metrics_port)
-        try:
-            grpc_port = await self._serve_grpc()
-            http_port = await self._serve_otlp_http()
-        except BaseException:
-            await self.stop()  # a failed start cleans up what it started
-            raise
-        self.ports = BoundPorts(grpc_port, http_port, metrics_port)
-        self._ready = True
-        log.info(
-            "sloscope listening: otlp_grpc=%s:%d otlp_http=%s:%d metrics=%s:%d",
-            listeners.host,
-            grpc_port,
-            listeners.host,
-            http_port,
-            listeners.host,
-            metrics_port,
-        )
-        tls, auth = self.settings.listeners.tls, self.settings.listeners.auth
-        log.info(
-            "listener security: tls on %s, credentials required on %s (/healthz and /readyz stay open)",
-            ", ".join(tls.listeners) if tls.enabled else "none",
-            ", ".join(auth.listeners) if auth.enabled else "none",
-        )
-        return self.ports
+        listeners = self.settings.listeners
+        self._bound["metrics"] = await self._serve_http("metrics", metrics_app, listeners.host, listeners.metrics_port)
 
-    async def _serve_grpc(self) -> int:
+    async def _serve_grpc(self) -> None:
+        self._bound["otlp_grpc"] = await self._grpc_listener()
+
+    async def _grpc_listener(self) -> int:
         listeners = self.settings.listeners
         if listeners.grpc.server == "native":
             sock = _bind(listeners.host, listeners.otlp_grpc_port)
@@ -211,7 +241,10 @@ class Service:
         await self._grpc.start()
         return port
 
-    async def _serve_otlp_http(self) -> int:
+    async def _serve_otlp_http(self) -> None:
+        self._bound["otlp_http"] = await self._otlp_http_listener()
+
+    async def _otlp_http_listener(self) -> int:
         listeners, setup = self.settings.listeners, self._listeners
         if listeners.otlp_http_server == "native":
             sock = _bind(listeners.host, listeners.otlp_http_port)
@@ -257,29 +290,49 @@ class Service:
         return bound
 
     async def stop(self) -> bool:
-        """Receivers first, then drain and flush the pipeline, then the metrics endpoint. Safe twice.
+        """Every component, upstream first: the receivers, then the pipeline drains and flushes, the pool
+        monitor's loops stop, the record sinks write, and /metrics waits for a final scrape. Safe twice.
 
-        Returns False when the pipeline could not drain within ``shutdown_grace_seconds``.
+        Returns False when the pipeline or the record sinks could not finish within ``shutdown_grace_seconds``.
         """
         self._ready = False  # /readyz turns 503 at once, so load balancers stop sending
         loop = asyncio.get_running_loop()
-        grace = self.settings.shutdown_grace_seconds
-        deadline = loop.time() + grace
-        # The last step writes the records: the steps before it end this much before the deadline.
-        flush_reserve = min(grace / 5, _FLUSH_RESERVE_SECONDS)
-        stop_grpc = min(2.0, grace / 4)
+        return await self.graph.stop(loop.time() + self.settings.shutdown_grace_seconds)
+
+    @property
+    def _receiver_grace(self) -> float:
+        return min(2.0, self.settings.shutdown_grace_seconds / 4)
+
+    async def _stop_grpc(self, deadline: float) -> bool:
+        del deadline  # a receiver's open calls get a fixed share of the grace
+        stop_grpc = self._receiver_grace
         if self._grpc is not None:
             await within(stop_grpc + 1.0, "the OTLP/gRPC receiver", self._grpc.stop(stop_grpc))
             self._grpc = None
         await self._stop_front("otlp_grpc", stop_grpc)
+        return True
+
+    async def _stop_otlp_http(self, deadline: float) -> bool:
+        del deadline
         await self._stop_front("otlp_http", _HTTP_STOP_SECONDS - 1.0)
         await self._stop_http("otlp_http")
-        remaining = max(deadline - flush_reserve - loop.time(), 0.1)
+        return True
+
+    async def _stop_pipeline(self, deadline: float) -> bool:
+        remaining = max(deadline - self._flush_reserve - asyncio.get_running_loop().time(), 0.1)
         drained = await asyncio.to_thread(self.pipeline.shutdown, remaining)
         if not drained:
             log.error("shutdown: the pipeline did not drain within shutdown_grace_seconds")
-        await self.pools.stop(timeout=max(deadline - flush_reserve - loop.time(), 0.1))
-        flushed = await asyncio.to_thread(self.sinks.shutdown, max(deadline - loop.time(), flush_reserve, 1.0))
+        return drained
+
+    async def _stop_pools(self, deadline: float) -> bool:
+        await self.pools.stop(timeout=max(deadline - self._flush_reserve - asyncio.get_running_loop().time(), 0.1))
+        return True
+
+    async def _stop_sinks(self, deadline: float) -> bool:
+        reserve = self._flush_reserve
+        timeout = max(deadline - asyncio.get_running_loop().time(), reserve, 1.0)
+        flushed = await asyncio.to_thread(self.sinks.shutdown, timeout)
         unwritten = self.sinks.unwritten()
         self.unwritten_records = sum(unwritten.values())
         if unwritten:
@@ -287,12 +340,20 @@ class Service:
             log.error("shutdown: %d acknowledged record(s) were not written (%s)", self.unwritten_records, by_sink)
         elif not flushed:
             log.error("shutdown: the record sinks did not flush within shutdown_grace_seconds")
+        return flushed
+
+    async def _stop_metrics(self, deadline: float) -> bool:
+        del deadline  # the final scrape has a wait of its own (final_scrape_wait_seconds)
         await self._await_final_scrape()
         await self._stop_http("metrics")
+        return True
+
+    async def _stop_tracing(self, deadline: float) -> bool:
+        del deadline
         if self._tracer is not None:
             self._tracer.shutdown()
             self._tracer = None
-        return drained and flushed
+        return True
 
     async def _stop_front(self, name: str, grace: float) -> None:
         """Stop a native front: its open requests get ``grace`` seconds, and a second more to close."""
@@ -348,6 +409,10 @@ class Service:
 EXIT_OK = 0
 EXIT_NOT_DRAINED = 1  # the pipeline or a sink did not finish within shutdown_grace_seconds
 EXIT_UNWRITTEN = 3  # accepted records were not written by a record sink (store full or read-only, export down)
+
+
+async def _nothing() -> None:
+    """The start of a component made whole at construction."""
 
 
 def exit_status(drained: bool, unwritten_records: int) -> int:

@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence
 from sloscope.config import Pool
 from sloscope.receivers.discovery import Discovery, Target
 from sloscope.receivers.discovery.file_sd import FileSDDiscovery
-from sloscope.receivers.discovery.kubernetes import KubernetesDiscovery
 from sloscope.receivers.discovery.static import StaticDiscovery
 
 __all__ = ["DiscoveryManager", "Listener", "TargetMap", "build_sources", "merge"]
@@ -38,6 +37,9 @@ def build_sources(pool: Pool) -> list[Discovery]:
     if targets.file_sd is not None:
         sources.append(FileSDDiscovery(pool.name, targets.file_sd))
     if targets.kubernetes is not None:
+        # Imported here: the Kubernetes client costs some 35 MiB of resident memory, paid only by a pool that watches.
+        from sloscope.receivers.discovery.kubernetes import KubernetesDiscovery  # noqa: PLC0415
+
         sources.append(KubernetesDiscovery(pool.name, targets.kubernetes))
     return sources
 

@@ -1,6 +1,7 @@
-"""Realistic OTLP trace exports for the benchmark, built with the opentelemetry.proto messages directly.
+"""Realistic OTLP trace exports for the benchmark: the catalogue's shapes (sloscope.upstream), built with the
+opentelemetry.proto messages directly.
 
-Every request is one trace of two spans, as the EPP and vLLM emit them:
+Every request is one trace of two spans, as the late-2025 EPP and vLLM emit them:
 
 * ``gateway.request`` (the EPP, root span): the captured request headers ``x-slo-ttft-ms``,
   ``x-slo-tpot-ms`` and ``x-request-id`` as OpenTelemetry string arrays, and ``gen_ai.request.model``;
@@ -22,9 +23,13 @@ from dataclasses import dataclass
 from functools import partial
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, InstrumentationScope, KeyValue
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope, KeyValue
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
+
+from sloscope.testing import key_values
+from sloscope.upstream import gie_2025
+from sloscope.upstream.vllm import LLM_REQUEST, vllm_033_attributes
 
 MODELS = ("meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen2.5-7B-Instruct")
 
@@ -53,10 +58,6 @@ class PayloadSet:
 
 def _s(value: str) -> AnyValue:
     return AnyValue(string_value=value)
-
-
-def _header(value: str) -> AnyValue:
-    return AnyValue(array_value=ArrayValue(values=[AnyValue(string_value=value)]))
 
 
 def _kv(key: str, value: AnyValue) -> KeyValue:
@@ -116,53 +117,44 @@ def _request(rng: random.Random, n: int, model: str, start_ns: int) -> tuple[Spa
     prompt_tokens = rng.randint(32, 4096)
     completion_tokens = rng.randint(1, 1024)
     queue = rng.expovariate(1 / 0.05)
-    prefill = prompt_tokens * rng.uniform(0.00005, 0.0002)
-    ttft = queue + prefill + rng.uniform(0.005, 0.02)
+    ttft = queue + prompt_tokens * rng.uniform(0.00005, 0.0002) + rng.uniform(0.005, 0.02)
     tpot = rng.lognormvariate(-3.4, 0.45)  # median ~33 ms, some over 100 ms
-    decode = tpot * max(completion_tokens - 1, 0)
-    e2e = ttft + decode
+    e2e = ttft + tpot * max(completion_tokens - 1, 0)
     end_ns = start_ns + int(e2e * 1e9)
 
-    gateway_attrs = [
-        _kv("gen_ai.request.model", _s(model)),
-        _kv("http.request.header.x-request-id", _header(request_id)),
-    ]
-    if ttft_ms is not None:
-        gateway_attrs.append(_kv("http.request.header.x-slo-ttft-ms", _header(ttft_ms)))
-    if tpot_ms is not None:
-        gateway_attrs.append(_kv("http.request.header.x-slo-tpot-ms", _header(tpot_ms)))
+    gateway_attributes = key_values(
+        gie_2025.gateway_attributes(slo_ttft_ms=ttft_ms, slo_tpot_ms=tpot_ms, model=model, request_id=request_id)
+    )
+    vllm_attributes = key_values(
+        vllm_033_attributes(
+            request_id=f"chatcmpl-{request_id}",
+            ttft=ttft,
+            e2e=e2e,
+            completion_tokens=completion_tokens,
+            prompt_tokens=prompt_tokens,
+            queue=queue,
+            max_tokens=1024,
+            temperature=rng.choice((0.0, 0.7, 1.0)),
+        )
+    )
     gateway = Span(
         trace_id=trace_id,
         span_id=gateway_id,
-        name="gateway.request",
+        name=gie_2025.GATEWAY_REQUEST,
         kind=Span.SPAN_KIND_SERVER,
         start_time_unix_nano=start_ns - 2_000_000,
         end_time_unix_nano=end_ns + 1_000_000,
-        attributes=gateway_attrs,
+        attributes=gateway_attributes,
     )
     vllm = Span(
         trace_id=trace_id,
         span_id=(2 * n + 1).to_bytes(8, "big"),
         parent_span_id=gateway_id,
-        name="llm_request",
+        name=LLM_REQUEST,
         kind=Span.SPAN_KIND_SERVER,
         start_time_unix_nano=start_ns,
         end_time_unix_nano=end_ns,
-        attributes=[
-            _kv("gen_ai.request.id", _s(f"chatcmpl-{request_id}")),
-            _kv("gen_ai.usage.prompt_tokens", AnyValue(int_value=prompt_tokens)),
-            _kv("gen_ai.usage.completion_tokens", AnyValue(int_value=completion_tokens)),
-            _kv("gen_ai.latency.time_to_first_token", AnyValue(double_value=ttft)),
-            _kv("gen_ai.latency.e2e", AnyValue(double_value=e2e)),
-            _kv("gen_ai.latency.time_in_queue", AnyValue(double_value=queue)),
-            _kv("gen_ai.latency.time_in_model_prefill", AnyValue(double_value=prefill)),
-            _kv("gen_ai.latency.time_in_model_decode", AnyValue(double_value=decode)),
-            _kv("gen_ai.latency.time_in_model_inference", AnyValue(double_value=prefill + decode)),
-            _kv("gen_ai.request.max_tokens", AnyValue(int_value=1024)),
-            _kv("gen_ai.request.temperature", AnyValue(double_value=rng.choice((0.0, 0.7, 1.0)))),
-            _kv("gen_ai.request.top_p", AnyValue(double_value=rng.choice((0.9, 0.95, 1.0)))),
-            _kv("gen_ai.request.n", AnyValue(int_value=1)),
-        ],
+        attributes=vllm_attributes,
     )
     return gateway, vllm
 

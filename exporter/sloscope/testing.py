@@ -1,16 +1,15 @@
-"""Builders of spans shaped like the real ones, shared by tests, benchmarks and examples.
+"""Spans shaped like the real ones, shared by tests, benchmarks and examples.
 
-``Span`` records for unit tests of the processors, and OTLP protobuf requests for anything that
-goes over the wire. Shapes follow DESIGN.md: vLLM ``llm_request`` (SERVER, ``gen_ai.*`` in seconds
-and counts, pod in resource attributes) under an EPP ``gateway.request`` (SLO headers captured as
-``http.request.header.*`` string arrays).
+The shapes themselves are the catalogue's (:mod:`sloscope.upstream`: llm-d-router's EPP, vLLM, the late-2025
+EPP); this module makes them ``Span`` records for unit tests of the processors (:class:`RecordWriter`) and OTLP
+protobuf or OTLP/JSON requests for anything that goes over the wire.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from google.protobuf import json_format
@@ -18,95 +17,22 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
 
-from sloscope.records import Span
+from sloscope.records import STATUS_ERROR, Span
+from sloscope.upstream.gie_2025 import gateway_attributes
+from sloscope.upstream.llmd_router import Epp
+from sloscope.upstream.vllm import vllm_033_attributes, vllm_attributes
+from sloscope.upstream.writer import AttributeValue, Kind, Process, Scope
 
-
-def vllm_attributes(
-    *,
-    ttft: float = 0.1,
-    e2e: float = 1.0,
-    completion_tokens: int = 11,
-    prompt_tokens: int = 100,
-    model: str | None = None,
-    request_id: str = "chatcmpl-req-1",
-) -> dict[str, Any]:
-    """A model server's ``llm_request`` attributes, without the model by default.
-
-    vLLM defines ``gen_ai.response.model`` but sets it on no span (0.33.0
-    ``v1/engine/output_processor.py:941-1001``): the model comes from the EPP's spans. ``model``
-    sets it, for an engine or a deployment that names it (the ``target_model`` mapping reads it).
-    """
-    attributes: dict[str, Any] = {
-        "gen_ai.request.id": request_id,
-        "gen_ai.usage.prompt_tokens": prompt_tokens,
-        "gen_ai.usage.completion_tokens": completion_tokens,
-        "gen_ai.latency.time_to_first_token": ttft,
-        "gen_ai.latency.e2e": e2e,
-        "gen_ai.latency.time_in_queue": 0.01,
-        "gen_ai.latency.time_in_model_prefill": ttft * 0.8,
-        "gen_ai.latency.time_in_model_decode": max(e2e - ttft, 0.0),
-        "gen_ai.latency.time_in_model_inference": e2e * 0.95,
-        "gen_ai.request.max_tokens": 256,
-        "gen_ai.request.temperature": 0.7,
-        "gen_ai.request.top_p": 0.9,
-        "gen_ai.request.n": 1,
-    }
-    if model is not None:
-        attributes["gen_ai.response.model"] = model
-    return attributes
-
-
-def vllm_033_attributes(
-    *,
-    request_id: str,
-    ttft: float,
-    e2e: float,
-    completion_tokens: int,
-    prompt_tokens: int = 1450,
-    queue: float = 0.004,
-    max_tokens: int = 256,
-    temperature: float = 0.7,
-) -> dict[str, Any]:
-    """vllm/v1/engine/output_processor.py:957-993 (0.33.0): seconds as floats, no gen_ai.response.model,
-    temperature only when truthy, n = 1 per engine request."""
-    prefill = max(ttft - queue - 0.002, 0.0)
-    decode = max(e2e - ttft - 0.001, 0.0) if completion_tokens > 1 else 0.0
-    attributes: dict[str, Any] = {
-        "gen_ai.latency.time_to_first_token": ttft,
-        "gen_ai.latency.e2e": e2e,
-        "gen_ai.latency.time_in_queue": queue,
-        "gen_ai.usage.prompt_tokens": prompt_tokens,
-        "gen_ai.usage.completion_tokens": completion_tokens,
-        "gen_ai.latency.time_in_model_prefill": prefill,
-        "gen_ai.latency.time_in_model_decode": decode,
-        "gen_ai.latency.time_in_model_inference": prefill + decode,
-        "gen_ai.request.id": request_id,
-        "gen_ai.request.top_p": 1.0,
-        "gen_ai.request.max_tokens": max_tokens,
-    }
-    if temperature:
-        attributes["gen_ai.request.temperature"] = temperature
-    attributes["gen_ai.request.n"] = 1
-    return attributes
-
-
-def gateway_attributes(
-    *,
-    slo_ttft_ms: str | None = None,
-    slo_tpot_ms: str | None = None,
-    model: str = "llama-3-8b",
-    request_id: str | None = None,
-    extra: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    attrs: dict[str, Any] = {"gen_ai.request.model": model}
-    if slo_ttft_ms is not None:
-        attrs["http.request.header.x-slo-ttft-ms"] = [slo_ttft_ms]
-    if slo_tpot_ms is not None:
-        attrs["http.request.header.x-slo-tpot-ms"] = [slo_tpot_ms]
-    if request_id is not None:
-        attrs["http.request.header.x-request-id"] = [request_id]
-    attrs.update(extra or {})
-    return attrs
+__all__ = [
+    "RecordWriter",
+    "epp_spans",
+    "export_request",
+    "gateway_attributes",
+    "span",
+    "to_otlp_json",
+    "vllm_033_attributes",
+    "vllm_attributes",
+]
 
 
 def span(
@@ -136,6 +62,47 @@ def span(
     )
 
 
+class RecordWriter:
+    """The catalogue's spans (:mod:`sloscope.upstream`) as decoded :class:`~sloscope.records.Span` records of trace
+    ``trace``: span ids numbered from ``first`` in the order the spans are made; a span's handle is its id."""
+
+    def __init__(self, trace: int, first: int) -> None:
+        self.trace, self.next_id = trace, first
+        self.spans: list[Span] = []
+
+    def span(
+        self,
+        process: Process,
+        scope: Scope,
+        name: str,
+        parent: int | None,
+        *,
+        start_ns: int,
+        end_ns: int,
+        kind: Kind = "internal",
+        attributes: Mapping[str, AttributeValue] | None = None,
+        status: str | None = None,
+        error: str | None = None,
+    ) -> int:
+        del scope, kind  # a decoded span keeps neither
+        span_id, self.next_id = self.next_id, self.next_id + 1
+        message = error if error is not None else status
+        self.spans.append(
+            span(
+                self.trace,
+                span_id,
+                name,
+                dict(attributes or {}),
+                parent=parent or 0,
+                resource=dict(process.attributes),
+                start_ns=start_ns,
+                end_ns=end_ns,
+                status=(STATUS_ERROR, message) if message is not None else (0, ""),
+            )
+        )
+        return span_id
+
+
 def epp_spans(
     trace: int,
     base: int,
@@ -150,64 +117,25 @@ def epp_spans(
     profile: str = "default",
     end_ns: int | None = None,
 ) -> list[Span]:
-    """The llm-d-router EPP's spans of one call (ebab6879: ``pkg/epp/handlers/server.go:460``,
-    ``pkg/epp/requestcontrol/director.go:242-267``, ``pkg/epp/scheduling/scheduler_profile.go:153-382``):
-    gateway.request (no attributes) > orchestration > [run_scheduler_profile > scoring > scorer, pick].
-    Span ids are ``base`` to ``base + 5``; ``scorer=None`` stops before scheduling (a refused call). ``profile`` is the
-    scheduling profile run (llm-d-router's chart names its only one ``default``; the coordinator's EPP runs the one
-    its ``EPP-Profile`` header names), ``end_ns`` the gateway span's end (one second after its start unless told)."""
-    ms = 1_000_000
-    resource = {"service.name": "llm-d-epp"}
-    spans = [
-        span(
-            trace,
-            base,
-            "gateway.request",
-            {},
-            parent=parent,
-            resource=resource,
-            start_ns=start_ns,
-            end_ns=end_ns,
-            status=status,
-        ),
-        span(
-            trace,
-            base + 1,
-            "gateway.request_orchestration",
-            {"target_model": model, "request_prio": 0},
-            parent=base,
-            resource=resource,
-            start_ns=start_ns + ms,
-            status=orchestration_status,
-        ),
-    ]
-    if scorer is None:
-        return spans
-    ids = {"gen_ai.request.id": request_id, **({"gen_ai.request.model": model} if model else {})}
-    profile_name = {"llm_d.epp.scheduling.profile.name": profile}
-    return [
-        *spans,
-        span(
-            trace,
-            base + 2,
-            "run_scheduler_profile",
-            profile_name,
-            parent=base + 1,
-            resource=resource,
-            start_ns=start_ns + 2 * ms,
-        ),
-        span(trace, base + 3, "llm_d.epp.scoring", ids, parent=base + 2, resource=resource, start_ns=start_ns + 2 * ms),
-        span(
-            trace,
-            base + 4,
-            f"llm_d.epp.scorer.{scorer}",
-            {"llm_d.epp.scorer.type": scorer, **ids},
-            parent=base + 3,
-            resource=resource,
-            start_ns=start_ns + 2 * ms,
-        ),
-        span(trace, base + 5, "pick_endpoints", ids, parent=base + 2, resource=resource, start_ns=start_ns + 3 * ms),
-    ]
+    """The llm-d-router EPP's spans of one call, as the catalogue draws them
+    (:class:`sloscope.upstream.llmd_router.Epp`: gateway.request > orchestration > [run_scheduler_profile >
+    filter_endpoints, scoring > scorer, pick_endpoints]). Span ids are ``base`` to ``base + 6``; ``scorer=None``
+    stops before scheduling (a refused call). ``profile`` is the scheduling profile run (llm-d-router's chart names
+    its only one ``default``; the coordinator's EPP runs the one its ``EPP-Profile`` header names), ``end_ns`` the
+    gateway span's end (one second after its start unless told)."""
+    writer = RecordWriter(trace, base)
+    Epp(writer, Process({"service.name": "llm-d-epp"})).call(
+        parent or None,
+        start_ns,
+        end_ns if end_ns is not None else start_ns + 1_000_000_000,
+        request_id=request_id,
+        model=model,
+        profile=profile,
+        scorers=None if scorer is None else (scorer,),
+        status=status[1] if status[0] else None,
+        orchestration_error=orchestration_status[1] if orchestration_status[0] else None,
+    )
+    return writer.spans
 
 
 def any_value(value: Any) -> AnyValue:

@@ -30,7 +30,7 @@ import math
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -50,26 +50,19 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased, Sampler, Tr
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from sloscope import upstream
 from sloscope.store.read import read_records
 from sloscope.store.schema import SCHEMA
 from sloscope.testing import gateway_attributes, vllm_033_attributes, vllm_attributes
+from sloscope.upstream import llmd_router
+from sloscope.upstream.llmd_router import BUILD_REF, DEFAULT_SCORERS, SEMCONV_1_37
 
 from .conftest import Server, wait_until
 
 pytestmark = pytest.mark.integration
 
 MODEL = "Qwen/Qwen3-8B"
-ROUTER_COMMIT = "ebab687927f5331c1b39defcb579a07951bce56c"
-BUILD_REF = "v0.0.0-ebab687"  # version.BuildRef as Dockerfile.epp stamps it (made-up value)
-SEMCONV_1_37 = "https://opentelemetry.io/schemas/1.37.0"  # telemetry.go:109-117
-
-# Instrumentation scopes (spans.md §0).
-EPP_HANDLERS = "llm-d-router/pkg/epp/handlers"  # pkg/epp/handlers/server.go:278
-EPP_REQUESTCONTROL = "llm-d-router/pkg/epp/requestcontrol"  # pkg/epp/requestcontrol/director.go:241
-EPP_SCHEDULING = "llm-d-router/pkg/epp/scheduling"  # pkg/epp/scheduling/constants.go:21
-EPP_SCHEDULING_PLUGINS = (
-    "llm-d-router/pkg/epp/framework/plugins/scheduling"  # framework/plugins/scheduling/constants.go:22
-)
+# Instrumentation scopes (spans.md §0); the EPP's are the catalogue's (sloscope.upstream.llmd_router).
 SIDECAR_PROXY = "llm-d-router/pkg/sidecar/proxy"  # pkg/sidecar/proxy/constants.go:20
 OTELHTTP = "go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"  # otelhttp v0.68.0 config.go:19
 VLLM_SCOPE = "vllm.tracing.otel"  # vllm/tracing/otel.py:192
@@ -87,11 +80,9 @@ NO_MODEL = "inference error: BadRequest - model not found in request body"
 ERROR_TYPE = "github.com/llm-d/llm-d-router/pkg/common/error.Error"  # what Go's RecordError puts in exception.type
 
 # Scheduling profiles of the chart (config/charts/routerlib/templates/_config.yaml): without the latency
-# predictor the "default" profile scores with queue-scorer 2, kv-cache-utilization-scorer 2, prefix-cache-scorer 3;
-# with it, latency-scorer (scorer/latency/plugin.go:38) behind its filters, and a weighted-random picker.
-DEFAULT_SCORERS = ("queue-scorer", "kv-cache-utilization-scorer", "prefix-cache-scorer")
+# predictor the "default" profile scores with the catalogue's DEFAULT_SCORERS; with it, latency-scorer
+# (scorer/latency/plugin.go:38) behind its filters, and a weighted-random picker.
 PREDICTED_SCORERS = ("latency-scorer",)
-SCORER_WEIGHTS = {"queue-scorer": 2.0, "kv-cache-utilization-scorer": 2.0, "prefix-cache-scorer": 3.0}
 
 _PROPAGATOR = TraceContextTextMapPropagator()
 _IDS = RandomIdGenerator()
@@ -218,6 +209,9 @@ class Fleet:
     def ns(self, ms: float) -> int:
         return self.base_ns + round(ms * 1_000_000)
 
+    def ms(self, ns: int) -> float:
+        return (ns - self.base_ns) / 1_000_000
+
     def process(self, resource: Resource, *, sampler: Sampler = SDK_DEFAULT_SAMPLER, http: bool = False) -> Process:
         exporter: SpanExporter = (
             HttpExporter(endpoint=self.server.otlp_http)
@@ -304,28 +298,55 @@ def store_settings(tmp_path: Path) -> dict[str, Any]:
 # ---- the llm-d-router EPP ------------------------------------------------------------------------
 
 
+class FleetWriter:
+    """The catalogue's spans (sloscope.upstream) written by one process of the fleet, a tracer per scope."""
+
+    def __init__(self, fleet: Fleet, process: Process) -> None:
+        self.fleet, self.process = fleet, process
+        self._scopes: dict[str, Scope] = {}
+
+    def span(
+        self,
+        process: upstream.Process,
+        scope: upstream.Scope,
+        name: str,
+        parent: Parent,
+        *,
+        start_ns: int,
+        end_ns: int,
+        kind: upstream.Kind = "internal",
+        attributes: Mapping[str, Any] | None = None,
+        status: str | None = None,
+        error: str | None = None,
+    ) -> trace.Span:
+        del process  # the fleet's process carries the resource, made by the SDK as the upstream makes it
+        tracer = self._scopes.get(scope.name)
+        if tracer is None:
+            tracer = self._scopes[scope.name] = self.process.scope(scope.name, scope.version, dict(scope.attributes))
+        return self.fleet.span(
+            tracer, name, parent, self.fleet.ms(start_ns), self.fleet.ms(end_ns), kind=_KINDS[kind],
+            attributes=dict(attributes) if attributes is not None else None, status=status, error=error,
+        )  # fmt: skip
+
+
+_KINDS = {"server": SpanKind.SERVER, "internal": SpanKind.INTERNAL, "client": SpanKind.CLIENT}
+
+
 class Epp:
-    """One pool's EPP process (cmd/epp), with the tracers of its instrumentation scopes."""
+    """One pool's EPP process (cmd/epp), drawing its spans from the catalogue (sloscope.upstream.llmd_router);
+    times in the fleet's ms."""
 
     def __init__(self, fleet: Fleet, pool: str) -> None:
         self.fleet = fleet
         self.pool = pool
         self.process = fleet.process(epp_resource(pool), sampler=ROUTER_SAMPLER)
-        # telemetry.go:185-201: version = version.BuildRef, scope attribute commit-sha.
-        scope_attributes = {"commit-sha": ROUTER_COMMIT}
-        self.handlers = self.process.scope(EPP_HANDLERS, BUILD_REF, scope_attributes)
-        self.requestcontrol = self.process.scope(EPP_REQUESTCONTROL, BUILD_REF, scope_attributes)
-        self.scheduling = self.process.scope(EPP_SCHEDULING, BUILD_REF, scope_attributes)
-        self.plugins = self.process.scope(EPP_SCHEDULING_PLUGINS, BUILD_REF, scope_attributes)
+        self.drawn = llmd_router.Epp(FleetWriter(fleet, self.process), llmd_router.epp_process(pool))
 
     def gateway(
         self, parent: Parent, start_ms: float, end_ms: float, *, status: str | None = None, error: str | None = None
     ) -> trace.Span:
-        """gateway.request: server.go:460, SERVER, no attributes; on failure RecordError + Error status with the
-        error text, or Error status with the response status code string (server.go:377-383)."""
-        return self.fleet.span(
-            self.handlers, "gateway.request", parent, start_ms, end_ms, kind=SpanKind.SERVER, status=status, error=error
-        )
+        ns = self.fleet.ns
+        return self.drawn.gateway(parent, ns(start_ms), ns(end_ms), status=status, error=error)
 
     def orchestration(
         self,
@@ -337,19 +358,8 @@ class Epp:
         priority: int = 0,
         error: str | None = None,
     ) -> trace.Span:
-        """gateway.request_orchestration: director.go:241-249 (SERVER; RecordError + Error status when
-        HandleRequest fails), target_model and request_prio set at :265-267 (absent when it failed before)."""
-        attributes = {"target_model": model, "request_prio": priority} if model is not None else None
-        return self.fleet.span(
-            self.requestcontrol,
-            "gateway.request_orchestration",
-            gateway,
-            start_ms,
-            end_ms,
-            kind=SpanKind.SERVER,
-            attributes=attributes,
-            error=error,
-        )
+        ns = self.fleet.ns
+        return self.drawn.orchestration(gateway, ns(start_ms), ns(end_ms), model=model, priority=priority, error=error)
 
     def schedule(
         self,
@@ -357,127 +367,21 @@ class Epp:
         start_ms: float,
         *,
         request_id: str,
-        profile: str = "default",
         scorers: Sequence[str] = DEFAULT_SCORERS,
         unscored: Sequence[str] = (),
-        picked: Sequence[str] = ("llm-d/vllm-0-rank-0", "llm-d/vllm-1-rank-0"),
         model: str = MODEL,
     ) -> float:
-        """run_scheduler_profile (scheduler.go:153-156) with its siblings filter_endpoints, llm_d.epp.scoring
-        (one llm_d.epp.scorer.<type> child per scorer; the score.* keys only for a scorer that returned scores,
-        not for those in ``unscored``) and pick_endpoints (scheduler_profile.go:158-166, 224-236, 288-315,
-        363-382; requestSpanAttributes :321, gen_ai.request.model only when the target model is known).
-        Returns the end (ms)."""
-        request = {"gen_ai.request.id": request_id, **({"gen_ai.request.model": model} if model else {})}
-        s = start_ms
-        end = s + 1.0 + 0.25 * len(scorers)
-        run = self.fleet.span(
-            self.scheduling,
-            "run_scheduler_profile",
-            orchestration,
-            s,
-            end,
-            attributes={"llm_d.epp.scheduling.profile.name": profile},
-        )
-        self.fleet.span(
-            self.scheduling,
-            "filter_endpoints",
-            run,
-            s + 0.05,
-            s + 0.2,
-            attributes={
-                "llm_d.epp.filter.candidate_endpoints": 3,
-                **request,
-                "llm_d.epp.filter.filtered_endpoints": len(picked),
-            },
-        )
-        scoring_end = s + 0.3 + 0.25 * len(scorers)
-        scoring = self.fleet.span(
-            self.scheduling,
-            "llm_d.epp.scoring",
-            run,
-            s + 0.25,
-            scoring_end,
-            attributes={
-                "llm_d.epp.scorer.count": len(scorers),
-                "llm_d.epp.scoring.candidate_endpoints": len(picked),
-                **request,
-            },
-        )
-        for i, scorer in enumerate(scorers):
-            attributes: dict[str, Any] = {
-                "llm_d.epp.scorer.type": scorer,
-                "llm_d.epp.scorer.name": scorer,
-                "llm_d.epp.scorer.weight": SCORER_WEIGHTS.get(scorer, 1.0),
-                "llm_d.epp.scorer.candidate_endpoints": len(picked),
-            }
-            if scorer not in unscored:
-                attributes["llm_d.epp.scorer.score.max"] = 0.82
-                attributes["llm_d.epp.scorer.score.avg"] = 0.41
-                attributes["llm_d.epp.scorer.endpoints_scored"] = len(picked)
-            start = s + 0.3 + 0.25 * i
-            self.fleet.span(
-                self.scheduling, f"llm_d.epp.scorer.{scorer}", scoring, start, start + 0.2, attributes=attributes
-            )
-        self.fleet.span(
-            self.scheduling,
-            "pick_endpoints",
-            run,
-            scoring_end + 0.05,
-            end - 0.05,
-            attributes={
-                "llm_d.epp.picker.candidate_endpoints": len(picked),
-                "llm_d.epp.picker.top_endpoints": list(picked),
-                "llm_d.epp.picker.top_scores": [2.31, 1.07][: len(picked)],
-                **request,
-            },
-        )
-        return end
+        end = self.drawn.schedule(
+            orchestration, self.fleet.ns(start_ms), request_id=request_id, model=model, scorers=scorers,
+            unscored=unscored,
+        )  # fmt: skip
+        return self.fleet.ms(end)
 
     def disaggregate(
         self, orchestration: trace.Span, start_ms: float, *, request_id: str, prefill_address: str
     ) -> None:
-        """disagg-profile-handler, decode first (spans.md §1.3; disagg_profile_handler.go:341-421 and 528-579):
-        three pick_disagg_profile spans around the decode and prefill run_scheduler_profile siblings, then
-        prepare_disaggregation (PreRequest, director.go:370 -> :489) with llm_d.epp.pd.disaggregation_used true."""
-        picks: dict[str, Any] = {
-            "gen_ai.request.model": MODEL,
-            "gen_ai.request.id": request_id,
-            "mm.modality": "none",
-            "mm.hash_count": 0,
-        }
-        s = start_ms
-        for decision, profile in (
-            ("run_decode", "decode"),
-            ("run_prefill", "prefill"),
-            ("complete_prefill-decode", None),
-        ):
-            self.fleet.span(
-                self.plugins,
-                "pick_disagg_profile",
-                orchestration,
-                s,
-                s + 0.1,
-                attributes={**picks, "llm_d.epp.profile_handler.decision": decision},
-            )
-            s += 0.1
-            if profile is not None:
-                pods = ("llm-d/llama-decode-1-rank-0",) if profile == "decode" else ("llm-d/llama-prefill-0-rank-0",)
-                s = self.schedule(orchestration, s, request_id=request_id, profile=profile, picked=pods)
-        self.fleet.span(
-            self.plugins,
-            "prepare_disaggregation",
-            orchestration,
-            s + 0.1,
-            s + 0.3,
-            attributes={
-                **picks,
-                "llm_d.epp.pd.disaggregation_used": True,
-                "llm_d.epp.pd.prefill_pod_address": prefill_address,
-                "llm_d.epp.pd.prefill_pod_port": "8000",
-                "llm_d.epp.encode.disaggregation_used": False,
-                "llm_d.epp.encode.reason": "no_encode_profile_result",
-            },
+        self.drawn.disaggregate(
+            orchestration, self.fleet.ns(start_ms), request_id=request_id, model=MODEL, prefill_address=prefill_address
         )
 
     def call(
@@ -492,10 +396,11 @@ class Epp:
         status: str | None = None,
     ) -> trace.Span:
         """A request the EPP scheduled and forwarded: gateway.request, its orchestration, one profile run."""
-        gateway = self.gateway(parent, start_ms, end_ms, status=status)
-        orchestration = self.orchestration(gateway, start_ms + 1, start_ms + 6)
-        self.schedule(orchestration, start_ms + 1.5, request_id=request_id, profile=profile, scorers=scorers)
-        return gateway
+        ns = self.fleet.ns
+        return self.drawn.call(
+            parent, ns(start_ms), ns(end_ms), request_id=request_id, model=MODEL, profile=profile, scorers=scorers,
+            status=status,
+        )  # fmt: skip
 
 
 # ---- model servers, clients, gateways ---------------------------------------------------------------

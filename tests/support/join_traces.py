@@ -21,16 +21,19 @@ tests/unit/processors/test_assembler_upstream.py pin them.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from sloscope.records import STATUS_ERROR, Span
+from sloscope.upstream.llmd_router import Epp
+from sloscope.upstream.writer import AttributeValue, Kind, Process, Scope
 
 MS = 1_000_000
 T0 = 1_760_000_000_000_000_000
 MODELS = ("meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen3-8B")
 EPP = {"service.name": "llm-d-epp"}
+EPP_PROCESS = Process(EPP)
 # (status message, HTTP code) of a gateway request that reached no model server: every failure reason.
 FAILURES: tuple[tuple[str, int | None], ...] = (
     ("inference error: ResourceExhausted - flow control saturated", None),
@@ -85,6 +88,39 @@ class Trace:
             )
         )
         return span_id
+
+
+class TraceWriter:
+    """The catalogue's spans (:mod:`sloscope.upstream`) added to a :class:`Trace` (random span ids)."""
+
+    def __init__(self, trace: Trace) -> None:
+        self.trace = trace
+
+    def span(
+        self,
+        process: Process,
+        scope: Scope,
+        name: str,
+        parent: str | None,
+        *,
+        start_ns: int,
+        end_ns: int,
+        kind: Kind = "internal",
+        attributes: Mapping[str, AttributeValue] | None = None,
+        status: str | None = None,
+        error: str | None = None,
+    ) -> str:
+        del scope, kind
+        message = error if error is not None else status
+        return self.trace.add(
+            name,
+            dict(attributes or {}),
+            parent=parent or "",
+            resource=dict(process.attributes),
+            at_ms=(start_ns - self.trace.start_ns) / MS,
+            length_ms=(end_ns - start_ns) / MS,
+            status=(STATUS_ERROR, message) if message is not None else (0, ""),
+        )
 
 
 class Shapes:
@@ -167,22 +203,19 @@ class Shapes:
         profile: str = "default",
         status: tuple[int, str] = (0, ""),
     ) -> str:
-        """llm-d-router's EPP spans of one call; returns the gateway span's id."""
+        """llm-d-router's EPP spans of one call, as the catalogue draws them; returns the gateway span's id."""
         rng = self.rng
-        model = rng.choice(MODELS)
-        gateway = trace.add("gateway.request", {}, parent=parent, at_ms=at_ms, length_ms=4000, status=status)
-        orchestration = trace.add(
-            "gateway.request_orchestration", {"target_model": model}, parent=gateway, at_ms=at_ms + 1
+        start = trace.start_ns + int(at_ms * MS)
+        return Epp(TraceWriter(trace), EPP_PROCESS).call(
+            parent,
+            start,
+            start + 4000 * MS,
+            request_id=request_id,
+            model=rng.choice(MODELS),
+            profile=profile,
+            scorers=(rng.choice(("latency-scorer", "prefix-cache-scorer")),) if scheduled else None,
+            status=status[1] if status[0] else None,
         )
-        if not scheduled:
-            return gateway
-        ids = {"gen_ai.request.id": request_id, "gen_ai.request.model": model}
-        ran = trace.add("run_scheduler_profile", {"llm_d.epp.scheduling.profile.name": profile}, parent=orchestration)
-        scoring = trace.add("llm_d.epp.scoring", dict(ids), parent=ran, at_ms=at_ms + 2)
-        scorer = rng.choice(("latency-scorer", "prefix-cache-scorer"))
-        trace.add(f"llm_d.epp.scorer.{scorer}", {"llm_d.epp.scorer.type": scorer, **ids}, parent=scoring)
-        trace.add("pick_endpoints", dict(ids), parent=ran, at_ms=at_ms + 3)
-        return gateway
 
     # ---- one LLM call ----------------------------------------------------------------------
 

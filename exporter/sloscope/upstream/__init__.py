@@ -1,1 +1,7 @@
-"""What the upstream systems send, defined once: the span vocabulary both joins read (:mod:`.vocabulary`)."""
+"""What the upstream systems send, defined once: the span vocabulary both joins read (:mod:`.vocabulary`), and the
+catalogue of span shapes the tests, the demo and the benchmarks draw (:mod:`.llmd_router`, :mod:`.vllm`,
+:mod:`.gie_2025`, written through :mod:`.writer`)."""
+
+from sloscope.upstream.writer import AttributeValue, Kind, Process, Scope, SpanWriter
+
+__all__ = ["AttributeValue", "Kind", "Process", "Scope", "SpanWriter"]

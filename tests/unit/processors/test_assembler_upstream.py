@@ -154,7 +154,7 @@ def test_a_later_call_of_a_trace_still_joins_after_the_trace_expired() -> None:
     assert [(r.request_id, r.pod) for r in h.emitted] == [("a", "vllm-a"), ("b", "vllm-b")]
     h.feed(span(1, 17, "filter_endpoints", {}, parent=12, resource=EPP))  # under call a, emitted long ago
     h.feed(*epp_call(1, 10, request_id="a"))  # an exporter retries call a's batch
-    assert h.dropped == {c.DROP_LATE: 1, c.DROP_DUPLICATE: 6}
+    assert h.dropped == {c.DROP_LATE: 1, c.DROP_DUPLICATE: 7}  # the seven spans of the call again
 
 
 def test_vllm_under_the_callers_span_joins_its_gateway_by_request_id() -> None:
@@ -370,7 +370,7 @@ def test_a_pd_decode_stage_waits_for_its_prefill_stage_at_most_its_window() -> N
 def prepare_disaggregation(trace: int) -> Span:
     return span(
         trace,
-        16,
+        17,  # after the call's seven EPP spans, 10 to 16
         "prepare_disaggregation",
         {"llm_d.epp.pd.disaggregation_used": True, "llm_d.epp.pd.prefill_pod_address": "10.0.2.11"},
         parent=11,
@@ -629,7 +629,7 @@ def test_spans_that_carry_nothing_make_way_for_the_next_call() -> None:
     h.feed(*epp_call(1, 10, request_id="a"), vllm033(1, 19, 10, pod_name="vllm-a", request_id="chatcmpl-a"))
     h.advance(5.0)
     assert [r.request_id for r in h.emitted] == ["a"]
-    assert h.dropped == {c.DROP_TRACE_TOO_LARGE: 7}
+    assert h.dropped == {c.DROP_TRACE_TOO_LARGE: 8}  # every tool span: the call's seven EPP spans and vLLM's need 8
 
 
 def test_a_long_pd_decode_is_waited_for_and_counted_once() -> None:

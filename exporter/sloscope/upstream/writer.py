@@ -1,0 +1,62 @@
+"""What the catalogue of upstream span shapes draws on: a process (an OpenTelemetry resource), an instrumentation
+scope, and a writer that makes one span.
+
+The catalogue (:mod:`sloscope.upstream.llmd_router`, :mod:`~sloscope.upstream.vllm`,
+:mod:`~sloscope.upstream.gie_2025`) says which spans an upstream writes, with which names, kinds, scopes and
+attributes, under which parent; a writer says what a span becomes: a decoded :class:`~sloscope.records.Span`
+for unit tests and benchmarks (:class:`sloscope.testing.RecordWriter`), or a span of the OpenTelemetry SDK,
+exported over OTLP like the real process would. So the tests, the demo and the benchmarks draw one set of shapes,
+and a new upstream is one module here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, TypeVar
+
+__all__ = ["AttributeValue", "Kind", "Process", "Scope", "SpanWriter"]
+
+AttributeValue = str | bool | int | float | Sequence[str] | Sequence[bool] | Sequence[int] | Sequence[float]
+Kind = Literal["server", "internal", "client"]
+Handle = TypeVar("Handle")
+
+
+@dataclass(frozen=True)
+class Process:
+    """An instrumented process: its resource attributes and the schema URL of its semantic conventions."""
+
+    attributes: Mapping[str, AttributeValue]
+    schema_url: str = ""
+
+
+@dataclass(frozen=True)
+class Scope:
+    """An instrumentation scope (a tracer): its name, version and attributes."""
+
+    name: str
+    version: str = ""
+    attributes: Mapping[str, AttributeValue] = field(default_factory=dict)
+
+
+class SpanWriter(Protocol[Handle]):
+    """Makes one finished span and returns what a child names as its parent (None: a root, or the caller's
+    parent as the writer knows it).
+
+    ``status``: the span's status is Error with this description; ``error``: the upstream called RecordError (an
+    exception event) and set the status to Error with the error's text. Times are Unix nanoseconds."""
+
+    def span(
+        self,
+        process: Process,
+        scope: Scope,
+        name: str,
+        parent: Handle | None,
+        *,
+        start_ns: int,
+        end_ns: int,
+        kind: Kind = "internal",
+        attributes: Mapping[str, AttributeValue] | None = None,
+        status: str | None = None,
+        error: str | None = None,
+    ) -> Handle: ...

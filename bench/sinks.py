@@ -26,7 +26,7 @@ import random
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -99,7 +99,7 @@ def main() -> None:
     history.record(POD.key, BASE_NS / 1e9 - 1, PodState(3.0, 20.0, 0.4, None, frozenset()))
     queued: list[RequestRecord] = []
 
-    def tracker(sink: Callable[[RequestRecord], None] | None) -> PredictionTracker:
+    def tracker(sink: Callable[[Sequence[RequestRecord]], None] | None) -> PredictionTracker:
         return PredictionTracker(
             settings=Predictions(shadow=False),
             headroom=Headroom(),
@@ -111,7 +111,7 @@ def main() -> None:
             sink=sink,
         )
 
-    plain, recording = tracker(None), tracker(queued.append)
+    plain, recording = tracker(None), tracker(queued.extend)
     arrival = [(request.arrival_ns or request.start_ns) / 1e9 for request in batch]
     pending = [
         Pending(request, evaluation, ("llama", "pool-a"), "pool-a", POD.key, at, None)

@@ -89,8 +89,7 @@ class Stage:
             series=PredictionSeries(registry, ["pool-a", "pool-b"], telemetry.series_budget),
             predicted_pools={"pool-a", "pool-b"} if shadow else set(),
             streaming_of=StreamingModes({}, default=True).streaming,
-            sink=self.records.append if scenario == "store" else None,
-            sink_all=self.records.extend if scenario == "store" else None,
+            sink=self.records.extend if scenario == "store" else None,
         )
 
 

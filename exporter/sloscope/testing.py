@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 from google.protobuf import json_format
@@ -21,7 +21,7 @@ from sloscope.records import STATUS_ERROR, Span
 from sloscope.upstream.gie_2025 import gateway_attributes
 from sloscope.upstream.llmd_router import Epp
 from sloscope.upstream.vllm import vllm_033_attributes, vllm_attributes
-from sloscope.upstream.writer import AttributeValue, Kind, Process, Scope
+from sloscope.upstream.writer import Drawn, Process, Scope
 
 __all__ = [
     "RecordWriter",
@@ -70,34 +70,21 @@ class RecordWriter:
         self.trace, self.next_id = trace, first
         self.spans: list[Span] = []
 
-    def span(
-        self,
-        process: Process,
-        scope: Scope,
-        name: str,
-        parent: int | None,
-        *,
-        start_ns: int,
-        end_ns: int,
-        kind: Kind = "internal",
-        attributes: Mapping[str, AttributeValue] | None = None,
-        status: str | None = None,
-        error: str | None = None,
-    ) -> int:
-        del scope, kind  # a decoded span keeps neither
+    def span(self, process: Process, scope: Scope, drawn: Drawn[int]) -> int:
+        del scope  # a decoded span keeps no scope
         span_id, self.next_id = self.next_id, self.next_id + 1
-        message = error if error is not None else status
+        failure = drawn.failure
         self.spans.append(
             span(
                 self.trace,
                 span_id,
-                name,
-                dict(attributes or {}),
-                parent=parent or 0,
+                drawn.name,
+                dict(drawn.attributes),
+                parent=drawn.parent or 0,
                 resource=dict(process.attributes),
-                start_ns=start_ns,
-                end_ns=end_ns,
-                status=(STATUS_ERROR, message) if message is not None else (0, ""),
+                start_ns=drawn.start_ns,
+                end_ns=drawn.end_ns,
+                status=(STATUS_ERROR, failure) if failure is not None else (0, ""),
             )
         )
         return span_id

@@ -30,7 +30,7 @@ import math
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -305,27 +305,14 @@ class FleetWriter:
         self.fleet, self.process = fleet, process
         self._scopes: dict[str, Scope] = {}
 
-    def span(
-        self,
-        process: upstream.Process,
-        scope: upstream.Scope,
-        name: str,
-        parent: Parent,
-        *,
-        start_ns: int,
-        end_ns: int,
-        kind: upstream.Kind = "internal",
-        attributes: Mapping[str, Any] | None = None,
-        status: str | None = None,
-        error: str | None = None,
-    ) -> trace.Span:
+    def span(self, process: upstream.Process, scope: upstream.Scope, drawn: upstream.Drawn[Parent]) -> trace.Span:
         del process  # the fleet's process carries the resource, made by the SDK as the upstream makes it
         tracer = self._scopes.get(scope.name)
         if tracer is None:
             tracer = self._scopes[scope.name] = self.process.scope(scope.name, scope.version, dict(scope.attributes))
         return self.fleet.span(
-            tracer, name, parent, self.fleet.ms(start_ns), self.fleet.ms(end_ns), kind=_KINDS[kind],
-            attributes=dict(attributes) if attributes is not None else None, status=status, error=error,
+            tracer, drawn.name, drawn.parent, self.fleet.ms(drawn.start_ns), self.fleet.ms(drawn.end_ns),
+            kind=_KINDS[drawn.kind], attributes=dict(drawn.attributes) or None, status=drawn.status, error=drawn.error,
         )  # fmt: skip
 
 

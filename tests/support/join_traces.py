@@ -21,13 +21,13 @@ tests/unit/processors/test_assembler_upstream.py pin them.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from sloscope.records import STATUS_ERROR, Span
 from sloscope.upstream.llmd_router import Epp
-from sloscope.upstream.writer import AttributeValue, Kind, Process, Scope
+from sloscope.upstream.writer import Drawn, Process, Scope
 
 MS = 1_000_000
 T0 = 1_760_000_000_000_000_000
@@ -96,30 +96,17 @@ class TraceWriter:
     def __init__(self, trace: Trace) -> None:
         self.trace = trace
 
-    def span(
-        self,
-        process: Process,
-        scope: Scope,
-        name: str,
-        parent: str | None,
-        *,
-        start_ns: int,
-        end_ns: int,
-        kind: Kind = "internal",
-        attributes: Mapping[str, AttributeValue] | None = None,
-        status: str | None = None,
-        error: str | None = None,
-    ) -> str:
-        del scope, kind
-        message = error if error is not None else status
+    def span(self, process: Process, scope: Scope, drawn: Drawn[str]) -> str:
+        del scope
+        failure = drawn.failure
         return self.trace.add(
-            name,
-            dict(attributes or {}),
-            parent=parent or "",
+            drawn.name,
+            dict(drawn.attributes),
+            parent=drawn.parent or "",
             resource=dict(process.attributes),
-            at_ms=(start_ns - self.trace.start_ns) / MS,
-            length_ms=(end_ns - start_ns) / MS,
-            status=(STATUS_ERROR, message) if message is not None else (0, ""),
+            at_ms=(drawn.start_ns - self.trace.start_ns) / MS,
+            length_ms=(drawn.end_ns - drawn.start_ns) / MS,
+            status=(STATUS_ERROR, failure) if failure is not None else (0, ""),
         )
 
 

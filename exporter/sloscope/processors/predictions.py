@@ -24,7 +24,7 @@ import math
 import random
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -290,8 +290,7 @@ class PredictionTracker:
         quantile_of: Callable[[str], float | None] = lambda pool: None,
         objective_of: Callable[[str], str | None] = lambda pool: None,
         rng: random.Random | None = None,
-        sink: Callable[[RequestRecord], None] | None = None,
-        sink_all: Callable[[list[RequestRecord]], None] | None = None,
+        sink: Callable[[Sequence[RequestRecord]], None] | None = None,
     ) -> None:
         """``streaming_of(pool)``: whether the pool's EPP runs its latency plugin with streaming on
         (:class:`~sloscope.processors.streaming_modes.StreamingModes`); off, its predicted TTFT is compared with the
@@ -306,8 +305,7 @@ class PredictionTracker:
         self._objective_of = objective_of
         self._objectives: dict[str, str] = {}  # pool -> objective of its last comparison, to log a change once
         self._rng = rng or random.Random()
-        self._sink = sink  # record sinks (store, OTLP export); None: nothing is recorded
-        self._sink_all = sink_all  # the same sinks, handed a batch's records at once (None: one at a time)
+        self._sink = sink  # the record sinks (store, OTLP export), handed records in order; None: nothing recorded
         self._streaming_of = streaming_of
         # One queue per pool, each of at most max_pending: a pool whose predictor is slow fills its own only.
         self._pending: dict[str, deque[Pending]] = {}
@@ -487,11 +485,8 @@ class PredictionTracker:
             self.series.skipped(rows.pool_label.values[rows.pool_label.codes[row]], reason, count)
 
     def _emit(self, records: list[RequestRecord]) -> None:
-        if self._sink_all is not None:
-            self._sink_all(records)
-        elif self._sink is not None:
-            for record in records:
-                self._sink(record)
+        if self._sink is not None and records:
+            self._sink(records)
 
     def _enqueue(self, pending: Pending) -> None:
         with self._lock:
@@ -532,7 +527,7 @@ class PredictionTracker:
         if reason is not None:
             self.series.skipped(pending.labels[1], reason)
         if self._sink is not None:
-            self._sink(self._record_of(pending, c.SOURCE_NONE, skipped=reason))
+            self._sink([self._record_of(pending, c.SOURCE_NONE, skipped=reason)])
 
     def record(
         self,
@@ -585,7 +580,7 @@ class PredictionTracker:
                 )
             else:
                 found = Compared(None, None, objective, quantile, None, None, predicted_ttft, first_headroom)
-            self._sink(self._span_record(pending, source, found))
+            self._sink([self._span_record(pending, source, found)])
 
     def _span_record(self, pending: Pending, source: str, compared: Compared) -> RequestRecord:
         """The record of a request compared with its predictions."""

@@ -86,8 +86,7 @@ class PoolMonitor:
         registry: CollectorRegistry,
         telemetry: Telemetry,
         history: PodHistory,
-        sink: Callable[[RequestRecord], None] | None = None,
-        sink_all: Callable[[list[RequestRecord]], None] | None = None,
+        sink: Callable[[Sequence[RequestRecord]], None] | None = None,
         on_routing: Callable[[str, str], None] | None = None,
     ) -> None:
         """``on_routing(pool, routing)``: how a pool's EPP routes every request, when its page says so."""
@@ -154,7 +153,6 @@ class PoolMonitor:
             quantile_of=self._quantile_of,
             objective_of=self._objective_of,
             sink=sink,
-            sink_all=sink_all,
             streaming_of=self.streaming.streaming,
         )
         self.inflight = InflightHistory(

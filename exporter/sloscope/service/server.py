@@ -133,8 +133,7 @@ class Service:
             registry=self.registry,
             telemetry=self.pipeline.telemetry,
             history=history,
-            sink=self.sinks.emit if self.sinks else None,
-            sink_all=self.sinks.emit_all if self.sinks else None,
+            sink=self.sinks.emit_all if self.sinks else None,
             on_routing=self.pipeline.placement.set,
         )
         self.pipeline.evaluator.add(self.pools.contract_tap)

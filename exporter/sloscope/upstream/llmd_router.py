@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Generic
 
-from sloscope.upstream.writer import Handle, Process, Scope, SpanWriter
+from sloscope.upstream.writer import Drawn, Handle, Process, Scope, SpanWriter
 
 __all__ = ["DEFAULT_SCORERS", "Epp", "epp_process"]
 
@@ -55,7 +55,7 @@ class Epp(Generic[Handle]):
         self.scheduling, self.plugins = _scope(SCHEDULING), _scope(SCHEDULING_PLUGINS)
 
     def _span(self, scope: Scope, name: str, parent: Handle | None, start_ns: int, end_ns: int, **rest: Any) -> Handle:
-        return self.writer.span(self.process, scope, name, parent, start_ns=start_ns, end_ns=end_ns, **rest)
+        return self.writer.span(self.process, scope, Drawn(name, parent, start_ns, end_ns, **rest))
 
     def gateway(
         self, parent: Handle | None, start_ns: int, end_ns: int, *, status: str | None = None, error: str | None = None
@@ -79,7 +79,7 @@ class Epp(Generic[Handle]):
     ) -> Handle:
         """gateway.request_orchestration: SERVER; target_model and request_prio set once HandleRequest got that far
         (absent when it failed before)."""
-        attributes = {"target_model": model, "request_prio": priority} if model is not None else None
+        attributes = {"target_model": model, "request_prio": priority} if model is not None else {}
         return self._span(
             self.requestcontrol, "gateway.request_orchestration", gateway, start_ns, end_ns,
             kind="server", attributes=attributes, error=error,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Generic
 
-from sloscope.upstream.writer import Handle, Process, Scope, SpanWriter
+from sloscope.upstream.writer import Drawn, Handle, Process, Scope, SpanWriter
 
 __all__ = ["LLM_REQUEST", "VllmPod", "vllm_033_attributes", "vllm_attributes", "vllm_process"]
 
@@ -42,10 +42,7 @@ class VllmPod(Generic[Handle]):
         """SERVER, started at the request's arrival, ended just after its finishing iteration (e2e after the
         arrival, and half a millisecond for do_tracing), no status."""
         end_ns = start_ns + round(float(attributes["gen_ai.latency.e2e"]) * 1e9) + 500_000
-        return self.writer.span(
-            self.process, SCOPE, LLM_REQUEST, parent, start_ns=start_ns, end_ns=end_ns, kind="server",
-            attributes=attributes,
-        )  # fmt: skip
+        return self.writer.span(self.process, SCOPE, Drawn(LLM_REQUEST, parent, start_ns, end_ns, "server", attributes))
 
 
 def vllm_attributes(

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, TypeVar
+from typing import Generic, Literal, Protocol, TypeVar
 
-__all__ = ["AttributeValue", "Kind", "Process", "Scope", "SpanWriter"]
+__all__ = ["AttributeValue", "Drawn", "Kind", "Process", "Scope", "SpanWriter"]
 
 AttributeValue = str | bool | int | float | Sequence[str] | Sequence[bool] | Sequence[int] | Sequence[float]
 Kind = Literal["server", "internal", "client"]
@@ -39,24 +39,28 @@ class Scope:
     attributes: Mapping[str, AttributeValue] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Drawn(Generic[Handle]):
+    """One span as the catalogue draws it. ``status``: the span's status is Error with this description;
+    ``error``: the upstream called RecordError (an exception event) and set the status to Error with the error's
+    text. Times are Unix nanoseconds; ``parent`` None: a root, or the caller's parent as the writer knows it."""
+
+    name: str
+    parent: Handle | None
+    start_ns: int
+    end_ns: int
+    kind: Kind = "internal"
+    attributes: Mapping[str, AttributeValue] = field(default_factory=dict)
+    status: str | None = None
+    error: str | None = None
+
+    @property
+    def failure(self) -> str | None:
+        """The Error status's description, None for a span that did not fail."""
+        return self.error if self.error is not None else self.status
+
+
 class SpanWriter(Protocol[Handle]):
-    """Makes one finished span and returns what a child names as its parent (None: a root, or the caller's
-    parent as the writer knows it).
+    """Makes one finished span of ``process`` in ``scope`` and returns what a child names as its parent."""
 
-    ``status``: the span's status is Error with this description; ``error``: the upstream called RecordError (an
-    exception event) and set the status to Error with the error's text. Times are Unix nanoseconds."""
-
-    def span(
-        self,
-        process: Process,
-        scope: Scope,
-        name: str,
-        parent: Handle | None,
-        *,
-        start_ns: int,
-        end_ns: int,
-        kind: Kind = "internal",
-        attributes: Mapping[str, AttributeValue] | None = None,
-        status: str | None = None,
-        error: str | None = None,
-    ) -> Handle: ...
+    def span(self, process: Process, scope: Scope, drawn: Drawn[Handle]) -> Handle: ...

@@ -82,7 +82,7 @@ class Harness:
             series=self.series,
             predicted_pools={"pool-a"},
             rng=random.Random(7),
-            sink=self.records.append,
+            sink=self.records.extend,
             streaming_of=lambda pool: streaming,
         )
         self._publish = publishing_to(self.tracker)

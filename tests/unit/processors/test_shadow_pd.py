@@ -72,7 +72,7 @@ class Rig:
             predicted_pools={"pool-a"},
             streaming_of=StreamingModes({}, default=streaming).streaming,
             rng=random.Random(7),
-            sink=self.records.append,
+            sink=self.records.extend,
         )
         self._publish = publishing_to(self.tracker)
         self.http = httpx.AsyncClient(transport=httpx.MockTransport(self.answer))

@@ -76,7 +76,7 @@ class Pools:
             predicted_pools=set(PODS),
             streaming_of=StreamingModes({}, default=True).streaming,
             rng=random.Random(7),
-            sink=self.records.append,
+            sink=self.records.extend,
         )
         self._publish = publishing_to(
             self.tracker, pool_of_pod=lambda placed: "pool-a" if placed.pod == "vllm-a" else "pool-b"

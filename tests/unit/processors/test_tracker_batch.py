@@ -73,9 +73,7 @@ def requests(seed: int, count: int, *, models: int = 0) -> list[JoinedRequest]:
 class Side:
     """``reference``: the one-request-at-a-time reference (tests/support/reference.py), else the production path."""
 
-    def __init__(
-        self, limits: Limits, predictions: Predictions, *, batched_sink: bool, seed: int, reference: bool
-    ) -> None:
+    def __init__(self, limits: Limits, predictions: Predictions, *, seed: int, reference: bool) -> None:
         self.registry = CollectorRegistry()
         telemetry = Telemetry(self.registry, limits)
         admission = LabelAdmission(
@@ -106,8 +104,7 @@ class Side:
             quantile_of=QUANTILES.get,
             objective_of=OBJECTIVES.get,
             rng=random.Random(seed),
-            sink=self.records.append,
-            sink_all=self.records.extend if batched_sink else None,
+            sink=self.records.extend,
             streaming_of=lambda pool: pool not in STREAMING_OFF,
         )
         self.evaluator = SLOEvaluator(SPEC, admission, (self.publisher, self.tracker))
@@ -137,8 +134,8 @@ def run_both(
     """``native``: the batches come as record batches alone, as the native join hands them (no request objects:
     the tracker makes those it queues or records from the rows)."""
     limits, predictions = limits or Limits(), predictions or Predictions()
-    one = Side(limits, predictions, batched_sink=False, seed=seed, reference=True)
-    many = Side(limits, predictions, batched_sink=seed % 2 == 0, seed=seed, reference=False)
+    one = Side(limits, predictions, seed=seed, reference=True)
+    many = Side(limits, predictions, seed=seed, reference=False)
     for request in requests:
         one.reference(request)
     at = 0
@@ -240,7 +237,7 @@ def test_a_failing_publisher_before_the_tracker_changes_nothing_the_tracker_does
     costs its own series only; the tracker's records and queue are those of the reference."""
     reqs = requests(9, 600)
     one, _ = run_both(reqs, lambda: 200)
-    many = Side(Limits(), Predictions(), batched_sink=True, seed=5, reference=False)
+    many = Side(Limits(), Predictions(), seed=5, reference=False)
 
     def fail(batch: object) -> None:
         raise RuntimeError("a publisher failing")

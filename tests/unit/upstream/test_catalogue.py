@@ -1,0 +1,103 @@
+"""The catalogue of upstream span shapes, drawn as records: the tree, names, attributes and statuses each
+upstream writes (llm-d-router ebab6879, vLLM 0.33.0, the late-2025 EPP), exactly."""
+
+from __future__ import annotations
+
+from sloscope.records import STATUS_ERROR, Span
+from sloscope.testing import RecordWriter
+from sloscope.upstream.gie_2025 import gateway_attributes
+from sloscope.upstream.llmd_router import Epp, epp_process
+from sloscope.upstream.vllm import VllmPod, vllm_033_attributes
+
+T0 = 1_700_000_000_000_000_000
+MS = 1_000_000
+
+
+def tree(spans: list[Span]) -> list[tuple[str, str]]:
+    """(name, parent's name) of every span, in the order drawn."""
+    names = {s.span_id: s.name for s in spans}
+    return [(s.name, names.get(s.parent_span_id, "")) for s in spans]
+
+
+def test_a_scheduled_call_is_the_gateway_its_orchestration_and_one_profile_run() -> None:
+    writer = RecordWriter(trace=1, first=10)
+    gateway = Epp(writer, epp_process("pool-a")).call(
+        None, T0, T0 + 900 * MS, request_id="r1", model="Qwen/Qwen3-8B", scorers=("latency-scorer",)
+    )
+    spans = writer.spans
+    assert gateway == 10 and [s.span_id for s in spans] == [f"{i:016x}" for i in range(10, 17)]
+    assert tree(spans) == [
+        ("gateway.request", ""),
+        ("gateway.request_orchestration", "gateway.request"),
+        ("run_scheduler_profile", "gateway.request_orchestration"),
+        ("filter_endpoints", "run_scheduler_profile"),
+        ("llm_d.epp.scoring", "run_scheduler_profile"),
+        ("llm_d.epp.scorer.latency-scorer", "llm_d.epp.scoring"),
+        ("pick_endpoints", "run_scheduler_profile"),
+    ]
+    assert spans[0].attributes == {} and (spans[0].start_ns, spans[0].end_ns) == (T0, T0 + 900 * MS)
+    assert spans[0].resource == {
+        "service.name": "llm-d-epp",
+        "service.version": "v0.0.0-ebab687",
+        "k8s.inferencepool.name": "pool-a",
+    }
+    assert spans[1].attributes == {"target_model": "Qwen/Qwen3-8B", "request_prio": 0}
+    assert spans[2].attributes == {"llm_d.epp.scheduling.profile.name": "default"}
+    assert spans[5].attributes["llm_d.epp.scorer.type"] == "latency-scorer"
+    assert spans[6].attributes["gen_ai.request.id"] == "r1"
+    assert spans[6].attributes["gen_ai.request.model"] == "Qwen/Qwen3-8B"
+    assert all(s.status_code == 0 for s in spans)
+
+
+def test_a_refused_call_stops_before_scheduling_with_its_error_on_both_spans() -> None:
+    writer = RecordWriter(trace=2, first=1)
+    error = "inference error: ResourceExhausted - request rejected pre-queue: queue at capacity"
+    Epp(writer).call(
+        None, T0, T0 + 10 * MS, request_id="r2", model=None, scorers=None, status=error, orchestration_error=error
+    )
+    assert tree(writer.spans) == [("gateway.request", ""), ("gateway.request_orchestration", "gateway.request")]
+    assert [(s.status_code, s.status_message) for s in writer.spans] == [(STATUS_ERROR, error)] * 2
+    assert writer.spans[1].attributes == {}  # it failed before the target model was known
+
+
+def test_the_disagg_profile_handler_runs_decode_then_prefill_and_prepares() -> None:
+    writer = RecordWriter(trace=3, first=1)
+    epp = Epp(writer)
+    gateway = epp.gateway(None, T0, T0 + 3000 * MS)
+    orchestration = epp.orchestration(gateway, T0 + MS, T0 + 20 * MS, model="m")
+    epp.disaggregate(orchestration, T0 + 2 * MS, request_id="r3", model="m", prefill_address="10.0.2.11")
+    under = [name for name, parent in tree(writer.spans) if parent == "gateway.request_orchestration"]
+    assert under == [
+        "pick_disagg_profile",
+        "run_scheduler_profile",
+        "pick_disagg_profile",
+        "run_scheduler_profile",
+        "pick_disagg_profile",
+        "prepare_disaggregation",
+    ]
+    profiles = [
+        s.attributes["llm_d.epp.scheduling.profile.name"] for s in writer.spans if s.name == "run_scheduler_profile"
+    ]
+    assert profiles == ["decode", "prefill"]
+    prepare = writer.spans[-1]
+    assert prepare.attributes["llm_d.epp.pd.disaggregation_used"] is True
+    assert prepare.attributes["llm_d.epp.pd.prefill_pod_address"] == "10.0.2.11"
+
+
+def test_vllm_ends_its_span_half_a_millisecond_after_e2e_under_the_parent_it_was_sent() -> None:
+    writer = RecordWriter(trace=4, first=20)
+    attributes = vllm_033_attributes(request_id="chatcmpl-r4", ttft=0.25, e2e=1.5, completion_tokens=51)
+    VllmPod(writer, "vllm-0").llm_request(7, T0, attributes)
+    (span,) = writer.spans
+    assert (span.name, span.parent_span_id, span.end_ns - span.start_ns) == ("llm_request", f"{7:016x}", 1_500_500_000)
+    assert span.resource["k8s.pod.name"] == "vllm-0"
+    assert "gen_ai.response.model" not in span.attributes  # vLLM 0.33 sets it on no span
+
+
+def test_the_late_2025_gateway_captures_its_headers_as_string_arrays() -> None:
+    assert gateway_attributes(slo_ttft_ms="200", slo_tpot_ms="50", model="m", request_id="r5") == {
+        "gen_ai.request.model": "m",
+        "http.request.header.x-slo-ttft-ms": ["200"],
+        "http.request.header.x-slo-tpot-ms": ["50"],
+        "http.request.header.x-request-id": ["r5"],
+    }

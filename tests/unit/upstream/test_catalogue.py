@@ -1,13 +1,18 @@
 """The catalogue of upstream span shapes, drawn as records: the tree, names, attributes and statuses each
-upstream writes (llm-d-router ebab6879, vLLM 0.33.0, the late-2025 EPP), exactly."""
+upstream writes (llm-d-router ebab6879, vLLM 0.33.0, the late-2025 EPP), exactly; and llm-d-router's trees held
+to the spans of a running llm-d-router v0.10.0 (../shared/fixtures/llm-d-router/captured-v0.10.0)."""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 from sloscope.records import STATUS_ERROR, Span
 from sloscope.testing import RecordWriter
 from sloscope.upstream.gie_2025 import gateway_attributes
 from sloscope.upstream.llmd_router import Epp, epp_process
 from sloscope.upstream.vllm import VllmPod, vllm_033_attributes
+from sloscope.upstream.writer import Drawn, Process, Scope
 
 T0 = 1_700_000_000_000_000_000
 MS = 1_000_000
@@ -101,3 +106,72 @@ def test_the_late_2025_gateway_captures_its_headers_as_string_arrays() -> None:
         "http.request.header.x-slo-tpot-ms": ["50"],
         "http.request.header.x-request-id": ["r5"],
     }
+
+
+# ---- against a running llm-d-router v0.10.0 ------------------------------------------------------------------
+
+CAPTURED = Path(__file__).resolve().parents[4] / "shared/fixtures/llm-d-router/captured-v0.10.0"
+_KIND = {1: "internal", 2: "server", 3: "client"}
+Shape = tuple[tuple[str, str, str, str, tuple[str, ...], bool, bool], ...]
+
+
+def captured_shapes(name: str) -> set[Shape]:
+    """Every trace of a capture as (name, parent's name, kind, scope, attribute keys, failed, exception event) per
+    span, in start order: the real EPP's trees (its README: captured from llm-d-router v0.10.0, 71f4f099)."""
+    traces: dict[str, list[tuple[int, str, str, str, str, tuple[str, ...], bool, bool]]] = {}
+    names: dict[str, str] = {}
+    for line in (CAPTURED / name).read_text().splitlines():
+        for resource_spans in json.loads(line)["resourceSpans"]:
+            for scope_spans in resource_spans["scopeSpans"]:
+                for s in scope_spans["spans"]:
+                    names[s["spanId"]] = s["name"]
+                    keys = tuple(sorted(a["key"] for a in s.get("attributes", [])))
+                    failed = s.get("status", {}).get("code") == STATUS_ERROR
+                    raised = any(e["name"] == "exception" for e in s.get("events", []))
+                    row = (s["name"], s.get("parentSpanId", ""), _KIND[s["kind"]], scope_spans["scope"]["name"])
+                    traces.setdefault(s["traceId"], []).append(
+                        (int(s["startTimeUnixNano"]), *row, keys, failed, raised)
+                    )
+    return {
+        tuple((n, names.get(p, ""), k, sc, keys, f, r) for _, n, p, k, sc, keys, f, r in sorted(spans))
+        for spans in traces.values()
+    }
+
+
+class Keeping:
+    """A writer that keeps everything the catalogue says of each span."""
+
+    def __init__(self) -> None:
+        self.drawn: list[tuple[Scope, Drawn[int]]] = []
+
+    def span(self, process: Process, scope: Scope, drawn: Drawn[int]) -> int:
+        self.drawn.append((scope, drawn))
+        return len(self.drawn)
+
+    def shape(self) -> Shape:
+        names = {i + 1: drawn.name for i, (_, drawn) in enumerate(self.drawn)}
+        return tuple(
+            (
+                d.name, names.get(d.parent or 0, ""), d.kind, scope.name, tuple(sorted(d.attributes)),
+                d.failure is not None, d.error is not None,
+            )
+            for scope, d in self.drawn
+        )  # fmt: skip
+
+
+def test_a_scheduled_call_has_the_tree_of_the_captured_epp() -> None:
+    writer = Keeping()
+    Epp(writer).call(None, T0, T0 + 500 * MS, request_id="r", model="sim-model", scorers=("latency-scorer",))
+    assert writer.shape() in captured_shapes("spans-file-discovery.otlp.jsonl")
+    assert writer.shape() in captured_shapes("spans-k8s-with-shed.otlp.jsonl")
+
+
+def test_a_shed_call_has_the_tree_of_the_captured_epp() -> None:
+    """Admission refused: RecordError on both spans, the orchestration with its target model (director.go:265-267
+    run before admission)."""
+    writer = Keeping()
+    epp = Epp(writer)
+    refused = "inference error: Internal - request cannot be admitted: no valid endpoint available to serve the request"
+    gateway = epp.gateway(None, T0, T0 + 5 * MS, error=refused)
+    epp.orchestration(gateway, T0 + MS, T0 + 4 * MS, model="sim-model", error=refused)
+    assert writer.shape() in captured_shapes("spans-k8s-with-shed.otlp.jsonl")

@@ -2,6 +2,8 @@
 
 Shapes, names, kinds, scopes and attributes are those of llm-d-router ebab6879 and vLLM 0.33.0 as described
 in fixtures/llm-d-router/spans.md and fixtures/vllm/llm_request-span-0.33.0.md; docs/demo.md draws the trees.
+The EPP's scheduling spans (profile runs, the disagg profile handler) are drawn by the catalogue
+(:class:`sloscope.upstream.llmd_router.Epp`) from the simulation's decisions.
 Each process the demo stands for has its own TracerProvider and exporter: the gateway's Envoy
 (``envoy-gateway``), the EPP (``llm-d-epp``), each pod's vLLM (resource ``k8s.pod.name``, as
 ``OTEL_RESOURCE_ATTRIBUTES`` would set it) and each pod's routing sidecar (``llm-d-disagg-sidecar``).
@@ -31,6 +33,8 @@ from opentelemetry.util.types import AttributeValue
 from sloscope.demo.agents import Call, Session
 from sloscope.demo.calls import MODEL_SERVER_ERROR, CallRecord, Scheduling, SidecarTimes
 from sloscope.demo.records import Completion, PodSnapshot, ns
+from sloscope.upstream.llmd_router import Epp, ProfileRun, ScorerRun, epp_process
+from sloscope.upstream.writer import Drawn, Process, Scope
 
 __all__ = ["COMMIT", "LlmdSpanEmitter", "agent_context"]
 
@@ -107,6 +111,7 @@ class LlmdSpanEmitter:
         self._sidecars = {pod: provider(sidecar) for pod in pods}
         self._addresses = {pod: f"10.0.0.{10 + i}" for i, pod in enumerate(pods)}
         self._model = model
+        self._catalogue = Epp(_SdkWriter(self._epp), epp_process())  # the EPP's scheduling spans
 
     @property
     def providers(self) -> list[TracerProvider]:
@@ -167,9 +172,6 @@ class LlmdSpanEmitter:
     def _epp_tracer(self, scope: str) -> trace.Tracer:
         return self._epp.get_tracer(EPP_SCOPES[scope], BUILD_REF, attributes={"commit-sha": COMMIT})
 
-    def _request_attributes(self, call: Call) -> dict[str, AttributeValue]:
-        return {"gen_ai.request.model": call.request.model, "gen_ai.request.id": call.request.request_id}
-
     def _orchestration(self, record: CallRecord, parent: Context) -> None:
         call = record.call
         span = self._epp_tracer("requestcontrol").start_span(
@@ -193,89 +195,43 @@ class LlmdSpanEmitter:
         """The disagg-profile-handler in decode-first order: pick, decode, pick, prefill, pick, prepare."""
         call = record.call
         decode, prefill = record.schedules
-        plugins = self._epp_tracer("plugins")
-        base = {**self._request_attributes(call), "mm.modality": "none", "mm.hash_count": 0}
-        for decision, at in (("run_decode", decode.start), ("run_prefill", decode.end)):
-            pick = plugins.start_span("pick_disagg_profile", parent, INTERNAL, start_time=ns(at))
-            pick.set_attributes({**base, "llm_d.epp.profile_handler.decision": decision})
-            pick.end(end_time=ns(at))
-            self._profile_run(call, decode if decision == "run_decode" else prefill, parent)
-        pick = plugins.start_span("pick_disagg_profile", parent, INTERNAL, start_time=ns(prefill.end))
-        pick.set_attributes({**base, "llm_d.epp.profile_handler.decision": "complete_prefill-decode"})
-        pick.end(end_time=ns(prefill.end))
-        prepare = plugins.start_span("prepare_disaggregation", parent, INTERNAL, start_time=ns(prefill.end))
-        prepare.set_attributes(
-            {
-                **base,
-                "llm_d.epp.pd.disaggregation_used": True,
-                "llm_d.epp.pd.prefill_pod_address": self._addresses[prefill.decision.pod],
-                "llm_d.epp.pd.prefill_pod_port": str(POD_PORT),
-                "llm_d.epp.encode.disaggregation_used": False,
-                "llm_d.epp.encode.reason": "no_encode_profile_result",
-            }
+        self._catalogue.disaggregated(
+            parent,
+            self._run(decode),
+            self._run(prefill),
+            request_id=call.request.request_id,
+            model=call.request.model,
+            prefill_address=self._addresses[prefill.decision.pod],
+            prepared=(ns(prefill.end), ns(record.routed)),
+            port=POD_PORT,
         )
-        prepare.end(end_time=ns(record.routed))
 
     def _profile_run(self, call: Call, scheduling: Scheduling, parent: Context) -> None:
-        """run_scheduler_profile and its three children: filter_endpoints, llm_d.epp.scoring, pick_endpoints."""
-        tracer = self._epp_tracer("scheduling")
+        self._catalogue.run_profile(
+            parent, self._run(scheduling), request_id=call.request.request_id, model=call.request.model
+        )
+
+    def _run(self, scheduling: Scheduling) -> ProfileRun:
+        """The profile run of a scheduling the simulation made: its candidates, its scorers' scores per pod, and the
+        picker's choice first, then the rest best first (at most 5, named "<namespace>/<pod>-rank-<i>")."""
         decision = scheduling.decision
-        t0, t1 = scheduling.start, scheduling.end
-        cut1, cut2 = t0 + (t1 - t0) * 0.1, t0 + (t1 - t0) * 0.9
-        run = tracer.start_span("run_scheduler_profile", parent, INTERNAL, start_time=ns(t0))
-        run.set_attribute("llm_d.epp.scheduling.profile.name", scheduling.profile)
-        context = trace.set_span_in_context(run)
-        request = self._request_attributes(call)
         n = len(decision.candidates)
-        filtered = tracer.start_span("filter_endpoints", context, INTERNAL, start_time=ns(t0))
-        filtered.set_attributes({"llm_d.epp.filter.candidate_endpoints": n, **request})
-        filtered.set_attribute("llm_d.epp.filter.filtered_endpoints", n)
-        filtered.end(end_time=ns(cut1))
         scorers = _scorers(decision.routing, decision.candidates, decision.latency_scores)
-        scoring = tracer.start_span("llm_d.epp.scoring", context, INTERNAL, start_time=ns(cut1))
-        scoring.set_attributes(
-            {"llm_d.epp.scorer.count": len(scorers), "llm_d.epp.scoring.candidate_endpoints": n, **request}
-        )
-        scoring_context = trace.set_span_in_context(scoring)
         totals = dict.fromkeys((pod for pod, _ in decision.candidates), 0.0)
-        step = (cut2 - cut1) / max(len(scorers), 1)
-        for i, (kind, weight, scores) in enumerate(scorers):
-            scorer = tracer.start_span(
-                f"llm_d.epp.scorer.{kind}", scoring_context, INTERNAL, start_time=ns(cut1 + i * step)
-            )
-            scorer.set_attributes(
-                {
-                    "llm_d.epp.scorer.type": kind,
-                    "llm_d.epp.scorer.name": kind,
-                    "llm_d.epp.scorer.weight": weight,
-                    "llm_d.epp.scorer.candidate_endpoints": n,
-                }
-            )
-            if scores:  # a scorer that returned no scores (the predictor was not ready) says no more
-                scorer.set_attributes(
-                    {
-                        "llm_d.epp.scorer.score.max": max(scores.values()),
-                        "llm_d.epp.scorer.score.avg": sum(scores.values()) / len(scores),
-                        "llm_d.epp.scorer.endpoints_scored": len(scores),
-                    }
-                )
-                for pod, score in scores.items():
-                    totals[pod] += weight * score
-            scorer.end(end_time=ns(cut1 + (i + 1) * step))
-        scoring.end(end_time=ns(cut2))
-        # the picker's choice first, then the rest best first: at most 5, named "<namespace>/<pod>-rank-<i>"
+        for _, weight, scores in scorers:
+            for pod, score in scores.items():
+                totals[pod] += weight * score
         ranked = sorted(totals, key=lambda pod: (pod != decision.pod, -totals[pod]))[:5]
-        picked = tracer.start_span("pick_endpoints", context, INTERNAL, start_time=ns(cut2))
-        picked.set_attributes(
-            {
-                "llm_d.epp.picker.candidate_endpoints": n,
-                "llm_d.epp.picker.top_endpoints": [f"{self._namespace}/{pod}-rank-0" for pod in ranked],
-                "llm_d.epp.picker.top_scores": [round(totals[pod], 4) for pod in ranked],
-                **request,
-            }
+        return ProfileRun(
+            scheduling.profile,
+            ns(scheduling.start),
+            ns(scheduling.end),
+            n,
+            n,
+            [ScorerRun(kind, weight, tuple(scores.values())) for kind, weight, scores in scorers],
+            [f"{self._namespace}/{pod}-rank-0" for pod in ranked],
+            [round(totals[pod], 4) for pod in ranked],
         )
-        picked.end(end_time=ns(t1))
-        run.end(end_time=ns(t1))
 
     # ---- the routing sidecar and vLLM ---------------------------------------------------------------------------
 
@@ -464,6 +420,34 @@ class _Legs:
         self.emitter._llm_request(self.record, completion, _across(trace.set_span_in_context(post)), prefill=prefill)
         post.set_attribute("http.response.status_code", 200)
         post.end(end_time=ns(end))
+
+
+class _SdkWriter:
+    """The catalogue's spans (:mod:`sloscope.upstream`) made by one process's TracerProvider; a span's handle is
+    the context its children are made in."""
+
+    def __init__(self, provider: TracerProvider) -> None:
+        self._provider = provider
+        self._tracers: dict[str, trace.Tracer] = {}
+
+    def span(self, process: Process, scope: Scope, drawn: Drawn[Context]) -> Context:
+        del process  # the provider's resource
+        tracer = self._tracers.get(scope.name)
+        if tracer is None:
+            tracer = self._provider.get_tracer(scope.name, scope.version, attributes=dict(scope.attributes))
+            self._tracers[scope.name] = tracer
+        made = tracer.start_span(
+            drawn.name, drawn.parent, _KINDS[drawn.kind], attributes=dict(drawn.attributes), start_time=drawn.start_ns
+        )
+        if drawn.error is not None:
+            _fail(made, drawn.error, drawn.end_ns / 1e9)
+        elif drawn.status is not None:
+            made.set_status(Status(StatusCode.ERROR, drawn.status))
+        made.end(end_time=drawn.end_ns)
+        return trace.set_span_in_context(made)
+
+
+_KINDS = {"server": SERVER, "internal": INTERNAL, "client": CLIENT}
 
 
 def _fail(span: Span, message: str, at: float) -> None:

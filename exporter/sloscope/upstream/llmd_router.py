@@ -12,11 +12,12 @@ profile run ``run_scheduler_profile`` (``pkg/epp/scheduling/scheduler.go:153-156
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Generic
 
 from sloscope.upstream.writer import Drawn, Handle, Process, Scope, SpanWriter
 
-__all__ = ["DEFAULT_SCORERS", "Epp", "epp_process"]
+__all__ = ["DEFAULT_SCORERS", "Epp", "ProfileRun", "ScorerRun", "epp_process", "sample_run"]
 
 COMMIT = "ebab687927f5331c1b39defcb579a07951bce56c"
 BUILD_REF = "v0.0.0-ebab687"  # version.BuildRef as Dockerfile.epp stamps it (a made-up value)
@@ -30,6 +31,51 @@ DEFAULT_SCORERS = ("queue-scorer", "kv-cache-utilization-scorer", "prefix-cache-
 SCORER_WEIGHTS = {"queue-scorer": 2.0, "kv-cache-utilization-scorer": 2.0, "prefix-cache-scorer": 3.0}
 PICKED = ("llm-d/vllm-0-rank-0", "llm-d/vllm-1-rank-0")
 MS = 1_000_000
+
+
+STEP = MS // 10  # what the disagg profile handler takes between profile runs, in the sample runs
+
+
+@dataclass(frozen=True)
+class ScorerRun:
+    """One scorer of a profile run: its type, weight and the scores it returned (none: it returned none)."""
+
+    kind: str
+    weight: float
+    scores: Sequence[float] = ()
+
+
+@dataclass(frozen=True)
+class ProfileRun:
+    """One scheduling profile run: the endpoints it filtered (``candidates`` in, ``filtered`` out), its scorers,
+    the picker's top endpoints (``<namespace>/<pod>-rank-<i>``) and their total scores, and when it ran."""
+
+    profile: str
+    start_ns: int
+    end_ns: int
+    candidates: int
+    filtered: int
+    scorers: Sequence[ScorerRun]
+    top_endpoints: Sequence[str]
+    top_scores: Sequence[float]
+
+
+def sample_run(
+    profile: str,
+    start_ns: int,
+    *,
+    scorers: Sequence[str] = DEFAULT_SCORERS,
+    unscored: Sequence[str] = (),
+    picked: Sequence[str] = PICKED,
+) -> ProfileRun:
+    """A profile run with made-up values: 3 candidates, ``picked`` left, each scorer of its chart weight returning
+    0.82 and 0.0 (but those in ``unscored``, which return none), lasting 1 ms and a quarter a scorer."""
+    runs = [
+        ScorerRun(kind, SCORER_WEIGHTS.get(kind, 1.0), () if kind in unscored else (0.82, 0.0)[: len(picked)])
+        for kind in scorers
+    ]
+    end = start_ns + MS + len(scorers) * MS // 4
+    return ProfileRun(profile, start_ns, end, 3, len(picked), runs, picked, (2.31, 1.07)[: len(picked)])
 
 
 def epp_process(pool: str | None = None) -> Process:
@@ -97,95 +143,114 @@ class Epp(Generic[Handle]):
         unscored: Sequence[str] = (),
         picked: Sequence[str] = PICKED,
     ) -> int:
+        """A profile run with sample values (:func:`sample_run`); returns its end."""
+        run = sample_run(profile, start_ns, scorers=scorers, unscored=unscored, picked=picked)
+        self.run_profile(orchestration, run, request_id=request_id, model=model)
+        return run.end_ns
+
+    def run_profile(self, orchestration: Handle, run: ProfileRun, *, request_id: str, model: str | None) -> None:
         """run_scheduler_profile with its children filter_endpoints, llm_d.epp.scoring (a child per scorer; the
-        score keys only for a scorer that returned scores, not for those in ``unscored``) and pick_endpoints;
-        gen_ai.request.model only when the target model is known (requestSpanAttributes,
-        scheduler_profile.go:321). Returns the run's end."""
+        score keys only for a scorer that returned scores) and pick_endpoints; gen_ai.request.model only when the
+        target model is known (requestSpanAttributes, scheduler_profile.go:321). The run's time is shared out:
+        filtering its first tenth, scoring (each scorer an equal part) until nine tenths, then picking."""
         request: dict[str, Any] = {"gen_ai.request.id": request_id}
         if model:
             request["gen_ai.request.model"] = model
         span, scheduling = self._span, self.scheduling
-
-        def at(ms: float) -> int:
-            return start_ns + round(ms * MS)
-
-        end = at(1.0 + 0.25 * len(scorers))
-        run = span(
-            scheduling, "run_scheduler_profile", orchestration, start_ns, end,
-            attributes={"llm_d.epp.scheduling.profile.name": profile},
+        t0, t1 = run.start_ns, run.end_ns
+        cut1, cut2 = t0 + (t1 - t0) // 10, t0 + (t1 - t0) * 9 // 10
+        top = span(
+            scheduling, "run_scheduler_profile", orchestration, t0, t1,
+            attributes={"llm_d.epp.scheduling.profile.name": run.profile},
         )  # fmt: skip
         filtered = {
-            "llm_d.epp.filter.candidate_endpoints": 3,
+            "llm_d.epp.filter.candidate_endpoints": run.candidates,
             **request,
-            "llm_d.epp.filter.filtered_endpoints": len(picked),
+            "llm_d.epp.filter.filtered_endpoints": run.filtered,
         }
-        span(scheduling, "filter_endpoints", run, at(0.05), at(0.2), attributes=filtered)
-        scoring_end = at(0.3 + 0.25 * len(scorers))
+        span(scheduling, "filter_endpoints", top, t0, cut1, attributes=filtered)
         scoring = span(
-            scheduling, "llm_d.epp.scoring", run, at(0.25), scoring_end,
+            scheduling, "llm_d.epp.scoring", top, cut1, cut2,
             attributes={
-                "llm_d.epp.scorer.count": len(scorers), "llm_d.epp.scoring.candidate_endpoints": len(picked), **request
+                "llm_d.epp.scorer.count": len(run.scorers), "llm_d.epp.scoring.candidate_endpoints": run.filtered,
+                **request,
             },
         )  # fmt: skip
-        for i, scorer in enumerate(scorers):
+        step = (cut2 - cut1) // max(len(run.scorers), 1)
+        for i, scorer in enumerate(run.scorers):
             attributes: dict[str, Any] = {
-                "llm_d.epp.scorer.type": scorer,
-                "llm_d.epp.scorer.name": scorer,
-                "llm_d.epp.scorer.weight": SCORER_WEIGHTS.get(scorer, 1.0),
-                "llm_d.epp.scorer.candidate_endpoints": len(picked),
+                "llm_d.epp.scorer.type": scorer.kind,
+                "llm_d.epp.scorer.name": scorer.kind,
+                "llm_d.epp.scorer.weight": scorer.weight,
+                "llm_d.epp.scorer.candidate_endpoints": run.filtered,
             }
-            if scorer not in unscored:
-                attributes["llm_d.epp.scorer.score.max"] = 0.82
-                attributes["llm_d.epp.scorer.score.avg"] = 0.41
-                attributes["llm_d.epp.scorer.endpoints_scored"] = len(picked)
-            first = at(0.3 + 0.25 * i)
-            span(scheduling, f"llm_d.epp.scorer.{scorer}", scoring, first, first + round(0.2 * MS),
-                 attributes=attributes)  # fmt: skip
+            if scorer.scores:  # a scorer that returned no scores (the predictor not ready) says no more
+                attributes["llm_d.epp.scorer.score.max"] = max(scorer.scores)
+                attributes["llm_d.epp.scorer.score.avg"] = sum(scorer.scores) / len(scorer.scores)
+                attributes["llm_d.epp.scorer.endpoints_scored"] = len(scorer.scores)
+            first = cut1 + i * step
+            span(scheduling, f"llm_d.epp.scorer.{scorer.kind}", scoring, first, first + step, attributes=attributes)
         picks = {
-            "llm_d.epp.picker.candidate_endpoints": len(picked),
-            "llm_d.epp.picker.top_endpoints": list(picked),
-            "llm_d.epp.picker.top_scores": [2.31, 1.07][: len(picked)],
+            "llm_d.epp.picker.candidate_endpoints": run.filtered,
+            "llm_d.epp.picker.top_endpoints": list(run.top_endpoints),
+            "llm_d.epp.picker.top_scores": list(run.top_scores),
             **request,
         }
-        span(scheduling, "pick_endpoints", run, scoring_end + round(0.05 * MS), end - round(0.05 * MS),
-             attributes=picks)  # fmt: skip
-        return end
+        span(scheduling, "pick_endpoints", top, cut2, t1, attributes=picks)
 
     def disaggregate(
         self, orchestration: Handle, start_ns: int, *, request_id: str, model: str, prefill_address: str
     ) -> None:
-        """The disagg profile handler, decode first: three pick_disagg_profile spans around the decode and prefill
-        profile runs, then prepare_disaggregation (PreRequest) with llm_d.epp.pd.disaggregation_used true."""
+        """:meth:`disaggregated` with sample profile runs, one after the other from ``start_ns``."""
+        decode = sample_run("decode", start_ns + STEP, picked=("llm-d/llama-decode-1-rank-0",))
+        prefill = sample_run("prefill", decode.end_ns + STEP, picked=("llm-d/llama-prefill-0-rank-0",))
+        end = prefill.end_ns + 3 * STEP
+        self.disaggregated(
+            orchestration, decode, prefill, request_id=request_id, model=model, prefill_address=prefill_address,
+            prepared=(prefill.end_ns + STEP, end),
+        )  # fmt: skip
+
+    def disaggregated(
+        self,
+        orchestration: Handle,
+        decode: ProfileRun,
+        prefill: ProfileRun,
+        *,
+        request_id: str,
+        model: str,
+        prefill_address: str,
+        prepared: tuple[int, int],
+        port: int = 8000,
+    ) -> None:
+        """The disagg profile handler, decode first: a pick_disagg_profile span (an instant) as the decode run starts,
+        one as the prefill run starts and one as it ends, then prepare_disaggregation (PreRequest, over
+        ``prepared``) with llm_d.epp.pd.disaggregation_used true."""
         picks: dict[str, Any] = {
             "gen_ai.request.model": model,
             "gen_ai.request.id": request_id,
             "mm.modality": "none",
             "mm.hash_count": 0,
         }
-        at = start_ns
-        step = round(0.1 * MS)
-        phases = (("run_decode", "decode"), ("run_prefill", "prefill"), ("complete_prefill-decode", None))
-        for decision, profile in phases:
+        for decision, run, at in (
+            ("run_decode", decode, decode.start_ns),
+            ("run_prefill", prefill, prefill.start_ns),
+            ("complete_prefill-decode", None, prefill.end_ns),
+        ):
             self._span(
-                self.plugins, "pick_disagg_profile", orchestration, at, at + step,
+                self.plugins, "pick_disagg_profile", orchestration, at, at,
                 attributes={**picks, "llm_d.epp.profile_handler.decision": decision},
             )  # fmt: skip
-            at += step
-            if profile is not None:
-                pods = ("llm-d/llama-decode-1-rank-0",) if profile == "decode" else ("llm-d/llama-prefill-0-rank-0",)
-                at = self.schedule(orchestration, at, request_id=request_id, model=model, profile=profile, picked=pods)
+            if run is not None:
+                self.run_profile(orchestration, run, request_id=request_id, model=model)
         prepare = {
             **picks,
             "llm_d.epp.pd.disaggregation_used": True,
             "llm_d.epp.pd.prefill_pod_address": prefill_address,
-            "llm_d.epp.pd.prefill_pod_port": "8000",
+            "llm_d.epp.pd.prefill_pod_port": str(port),
             "llm_d.epp.encode.disaggregation_used": False,
             "llm_d.epp.encode.reason": "no_encode_profile_result",
         }
-        self._span(
-            self.plugins, "prepare_disaggregation", orchestration, at + step, at + 3 * step,
-            attributes=prepare,
-        )  # fmt: skip
+        self._span(self.plugins, "prepare_disaggregation", orchestration, *prepared, attributes=prepare)
 
     def call(
         self,

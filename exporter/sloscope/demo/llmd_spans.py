@@ -34,6 +34,7 @@ from sloscope.demo.agents import Call, Session
 from sloscope.demo.calls import MODEL_SERVER_ERROR, CallRecord, Scheduling, SidecarTimes
 from sloscope.demo.records import Completion, PodSnapshot, ns
 from sloscope.upstream.llmd_router import Epp, ProfileRun, ScorerRun, epp_process
+from sloscope.upstream.vllm import llm_request_attributes
 from sloscope.upstream.writer import Drawn, Process, Scope
 
 __all__ = ["COMMIT", "LlmdSpanEmitter", "agent_context"]
@@ -293,21 +294,20 @@ class LlmdSpanEmitter:
         """vLLM 0.33's llm_request, set once at the end (output_processor.py do_tracing)."""
         call = record.call
         tracer = self._vllm[completion.pod].get_tracer(VLLM_SCOPE)
-        attributes: dict[str, AttributeValue] = {
-            "gen_ai.latency.time_to_first_token": completion.ttft,
-            "gen_ai.latency.e2e": completion.e2e,
-            "gen_ai.latency.time_in_queue": completion.queue_time,
-            "gen_ai.usage.prompt_tokens": completion.prompt_tokens,
-            "gen_ai.usage.completion_tokens": completion.completion_tokens,
-            "gen_ai.latency.time_in_model_prefill": completion.prefill_time,
-            "gen_ai.latency.time_in_model_decode": completion.decode_time,
-            "gen_ai.latency.time_in_model_inference": completion.finished - completion.scheduled,
-            "gen_ai.request.id": call.vllm_request_id,
-            "gen_ai.request.top_p": 0.95,
-            "gen_ai.request.max_tokens": 1 if prefill else call.request.output_tokens,
-            "gen_ai.request.temperature": 0.7,
-            "gen_ai.request.n": 1,
-        }
+        attributes = llm_request_attributes(
+            request_id=call.vllm_request_id,
+            prompt_tokens=completion.prompt_tokens,
+            completion_tokens=completion.completion_tokens,
+            ttft=completion.ttft,
+            e2e=completion.e2e,
+            queue=completion.queue_time,
+            prefill=completion.prefill_time,
+            decode=completion.decode_time,
+            inference=completion.finished - completion.scheduled,
+            max_tokens=1 if prefill else call.request.output_tokens,
+            top_p=0.95,
+            temperature=0.7,
+        )
         span = tracer.start_span(
             "llm_request", parent, SERVER, attributes=attributes, start_time=ns(completion.arrived)
         )

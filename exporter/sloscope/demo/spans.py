@@ -14,6 +14,7 @@ start and end times), so their timestamps are the simulated requests' own.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
@@ -25,6 +26,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from opentelemetry.util.types import AttributeValue
 
 from sloscope.demo.records import Completion, SimRequest
+from sloscope.upstream.vllm import llm_request_attributes
 
 __all__ = ["SpanEmitter"]
 
@@ -106,21 +108,20 @@ class SpanEmitter:
             provider.shutdown()
 
 
-def _vllm_attributes(request: SimRequest, completion: Completion) -> dict[str, str | int | float]:
-    """vLLM's request span attributes (vllm/tracing.py SpanAttributes), from the pod's own measurements; no
-    ``gen_ai.response.model``: vLLM's V1 engine defines it but sets none (0.33.0 ``output_processor.py:941-1001``)."""
-    return {
-        "gen_ai.request.id": f"cmpl-{request.request_id}",
-        "gen_ai.usage.prompt_tokens": completion.prompt_tokens,
-        "gen_ai.usage.completion_tokens": completion.completion_tokens,
-        "gen_ai.latency.time_to_first_token": completion.ttft,
-        "gen_ai.latency.e2e": completion.e2e,
-        "gen_ai.latency.time_in_queue": completion.queue_time,
-        "gen_ai.latency.time_in_model_prefill": completion.prefill_time,
-        "gen_ai.latency.time_in_model_decode": completion.decode_time,
-        "gen_ai.latency.time_in_model_inference": completion.finished - completion.scheduled,
-        "gen_ai.request.max_tokens": request.output_tokens,
-        "gen_ai.request.temperature": 0.7,
-        "gen_ai.request.top_p": 0.95,
-        "gen_ai.request.n": 1,
-    }
+def _vllm_attributes(request: SimRequest, completion: Completion) -> dict[str, Any]:
+    """vLLM's request span attributes (the catalogue's, :func:`sloscope.upstream.vllm.llm_request_attributes`),
+    from the pod's own measurements."""
+    return llm_request_attributes(
+        request_id=f"cmpl-{request.request_id}",
+        prompt_tokens=completion.prompt_tokens,
+        completion_tokens=completion.completion_tokens,
+        ttft=completion.ttft,
+        e2e=completion.e2e,
+        queue=completion.queue_time,
+        prefill=completion.prefill_time,
+        decode=completion.decode_time,
+        inference=completion.finished - completion.scheduled,
+        max_tokens=request.output_tokens,
+        top_p=0.95,
+        temperature=0.7,
+    )

@@ -13,7 +13,14 @@ from typing import Any, Generic
 
 from sloscope.upstream.writer import Drawn, Handle, Process, Scope, SpanWriter
 
-__all__ = ["LLM_REQUEST", "VllmPod", "vllm_033_attributes", "vllm_attributes", "vllm_process"]
+__all__ = [
+    "LLM_REQUEST",
+    "VllmPod",
+    "llm_request_attributes",
+    "vllm_033_attributes",
+    "vllm_attributes",
+    "vllm_process",
+]
 
 LLM_REQUEST = "llm_request"
 SCOPE = Scope("vllm.tracing.otel")  # vllm/tracing/otel.py:192
@@ -45,6 +52,47 @@ class VllmPod(Generic[Handle]):
         return self.writer.span(self.process, SCOPE, Drawn(LLM_REQUEST, parent, start_ns, end_ns, "server", attributes))
 
 
+def llm_request_attributes(
+    *,
+    request_id: str | int,
+    prompt_tokens: int,
+    completion_tokens: int,
+    ttft: float,
+    e2e: float,
+    queue: float,
+    prefill: float,
+    decode: float,
+    inference: float,
+    max_tokens: int,
+    top_p: float,
+    temperature: float,
+    model: str | None = None,
+) -> dict[str, Any]:
+    """``llm_request``'s attributes in the order vLLM sets them (``vllm/v1/engine/output_processor.py:957-993``,
+    0.33.0): seconds as floats, the temperature only when it is not 0, n = 1 per engine request. vLLM defines
+    ``gen_ai.response.model`` but sets it on no span: the model comes from the EPP's spans; ``model`` sets it, for
+    an engine or a deployment that names it (the ``target_model`` mapping reads it)."""
+    attributes: dict[str, Any] = {
+        "gen_ai.latency.time_to_first_token": ttft,
+        "gen_ai.latency.e2e": e2e,
+        "gen_ai.latency.time_in_queue": queue,
+        "gen_ai.usage.prompt_tokens": prompt_tokens,
+        "gen_ai.usage.completion_tokens": completion_tokens,
+        "gen_ai.latency.time_in_model_prefill": prefill,
+        "gen_ai.latency.time_in_model_decode": decode,
+        "gen_ai.latency.time_in_model_inference": inference,
+        "gen_ai.request.id": request_id,
+        "gen_ai.request.top_p": top_p,
+        "gen_ai.request.max_tokens": max_tokens,
+    }
+    if temperature:
+        attributes["gen_ai.request.temperature"] = temperature
+    attributes["gen_ai.request.n"] = 1
+    if model is not None:
+        attributes["gen_ai.response.model"] = model
+    return attributes
+
+
 def vllm_attributes(
     *,
     ttft: float = 0.1,
@@ -54,30 +102,23 @@ def vllm_attributes(
     model: str | None = None,
     request_id: str = "chatcmpl-req-1",
 ) -> dict[str, Any]:
-    """A model server's ``llm_request`` attributes, without the model by default.
-
-    vLLM defines ``gen_ai.response.model`` but sets it on no span (0.33.0
-    ``v1/engine/output_processor.py:941-1001``): the model comes from the EPP's spans. ``model``
-    sets it, for an engine or a deployment that names it (the ``target_model`` mapping reads it).
-    """
-    attributes: dict[str, Any] = {
-        "gen_ai.request.id": request_id,
-        "gen_ai.usage.prompt_tokens": prompt_tokens,
-        "gen_ai.usage.completion_tokens": completion_tokens,
-        "gen_ai.latency.time_to_first_token": ttft,
-        "gen_ai.latency.e2e": e2e,
-        "gen_ai.latency.time_in_queue": 0.01,
-        "gen_ai.latency.time_in_model_prefill": ttft * 0.8,
-        "gen_ai.latency.time_in_model_decode": max(e2e - ttft, 0.0),
-        "gen_ai.latency.time_in_model_inference": e2e * 0.95,
-        "gen_ai.request.max_tokens": 256,
-        "gen_ai.request.temperature": 0.7,
-        "gen_ai.request.top_p": 0.9,
-        "gen_ai.request.n": 1,
-    }
-    if model is not None:
-        attributes["gen_ai.response.model"] = model
-    return attributes
+    """A model server's ``llm_request`` attributes with round made-up stage times (a tenth of a second in the queue,
+    four fifths of TTFT in prefill), without the model by default."""
+    return llm_request_attributes(
+        request_id=request_id,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        ttft=ttft,
+        e2e=e2e,
+        queue=0.01,
+        prefill=ttft * 0.8,
+        decode=max(e2e - ttft, 0.0),
+        inference=e2e * 0.95,
+        max_tokens=256,
+        top_p=0.9,
+        temperature=0.7,
+        model=model,
+    )
 
 
 def vllm_033_attributes(
@@ -91,24 +132,21 @@ def vllm_033_attributes(
     max_tokens: int = 256,
     temperature: float = 0.7,
 ) -> dict[str, Any]:
-    """vllm/v1/engine/output_processor.py:957-993 (0.33.0): seconds as floats, no gen_ai.response.model,
-    temperature only when truthy, n = 1 per engine request."""
+    """vLLM 0.33.0's attributes of a request whose stages are what its TTFT and e2e leave: prefill the TTFT less
+    the queue and 2 ms, decode the rest less 1 ms (none for a single token), top_p 1.0."""
     prefill = max(ttft - queue - 0.002, 0.0)
     decode = max(e2e - ttft - 0.001, 0.0) if completion_tokens > 1 else 0.0
-    attributes: dict[str, Any] = {
-        "gen_ai.latency.time_to_first_token": ttft,
-        "gen_ai.latency.e2e": e2e,
-        "gen_ai.latency.time_in_queue": queue,
-        "gen_ai.usage.prompt_tokens": prompt_tokens,
-        "gen_ai.usage.completion_tokens": completion_tokens,
-        "gen_ai.latency.time_in_model_prefill": prefill,
-        "gen_ai.latency.time_in_model_decode": decode,
-        "gen_ai.latency.time_in_model_inference": prefill + decode,
-        "gen_ai.request.id": request_id,
-        "gen_ai.request.top_p": 1.0,
-        "gen_ai.request.max_tokens": max_tokens,
-    }
-    if temperature:
-        attributes["gen_ai.request.temperature"] = temperature
-    attributes["gen_ai.request.n"] = 1
-    return attributes
+    return llm_request_attributes(
+        request_id=request_id,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        ttft=ttft,
+        e2e=e2e,
+        queue=queue,
+        prefill=prefill,
+        decode=decode,
+        inference=prefill + decode,
+        max_tokens=max_tokens,
+        top_p=1.0,
+        temperature=temperature,
+    )

@@ -33,8 +33,8 @@ from opentelemetry.util.types import AttributeValue
 from sloscope.demo.agents import Call, Session
 from sloscope.demo.calls import MODEL_SERVER_ERROR, CallRecord, Scheduling, SidecarTimes
 from sloscope.demo.records import Completion, PodSnapshot, ns
+from sloscope.demo.spans import completion_attributes
 from sloscope.upstream.llmd_router import Epp, ProfileRun, ScorerRun, epp_process
-from sloscope.upstream.vllm import llm_request_attributes
 from sloscope.upstream.writer import Drawn, Process, Scope
 
 __all__ = ["COMMIT", "LlmdSpanEmitter", "agent_context"]
@@ -294,19 +294,8 @@ class LlmdSpanEmitter:
         """vLLM 0.33's llm_request, set once at the end (output_processor.py do_tracing)."""
         call = record.call
         tracer = self._vllm[completion.pod].get_tracer(VLLM_SCOPE)
-        attributes = llm_request_attributes(
-            request_id=call.vllm_request_id,
-            prompt_tokens=completion.prompt_tokens,
-            completion_tokens=completion.completion_tokens,
-            ttft=completion.ttft,
-            e2e=completion.e2e,
-            queue=completion.queue_time,
-            prefill=completion.prefill_time,
-            decode=completion.decode_time,
-            inference=completion.finished - completion.scheduled,
-            max_tokens=1 if prefill else call.request.output_tokens,
-            top_p=0.95,
-            temperature=0.7,
+        attributes = completion_attributes(
+            completion, call.vllm_request_id, 1 if prefill else call.request.output_tokens
         )
         span = tracer.start_span(
             "llm_request", parent, SERVER, attributes=attributes, start_time=ns(completion.arrived)

@@ -28,7 +28,7 @@ from opentelemetry.util.types import AttributeValue
 from sloscope.demo.records import Completion, SimRequest
 from sloscope.upstream.vllm import llm_request_attributes
 
-__all__ = ["SpanEmitter"]
+__all__ = ["SpanEmitter", "completion_attributes"]
 
 _PROPAGATOR = TraceContextTextMapPropagator()
 
@@ -109,10 +109,14 @@ class SpanEmitter:
 
 
 def _vllm_attributes(request: SimRequest, completion: Completion) -> dict[str, Any]:
+    return completion_attributes(completion, f"cmpl-{request.request_id}", request.output_tokens)
+
+
+def completion_attributes(completion: Completion, request_id: str, max_tokens: int) -> dict[str, Any]:
     """vLLM's request span attributes (the catalogue's, :func:`sloscope.upstream.vllm.llm_request_attributes`),
-    from the pod's own measurements."""
+    from the pod's own measurements of one completion."""
     return llm_request_attributes(
-        request_id=f"cmpl-{request.request_id}",
+        request_id=request_id,
         prompt_tokens=completion.prompt_tokens,
         completion_tokens=completion.completion_tokens,
         ttft=completion.ttft,
@@ -121,7 +125,7 @@ def _vllm_attributes(request: SimRequest, completion: Completion) -> dict[str, A
         prefill=completion.prefill_time,
         decode=completion.decode_time,
         inference=completion.finished - completion.scheduled,
-        max_tokens=request.output_tokens,
+        max_tokens=max_tokens,
         top_p=0.95,
         temperature=0.7,
     )

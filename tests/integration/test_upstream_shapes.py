@@ -54,7 +54,7 @@ from sloscope import upstream
 from sloscope.store.read import read_records
 from sloscope.store.schema import SCHEMA
 from sloscope.testing import gateway_attributes, vllm_033_attributes, vllm_attributes
-from sloscope.upstream import llmd_router
+from sloscope.upstream import llmd_router, vllm
 from sloscope.upstream.llmd_router import BUILD_REF, DEFAULT_SCORERS, SEMCONV_1_37
 
 from .conftest import Server, wait_until
@@ -65,7 +65,6 @@ MODEL = "Qwen/Qwen3-8B"
 # Instrumentation scopes (spans.md §0); the EPP's are the catalogue's (sloscope.upstream.llmd_router).
 SIDECAR_PROXY = "llm-d-router/pkg/sidecar/proxy"  # pkg/sidecar/proxy/constants.go:20
 OTELHTTP = "go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"  # otelhttp v0.68.0 config.go:19
-VLLM_SCOPE = "vllm.tracing.otel"  # vllm/tracing/otel.py:192
 SGLANG_SCOPE = "sglang server"  # srt/observability/trace.py L263
 
 # pkg/common/error/error.go:72-74 formats every EPP error as "inference error: <Code> - <Msg>".
@@ -400,16 +399,11 @@ class VllmPod:
         self.fleet = fleet
         self.pod = pod
         self.process = fleet.process(vllm_resource(pod), http=http)
-        self.scope = self.process.scope(VLLM_SCOPE)
+        self.drawn = vllm.VllmPod(FleetWriter(fleet, self.process), pod)
 
     def llm_request(self, parent: Context, start_ms: float, **attributes: Any) -> trace.Span:
-        """output_processor.py:995-1001: SERVER, start = arrival, parent = the extracted traceparent, no status;
-        it ends when do_tracing runs, just after the finishing iteration (e2e after arrival)."""
-        attrs = vllm_033_attributes(**attributes)
-        end_ms = start_ms + attrs["gen_ai.latency.e2e"] * 1000 + 0.5
-        return self.fleet.span(
-            self.scope, "llm_request", parent, start_ms, end_ms, kind=SpanKind.SERVER, attributes=attrs
-        )
+        """The catalogue's llm_request (output_processor.py:995-1001), under the extracted traceparent."""
+        return self.drawn.llm_request(parent, self.fleet.ns(start_ms), vllm_033_attributes(**attributes))
 
 
 class Envoy:

@@ -24,9 +24,8 @@ def joined(**fields: object) -> JoinedRequest:
     return request
 
 
-def publish(registry: CollectorRegistry, stage: Stage, **fields: object) -> None:
+def publish(stage: Stage, **fields: object) -> None:
     """One request (an SLO of 250 ms TTFT, pool-a, pod-1 unless ``fields`` say otherwise) as a batch of one."""
-    del registry  # the stage's own
     stage.publish(joined(**{"slo_ttft_ms": 250, "pool": "pool-a", "pod": "pod-1", **fields}))
 
 
@@ -38,7 +37,7 @@ def make(max_models: int = 50) -> tuple[CollectorRegistry, Stage]:
 
 def test_a_violated_ttft_request() -> None:
     registry, publisher = make()
-    publish(registry, publisher, target_model="m")
+    publish(publisher, target_model="m")
     labels = {"model": "m", "pool": "pool-a", "slo_class": "interactive", "routing": "unknown"}
     assert registry.get_sample_value("sloscope_requests_total", labels) == 1
     assert registry.get_sample_value("sloscope_slo_requests_total", {**labels, "slo": "ttft"}) == 1
@@ -60,7 +59,7 @@ def test_a_violated_ttft_request() -> None:
 def test_label_values_beyond_the_cap_fold_into_other_and_are_counted() -> None:
     registry, publisher = make(max_models=2)
     for model in ("a", "b", "c", "d", "a"):
-        publish(registry, publisher, target_model=model)
+        publish(publisher, target_model=model)
 
     def requests(model: str) -> float | None:
         labels = {"model": model, "pool": "pool-a", "slo_class": "interactive", "routing": "unknown"}
@@ -87,7 +86,7 @@ def test_spec_targets_become_bucket_boundaries() -> None:
 
 def test_later_publishers_get_the_same_capped_labels_without_a_second_fold() -> None:
     registry, stage = make(max_models=1)
-    publish(registry, stage, target_model="first")
+    publish(stage, target_model="first")
     stage.publish(
         JoinedRequest(trace_id="ef" * 16, span_id="01" * 8, outcome="joined", target_model="second", pool="p")
     )
@@ -116,7 +115,7 @@ def test_a_new_label_set_starts_every_sibling_at_zero() -> None:
     """A request that meets its SLO creates the violations of every SLO, eligible and every failure reason at 0,
     and its pod's violations too, so that the first miss is an increase from 0."""
     registry, publisher = make()
-    publish(registry, publisher, target_model="m", ttft_seconds=0.1)  # meets its 250 ms TTFT target
+    publish(publisher, target_model="m", ttft_seconds=0.1)  # meets its 250 ms TTFT target
     labels = {"model": "m", "pool": "pool-a", "slo_class": "interactive", "routing": "unknown"}
     value = registry.get_sample_value
     assert value("sloscope_requests_total", labels) == 1
@@ -128,7 +127,7 @@ def test_a_new_label_set_starts_every_sibling_at_zero() -> None:
     pod = {"pool": "pool-a", "pod": "pod-1"}
     assert value("sloscope_pod_requests_total", pod) == 1
     assert [value("sloscope_pod_slo_violations_total", {**pod, "slo": s}) for s in slos] == [0] * 3
-    publish(registry, publisher, target_model="m")  # 300 ms: the first miss adds to the series at 0
+    publish(publisher, target_model="m")  # 300 ms: the first miss adds to the series at 0
     assert value("sloscope_slo_violations_total", {**labels, "slo": "ttft"}) == 1
     assert value("sloscope_pod_slo_violations_total", {**pod, "slo": "ttft"}) == 1
 
@@ -137,7 +136,7 @@ def test_the_default_class_starts_an_slo_with_its_first_eligible_request() -> No
     """The default class has no objectives (built-in spec: its requests carry no SLO), so no SLO series of it
     exist until one of its requests is eligible; then violated starts at 0 beside eligible."""
     registry, publisher = make()
-    publish(registry, publisher, target_model="m", slo_ttft_ms=None)  # no SLO header: class none
+    publish(publisher, target_model="m", slo_ttft_ms=None)  # no SLO header: class none
     labels = {"model": "m", "pool": "pool-a", "slo_class": "none", "routing": "unknown"}
     value = registry.get_sample_value
     assert value("sloscope_requests_total", labels) == 1
@@ -164,7 +163,7 @@ def test_siblings_stay_within_the_label_caps() -> None:
     """Siblings are made only for admitted values: a folded model's requests start the __other__ label set once."""
     registry, publisher = make(max_models=1)
     for model in ("a", "b", "c"):
-        publish(registry, publisher, target_model=model)
+        publish(publisher, target_model=model)
     models = {
         dict(sample.labels)["model"]
         for family in registry.collect()
@@ -200,11 +199,11 @@ def test_the_invalid_fields_are_the_ones_evaluation_reports() -> None:
 
 def test_failed_requests_by_reason_start_at_zero_with_their_label_set() -> None:
     registry, publisher = make()
-    publish(registry, publisher, target_model="m")  # a healthy request creates the label set
+    publish(publisher, target_model="m")  # a healthy request creates the label set
     labels = {"model": "m", "pool": "pool-a", "slo_class": "interactive", "routing": "unknown"}
     failed = "sloscope_requests_failed_total"
     assert [registry.get_sample_value(failed, {**labels, "reason": r}) for r in ("error", "shed", "timeout")] == [0] * 3
-    publish(registry, publisher, target_model="m", failure_reason="shed", ttft_seconds=None, pod=None)
+    publish(publisher, target_model="m", failure_reason="shed", ttft_seconds=None, pod=None)
     assert registry.get_sample_value(failed, {**labels, "reason": "shed"}) == 1
     assert registry.get_sample_value(failed, {**labels, "reason": "aborted"}) == 0
     assert registry.get_sample_value("sloscope_requests_total", labels) == 2
@@ -220,8 +219,8 @@ def test_failed_requests_by_reason_start_at_zero_with_their_label_set() -> None:
 def test_a_request_whose_spans_name_no_model_takes_its_pools() -> None:
     publisher = stage(default_spec(), model_of_pool={"pool-a": "Qwen/Qwen3-8B"})
     registry = publisher.registry
-    publish(registry, publisher)  # vLLM 0.33 sets no gen_ai.response.model
-    publish(registry, publisher, pool="pool-b")
+    publish(publisher)  # vLLM 0.33 sets no gen_ai.response.model
+    publish(publisher, pool="pool-b")
     base = {"slo_class": "interactive", "routing": "unknown"}
     assert (
         registry.get_sample_value("sloscope_requests_total", {**base, "model": "Qwen/Qwen3-8B", "pool": "pool-a"}) == 1
@@ -231,8 +230,8 @@ def test_a_request_whose_spans_name_no_model_takes_its_pools() -> None:
 
 def test_e2e_latency_and_token_counts_are_observed_when_valid() -> None:
     registry, publisher = make()
-    publish(registry, publisher, target_model="m", prompt_tokens=600)
-    publish(registry, publisher, target_model="m", prompt_tokens=-1, completion_tokens=None, e2e_seconds=float("nan"))
+    publish(publisher, target_model="m", prompt_tokens=600)
+    publish(publisher, target_model="m", prompt_tokens=-1, completion_tokens=None, e2e_seconds=float("nan"))
     hist = {"model": "m", "pool": "pool-a", "slo_class": "interactive"}
     assert registry.get_sample_value("sloscope_e2e_seconds_count", hist) == 1
     assert registry.get_sample_value("sloscope_e2e_seconds_sum", hist) == 0.8

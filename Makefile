@@ -137,11 +137,9 @@ test: lint typecheck native-test tools check-generated
 	$(BIN)/pytest
 	$(BIN)/pytest -q $(FRONT_TESTS) --grpc-server grpcio --http-server uvicorn
 
-## generate: regenerate the committed dashboards and rules (and the chart's copies) from the built-in SLO spec, and
-## the native join's span vocabulary from the Python one.
+## generate: regenerate the committed dashboards and rules (and the chart's copies) from the built-in SLO spec.
 generate: $(STAMP)
 	$(BIN)/sloscope build --out .
-	$(BIN)/python -m sloscope.upstream.vocabulary > native/src/join/vocabulary.rs
 
 ## check-generated: fail when the committed dashboards/, alerts/ or the chart's copies differ from a fresh build.
 check-generated: $(STAMP)

@@ -7,6 +7,7 @@ from typing import Self, final
 
 from sloscope.config import Join
 from sloscope.records import Span
+from sloscope.upstream.vocabulary import SpanVocabulary
 
 __version__: str
 __all__ = [
@@ -22,7 +23,6 @@ __all__ = [
     "Outcome",
     "SpanBatch",
     "__version__",
-    "vocabulary",
 ]
 
 @final
@@ -170,6 +170,7 @@ class NativeAssembler:
         cls,
         join: Join,
         rules: dict[str, object],
+        vocabulary: SpanVocabulary,
         pattern: re.Pattern[str],
         python_bytes: bool = False,
         gateway_memory: GatewayMemory | None = None,
@@ -187,7 +188,3 @@ class NativeAssembler:
     def pending(self) -> int: ...
     @property
     def pending_bytes(self) -> int: ...
-
-def vocabulary() -> dict[str, str | int | list[str] | list[int]]:
-    """The words the native join reads span shapes and failures by, keyed by the fields of
-    ``sloscope.upstream.vocabulary.SpanVocabulary``."""

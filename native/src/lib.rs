@@ -22,7 +22,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<join::py::GatewayMemory>()?;
     m.add_class::<join::py::ExportedBatch>()?;
     m.add_class::<join::py::JoinStep>()?;
-    m.add_function(wrap_pyfunction!(join::py::vocabulary, m)?)?;
     m.add_class::<front::py::GrpcFront>()?;
     m.add_class::<front::py::HttpFront>()?;
     m.add_class::<front::budget::ByteBudget>()?;

@@ -29,6 +29,7 @@ from sloscope.config import Join
 from sloscope.processors import joined_batch
 from sloscope.processors.assembler import Count, Emit
 from sloscope.records import Span
+from sloscope.upstream.vocabulary import VOCABULARY, SpanVocabulary
 
 Gathered = Callable[[int], None]
 
@@ -48,14 +49,16 @@ class NativeTraceAssembler:
         reference_bytes: bool = False,
         gathered: Gathered | None = None,
         gateway_memory: GatewayMemory | None = None,
+        vocabulary: SpanVocabulary = VOCABULARY,
     ) -> None:
         """``reference_bytes`` counts pending bytes as the reference estimates them (for tests that
         compare the two under ``join.max_pending_bytes``); ``gathered``, when given, is told how many
         requests each call emitted (when any), which wait for :meth:`take` instead of going to ``emit``;
-        ``gateway_memory`` is shared with the pipeline's other shards (when a gateway span last came)."""
+        ``gateway_memory`` is shared with the pipeline's other shards (when a gateway span last came);
+        ``vocabulary`` the span words the native join is built from (the reference reads :data:`VOCABULARY`)."""
         _check_columns()
         self._native = NativeAssembler(
-            join, mapping.rules(), re.compile(join.request_id_pattern), reference_bytes, gateway_memory
+            join, mapping.rules(), vocabulary, re.compile(join.request_id_pattern), reference_bytes, gateway_memory
         )
         self._emit = emit
         self._gathered = gathered

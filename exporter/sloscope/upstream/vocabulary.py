@@ -1,24 +1,74 @@
 """The span vocabulary of the upstreams, defined once: the span names, attribute keys, status phrases and codes
 the trace join reads request shapes and failures from.
 
-Read by the Python join (:mod:`sloscope.processors.span_shapes`, the reference) and held against the native one
-(``native/src/join/shapes.rs``): ``sloscope._native.vocabulary()`` returns the native join's, and
-``tests/unit/processors/test_vocabulary.py`` fails when the two differ in any field, so a word one join learns
-and the other lacks cannot pass unnoticed. The values are those of llm-d-router ebab6879: its EPP's
-``gateway.request`` and scheduling spans (``pkg/epp/handlers/server.go``, ``pkg/epp/scheduling/
-scheduler_profile.go``, ``scheduler.go:153``), its P/D routing sidecar (``pkg/sidecar/proxy``), the error codes
-it puts in span status messages (``pkg/common/error/error.go``, ``pkg/epp/requestcontrol/admission.go``) and the
-coordinator's conditional-decode probe (``pkg/epp/requestcontrol/director.go:348-361``).
+Read by the Python join (:mod:`sloscope.processors.span_shapes`, the reference) and given to the native one,
+which builds its vocabulary from this object when an assembler is made (``native/src/join/vocabulary.rs`` reads
+each field by its name, and a field missing or mistyped fails then): no word is written twice, so a word one
+join learns the other knows. Only the shapes (what a leg, a probe or a shed request looks like) are written in
+both languages, and the differential tests hold them to the same requests.
+
+The values are those of llm-d-router ebab6879: its EPP's ``gateway.request`` and scheduling spans
+(``pkg/epp/handlers/server.go``, ``pkg/epp/scheduling/ scheduler_profile.go``, ``scheduler.go:153``), its P/D
+routing sidecar (``pkg/sidecar/proxy``), the error codes it puts in span status messages
+(``pkg/common/error/error.go``, ``pkg/epp/requestcontrol/admission.go``) and the coordinator's conditional-decode
+probe (``pkg/epp/requestcontrol/director.go:348-361``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from sloscope import conventions as c
 
-__all__ = ["VOCABULARY", "SpanVocabulary"]
+__all__ = ["VOCABULARY", "Failures", "Phases", "Routings", "SpanVocabulary"]
+
+
+@dataclass(frozen=True)
+class Words:
+    """Words the join writes, each under the name the joins give its meaning; iterated in field order."""
+
+    @functools.cached_property
+    def values(self) -> tuple[str, ...]:
+        return tuple(getattr(self, field.name) for field in dataclasses.fields(self))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.values)
+
+    def __contains__(self, word: object) -> bool:
+        return word in self.values
+
+
+@dataclass(frozen=True)
+class Failures(Words):
+    """Why a request failed, as ``sloscope_requests_failed_total{reason}`` names it."""
+
+    error: str = c.FAILURE_ERROR
+    shed: str = c.FAILURE_SHED
+    timeout: str = c.FAILURE_TIMEOUT
+    aborted: str = c.FAILURE_ABORTED
+    invalid: str = c.FAILURE_INVALID
+
+
+@dataclass(frozen=True)
+class Routings(Words):
+    """How a request was routed, as the ``routing`` label names it."""
+
+    predicted: str = c.ROUTING_PREDICTED
+    default: str = c.ROUTING_DEFAULT
+    unknown: str = c.ROUTING_UNKNOWN
+    none: str = c.ROUTING_NONE
+
+
+@dataclass(frozen=True)
+class Phases(Words):
+    """The coordinator's phases, which are also the names of the scheduling profiles it asks for."""
+
+    encode: str = c.PHASE_ENCODE
+    prefill: str = c.PHASE_PREFILL
+    decode: str = c.PHASE_DECODE
 
 
 @dataclass(frozen=True)
@@ -38,7 +88,7 @@ class SpanVocabulary:
     # run_scheduler_profile and its profile's name: under the coordinator, the phase its EPP-Profile header named.
     profile_span: str
     profile_name: str
-    phases: tuple[str, ...]
+    phases: Phases
     early_phases: tuple[str, ...]  # the coordinator's legs that are never the call's answer
     # Attributes: the EPP chose P/D; a scorer's type; the HTTP status, by its current then its old key.
     disaggregation_used: str
@@ -58,8 +108,8 @@ class SpanVocabulary:
     aborted_phrases: tuple[str, ...]
     aborted_codes: frozenset[int]
     # The join's outputs: failure reasons and routings, as the series name them.
-    failure_reasons: tuple[str, ...]
-    routings: tuple[str, ...]
+    failures: Failures
+    routings: Routings
 
     @property
     def keys(self) -> frozenset[str]:
@@ -76,7 +126,7 @@ VOCABULARY = SpanVocabulary(
     scorer_prefix="llm_d.epp.scorer.",
     profile_span="run_scheduler_profile",
     profile_name="llm_d.epp.scheduling.profile.name",
-    phases=c.PHASES,
+    phases=Phases(),
     early_phases=c.EARLY_PHASES,
     disaggregation_used="llm_d.epp.pd.disaggregation_used",
     scorer_type="llm_d.epp.scorer.type",
@@ -98,78 +148,6 @@ VOCABULARY = SpanVocabulary(
     shed_codes=frozenset({429}),
     aborted_phrases=("client disconnected", "context canceled"),
     aborted_codes=frozenset({499}),
-    failure_reasons=c.FAILURE_REASONS,
-    routings=c.ROUTINGS,
+    failures=Failures(),
+    routings=Routings(),
 )
-
-
-def rust_source(vocabulary: SpanVocabulary = VOCABULARY) -> str:
-    """The vocabulary as the native join's constants (``native/src/join/vocabulary.rs``, generated, committed).
-
-    Each field becomes a constant of its name in capitals (sets sorted, so the file is stable); the outputs also get
-    one constant per value (``FAILURE_SHED``, ``ROUTING_NONE``, ``PHASE_DECODE``), as the join names them.
-    ``make generate`` writes it; ``tests/unit/processors/test_vocabulary.py`` fails when it is stale.
-    """
-    fields = dataclasses.fields(SpanVocabulary)
-    lines = [
-        "//! The span vocabulary of the upstreams: generated from `sloscope.upstream.vocabulary` by `make generate`.",
-        "//! Do not edit: change the Python vocabulary and regenerate.",
-        "",
-        "/// A field of the vocabulary: a word, words (sets sorted), HTTP codes, or one code.",
-        "pub enum Word {",
-        "    Str(&'static str),",
-        "    Strs(&'static [&'static str]),",
-        "    Codes(&'static [i64]),",
-        "    Code(i64),",
-        "}",
-        "",
-    ]
-    for field in fields:
-        lines.append(_rust_const(field.name.upper(), getattr(vocabulary, field.name)))
-    lines += [
-        "",
-        "/// Every field by its Python name, for `sloscope._native.vocabulary()`.",
-        f"pub const WORDS: [(&str, Word); {len(fields)}] = [",
-    ]
-    for field in fields:
-        value, name = getattr(vocabulary, field.name), field.name.upper()
-        kind = (
-            "Str"
-            if isinstance(value, str)
-            else "Code"
-            if isinstance(value, int)
-            else "Strs"
-            if all(isinstance(v, str) for v in value)
-            else "Codes"
-        )
-        lines.append(f'    ("{field.name}", Word::{kind}({"" if kind in ("Str", "Code") else "&"}{name})),')
-    lines += ["];", ""]
-    for prefix, values in (
-        ("FAILURE", vocabulary.failure_reasons),
-        ("ROUTING", vocabulary.routings),
-        ("PHASE", vocabulary.phases),
-    ):
-        lines += [_rust_const(f"{prefix}_{value.upper()}", value) for value in values]
-    return "\n".join(lines) + "\n"
-
-
-def _rust_const(name: str, value: object) -> str:
-    if isinstance(value, str):
-        return f"pub const {name}: &str = {_rust_str(value)};"
-    if isinstance(value, int):
-        return f"pub const {name}: i64 = {value};"
-    assert isinstance(value, (tuple, frozenset)), value
-    items = sorted(value) if isinstance(value, frozenset) else list(value)
-    if all(isinstance(item, int) for item in items):
-        return f"pub const {name}: [i64; {len(items)}] = [{', '.join(str(i) for i in items)}];"
-    return f"pub const {name}: [&str; {len(items)}] = [{', '.join(_rust_str(i) for i in items)}];"
-
-
-def _rust_str(text: str) -> str:
-    if any(ch in text for ch in '"\\') or not text.isprintable():
-        raise ValueError(f"not a plain word: {text!r}")
-    return f'"{text}"'
-
-
-if __name__ == "__main__":
-    print(rust_source(), end="")

@@ -10,7 +10,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::join::build::{self, Builder, Joined};
+use crate::join::build::{Builder, Joined};
 use crate::join::columns;
 use crate::join::deadlines::Deadlines;
 use crate::join::hash::{Fingerprints, HashMap, HashSet};
@@ -18,8 +18,9 @@ use crate::join::held::ValueRef;
 use crate::join::ordered::{OrderedMap, Small};
 use crate::join::recent::Recent;
 use crate::join::rules::{Field, Rules};
-use crate::join::shapes;
+use crate::join::shapes::Leg;
 use crate::join::trace::{Held, Seen, SpanId, Spans, Trace, TraceId, DROP_DUPLICATE};
+use crate::join::vocabulary::Vocabulary;
 
 pub const OUTCOME_JOINED: &str = "joined";
 pub const OUTCOME_JOINED_BY_REQUEST_ID: &str = "joined_by_request_id";
@@ -142,15 +143,15 @@ fn placed(trace: &Trace, gid: &SpanId, anchors: &[&Held]) -> bool {
 /// Whether a sibling gateway span of the anchor's request id can be the one that sent it there
 /// (`TraceAssembler._may_answer`): not the coordinator's refused conditional-decode probe, and an encode or
 /// prefill leg's only when it encloses the anchor's start in time.
-fn may_answer(trace: &Trace, gid: &SpanId, anchor: &Held) -> bool {
+fn may_answer(words: &Vocabulary, trace: &Trace, gid: &SpanId, anchor: &Held) -> bool {
     let Some(gateway) = trace.get(gid) else {
         return false;
     };
-    if shapes::is_conditional_probe(std::iter::once(&gateway.span)) {
+    if words.is_conditional_probe(std::iter::once(&gateway.span)) {
         return false;
     }
-    match shapes::phase(trace.descendants(gid).iter().map(|h| &h.span)) {
-        Some(phase) if shapes::EARLY_PHASES.contains(&phase) => {
+    match words.phase(trace.descendants(gid).iter().map(|h| &h.span)) {
+        Some(phase) if words.early_phases.contains(&phase) => {
             gateway.span.start_ns <= anchor.span.start_ns
                 && anchor.span.start_ns <= gateway.span.end_ns
         }
@@ -185,9 +186,10 @@ fn encloses(span: &Held, gateway: &Held) -> bool {
 }
 
 impl Assembler {
-    pub fn new(cfg: Settings, rules: Arc<Rules>) -> Assembler {
+    pub fn new(cfg: Settings, rules: Arc<Rules>, words: Arc<Vocabulary>) -> Assembler {
         let builder = Builder {
             rules: rules.clone(),
+            words,
             latency_scorers: cfg.latency_scorer_types.clone(),
             unanswered_are_aborted: cfg.unanswered_are_aborted,
         };
@@ -214,6 +216,11 @@ impl Assembler {
             text: Mutex::default(),
             counts: Counts::default(),
         }
+    }
+
+    /// The span words it reads and writes.
+    pub fn words(&self) -> &Vocabulary {
+        &self.builder.words
     }
 
     fn text(&self) -> MutexGuard<'_, String> {
@@ -487,7 +494,7 @@ impl Assembler {
             // The caller's traceparent won at the gateway: a sibling.
             for gid in &trace.gateways {
                 if self.request_ids_under(trace, gid).contains(&&*rid)
-                    && may_answer(trace, gid, anchor)
+                    && may_answer(&self.builder.words, trace, gid, anchor)
                 {
                     return Key::Gateway(*gid);
                 }
@@ -543,7 +550,7 @@ impl Assembler {
 
     /// The request's companions, nearest first: what its fields are read from, and what it claims.
     fn scope<'a>(&self, trace: &'a Trace, key: &Key, anchors: &[&'a Held]) -> Spans<'a> {
-        let primary = build::primary_anchor(trace, anchors);
+        let primary = self.builder.words.primary_anchor(trace, anchors);
         let mut ordered: Spans<'_> = trace
             .ancestors(primary)
             .into_iter()
@@ -745,13 +752,14 @@ impl Assembler {
     /// stage's window (each pod exports its own spans, so the prefill pod's may come after the
     /// decode pod's). Any other request has both once an anchor is here.
     fn stages(&self, trace: &Trace, anchors: &[&Held], scope: &[&Held]) -> (bool, bool) {
-        if !build::disaggregated(trace, anchors, scope) {
+        let words = &self.builder.words;
+        if !words.disaggregated_in(trace, anchors, scope) {
             return (true, true);
         }
         let decode = anchors
             .iter()
-            .any(|a| build::leg_of(trace, a) == Some(shapes::Leg::Decode))
-            || (anchors.len() >= 2 && !scope.iter().any(|s| shapes::leg(&s.span).is_some()));
+            .any(|a| words.leg_of(trace, a) == Some(Leg::Decode))
+            || (anchors.len() >= 2 && !scope.iter().any(|s| words.leg(&s.span).is_some()));
         (decode, decode && anchors.len() >= 2)
     }
 
@@ -958,7 +966,11 @@ impl Assembler {
                     let Some(gateway) = trace.get(gid) else {
                         return false;
                     };
-                    if !shapes::is_conditional_probe(std::iter::once(&gateway.span)) {
+                    if !self
+                        .builder
+                        .words
+                        .is_conditional_probe(std::iter::once(&gateway.span))
+                    {
                         return false;
                     }
                     let key = Key::Gateway(*gid);
@@ -1008,7 +1020,11 @@ impl Assembler {
         if !self.is_llm_call(&scope) {
             return; // not an LLM call: it stays a companion until the trace expires, as any span
         }
-        if shapes::is_conditional_probe(scope.iter().map(|h| &h.span)) {
+        if self
+            .builder
+            .words
+            .is_conditional_probe(scope.iter().map(|h| &h.span))
+        {
             // a step of a call that goes on, not a call (whose later legs, of its request id, were answered)
             self.emit_probe(tid, gid);
             return;
@@ -1021,7 +1037,11 @@ impl Assembler {
             return; // a model server answered it in another trace
         }
         let answered = !self.cfg.unanswered_are_aborted;
-        let Some(reason) = shapes::failure_reason(scope.iter().map(|h| &h.span), answered) else {
+        let Some(reason) = self
+            .builder
+            .words
+            .failure_reason(scope.iter().map(|h| &h.span), answered)
+        else {
             return;
         };
         let mut request = self

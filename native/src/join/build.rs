@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crate::join::rules::{Field, Rules};
 use crate::join::shapes::{self, Leg};
 use crate::join::trace::{Held, SpanId, Spans, Trace, TraceId};
+use crate::join::vocabulary::{Vocabulary, Word};
 
 pub const OUTCOME_FAILED: &str = "failed";
 pub const OUTCOME_ENCODER_PART: &str = "encoder_part";
@@ -31,7 +32,7 @@ pub struct Joined {
     pub endpoint: Option<Text>,
     pub slo_ttft_ms: Option<f64>,
     pub slo_tpot_ms: Option<f64>,
-    pub routing: &'static str,
+    pub routing: Word,
     pub predicted_ttft_ms: Option<f64>,
     pub predicted_tpot_ms: Option<f64>,
     pub ttft_seconds: Option<f64>,
@@ -47,13 +48,13 @@ pub struct Joined {
     pub start_ns: u64,
     pub end_ns: u64,
     pub arrival_ns: u64,
-    pub failure_reason: Option<&'static str>,
+    pub failure_reason: Option<Word>,
     pub tpot_seconds: Option<f64>,
     pub choices: u32,
     pub prefill_pod: Option<Text>,
     pub prefill_queue_seconds: Option<f64>,
     pub prefill_seconds_on_prefill_pod: Option<f64>,
-    pub phase: Option<&'static str>,
+    pub phase: Option<Word>,
     /// A coordinator call's first leg's arrival: set by the call joiner in Python, never here.
     pub call_arrival_ns: u64,
     pub gateway: Option<Text>,
@@ -89,6 +90,7 @@ impl Text {
 /// Reads requests out of grouped spans with the configured mapping.
 pub struct Builder {
     pub rules: Arc<Rules>,
+    pub words: Arc<Vocabulary>,
     pub latency_scorers: Vec<String>,
     pub unanswered_are_aborted: bool,
 }
@@ -153,35 +155,38 @@ pub fn tpot_seconds(e2e: Option<f64>, ttft: Option<f64>, tokens: Option<f64>) ->
     Some((e2e - ttft) / (tokens - 1.0))
 }
 
-/// The P/D leg an anchor ran in: its nearest sidecar leg span above it.
-pub fn leg_of(trace: &Trace, anchor: &Held) -> Option<Leg> {
-    trace.above(anchor).find_map(|h| shapes::leg(&h.span))
-}
-
-/// A P/D request: the EPP chose P/D, or a leg span is among its companions or above its anchors.
-pub fn disaggregated(trace: &Trace, anchors: &[&Held], companions: &[&Held]) -> bool {
-    let above = anchors.iter().flat_map(|a| trace.above(a));
-    shapes::disaggregated(companions.iter().copied().chain(above).map(|h| &h.span))
-}
-
-/// The decode stage: under the decode leg (its first chunk), else the last to end.
-pub fn decode_stage<'a>(trace: &Trace, anchors: &[&'a Held]) -> Option<&'a Held> {
-    let legs: Spans<'_> = anchors
-        .iter()
-        .copied()
-        .filter(|a| leg_of(trace, a) == Some(Leg::Decode))
-        .collect();
-    if !legs.is_empty() {
-        return first_min(&legs, |s| (s.span.start_ns, s.span.end_ns));
+/// The shapes of a trace's requests, in the vocabulary's words.
+impl Vocabulary {
+    /// The P/D leg an anchor ran in: its nearest sidecar leg span above it.
+    pub fn leg_of(&self, trace: &Trace, anchor: &Held) -> Option<Leg> {
+        trace.above(anchor).find_map(|h| self.leg(&h.span))
     }
-    if anchors.iter().any(|a| leg_of(trace, a).is_some()) || anchors.len() < 2 {
-        return None;
-    }
-    first_max(anchors, |s| (s.span.end_ns, s.span.start_ns))
-}
 
-pub fn primary_anchor<'a>(trace: &Trace, anchors: &[&'a Held]) -> &'a Held {
-    decode_stage(trace, anchors).unwrap_or(anchors[0])
+    /// A P/D request: the EPP chose P/D, or a leg span is among its companions or above its anchors.
+    pub fn disaggregated_in(&self, trace: &Trace, anchors: &[&Held], companions: &[&Held]) -> bool {
+        let above = anchors.iter().flat_map(|a| trace.above(a));
+        self.disaggregated(companions.iter().copied().chain(above).map(|h| &h.span))
+    }
+
+    /// The decode stage: under the decode leg (its first chunk), else the last to end.
+    pub fn decode_stage<'a>(&self, trace: &Trace, anchors: &[&'a Held]) -> Option<&'a Held> {
+        let legs: Spans<'_> = anchors
+            .iter()
+            .copied()
+            .filter(|a| self.leg_of(trace, a) == Some(Leg::Decode))
+            .collect();
+        if !legs.is_empty() {
+            return first_min(&legs, |s| (s.span.start_ns, s.span.end_ns));
+        }
+        if anchors.iter().any(|a| self.leg_of(trace, a).is_some()) || anchors.len() < 2 {
+            return None;
+        }
+        first_max(anchors, |s| (s.span.end_ns, s.span.start_ns))
+    }
+
+    pub fn primary_anchor<'a>(&self, trace: &Trace, anchors: &[&'a Held]) -> &'a Held {
+        self.decode_stage(trace, anchors).unwrap_or(anchors[0])
+    }
 }
 
 /// The model server's TTFT counted from `origin`'s start, the request's arrival in front of it,
@@ -247,7 +252,7 @@ impl Builder {
         if own.is_empty() {
             // The sidecar's encoder requests alone (in a trace of their own): a leg of a call, not one.
             let mut request = self.call(text, trace, anchors, companions, outcome, gateway);
-            request.phase = Some(shapes::PHASE_ENCODE);
+            request.phase = Some(self.words.phases.encode);
             request.outcome = OUTCOME_ENCODER_PART;
             return request;
         }
@@ -264,19 +269,18 @@ impl Builder {
         outcome: &'static str,
         gateway: Option<&Held>,
     ) -> Joined {
-        if disaggregated(trace, anchors, companions) {
-            let Some(decode) = decode_stage(trace, anchors) else {
+        if self.words.disaggregated_in(trace, anchors, companions) {
+            let Some(decode) = self.words.decode_stage(trace, anchors) else {
                 // The decode stage never came: the client got no answer from a decode pod.
                 let scope: Spans<'_> = anchors.iter().chain(companions).copied().collect();
-                let reason = shapes::failure_reason(
-                    scope.iter().map(|h| &h.span),
-                    !self.unanswered_are_aborted,
-                );
+                let reason = self
+                    .words
+                    .failure_reason(scope.iter().map(|h| &h.span), !self.unanswered_are_aborted);
                 return self.failed(
                     text,
                     gateway.unwrap_or(anchors[0]),
                     &scope,
-                    reason.unwrap_or(shapes::FAILURE_ABORTED),
+                    reason.unwrap_or(self.words.failures.aborted),
                 );
             };
             let request = self.build(text, decode, companions, outcome);
@@ -289,7 +293,7 @@ impl Builder {
         };
         let primary = match &turns {
             Some(turns) => turns[0],
-            None => primary_anchor(trace, anchors),
+            None => self.words.primary_anchor(trace, anchors),
         };
         let mut request = self.build(text, primary, companions, outcome);
         if let Some(turns) = &turns {
@@ -310,8 +314,10 @@ impl Builder {
             TTFT_GATEWAY_ARRIVAL,
         );
         if anchors.iter().any(|a| a.span.failed()) {
-            let reason = shapes::failure_reason(anchors.iter().map(|h| &h.span), true);
-            request.failure_reason = Some(reason.unwrap_or(shapes::FAILURE_ERROR));
+            let reason = self
+                .words
+                .failure_reason(anchors.iter().map(|h| &h.span), true);
+            request.failure_reason = Some(reason.unwrap_or(self.words.failures.error));
         }
         request
     }
@@ -345,7 +351,7 @@ impl Builder {
         let mut chunks: Spans<'_> = anchors
             .iter()
             .copied()
-            .filter(|a| leg_of(trace, a) == Some(Leg::Decode))
+            .filter(|a| self.words.leg_of(trace, a) == Some(Leg::Decode))
             .collect();
         if chunks.is_empty() {
             chunks.push(decode);
@@ -368,12 +374,14 @@ impl Builder {
         if !count_from(&mut request, gateway, decode.span.start_ns, TTFT_PD_GATEWAY) {
             let routing = trace
                 .above(decode)
-                .find(|h| shapes::is_sidecar_routing(&h.span));
+                .find(|h| self.words.is_sidecar_routing(&h.span));
             count_from(&mut request, routing, decode.span.start_ns, TTFT_PD_SIDECAR);
         }
         if decode.span.failed() {
-            let reason = shapes::failure_reason(std::iter::once(&decode.span), true);
-            request.failure_reason = Some(reason.unwrap_or(shapes::FAILURE_ERROR));
+            let reason = self
+                .words
+                .failure_reason(std::iter::once(&decode.span), true);
+            request.failure_reason = Some(reason.unwrap_or(self.words.failures.error));
         }
         request
     }
@@ -419,21 +427,15 @@ impl Builder {
     /// The coordinator's refused conditional-decode probe: a leg of its call, neither a request nor a
     /// failure (`RequestBuilder.probe`).
     pub fn probe(&self, text: &mut String, gateway: &Held, scope: &[&Held]) -> Joined {
-        let mut request = self.failed(text, gateway, scope, shapes::FAILURE_INVALID);
+        let mut request = self.failed(text, gateway, scope, self.words.failures.invalid);
         request.outcome = OUTCOME_PROBE;
         request.failure_reason = None;
-        request.phase = Some(shapes::PHASE_DECODE);
+        request.phase = Some(self.words.phases.decode);
         request
     }
 
     /// A request that reached no model server (or whose decode stage never came).
-    pub fn failed(
-        &self,
-        text: &mut String,
-        head: &Held,
-        scope: &[&Held],
-        reason: &'static str,
-    ) -> Joined {
+    pub fn failed(&self, text: &mut String, head: &Held, scope: &[&Held], reason: Word) -> Joined {
         let companions: Spans<'_> = scope
             .iter()
             .copied()
@@ -451,8 +453,8 @@ impl Builder {
         request.completion_tokens = None;
         request.prompt_tokens = None;
         request.pod = None;
-        if request.routing == shapes::ROUTING_UNKNOWN {
-            request.routing = shapes::ROUTING_NONE; // refused before it was scheduled
+        if request.routing == self.words.routings.unknown {
+            request.routing = self.words.routings.none; // refused before it was scheduled
         }
         request.failure_reason = Some(reason);
         request.arrival_ns = head.span.start_ns;
@@ -511,7 +513,9 @@ impl Builder {
         fn non_empty(s: Option<&str>) -> Option<&str> {
             s.filter(|s| !s.is_empty())
         }
-        let routing = shapes::routing(companions.iter().map(|h| &h.span), &self.latency_scorers)
+        let routing = self
+            .words
+            .routing(companions.iter().map(|h| &h.span), &self.latency_scorers)
             .unwrap_or_else(|| self.header_routing(gw));
         Joined {
             trace_id: TraceId::default(), // the assembler's: held spans do not carry it
@@ -551,7 +555,7 @@ impl Builder {
             prefill_pod: None,
             prefill_queue_seconds: None,
             prefill_seconds_on_prefill_pod: None,
-            phase: shapes::phase(companions.iter().map(|h| &h.span)),
+            phase: self.words.phase(companions.iter().map(|h| &h.span)),
             call_arrival_ns: 0,
             // The gateway's identity from its own spans: a model server's resource is not the gateway's.
             gateway: put(
@@ -569,20 +573,20 @@ impl Builder {
     }
 
     /// The late-2025 EPP profile headers: x-prediction-based-scheduling, or presence of ...-off.
-    fn header_routing(&self, view: &[&Held]) -> &'static str {
+    fn header_routing(&self, view: &[&Held]) -> Word {
         match self
             .rules
             .header_bool(Field::PredictionBasedScheduling, view)
         {
-            Some(true) => shapes::ROUTING_PREDICTED,
-            Some(false) => shapes::ROUTING_DEFAULT,
+            Some(true) => self.words.routings.predicted,
+            Some(false) => self.words.routings.default,
             None if self
                 .rules
                 .present(Field::PredictionBasedSchedulingOff, view) =>
             {
-                shapes::ROUTING_DEFAULT
+                self.words.routings.default
             }
-            None => shapes::ROUTING_UNKNOWN,
+            None => self.words.routings.unknown,
         }
     }
 }

@@ -11,33 +11,12 @@
 use std::sync::Arc;
 
 use crate::join::hash::HashMap;
-use crate::join::shapes;
 pub use crate::packed::ValueRef;
 use crate::packed::{Packed, TextAt};
 use crate::span::{get, Key, Resource, Span, Value, STATUS_ERROR};
 
 /// An interned attribute key.
 pub type KeyId = u16;
-
-/// The span-shape keys, at fixed ids (interned first, in this order).
-pub const SHAPE_KEYS: [&str; 5] = [
-    shapes::HTTP_STATUS_KEYS[0],
-    shapes::HTTP_STATUS_KEYS[1],
-    shapes::SCORER_TYPE,
-    shapes::DISAGGREGATION_USED,
-    shapes::PROFILE_NAME,
-];
-pub const HTTP_STATUS_KEYS: [KeyId; 2] = [0, 1];
-pub const SCORER_TYPE: KeyId = 2;
-pub const DISAGGREGATION_USED: KeyId = 3;
-pub const PROFILE_NAME: KeyId = 4;
-
-/// The ids of the span-shape keys whose string and array-of-string values the shapes read apart
-/// (`shapes::READS_STRINGS_APART`: an HTTP status "429" counts, ["429"] does not). A captured header
-/// (an array of one non-empty string) reads as its string everywhere else: every other reader of the
-/// join sees the same either way (`as_string` takes the first element, and neither is a number,
-/// None or ""), so only these keys get their headers back as arrays.
-const READS_STRINGS_APART: [KeyId; 3] = [HTTP_STATUS_KEYS[0], HTTP_STATUS_KEYS[1], SCORER_TYPE];
 
 /// Keys beyond this many distinct ones share one of two ids (`gen_ai.` or not): the decoder keeps only
 /// the mapped keys, so only spans built by hand with thousands of keys get there.
@@ -49,15 +28,19 @@ const REQUEST_ID_KEY: &str = "gen_ai.request.id";
 pub struct Keys {
     ids: HashMap<Key, KeyId>,
     gen_ai: Vec<bool>,
+    /// The keys whose string and array-of-string values the span shapes read apart (the HTTP
+    /// status and scorer type keys of the `Vocabulary`: an HTTP status "429" counts, ["429"] does
+    /// not). A captured header (an array of one non-empty string) reads as its string everywhere
+    /// else: every other reader of the join sees the same either way (`as_string` takes the first
+    /// element, and neither is a number, None or ""), so only these keys get their headers back as
+    /// arrays.
+    apart: Vec<KeyId>,
 }
 
 impl Keys {
-    pub fn new() -> Keys {
-        let mut keys = Keys::default();
-        for key in SHAPE_KEYS {
-            keys.id(key);
-        }
-        keys
+    /// Marks keys whose string values are read apart from arrays of strings (`apart`).
+    pub fn read_apart(&mut self, ids: impl Iterator<Item = KeyId>) {
+        self.apart.extend(ids);
     }
 
     /// The id of each of a batch's keys (`SpanBatch::keys`), interning the new ones: a batch names
@@ -137,7 +120,7 @@ impl HeldSpan {
             attr.set_key(u32::from(id));
             attr.set_gen_ai(keys.is_gen_ai(id));
             present |= key_bit(id);
-            if READS_STRINGS_APART.contains(&id) {
+            if keys.apart.contains(&id) {
                 fields.unfold_header(index);
             }
         }
@@ -222,7 +205,7 @@ mod tests {
 
     #[test]
     fn packed_attributes_read_back_and_the_last_duplicate_wins() {
-        let mut keys = Keys::new();
+        let mut keys = Keys::default();
         let span = span_with(
             "s",
             2,
@@ -257,7 +240,7 @@ mod tests {
 
     #[test]
     fn keys_past_the_bitmap_are_found_by_scanning() {
-        let mut keys = Keys::new();
+        let mut keys = Keys::default();
         let names: Vec<String> = (0..70).map(|i| format!("k{i}")).collect();
         let ids: Vec<KeyId> = names.iter().map(|n| keys.id(n)).collect();
         let attrs = vec![
@@ -274,17 +257,18 @@ mod tests {
 
     #[test]
     fn captured_headers_are_strings_but_shape_keys_keep_their_arrays() {
-        let mut keys = Keys::new();
-        let ids: Vec<KeyId> = shapes::READS_STRINGS_APART
-            .iter()
-            .map(|k| keys.id(k))
-            .collect();
-        assert_eq!(ids, READS_STRINGS_APART);
+        let mut keys = Keys::default();
+        let words = crate::join::vocabulary::testing::llm_d(&mut keys);
+        let ids = [
+            words.http_status_keys[0],
+            words.http_status_keys[1],
+            words.scorer_type,
+        ];
         let header = |v: &str| Value::Array(Box::new([Value::Str(v.into())]));
         let attrs = vec![
             ("x-slo-ttft-ms", header("200")),
             ("empty", header("")),
-            (shapes::HTTP_STATUS_KEYS[1], header("429")),
+            ("http.status_code", header("429")),
         ];
         let held = held(span_with("s", 0, "", attrs), &mut keys);
         assert_eq!(

@@ -21,9 +21,8 @@ use crate::join::columns;
 use crate::join::held::{HeldSpan, KeyId, Keys};
 use crate::join::request_id::{self, DEFAULT_PATTERN};
 use crate::join::rules::{Field, Rules, Source, FIELD_NAMES};
-use crate::join::shapes;
 use crate::join::trace::{Held, SpanId, Trace, TraceId};
-use crate::join::vocabulary as words;
+use crate::join::vocabulary::{self, Vocabulary};
 use crate::span::{Key, Resource, Span, SpanBatch, Value};
 
 #[pyclass(module = "sloscope._native")]
@@ -182,11 +181,12 @@ impl NativeAssembler {
         let gateway = self.gateway_names.iter().any(|n| n == name);
         let span = HeldSpan::pack(span, ids, &self.keys);
         let anchor = named_anchor || span.attribute(self.anchor_key).is_some();
+        let words = self.core.words();
         let bare = !span.has_attributes()
             && !gateway
-            && shapes::leg(&span).is_none()
-            && !shapes::is_sidecar_routing(&span)
-            && !shapes::is_scheduling(&span);
+            && words.leg(&span).is_none()
+            && !words.is_sidecar_routing(&span)
+            && !words.is_scheduling(&span);
         let mut held = Held {
             span,
             rid_at: None,
@@ -319,13 +319,15 @@ impl NativeAssembler {
             .collect()
     }
 
-    /// `join` is a `sloscope.config.Join`; `rules` is `Mapping.rules()`; `pattern` the compiled
-    /// `join.request_id_pattern`; `python_bytes` counts memory as the reference estimates it.
+    /// `join` is a `sloscope.config.Join`; `rules` is `Mapping.rules()`; `vocabulary` the span words
+    /// (`sloscope.upstream.vocabulary.VOCABULARY`); `pattern` the compiled `join.request_id_pattern`;
+    /// `python_bytes` counts memory as the reference estimates it.
     #[new]
-    #[pyo3(signature = (join, rules, pattern, python_bytes = false, gateway_memory = None))]
+    #[pyo3(signature = (join, rules, vocabulary, pattern, python_bytes = false, gateway_memory = None))]
     fn new(
         join: &Bound<'_, PyAny>,
         rules: &Bound<'_, PyDict>,
+        vocabulary: &Bound<'_, PyAny>,
         pattern: &Bound<'_, PyAny>,
         python_bytes: bool,
         gateway_memory: Option<&Bound<'_, GatewayMemory>>,
@@ -347,10 +349,14 @@ impl NativeAssembler {
             trace_overhead: if python_bytes { 0 } else { trace_overhead() },
             count_index: !python_bytes,
         };
-        let mut keys = Keys::new();
+        let mut keys = Keys::default();
+        let words = Arc::new(Vocabulary::new(
+            vocabulary.extract::<vocabulary::Spec>()?,
+            &mut keys,
+        ));
         let rules = Arc::new(rules_from_py(rules, &mut keys)?);
         let anchor_key = keys.id(&join.anchor_attribute);
-        let mut core = Assembler::new(settings, rules.clone());
+        let mut core = Assembler::new(settings, rules.clone(), words);
         if let Some(memory) = gateway_memory {
             core.share_gateway_memory(memory.get().seen.clone());
         }
@@ -431,20 +437,4 @@ impl NativeAssembler {
     fn pending_bytes(&self) -> usize {
         self.core.pending_bytes()
     }
-}
-
-/// The words the native join was compiled with (`vocabulary::WORDS`), keyed by the field names of
-/// `sloscope.upstream.vocabulary.SpanVocabulary`: a test holds them equal to the Python join's.
-#[pyfunction]
-pub fn vocabulary(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
-    let out = PyDict::new(py);
-    for (name, word) in &words::WORDS {
-        match word {
-            words::Word::Str(text) => out.set_item(name, text)?,
-            words::Word::Strs(texts) => out.set_item(name, texts.to_vec())?,
-            words::Word::Codes(codes) => out.set_item(name, codes.to_vec())?,
-            words::Word::Code(code) => out.set_item(name, code)?,
-        }
-    }
-    Ok(out)
 }

@@ -3,16 +3,13 @@
 //! The native twin of `sloscope.processors.span_shapes` (llm-d-router ebab6879: the EPP's
 //! `gateway.request` and scheduling spans, the P/D routing sidecar's spans in `pkg/sidecar/proxy`,
 //! the error codes of `pkg/common/error/error.go` and `pkg/epp/requestcontrol/admission.go`). The words
-//! (span names, attribute keys, status phrases and codes) are `vocabulary`'s, generated from the Python
-//! join's `sloscope.upstream.vocabulary`; the shapes they make are written here and there alike.
+//! (span names, attribute keys, status phrases and codes) are the `Vocabulary`'s, given by Python
+//! (`sloscope.upstream.vocabulary`); the shapes they make are written here and there alike.
 
-use crate::join::held::{self, HeldSpan, ValueRef};
-pub use crate::join::vocabulary::*;
+use crate::join::held::{HeldSpan, ValueRef};
+use crate::join::vocabulary::{Vocabulary, Word};
 
 type Span = HeldSpan;
-
-/// The keys whose string and array-of-string values the shapes read differently.
-pub const READS_STRINGS_APART: [&str; 3] = [HTTP_STATUS_KEYS[0], HTTP_STATUS_KEYS[1], SCORER_TYPE];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Leg {
@@ -20,78 +17,167 @@ pub enum Leg {
     Decode,
 }
 
-/// The P/D leg a sidecar leg span runs, else None.
-pub fn leg(span: &Span) -> Option<Leg> {
-    let name = span.name();
-    if DECODE_LEGS.contains(&name) {
-        Some(Leg::Decode)
-    } else if PREFILL_LEGS.contains(&name) {
-        Some(Leg::Prefill)
-    } else {
+impl Vocabulary {
+    /// The P/D leg a sidecar leg span runs, else None.
+    pub fn leg(&self, span: &Span) -> Option<Leg> {
+        let name = span.name();
+        if self.decode_legs.contains(name) {
+            Some(Leg::Decode)
+        } else if self.prefill_legs.contains(name) {
+            Some(Leg::Prefill)
+        } else {
+            None
+        }
+    }
+
+    /// The sidecar's server spans, where the client's request reaches the decode pod.
+    pub fn is_sidecar_routing(&self, span: &Span) -> bool {
+        let name = span.name();
+        name == self.sidecar_routing
+            || (name.starts_with(self.sidecar_server_prefix.as_str()) && name.contains(' '))
+    }
+
+    /// The EPP's scheduling spans.
+    pub fn is_scheduling(&self, span: &Span) -> bool {
+        self.scheduling.contains(span.name())
+            || span.name().starts_with(self.scorer_prefix.as_str())
+    }
+
+    /// The EPP chose P/D for the request, or the sidecar ran a leg.
+    pub fn disaggregated<'a>(&self, mut spans: impl Iterator<Item = &'a Span>) -> bool {
+        spans.any(|s| {
+            self.leg(s).is_some()
+                || s.attribute(self.disaggregation_used) == Some(ValueRef::Bool(true))
+        })
+    }
+
+    /// predicted when the latency scorer scored the request, default when scheduling ran without it.
+    pub fn routing<'a>(
+        &self,
+        spans: impl Iterator<Item = &'a Span>,
+        latency_scorers: &[String],
+    ) -> Option<Word> {
+        let mut scheduled = false;
+        for span in spans {
+            let name = span.name();
+            if let Some(scorer) = name.strip_prefix(self.scorer_prefix.as_str()) {
+                scheduled = true;
+                let typed = match span.attribute(self.scorer_type) {
+                    Some(ValueRef::Str(t)) => latency_scorers.iter().any(|s| s == t),
+                    _ => false,
+                };
+                if typed || latency_scorers.iter().any(|s| s == scorer) {
+                    return Some(self.routings.predicted);
+                }
+            } else if self.scheduling.contains(name) {
+                scheduled = true;
+            }
+        }
+        scheduled.then_some(self.routings.default)
+    }
+
+    /// The coordinator phase an EPP call was scheduled for (`span_shapes.phase`): the one profile its
+    /// scheduler ran, when that profile is named for a phase, else None.
+    pub fn phase<'a>(&self, spans: impl Iterator<Item = &'a Span>) -> Option<Word> {
+        let mut found: Option<Word> = None;
+        for span in spans {
+            if span.name() != self.profile_span {
+                continue;
+            }
+            let Some(ValueRef::Str(name)) = span.attribute(self.profile_name) else {
+                return None;
+            };
+            let known = self.phases.all().into_iter().find(|p| p.0 == name)?;
+            if found.is_some_and(|f| f != known) {
+                return None;
+            }
+            found = Some(known);
+        }
+        found
+    }
+
+    /// The span's HTTP status: an integer attribute or a string of digits, the first key that has one.
+    pub fn http_status(&self, span: &Span) -> Option<i64> {
+        for &key in &self.http_status_keys {
+            match span.attribute(key) {
+                Some(ValueRef::Int(i)) => return Some(i),
+                Some(ValueRef::Str(s))
+                    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) =>
+                {
+                    // Python's int() has no bound: anything past i64 is some huge (>= 500) code.
+                    return Some(s.parse().unwrap_or(i64::MAX));
+                }
+                _ => {}
+            }
+        }
         None
     }
-}
 
-/// The sidecar's server spans, where the client's request reaches the decode pod.
-pub fn is_sidecar_routing(span: &Span) -> bool {
-    let name = span.name();
-    name == SIDECAR_ROUTING || (name.starts_with(SIDECAR_SERVER_PREFIX) && name.contains(' '))
-}
+    /// The coordinator's conditional-decode probe, refused with the EPP's only 412
+    /// (`span_shapes.is_conditional_probe`): a step of a call that goes on, not a call.
+    pub fn is_conditional_probe<'a>(&self, mut spans: impl Iterator<Item = &'a Span>) -> bool {
+        spans.any(|span| {
+            (span.failed()
+                && span
+                    .status_message()
+                    .to_lowercase()
+                    .contains(self.probe_refused.as_str()))
+                || self.http_status(span) == Some(self.precondition_failed)
+        })
+    }
 
-/// The EPP's scheduling spans.
-pub fn is_scheduling(span: &Span) -> bool {
-    SCHEDULING.contains(&span.name()) || span.name().starts_with(SCORER_PREFIX)
-}
-
-/// The EPP chose P/D for the request, or the sidecar ran a leg.
-pub fn disaggregated<'a>(mut spans: impl Iterator<Item = &'a Span>) -> bool {
-    spans.any(|s| {
-        leg(s).is_some() || s.attribute(held::DISAGGREGATION_USED) == Some(ValueRef::Bool(true))
-    })
-}
-
-/// predicted when the latency scorer scored the request, default when scheduling ran without it.
-pub fn routing<'a>(
-    spans: impl Iterator<Item = &'a Span>,
-    latency_scorers: &[String],
-) -> Option<&'static str> {
-    let mut scheduled = false;
-    for span in spans {
-        let name = span.name();
-        if let Some(scorer) = name.strip_prefix(SCORER_PREFIX) {
-            scheduled = true;
-            let typed = match span.attribute(held::SCORER_TYPE) {
-                Some(ValueRef::Str(t)) => latency_scorers.iter().any(|s| s == t),
-                _ => false,
-            };
-            if typed || latency_scorers.iter().any(|s| s == scorer) {
-                return Some(ROUTING_PREDICTED);
+    /// Why a request failed, from its spans' statuses and HTTP codes (`span_shapes.failure_reason`):
+    /// the first reason that matches, in the order of docs/sending-traces.md; None when nothing says
+    /// it failed and a model server answered.
+    pub fn failure_reason<'a>(
+        &self,
+        spans: impl Iterator<Item = &'a Span>,
+        answered: bool,
+    ) -> Option<Word> {
+        let mut messages: Vec<String> = Vec::new();
+        let mut codes: Vec<i64> = Vec::new();
+        for span in spans {
+            if span.failed() {
+                messages.push(span.status_message().to_lowercase());
             }
-        } else if SCHEDULING.contains(&name) {
-            scheduled = true;
+            if let Some(code) = self.http_status(span) {
+                codes.push(code);
+            }
         }
-    }
-    scheduled.then_some(ROUTING_DEFAULT)
-}
-
-/// The coordinator phase an EPP call was scheduled for (`span_shapes.phase`): the one profile its scheduler ran,
-/// when that profile is named for a phase, else None.
-pub fn phase<'a>(spans: impl Iterator<Item = &'a Span>) -> Option<&'static str> {
-    let mut found: Option<&'static str> = None;
-    for span in spans {
-        if span.name() != PROFILE_SPAN {
-            continue;
+        let text = messages.join(" "); // joined as Python joins them: a phrase may span two messages
+        let f = &self.failures;
+        if self
+            .client_error_codes
+            .iter()
+            .any(|c| text.contains(c.as_str()))
+            || codes
+                .iter()
+                .any(|c| (400..500).contains(c) && !self.not_client.contains(c))
+        {
+            return Some(f.invalid);
         }
-        let Some(ValueRef::Str(name)) = span.attribute(held::PROFILE_NAME) else {
-            return None;
+        let says = |said: &crate::join::vocabulary::Says| {
+            said.phrases.iter().any(|p| text.contains(p.as_str()))
+                || codes.iter().any(|c| said.codes.contains(c))
         };
-        let known = PHASES.iter().copied().find(|p| *p == name)?;
-        if found.is_some_and(|f| f != known) {
-            return None;
+        if says(&self.timeout) {
+            return Some(f.timeout);
         }
-        found = Some(known);
+        if says(&self.shed) {
+            return Some(f.shed);
+        }
+        if says(&self.aborted) {
+            return Some(f.aborted);
+        }
+        if !messages.is_empty() || codes.iter().any(|c| *c >= 500) {
+            return Some(f.error);
+        }
+        if answered {
+            None
+        } else {
+            Some(f.aborted)
+        }
     }
-    found
 }
 
 /// A multimodal item the routing sidecar sent to an encoder pod, x-request-id `<id>-enc-<n>`
@@ -121,95 +207,29 @@ pub fn turn_of(request_id: Option<&str>) -> Option<(&str, u32)> {
     Some((base, index.parse().ok()?))
 }
 
-/// The span's HTTP status: an integer attribute or a string of digits, the first key that has one.
-pub fn http_status(span: &Span) -> Option<i64> {
-    for key in held::HTTP_STATUS_KEYS {
-        match span.attribute(key) {
-            Some(ValueRef::Int(i)) => return Some(i),
-            Some(ValueRef::Str(s)) if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) => {
-                // Python's int() has no bound: anything past i64 is some huge (>= 500) code.
-                return Some(s.parse().unwrap_or(i64::MAX));
-            }
-            _ => {}
-        }
-    }
-    None
-}
-
-/// The coordinator's conditional-decode probe, refused with the EPP's only 412 (`span_shapes.is_conditional_probe`):
-/// a step of a call that goes on, not a call.
-pub fn is_conditional_probe<'a>(mut spans: impl Iterator<Item = &'a Span>) -> bool {
-    spans.any(|span| {
-        (span.failed() && span.status_message().to_lowercase().contains(PROBE_REFUSED))
-            || http_status(span) == Some(PRECONDITION_FAILED)
-    })
-}
-
-/// Why a request failed, from its spans' statuses and HTTP codes (`span_shapes.failure_reason`):
-/// the first reason that matches, in the order of docs/sending-traces.md; None when nothing says
-/// it failed and a model server answered.
-pub fn failure_reason<'a>(
-    spans: impl Iterator<Item = &'a Span>,
-    answered: bool,
-) -> Option<&'static str> {
-    let mut messages: Vec<String> = Vec::new();
-    let mut codes: Vec<i64> = Vec::new();
-    for span in spans {
-        if span.failed() {
-            messages.push(span.status_message().to_lowercase());
-        }
-        if let Some(code) = http_status(span) {
-            codes.push(code);
-        }
-    }
-    let text = messages.join(" "); // joined as Python joins them: a phrase may span two messages
-    let has = |needle: &str| text.contains(needle);
-    let coded = |code: i64| codes.contains(&code);
-    if CLIENT_ERROR_CODES.iter().any(|c| has(c))
-        || codes
-            .iter()
-            .any(|c| (400..500).contains(c) && !NOT_CLIENT.contains(c))
-    {
-        return Some(FAILURE_INVALID);
-    }
-    let says = |phrases: &[&str], codes: &[i64]| {
-        phrases.iter().any(|p| has(p)) || codes.iter().any(|c| coded(*c))
-    };
-    if says(&TIMEOUT_PHRASES, &TIMEOUT_CODES) {
-        return Some(FAILURE_TIMEOUT);
-    }
-    if says(&SHED_PHRASES, &SHED_CODES) {
-        return Some(FAILURE_SHED);
-    }
-    if says(&ABORTED_PHRASES, &ABORTED_CODES) {
-        return Some(FAILURE_ABORTED);
-    }
-    if !messages.is_empty() || codes.iter().any(|c| *c >= 500) {
-        return Some(FAILURE_ERROR);
-    }
-    if answered {
-        None
-    } else {
-        Some(FAILURE_ABORTED)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::join::held::Keys;
+    use crate::join::vocabulary::testing;
     use crate::span::tests::span_with;
     use crate::span::Value;
 
+    fn words() -> Vocabulary {
+        testing::llm_d(&mut Keys::default())
+    }
+
+    /// A span held by a join whose keys were interned as the assembler interns them.
     fn span(name: &str, attrs: Vec<(&str, Value)>, status: i32, message: &str) -> Span {
         let (span, names) = span_with(name, status, message, attrs);
-        let mut keys = Keys::new();
+        let mut keys = Keys::default();
+        testing::llm_d(&mut keys);
         let ids = keys.ids_of(&names);
         HeldSpan::pack(span, &ids, &keys)
     }
 
     fn reason(spans: &[Span], answered: bool) -> Option<&'static str> {
-        failure_reason(spans.iter(), answered)
+        words().failure_reason(spans.iter(), answered).map(|w| w.0)
     }
 
     #[test]
@@ -230,39 +250,39 @@ mod tests {
                 )],
                 true
             ),
-            Some(FAILURE_SHED)
+            Some("shed")
         );
         assert_eq!(
             reason(&[error("ResourceExhausted - queue timed out")], true),
-            Some(FAILURE_TIMEOUT)
+            Some("timeout")
         );
         assert_eq!(
             reason(&[error("inference error: BadRequest - no")], true),
-            Some(FAILURE_INVALID)
+            Some("invalid")
         );
-        assert_eq!(reason(&[code(429)], true), Some(FAILURE_SHED));
-        assert_eq!(reason(&[code(404)], true), Some(FAILURE_INVALID));
-        assert_eq!(reason(&[code(499)], true), Some(FAILURE_ABORTED));
-        assert_eq!(reason(&[code(503)], true), Some(FAILURE_ERROR));
-        assert_eq!(
-            reason(&[error("context canceled")], true),
-            Some(FAILURE_ABORTED)
-        );
-        assert_eq!(reason(&[error("boom")], true), Some(FAILURE_ERROR));
+        assert_eq!(reason(&[code(429)], true), Some("shed"));
+        assert_eq!(reason(&[code(404)], true), Some("invalid"));
+        assert_eq!(reason(&[code(499)], true), Some("aborted"));
+        assert_eq!(reason(&[code(503)], true), Some("error"));
+        assert_eq!(reason(&[error("context canceled")], true), Some("aborted"));
+        assert_eq!(reason(&[error("boom")], true), Some("error"));
         assert_eq!(
             reason(&[error("timed"), error("out")], true),
-            Some(FAILURE_TIMEOUT)
+            Some("timeout")
         );
         assert_eq!(reason(&[code(200)], true), None);
-        assert_eq!(reason(&[code(200)], false), Some(FAILURE_ABORTED));
+        assert_eq!(reason(&[code(200)], false), Some("aborted"));
     }
 
     #[test]
     fn status_codes_as_python_reads_them() {
         let with = |v: Value| span("s", vec![("http.status_code", v)], 0, "");
-        assert_eq!(http_status(&with(Value::Str("504".into()))), Some(504));
-        assert_eq!(http_status(&with(Value::Str("5x".into()))), None);
-        assert_eq!(http_status(&with(Value::Bool(true))), None);
+        assert_eq!(
+            words().http_status(&with(Value::Str("504".into()))),
+            Some(504)
+        );
+        assert_eq!(words().http_status(&with(Value::Str("5x".into()))), None);
+        assert_eq!(words().http_status(&with(Value::Bool(true))), None);
         let both = span(
             "s",
             vec![
@@ -272,7 +292,7 @@ mod tests {
             0,
             "",
         );
-        assert_eq!(http_status(&both), Some(429)); // a non-integer first key falls through
+        assert_eq!(words().http_status(&both), Some(429)); // a non-integer first key falls through
     }
 
     #[test]
@@ -280,16 +300,25 @@ mod tests {
         let ran = |name: &str| {
             span(
                 "run_scheduler_profile",
-                vec![(PROFILE_NAME, Value::Str(name.into()))],
+                vec![("llm_d.epp.scheduling.profile.name", Value::Str(name.into()))],
                 0,
                 "",
             )
         };
-        assert_eq!(phase([ran("prefill")].iter()), Some("prefill"));
-        assert_eq!(phase([ran("decode"), ran("decode")].iter()), Some("decode"));
-        assert_eq!(phase([ran("decode"), ran("prefill")].iter()), None); // the sidecar's P/D
-        assert_eq!(phase([ran("default")].iter()), None);
-        assert_eq!(phase([span("pick_endpoints", vec![], 0, "")].iter()), None);
+        assert_eq!(
+            words().phase([ran("prefill")].iter()),
+            Some(Word::of("prefill"))
+        );
+        assert_eq!(
+            words().phase([ran("decode"), ran("decode")].iter()),
+            Some(Word::of("decode"))
+        );
+        assert_eq!(words().phase([ran("decode"), ran("prefill")].iter()), None); // the sidecar's P/D
+        assert_eq!(words().phase([ran("default")].iter()), None);
+        assert_eq!(
+            words().phase([span("pick_endpoints", vec![], 0, "")].iter()),
+            None
+        );
     }
 
     #[test]
@@ -310,31 +339,26 @@ mod tests {
     #[test]
     fn shapes_of_the_sidecar_and_scheduler() {
         assert_eq!(
-            leg(&span("llm_d.pd_proxy.decode", vec![], 0, "")),
+            words().leg(&span("llm_d.pd_proxy.decode", vec![], 0, "")),
             Some(Leg::Decode)
         );
-        assert!(is_sidecar_routing(&span(
+        assert!(words().is_sidecar_routing(&span(
             "llm_d.pd_proxy.POST /v1/chat/completions",
             vec![],
             0,
             ""
         )));
-        assert!(!is_sidecar_routing(&span(
-            "llm_d.pd_proxy.prefill",
-            vec![],
-            0,
-            ""
-        )));
+        assert!(!words().is_sidecar_routing(&span("llm_d.pd_proxy.prefill", vec![], 0, "")));
         let scorers = vec!["latency-scorer".to_string()];
         let scorer = span("llm_d.epp.scorer.latency-scorer", vec![], 0, "");
         assert_eq!(
-            routing([&scorer].into_iter(), &scorers),
-            Some(ROUTING_PREDICTED)
+            words().routing([&scorer].into_iter(), &scorers),
+            Some(Word::of("predicted"))
         );
         let other = span("run_scheduler_profile", vec![], 0, "");
         assert_eq!(
-            routing([&other].into_iter(), &scorers),
-            Some(ROUTING_DEFAULT)
+            words().routing([&other].into_iter(), &scorers),
+            Some(Word::of("default"))
         );
     }
 }

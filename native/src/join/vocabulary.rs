@@ -1,78 +1,263 @@
-//! The span vocabulary of the upstreams: generated from `sloscope.upstream.vocabulary` by `make generate`.
-//! Do not edit: change the Python vocabulary and regenerate.
+//! The span vocabulary of the upstreams, as the join is given it: read from the Python object
+//! `sloscope.upstream.vocabulary.VOCABULARY` (a frozen `SpanVocabulary`) when an assembler is made.
+//!
+//! No word is written here. Each field of `Spec` is read from the attribute of its name, so a field
+//! the Python vocabulary lacks or types otherwise fails when the assembler is made, by name; the
+//! words the shapes read (`shapes.rs`) and write (failure reasons, routings, phases) are the ones
+//! Python passed. The shapes (what a leg, a probe or a shed request looks like) are written in
+//! `shapes.rs` and in `sloscope.processors.span_shapes` alike.
 
-/// A field of the vocabulary: a word, words (sets sorted), HTTP codes, or one code.
-pub enum Word {
-    Str(&'static str),
-    Strs(&'static [&'static str]),
-    Codes(&'static [i64]),
-    Code(i64),
+use std::collections::HashSet;
+use std::sync::{Mutex, OnceLock};
+
+use pyo3::prelude::*;
+use pyo3::Borrowed;
+
+use crate::join::held::{KeyId, Keys};
+
+/// A word the join writes into a joined request (a label of the series): interned for the life of
+/// the process, so a request carries a `&'static str` as it did when the words were constants. The
+/// words of all the vocabularies ever given are kept once each: a handful.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Word(pub &'static str);
+
+impl Word {
+    pub fn of(text: &str) -> Word {
+        static WORDS: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
+        let mut words = WORDS
+            .get_or_init(Mutex::default)
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(word) = words.get(text) {
+            return Word(word);
+        }
+        let word: &'static str = Box::leak(text.into());
+        words.insert(word);
+        Word(word)
+    }
 }
 
-pub const PREFILL_LEGS: [&str; 2] = ["llm_d.pd_proxy.prefill", "prefill"];
-pub const DECODE_LEGS: [&str; 2] = ["decode", "llm_d.pd_proxy.decode"];
-pub const SIDECAR_ROUTING: &str = "forward_request";
-pub const SIDECAR_SERVER_PREFIX: &str = "llm_d.pd_proxy.";
-pub const SCHEDULING: [&str; 4] = ["filter_endpoints", "llm_d.epp.scoring", "pick_endpoints", "run_scheduler_profile"];
-pub const SCORER_PREFIX: &str = "llm_d.epp.scorer.";
-pub const PROFILE_SPAN: &str = "run_scheduler_profile";
-pub const PROFILE_NAME: &str = "llm_d.epp.scheduling.profile.name";
-pub const PHASES: [&str; 3] = ["encode", "prefill", "decode"];
-pub const EARLY_PHASES: [&str; 2] = ["encode", "prefill"];
-pub const DISAGGREGATION_USED: &str = "llm_d.epp.pd.disaggregation_used";
-pub const SCORER_TYPE: &str = "llm_d.epp.scorer.type";
-pub const HTTP_STATUS_KEYS: [&str; 2] = ["http.response.status_code", "http.status_code"];
-pub const CLIENT_ERROR_CODES: [&str; 5] = ["error: badrequest", "error: unauthorized", "error: forbidden", "error: notfound", "error: preconditionfailed"];
-pub const NOT_CLIENT: [i64; 3] = [408, 429, 499];
-pub const PROBE_REFUSED: &str = "error: preconditionfailed";
-pub const PRECONDITION_FAILED: i64 = 412;
-pub const TIMEOUT_PHRASES: [&str; 2] = ["timed out", "deadline exceeded"];
-pub const TIMEOUT_CODES: [i64; 2] = [408, 504];
-pub const SHED_PHRASES: [&str; 2] = ["cannot be admitted", "resourceexhausted"];
-pub const SHED_CODES: [i64; 1] = [429];
-pub const ABORTED_PHRASES: [&str; 2] = ["client disconnected", "context canceled"];
-pub const ABORTED_CODES: [i64; 1] = [499];
-pub const FAILURE_REASONS: [&str; 5] = ["error", "shed", "timeout", "aborted", "invalid"];
-pub const ROUTINGS: [&str; 4] = ["predicted", "default", "unknown", "none"];
+impl FromPyObject<'_, '_> for Word {
+    type Error = PyErr;
 
-/// Every field by its Python name, for `sloscope._native.vocabulary()`.
-pub const WORDS: [(&str, Word); 25] = [
-    ("prefill_legs", Word::Strs(&PREFILL_LEGS)),
-    ("decode_legs", Word::Strs(&DECODE_LEGS)),
-    ("sidecar_routing", Word::Str(SIDECAR_ROUTING)),
-    ("sidecar_server_prefix", Word::Str(SIDECAR_SERVER_PREFIX)),
-    ("scheduling", Word::Strs(&SCHEDULING)),
-    ("scorer_prefix", Word::Str(SCORER_PREFIX)),
-    ("profile_span", Word::Str(PROFILE_SPAN)),
-    ("profile_name", Word::Str(PROFILE_NAME)),
-    ("phases", Word::Strs(&PHASES)),
-    ("early_phases", Word::Strs(&EARLY_PHASES)),
-    ("disaggregation_used", Word::Str(DISAGGREGATION_USED)),
-    ("scorer_type", Word::Str(SCORER_TYPE)),
-    ("http_status_keys", Word::Strs(&HTTP_STATUS_KEYS)),
-    ("client_error_codes", Word::Strs(&CLIENT_ERROR_CODES)),
-    ("not_client", Word::Codes(&NOT_CLIENT)),
-    ("probe_refused", Word::Str(PROBE_REFUSED)),
-    ("precondition_failed", Word::Code(PRECONDITION_FAILED)),
-    ("timeout_phrases", Word::Strs(&TIMEOUT_PHRASES)),
-    ("timeout_codes", Word::Codes(&TIMEOUT_CODES)),
-    ("shed_phrases", Word::Strs(&SHED_PHRASES)),
-    ("shed_codes", Word::Codes(&SHED_CODES)),
-    ("aborted_phrases", Word::Strs(&ABORTED_PHRASES)),
-    ("aborted_codes", Word::Codes(&ABORTED_CODES)),
-    ("failure_reasons", Word::Strs(&FAILURE_REASONS)),
-    ("routings", Word::Strs(&ROUTINGS)),
-];
+    fn extract(obj: Borrowed<'_, '_, PyAny>) -> PyResult<Word> {
+        Ok(Word::of(&obj.extract::<String>()?))
+    }
+}
 
-pub const FAILURE_ERROR: &str = "error";
-pub const FAILURE_SHED: &str = "shed";
-pub const FAILURE_TIMEOUT: &str = "timeout";
-pub const FAILURE_ABORTED: &str = "aborted";
-pub const FAILURE_INVALID: &str = "invalid";
-pub const ROUTING_PREDICTED: &str = "predicted";
-pub const ROUTING_DEFAULT: &str = "default";
-pub const ROUTING_UNKNOWN: &str = "unknown";
-pub const ROUTING_NONE: &str = "none";
-pub const PHASE_ENCODE: &str = "encode";
-pub const PHASE_PREFILL: &str = "prefill";
-pub const PHASE_DECODE: &str = "decode";
+/// Why a request failed (`sloscope.upstream.vocabulary.Failures`).
+#[derive(FromPyObject, Clone, Copy, Debug)]
+pub struct Failures {
+    pub error: Word,
+    pub shed: Word,
+    pub timeout: Word,
+    pub aborted: Word,
+    pub invalid: Word,
+}
+
+/// How a request was routed (`Routings`).
+#[derive(FromPyObject, Clone, Copy, Debug)]
+pub struct Routings {
+    pub predicted: Word,
+    pub default: Word,
+    pub unknown: Word,
+    pub none: Word,
+}
+
+/// The coordinator's phases, which are also its scheduling profiles' names (`Phases`).
+#[derive(FromPyObject, Clone, Copy, Debug)]
+pub struct Phases {
+    pub encode: Word,
+    pub prefill: Word,
+    pub decode: Word,
+}
+
+impl Phases {
+    pub fn all(&self) -> [Word; 3] {
+        [self.encode, self.prefill, self.decode]
+    }
+}
+
+/// The Python `SpanVocabulary`, field by field (its docstrings say where each word comes from).
+#[derive(FromPyObject)]
+pub struct Spec {
+    prefill_legs: HashSet<String>,
+    decode_legs: HashSet<String>,
+    sidecar_routing: String,
+    sidecar_server_prefix: String,
+    scheduling: HashSet<String>,
+    scorer_prefix: String,
+    profile_span: String,
+    profile_name: String,
+    phases: Phases,
+    early_phases: Vec<Word>,
+    disaggregation_used: String,
+    scorer_type: String,
+    http_status_keys: Vec<String>,
+    client_error_codes: Vec<String>,
+    not_client: HashSet<i64>,
+    probe_refused: String,
+    precondition_failed: i64,
+    timeout_phrases: Vec<String>,
+    timeout_codes: HashSet<i64>,
+    shed_phrases: Vec<String>,
+    shed_codes: HashSet<i64>,
+    aborted_phrases: Vec<String>,
+    aborted_codes: HashSet<i64>,
+    failures: Failures,
+    routings: Routings,
+}
+
+/// What a failed span's status message or HTTP code says for one reason.
+pub struct Says {
+    pub phrases: Vec<String>,
+    pub codes: HashSet<i64>,
+}
+
+/// The vocabulary as the join reads it: the spec's words, its attribute keys interned.
+pub struct Vocabulary {
+    pub prefill_legs: HashSet<String>,
+    pub decode_legs: HashSet<String>,
+    pub sidecar_routing: String,
+    pub sidecar_server_prefix: String,
+    pub scheduling: HashSet<String>,
+    pub scorer_prefix: String,
+    pub profile_span: String,
+    pub phases: Phases,
+    pub early_phases: Vec<Word>,
+    pub client_error_codes: Vec<String>,
+    pub not_client: HashSet<i64>,
+    pub probe_refused: String,
+    pub precondition_failed: i64,
+    pub timeout: Says,
+    pub shed: Says,
+    pub aborted: Says,
+    pub failures: Failures,
+    pub routings: Routings,
+    /// The attribute keys the shapes read, as ids of the join's `Keys`.
+    pub http_status_keys: Vec<KeyId>,
+    pub scorer_type: KeyId,
+    pub disaggregation_used: KeyId,
+    pub profile_name: KeyId,
+}
+
+impl Vocabulary {
+    /// The vocabulary of `spec`, its keys interned in `keys` (first, so they get the lowest ids);
+    /// the HTTP status and scorer type keys are the ones whose string values are read apart from
+    /// arrays of strings (`held::HeldSpan::pack`).
+    pub fn new(spec: Spec, keys: &mut Keys) -> Vocabulary {
+        let http_status_keys: Vec<KeyId> = spec.http_status_keys.iter().map(|k| keys.id(k)).collect();
+        let scorer_type = keys.id(&spec.scorer_type);
+        let disaggregation_used = keys.id(&spec.disaggregation_used);
+        let profile_name = keys.id(&spec.profile_name);
+        keys.read_apart(http_status_keys.iter().copied().chain([scorer_type]));
+        Vocabulary {
+            prefill_legs: spec.prefill_legs,
+            decode_legs: spec.decode_legs,
+            sidecar_routing: spec.sidecar_routing,
+            sidecar_server_prefix: spec.sidecar_server_prefix,
+            scheduling: spec.scheduling,
+            scorer_prefix: spec.scorer_prefix,
+            profile_span: spec.profile_span,
+            phases: spec.phases,
+            early_phases: spec.early_phases,
+            client_error_codes: spec.client_error_codes,
+            not_client: spec.not_client,
+            probe_refused: spec.probe_refused,
+            precondition_failed: spec.precondition_failed,
+            timeout: Says {
+                phrases: spec.timeout_phrases,
+                codes: spec.timeout_codes,
+            },
+            shed: Says {
+                phrases: spec.shed_phrases,
+                codes: spec.shed_codes,
+            },
+            aborted: Says {
+                phrases: spec.aborted_phrases,
+                codes: spec.aborted_codes,
+            },
+            failures: spec.failures,
+            routings: spec.routings,
+            http_status_keys,
+            scorer_type,
+            disaggregation_used,
+            profile_name,
+        }
+    }
+}
+
+/// The llm-d words of `sloscope.upstream.vocabulary.VOCABULARY`, for the native unit tests, which
+/// run without Python; the Python tests hold the join to the real object.
+#[cfg(test)]
+pub mod testing {
+    use super::*;
+
+    fn set<T: Copy + Eq + std::hash::Hash + Into<U>, U: Eq + std::hash::Hash>(items: &[T]) -> HashSet<U> {
+        items.iter().map(|&i| i.into()).collect()
+    }
+
+    fn strings(items: &[&str]) -> Vec<String> {
+        items.iter().map(|s| s.to_string()).collect()
+    }
+
+    pub fn llm_d(keys: &mut Keys) -> Vocabulary {
+        let w = Word::of;
+        let spec = Spec {
+            prefill_legs: set(&["prefill", "llm_d.pd_proxy.prefill"]),
+            decode_legs: set(&["decode", "llm_d.pd_proxy.decode"]),
+            sidecar_routing: "forward_request".into(),
+            sidecar_server_prefix: "llm_d.pd_proxy.".into(),
+            scheduling: set(&["run_scheduler_profile", "filter_endpoints", "llm_d.epp.scoring", "pick_endpoints"]),
+            scorer_prefix: "llm_d.epp.scorer.".into(),
+            profile_span: "run_scheduler_profile".into(),
+            profile_name: "llm_d.epp.scheduling.profile.name".into(),
+            phases: Phases {
+                encode: w("encode"),
+                prefill: w("prefill"),
+                decode: w("decode"),
+            },
+            early_phases: vec![w("encode"), w("prefill")],
+            disaggregation_used: "llm_d.epp.pd.disaggregation_used".into(),
+            scorer_type: "llm_d.epp.scorer.type".into(),
+            http_status_keys: strings(&["http.response.status_code", "http.status_code"]),
+            client_error_codes: strings(&[
+                "error: badrequest",
+                "error: unauthorized",
+                "error: forbidden",
+                "error: notfound",
+                "error: preconditionfailed",
+            ]),
+            not_client: set(&[408, 429, 499]),
+            probe_refused: "error: preconditionfailed".into(),
+            precondition_failed: 412,
+            timeout_phrases: strings(&["timed out", "deadline exceeded"]),
+            timeout_codes: set(&[504, 408]),
+            shed_phrases: strings(&["cannot be admitted", "resourceexhausted"]),
+            shed_codes: set(&[429]),
+            aborted_phrases: strings(&["client disconnected", "context canceled"]),
+            aborted_codes: set(&[499]),
+            failures: Failures {
+                error: w("error"),
+                shed: w("shed"),
+                timeout: w("timeout"),
+                aborted: w("aborted"),
+                invalid: w("invalid"),
+            },
+            routings: Routings {
+                predicted: w("predicted"),
+                default: w("default"),
+                unknown: w("unknown"),
+                none: w("none"),
+            },
+        };
+        Vocabulary::new(spec, keys)
+    }
+
+    #[test]
+    fn a_word_is_interned_once() {
+        let a = Word::of(&String::from("shed"));
+        let b = Word::of("shed");
+        assert!(std::ptr::eq(a.0, b.0));
+    }
+}

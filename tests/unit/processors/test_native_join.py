@@ -31,6 +31,7 @@ from sloscope.processors.native_assembler import NativeTraceAssembler
 from sloscope.processors.trace_state import span_bytes
 from sloscope.receivers.otlp_decode import decode_request
 from sloscope.records import JoinedRequest
+from sloscope.upstream.vocabulary import VOCABULARY
 from tests.support.join_traces import deliveries
 
 # Settings under which the two engines must agree; each changes some decision of the join.
@@ -152,7 +153,7 @@ def test_the_batch_is_taken_and_native_bytes_are_what_rust_holds() -> None:
     the byte cap bounds (the oldest trace evicted, as with the reference's estimate)."""
     steps = [s for s in deliveries(random.Random(7), 50) if s[0] == "spans"]
     join = Join()
-    native = NativeAssembler(join, Mapping(Attributes()).rules(), re.compile(join.request_id_pattern))
+    native = NativeAssembler(join, Mapping(Attributes()).rules(), VOCABULARY, re.compile(join.request_id_pattern))
     batch = SpanBatch.from_spans(steps[0][1])
     native.consume(batch, 0.0)
     assert len(batch) == 0
@@ -175,7 +176,7 @@ def test_a_waiting_two_span_trace_of_the_bench_payloads_holds_at_most_1_kib_nati
     join = Join()
     keep = Mapping(Attributes()).span_keys(join.anchor_attribute, *span_shapes.KEYS)
     waiting = Mapping(Attributes(slo_ttft_ms=["-"], slo_tpot_ms=["-"]))
-    native = NativeAssembler(join, waiting.rules(), re.compile(join.request_id_pattern))
+    native = NativeAssembler(join, waiting.rules(), VOCABULARY, re.compile(join.request_id_pattern))
     estimated = 0
     for payload in payloads.build(2_048).payloads:
         request = ExportTraceServiceRequest()
@@ -235,7 +236,7 @@ def test_the_join_settings_are_read_by_name_and_a_missing_one_is_named(missing: 
     join = Join()
     rules = Mapping(Attributes()).rules()
     pattern = re.compile(join.request_id_pattern)
-    NativeAssembler(SimpleNamespace(**{name: getattr(join, name) for name in JOIN_READ}), rules, pattern)
+    NativeAssembler(SimpleNamespace(**{name: getattr(join, name) for name in JOIN_READ}), rules, VOCABULARY, pattern)
     without = SimpleNamespace(**{name: getattr(join, name) for name in JOIN_READ if name != missing})
     with pytest.raises(AttributeError, match=missing):
-        NativeAssembler(without, rules, pattern)
+        NativeAssembler(without, rules, VOCABULARY, pattern)

@@ -21,18 +21,24 @@ Labels = tuple[str, ...]
 
 
 class LabelGuard:
+    """Caps the distinct values of some labels, first come first served; a value past the cap is folded into
+    :data:`OTHER`. One guard serves the pipeline thread (request series) and the scrapers (the engines' latency
+    series), so its verdicts are taken under a lock."""
+
     def __init__(self, limits: dict[str, int], on_fold: Callable[[str], None]) -> None:
         self._limits = dict(limits)
         self._admitted: dict[str, set[str]] = {label: set() for label in limits}
         self._on_fold = on_fold
+        self._lock = threading.Lock()
 
     def admit(self, label: str, value: str) -> str:
         admitted = self._admitted.get(label)
         if admitted is None or value in admitted:
             return value
-        if len(admitted) < self._limits[label]:
-            admitted.add(value)
-            return value
+        with self._lock:
+            if value in admitted or len(admitted) < self._limits[label]:
+                admitted.add(value)
+                return value
         self._on_fold(label)
         return OTHER
 
@@ -43,15 +49,17 @@ class LabelGuard:
         admitted = self._admitted.get(label)
         if admitted is None:
             return list(values)
-        limit, out = self._limits[label], []
-        for value, count in zip(values, occurrences, strict=True):
-            if value in admitted or len(admitted) < limit:
-                admitted.add(value)
-                out.append(value)
-            else:
-                for _ in range(count):
-                    self._on_fold(label)
-                out.append(OTHER)
+        limit, out, folds = self._limits[label], [], 0
+        with self._lock:
+            for value, count in zip(values, occurrences, strict=True):
+                if value in admitted or len(admitted) < limit:
+                    admitted.add(value)
+                    out.append(value)
+                else:
+                    folds += count
+                    out.append(OTHER)
+        for _ in range(folds):
+            self._on_fold(label)
         return out
 
 

@@ -26,7 +26,7 @@ from prometheus_client import CollectorRegistry
 from sloscope import conventions as c
 from sloscope.columnar.cardinality import LabelGuard
 from sloscope.config import Settings
-from sloscope.conventions import ENGINE_LATENCY_SECONDS, MODEL, SKIP_SHUTDOWN
+from sloscope.conventions import ENGINE_LATENCY_SECONDS, SKIP_SHUTDOWN
 from sloscope.predictor.client import PredictionClient
 from sloscope.predictor.generation import resolve
 from sloscope.predictor.health import PredictorHealth, PredictorSnapshot, server_labels
@@ -86,10 +86,13 @@ class PoolMonitor:
         registry: CollectorRegistry,
         telemetry: Telemetry,
         history: PodHistory,
+        labels: LabelGuard,
         sink: Callable[[Sequence[RequestRecord]], None] | None = None,
         on_routing: Callable[[str, str], None] | None = None,
     ) -> None:
-        """``on_routing(pool, routing)``: how a pool's EPP routes every request, when its page says so."""
+        """``labels``: the evaluator's label caps (its admission's guard), which the engines' latency series share,
+        so a model is admitted or folded alike in every family; ``on_routing(pool, routing)``: how a pool's EPP
+        routes every request, when its page says so."""
         pools, scrape, predictions = settings.pools, settings.scrape, settings.predictions
         names = [pool.name for pool in pools]
         self.history = history
@@ -99,9 +102,7 @@ class PoolMonitor:
         self._clients = HTTPClients(
             httpx.Limits(max_connections=scrape.max_concurrency + 16, max_keepalive_connections=None)
         )
-        folded = telemetry.label_values_folded
-        guard = LabelGuard({MODEL: settings.limits.max_label_values[MODEL]}, lambda label: folded.labels(label).inc())
-        self.engine_latency = EngineLatencyCollector(guard, telemetry.series_budget.family(ENGINE_LATENCY_SECONDS))
+        self.engine_latency = EngineLatencyCollector(labels, telemetry.series_budget.family(ENGINE_LATENCY_SECONDS))
         self._http = self._clients.get(None)
         epp_auth_of = {pool.name: epp_auth(pool.epp.auth) for pool in pools if pool.epp is not None}
         predictor_http = {
@@ -202,7 +203,7 @@ class PoolMonitor:
             EPPCollector(
                 lambda: [scraper.latest for scraper in self.epp],
                 settings.limits.max_label_values,
-                lambda label: folded.labels(label).inc(),
+                lambda label: telemetry.label_values_folded.labels(label).inc(),
                 lambda: [(scraper.pool, self.inflight.latest(scraper.pool)) for scraper in self.epp],
                 telemetry.series_budget,
                 up=lambda: [(scraper.pool, scraper.up) for scraper in self.epp],

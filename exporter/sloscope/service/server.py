@@ -133,6 +133,7 @@ class Service:
             registry=self.registry,
             telemetry=self.pipeline.telemetry,
             history=history,
+            labels=self.pipeline.evaluator.admission.guard,
             sink=self.sinks.emit_all if self.sinks else None,
             on_routing=self.pipeline.placement.set,
         )

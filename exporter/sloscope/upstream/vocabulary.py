@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from sloscope import conventions as c
 
-__all__ = ["VOCABULARY", "Failures", "Phases", "Routings", "SpanVocabulary"]
+__all__ = ["VOCABULARY", "Drops", "Failures", "Outcomes", "Phases", "Routings", "SpanVocabulary", "TtftSources"]
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,41 @@ class Phases(Words):
 
 
 @dataclass(frozen=True)
+class Outcomes(Words):
+    """How a request's spans were joined, as the ``outcome`` label of ``sloscope_traces_joined_total`` names it."""
+
+    joined: str = c.OUTCOME_JOINED
+    joined_by_request_id: str = c.OUTCOME_JOINED_BY_REQUEST_ID
+    anchor_only: str = c.OUTCOME_ANCHOR_ONLY
+    no_anchor: str = c.OUTCOME_NO_ANCHOR
+    evicted: str = c.OUTCOME_EVICTED
+    failed: str = c.OUTCOME_FAILED
+    probe: str = c.OUTCOME_PROBE
+    encoder_part: str = c.OUTCOME_ENCODER_PART
+
+
+@dataclass(frozen=True)
+class TtftSources(Words):
+    """Where a request's TTFT was measured from, as the record's ``ttft_source`` names it."""
+
+    gateway: str = c.TTFT_GATEWAY
+    gateway_arrival: str = c.TTFT_GATEWAY_ARRIVAL
+    pd_gateway: str = c.TTFT_PD_GATEWAY
+    pd_sidecar: str = c.TTFT_PD_SIDECAR
+    model_server: str = c.TTFT_MODEL_SERVER
+
+
+@dataclass(frozen=True)
+class Drops(Words):
+    """Why the join dropped a span, as the ``reason`` label of ``sloscope_spans_dropped_total`` names it."""
+
+    duplicate: str = c.DROP_DUPLICATE
+    late: str = c.DROP_LATE
+    pending_cap: str = c.DROP_PENDING_CAP
+    trace_too_large: str = c.DROP_TRACE_TOO_LARGE
+
+
+@dataclass(frozen=True)
 class SpanVocabulary:
     """Every word of the upstreams' spans the join reads; each field's comment says where it comes from."""
 
@@ -107,9 +142,13 @@ class SpanVocabulary:
     shed_codes: frozenset[int]
     aborted_phrases: tuple[str, ...]
     aborted_codes: frozenset[int]
-    # The join's outputs: failure reasons and routings, as the series name them.
+    # The join's outputs, as the series and the record name them: failure reasons, routings, how requests were
+    # joined, where their TTFT was measured from, why spans were dropped.
     failures: Failures
     routings: Routings
+    outcomes: Outcomes
+    ttft_sources: TtftSources
+    drops: Drops
 
     @property
     def keys(self) -> frozenset[str]:
@@ -150,4 +189,7 @@ VOCABULARY = SpanVocabulary(
     aborted_codes=frozenset({499}),
     failures=Failures(),
     routings=Routings(),
+    outcomes=Outcomes(),
+    ttft_sources=TtftSources(),
+    drops=Drops(),
 )

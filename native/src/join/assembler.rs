@@ -19,18 +19,8 @@ use crate::join::ordered::{OrderedMap, Small};
 use crate::join::recent::Recent;
 use crate::join::rules::{Field, Rules};
 use crate::join::shapes::Leg;
-use crate::join::trace::{Held, Seen, SpanId, Spans, Trace, TraceId, DROP_DUPLICATE};
-use crate::join::vocabulary::Vocabulary;
-
-pub const OUTCOME_JOINED: &str = "joined";
-pub const OUTCOME_JOINED_BY_REQUEST_ID: &str = "joined_by_request_id";
-pub const OUTCOME_ANCHOR_ONLY: &str = "anchor_only";
-pub const OUTCOME_NO_ANCHOR: &str = "no_anchor";
-pub const OUTCOME_EVICTED: &str = "evicted";
-pub const OUTCOME_FAILED: &str = "failed";
-pub const OUTCOME_PROBE: &str = "conditional_decode_probe";
-pub const DROP_PENDING_CAP: &str = "pending_cap";
-pub const DROP_TRACE_TOO_LARGE: &str = "trace_too_large";
+use crate::join::trace::{Held, Repeat, Seen, SpanId, Spans, Trace, TraceId};
+use crate::join::vocabulary::{Vocabulary, Word};
 
 /// The `Join` settings the assembler reads.
 #[derive(Clone, Debug)]
@@ -261,12 +251,12 @@ impl Assembler {
         (std::mem::size_of::<(Box<str>, TraceId)>() + 1) * 8 / 7 + rid.len()
     }
 
-    fn dropped(&mut self, reason: &'static str, n: u64) {
-        self.counts.add(true, reason, n);
+    fn dropped(&mut self, reason: Word, n: u64) {
+        self.counts.add(true, reason.0, n);
     }
 
-    fn outcome(&mut self, outcome: &'static str, n: u64) {
-        self.counts.add(false, outcome, n);
+    fn outcome(&mut self, outcome: Word, n: u64) {
+        self.counts.add(false, outcome.0, n);
     }
 
     /// A trace as the reference's `self._traces.get` sees it (not one being evicted).
@@ -323,13 +313,20 @@ impl Assembler {
             .get(&tid)
             .and_then(|d| d.verdict(span.span.span_id, span.span.parent_span_id))
         {
-            self.dropped(verdict, 1);
+            let drops = self.words().drops;
+            self.dropped(
+                match verdict {
+                    Repeat::Duplicate => drops.duplicate,
+                    Repeat::Late => drops.late,
+                },
+                1,
+            );
             return false;
         }
         match self.traces.get(&tid) {
             None => self.open(tid, now),
             Some(trace) if trace.holds(&span.id()) => {
-                self.dropped(DROP_DUPLICATE, 1);
+                self.dropped(self.words().drops.duplicate, 1);
                 return false;
             }
             Some(_) => {}
@@ -343,7 +340,7 @@ impl Assembler {
             _ => 0,
         };
         if !self.make_room(&tid, &span) || !self.fit_bytes(&tid, span.size as usize + index) {
-            self.dropped(DROP_TRACE_TOO_LARGE, 1);
+            self.dropped(self.words().drops.trace_too_large, 1);
             self.close_if_finished(&tid);
             return false;
         }
@@ -389,7 +386,7 @@ impl Assembler {
         let evicted = trace.bare.remove(0); // a span that carries nothing makes way for one that does
         let size = trace.remove(&evicted);
         self.span_bytes -= size;
-        self.dropped(DROP_TRACE_TOO_LARGE, 1);
+        self.dropped(self.words().drops.trace_too_large, 1);
         true
     }
 
@@ -419,7 +416,7 @@ impl Assembler {
         self.forget_request_ids(&tid);
         if self.t(&tid).anchors.is_empty() {
             let n = self.t(&tid).spans.len() as u64;
-            self.dropped(DROP_PENDING_CAP, n);
+            self.dropped(self.words().drops.pending_cap, n);
         } else {
             loop {
                 let trace = self.t(&tid);
@@ -427,7 +424,7 @@ impl Assembler {
                     break;
                 };
                 let before = trace.anchors.len();
-                self.finish_with_what_it_has(tid, first, OUTCOME_EVICTED);
+                self.finish_with_what_it_has(tid, first, self.words().outcomes.evicted);
                 if self.t(&tid).anchors.len() == before {
                     break; // never: an emitted group takes its anchors with it
                 }
@@ -471,7 +468,14 @@ impl Assembler {
                 self.lend(&tid);
                 let other = self.t(&wt);
                 let key = self.key(other, other.get(&ws).expect("anchors are held"));
-                self.emit_group(wt, key, OUTCOME_JOINED_BY_REQUEST_ID, Some(tid), None, None);
+                self.emit_group(
+                    wt,
+                    key,
+                    self.words().outcomes.joined_by_request_id,
+                    Some(tid),
+                    None,
+                    None,
+                );
             }
         }
     }
@@ -658,7 +662,7 @@ impl Assembler {
                     self.emit_group(
                         tid,
                         key,
-                        OUTCOME_JOINED,
+                        self.words().outcomes.joined,
                         None,
                         Some(anchor_ids),
                         Some(scope),
@@ -676,7 +680,7 @@ impl Assembler {
                 self.emit_group(
                     tid,
                     key,
-                    OUTCOME_JOINED_BY_REQUEST_ID,
+                    self.words().outcomes.joined_by_request_id,
                     Some(gateway_trace),
                     Some(anchor_ids),
                     None,
@@ -694,21 +698,28 @@ impl Assembler {
                 self.emit_group(
                     tid,
                     key,
-                    OUTCOME_JOINED,
+                    self.words().outcomes.joined,
                     None,
                     Some(anchor_ids),
                     Some(scope),
                 );
             } else if !self.cfg.by_request_id {
                 if !waits {
-                    self.emit_group(tid, key, OUTCOME_ANCHOR_ONLY, None, None, None);
+                    self.emit_group(
+                        tid,
+                        key,
+                        self.words().outcomes.anchor_only,
+                        None,
+                        None,
+                        None,
+                    );
                 }
             } else if let Some(other) = self.companion_trace(first).filter(|other| *other != tid) {
                 self.lend(&other);
                 self.emit_group(
                     tid,
                     key,
-                    OUTCOME_JOINED_BY_REQUEST_ID,
+                    self.words().outcomes.joined_by_request_id,
                     Some(other),
                     None,
                     None,
@@ -765,7 +776,7 @@ impl Assembler {
 
     /// The window is over (or the trace expires, or sloscope stops): the anchor's companions if
     /// any, else a companion found by request id, else the anchor alone.
-    fn finish_with_what_it_has(&mut self, tid: TraceId, aid: SpanId, outcome: &'static str) {
+    fn finish_with_what_it_has(&mut self, tid: TraceId, aid: SpanId, outcome: Word) {
         let trace = self.t(&tid);
         let Some(anchor) = trace.get(&aid) else {
             return;
@@ -797,15 +808,15 @@ impl Assembler {
                 self.emit_group(
                     tid,
                     key,
-                    OUTCOME_JOINED_BY_REQUEST_ID,
+                    self.words().outcomes.joined_by_request_id,
                     Some(other),
                     Some(anchor_ids),
                     None,
                 );
             }
             None => {
-                let fallback = if outcome == OUTCOME_JOINED {
-                    OUTCOME_ANCHOR_ONLY
+                let fallback = if outcome == self.words().outcomes.joined {
+                    self.words().outcomes.anchor_only
                 } else {
                     outcome
                 };
@@ -887,7 +898,7 @@ impl Assembler {
             if !trace.is_anchor(&aid) || self.awaits_decode(trace, &aid) {
                 continue; // a prefill stage waits for its decode stage: the gateway's failure window decides
             }
-            self.finish_with_what_it_has(tid, aid, OUTCOME_JOINED);
+            self.finish_with_what_it_has(tid, aid, self.words().outcomes.joined);
             self.close_if_finished(&tid);
         }
         while let Some((tid, gid)) = self.gateway_deadlines.pop_due(now) {
@@ -922,7 +933,7 @@ impl Assembler {
                 .collect();
             for aid in rest {
                 if self.t(&tid).is_anchor(&aid) {
-                    self.finish_with_what_it_has(tid, aid, OUTCOME_JOINED);
+                    self.finish_with_what_it_has(tid, aid, self.words().outcomes.joined);
                 }
             }
             let trace = self.t_mut(&tid);
@@ -936,7 +947,7 @@ impl Assembler {
             let (_, trace) = self.traces.pop_first().expect("held");
             self.span_bytes -= trace.size;
             if !trace.lent && !trace.emitted {
-                self.outcome(OUTCOME_NO_ANCHOR, 1);
+                self.outcome(self.words().outcomes.no_anchor, 1);
             }
             self.remember(tid, trace.spans.iter().map(|h| (h.id(), h.parent())), false);
         }
@@ -999,7 +1010,7 @@ impl Assembler {
         request.trace_id = tid;
         let scope = ids(&scope);
         self.claim(tid, &key, &[], &scope);
-        self.outcome(OUTCOME_PROBE, 1);
+        self.outcome(self.words().outcomes.probe, 1);
         self.out.push(request);
     }
 
@@ -1007,7 +1018,7 @@ impl Assembler {
     fn resolve_unanswered(&mut self, tid: TraceId, gid: SpanId) {
         let key = Key::Gateway(gid);
         if !self.group(self.t(&tid), &key).is_empty() {
-            self.emit_group(tid, key, OUTCOME_JOINED, None, None, None);
+            self.emit_group(tid, key, self.words().outcomes.joined, None, None, None);
             return;
         }
         self.t_mut(&tid).gateways.retain(|g| *g != gid);
@@ -1050,7 +1061,7 @@ impl Assembler {
         request.trace_id = tid;
         let scope = ids(&scope);
         self.claim(tid, &key, &[], &scope);
-        self.outcome(OUTCOME_FAILED, 1);
+        self.outcome(self.words().outcomes.failed, 1);
         self.out.push(request);
     }
 
@@ -1091,7 +1102,7 @@ impl Assembler {
         for tid in order {
             while let Some(&(first, _)) = self.traces.get(&tid).and_then(|t| t.anchors.first()) {
                 let before = self.t(&tid).anchors.len();
-                self.finish_with_what_it_has(tid, first, OUTCOME_JOINED);
+                self.finish_with_what_it_has(tid, first, self.words().outcomes.joined);
                 let after = self.t(&tid).anchors.len();
                 if after >= before {
                     break;
@@ -1115,7 +1126,7 @@ impl Assembler {
         &mut self,
         tid: TraceId,
         key: Key,
-        outcome: &'static str,
+        outcome: Word,
         lender: Option<TraceId>,
         anchors: Option<Ids>,
         scope: Option<Ids>,

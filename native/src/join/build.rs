@@ -9,21 +9,12 @@ use crate::join::shapes::{self, Leg};
 use crate::join::trace::{Held, SpanId, Spans, Trace, TraceId};
 use crate::join::vocabulary::{Vocabulary, Word};
 
-pub const OUTCOME_FAILED: &str = "failed";
-pub const OUTCOME_ENCODER_PART: &str = "encoder_part";
-pub const OUTCOME_PROBE: &str = "conditional_decode_probe";
-pub const TTFT_GATEWAY: &str = "gateway";
-pub const TTFT_GATEWAY_ARRIVAL: &str = "gateway_arrival";
-pub const TTFT_PD_SIDECAR: &str = "pd_sidecar";
-pub const TTFT_PD_GATEWAY: &str = "pd_gateway";
-pub const TTFT_MODEL_SERVER: &str = "model_server";
-
 /// `sloscope.records.JoinedRequest`, field for field.
 #[derive(Clone, Debug, Default)]
 pub struct Joined {
     pub trace_id: TraceId,
     pub span_id: SpanId,
-    pub outcome: &'static str,
+    pub outcome: Word,
     pub request_id: Option<Text>,
     pub requested_model: Option<Text>,
     pub target_model: Option<Text>,
@@ -36,7 +27,7 @@ pub struct Joined {
     pub predicted_ttft_ms: Option<f64>,
     pub predicted_tpot_ms: Option<f64>,
     pub ttft_seconds: Option<f64>,
-    pub ttft_source: Option<&'static str>,
+    pub ttft_source: Option<Word>,
     pub server_ttft_seconds: Option<f64>,
     pub e2e_seconds: Option<f64>,
     pub queue_seconds: Option<f64>,
@@ -192,15 +183,16 @@ impl Vocabulary {
 /// The model server's TTFT counted from `origin`'s start, the request's arrival in front of it,
 /// when both clocks agree that it came first (`joined_request._count_from`).
 fn count_from(
+    words: &Vocabulary,
     request: &mut Joined,
     origin: Option<&Held>,
     served_ns: u64,
-    source: &'static str,
+    source: Word,
 ) -> bool {
     let (Some(ttft), Some(origin)) = (request.ttft_seconds, origin) else {
         return false;
     };
-    if request.ttft_source != Some(TTFT_MODEL_SERVER)
+    if request.ttft_source != Some(words.ttft_sources.model_server)
         || origin.span.start_ns == 0
         || served_ns < origin.span.start_ns
     {
@@ -238,7 +230,7 @@ impl Builder {
         trace: &Trace,
         anchors: &[&Held],
         companions: &[&Held],
-        outcome: &'static str,
+        outcome: Word,
         gateway: Option<&Held>,
     ) -> Joined {
         let own: Spans<'_> = anchors
@@ -253,7 +245,7 @@ impl Builder {
             // The sidecar's encoder requests alone (in a trace of their own): a leg of a call, not one.
             let mut request = self.call(text, trace, anchors, companions, outcome, gateway);
             request.phase = Some(self.words.phases.encode);
-            request.outcome = OUTCOME_ENCODER_PART;
+            request.outcome = self.words.outcomes.encoder_part;
             return request;
         }
         // Encoder requests came before the call's own: parts of it, neither choices nor stages.
@@ -266,7 +258,7 @@ impl Builder {
         trace: &Trace,
         anchors: &[&Held],
         companions: &[&Held],
-        outcome: &'static str,
+        outcome: Word,
         gateway: Option<&Held>,
     ) -> Joined {
         if self.words.disaggregated_in(trace, anchors, companions) {
@@ -308,10 +300,11 @@ impl Builder {
             primary
         };
         count_from(
+            &self.words,
             &mut request,
             gateway,
             served.span.start_ns,
-            TTFT_GATEWAY_ARRIVAL,
+            self.words.ttft_sources.gateway_arrival,
         );
         if anchors.iter().any(|a| a.span.failed()) {
             let reason = self
@@ -371,11 +364,23 @@ impl Builder {
             request.prefill_queue_seconds = rules.number(Field::QueueSeconds, &view);
             request.prefill_seconds_on_prefill_pod = rules.number(Field::PrefillSeconds, &view);
         }
-        if !count_from(&mut request, gateway, decode.span.start_ns, TTFT_PD_GATEWAY) {
+        if !count_from(
+            &self.words,
+            &mut request,
+            gateway,
+            decode.span.start_ns,
+            self.words.ttft_sources.pd_gateway,
+        ) {
             let routing = trace
                 .above(decode)
                 .find(|h| self.words.is_sidecar_routing(&h.span));
-            count_from(&mut request, routing, decode.span.start_ns, TTFT_PD_SIDECAR);
+            count_from(
+                &self.words,
+                &mut request,
+                routing,
+                decode.span.start_ns,
+                self.words.ttft_sources.pd_sidecar,
+            );
         }
         if decode.span.failed() {
             let reason = self
@@ -428,7 +433,7 @@ impl Builder {
     /// failure (`RequestBuilder.probe`).
     pub fn probe(&self, text: &mut String, gateway: &Held, scope: &[&Held]) -> Joined {
         let mut request = self.failed(text, gateway, scope, self.words.failures.invalid);
-        request.outcome = OUTCOME_PROBE;
+        request.outcome = self.words.outcomes.probe;
         request.failure_reason = None;
         request.phase = Some(self.words.phases.decode);
         request
@@ -441,7 +446,7 @@ impl Builder {
             .copied()
             .filter(|s| !std::ptr::eq(*s, head))
             .collect();
-        let mut request = self.build(text, head, &companions, OUTCOME_FAILED);
+        let mut request = self.build(text, head, &companions, self.words.outcomes.failed);
         // The gateway's own numbers are no model server's.
         request.ttft_seconds = None;
         request.ttft_source = None;
@@ -475,7 +480,7 @@ impl Builder {
             tpots.extend(tpot_seconds(e2e, ttft, completion));
         }
         request.choices = anchors.len() as u32;
-        if request.ttft_source == Some(TTFT_MODEL_SERVER) && !ttfts.is_empty() {
+        if request.ttft_source == Some(self.words.ttft_sources.model_server) && !ttfts.is_empty() {
             request.ttft_seconds = py_min(&ttfts);
         }
         if !ttfts.is_empty() {
@@ -494,7 +499,7 @@ impl Builder {
         text: &mut String,
         anchor: &Held,
         companions: &[&Held],
-        outcome: &'static str,
+        outcome: Word,
     ) -> Joined {
         let rules = &self.rules;
         let own: [&Held; 1] = [anchor];
@@ -506,8 +511,8 @@ impl Builder {
         }
         let server_ttft = rules.number(Field::TtftSeconds, &own);
         let (ttft, ttft_source) = match (gateway_ttft, server_ttft) {
-            (Some(g), _) => (Some(g), Some(TTFT_GATEWAY)),
-            (None, Some(s)) => (Some(s), Some(TTFT_MODEL_SERVER)),
+            (Some(g), _) => (Some(g), Some(self.words.ttft_sources.gateway)),
+            (None, Some(s)) => (Some(s), Some(self.words.ttft_sources.model_server)),
             _ => (None, None),
         };
         fn non_empty(s: Option<&str>) -> Option<&str> {
@@ -562,7 +567,7 @@ impl Builder {
                 text,
                 rules.string(
                     Field::Gateway,
-                    if outcome == OUTCOME_FAILED {
+                    if outcome == self.words.outcomes.failed {
                         gw
                     } else {
                         companions

@@ -165,7 +165,7 @@ pub fn columns(requests: &[Joined], text: &str) -> Vec<(&'static str, Kind, Colu
     vec![
         ("trace_id", S, hex(|j| &j.trace_id)),
         ("span_id", S, hex(|j| &j.span_id)),
-        ("outcome", S, text(|j| Some(j.outcome))),
+        ("outcome", S, text(|j| Some(j.outcome.0))),
         ("request_id", S, shared(|j| j.request_id)),
         ("requested_model", S, shared(|j| j.requested_model)),
         ("target_model", S, shared(|j| j.target_model)),
@@ -178,7 +178,7 @@ pub fn columns(requests: &[Joined], text: &str) -> Vec<(&'static str, Kind, Colu
         ("predicted_ttft_ms", F, float(|j| j.predicted_ttft_ms)),
         ("predicted_tpot_ms", F, float(|j| j.predicted_tpot_ms)),
         ("ttft_seconds", F, float(|j| j.ttft_seconds)),
-        ("ttft_source", S, text(|j| j.ttft_source)),
+        ("ttft_source", S, text(|j| j.ttft_source.map(|w| w.0))),
         ("server_ttft_seconds", F, float(|j| j.server_ttft_seconds)),
         ("e2e_seconds", F, float(|j| j.e2e_seconds)),
         ("queue_seconds", F, float(|j| j.queue_seconds)),

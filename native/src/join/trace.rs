@@ -205,8 +205,14 @@ enum List {
     Parents = 2,
 }
 
-pub const DROP_DUPLICATE: &str = "duplicate";
-pub const DROP_LATE: &str = "late";
+/// Why a span is not new to its trace (`Seen::verdict`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Repeat {
+    /// A span of this id was seen.
+    Duplicate,
+    /// It came after its trace was emitted: a parent of a claimed span, or under one.
+    Late,
+}
 
 impl Seen {
     fn bounds(&self, list: List) -> (usize, usize) {
@@ -306,13 +312,13 @@ impl Seen {
 
     /// Why a span with these ids is not new: a duplicate of a span seen, or late (a parent of a
     /// claimed span, or under one).
-    pub fn verdict(&self, span: SpanId, parent: Option<SpanId>) -> Option<&'static str> {
+    pub fn verdict(&self, span: SpanId, parent: Option<SpanId>) -> Option<Repeat> {
         if self.has(List::Seen, &span) {
-            return Some(DROP_DUPLICATE);
+            return Some(Repeat::Duplicate);
         }
         let under_claimed = parent.is_some_and(|p| self.has(List::Claimed, &p));
         if self.has(List::Parents, &span) || under_claimed {
-            return Some(DROP_LATE);
+            return Some(Repeat::Late);
         }
         None
     }
@@ -362,11 +368,11 @@ mod tests {
         }
         assert!(seen.index.is_some());
         let verdict = |span: u16, parent: Option<u16>| seen.verdict(id(span), parent.map(id));
-        assert_eq!(verdict(198, None), Some(DROP_DUPLICATE));
-        assert_eq!(verdict(72, None), Some(DROP_DUPLICATE)); // call 36, the oldest kept
+        assert_eq!(verdict(198, None), Some(Repeat::Duplicate));
+        assert_eq!(verdict(72, None), Some(Repeat::Duplicate)); // call 36, the oldest kept
         assert_eq!(verdict(70, None), None); // call 35: forgotten, from the index too
-        assert_eq!(verdict(199, None), Some(DROP_LATE)); // a parent of a claimed span
-        assert_eq!(verdict(5000, Some(150)), Some(DROP_LATE)); // under a claimed span
+        assert_eq!(verdict(199, None), Some(Repeat::Late)); // a parent of a claimed span
+        assert_eq!(verdict(5000, Some(150)), Some(Repeat::Late)); // under a claimed span
         assert_eq!(verdict(5000, Some(60)), None);
         let index = seen.index.as_ref().expect("indexed");
         for list in [List::Seen, List::Claimed, List::Parents] {

@@ -78,6 +78,38 @@ impl Phases {
     }
 }
 
+/// How a request was joined (`Outcomes`): the `outcome` label of `sloscope_traces_joined_total`.
+#[derive(FromPyObject, Clone, Copy, Debug)]
+pub struct Outcomes {
+    pub joined: Word,
+    pub joined_by_request_id: Word,
+    pub anchor_only: Word,
+    pub no_anchor: Word,
+    pub evicted: Word,
+    pub failed: Word,
+    pub probe: Word,
+    pub encoder_part: Word,
+}
+
+/// Where a request's TTFT was measured from (`TtftSources`).
+#[derive(FromPyObject, Clone, Copy, Debug)]
+pub struct TtftSources {
+    pub gateway: Word,
+    pub gateway_arrival: Word,
+    pub pd_gateway: Word,
+    pub pd_sidecar: Word,
+    pub model_server: Word,
+}
+
+/// Why the join dropped a span (`Drops`): the `reason` label of `sloscope_spans_dropped_total`.
+#[derive(FromPyObject, Clone, Copy, Debug)]
+pub struct Drops {
+    pub duplicate: Word,
+    pub late: Word,
+    pub pending_cap: Word,
+    pub trace_too_large: Word,
+}
+
 /// The Python `SpanVocabulary`, field by field (its docstrings say where each word comes from).
 #[derive(FromPyObject)]
 pub struct Spec {
@@ -106,6 +138,9 @@ pub struct Spec {
     aborted_codes: HashSet<i64>,
     failures: Failures,
     routings: Routings,
+    outcomes: Outcomes,
+    ttft_sources: TtftSources,
+    drops: Drops,
 }
 
 /// What a failed span's status message or HTTP code says for one reason.
@@ -134,6 +169,9 @@ pub struct Vocabulary {
     pub aborted: Says,
     pub failures: Failures,
     pub routings: Routings,
+    pub outcomes: Outcomes,
+    pub ttft_sources: TtftSources,
+    pub drops: Drops,
     /// The attribute keys the shapes read, as ids of the join's `Keys`.
     pub http_status_keys: Vec<KeyId>,
     pub scorer_type: KeyId,
@@ -179,6 +217,9 @@ impl Vocabulary {
             },
             failures: spec.failures,
             routings: spec.routings,
+            outcomes: spec.outcomes,
+            ttft_sources: spec.ttft_sources,
+            drops: spec.drops,
             http_status_keys,
             scorer_type,
             disaggregation_used,
@@ -249,6 +290,29 @@ pub mod testing {
                 default: w("default"),
                 unknown: w("unknown"),
                 none: w("none"),
+            },
+            outcomes: Outcomes {
+                joined: w("joined"),
+                joined_by_request_id: w("joined_by_request_id"),
+                anchor_only: w("anchor_only"),
+                no_anchor: w("no_anchor"),
+                evicted: w("evicted"),
+                failed: w("failed"),
+                probe: w("conditional_decode_probe"),
+                encoder_part: w("encoder_part"),
+            },
+            ttft_sources: TtftSources {
+                gateway: w("gateway"),
+                gateway_arrival: w("gateway_arrival"),
+                pd_gateway: w("pd_gateway"),
+                pd_sidecar: w("pd_sidecar"),
+                model_server: w("model_server"),
+            },
+            drops: Drops {
+                duplicate: w("duplicate"),
+                late: w("late"),
+                pending_cap: w("pending_cap"),
+                trace_too_large: w("trace_too_large"),
             },
         };
         Vocabulary::new(spec, keys)

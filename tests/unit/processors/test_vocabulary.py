@@ -21,7 +21,7 @@ from sloscope.processors import joined_batch
 from sloscope.processors.native_assembler import NativeTraceAssembler
 from sloscope.records import JoinedRequest, Span
 from sloscope.testing import epp_spans, span, vllm_attributes
-from sloscope.upstream.vocabulary import VOCABULARY, Failures, Routings, SpanVocabulary
+from sloscope.upstream.vocabulary import VOCABULARY, Failures, Outcomes, Routings, SpanVocabulary, TtftSources
 
 START = 1_700_000_000_000_000_000
 SHED = (2, "inference error: ResourceExhausted - request cannot be admitted: saturated")
@@ -62,7 +62,8 @@ def test_the_llm_d_words_read_the_llm_d_shapes() -> None:
     (scored,) = joined(scored_call())
     (shed,) = joined(shed_call())
     assert (scored.routing, scored.failure_reason) == (c.ROUTING_PREDICTED, None)
-    assert (shed.routing, shed.failure_reason) == (c.ROUTING_NONE, c.FAILURE_SHED)
+    assert (scored.outcome, scored.ttft_source) == (c.OUTCOME_JOINED, c.TTFT_GATEWAY_ARRIVAL)
+    assert (shed.routing, shed.failure_reason, shed.outcome) == (c.ROUTING_NONE, c.FAILURE_SHED, c.OUTCOME_FAILED)
 
 
 def test_words_changed_in_the_object_change_what_the_native_join_reads_and_writes() -> None:
@@ -73,12 +74,14 @@ def test_words_changed_in_the_object_change_what_the_native_join_reads_and_write
         scorer_prefix="other_router.scorer.",
         routings=Routings(default="by_default", none="never_routed"),
         failures=Failures(shed="load_shed"),
+        outcomes=Outcomes(joined="matched", failed="refused"),
+        ttft_sources=TtftSources(gateway_arrival="from_the_gateway"),
         shed_phrases=("saturated",),
     )
     (scored,) = joined(scored_call(), words)
     (shed,) = joined(shed_call(), words)
-    assert scored.routing == "by_default"
-    assert (shed.routing, shed.failure_reason) == ("never_routed", "load_shed")
+    assert (scored.routing, scored.outcome, scored.ttft_source) == ("by_default", "matched", "from_the_gateway")
+    assert (shed.routing, shed.failure_reason, shed.outcome) == ("never_routed", "load_shed", "refused")
 
 
 def test_a_shed_phrase_the_object_lacks_is_not_read() -> None:
@@ -105,4 +108,7 @@ def test_the_join_outputs_are_the_series_labels() -> None:
     assert tuple(VOCABULARY.failures) == c.FAILURE_REASONS
     assert tuple(VOCABULARY.routings) == c.ROUTINGS
     assert tuple(VOCABULARY.phases) == c.PHASES
+    assert tuple(VOCABULARY.outcomes) == c.OUTCOMES
+    assert set(VOCABULARY.drops) < set(c.DROP_REASONS)  # the intake's own (queue_full, invalid, shutdown) aside
+    assert set(VOCABULARY.ttft_sources) < set(c.TTFT_SOURCES)  # the call joiner's coordinator aside
     assert set(VOCABULARY.early_phases) < set(VOCABULARY.phases)

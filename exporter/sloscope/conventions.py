@@ -65,7 +65,14 @@ TTFT_PD_GATEWAY = "pd_gateway"  # P/D: the gateway span's start to the decode po
 TTFT_PD_SIDECAR = "pd_sidecar"  # P/D without a gateway span: the routing sidecar's span start to the first token
 TTFT_MODEL_SERVER = "model_server"  # the model server's own gen_ai.latency.time_to_first_token, from its arrival
 TTFT_COORDINATOR = "coordinator"  # llm-d's coordinator: the call's first leg's gateway start to the decode leg's token
-TTFT_SOURCES = (TTFT_GATEWAY, TTFT_GATEWAY_ARRIVAL, TTFT_PD_GATEWAY, TTFT_PD_SIDECAR, TTFT_MODEL_SERVER, TTFT_COORDINATOR)
+TTFT_SOURCES = (
+    TTFT_GATEWAY,
+    TTFT_GATEWAY_ARRIVAL,
+    TTFT_PD_GATEWAY,
+    TTFT_PD_SIDECAR,
+    TTFT_MODEL_SERVER,
+    TTFT_COORDINATOR,
+)
 # llm-d-router's coordinator runs one EPP call per phase, each scheduled by the profile its EPP-Profile header names
 # (pkg/coordinator/gateway/paths.go, header-profile-handler): the phase label of CALL_LEGS.
 PHASE_ENCODE = "encode"

@@ -54,7 +54,7 @@ from sloscope import upstream
 from sloscope.store.read import read_records
 from sloscope.store.schema import SCHEMA
 from sloscope.testing import gateway_attributes, vllm_033_attributes, vllm_attributes
-from sloscope.upstream import llmd_router, vllm
+from sloscope.upstream import envoy, gie_2025, llmd_router, pd_sidecar, sglang, vllm
 from sloscope.upstream.llmd_router import BUILD_REF, DEFAULT_SCORERS, SEMCONV_1_37
 
 from .conftest import Server, wait_until
@@ -63,9 +63,6 @@ pytestmark = pytest.mark.integration
 
 MODEL = "Qwen/Qwen3-8B"
 # Instrumentation scopes (spans.md §0); the EPP's are the catalogue's (sloscope.upstream.llmd_router).
-SIDECAR_PROXY = "llm-d-router/pkg/sidecar/proxy"  # pkg/sidecar/proxy/constants.go:20
-OTELHTTP = "go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"  # otelhttp v0.68.0 config.go:19
-SGLANG_SCOPE = "sglang server"  # srt/observability/trace.py L263
 
 # pkg/common/error/error.go:72-74 formats every EPP error as "inference error: <Code> - <Msg>".
 ADMISSION_DENIED = (
@@ -309,10 +306,17 @@ class FleetWriter:
         tracer = self._scopes.get(scope.name)
         if tracer is None:
             tracer = self._scopes[scope.name] = self.process.scope(scope.name, scope.version, dict(scope.attributes))
+        ms = self.fleet.ms
         return self.fleet.span(
-            tracer, drawn.name, drawn.parent, self.fleet.ms(drawn.start_ns), self.fleet.ms(drawn.end_ns),
+            tracer, drawn.name, drawn.parent, ms(drawn.start_ns), ms(drawn.end_ns),
             kind=_KINDS[drawn.kind], attributes=dict(drawn.attributes) or None, status=drawn.status, error=drawn.error,
+            links=[Link(_span_of(link).get_span_context()) for link in drawn.links],
+            events=[(event.name, ms(event.at_ns), dict(event.attributes)) for event in drawn.events],
         )  # fmt: skip
+
+
+def _span_of(handle: Parent) -> trace.Span:
+    return trace.get_current_span(handle) if isinstance(handle, Context) or handle is None else handle
 
 
 _KINDS = {"server": SpanKind.SERVER, "internal": SpanKind.INTERNAL, "client": SpanKind.CLIENT}
@@ -407,12 +411,13 @@ class VllmPod:
 
 
 class Envoy:
-    """An Envoy-like gateway span with captured request headers (custom tags, written as strings)."""
+    """An Envoy gateway's ingress span (the catalogue's, sloscope.upstream.envoy) with its own tags and the
+    operator's custom tags (written as strings)."""
 
     def __init__(self, fleet: Fleet) -> None:
         self.fleet = fleet
         self.process = fleet.process(plain_resource("inference-gateway"))
-        self.scope = self.process.scope("envoy")
+        self.drawn = envoy.Envoy(FleetWriter(fleet, self.process), envoy.envoy_process("inference-gateway"))
 
     def ingress(
         self,
@@ -425,20 +430,11 @@ class Envoy:
         status_code: str = "200",
         response_flags: str = "-",
     ) -> trace.Span:
-        attributes = {
-            "component": "proxy",
-            "http.method": "POST",
-            "http.url": "http://inference-gateway.llm-d.svc/v1/chat/completions",
-            "http.protocol": "HTTP/1.1",
-            "guid:x-request-id": request_id,
-            "http.request.header.x-request-id": request_id,
-            **headers,
-            "http.status_code": status_code,
-            "response_flags": response_flags,
-        }
-        return self.fleet.span(
-            self.scope, "ingress", parent, start_ms, end_ms, kind=SpanKind.SERVER, attributes=attributes
-        )
+        attributes = envoy.envoy_tags(
+            request_id=request_id, url="http://inference-gateway.llm-d.svc/v1/chat/completions", headers=headers,
+            status_code=status_code, response_flags=response_flags,
+        )  # fmt: skip
+        return self.drawn.ingress(parent, self.fleet.ns(start_ms), self.fleet.ns(end_ms), attributes)
 
 
 class Client:
@@ -719,85 +715,42 @@ def _pd_front(fleet: Fleet, epp: Epp, *, rid: str, headers: dict[str, str]) -> t
 
 
 class Sidecar:
-    """The decode pod's routing sidecar (cmd/pd-sidecar with --tracing; telemetry.go, sampler as the EPP's)."""
+    """The decode pod's routing sidecar (cmd/pd-sidecar with --tracing; telemetry.go, sampler as the EPP's),
+    drawing its spans from the catalogue (sloscope.upstream.pd_sidecar); the prefill pod at 10.0.2.11:8000."""
+
+    PEER = pd_sidecar.Peer(
+        server_address="10.0.3.7", peer_address="10.0.0.5", peer_port=50412, user_agent="Envoy/1.36",
+        client_address="10.0.0.5", request_body_size=1834, response_body_size=48211,
+    )  # fmt: skip
 
     def __init__(self, fleet: Fleet) -> None:
         self.fleet = fleet
         self.process = fleet.process(sidecar_resource(), sampler=ROUTER_SAMPLER)
-        self.otelhttp = self.process.scope(OTELHTTP, "0.68.0")
-        self.proxy = self.process.scope(SIDECAR_PROXY, "", {"commit-sha": ""})  # empty: Dockerfile.sidecar:40
+        self.drawn = pd_sidecar.Sidecar(FleetWriter(fleet, self.process))
 
     def server(self, gateway: trace.Span, start_ms: float, end_ms: float) -> trace.Span:
-        """otelhttp's handler span, "llm_d.pd_proxy." + method + " " + path (proxy_helpers.go:41-50), semconv
-        v1.40 request and response attributes (otelhttp internal/semconv/server.go)."""
-        return self.fleet.span(
-            self.otelhttp,
-            "llm_d.pd_proxy.POST /v1/chat/completions",
-            remote(gateway),
-            start_ms,
-            end_ms,
-            kind=SpanKind.SERVER,
-            attributes={
-                "server.address": "10.0.3.7",
-                "server.port": 8000,
-                "http.request.method": "POST",
-                "url.scheme": "http",
-                "network.peer.address": "10.0.0.5",
-                "network.peer.port": 50412,
-                "user_agent.original": "Envoy/1.36",
-                "client.address": "10.0.0.5",
-                "url.path": "/v1/chat/completions",
-                "network.protocol.version": "1.1",
-                "http.request.body.size": 1834,
-                "http.response.body.size": 48211,
-                "http.response.status_code": 200,
-            },
-        )
+        ns = self.fleet.ns
+        return self.drawn.server(remote(gateway), ns(start_ms), ns(end_ms), path=CHAT, peer=self.PEER)
 
     def forward_request(self, server: trace.Span, start_ms: float, end_ms: float, *, connector: str) -> trace.Span:
-        """chat_completions.go:65-84 (SERVER) and :110-114 (the P/D decision)."""
-        return self.fleet.span(
-            self.proxy,
-            "forward_request",
-            server,
-            start_ms,
-            end_ms,
-            kind=SpanKind.SERVER,
-            attributes={
-                "llm_d.pd_proxy.connector": connector,
-                "llm_d.pd_proxy.kv_connector": connector,
-                "llm_d.pd_proxy.ec_connector": "",
-                "llm_d.pd_proxy.request_path": "/v1/chat/completions",
-                "llm_d.openai.api": "chat_completions",
-                "llm_d.pd_proxy.disaggregation_used": True,
-                "llm_d.pd_proxy.prefill_target": "10.0.2.11:8000",
-                "llm_d.pd_proxy.prefill_candidates": 1,
-            },
+        ns = self.fleet.ns
+        return self.drawn.forward_request(
+            server, ns(start_ms), ns(end_ms), connector=connector, path=CHAT, prefill_target=PREFILL_TARGET
         )
 
-    def http_post(self, parent: trace.Span, start_ms: float, end_ms: float, *, url: str) -> trace.Span:
-        """otelhttp.NewTransport's CLIENT span "HTTP POST" (transport.go:59-60,80-81; proxy.go:536-565)."""
-        host, port = url.split("/")[2].split(":")
-        return self.fleet.span(
-            self.otelhttp,
-            "HTTP POST",
-            parent,
-            start_ms,
-            end_ms,
-            kind=SpanKind.CLIENT,
-            attributes={
-                "http.request.method": "POST",
-                "url.full": url,
-                "server.address": host,
-                "server.port": int(port),
-                "network.protocol.version": "1.1",
-                "http.response.status_code": 200,
-            },
-        )
+    def legs(self, forward: trace.Span, connector: pd_sidecar.Connector, **ms: Any) -> tuple[trace.Span, trace.Span]:
+        """The connector's legs, times in the fleet's ms (forward_start and a (start, end) per leg and POST);
+        returns the prefill and the decode POST."""
+        ns = self.fleet.ns
+        times = {
+            key: ns(value) if key == "forward_start" else (ns(value[0]), ns(value[1])) for key, value in ms.items()
+        }
+        legs = pd_sidecar.Legs(connector, str(uuid.uuid1()), **times)  # connector_nixlv2.go:65-72, a v1 UUID
+        return self.drawn.legs(forward, legs, path=CHAT, prefill_target=PREFILL_TARGET)
 
 
-PREFILL_URL = "http://10.0.2.11:8000/v1/chat/completions"
-DECODE_URL = "http://localhost:8200/v1/chat/completions"
+CHAT = "/v1/chat/completions"
+PREFILL_TARGET = "10.0.2.11:8000"
 
 
 def _pd_assertions(
@@ -875,47 +828,16 @@ def test_pd_nixl_connector(fleet_of: Callable[..., tuple[Server, Fleet]], tmp_pa
     prefill_pod, decode_pod = VllmPod(fleet, "pd-nixl-prefill-0"), VllmPod(fleet, "pd-nixl-decode-0", http=True)
     handler = sidecar.server(gateway, 25, 2880)
     forward = sidecar.forward_request(handler, 26, 2879, connector="nixlv2")
-    sidecar_id = str(uuid.uuid1())  # connector_nixlv2.go:65-72, a v1 UUID
-    legs = {"llm_d.pd_proxy.request_id": sidecar_id, "llm_d.pd_proxy.connector": "nixlv2"}
-    prefill = fleet.span(
-        sidecar.proxy,
-        "prefill",
-        forward,
-        27,
-        270,
-        attributes={
-            **legs,
-            "llm_d.pd_proxy.prefill_target": "10.0.2.11:8000",
-            "llm_d.pd_proxy.prefill.status_code": 200,
-            "llm_d.pd_proxy.prefill.duration_ms": 242.0,
-        },
-    )
-    post = sidecar.http_post(prefill, 28, 268, url=PREFILL_URL)
+    # the legs' times give their *_ms: prefill 242, decode 2603, total 2852, true_ttft 249, coordinator overhead 5
+    prefill_post, decode_post = sidecar.legs(
+        forward, "nixlv2", forward_start=26, prefill=(27, 270), prefill_post=(28, 270), decode=(275, 2878),
+        decode_post=(275, 2878),
+    )  # fmt: skip
     prefill_pod.llm_request(
-        remote(post), 30, request_id=f"chatcmpl-{rid}", ttft=0.2, e2e=0.235, completion_tokens=1, max_tokens=1
+        remote(prefill_post), 30, request_id=f"chatcmpl-{rid}", ttft=0.2, e2e=0.235, completion_tokens=1, max_tokens=1
     )
-    decode_leg = fleet.span(
-        sidecar.proxy,
-        "decode",
-        prefill,
-        275,
-        2878,
-        attributes={
-            **legs,
-            "llm_d.pd_proxy.decode.streaming": True,
-            "llm_d.pd_proxy.decode.data_parallel": False,
-            "llm_d.pd_proxy.decode.target": "localhost:8200",
-            "llm_d.pd_proxy.decode.duration_ms": 2603.0,
-            "llm_d.pd_proxy.total_duration_ms": 2852.0,
-            "llm_d.pd_proxy.true_ttft_ms": 249.0,
-            "llm_d.pd_proxy.prefill_duration_ms": 242.0,
-            "llm_d.pd_proxy.decode_duration_ms": 2603.0,
-            "llm_d.pd_proxy.coordinator_overhead_ms": 5.0,
-        },
-    )
-    post = sidecar.http_post(decode_leg, 276, 2877, url=DECODE_URL)
     decode = decode_pod.llm_request(
-        remote(post), 280, request_id=f"chatcmpl-{rid}", ttft=0.125, e2e=2.595, completion_tokens=128
+        remote(decode_post), 280, request_id=f"chatcmpl-{rid}", ttft=0.125, e2e=2.595, completion_tokens=128
     )
     fleet.flush(client.process, prefill_pod.process, sidecar.process, decode_pod.process, epp.process)
 
@@ -959,44 +881,16 @@ def test_pd_concurrent_p2p_connector(fleet_of: Callable[..., tuple[Server, Fleet
     prefill_pod, decode_pod = VllmPod(fleet, "pd-p2p-prefill-0", http=True), VllmPod(fleet, "pd-p2p-decode-0")
     handler = sidecar.server(gateway, 25, 2610)
     forward = sidecar.forward_request(handler, 26, 2609, connector="offloading")
-    post = sidecar.http_post(forward, 27, 175, url=PREFILL_URL)
+    # the legs' times give their *_ms: prefill 149, decode 2580, total 2582, true_ttft 1
+    prefill_post, decode_post = sidecar.legs(
+        forward, "offloading", forward_start=26, prefill=(27, 176), prefill_post=(27, 176), decode=(27, 2608),
+        decode_post=(27, 2607),
+    )  # fmt: skip
     prefill_pod.llm_request(
-        remote(post), 29, request_id=f"chatcmpl-{rid}", ttft=0.14, e2e=0.14, completion_tokens=1, max_tokens=1
+        remote(prefill_post), 29, request_id=f"chatcmpl-{rid}", ttft=0.14, e2e=0.14, completion_tokens=1, max_tokens=1
     )
-    prefill = fleet.span(
-        sidecar.proxy,
-        "llm_d.pd_proxy.prefill",
-        forward,
-        27,
-        176,
-        attributes={
-            "llm_d.pd_proxy.prefill_target": "10.0.2.11:8000",
-            "llm_d.pd_proxy.connector": "offloading",
-            "llm_d.pd_proxy.prefill.async": True,
-            "llm_d.pd_proxy.prefill.status_code": 200,
-            "llm_d.pd_proxy.prefill.duration_ms": 149.0,
-        },
-    )
-    decode_leg = fleet.span(
-        sidecar.proxy,
-        "llm_d.pd_proxy.decode",
-        prefill,
-        27,
-        2608,
-        attributes={
-            "llm_d.pd_proxy.connector": "offloading",
-            "llm_d.pd_proxy.decode.concurrent_with_prefill": True,
-            "llm_d.pd_proxy.decode.duration_ms": 2580.0,
-            "llm_d.pd_proxy.decode.target": "localhost:8200",
-            "llm_d.pd_proxy.total_duration_ms": 2582.0,
-            "llm_d.pd_proxy.true_ttft_ms": 1.0,
-            "llm_d.pd_proxy.decode_duration_ms": 2580.0,
-            "llm_d.pd_proxy.concurrent_pd": True,
-        },
-    )
-    post = sidecar.http_post(decode_leg, 28, 2607, url=DECODE_URL)
     decode = decode_pod.llm_request(
-        remote(post), 30, request_id=f"chatcmpl-{rid}", ttft=0.25, e2e=2.575, completion_tokens=100
+        remote(decode_post), 30, request_id=f"chatcmpl-{rid}", ttft=0.25, e2e=2.575, completion_tokens=100
     )
     fleet.flush(epp.process, client.process, sidecar.process, prefill_pod.process, decode_pod.process)
 
@@ -1334,59 +1228,27 @@ def test_sglang_request(fleet_of: Callable[..., tuple[Server, Fleet]], tmp_path:
     server, fleet = fleet_of(**store_settings(tmp_path))
     epp = Epp(fleet, pool)
     client = Client(fleet, "chat-frontend")
-    tokenizer = fleet.process(sglang_resource("sglang-0")).scope(SGLANG_SCOPE)
-    scheduler = fleet.process(sglang_resource("sglang-0")).scope(SGLANG_SCOPE)
+    tokenizer, scheduler = fleet.process(sglang_resource("sglang-0")), fleet.process(sglang_resource("sglang-0"))
+    pod = sglang.SglangServer(
+        FleetWriter(fleet, tokenizer), FleetWriter(fleet, scheduler), sglang.sglang_process("sglang-0")
+    )
     rid = uuid.uuid4().hex
     x_request_id = request_id()
     call = client.chat(None, 0, 1300, headers={"x-llm-d-slo-ttft-ms": "500"})
     gateway = epp.call(remote(call), 5, 1240, request_id=x_request_id)
-    root = fleet.span(
-        tokenizer,
-        f" Req {rid[:8]}",
-        remote(gateway),
-        20,
-        1220,
-        attributes={
-            "rid": rid,
-            "module": "sglang::request",
-            "gen_ai.latency.time_to_first_token": 0.3,
-            "gen_ai.latency.e2e": 1.2,
-            "gen_ai.latency.time_in_model_prefill": 0.298,
-            "gen_ai.latency.time_in_model_decode": 0.9,
-            "gen_ai.latency.time_in_model_inference": 1.198,
-            "gen_ai.usage.prompt_tokens": 512,
-            "gen_ai.usage.completion_tokens": 64,
-            "gen_ai.usage.cached_tokens": 256,
-            "gen_ai.request.id": rid,
-            "gen_ai.request.max_tokens": 128,
-            "gen_ai.request.top_p": 0.95,
-            "gen_ai.request.temperature": 0.6,
-            "gen_ai.request.top_k": 20,
-            "gen_ai.request.n": 1,
-            "gen_ai.response.model": MODEL,
-            "gen_ai.response.finish_reasons": '["stop"]',
-        },
-    )
-    thread = {"host_id": "3f2a9c1e5b7d4a60", "pid": 87, "thread_label": "Tokenizer"}
-    tok = fleet.span(tokenizer, "Tokenizer (host:3f2a9c1e | pid:87)", root, 20, 22, attributes=thread)
-    fleet.span(tokenizer, "tokenize", tok, 20, 21.5)
-    dispatch = fleet.span(tokenizer, "api_server_dispatch", tok, 21.5, 22)
-    thread = {"host_id": "3f2a9c1e5b7d4a60", "pid": 143, "thread_label": "Scheduler", "tp_rank": 0}
-    sched = fleet.span(scheduler, "Scheduler [TP 0] (host:3f2a9c1e | pid:143)", root, 22.3, 1219, attributes=thread)
-    received = fleet.span(scheduler, "request_process", sched, 22.3, 22.8, links=[Link(dispatch.get_span_context())])
-    waiting = fleet.span(scheduler, "prefill_waiting", sched, 22.8, 40, links=[Link(received.get_span_context())])
-    schedule = ("schedule", 40.0, {"bid": 7, "batch_size": 3, "forward_mode": "EXTEND"})
-    forward = fleet.span(
-        scheduler, "prefill_forward", sched, 40, 300, links=[Link(waiting.get_span_context())], events=[schedule]
-    )
-    fleet.span(scheduler, "chunked_prefill", forward, 40, 300)
-    decode_waiting = fleet.span(scheduler, "decode_waiting", sched, 300, 302, links=[Link(forward.get_span_context())])
-    decoding = fleet.span(
-        scheduler, "decode_forward", sched, 302, 1219, links=[Link(decode_waiting.get_span_context())]
-    )
-    for i in range(3):
-        fleet.span(scheduler, "decode_loop", decoding, 302 + 300 * i, 600 + 300 * i, attributes={"decode_ct": i + 1})
-    fleet.flush(client.process, scheduler.process, tokenizer.process, epp.process)
+    attributes = sglang.request_attributes(
+        rid=rid, ttft=0.3, e2e=1.2, prefill=0.298, decode=0.9, inference=1.198, prompt_tokens=512,
+        completion_tokens=64, cached_tokens=256, max_tokens=128, top_p=0.95, temperature=0.6, top_k=20, model=MODEL,
+    )  # fmt: skip
+    ns = fleet.ns
+    root = pod.request(remote(gateway), ns(20), ns(1220), rid=rid, attributes=attributes)
+    dispatch = pod.tokenizer_thread(root, ns(20), ns(21.5), ns(22), host_id="3f2a9c1e5b7d4a60", pid=87)
+    slices = sglang.SchedulerSlices(
+        ns(22.3), ns(22.8), ns(40), ns(300), ns(302), ns(1219),
+        loops=[(ns(302 + 300 * i), ns(600 + 300 * i)) for i in range(3)],
+    )  # fmt: skip
+    pod.scheduler_thread(root, dispatch, slices, host_id="3f2a9c1e5b7d4a60", pid=143)
+    fleet.flush(client.process, scheduler, tokenizer, epp.process)
 
     m = settle(server, outcomes=1)
     assert m.nonzero("sloscope_requests_total", pool=pool) == {
@@ -1557,28 +1419,27 @@ def test_late_2025_shape_still_counts(fleet_of: Callable[..., tuple[Server, Flee
     """
     pool = "pool-gie"
     server, fleet = fleet_of()
-    epp = fleet.process(plain_resource("epp")).scope("gateway-api-inference-extension")
-    vllm = fleet.process(Resource.create({"service.name": "vllm", "k8s.pod.name": "gie-vllm-0"})).scope(
-        "vllm.llm_engine"
+    epp_process, pod_process = (
+        fleet.process(plain_resource("epp")),
+        fleet.process(Resource.create({"service.name": "vllm", "k8s.pod.name": "gie-vllm-0"})),
     )
+    epp = gie_2025.Gie2025Epp(FleetWriter(fleet, epp_process), upstream.Process({"service.name": "epp"}))
+    pod = gie_2025.Vllm2025Pod(FleetWriter(fleet, pod_process), upstream.Process({"k8s.pod.name": "gie-vllm-0"}))
     plan = [
         ("200", "50", {"http.request.header.x-prediction-based-scheduling": ["true"]}, (0.15, 0.6, 11)),
         ("200", None, {"http.request.header.x-prediction-based-scheduling": ["false"]}, (0.25, 0.75, 11)),
         ("2000", None, {"http.request.header.x-prediction-based-scheduling-off": ["true"]}, (1.5, 3.4, 20)),
     ]
+    ns = fleet.ns
     for i, (ttft_ms, tpot_ms, routing, (ttft, e2e, tokens)) in enumerate(plan):
         t = 4000.0 * i
         rid = request_id()
         extra = {"inference_pool": pool, **routing}
         attrs = gateway_attributes(slo_ttft_ms=ttft_ms, slo_tpot_ms=tpot_ms, model="llama", request_id=rid, extra=extra)
-        gateway = fleet.span(
-            epp, "gateway.request", None, t, t + e2e * 1000 + 20, kind=SpanKind.SERVER, attributes=attrs
-        )
+        gateway = epp.gateway(None, ns(t), ns(t + e2e * 1000 + 20), attrs)
         llm = vllm_attributes(ttft=ttft, e2e=e2e, completion_tokens=tokens, model="llama", request_id=f"chatcmpl-{rid}")
-        fleet.span(
-            vllm, "llm_request", remote(gateway), t + 5, t + 5 + e2e * 1000, kind=SpanKind.SERVER, attributes=llm
-        )
-    fleet.flush(vllm.process, epp.process)
+        pod.llm_request(remote(gateway), ns(t + 5), ns(t + 5 + e2e * 1000), llm)
+    fleet.flush(pod_process, epp_process)
 
     m = settle(server, outcomes=3)
     assert m.nonzero("sloscope_requests_total", pool=pool) == {

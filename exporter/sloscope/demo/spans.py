@@ -16,25 +16,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
-from opentelemetry.trace import SpanKind
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-from opentelemetry.util.types import AttributeValue
 
-from sloscope.demo.records import Completion, SimRequest
+from sloscope.demo.records import Completion, SimRequest, ns
+from sloscope.demo.sdk_writer import SdkWriter
+from sloscope.upstream.gie_2025 import Gie2025Epp, Vllm2025Pod
 from sloscope.upstream.vllm import llm_request_attributes
+from sloscope.upstream.writer import Process, Scope
 
 __all__ = ["SpanEmitter", "completion_attributes"]
 
 _PROPAGATOR = TraceContextTextMapPropagator()
-
-
-def _ns(seconds: float) -> int:
-    return round(seconds * 1e9)
+GATEWAY_SCOPE = Scope("sloscope.demo.gateway")  # the demo's gateway names its tracer after itself
 
 
 def _provider(endpoint: str, attributes: dict[str, str]) -> TracerProvider:
@@ -47,20 +44,23 @@ def _provider(endpoint: str, attributes: dict[str, str]) -> TracerProvider:
 class SpanEmitter:
     def __init__(self, endpoint: str, pods: Sequence[str], namespace: str = "demo") -> None:
         """``endpoint``: sloscope's OTLP/gRPC ``host:port``."""
-        self._gateway = _provider(
-            endpoint, {"service.name": "inference-gateway", "k8s.namespace.name": namespace, "k8s.pod.name": "epp-0"}
-        )
+        gateway = {"service.name": "inference-gateway", "k8s.namespace.name": namespace, "k8s.pod.name": "epp-0"}
+        self._gateway = _provider(endpoint, gateway)
+        self._epp = Gie2025Epp(SdkWriter(self._gateway), Process(gateway), GATEWAY_SCOPE)
         self._pods = {
             pod: _provider(endpoint, {"service.name": "vllm", "k8s.namespace.name": namespace, "k8s.pod.name": pod})
             for pod in pods
+        }
+        self._vllm = {
+            pod: Vllm2025Pod(SdkWriter(made), Process({"k8s.pod.name": pod})) for pod, made in self._pods.items()
         }
 
     def emit(
         self, request: SimRequest, completion: Completion, *, routing: str, endpoint: str, routed_at: float
     ) -> None:
-        """Export the request's three spans: gateway.request, its orchestration child and vLLM's llm_request."""
-        gateway_tracer = self._gateway.get_tracer("sloscope.demo.gateway")
-        headers: dict[str, AttributeValue] = {
+        """Export the request's three spans (the catalogue's late-2025 tree, :mod:`sloscope.upstream.gie_2025`):
+        gateway.request, its orchestration child and vLLM's llm_request."""
+        headers: dict[str, Any] = {
             "http.request.header.x-request-id": [request.request_id],
             "http.request.header.x-prediction-based-scheduling": ["true" if routing == "predicted" else "false"],
             "http.request.header.x-gateway-destination-endpoint": [endpoint],
@@ -72,32 +72,14 @@ class SpanEmitter:
             headers["http.request.header.x-slo-ttft-ms"] = [f"{request.slo_ttft_ms:g}"]
         if request.slo_tpot_ms is not None:
             headers["http.request.header.x-slo-tpot-ms"] = [f"{request.slo_tpot_ms:g}"]
-        root = gateway_tracer.start_span(
-            "gateway.request",
-            kind=SpanKind.SERVER,
-            start_time=_ns(request.arrival),
-            attributes=headers,
-        )
-        context = trace.set_span_in_context(root)
-        orchestration = gateway_tracer.start_span(
-            "gateway.request_orchestration",
-            context=context,
-            start_time=_ns(request.arrival),
-            attributes={"target_model": request.model, "request_prio": 0},
-        )
-        orchestration.end(end_time=_ns(routed_at))
+        root = self._epp.gateway(None, ns(request.arrival), ns(completion.finished), headers)
+        self._epp.orchestration(root, ns(request.arrival), ns(routed_at), model=request.model)
         carrier: dict[str, str] = {}
-        _PROPAGATOR.inject(carrier, context=context)  # the traceparent header the EPP forwards
-        pod_tracer = self._pods[completion.pod].get_tracer("vllm.llm_engine")
-        llm = pod_tracer.start_span(
-            "llm_request",
-            context=_PROPAGATOR.extract(carrier),
-            kind=SpanKind.SERVER,
-            start_time=_ns(completion.arrived),
-            attributes=_vllm_attributes(request, completion),
-        )
-        llm.end(end_time=_ns(completion.finished))
-        root.end(end_time=_ns(completion.finished))
+        _PROPAGATOR.inject(carrier, context=root)  # the traceparent header the EPP forwards
+        self._vllm[completion.pod].llm_request(
+            _PROPAGATOR.extract(carrier), ns(completion.arrived), ns(completion.finished),
+            _vllm_attributes(request, completion),
+        )  # fmt: skip
 
     def flush(self, timeout_millis: int = 10_000) -> bool:
         ok = self._gateway.force_flush(timeout_millis)

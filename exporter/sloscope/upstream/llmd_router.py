@@ -87,18 +87,19 @@ def epp_process(pool: str | None = None) -> Process:
     return Process(attributes, SEMCONV_1_37)
 
 
-def _scope(name: str) -> Scope:
-    return Scope(name, BUILD_REF, {"commit-sha": COMMIT})  # telemetry.go:185-201
+def _scope(name: str, build_ref: str) -> Scope:
+    return Scope(name, build_ref, {"commit-sha": COMMIT})  # telemetry.go:185-201
 
 
 class Epp(Generic[Handle]):
-    """One EPP process writing through ``writer``; times are Unix nanoseconds."""
+    """One EPP process writing through ``writer``; times are Unix nanoseconds. ``build_ref``: the version its
+    scopes carry (the one its resource says, ``service.version``)."""
 
-    def __init__(self, writer: SpanWriter[Handle], process: Process | None = None) -> None:
+    def __init__(self, writer: SpanWriter[Handle], process: Process | None = None, build_ref: str = BUILD_REF) -> None:
         self.writer = writer
         self.process = process or epp_process()
-        self.handlers, self.requestcontrol = _scope(HANDLERS), _scope(REQUESTCONTROL)
-        self.scheduling, self.plugins = _scope(SCHEDULING), _scope(SCHEDULING_PLUGINS)
+        self.handlers, self.requestcontrol = _scope(HANDLERS, build_ref), _scope(REQUESTCONTROL, build_ref)
+        self.scheduling, self.plugins = _scope(SCHEDULING, build_ref), _scope(SCHEDULING_PLUGINS, build_ref)
 
     def _span(self, scope: Scope, name: str, parent: Handle | None, start_ns: int, end_ns: int, **rest: Any) -> Handle:
         return self.writer.span(self.process, scope, Drawn(name, parent, start_ns, end_ns, **rest))

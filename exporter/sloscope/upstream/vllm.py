@@ -45,10 +45,13 @@ class VllmPod(Generic[Handle]):
         self.writer, self.pod = writer, pod
         self.process = process or vllm_process(pod)
 
-    def llm_request(self, parent: Handle | None, start_ns: int, attributes: dict[str, Any]) -> Handle:
+    def llm_request(
+        self, parent: Handle | None, start_ns: int, attributes: dict[str, Any], *, end_ns: int | None = None
+    ) -> Handle:
         """SERVER, started at the request's arrival, ended just after its finishing iteration (e2e after the
-        arrival, and half a millisecond for do_tracing), no status."""
-        end_ns = start_ns + round(float(attributes["gen_ai.latency.e2e"]) * 1e9) + 500_000
+        arrival, and half a millisecond for do_tracing, unless the caller measured ``end_ns``), no status."""
+        if end_ns is None:
+            end_ns = start_ns + round(float(attributes["gen_ai.latency.e2e"]) * 1e9) + 500_000
         return self.writer.span(self.process, SCOPE, Drawn(LLM_REQUEST, parent, start_ns, end_ns, "server", attributes))
 
 

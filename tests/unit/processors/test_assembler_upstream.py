@@ -17,7 +17,8 @@ from sloscope import conventions as c
 from sloscope.loading import default_spec
 from sloscope.records import JoinedRequest, Span
 from sloscope.slo.evaluate import evaluate
-from sloscope.testing import epp_spans, span, vllm_033_attributes
+from sloscope.testing import RecordWriter, epp_spans, span, vllm_033_attributes
+from sloscope.upstream.envoy import Envoy, captured_headers
 from tests.support.engines import assembler_engine  # noqa: F401  (the fixture below)
 from tests.unit.processors.test_assembler import Harness
 
@@ -83,9 +84,11 @@ def epp_call(
 
 
 def ingress(trace: int, span_id: int, *, request_id: str, ttft_header: str, name: str = "x-llm-d-slo-ttft-ms") -> Span:
-    """An Envoy span beside gateway.request (both under the caller's span), with captured headers."""
-    attributes = {"http.request.header.x-request-id": [request_id], f"http.request.header.{name}": [ttft_header]}
-    return span(trace, span_id, "ingress", attributes, parent=AGENT_ROOT, resource={"service.name": "envoy"})
+    """The catalogue's Envoy span beside gateway.request (both under the caller's span), with captured headers."""
+    writer = RecordWriter(trace, span_id)
+    attributes = captured_headers(request_id=request_id, headers={name: ttft_header})
+    Envoy(writer).ingress(AGENT_ROOT, T0, T0 + 1_000_000_000, attributes)
+    return writer.spans[0]
 
 
 def by_pod(requests: list[JoinedRequest]) -> dict[str | None, int]:

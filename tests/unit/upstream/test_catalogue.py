@@ -11,6 +11,7 @@ from sloscope.records import STATUS_ERROR, Span
 from sloscope.testing import RecordWriter
 from sloscope.upstream.gie_2025 import gateway_attributes
 from sloscope.upstream.llmd_router import Epp, epp_process
+from sloscope.upstream.pd_sidecar import Connector, Legs, Peer, Sidecar
 from sloscope.upstream.vllm import VllmPod, vllm_033_attributes
 from sloscope.upstream.writer import Drawn, Process, Scope
 
@@ -175,3 +176,61 @@ def test_a_shed_call_has_the_tree_of_the_captured_epp() -> None:
     gateway = epp.gateway(None, T0, T0 + 5 * MS, error=refused)
     epp.orchestration(gateway, T0 + MS, T0 + 4 * MS, model="sim-model", error=refused)
     assert writer.shape() in captured_shapes("spans-k8s-with-shed.otlp.jsonl")
+
+
+# ---- the P/D routing sidecar, held to fixtures/llm-d-router/spans.md section 2 (constructed from the code) -----------
+
+SPANS_MD = Path(__file__).parents[3].parent / "shared" / "fixtures" / "llm-d-router" / "spans.md"
+PEER = Peer("10.0.3.7", "10.0.0.5", 50412, "Envoy/1.36", "10.0.0.5", 1834, 48211)
+
+
+def sidecar_tree(connector: Connector) -> tuple[list[Span], tuple[int, int]]:
+    writer = RecordWriter(trace=3, first=30)
+    sidecar = Sidecar(writer)
+    server = sidecar.server(10, T0 + 25 * MS, T0 + 2880 * MS, path="/v1/chat/completions", peer=PEER)
+    forward = sidecar.forward_request(
+        server, T0 + 26 * MS, T0 + 2879 * MS, connector=connector, path="/v1/chat/completions",
+        prefill_target="10.0.2.11:8000",
+    )  # fmt: skip
+    at = [T0 + ms * MS for ms in (27, 270, 28, 270, 275, 2878, 275, 2878)]
+    legs = Legs(connector, "5f0c6a3e", T0 + 26 * MS, (at[0], at[1]), (at[2], at[3]), (at[4], at[5]), (at[6], at[7]))
+    posts = sidecar.legs(forward, legs, path="/v1/chat/completions", prefill_target="10.0.2.11:8000")
+    return writer.spans, posts
+
+
+def test_the_nixl_connector_nests_decode_under_prefill_with_the_summary_on_decode() -> None:
+    spans, posts = sidecar_tree("nixlv2")
+    assert tree(spans) == [
+        ("llm_d.pd_proxy.POST /v1/chat/completions", ""),  # under the EPP's traceparent (span 10, not drawn)
+        ("forward_request", "llm_d.pd_proxy.POST /v1/chat/completions"),
+        ("prefill", "forward_request"),
+        ("HTTP POST", "prefill"),
+        ("decode", "prefill"),  # the one ctx rebound (connector_nixlv2.go:87,296)
+        ("HTTP POST", "decode"),
+    ]
+    assert posts == (33, 35)
+    decode = spans[4].attributes
+    assert (decode["llm_d.pd_proxy.true_ttft_ms"], decode["llm_d.pd_proxy.total_duration_ms"]) == (249.0, 2852.0)
+    assert (
+        decode["llm_d.pd_proxy.coordinator_overhead_ms"],
+        spans[2].attributes["llm_d.pd_proxy.prefill.duration_ms"],
+    ) == (5.0, 242.0)
+    assert spans[5].attributes["url.full"] == "http://localhost:8200/v1/chat/completions"
+    assert spans[0].resource == {"service.name": "llm-d-disagg-sidecar", "service.version": ""}
+    text = SPANS_MD.read_text()
+    for span in spans:  # every name and attribute key is one spans.md names
+        assert all(key in text for key in span.attributes), span.name
+    assert "llm_d.pd_proxy.POST /v1/chat/completions" in text and "forward_request (S)" in text
+
+
+def test_the_p2p_connector_hangs_the_prefill_post_under_forward_request() -> None:
+    spans, _ = sidecar_tree("offloading")
+    assert tree(spans)[2:] == [
+        ("llm_d.pd_proxy.prefill", "forward_request"),
+        ("HTTP POST", "forward_request"),  # cloned before the prefill span starts (connector_p2p.go:126-129)
+        ("llm_d.pd_proxy.decode", "llm_d.pd_proxy.prefill"),
+        ("HTTP POST", "llm_d.pd_proxy.decode"),
+    ]
+    assert spans[4].attributes["llm_d.pd_proxy.concurrent_pd"] is True
+    text = SPANS_MD.read_text()
+    assert all(key in text for span in spans for key in span.attributes)

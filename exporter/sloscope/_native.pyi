@@ -3,7 +3,7 @@
 
 import re
 from collections.abc import Callable, Iterable
-from typing import Self, final
+from typing import Protocol, Self, final
 
 from sloscope.config import Join
 from sloscope.records import Span
@@ -164,14 +164,23 @@ class GatewayMemory:
     @property
     def seen(self) -> float | None: ...
 
+class _JoinSpec(Protocol):
+    """What the native join reads of ``sloscope.processors.join_spec.JoinSpec``, each part by its name."""
+
+    @property
+    def join(self) -> Join: ...
+    @property
+    def rules(self) -> dict[str, object]: ...
+    @property
+    def vocabulary(self) -> SpanVocabulary: ...
+    @property
+    def pattern(self) -> re.Pattern[str]: ...
+
 @final
 class NativeAssembler:
     def __new__(
         cls,
-        join: Join,
-        rules: dict[str, object],
-        vocabulary: SpanVocabulary,
-        pattern: re.Pattern[str],
+        spec: _JoinSpec,
         python_bytes: bool = False,
         gateway_memory: GatewayMemory | None = None,
     ) -> Self: ...

@@ -17,7 +17,6 @@ only ``pending_bytes`` means something else: the bytes Rust holds for pending tr
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Sequence
 
@@ -28,6 +27,7 @@ from sloscope.attributes import Mapping
 from sloscope.config import Join
 from sloscope.processors import joined_batch
 from sloscope.processors.assembler import Count, Emit
+from sloscope.processors.join_spec import JoinSpec
 from sloscope.records import Span
 from sloscope.upstream.vocabulary import VOCABULARY, SpanVocabulary
 
@@ -57,9 +57,7 @@ class NativeTraceAssembler:
         ``gateway_memory`` is shared with the pipeline's other shards (when a gateway span last came);
         ``vocabulary`` the span words the native join is built from (the reference reads :data:`VOCABULARY`)."""
         _check_columns()
-        self._native = NativeAssembler(
-            join, mapping.rules(), vocabulary, re.compile(join.request_id_pattern), reference_bytes, gateway_memory
-        )
+        self._native = NativeAssembler(JoinSpec(join, mapping, vocabulary), reference_bytes, gateway_memory)
         self._emit = emit
         self._gathered = gathered
         self._count = {"dropped": count_dropped, "outcome": count_outcome}

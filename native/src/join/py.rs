@@ -319,20 +319,23 @@ impl NativeAssembler {
             .collect()
     }
 
-    /// `join` is a `sloscope.config.Join`; `rules` is `Mapping.rules()`; `vocabulary` the span words
-    /// (`sloscope.upstream.vocabulary.VOCABULARY`); `pattern` the compiled `join.request_id_pattern`;
-    /// `python_bytes` counts memory as the reference estimates it.
+    /// `spec` is a `sloscope.processors.join_spec.JoinSpec`; `python_bytes` counts memory as the reference
+    /// estimates it; `gateway_memory` is shared with the pipeline's other shards.
     #[new]
-    #[pyo3(signature = (join, rules, vocabulary, pattern, python_bytes = false, gateway_memory = None))]
+    #[pyo3(signature = (spec, python_bytes = false, gateway_memory = None))]
     fn new(
-        join: &Bound<'_, PyAny>,
-        rules: &Bound<'_, PyDict>,
-        vocabulary: &Bound<'_, PyAny>,
-        pattern: &Bound<'_, PyAny>,
+        spec: &Bound<'_, PyAny>,
         python_bytes: bool,
         gateway_memory: Option<&Bound<'_, GatewayMemory>>,
     ) -> PyResult<Self> {
-        let join: JoinSettings = join.extract()?;
+        // Its parts, each read by its name: `join` (the settings read, `JoinSettings`), `rules` (`Mapping.rules()`:
+        // per field, the (resource?, key) pairs tried in order), `vocabulary` (`SpanVocabulary`) and `pattern` (the
+        // compiled `join.request_id_pattern`). Read one by one so that a part's missing field is named as it is.
+        let join: JoinSettings = spec.getattr("join")?.extract()?;
+        let rules = spec.getattr("rules")?;
+        let rules = rules.cast::<PyDict>()?;
+        let vocabulary: vocabulary::Spec = spec.getattr("vocabulary")?.extract()?;
+        let pattern = spec.getattr("pattern")?;
         let settings = Settings {
             window_seconds: join.window_seconds,
             trace_ttl_seconds: join.trace_ttl_seconds,
@@ -350,10 +353,7 @@ impl NativeAssembler {
             count_index: !python_bytes,
         };
         let mut keys = Keys::default();
-        let words = Arc::new(Vocabulary::new(
-            vocabulary.extract::<vocabulary::Spec>()?,
-            &mut keys,
-        ));
+        let words = Arc::new(Vocabulary::new(vocabulary, &mut keys));
         let rules = Arc::new(rules_from_py(rules, &mut keys)?);
         let anchor_key = keys.id(&join.anchor_attribute);
         let mut core = Assembler::new(settings, rules.clone(), words);
@@ -363,7 +363,7 @@ impl NativeAssembler {
         Ok(NativeAssembler {
             core,
             rules,
-            pattern: pattern.clone().unbind(),
+            pattern: pattern.unbind(),
             default_pattern: join.request_id_pattern == DEFAULT_PATTERN,
             anchor_names: join.anchor_span_names,
             anchor_key,

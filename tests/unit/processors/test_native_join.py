@@ -6,7 +6,6 @@ request id off, unanswered gateway requests not aborted, a request-id pattern of
 from __future__ import annotations
 
 import random
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -27,11 +26,11 @@ from sloscope.loading import default_spec
 from sloscope.pipeline import Pipeline
 from sloscope.processors import joined_batch, span_shapes
 from sloscope.processors.assembler import TraceAssembler
+from sloscope.processors.join_spec import JoinSpec
 from sloscope.processors.native_assembler import NativeTraceAssembler
 from sloscope.processors.trace_state import span_bytes
 from sloscope.receivers.otlp_decode import decode_request
 from sloscope.records import JoinedRequest
-from sloscope.upstream.vocabulary import VOCABULARY
 from tests.support.join_traces import deliveries
 
 # Settings under which the two engines must agree; each changes some decision of the join.
@@ -153,7 +152,7 @@ def test_the_batch_is_taken_and_native_bytes_are_what_rust_holds() -> None:
     the byte cap bounds (the oldest trace evicted, as with the reference's estimate)."""
     steps = [s for s in deliveries(random.Random(7), 50) if s[0] == "spans"]
     join = Join()
-    native = NativeAssembler(join, Mapping(Attributes()).rules(), VOCABULARY, re.compile(join.request_id_pattern))
+    native = NativeAssembler(JoinSpec(join, Mapping(Attributes())))
     batch = SpanBatch.from_spans(steps[0][1])
     native.consume(batch, 0.0)
     assert len(batch) == 0
@@ -176,7 +175,7 @@ def test_a_waiting_two_span_trace_of_the_bench_payloads_holds_at_most_1_kib_nati
     join = Join()
     keep = Mapping(Attributes()).span_keys(join.anchor_attribute, *span_shapes.KEYS)
     waiting = Mapping(Attributes(slo_ttft_ms=["-"], slo_tpot_ms=["-"]))
-    native = NativeAssembler(join, waiting.rules(), VOCABULARY, re.compile(join.request_id_pattern))
+    native = NativeAssembler(JoinSpec(join, waiting))
     estimated = 0
     for payload in payloads.build(2_048).payloads:
         request = ExportTraceServiceRequest()
@@ -231,12 +230,24 @@ JOIN_READ = (
 """The settings the native join reads (its declared ``JoinSettings``, native/src/join/py.rs)."""
 
 
+def spec_with(join: object) -> SimpleNamespace:
+    """A join spec as the native join reads it (by attribute), with the settings object ``join``."""
+    spec = JoinSpec(Join(), Mapping(Attributes()))
+    return SimpleNamespace(join=join, rules=spec.rules, vocabulary=spec.vocabulary, pattern=spec.pattern)
+
+
 @pytest.mark.parametrize("missing", JOIN_READ)
 def test_the_join_settings_are_read_by_name_and_a_missing_one_is_named(missing: str) -> None:
     join = Join()
-    rules = Mapping(Attributes()).rules()
-    pattern = re.compile(join.request_id_pattern)
-    NativeAssembler(SimpleNamespace(**{name: getattr(join, name) for name in JOIN_READ}), rules, VOCABULARY, pattern)
+    NativeAssembler(spec_with(SimpleNamespace(**{name: getattr(join, name) for name in JOIN_READ})))
     without = SimpleNamespace(**{name: getattr(join, name) for name in JOIN_READ if name != missing})
     with pytest.raises(AttributeError, match=missing):
-        NativeAssembler(without, rules, VOCABULARY, pattern)
+        NativeAssembler(spec_with(without))
+
+
+@pytest.mark.parametrize("part", ["join", "rules", "vocabulary", "pattern"])
+def test_each_part_of_the_join_spec_is_read_by_name(part: str) -> None:
+    parts = vars(spec_with(Join()))
+    del parts[part]
+    with pytest.raises(AttributeError, match=part):
+        NativeAssembler(SimpleNamespace(**parts))

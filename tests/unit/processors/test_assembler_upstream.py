@@ -15,9 +15,10 @@ import pytest
 
 from sloscope import conventions as c
 from sloscope.loading import default_spec
-from sloscope.records import JoinedRequest, Span
+from sloscope.records import STATUS_ERROR, JoinedRequest, Span
 from sloscope.slo.evaluate import evaluate
 from sloscope.testing import RecordWriter, epp_spans, span, vllm_033_attributes
+from sloscope.upstream import coordinator
 from sloscope.upstream.envoy import Envoy, captured_headers
 from tests.support.engines import assembler_engine  # noqa: F401  (the fixture below)
 from tests.unit.processors.test_assembler import Harness
@@ -481,7 +482,7 @@ def test_a_gateway_request_no_model_server_answered_is_failed(
     assert h.outcomes[c.OUTCOME_FAILED] == 1
 
 
-PROBE_REFUSED = (2, "inference error: PreconditionFailed - no decode worker has the requested KV cache")
+PROBE_REFUSED = (STATUS_ERROR, coordinator.PROBE_REFUSED)
 
 
 def test_the_coordinators_refused_conditional_decode_probe_is_no_call_and_the_call_goes_on() -> None:

@@ -27,95 +27,74 @@ from sloscope.attributes import Mapping
 from sloscope.config import Attributes, Join
 from sloscope.processors.assembler import TraceAssembler
 from sloscope.records import Span
-from sloscope.testing import epp_spans, gateway_attributes, span, vllm_033_attributes, vllm_attributes
+from sloscope.testing import EPP, RecordWriter, gateway_attributes, sidecar_spans, vllm_033_attributes, vllm_attributes
+from sloscope.upstream.envoy import Envoy, captured_headers
+from sloscope.upstream.gie_2025 import Gie2025Epp, Vllm2025Pod
+from sloscope.upstream.llmd_router import Epp
+from sloscope.upstream.vllm import VllmPod
+from sloscope.upstream.writer import Process
 
 T0 = 1_764_582_000_000_000_000
 MS = 1_000_000
-SIDECAR = {"service.name": "llm-d-disagg-sidecar"}
+SECOND = 1000 * MS
 MODEL = "Qwen/Qwen3-8B"
-
-
-def _pod(n: int) -> dict[str, str]:
-    return {"service.name": "vllm", "k8s.pod.name": f"vllm-{n % 8}"}
+PODS = [Process({"service.name": "vllm", "k8s.pod.name": f"vllm-{n}"}) for n in range(8)]
+GIE_EPP = Process({"service.name": "epp"})
 
 
 def gie_2025(requests: int) -> list[list[Span]]:
-    spans = []
+    """A trace per request: the late-2025 EPP's gateway.request with the headers, vLLM's llm_request under it."""
+    spans: list[Span] = []
     for n in range(requests):
-        start = T0 + n * MS
-        spans.append(
-            span(
-                n + 1,
-                1,
-                "gateway.request",
-                gateway_attributes(slo_ttft_ms="500", request_id=f"r{n}"),
-                resource={"service.name": "epp"},
-                start_ns=start,
-            )
-        )
-        spans.append(
-            span(
-                n + 1,
-                2,
-                "llm_request",
-                vllm_attributes(request_id=f"chatcmpl-r{n}"),
-                parent=1,
-                resource=_pod(n),
-                start_ns=start + MS,
-            )
-        )
+        start, writer = T0 + n * MS, RecordWriter(n + 1, 1)
+        attributes = gateway_attributes(slo_ttft_ms="500", request_id=f"r{n}")
+        gateway = Gie2025Epp(writer, GIE_EPP).gateway(None, start, start + SECOND, attributes)
+        pod = Vllm2025Pod(writer, PODS[n % len(PODS)])
+        pod.llm_request(gateway, start + MS, start + MS + SECOND, vllm_attributes(request_id=f"chatcmpl-r{n}"))
+        spans += writer.spans
     return _batches(spans)
 
 
-def _epp_call(trace: int, base: int, request_id: str, start: int) -> list[Span]:
-    """Envoy's span with the headers beside the EPP's spans of the call, both under the agent's root."""
-    envoy = span(
-        trace,
-        base + 8,
-        "ingress",
-        {"http.request.header.x-request-id": [request_id], "http.request.header.x-llm-d-slo-ttft-ms": ["500"]},
-        parent=1,
-        resource={"service.name": "envoy"},
-        start_ns=start - MS,
+def _epp_call(writer: RecordWriter, request_id: str, start: int) -> int:
+    """Envoy's span with the headers beside the EPP's spans of the call, both under the agent's root (span 1);
+    returns the gateway span."""
+    headers = captured_headers(request_id=request_id, headers={"x-llm-d-slo-ttft-ms": "500"})
+    Envoy(writer).ingress(1, start - MS, start - MS + SECOND, headers)
+    return Epp(writer, EPP).call(
+        1, start, start + SECOND, request_id=request_id, model=MODEL, scorers=("latency-scorer",)
     )
-    return [envoy, *epp_spans(trace, base, request_id=request_id, parent=1, start_ns=start, model=MODEL)]
 
 
-def _vllm(trace: int, span_id: int, parent: int, *, request_id: str, start: int, n: int, tokens: int = 11) -> Span:
+def _vllm(writer: RecordWriter, parent: int, *, request_id: str, start: int, n: int, tokens: int = 11) -> None:
     attributes = vllm_033_attributes(request_id=request_id, ttft=0.1, e2e=1.0, completion_tokens=tokens)
-    return span(trace, span_id, "llm_request", attributes, parent=parent, resource=_pod(n), start_ns=start)
+    pod = PODS[n % len(PODS)]
+    VllmPod(writer, str(pod.attributes["k8s.pod.name"]), pod).llm_request(parent, start, attributes)
 
 
 def llm_d(requests: int, *, disaggregated: bool = False) -> list[list[Span]]:
-    spans = []
+    spans: list[Span] = []
     sessions = max(requests // 5, 1)
     for n in range(requests):
         # Five calls per agent session, one after another: a session's next call comes once its last is over,
         # while the other sessions' calls arrive in between. The agent's root (span 1) is never sent.
         trace, call = n % sessions + 1, n // sessions
         base, rid, start = 100 * (call + 1), f"r{n}", T0 + n * MS
-        spans += _epp_call(trace, base, rid, start)
+        epp, pods = RecordWriter(trace, base), RecordWriter(trace, base + 20)
+        gateway = _epp_call(epp, rid, start)
+        spans += epp.spans
         if not disaggregated:
-            spans.append(_vllm(trace, base + 9, base, request_id=f"chatcmpl-{rid}", start=start + MS, n=n))
+            _vllm(pods, gateway, request_id=f"chatcmpl-{rid}", start=start + MS, n=n)
+            spans += pods.spans
             continue
-        spans += [
-            span(
-                trace,
-                base + 10,
-                "llm_d.pd_proxy.POST /v1/chat/completions",
-                {"http.response.status_code": 200},
-                parent=base,
-                resource=SIDECAR,
-                start_ns=start + MS,
-            ),
-            span(trace, base + 11, "forward_request", {}, parent=base + 10, resource=SIDECAR, start_ns=start + MS),
-            span(trace, base + 12, "prefill", {}, parent=base + 11, resource=SIDECAR, start_ns=start + MS),
-            span(trace, base + 13, "HTTP POST", {}, parent=base + 12, resource=SIDECAR, start_ns=start + MS),
-            span(trace, base + 14, "decode", {}, parent=base + 12, resource=SIDECAR, start_ns=start + 2 * MS),
-            span(trace, base + 15, "HTTP POST", {}, parent=base + 14, resource=SIDECAR, start_ns=start + 2 * MS),
-            _vllm(trace, base + 16, base + 13, request_id=f"chatcmpl-{rid}", start=start + MS, n=n + 1, tokens=1),
-            _vllm(trace, base + 17, base + 15, request_id=f"chatcmpl-{rid}", start=start + 2 * MS, n=n),
-        ]
+        # the decode pod's sidecar, each leg as long as its pod's llm_request (they overlap: the times are the
+        # workload's, not a serial NIXL call's)
+        sidecar, (prefill_post, decode_post) = sidecar_spans(
+            trace, base + 10, parent=gateway, forward_ns=start + MS, prefill=(start + MS, start + 2 * MS + SECOND),
+            decode=(start + 2 * MS, start + 3 * MS + SECOND),
+        )  # fmt: skip
+        _vllm(pods, prefill_post, request_id=f"chatcmpl-{rid}", start=start + MS, n=n + 1, tokens=1)
+        _vllm(pods, decode_post, request_id=f"chatcmpl-{rid}", start=start + 2 * MS, n=n)
+        spans += sidecar + pods.spans
     return _batches(spans)
 
 

@@ -1,11 +1,12 @@
-"""Realistic OTLP trace exports for the benchmark: the catalogue's shapes (sloscope.upstream), built with the
-opentelemetry.proto messages directly.
+"""Realistic OTLP trace exports for the benchmark: the catalogue's shapes (sloscope.upstream), written as
+opentelemetry.proto messages directly (``build``) or by the demo's emitter over the OpenTelemetry SDK (``build_llmd``).
 
-Every request is one trace of two spans, as the late-2025 EPP and vLLM emit them:
+``build``: every request is one trace of two spans, as the late-2025 EPP and vLLM emit them
+(:mod:`sloscope.upstream.gie_2025`):
 
 * ``gateway.request`` (the EPP, root span): the captured request headers ``x-slo-ttft-ms``,
   ``x-slo-tpot-ms`` and ``x-request-id`` as OpenTelemetry string arrays, and ``gen_ai.request.model``;
-* ``llm_request`` (vLLM, child of the gateway span): request id, response model, token counts,
+* ``llm_request`` (vLLM, child of the gateway span): request id, token counts,
   latencies, sampling parameters; resource ``service.name`` and ``k8s.pod.name`` (one of N pods).
 
 One export holds the spans of ``batch_spans / 2`` requests the way an OpenTelemetry Collector
@@ -19,17 +20,19 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope, KeyValue
+from opentelemetry.proto.common.v1.common_pb2 import InstrumentationScope
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
 from sloscope.testing import key_values
 from sloscope.upstream import gie_2025
-from sloscope.upstream.vllm import LLM_REQUEST, vllm_033_attributes
+from sloscope.upstream.vllm import vllm_033_attributes
+from sloscope.upstream.writer import Drawn, Process, Scope
 
 MODELS = ("meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen2.5-7B-Instruct")
 
@@ -56,16 +59,45 @@ class PayloadSet:
         return sum(len(p) for p in self.payloads)
 
 
-def _s(value: str) -> AnyValue:
-    return AnyValue(string_value=value)
+_KINDS = {"server": Span.SPAN_KIND_SERVER, "internal": Span.SPAN_KIND_INTERNAL, "client": Span.SPAN_KIND_CLIENT}
 
 
-def _kv(key: str, value: AnyValue) -> KeyValue:
-    return KeyValue(key=key, value=value)
+class _ProtoWriter:
+    """The catalogue's spans as OTLP protobuf spans of trace ``trace_id``, span ids numbered from ``next_id`` (a span's
+    handle: its id), kept per process until :meth:`export` puts them in one request."""
 
+    def __init__(self) -> None:
+        self.trace_id, self.next_id = b"", 0
+        self._kept: dict[int, tuple[Scope, list[Span]]] = {}  # by the process's identity: a Process is unhashable
 
-def _resource(service: str, pod: str) -> Resource:
-    return Resource(attributes=[_kv("service.name", _s(service)), _kv("k8s.pod.name", _s(pod))])
+    def span(self, process: Process, scope: Scope, drawn: Drawn[bytes]) -> bytes:
+        span_id, self.next_id = self.next_id.to_bytes(8, "big"), self.next_id + 1
+        proto = Span(
+            trace_id=self.trace_id,
+            span_id=span_id,
+            parent_span_id=drawn.parent or b"",
+            name=drawn.name,
+            kind=_KINDS[drawn.kind],
+            start_time_unix_nano=drawn.start_ns,
+            end_time_unix_nano=drawn.end_ns,
+            attributes=key_values(dict(drawn.attributes)),
+        )
+        self._kept.setdefault(id(process), (scope, []))[1].append(proto)
+        return span_id
+
+    def export(self, processes: Sequence[Process]) -> ExportTraceServiceRequest:
+        """One ResourceSpans per process of ``processes`` that wrote spans, in that order; then forgets them."""
+        export = ExportTraceServiceRequest()
+        for process in processes:
+            kept = self._kept.get(id(process))
+            if kept is None:
+                continue
+            scope, spans = kept
+            scope_spans = ScopeSpans(scope=InstrumentationScope(name=scope.name, version=scope.version), spans=spans)
+            resource = Resource(attributes=key_values(dict(process.attributes)))
+            export.resource_spans.append(ResourceSpans(resource=resource, scope_spans=[scope_spans]))
+        self._kept.clear()
+        return export
 
 
 def build(total_spans: int, batch_spans: int = 512, pods: int = 8, seed: int = 1, first_request: int = 0) -> PayloadSet:
@@ -79,38 +111,37 @@ def build(total_spans: int, batch_spans: int = 512, pods: int = 8, seed: int = 1
     rng = random.Random(seed)
     per_batch = batch_spans // 2
     batches = -(-total_spans // batch_spans)
-    epp_resource = _resource("epp", "epp-5d8f7b6c9-x2k4p")
-    pod_resources = [_resource("vllm", f"vllm-{i % len(MODELS)}-{i:02d}-7f9c4") for i in range(pods)]
-    epp_scope = InstrumentationScope(name="gateway-api-inference-extension")
-    vllm_scope = InstrumentationScope(name="vllm.llm_engine")
+    writer = _ProtoWriter()
+    epp_process = Process({"service.name": "epp", "k8s.pod.name": "epp-5d8f7b6c9-x2k4p"})
+    pod_processes = [
+        Process({"service.name": "vllm", "k8s.pod.name": f"vllm-{i % len(MODELS)}-{i:02d}-7f9c4"}) for i in range(pods)
+    ]
+    epp = gie_2025.Gie2025Epp(writer, epp_process)
+    vllm_pods = [gie_2025.Vllm2025Pod(writer, process) for process in pod_processes]
     now_ns = time.time_ns()
     payloads: list[bytes] = []
     n = first_request
     for _ in range(batches):
-        gateway_spans: list[Span] = []
-        vllm_spans: list[list[Span]] = [[] for _ in range(pods)]
         for _ in range(per_batch):
             n += 1
             pod = rng.randrange(pods)
-            gateway, vllm = _request(rng, n, MODELS[pod % len(MODELS)], now_ns + n * 1_000_000)
-            gateway_spans.append(gateway)
-            vllm_spans[pod].append(vllm)
-        export = ExportTraceServiceRequest()
-        for resource, scope, spans in (
-            *((pod_resources[pod], vllm_scope, spans) for pod, spans in enumerate(vllm_spans) if spans),
-            (epp_resource, epp_scope, gateway_spans),
-        ):
-            scope_spans = ScopeSpans(scope=scope, spans=spans)
-            export.resource_spans.append(ResourceSpans(resource=resource, scope_spans=[scope_spans]))
-        payloads.append(export.SerializeToString())
+            writer.trace_id, writer.next_id = (0x5105C09E << 96 | n).to_bytes(16, "big"), 2 * n
+            _request(rng, n, now_ns + n * 1_000_000, model=MODELS[pod % len(MODELS)], epp=epp, pod=vllm_pods[pod])
+        payloads.append(writer.export([*pod_processes, epp_process]).SerializeToString())
     requests = batches * per_batch
     return PayloadSet(payloads, spans=2 * requests, requests=requests)
 
 
-def _request(rng: random.Random, n: int, model: str, start_ns: int) -> tuple[Span, Span]:
+def _request(
+    rng: random.Random,
+    n: int,
+    start_ns: int,
+    *,
+    model: str,
+    epp: gie_2025.Gie2025Epp[bytes],
+    pod: gie_2025.Vllm2025Pod[bytes],
+) -> None:
     """The EPP's gateway span and vLLM's child span of request number ``n``."""
-    trace_id = (0x5105C09E << 96 | n).to_bytes(16, "big")
-    gateway_id = (2 * n).to_bytes(8, "big")
     request_id = f"{n:08x}-6b1f-4c2e-9a7d-{rng.getrandbits(48):012x}"
     ttft_ms, tpot_ms, _ = rng.choices(SLO_HEADERS, _WEIGHTS)[0]
 
@@ -122,41 +153,19 @@ def _request(rng: random.Random, n: int, model: str, start_ns: int) -> tuple[Spa
     e2e = ttft + tpot * max(completion_tokens - 1, 0)
     end_ns = start_ns + int(e2e * 1e9)
 
-    gateway_attributes = key_values(
-        gie_2025.gateway_attributes(slo_ttft_ms=ttft_ms, slo_tpot_ms=tpot_ms, model=model, request_id=request_id)
+    headers = gie_2025.gateway_attributes(slo_ttft_ms=ttft_ms, slo_tpot_ms=tpot_ms, model=model, request_id=request_id)
+    gateway = epp.gateway(None, start_ns - 2_000_000, end_ns + 1_000_000, headers)
+    attributes = vllm_033_attributes(
+        request_id=f"chatcmpl-{request_id}",
+        ttft=ttft,
+        e2e=e2e,
+        completion_tokens=completion_tokens,
+        prompt_tokens=prompt_tokens,
+        queue=queue,
+        max_tokens=1024,
+        temperature=rng.choice((0.0, 0.7, 1.0)),
     )
-    vllm_attributes = key_values(
-        vllm_033_attributes(
-            request_id=f"chatcmpl-{request_id}",
-            ttft=ttft,
-            e2e=e2e,
-            completion_tokens=completion_tokens,
-            prompt_tokens=prompt_tokens,
-            queue=queue,
-            max_tokens=1024,
-            temperature=rng.choice((0.0, 0.7, 1.0)),
-        )
-    )
-    gateway = Span(
-        trace_id=trace_id,
-        span_id=gateway_id,
-        name=gie_2025.GATEWAY_REQUEST,
-        kind=Span.SPAN_KIND_SERVER,
-        start_time_unix_nano=start_ns - 2_000_000,
-        end_time_unix_nano=end_ns + 1_000_000,
-        attributes=gateway_attributes,
-    )
-    vllm = Span(
-        trace_id=trace_id,
-        span_id=(2 * n + 1).to_bytes(8, "big"),
-        parent_span_id=gateway_id,
-        name=LLM_REQUEST,
-        kind=Span.SPAN_KIND_SERVER,
-        start_time_unix_nano=start_ns,
-        end_time_unix_nano=end_ns,
-        attributes=vllm_attributes,
-    )
-    return gateway, vllm
+    pod.llm_request(gateway, start_ns, end_ns, attributes)
 
 
 # ---- today's upstream: agent traces and P/D requests ------------------------------------------------------------

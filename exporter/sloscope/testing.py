@@ -1,8 +1,8 @@
 """Spans shaped like the real ones, shared by tests, benchmarks and examples.
 
-The shapes themselves are the catalogue's (:mod:`sloscope.upstream`: llm-d-router's EPP, vLLM, the late-2025
-EPP); this module makes them ``Span`` records for unit tests of the processors (:class:`RecordWriter`) and OTLP
-protobuf or OTLP/JSON requests for anything that goes over the wire.
+The shapes themselves are the catalogue's (:mod:`sloscope.upstream`: llm-d-router's EPP, its coordinator and P/D
+sidecar, vLLM, the late-2025 EPP); this module makes them ``Span`` records for unit tests of the processors
+(:class:`RecordWriter`) and OTLP protobuf or OTLP/JSON requests for anything that goes over the wire.
 """
 
 from __future__ import annotations
@@ -18,16 +18,20 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
 
 from sloscope.records import STATUS_ERROR, Span
+from sloscope.upstream.coordinator import Coordinator
 from sloscope.upstream.gie_2025 import gateway_attributes
 from sloscope.upstream.llmd_router import Epp
+from sloscope.upstream.pd_sidecar import Connector, Legs, Peer, Sidecar
 from sloscope.upstream.vllm import vllm_033_attributes, vllm_attributes
 from sloscope.upstream.writer import Drawn, Process, Scope
 
 __all__ = [
     "RecordWriter",
+    "coordinator_spans",
     "epp_spans",
     "export_request",
     "gateway_attributes",
+    "sidecar_spans",
     "span",
     "to_otlp_json",
     "vllm_033_attributes",
@@ -90,6 +94,10 @@ class RecordWriter:
         return span_id
 
 
+EPP = Process({"service.name": "llm-d-epp"})  # what the tests' EPP spans carry: the service's name alone
+MS = 1_000_000
+
+
 def epp_spans(
     trace: int,
     base: int,
@@ -111,7 +119,7 @@ def epp_spans(
     its only one ``default``; the coordinator's EPP runs the one its ``EPP-Profile`` header names), ``end_ns`` the
     gateway span's end (one second after its start unless told)."""
     writer = RecordWriter(trace, base)
-    Epp(writer, Process({"service.name": "llm-d-epp"})).call(
+    Epp(writer, EPP).call(
         parent or None,
         start_ns,
         end_ns if end_ns is not None else start_ns + 1_000_000_000,
@@ -123,6 +131,64 @@ def epp_spans(
         orchestration_error=orchestration_status[1] if orchestration_status[0] else None,
     )
     return writer.spans
+
+
+def coordinator_spans(
+    trace: int,
+    base: int,
+    *,
+    phase: str | None,
+    request_id: str,
+    parent: int,
+    start_ns: int,
+    end_ns: int,
+    scorer: str = "latency-scorer",
+    model: str = "Qwen/Qwen3-8B",
+) -> list[Span]:
+    """The EPP's spans of one of llm-d's coordinator calls, as the catalogue draws them
+    (:class:`sloscope.upstream.coordinator.Coordinator`): the leg of ``phase``, scheduled by that phase's profile, or
+    with ``phase`` None the conditional-decode probe the EPP refused. Span ids are ``base`` to ``base + 6`` (one
+    scorer, as :func:`epp_spans`); ``parent`` 0: the root of a trace of its own."""
+    writer = RecordWriter(trace, base)
+    coordinator = Coordinator(Epp(writer, EPP))
+    if phase is None:
+        coordinator.probe(parent or None, start_ns, end_ns, request_id=request_id, model=model, scorers=(scorer,))
+    else:
+        coordinator.leg(parent or None, phase, start_ns, end_ns, request_id=request_id, model=model, scorers=(scorer,))
+    return writer.spans
+
+
+SIDECAR_PEER = Peer("10.0.3.7", "10.0.0.5", 50412, "Envoy/1.36", "10.0.0.5", 1834, 48211)  # Envoy, on its way in
+PREFILL_TARGET = "10.0.2.11:8000"  # the prefill pod the EPP's header names
+SIDECAR_UUID = "5f0c6a3e-d1b2-11f0-8de9-0242ac120002"  # a v1 UUID, as the NIXL connector makes one
+
+
+def sidecar_spans(
+    trace: int,
+    base: int,
+    *,
+    parent: int,
+    forward_ns: int,
+    prefill: tuple[int, int],
+    decode: tuple[int, int],
+    connector: Connector = "nixlv2",
+    path: str = "/v1/chat/completions",
+) -> tuple[list[Span], tuple[int, int]]:
+    """The decode pod's routing sidecar's spans of one P/D request, as the catalogue draws them
+    (:class:`sloscope.upstream.pd_sidecar.Sidecar`): its server span (from a millisecond before ``forward_ns`` to
+    two after the decode leg), ``forward_request`` from ``forward_ns``, and the connector's legs over ``prefill``
+    and ``decode`` (start, end), each leg's POST as long as its leg. Span ids are ``base`` to ``base + 5`` in that
+    order (server, forward, prefill, its POST, decode, its POST); returns them and the prefill and decode POSTs'
+    ids, the parents of the pods' ``llm_request``."""
+    writer = RecordWriter(trace, base)
+    sidecar = Sidecar(writer)
+    server = sidecar.server(parent or None, forward_ns - MS, decode[1] + 2 * MS, path=path, peer=SIDECAR_PEER)
+    forward = sidecar.forward_request(
+        server, forward_ns, decode[1] + MS, connector=connector, path=path, prefill_target=PREFILL_TARGET
+    )
+    legs = Legs(connector, SIDECAR_UUID, forward_ns, prefill, prefill, decode, decode)
+    posts = sidecar.legs(forward, legs, path=path, prefill_target=PREFILL_TARGET)
+    return writer.spans, posts
 
 
 def any_value(value: Any) -> AnyValue:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sloscope.records import STATUS_ERROR, Span
+from sloscope.upstream.coordinator import Coordinator
 from sloscope.upstream.llmd_router import Epp
 from sloscope.upstream.writer import Drawn, Process, Scope
 
@@ -187,22 +188,27 @@ class Shapes:
         *,
         at_ms: float,
         scheduled: bool = True,
-        profile: str = "default",
         status: tuple[int, str] = (0, ""),
     ) -> str:
         """llm-d-router's EPP spans of one call, as the catalogue draws them; returns the gateway span's id."""
-        rng = self.rng
-        start = trace.start_ns + int(at_ms * MS)
         return Epp(TraceWriter(trace), EPP_PROCESS).call(
             parent,
-            start,
-            start + 4000 * MS,
+            *self.epp_call_times(trace, at_ms),
             request_id=request_id,
-            model=rng.choice(MODELS),
-            profile=profile,
-            scorers=(rng.choice(("latency-scorer", "prefix-cache-scorer")),) if scheduled else None,
+            model=self.rng.choice(MODELS),
+            scorers=self.scorers() if scheduled else None,
             status=status[1] if status[0] else None,
         )
+
+    @staticmethod
+    def epp_call_times(trace: Trace, at_ms: float) -> tuple[int, int]:
+        """When an EPP call ``at_ms`` into the trace starts and ends: each lasts four seconds."""
+        start = trace.start_ns + int(at_ms * MS)
+        return start, start + 4000 * MS
+
+    def scorers(self) -> tuple[str]:
+        """The one scorer of an EPP call's profile run."""
+        return (self.rng.choice(("latency-scorer", "prefix-cache-scorer")),)
 
     # ---- one LLM call ----------------------------------------------------------------------
 
@@ -272,19 +278,22 @@ class Shapes:
         probe the EPP may refuse; the model servers' spans under their EPP's (its traceparent won) or beside them."""
         rng = self.rng
         request_id = self.request_id()
+        coordinator = Coordinator(Epp(TraceWriter(trace), EPP_PROCESS))
         beside = rng.random() < 0.5
         if rng.random() < 0.6:
-            refused = (
-                STATUS_ERROR,
-                "inference error: PreconditionFailed - no decode worker has the requested KV cache",
-            )
-            self.epp(trace, parent, request_id, at_ms=at_ms, profile="decode", status=refused)
+            coordinator.probe(
+                parent, *self.epp_call_times(trace, at_ms), request_id=request_id, model=rng.choice(MODELS),
+                scorers=self.scorers(),
+            )  # fmt: skip
         phases = ["encode"] * rng.choice((0, 0, 1, 2)) + ["prefill", "decode"]
         if rng.random() < 0.15:
             phases.pop()  # the decode leg never came
         for i, phase in enumerate(phases):
             at = at_ms + 10 + 4100 * i
-            gateway = self.epp(trace, parent, request_id, at_ms=at, profile=phase)
+            gateway = coordinator.leg(
+                parent, phase, *self.epp_call_times(trace, at), request_id=request_id, model=rng.choice(MODELS),
+                scorers=self.scorers(),
+            )  # fmt: skip
             self.vllm(trace, parent if beside else gateway, request_id, at_ms=at + 5)
 
     def _choices(self, trace: Trace, parent: str, at_ms: float) -> None:

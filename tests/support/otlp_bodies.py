@@ -5,25 +5,26 @@ from __future__ import annotations
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from sloscope.records import Span
-from sloscope.testing import export_request, gateway_attributes, span, to_otlp_json, vllm_attributes
+from sloscope.testing import RecordWriter, export_request, gateway_attributes, to_otlp_json, vllm_attributes
+from sloscope.upstream.gie_2025 import Gie2025Epp, Vllm2025Pod
+from sloscope.upstream.writer import Process
 
 _SAMPLE_REQUESTS = 100
+_T0 = 1_700_000_000_000_000_000
+_SECOND = 1_000_000_000
+_EPP = Process({"service.name": "epp"})
+_POD = Process({"service.name": "vllm", "k8s.pod.name": "vllm-0"})
 
 
 def _spans(requests: int, first_trace: int) -> list[Span]:
+    """A trace per request, as the late-2025 EPP and vLLM write it: both spans over the same second."""
     out = []
-    for i in range(requests):
-        trace = first_trace + i
-        out.append(
-            span(
-                trace,
-                1,
-                "gateway.request",
-                gateway_attributes(slo_ttft_ms="200", slo_tpot_ms="50"),
-                resource={"service.name": "epp"},
-            )
-        )
-        out.append(span(trace, 2, "llm_request", vllm_attributes(), parent=1))
+    for trace in range(first_trace, first_trace + requests):
+        writer = RecordWriter(trace, 1)
+        attributes = gateway_attributes(slo_ttft_ms="200", slo_tpot_ms="50")
+        gateway = Gie2025Epp(writer, _EPP).gateway(None, _T0, _T0 + _SECOND, attributes)
+        Vllm2025Pod(writer, _POD).llm_request(gateway, _T0, _T0 + _SECOND, vllm_attributes())
+        out += writer.spans
     return out
 
 

@@ -15,10 +15,12 @@ import pytest
 
 from sloscope import conventions as c
 from sloscope.loading import default_spec
-from sloscope.records import JoinedRequest, Span
+from sloscope.records import STATUS_ERROR, JoinedRequest, Span
 from sloscope.slo.evaluate import evaluate
-from sloscope.testing import RecordWriter, epp_spans, span, vllm_033_attributes
+from sloscope.testing import RecordWriter, epp_spans, sidecar_spans, span, vllm_033_attributes
+from sloscope.upstream import coordinator
 from sloscope.upstream.envoy import Envoy, captured_headers
+from sloscope.upstream.pd_sidecar import LOCAL_VLLM, Sidecar
 from tests.support.engines import assembler_engine  # noqa: F401  (the fixture below)
 from tests.unit.processors.test_assembler import Harness
 
@@ -224,48 +226,24 @@ def test_waiting_for_the_gateway_can_be_set(setting: str, waits: bool) -> None:
     assert [(r.request_id, r.routing) for r in h.emitted[1:]] == [("b", c.ROUTING_UNKNOWN)]
 
 
-def nixl_request(trace: int, *, true_ttft_ms: float = 150.0) -> list[Span]:
-    """A P/D request through the sidecar's NIXL connector: decode is a child of prefill (connector_nixlv2.go:87,296)."""
+def nixl_request(trace: int) -> list[Span]:
+    """A P/D request through the sidecar's NIXL connector: decode is a child of prefill (connector_nixlv2.go:87,296).
+    The EPP's seven spans (10 to 16), the sidecar's six (30 to 35: server, forward_request, prefill, its POST,
+    decode, its POST), the prefill and the decode pod's llm_request."""
     epp = epp_call(trace, 10, request_id="pd", parent=0)
-    server = span(
-        trace,
-        30,
-        "llm_d.pd_proxy.POST /v1/chat/completions",
-        {"http.response.status_code": 200},
-        parent=10,
-        resource=SIDECAR,
-        start_ns=T0 + 10 * MS,
-    )
-    forward = span(
-        trace,
-        31,
-        "forward_request",
-        {"llm_d.pd_proxy.connector": "nixlv2"},
-        parent=30,
-        resource=SIDECAR,
-        start_ns=T0 + 11 * MS,
-    )
-    prefill = span(
-        trace, 32, "prefill", {"llm_d.pd_proxy.connector": "nixlv2"}, parent=31, resource=SIDECAR, start_ns=T0 + 12 * MS
-    )
-    prefill_post = span(trace, 33, "HTTP POST", {}, parent=32, resource=SIDECAR, start_ns=T0 + 12 * MS)
-    decode = span(
-        trace,
-        34,
-        "decode",
-        {"llm_d.pd_proxy.true_ttft_ms": true_ttft_ms},
-        parent=32,
-        resource=SIDECAR,
-        start_ns=T0 + 160 * MS,
-    )
-    decode_post = span(trace, 35, "HTTP POST", {}, parent=34, resource=SIDECAR, start_ns=T0 + 160 * MS)
+    sidecar, (prefill_post, decode_post) = sidecar_spans(
+        trace, 30, parent=10, forward_ns=T0 + 11 * MS, prefill=(T0 + 12 * MS, T0 + 154 * MS),
+        decode=(T0 + 160 * MS, T0 + 2162 * MS),
+    )  # fmt: skip
     prefill_vllm = vllm033(
-        trace, 40, 33, pod_name="prefill-0", request_id="chatcmpl-pd", start_ms=13, ttft=0.14, e2e=0.14, tokens=1
-    )
+        trace, 40, prefill_post, pod_name="prefill-0", request_id="chatcmpl-pd", start_ms=13, ttft=0.14, e2e=0.14,
+        tokens=1,
+    )  # fmt: skip
     decode_vllm = vllm033(
-        trace, 41, 35, pod_name="decode-0", request_id="chatcmpl-pd", start_ms=161, ttft=0.02, e2e=2.0, tokens=101
-    )
-    return [*epp, server, forward, prefill, prefill_post, decode, decode_post, prefill_vllm, decode_vllm]
+        trace, 41, decode_post, pod_name="decode-0", request_id="chatcmpl-pd", start_ms=161, ttft=0.02, e2e=2.0,
+        tokens=101,
+    )  # fmt: skip
+    return [*epp, *sidecar, prefill_vllm, decode_vllm]
 
 
 def test_pd_nixl_is_one_request_on_the_decode_pod_with_the_clients_ttft() -> None:
@@ -292,34 +270,17 @@ def test_pd_p2p_concurrent_connector() -> None:
     llm_d.pd_proxy.prefill; true_ttft_ms is about 1 ms and no TTFT."""
     h = Harness()
     epp = epp_call(1, 10, request_id="pd", parent=0)
-    forward = span(1, 31, "forward_request", {}, parent=10, resource=SIDECAR, start_ns=T0 + 10 * MS)
-    prefill_post = span(1, 33, "HTTP POST", {}, parent=31, resource=SIDECAR, start_ns=T0 + 11 * MS)
-    prefill = span(
-        1,
-        32,
-        "llm_d.pd_proxy.prefill",
-        {"llm_d.pd_proxy.prefill.async": True},
-        parent=31,
-        resource=SIDECAR,
-        start_ns=T0 + 11 * MS,
-    )
-    decode = span(
-        1,
-        34,
-        "llm_d.pd_proxy.decode",
-        {"llm_d.pd_proxy.true_ttft_ms": 1.0},
-        parent=32,
-        resource=SIDECAR,
-        start_ns=T0 + 11 * MS,
-    )
-    decode_post = span(1, 35, "HTTP POST", {}, parent=34, resource=SIDECAR, start_ns=T0 + 11 * MS)
+    sidecar, (prefill_post, decode_post) = sidecar_spans(
+        1, 30, parent=10, connector="offloading", forward_ns=T0 + 10 * MS, prefill=(T0 + 11 * MS, T0 + 143 * MS),
+        decode=(T0 + 11 * MS, T0 + 2013 * MS),
+    )  # fmt: skip
     prefill_vllm = vllm033(
-        1, 40, 33, pod_name="prefill-0", request_id="chatcmpl-pd", start_ms=12, ttft=0.13, e2e=0.13, tokens=1
+        1, 40, prefill_post, pod_name="prefill-0", request_id="chatcmpl-pd", start_ms=12, ttft=0.13, e2e=0.13, tokens=1
     )
     decode_vllm = vllm033(
-        1, 41, 35, pod_name="decode-0", request_id="chatcmpl-pd", start_ms=12, ttft=0.3, e2e=2.0, tokens=101
+        1, 41, decode_post, pod_name="decode-0", request_id="chatcmpl-pd", start_ms=12, ttft=0.3, e2e=2.0, tokens=101
     )
-    h.feed(*epp, forward, prefill_post, prefill, decode, decode_post, prefill_vllm)
+    h.feed(*epp, *sidecar, prefill_vllm)
     assert h.emitted == []
     h.feed(decode_vllm)
     [request] = h.emitted
@@ -481,7 +442,7 @@ def test_a_gateway_request_no_model_server_answered_is_failed(
     assert h.outcomes[c.OUTCOME_FAILED] == 1
 
 
-PROBE_REFUSED = (2, "inference error: PreconditionFailed - no decode worker has the requested KV cache")
+PROBE_REFUSED = (STATUS_ERROR, coordinator.PROBE_REFUSED)
 
 
 def test_the_coordinators_refused_conditional_decode_probe_is_no_call_and_the_call_goes_on() -> None:
@@ -694,7 +655,9 @@ def test_a_chunked_decode_counts_every_chunk_of_one_request() -> None:
     h = Harness()
     spans = nixl_request(1)
     chunked = span(1, 36, "chunked_decode", {}, parent=34, resource=SIDECAR, start_ns=T0 + 160 * MS)
-    second_post = span(1, 37, "HTTP POST", {}, parent=36, resource=SIDECAR, start_ns=T0 + 2200 * MS)
+    writer = RecordWriter(1, 37)  # the second chunk's POST, to the pod's own vLLM
+    Sidecar(writer).post(36, T0 + 2200 * MS, T0 + 3201 * MS, target=LOCAL_VLLM, path="/v1/chat/completions")
+    [second_post] = writer.spans
     second = vllm033(
         1, 42, 37, pod_name="decode-0", request_id="chatcmpl-pd", start_ms=2200, ttft=0.01, e2e=1.0, tokens=50
     )

@@ -26,17 +26,19 @@ from sloscope.processors import joined_batch
 from sloscope.processors.calls import CallJoiner
 from sloscope.processors.tracker_rows import leg_ttft
 from sloscope.records import JoinedRequest, Span
+from sloscope.testing import coordinator_spans
 from tests.support.engines import assembler_engine  # noqa: F401  (the fixture below)
 from tests.unit.processors.test_assembler import Harness
-from tests.unit.processors.test_assembler_upstream import AGENT_ROOT, MS, PROBE_REFUSED, T0, epp_call, vllm033
+from tests.unit.processors.test_assembler_upstream import AGENT_ROOT, MS, T0, epp_call, vllm033
 
 # One call: the refused probe at 0-20 ms, the prefill leg at 30-530 ms, the decode leg at 540-2540 ms.
 PROBE_MS, PREFILL_MS, DECODE_MS = 0, 30, 540
 
 
 def probe(trace: int = 1) -> list[Span]:
-    return epp_call(
-        trace, 10, request_id="r", start_ms=PROBE_MS, profile="decode", status=PROBE_REFUSED, end_ns=T0 + 20 * MS
+    """The refused conditional decode's EPP spans, under the client's span."""
+    return coordinator_spans(
+        trace, 10, phase=None, request_id="r", parent=AGENT_ROOT, start_ns=T0 + PROBE_MS * MS, end_ns=T0 + 20 * MS
     )
 
 
@@ -44,7 +46,9 @@ def leg_gateway(trace: int, phase: str, *, parent: int = AGENT_ROOT) -> list[Spa
     """The leg's EPP spans: under the client's span unless told (0: the root of a trace of its own)."""
     start, end = (PREFILL_MS, 530) if phase == c.PHASE_PREFILL else (DECODE_MS, 2540)
     base = 20 if phase == c.PHASE_PREFILL else 30
-    return epp_call(trace, base, request_id="r", start_ms=start, profile=phase, end_ns=T0 + end * MS, parent=parent)
+    return coordinator_spans(
+        trace, base, phase=phase, request_id="r", parent=parent, start_ns=T0 + start * MS, end_ns=T0 + end * MS
+    )
 
 
 def leg_server(trace: int, phase: str, *, parent: int = AGENT_ROOT) -> Span:

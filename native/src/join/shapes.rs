@@ -21,9 +21,9 @@ impl Vocabulary {
     /// The P/D leg a sidecar leg span runs, else None.
     pub fn leg(&self, span: &Span) -> Option<Leg> {
         let name = span.name();
-        if self.decode_legs.contains(name) {
+        if self.decode_legs.has(name) {
             Some(Leg::Decode)
-        } else if self.prefill_legs.contains(name) {
+        } else if self.prefill_legs.has(name) {
             Some(Leg::Prefill)
         } else {
             None
@@ -39,8 +39,7 @@ impl Vocabulary {
 
     /// The EPP's scheduling spans.
     pub fn is_scheduling(&self, span: &Span) -> bool {
-        self.scheduling.contains(span.name())
-            || span.name().starts_with(self.scorer_prefix.as_str())
+        self.scheduling.has(span.name()) || span.name().starts_with(self.scorer_prefix.as_str())
     }
 
     /// The EPP chose P/D for the request, or the sidecar ran a leg.
@@ -69,7 +68,7 @@ impl Vocabulary {
                 if typed || latency_scorers.iter().any(|s| s == scorer) {
                     return Some(self.routings.predicted);
                 }
-            } else if self.scheduling.contains(name) {
+            } else if self.scheduling.has(name) {
                 scheduled = true;
             }
         }
@@ -152,13 +151,13 @@ impl Vocabulary {
             .any(|c| text.contains(c.as_str()))
             || codes
                 .iter()
-                .any(|c| (400..500).contains(c) && !self.not_client.contains(c))
+                .any(|c| (400..500).contains(c) && !self.not_client.has(*c))
         {
             return Some(f.invalid);
         }
         let says = |said: &crate::join::vocabulary::Says| {
             said.phrases.iter().any(|p| text.contains(p.as_str()))
-                || codes.iter().any(|c| said.codes.contains(c))
+                || codes.iter().any(|c| said.codes.has(*c))
         };
         if says(&self.timeout) {
             return Some(f.timeout);

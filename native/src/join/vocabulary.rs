@@ -45,6 +45,31 @@ impl FromPyObject<'_, '_> for Word {
     }
 }
 
+/// A few words or codes, looked up by scanning: the sets of the vocabulary hold two to five, where comparing
+/// strings beats hashing one (a span's name is looked up in several on every span held).
+#[derive(Debug, Default)]
+pub struct Few<T>(Vec<T>);
+
+impl<T: Ord> From<HashSet<T>> for Few<T> {
+    fn from(set: HashSet<T>) -> Few<T> {
+        let mut items: Vec<T> = set.into_iter().collect();
+        items.sort();
+        Few(items)
+    }
+}
+
+impl Few<String> {
+    pub fn has(&self, word: &str) -> bool {
+        self.0.iter().any(|w| w == word)
+    }
+}
+
+impl Few<i64> {
+    pub fn has(&self, code: i64) -> bool {
+        self.0.contains(&code)
+    }
+}
+
 /// Why a request failed (`sloscope.upstream.vocabulary.Failures`).
 #[derive(FromPyObject, Clone, Copy, Debug)]
 pub struct Failures {
@@ -146,22 +171,22 @@ pub struct Spec {
 /// What a failed span's status message or HTTP code says for one reason.
 pub struct Says {
     pub phrases: Vec<String>,
-    pub codes: HashSet<i64>,
+    pub codes: Few<i64>,
 }
 
 /// The vocabulary as the join reads it: the spec's words, its attribute keys interned.
 pub struct Vocabulary {
-    pub prefill_legs: HashSet<String>,
-    pub decode_legs: HashSet<String>,
+    pub prefill_legs: Few<String>,
+    pub decode_legs: Few<String>,
     pub sidecar_routing: String,
     pub sidecar_server_prefix: String,
-    pub scheduling: HashSet<String>,
+    pub scheduling: Few<String>,
     pub scorer_prefix: String,
     pub profile_span: String,
     pub phases: Phases,
     pub early_phases: Vec<Word>,
     pub client_error_codes: Vec<String>,
-    pub not_client: HashSet<i64>,
+    pub not_client: Few<i64>,
     pub probe_refused: String,
     pub precondition_failed: i64,
     pub timeout: Says,
@@ -190,30 +215,30 @@ impl Vocabulary {
         let profile_name = keys.id(&spec.profile_name);
         keys.read_apart(http_status_keys.iter().copied().chain([scorer_type]));
         Vocabulary {
-            prefill_legs: spec.prefill_legs,
-            decode_legs: spec.decode_legs,
+            prefill_legs: spec.prefill_legs.into(),
+            decode_legs: spec.decode_legs.into(),
             sidecar_routing: spec.sidecar_routing,
             sidecar_server_prefix: spec.sidecar_server_prefix,
-            scheduling: spec.scheduling,
+            scheduling: spec.scheduling.into(),
             scorer_prefix: spec.scorer_prefix,
             profile_span: spec.profile_span,
             phases: spec.phases,
             early_phases: spec.early_phases,
             client_error_codes: spec.client_error_codes,
-            not_client: spec.not_client,
+            not_client: spec.not_client.into(),
             probe_refused: spec.probe_refused,
             precondition_failed: spec.precondition_failed,
             timeout: Says {
                 phrases: spec.timeout_phrases,
-                codes: spec.timeout_codes,
+                codes: spec.timeout_codes.into(),
             },
             shed: Says {
                 phrases: spec.shed_phrases,
-                codes: spec.shed_codes,
+                codes: spec.shed_codes.into(),
             },
             aborted: Says {
                 phrases: spec.aborted_phrases,
-                codes: spec.aborted_codes,
+                codes: spec.aborted_codes.into(),
             },
             failures: spec.failures,
             routings: spec.routings,

@@ -198,6 +198,7 @@ class Service:
 
     async def _start_pipeline(self) -> None:
         self.pipeline.start()
+        self.pipeline.intake.in_flight.quiet.start(lambda: self.pipeline.pending)  # a trim after each burst
 
     async def _start_sinks(self) -> None:
         self.sinks.start()
@@ -318,6 +319,7 @@ class Service:
         return True
 
     async def _stop_pipeline(self, deadline: float) -> bool:
+        self.pipeline.intake.in_flight.quiet.stop()
         remaining = max(deadline - self._flush_reserve - asyncio.get_running_loop().time(), 0.1)
         drained = await asyncio.to_thread(self.pipeline.shutdown, remaining)
         if not drained:

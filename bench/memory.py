@@ -127,12 +127,16 @@ def _tracemalloc_top(limit: int = 25) -> list[tuple[str, int]] | None:
 
 class Probe:
     """What the server process knows of its memory, written to ``out`` as JSON on SIGUSR1 (SIGUSR2: after
-    ``malloc_trim(0)``). Installed before the service is built; keeps the service to read its join."""
+    ``malloc_trim(0)``). Installed before ``serve`` starts; finds the service among the gc's objects when asked
+    (importing the service's module beforehand would import pyarrow before ``serve`` chooses its pool)."""
 
     def __init__(self, out: Path) -> None:
         self.out = out
-        self.service: Any = None
         self.snapshots = 0
+
+    @staticmethod
+    def service() -> Any:
+        return next((o for o in gc.get_objects() if type(o).__name__ == "Service" and hasattr(o, "pipeline")), None)
 
     def snapshot(self, trimmed: bool) -> dict[str, Any]:
         trim = None
@@ -140,8 +144,9 @@ class Probe:
             start = time.perf_counter()
             trim = {"released": int(_libc().malloc_trim(0)), "seconds": time.perf_counter() - start}
         pending = None
-        if self.service is not None:
-            shards = self.service.pipeline._shards
+        service = self.service()
+        if service is not None:
+            shards = service.pipeline._shards
             pending = {
                 "traces": sum(s.assembler.pending for s in shards),
                 "bytes": sum(s.assembler.pending_bytes for s in shards),
@@ -182,16 +187,8 @@ def probe_main(argv: list[str]) -> int:
     probe = Probe(out)
     signal.signal(signal.SIGUSR1, probe.on_signal)
     signal.signal(signal.SIGUSR2, probe.on_signal)
-    from sloscope import cli
-    from sloscope.service import server
+    from sloscope import cli  # imports no more than `sloscope serve` does before it starts
 
-    build = server.Service.__init__
-
-    def keep(self: Any, *args: Any, **kwargs: Any) -> None:
-        build(self, *args, **kwargs)
-        probe.service = self
-
-    server.Service.__init__ = keep  # type: ignore[method-assign]
     return cli.main(argv[1:])
 
 

@@ -11,7 +11,8 @@ first, to show what glibc gives back. Beside each snapshot the script reads ``/p
 RssFile), ``/proc/PID/smaps_rollup`` and the largest mappings of ``/proc/PID/smaps``.
 
 The load is both payload sets of bench/payloads.py (two-span traces, then llm-d agent sessions) over OTLP/HTTP
-protobuf, ``--rounds`` times with fresh trace ids, sent by this process from the same core as the server unless
+protobuf (and OTLP/gRPC with ``--transports http grpc``, as bench/compare.py sends them), ``--rounds`` times with
+fresh trace ids, sent by this process from the same core as the server unless
 ``--client-cpu`` says otherwise. Snapshots: idle after start, after a warm-up, after every round's requests are
 counted, and ``--settle`` seconds after the last (the quiet time a server sees between bursts). Extra environment
 for the server (``--env NAME=VALUE``, e.g. ``ARROW_DEFAULT_MEMORY_POOL=system`` or ``MALLOC_ARENA_MAX=1``) compares
@@ -234,13 +235,25 @@ def mappings(pid: int) -> list[dict[str, Any]]:
 
 
 def by_file(maps: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
-    """Rss by backing file (anonymous mappings kept apart: ``[anon]`` split by size class), kB, largest first."""
+    """Rss by backing file, kB, largest first. Anonymous mappings are told apart where their shape says what they
+    are: a thread's stack follows its guard page (a small ``---p`` mapping), a glibc arena's heap is followed by
+    the rest of its 64 MiB reservation (``---p``), pymalloc's arenas are 1 MiB each (adjacent ones may be merged
+    into one mapping: counted with the rest), and the rest is ``[anon]``."""
     groups: dict[str, dict[str, int]] = {}
-    for m in maps:
+    for k, m in enumerate(maps):
         path = m["path"]
-        if path == "[anon]":
-            size = m.get("Size", 0)
-            path = "[anon 8 MiB: thread stacks]" if size == 8192 else "[anon]"
+        before = maps[k - 1] if k else None
+        after = maps[k + 1] if k + 1 < len(maps) else None
+        if path == "[anon]" and m["perms"].startswith("rw"):
+            if before is not None and before["perms"] == "---p" and before.get("Size", 0) <= 64:
+                path = "[anon: thread stacks]"
+            elif (
+                after is not None
+                and after["perms"] == "---p"
+                and after["path"] == "[anon]"
+                and (m.get("Size", 0) + after.get("Size", 0) == 65536)
+            ):
+                path = "[anon: glibc arena heaps]"
         elif "site-packages/" in path:
             path = "site-packages/" + path.split("site-packages/", 1)[1].split("/", 1)[0]
         elif path.endswith(".so") or ".so." in path:
@@ -281,6 +294,7 @@ class ProbedServer:
         line = next(entry for entry in self.log if LISTENING in entry)
         fields = dict(part.split("=", 1) for part in line.split(LISTENING, 1)[1].split())
         self.otlp_http_port = int(fields["otlp_http"].rsplit(":", 1)[1])
+        self.ports = {name: int(fields[f"otlp_{name}"].rsplit(":", 1)[1]) for name in ("http", "grpc")}
         self.metrics_port = int(fields["metrics"].rsplit(":", 1)[1])
 
     def _read(self) -> None:
@@ -355,10 +369,14 @@ def summary_line(snap: dict[str, Any]) -> str:
     return "  ".join(parts)
 
 
-def send(server: ProbedServer, part: PayloadSet, counted: float, args: argparse.Namespace) -> float:
+def send(
+    server: ProbedServer, part: PayloadSet, counted: float, args: argparse.Namespace, transport: str = "http"
+) -> float:
+    from compare import GrpcClient
     from run import Client, wait_for_requests
 
-    client = Client(server.otlp_http_port, args.connections, 0.05)
+    make = Client if transport == "http" else GrpcClient
+    client = make(server.ports[transport], args.connections, 0.05)
     try:
         client.send(part.payloads, time.monotonic() + args.timeout)
     finally:
@@ -380,10 +398,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         env["BENCH_MEMORY_TRACEMALLOC"] = "1"
     rounds = []
     for k in range(args.rounds):
-        rounds.append((
-            build(args.spans, 512, 8, seed=k + 1, first_request=10**7 * (k + 1)),
-            build_llmd(args.spans, 512, seed=k + 1, first_session=10**7 * (k + 1)),
-        ))  # fmt: skip
+        parts = []
+        for t, transport in enumerate(args.transports):
+            first = 10**7 * (k * len(args.transports) + t + 1)  # a trace never comes twice
+            parts.append((transport, build(args.spans, 512, 8, seed=k + 1, first_request=first)))
+            parts.append((transport, build_llmd(args.spans, 512, seed=k + 1, first_session=first)))
+        rounds.append(parts)
     warmup = build(2048, 512, 8, seed=99, first_request=10**9)
     snaps = []
     with tempfile.TemporaryDirectory(prefix="sloscope-bench-memory-") as tmp:
@@ -393,9 +413,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             snaps.append(server.snapshot("idle"))
             counted = send(server, warmup, 0, args)
             snaps.append(server.snapshot("after warm-up"))
-            for k, (two_span, llmd) in enumerate(rounds):
-                counted = send(server, two_span, counted, args)
-                counted = send(server, llmd, counted, args)
+            for k, parts in enumerate(rounds):
+                for transport, part in parts:
+                    counted = send(server, part, counted, args, transport)
                 snaps.append(server.snapshot(f"after round {k + 1}"))
             time.sleep(args.settle)
             snaps.append(server.snapshot(f"{args.settle:.0f} s later"))
@@ -426,6 +446,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     add("--cpu", type=int, default=1, help="the core the server is pinned to (default 1)")
     add("--client-cpu", type=int, help="the core this process sends from (default: the server's)")
     add("--spans", type=int, default=50_000, help="spans of each payload set per round (default 50000)")
+    add("--transports", nargs="+", choices=("http", "grpc"), default=["http"], help="OTLP transports (default http)")
     add("--rounds", type=int, default=2, help="rounds of both payload sets, fresh trace ids each (default 2)")
     add("--connections", type=int, default=4, help="HTTP connections sending at once (default 4)")
     add("--window", type=float, default=0.5, help="join.window_seconds (default 0.5, as bench/compare.py)")

@@ -451,7 +451,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     add("--connections", type=int, default=4, help="HTTP connections sending at once (default 4)")
     add("--window", type=float, default=0.5, help="join.window_seconds (default 0.5, as bench/compare.py)")
     add("--idle-wait", type=float, default=2.0, help="seconds after start before the idle snapshot (default 2)")
-    add("--settle", type=float, default=10.0, help="seconds after the load before the last snapshots (default 10)")
+    add(
+        "--settle",
+        type=float,
+        default=25.0,
+        help="seconds after the load before the last snapshots (default 25: the server trims its heap once the load "
+        "has stopped for 10 to 20 s)",
+    )
     add("--env", action="append", default=[], metavar="NAME=VALUE", help="extra environment of the server")
     add("--set", action="append", default=[], metavar="PATH=VALUE", help="a setting of the server (join.workers=2)")
     add("--tracemalloc", action="store_true", help="trace Python allocations in the server (slower)")

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from sloscope import __version__
-from sloscope.allocator import limit_arenas
+from sloscope.allocator import arrow_system_pool, limit_arenas
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -317,6 +317,7 @@ def _tune_gil() -> None:
 
 def _serve(config: Path | None, spec: Path | None) -> int:
     limit_arenas()  # before any thread allocates
+    arrow_system_pool()  # before pyarrow is imported
     from sloscope.loading import ConfigError, load
     from sloscope.redaction import RedactingFilter, redact_text
     from sloscope.service.listeners import ListenerFilesError

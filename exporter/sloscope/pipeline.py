@@ -200,12 +200,17 @@ class Pipeline:
         self.telemetry.watch(
             lambda: len(self.queue),
             self.queue.capacity,
-            lambda: sum(shard.assembler.pending for shard in self._shards),
+            lambda: self.pending,
             lambda: sum(shard.assembler.pending_bytes for shard in self._shards),
             lambda: self._batch.rows,
         )
         self._started = False
         self._stopped = threading.Event()
+
+    @property
+    def pending(self) -> int:
+        """Traces the join holds, over every worker."""
+        return sum(shard.assembler.pending for shard in self._shards)
 
     @property
     def running(self) -> bool:

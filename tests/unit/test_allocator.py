@@ -78,3 +78,26 @@ def test_nothing_is_asked_of_the_allocator_when_the_environment_sets_the_cap() -
     assert calls == []
     assert allocator.limit_arenas({}, mallopt)
     assert calls == [(-8, 2)]  # M_ARENA_MAX in glibc's malloc.h
+
+
+def test_arrow_allocates_with_the_c_allocator_unless_the_environment_names_a_pool() -> None:
+    environ: dict[str, str] = {}
+    assert allocator.arrow_system_pool(environ)
+    assert environ == {"ARROW_DEFAULT_MEMORY_POOL": "system"}
+    chosen = {"ARROW_DEFAULT_MEMORY_POOL": "jemalloc"}
+    assert not allocator.arrow_system_pool(chosen)
+    assert chosen == {"ARROW_DEFAULT_MEMORY_POOL": "jemalloc"}
+
+
+def test_serve_imports_pyarrow_with_the_system_pool() -> None:
+    program = (
+        "from sloscope.allocator import arrow_system_pool\n"
+        "arrow_system_pool()\n"
+        "import pyarrow\n"
+        "print(pyarrow.default_memory_pool().backend_name)\n"
+    )
+    environ = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=60, env=environ, check=False
+    )
+    assert done.stdout.strip() == "system", done.stderr

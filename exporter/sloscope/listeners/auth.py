@@ -1,10 +1,11 @@
 """Credentials the listeners require: a bearer token or basic auth, both read from files.
 
 :class:`Credentials` checks an ``Authorization`` value; :func:`require_credentials` wraps an ASGI
-app (401 with ``WWW-Authenticate``, RFC 9110 section 11.6.1) and :class:`GrpcAuthInterceptor`
-answers gRPC calls UNAUTHENTICATED. The secrets are re-read when their files change (a rotated
-Secret needs no restart), compared in constant time, and never logged: a refusal logs nothing but
-its count, since a client retrying with a wrong token would flood the log.
+app (401 with ``WWW-Authenticate``, RFC 9110 section 11.6.1) and
+:class:`~sloscope.listeners.grpc_auth.GrpcAuthInterceptor` answers gRPC calls UNAUTHENTICATED.
+The secrets are re-read when their files change (a rotated Secret needs no restart), compared in
+constant time, and never logged: a refusal logs nothing but its count, since a client retrying with
+a wrong token would flood the log.
 """
 
 from __future__ import annotations
@@ -12,16 +13,13 @@ from __future__ import annotations
 import base64
 import binascii
 import hmac
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
-
-import grpc
 
 from sloscope import conventions as c
 from sloscope.config import ListenerAuth
 from sloscope.listeners.file_watch import Reloading
-from sloscope.listeners.grpc_status import refuse
 
 REALM = "sloscope"
 
@@ -120,29 +118,3 @@ def unauthorized(credentials: Credentials, reason: str) -> tuple[list[tuple[str,
 def unauthenticated_message(reason: str) -> str:
     """What a gRPC call refused for its credentials is told (UNAUTHENTICATED)."""
     return f"credentials {reason}: send authorization metadata (Bearer token or Basic)"
-
-
-class GrpcAuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc ships no types
-    """Refuses every call without accepted credentials in its ``authorization`` metadata: UNAUTHENTICATED."""
-
-    def __init__(self, credentials: Credentials, on_refusal: Callable[[str], None]) -> None:
-        self._credentials = credentials
-        self._on_refusal = on_refusal
-
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        metadata = handler_call_details.invocation_metadata or ()
-        authorization = next((str(value) for key, value in metadata if key == "authorization"), None)
-        reason = self._credentials.check(authorization)
-        if reason is None:
-            return await continuation(handler_call_details)
-        self._on_refusal(reason)
-        message = unauthenticated_message(reason)
-
-        async def unauthenticated(request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
-            return refuse(context, grpc.StatusCode.UNAUTHENTICATED, message)  # no abort: it would keep the bytes
-
-        return grpc.unary_unary_rpc_method_handler(unauthenticated)

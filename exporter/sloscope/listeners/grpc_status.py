@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import grpc
+if TYPE_CHECKING:  # grpcio is imported only by the listeners it serves (sloscope.listeners.grpc_auth)
+    import grpc
 
 __all__ = ["refuse"]
 

@@ -16,11 +16,13 @@ from __future__ import annotations
 import ssl
 from collections.abc import Callable
 from pathlib import Path
-
-import grpc
+from typing import TYPE_CHECKING
 
 from sloscope.config import ListenerTLS
 from sloscope.listeners.file_watch import Reloading
+
+if TYPE_CHECKING:  # imported by the grpcio listener's credentials only: serve imports grpcio only for it
+    import grpc
 
 Pems = tuple[bytes, bytes, bytes | None, str]
 """(certificate chain, key, client CA, client_auth_type): the native gRPC front's TLS."""
@@ -64,6 +66,8 @@ class ServerTLS:
 
     def grpc_credentials(self) -> grpc.ServerCredentials:
         """Credentials whose fetcher reloads the files at a handshake after they changed."""
+        import grpc
+
         watch = Reloading("OTLP/gRPC listener TLS", self._files, self._build_grpc)
         self._grpc = watch
 
@@ -102,4 +106,6 @@ class ServerTLS:
         # previous pair stays in use, instead of gRPC failing every handshake.
         ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(str(config.cert_file), str(config.key_file))
         roots = Path(config.client_ca_file).read_bytes() if config.client_ca_file is not None else None
+        import grpc
+
         return grpc.ssl_server_certificate_configuration([pair], root_certificates=roots)

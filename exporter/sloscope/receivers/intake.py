@@ -87,6 +87,7 @@ class Intake:
         return await self.decoder.decode(body, encoding, is_json=is_json, then=then)
 
     def submit(self, decoded: Decoded, transport: str) -> Result:
+        self.in_flight.quiet.touched()
         spans = decoded.batch if decoded.batch is not None else self._checked(decoded)
         count = len(spans)  # now: once queued, a native batch's spans move (to a shard, to the join)
         offered = count + decoded.rejected  # a refused batch is refused whole, invalid spans included

@@ -12,77 +12,20 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import grpc
-from google.protobuf import any_pb2, duration_pb2
-from google.rpc import code_pb2, error_details_pb2, status_pb2
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from sloscope.listeners.grpc_status import refuse
 from sloscope.receivers.in_flight import Lease
-from sloscope.receivers.intake import Intake, Result, Status
+from sloscope.receivers.intake import Intake
 from sloscope.receivers.otlp_decode import MalformedPayloadError
+from sloscope.receivers.otlp_grpc_answers import Answer, Answers, Code
 
 log = logging.getLogger(__name__)
 
 SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
-
-
-def _retry_metadata(seconds: int, message: str) -> tuple[tuple[str, bytes], ...]:
-    retry = error_details_pb2.RetryInfo(retry_delay=duration_pb2.Duration(seconds=seconds))
-    detail = any_pb2.Any()
-    detail.Pack(retry)
-    status = status_pb2.Status(code=code_pb2.RESOURCE_EXHAUSTED, message=message, details=[detail])
-    return (
-        ("grpc-status-details-bin", status.SerializeToString()),
-        ("google.rpc.retryinfo-bin", retry.SerializeToString()),
-    )
-
-
-@dataclass(frozen=True)
-class Answer:
-    """What a call is answered: a status, and the response message when it is OK."""
-
-    code: grpc.StatusCode
-    message: str = ""
-    metadata: tuple[tuple[str, bytes], ...] = ()
-    body: bytes = b""
-
-
-class Answers:
-    """The answers of the Export method, shared by the grpcio receiver and the native front."""
-
-    def __init__(self, retry_after_seconds: int, max_request_bytes: int) -> None:
-        self.max_request_bytes = max_request_bytes
-        busy = "sloscope is busy: queue full, retry later"
-        self.queue_full = Answer(grpc.StatusCode.RESOURCE_EXHAUSTED, busy, _retry_metadata(retry_after_seconds, busy))
-        full = "sloscope is busy: too many bytes in flight, retry later"
-        self.in_flight_full = Answer(
-            grpc.StatusCode.RESOURCE_EXHAUSTED, full, _retry_metadata(retry_after_seconds, full)
-        )
-
-    def too_large(self, size: int) -> Answer:
-        """Permanent: INVALID_ARGUMENT, so exporters do not retry it."""
-        return Answer(
-            grpc.StatusCode.INVALID_ARGUMENT,
-            f"message of {size} bytes exceeds the limit of {self.max_request_bytes}; send smaller batches",
-        )
-
-    def of(self, result: Result) -> Answer:
-        """The answer to a message the intake took (or refused)."""
-        if result.status is Status.QUEUE_FULL:
-            return self.queue_full
-        if result.status is Status.TOO_MANY_SPANS:
-            return Answer(grpc.StatusCode.INVALID_ARGUMENT, result.message)
-        if result.status is Status.SHUTTING_DOWN:
-            return Answer(grpc.StatusCode.UNAVAILABLE, "sloscope is shutting down")
-        response = ExportTraceServiceResponse()
-        if result.rejected:
-            response.partial_success.rejected_spans = result.rejected
-            response.partial_success.error_message = result.message
-        return Answer(grpc.StatusCode.OK, body=response.SerializeToString())
+_STATUS = {code: grpc.StatusCode[code.name] for code in Code}  # the answers' codes as grpcio's
 
 
 def trace_service_handler(intake: Intake, max_request_bytes: int) -> grpc.GenericRpcHandler:
@@ -117,9 +60,9 @@ def trace_service_handler(intake: Intake, max_request_bytes: int) -> grpc.Generi
 
 
 def answer(context: Any, reply: Answer) -> bytes:
-    if reply.code is grpc.StatusCode.OK:
+    if reply.code is Code.OK:
         return reply.body
-    return refuse(context, reply.code, reply.message, reply.metadata)
+    return refuse(context, _STATUS[reply.code], reply.message, reply.metadata)
 
 
 def create_server(

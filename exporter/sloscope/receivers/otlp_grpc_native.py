@@ -4,7 +4,7 @@ grpcio's asyncio server spends about 0.5 µs a span of the event loop's and its 
 sloscope sees a message, and the message then hops to a decoding thread (bench/front.py). The native front
 (native/src/front) reads each Export message on a thread of its own, decodes it there without the GIL and
 takes the GIL once to call :meth:`NativeGrpcReceiver.export`, which hands the spans to the intake and answers
-with :class:`~sloscope.receivers.otlp_grpc.Answers`, as the grpcio receiver does.
+with :class:`~sloscope.receivers.otlp_grpc_answers.Answers`, as the grpcio receiver does; it needs no grpcio.
 """
 
 from __future__ import annotations
@@ -13,15 +13,13 @@ import socket
 from collections.abc import Callable
 from functools import partial
 
-import grpc
-
 from sloscope import _native
 from sloscope.config import Settings
 from sloscope.listeners.tls import Pems
 from sloscope.receivers.in_flight import TRIM_FROM_BYTES
 from sloscope.receivers.intake import Intake
 from sloscope.receivers.native_decode import decoded
-from sloscope.receivers.otlp_grpc import Answer, Answers
+from sloscope.receivers.otlp_grpc_answers import Answer, Answers, Code
 
 Wire = tuple[int, str, list[tuple[str, bytes]], bytes]
 """An answer as the front takes it: (status code, message, trailing metadata, response message)."""
@@ -29,12 +27,11 @@ Wire = tuple[int, str, list[tuple[str, bytes]], bytes]
 
 def _authorize(check: Callable[[str | None], str | None], authorization: str | None) -> Wire | None:
     message = check(authorization)
-    return None if message is None else _wire(Answer(grpc.StatusCode.UNAUTHENTICATED, message))
+    return None if message is None else _wire(Answer(Code.UNAUTHENTICATED, message))
 
 
 def _wire(answer: Answer) -> Wire:
-    code: int = answer.code.value[0]
-    return code, answer.message, list(answer.metadata), answer.body
+    return int(answer.code), answer.message, list(answer.metadata), answer.body
 
 
 class NativeGrpcReceiver:
@@ -48,7 +45,7 @@ class NativeGrpcReceiver:
         """``outcome``: what the decoder made of the message, or why it is not an export."""
         if isinstance(outcome, str):
             self._intake.count_request("grpc", "malformed")
-            return _wire(Answer(grpc.StatusCode.INVALID_ARGUMENT, outcome))
+            return _wire(Answer(Code.INVALID_ARGUMENT, outcome))
         result = self._intake.submit(decoded(outcome), "grpc")
         return _wire(self._answers.of(result))
 
@@ -59,7 +56,7 @@ class NativeGrpcReceiver:
             return _wire(self._answers.too_large(size))
         if result == "in_flight_full":
             return _wire(self._answers.in_flight_full)
-        code = grpc.StatusCode.UNIMPLEMENTED if result == "unsupported_encoding" else grpc.StatusCode.INVALID_ARGUMENT
+        code = Code.UNIMPLEMENTED if result == "unsupported_encoding" else Code.INVALID_ARGUMENT
         return _wire(Answer(code, reason))
 
 

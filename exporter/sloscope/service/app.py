@@ -9,11 +9,10 @@ from __future__ import annotations
 import asyncio
 import gzip
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
-from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client.exposition import choose_encoder
 from starlette.routing import Route
 
@@ -22,6 +21,9 @@ from sloscope.listeners.http_metrics import HttpMetrics
 from sloscope.listeners.tracing import instrument
 from sloscope.pipeline import Pipeline
 from sloscope.receivers.otlp_http import OtlpHttpReceiver, otlp_route
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
 
 
 def _unprotected(app: Any) -> Any:

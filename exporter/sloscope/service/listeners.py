@@ -6,23 +6,26 @@ ASGI wrapper requiring credentials, and the gRPC server's channel arguments, cre
 interceptor. Channel argument names are gRPC core's (grpc include/grpc/impl/channel_arg_names.h,
 the grpcio 1.85.1 this project pins): keepalive time and timeout, permitted client ping interval,
 max connection idle, age and age grace, max concurrent streams, max allowed incoming connections
-(refused before the handshake) and the server handshake timeout.
+(refused before the handshake) and the server handshake timeout. grpcio itself is imported only when its
+server is chosen (``listeners.grpc.server: grpcio``): with the native front it cost 8 MiB for nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import grpc
 from prometheus_client import CollectorRegistry, Counter
 
 from sloscope import conventions as c
 from sloscope.config import Listeners
-from sloscope.listeners.auth import Credentials, GrpcAuthInterceptor, require_credentials, unauthenticated_message
+from sloscope.listeners.auth import Credentials, require_credentials, unauthenticated_message
 from sloscope.listeners.tls import Pems, ServerTLS
 from sloscope.service.listener_guard import ListenerGuard, guarded_protocol
+
+if TYPE_CHECKING:
+    import grpc
 
 OPEN_PATHS = frozenset({"/healthz", "/readyz"})
 """Reachable without credentials on the metrics listener, so that probes need none."""
@@ -140,6 +143,8 @@ class ListenerSetup:
         credentials = self._auth_on("otlp_grpc")
         if credentials is None:
             return []
+        from sloscope.listeners.grpc_auth import GrpcAuthInterceptor
+
         return [GrpcAuthInterceptor(credentials, self._on_refusal("otlp_grpc"))]
 
     def add_grpc_port(self, server: grpc.aio.Server, address: str) -> int:

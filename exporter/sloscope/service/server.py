@@ -21,9 +21,8 @@ import signal
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import grpc
 import uvicorn
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
 
@@ -35,7 +34,6 @@ from sloscope.pipeline import Pipeline
 from sloscope.publishers.record_store import RecordStore
 from sloscope.publishers.sinks import RecordSink, RecordSinks, SinkMetrics
 from sloscope.receivers import otlp_grpc_native, otlp_http_native
-from sloscope.receivers.otlp_grpc import create_server as create_grpc_server
 from sloscope.receivers.otlp_http_native import NativeHttpReceiver
 from sloscope.service import descriptors
 from sloscope.service.app import create_metrics_app, create_otlp_app
@@ -44,6 +42,9 @@ from sloscope.service.graph import Component, Graph
 from sloscope.service.listeners import ListenerSetup
 from sloscope.service.pools import PoolMonitor, pod_history, pool_of_pod
 from sloscope.slo.spec import SLOSpec
+
+if TYPE_CHECKING:  # grpcio: imported only when listeners.grpc.server is grpcio
+    import grpc
 
 log = logging.getLogger(__name__)
 
@@ -199,6 +200,7 @@ class Service:
 
     async def _start_pipeline(self) -> None:
         self.pipeline.start()
+        self.pipeline.intake.in_flight.quiet.start(lambda: self.pipeline.pending)  # a trim after each burst
 
     async def _start_sinks(self) -> None:
         self.sinks.start()
@@ -230,6 +232,8 @@ class Service:
             check, tls = self._listeners.grpc_check(), self._listeners.tls_files("otlp_grpc")
             self._fronts["otlp_grpc"] = otlp_grpc_native.start(sock, self.pipeline.intake, self.settings, check, tls)
             return port
+        from sloscope.receivers.otlp_grpc import create_server as create_grpc_server
+
         self._grpc = create_grpc_server(
             self.pipeline.intake,
             self.settings.limits.max_request_bytes,
@@ -319,6 +323,7 @@ class Service:
         return True
 
     async def _stop_pipeline(self, deadline: float) -> bool:
+        self.pipeline.intake.in_flight.quiet.stop()
         remaining = max(deadline - self._flush_reserve - asyncio.get_running_loop().time(), 0.1)
         drained = await asyncio.to_thread(self.pipeline.shutdown, remaining)
         if not drained:

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from sloscope.receivers.decode_pool import Decoder
-from sloscope.receivers.in_flight import TRIM_FROM_BYTES, InFlightBytes, Lease, MemoryTrimmer
+from sloscope.receivers.in_flight import TRIM_FROM_BYTES, InFlightBytes, Lease, MemoryTrimmer, QuietTrim
 from sloscope.receivers.otlp_decode import Decoded, MalformedPayloadError, PayloadTooLargeError, decode_protobuf
 from sloscope.testing import export_request, gateway_attributes, span, to_otlp_json, vllm_attributes
 
@@ -126,3 +126,41 @@ def test_a_large_body_let_go_on_a_native_front_thread_is_trimmed_on_the_event_lo
 
     assert asyncio.run(scenario()) == 1  # the smaller body asked for none
     assert len(trimmed_on) == 1 and trimmed_on[0] != threading.main_thread().name  # in an executor thread
+
+
+def test_a_burst_gets_one_trim_once_the_requests_and_the_join_stand_still() -> None:
+    """Requests (from threads, as the fronts take them) arm the watch; the trim waits until neither they nor the
+    join's pending traces change over the quiet time; an idle server gets none, and the next burst one more."""
+    trims: list[float] = []
+    pending = [16]
+
+    async def scenario() -> list[int]:
+        trimmer = MemoryTrimmer(interval=0.01, trim=lambda _: trims.append(time.monotonic()) or 0)
+        quiet = QuietTrim(trimmer, quiet=0.05)
+        quiet.start(lambda: pending[0])
+        seen = []
+        await asyncio.sleep(0.2)
+        seen.append(trimmer.trims)  # idle from the start: nothing to give back
+        fronts = [threading.Thread(target=quiet.touched) for _ in range(4)]
+        for front in fronts:
+            front.start()
+        for front in fronts:
+            front.join()
+        for _ in range(16):  # the join lets its traces go over a while: not quiet yet
+            await asyncio.sleep(0.01)
+            pending[0] -= 1
+        seen.append(trimmer.trims)
+        await asyncio.sleep(0.3)
+        seen.append(trimmer.trims)  # quiet: one trim
+        await asyncio.sleep(0.2)
+        seen.append(trimmer.trims)  # and no more while idle
+        quiet.touched()  # the next burst
+        await asyncio.sleep(0.3)
+        seen.append(trimmer.trims)
+        quiet.stop()
+        quiet.touched()  # stopped: arms nothing
+        await asyncio.sleep(0.2)
+        seen.append(trimmer.trims)
+        return seen
+
+    assert asyncio.run(scenario()) == [0, 0, 1, 1, 2, 2]

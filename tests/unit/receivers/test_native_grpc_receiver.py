@@ -76,3 +76,28 @@ def test_the_native_front_needs_the_native_decoder() -> None:
     with pytest.raises(pydantic.ValidationError, match=re.escape("it needs join.engine: native")):
         Settings.model_validate({"listeners": {"grpc": {"server": "native"}}, "join": {"engine": "python"}})
     assert Settings.model_validate({"listeners": {"grpc": {"server": "native"}}}).listeners.grpc.server == "native"
+
+
+def test_the_answers_codes_are_grpcs_numbers_and_names() -> None:
+    """The answers carry gRPC's status numbers without grpcio (the native front sends the number); the grpcio
+    receiver maps them to its StatusCode by name."""
+    import grpc
+
+    from sloscope.receivers.otlp_grpc_answers import Code
+
+    for code in Code:
+        assert grpc.StatusCode[code.name].value[0] == code.value
+
+
+def test_serve_with_the_native_front_imports_no_grpcio() -> None:
+    import subprocess
+    import sys
+
+    program = (
+        "import sys\n"
+        "from sloscope.service.server import Service\n"
+        "from sloscope.receivers import otlp_grpc_native\n"
+        "print(sorted(m for m in sys.modules if m == 'grpc' or m.startswith('grpc.')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120, check=False)
+    assert done.stdout.strip() == "[]", done.stderr

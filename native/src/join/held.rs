@@ -33,14 +33,21 @@ pub struct Keys {
     /// not). A captured header (an array of one non-empty string) reads as its string everywhere
     /// else: every other reader of the join sees the same either way (`as_string` takes the first
     /// element, and neither is a number, None or ""), so only these keys get their headers back as
-    /// arrays.
-    apart: Vec<KeyId>,
+    /// arrays. A bit per id (the vocabulary's keys are interned first, so their ids are small): every
+    /// attribute of every span held is checked, and a bit test costs what the constant ids it replaced did.
+    apart: u64,
 }
 
 impl Keys {
     /// Marks keys whose string values are read apart from arrays of strings (`apart`).
     pub fn read_apart(&mut self, ids: impl Iterator<Item = KeyId>) {
-        self.apart.extend(ids);
+        for id in ids {
+            assert!(
+                id < 64,
+                "a key read apart must be among the first 64 interned"
+            );
+            self.apart |= 1 << id;
+        }
     }
 
     /// The id of each of a batch's keys (`SpanBatch::keys`), interning the new ones: a batch names
@@ -91,6 +98,9 @@ pub struct HeldSpan {
     pub parent_span_id: Option<[u8; 8]>,
     /// OTLP StatusCode (0 unset, 1 ok, 2 error).
     pub status_code: u8,
+    /// What its name says of its shape (`shapes::shape` flags), worked out once by the assembler that holds it
+    /// (`Vocabulary::classify`): the shapes ask it of every span of a request, many times a request.
+    pub shape: u8,
     pub start_ns: u64,
     pub end_ns: u64,
     pub resource: Arc<Resource>,
@@ -120,7 +130,7 @@ impl HeldSpan {
             attr.set_key(u32::from(id));
             attr.set_gen_ai(keys.is_gen_ai(id));
             present |= key_bit(id);
-            if keys.apart.contains(&id) {
+            if id < 64 && keys.apart & (1 << id) != 0 {
                 fields.unfold_header(index);
             }
         }
@@ -128,6 +138,7 @@ impl HeldSpan {
             span_id: span.span_id,
             parent_span_id: span.parent_span_id,
             status_code: u8::try_from(span.status_code).unwrap_or(u8::MAX),
+            shape: 0,
             start_ns: span.start_ns,
             end_ns: span.end_ns,
             resource: span.resource,

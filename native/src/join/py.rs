@@ -179,7 +179,8 @@ impl NativeAssembler {
         let name = span.fields.name();
         let named_anchor = self.anchor_names.iter().any(|n| n == name);
         let gateway = self.gateway_names.iter().any(|n| n == name);
-        let span = HeldSpan::pack(span, ids, &self.keys);
+        let mut span = HeldSpan::pack(span, ids, &self.keys);
+        span.shape = self.core.words().classify(span.name());
         let anchor = named_anchor || span.attribute(self.anchor_key).is_some();
         let words = self.core.words();
         let bare = !span.has_attributes()

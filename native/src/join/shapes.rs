@@ -11,6 +11,19 @@ use crate::join::vocabulary::{Vocabulary, Word};
 
 type Span = HeldSpan;
 
+/// The flags of `HeldSpan::shape`.
+pub mod shape {
+    pub const PREFILL_LEG: u8 = 1;
+    pub const DECODE_LEG: u8 = 2;
+    pub const SIDECAR_ROUTING: u8 = 4;
+    /// One of the EPP's scheduling spans by name.
+    pub const SCHEDULING: u8 = 8;
+    /// A scorer's span (its name starts with the scorer prefix): scheduling too.
+    pub const SCORER: u8 = 16;
+    /// `run_scheduler_profile`, which names the profile it ran.
+    pub const PROFILE: u8 = 32;
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Leg {
     Prefill,
@@ -18,12 +31,36 @@ pub enum Leg {
 }
 
 impl Vocabulary {
+    /// The `shape` flags of a span named `name`: which of the vocabulary's names it bears.
+    pub fn classify(&self, name: &str) -> u8 {
+        let mut flags = 0;
+        if self.decode_legs.has(name) {
+            flags |= shape::DECODE_LEG;
+        } else if self.prefill_legs.has(name) {
+            flags |= shape::PREFILL_LEG;
+        }
+        if name == self.sidecar_routing
+            || (name.starts_with(self.sidecar_server_prefix.as_str()) && name.contains(' '))
+        {
+            flags |= shape::SIDECAR_ROUTING;
+        }
+        if self.scheduling.has(name) {
+            flags |= shape::SCHEDULING;
+        }
+        if name.starts_with(self.scorer_prefix.as_str()) {
+            flags |= shape::SCORER;
+        }
+        if name == self.profile_span {
+            flags |= shape::PROFILE;
+        }
+        flags
+    }
+
     /// The P/D leg a sidecar leg span runs, else None.
     pub fn leg(&self, span: &Span) -> Option<Leg> {
-        let name = span.name();
-        if self.decode_legs.has(name) {
+        if span.shape & shape::DECODE_LEG != 0 {
             Some(Leg::Decode)
-        } else if self.prefill_legs.has(name) {
+        } else if span.shape & shape::PREFILL_LEG != 0 {
             Some(Leg::Prefill)
         } else {
             None
@@ -32,14 +69,12 @@ impl Vocabulary {
 
     /// The sidecar's server spans, where the client's request reaches the decode pod.
     pub fn is_sidecar_routing(&self, span: &Span) -> bool {
-        let name = span.name();
-        name == self.sidecar_routing
-            || (name.starts_with(self.sidecar_server_prefix.as_str()) && name.contains(' '))
+        span.shape & shape::SIDECAR_ROUTING != 0
     }
 
     /// The EPP's scheduling spans.
     pub fn is_scheduling(&self, span: &Span) -> bool {
-        self.scheduling.has(span.name()) || span.name().starts_with(self.scorer_prefix.as_str())
+        span.shape & (shape::SCHEDULING | shape::SCORER) != 0
     }
 
     /// The EPP chose P/D for the request, or the sidecar ran a leg.
@@ -58,8 +93,8 @@ impl Vocabulary {
     ) -> Option<Word> {
         let mut scheduled = false;
         for span in spans {
-            let name = span.name();
-            if let Some(scorer) = name.strip_prefix(self.scorer_prefix.as_str()) {
+            if span.shape & shape::SCORER != 0 {
+                let scorer = &span.name()[self.scorer_prefix.len()..];
                 scheduled = true;
                 let typed = match span.attribute(self.scorer_type) {
                     Some(ValueRef::Str(t)) => latency_scorers.iter().any(|s| s == t),
@@ -68,7 +103,7 @@ impl Vocabulary {
                 if typed || latency_scorers.iter().any(|s| s == scorer) {
                     return Some(self.routings.predicted);
                 }
-            } else if self.scheduling.has(name) {
+            } else if span.shape & shape::SCHEDULING != 0 {
                 scheduled = true;
             }
         }
@@ -80,7 +115,7 @@ impl Vocabulary {
     pub fn phase<'a>(&self, spans: impl Iterator<Item = &'a Span>) -> Option<Word> {
         let mut found: Option<Word> = None;
         for span in spans {
-            if span.name() != self.profile_span {
+            if span.shape & shape::PROFILE == 0 {
                 continue;
             }
             let Some(ValueRef::Str(name)) = span.attribute(self.profile_name) else {
@@ -222,9 +257,11 @@ mod tests {
     fn span(name: &str, attrs: Vec<(&str, Value)>, status: i32, message: &str) -> Span {
         let (span, names) = span_with(name, status, message, attrs);
         let mut keys = Keys::default();
-        testing::llm_d(&mut keys);
+        let words = testing::llm_d(&mut keys);
         let ids = keys.ids_of(&names);
-        HeldSpan::pack(span, &ids, &keys)
+        let mut held = HeldSpan::pack(span, &ids, &keys);
+        held.shape = words.classify(held.name());
+        held
     }
 
     fn reason(spans: &[Span], answered: bool) -> Option<&'static str> {

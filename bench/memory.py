@@ -454,9 +454,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     add(
         "--settle",
         type=float,
-        default=25.0,
-        help="seconds after the load before the last snapshots (default 25: the server trims its heap once the load "
-        "has stopped for 10 to 20 s)",
+        default=70.0,
+        help="seconds after the load before the last snapshots (default 70: the server trims its heap once the load "
+        "has stopped for 60 to 120 s)",
     )
     add("--env", action="append", default=[], metavar="NAME=VALUE", help="extra environment of the server")
     add("--set", action="append", default=[], metavar="PATH=VALUE", help="a setting of the server (join.workers=2)")

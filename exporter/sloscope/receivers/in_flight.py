@@ -22,9 +22,10 @@ burst are freed all over glibc's heap, which cannot shrink past the blocks still
 ``malloc_trim(0)`` gave 20 MB of it back (VmRSS 206 to 186 MiB). So :class:`QuietTrim` asks for one trim when a
 burst is over: once the intake has taken nothing and the join's pending traces have not changed for
 ``QUIET_SECONDS``. Pages given back are faulted in again by the next burst (11 ms of CPU for 20 MiB on the
-development machine, against 1.2 to 1.6 ms for the trim), so the quiet time is long: bursts seconds apart, as
-under steady load or ``bench/compare.py``'s slices, never see a trim, and reuse the slack instead. An idle server
-is not woken: the watch is armed by the first request after a trim.
+development machine, against 1.2 to 1.6 ms for the trim), so the quiet time is long, a minute: bursts seconds or
+tens of seconds apart, as under steady load or ``bench/compare.py``'s slices, never see a trim, and reuse the slack
+instead.
+An idle server is not woken: the watch is armed by the first request after a trim.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ log = logging.getLogger(__name__)
 
 _TRIM_INTERVAL_SECONDS = 1.0
 TRIM_FROM_BYTES = 1024 * 1024  # freeing a smaller body alone leaves nothing worth giving back
-QUIET_SECONDS = 10.0  # how long the intake and the join stand still before a burst counts as over
+QUIET_SECONDS = 60.0  # how long the intake and the join stand still before a burst counts as over
 
 
 class MemoryTrimmer:

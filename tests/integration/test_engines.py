@@ -329,7 +329,9 @@ def test_a_multi_port_data_parallel_pod_is_every_ranks_page_and_a_request_is_ask
     state for that scrape, and each rank's engine histograms keep their own baseline."""
 
     async def scenario() -> None:
-        rig = ScrapeRig()
+        # Scrapes are the test's own: the target's periodic scrape (every 5 s by default, first at a random offset:
+        # the address has a random port) must not add one, so its interval is a day.
+        rig = ScrapeRig(settings=Scrape(timeout_seconds=2.0, interval_seconds=86_400.0))
         registry, history = rig.registry, rig.history
         registry.register(PodStateCollector(history, ["dp"]))
         async with httpx.AsyncClient() as http:

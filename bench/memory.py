@@ -29,7 +29,6 @@ import json
 import os
 import re
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -269,42 +268,17 @@ def by_file(maps: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
 
 
 class ProbedServer:
-    """``sloscope serve`` inside the probe, pinned to ``cpu``; ``snapshot()`` reads /proc and asks the probe."""
+    """``sloscope serve`` inside the probe, pinned to ``cpu`` (bench/run.py's ``Server`` running this file's probe);
+    ``snapshot()`` reads /proc and asks the probe."""
 
     def __init__(self, settings: dict[str, Any], cpu: int, workdir: Path, env: dict[str, str]) -> None:
-        import yaml
+        from run import Server  # not at import: the probe process chooses its allocators before pyarrow comes in
 
-        config = workdir / "settings.yaml"
-        config.write_text(yaml.safe_dump(settings), encoding="utf-8")
         self.out = workdir / "probe.json"
-        command = ["taskset", "-c", str(cpu), sys.executable, __file__, "probe", str(self.out)]
-        command += ["serve", "--config", str(config)]
-        environ = {k: v for k, v in os.environ.items() if not k.startswith("SLOSCOPE_")}
-        environ.update(env)
-        self.proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                     env=environ)  # fmt: skip
-        self.log: list[str] = []
-        self._listening = threading.Event()
-        threading.Thread(target=self._read, daemon=True).start()
-        if not self._listening.wait(60) or self.proc.poll() is not None:
-            self.stop()
-            raise SystemExit("sloscope serve did not start:\n" + "\n".join(self.log[-20:]))
-        from run import LISTENING
-
-        line = next(entry for entry in self.log if LISTENING in entry)
-        fields = dict(part.split("=", 1) for part in line.split(LISTENING, 1)[1].split())
-        self.otlp_http_port = int(fields["otlp_http"].rsplit(":", 1)[1])
-        self.ports = {name: int(fields[f"otlp_{name}"].rsplit(":", 1)[1]) for name in ("http", "grpc")}
-        self.metrics_port = int(fields["metrics"].rsplit(":", 1)[1])
-
-    def _read(self) -> None:
-        from run import LISTENING
-
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.log.append(line.rstrip())
-            if LISTENING in line:
-                self._listening.set()
+        program = [sys.executable, __file__, "probe", str(self.out)]
+        self.server = Server(settings, cpu, workdir, program=program, env=env)
+        self.proc, self.metrics_port = self.server.proc, self.server.metrics_port
+        self.ports = {name: self.server.ports[f"otlp_{name}"] for name in ("http", "grpc")}
 
     def snapshot(self, label: str, trim: bool = False) -> dict[str, Any]:
         pid = self.proc.pid
@@ -336,13 +310,7 @@ class ProbedServer:
         }
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        self.server.stop()
 
 
 def summary_line(snap: dict[str, Any]) -> str:

@@ -289,11 +289,22 @@ class Server:
     """``sloscope serve`` in a subprocess pinned to one core, on loopback with ports picked by the OS."""
 
     def __init__(
-        self, settings: dict[str, Any], cpu: int | None, workdir: Path, cprofile_dir: Path | None = None
+        self,
+        settings: dict[str, Any],
+        cpu: int | None,
+        workdir: Path,
+        cprofile_dir: Path | None = None,
+        *,
+        program: list[str] | None = None,
+        env: dict[str, str] | None = None,
     ) -> None:
+        """``program``: what runs ``serve --config FILE`` (the `sloscope` command of this environment unless told);
+        ``env``: added to the environment."""
         config = workdir / f"settings-{time.monotonic_ns()}.yaml"
         config.write_text(yaml.safe_dump(settings), encoding="utf-8")
-        if cprofile_dir is not None:
+        if program is not None:
+            command = list(program)
+        elif cprofile_dir is not None:
             command = [sys.executable, str(BENCH / "profile_server.py"), str(cprofile_dir)]
         else:
             command = [sys.executable, "-m", "sloscope"]  # the `sloscope` command of this environment
@@ -301,15 +312,17 @@ class Server:
         taskset = cpu is not None and shutil.which("taskset") is not None
         if taskset:
             command = ["taskset", "-c", str(cpu), *command]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SLOSCOPE_")}  # only the file counts
-        self.proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+        environ = {k: v for k, v in os.environ.items() if not k.startswith("SLOSCOPE_")}  # only the file counts
+        environ.update(env or {})
+        self.proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=environ)
         if cpu is not None and not taskset:  # before the interpreter has started any thread
             os.sched_setaffinity(self.proc.pid, {cpu})
         self.log: list[str] = []
         self._listening = threading.Event()
         self._reader = threading.Thread(target=self._read_stderr, daemon=True)
         self._reader.start()
-        self.otlp_http_port, self.metrics_port = self._wait_ready(timeout=30.0)
+        self.ports = self._wait_ready(timeout=30.0)  # by listener: otlp_grpc, otlp_http, metrics
+        self.otlp_http_port, self.metrics_port = self.ports["otlp_http"], self.ports["metrics"]
 
     def _read_stderr(self) -> None:
         assert self.proc.stderr is not None
@@ -318,7 +331,7 @@ class Server:
             if LISTENING in line:
                 self._listening.set()
 
-    def _wait_ready(self, timeout: float) -> tuple[int, int]:
+    def _wait_ready(self, timeout: float) -> dict[str, int]:
         """The ports of the line ``sloscope listening: otlp_grpc=H:P otlp_http=H:P metrics=H:P``."""
         deadline = time.monotonic() + timeout
         while not self._listening.wait(0.05):
@@ -328,8 +341,7 @@ class Server:
                 raise SystemExit(f"sloscope serve did not start (exit {self.proc.returncode}):\n{tail}")
         line = next(entry for entry in self.log if LISTENING in entry)
         fields = dict(part.split("=", 1) for part in line.split(LISTENING, 1)[1].split())
-        port = {name: int(address.rsplit(":", 1)[1]) for name, address in fields.items()}
-        return port["otlp_http"], port["metrics"]
+        return {name: int(address.rsplit(":", 1)[1]) for name, address in fields.items()}
 
     def cpu_seconds(self) -> float:
         return process_cpu_seconds(self.proc.pid)

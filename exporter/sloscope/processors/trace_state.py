@@ -129,28 +129,52 @@ class PendingTrace:
         return out
 
 
+SEEN, CLAIMED, PARENT = 1, 2, 4  # the lists a remembered span id is in, as bits of its marks
+
+
 @dataclass(slots=True)
 class SeenSpans:
-    """What is remembered of a trace's spans once they left the pending trace."""
+    """What is remembered of a trace's spans once they left the pending trace: the ids seen (a second copy is a
+    duplicate), those claimed by an emitted request (a child of one is late) and their parents (one arriving now is
+    late). One entry an id, marked with its lists, in order of first mention: a list over its cap takes its mark
+    from its oldest entries, and an entry with no mark left is forgotten (the native join's ``seen.rs`` the same)."""
 
-    seen: dict[str, None] = field(default_factory=dict)  # span ids held before: a second copy is a duplicate
-    claimed: dict[str, None] = field(default_factory=dict)  # spans of emitted requests: a child of one is late
-    parents: dict[str, None] = field(default_factory=dict)  # their parents: one arriving now is late
+    marks: dict[str, int] = field(default_factory=dict)
+    counts: dict[int, int] = field(default_factory=lambda: {SEEN: 0, CLAIMED: 0, PARENT: 0})
 
     def remember(self, spans: Iterable[Span], *, claimed: bool, cap: int) -> None:
         for span in spans:
-            self.seen[span.span_id] = None
+            self._mark(span.span_id, SEEN)
             if claimed:
-                self.claimed[span.span_id] = None
+                self._mark(span.span_id, CLAIMED)
                 if span.parent_span_id:
-                    self.parents[span.parent_span_id] = None
-        for ids in (self.seen, self.claimed, self.parents):
-            while len(ids) > cap:  # a trace that never ends forgets its oldest spans first
-                del ids[next(iter(ids))]
+                    self._mark(span.parent_span_id, PARENT)
+        for bit, count in self.counts.items():
+            if count > cap:  # a trace that never ends forgets its oldest spans first
+                self._unmark_oldest(bit, count - cap)
+
+    def _mark(self, span_id: str, bit: int) -> None:
+        marks = self.marks.get(span_id, 0)
+        if not marks & bit:
+            self.marks[span_id] = marks | bit
+            self.counts[bit] += 1
+
+    def _unmark_oldest(self, bit: int, over: int) -> None:
+        self.counts[bit] -= over
+        for span_id, marks in list(self.marks.items()):
+            if not over:
+                break
+            if marks & bit:
+                over -= 1
+                if marks == bit:
+                    del self.marks[span_id]
+                else:
+                    self.marks[span_id] = marks & ~bit
 
     def verdict(self, span: Span) -> str | None:
-        if span.span_id in self.seen:
+        marks = self.marks.get(span.span_id, 0)
+        if marks & SEEN:
             return c.DROP_DUPLICATE
-        if span.span_id in self.parents or span.parent_span_id in self.claimed:
+        if marks & PARENT or self.marks.get(span.parent_span_id, 0) & CLAIMED:
             return c.DROP_LATE
         return None

@@ -18,8 +18,9 @@ use crate::join::held::ValueRef;
 use crate::join::ordered::{OrderedMap, Small};
 use crate::join::recent::Recent;
 use crate::join::rules::{Field, Rules};
+use crate::join::seen::{Repeat, Seen};
 use crate::join::shapes::Leg;
-use crate::join::trace::{Held, Repeat, Seen, SpanId, Spans, Trace, TraceId};
+use crate::join::trace::{Held, SpanId, Spans, Trace, TraceId};
 use crate::join::vocabulary::{Vocabulary, Word};
 
 /// The `Join` settings the assembler reads.

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from sloscope import __version__
 from sloscope.allocator import arrow_system_pool, limit_arenas
+from sloscope.lean_imports import skip_httpx_command_line
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -318,6 +319,7 @@ def _tune_gil() -> None:
 def _serve(config: Path | None, spec: Path | None) -> int:
     limit_arenas()  # before any thread allocates
     arrow_system_pool()  # before pyarrow is imported
+    skip_httpx_command_line()  # before httpx is imported
     from sloscope.loading import ConfigError, load
     from sloscope.redaction import RedactingFilter, redact_text
     from sloscope.service.listeners import ListenerFilesError

@@ -20,7 +20,7 @@ FLOORS: tuple[frozenset[str], ...] = tuple(
     frozenset(floor)
     for floor in (
         # value types and names every floor speaks
-        ("__init__", "conventions", "records", "redaction", "threads", "allocator"),
+        ("__init__", "conventions", "records", "redaction", "threads", "allocator", "lean_imports"),
         # engine names and the span vocabulary of the upstreams, the columnar batch and series, the Parquet files
         ("engines", "upstream", "columnar", "store"),
         ("config",),  # the settings

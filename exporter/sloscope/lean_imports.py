@@ -18,8 +18,8 @@ HTTPX_COMMAND_LINE = "httpx._main"
 
 def skip_httpx_command_line(modules: MutableMapping[str, ModuleType | None] | None = None) -> bool:
     """Keeps httpx's command line client unimported; True when done here (False: httpx was imported already)."""
-    modules = sys.modules if modules is None else modules
-    if "httpx" in modules:
+    table: MutableMapping[str, ModuleType | None] = sys.modules if modules is None else modules  # type: ignore[assignment]  # a None entry is how an import is blocked
+    if "httpx" in table:
         return False
-    modules.setdefault(HTTPX_COMMAND_LINE, None)
+    table.setdefault(HTTPX_COMMAND_LINE, None)
     return True

@@ -21,6 +21,9 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import numpy as np
+
+from sloscope.columnar.columns import Codes, Floats
 from sloscope.receivers.consumers import PodKey
 from sloscope.receivers.discovery import Target
 from sloscope.receivers.protocols import PodState
@@ -131,6 +134,21 @@ class PodHistory:
                 return None
             sample = record.samples[index]
         return sample if at - sample.at <= self._stale_after else None
+
+    def as_of_all(self, key: PodKey, at: Floats) -> tuple[Codes, list[PodSample]]:
+        """:meth:`as_of` of many times at once, the pod's ring read once: per time the index of its sample among
+        the samples returned, -1 where there is none."""
+        with self._lock:
+            record = self._pods.get(key)
+            times, samples = (np.array(record.times), list(record.samples)) if record is not None else (None, [])
+        found = np.full(len(at), -1, dtype=np.intp)
+        if times is None or not len(times):
+            return found, samples
+        index = np.searchsorted(times, at, side="right") - 1
+        taken = index >= 0
+        fresh = taken & (at - times[np.maximum(index, 0)] <= self._stale_after)
+        found[fresh] = index[fresh]
+        return found, samples
 
     def expire(self, now: float) -> list[PodKey]:
         """Forget pods that vanished more than the grace period ago; returns their keys."""

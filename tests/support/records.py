@@ -5,13 +5,12 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 
 from sloscope.loading import default_spec
 from sloscope.processors import joined_batch
 from sloscope.processors.pod_history import PodHistory
-from sloscope.processors.record_parts import BatchRows, one_prediction, pod_part, records
+from sloscope.processors.record_parts import BatchRows, Settled, settled_records
 from sloscope.receivers.discovery import Target
 from sloscope.receivers.protocols import PodState
 from sloscope.records import JoinedRequest
@@ -64,28 +63,23 @@ def record(
     prediction: dict[str, Any] | None = None,
     **fields: Any,
 ) -> pa.RecordBatch:
-    """One request's record, as the prediction tracker builds it: ``prediction`` holds the values of
-    :func:`~sloscope.processors.record_parts.one_prediction` (source ``none`` without), ``pod_state`` the pod's
-    scrape the as-of join finds (age seconds a multiple of 1/64, so that arrival minus scrape time gives it back
-    exactly)."""
+    """One request's record, as the prediction tracker builds a shadow-settled request's: ``prediction`` holds
+    the values of its :class:`~sloscope.processors.record_parts.Settled` (source ``none`` without), ``pod_state``
+    the pod's scrape the as-of join finds (age seconds a multiple of 1/64, so that arrival minus scrape time
+    gives it back exactly)."""
     request = joined(n, end_ns=end_ns, **fields)
     batch = joined_batch.from_requests([request])
     rows = BatchRows(batch, evaluate_batch(batch, default_spec()).to_record_batch())
-    values = {"source": "none", **(prediction or {})}
-    part = one_prediction(request.pool or "unknown", **values)
-    return records(rows, part, _pod_part(request, pod_state))
-
-
-def _pod_part(request: JoinedRequest, state: PodStateAtArrival | None) -> pa.RecordBatch:
-    """The pod part of a request whose pod was scraped ``state.age_seconds`` before its arrival (None: never)."""
+    settled = Settled(request.pool or "unknown", **{"source": "none", **(prediction or {})})
     arrival = (request.arrival_ns or request.start_ns) / 1e9
     history = PodHistory(4, stale_after=3600.0, vanished_grace=60.0)
     target = Target(pool=request.pool or "unknown", pod=request.pod or "pod", address="10.9.9.9:8000")
     history.track(target)
-    if state is not None:
+    if pod_state is not None:
+        state = pod_state
         scraped = PodState(state.waiting, state.running, state.kv_cache_utilization, lora=None, models=frozenset())
         history.record(target.key, arrival - state.age_seconds, scraped)
-    return pod_part(history, [target.key], np.zeros(1, dtype=np.intp), np.array([arrival]))
+    return settled_records(history, [rows], [target.key], [arrival], [settled])
 
 
 def rows_of(tables: list[Records]) -> list[SimpleNamespace]:

@@ -24,6 +24,7 @@ import pyarrow as pa
 from sloscope import conventions as c
 from sloscope.processors.labels import LabelAdmission
 from sloscope.processors.predictions import DEFAULT_QUANTILE, Pending, PredictionTracker
+from sloscope.processors.record_parts import Settled
 from sloscope.publishers.prometheus import PrometheusPublisher
 from sloscope.records import Evaluation, JoinedRequest, Verdict
 from sloscope.slo.evaluate import evaluate, valid_seconds, valid_tokens
@@ -279,35 +280,36 @@ class ReferenceTracker(PredictionTracker):
         else:
             self._enqueue(pending)
 
-    def _settled(self, pending: Pending, prediction: pa.RecordBatch) -> pa.RecordBatch:
-        """The request's record as an object, made of its request, its evaluation, its prediction (the values
+    def _settled_records(self, settled: list[tuple[Pending, Settled]]) -> pa.RecordBatch:
+        """The requests' records as objects, each made of its request, its evaluation, its prediction (the values
         :meth:`record` or :meth:`unpredicted` settled on) and its pod's state as of arrival."""
-        (values,) = prediction.to_pylist()
+        (batch,) = record_table([self._record_of(pending, values) for pending, values in settled]).to_batches()
+        return batch
+
+    def _record_of(self, pending: Pending, values: Settled) -> RequestRecord:
         sample = self._history.as_of(pending.key, pending.arrival) if pending.key is not None else None
-        state = sample.state if sample is not None else None
-        record = RequestRecord(
-            pending.request,
-            pending.evaluation,
-            pool=values["pool"],
-            prediction_source=values["prediction_source"],
-            predicted_ttft_seconds=values["predicted_ttft_seconds"],
-            predicted_tpot_seconds=values["predicted_tpot_seconds"],
-            prediction_quantile=values["prediction_quantile"],
-            prediction_objective=values["prediction_objective"],
-            prediction_skipped=values["prediction_skipped"],
-            ttft_headroom_seconds=values["ttft_headroom_seconds"],
-            tpot_headroom_seconds=values["tpot_headroom_seconds"],
-            pod_state=PodStateAtArrival(
+        pod_state = None
+        if sample is not None:
+            state = sample.state
+            pod_state = PodStateAtArrival(
                 state.waiting, state.running, state.kv_cache_utilization, pending.arrival - sample.at
             )
-            if state is not None and sample is not None
-            else None,
-            predicted_e2e_seconds=values["predicted_e2e_seconds"],
-            e2e_headroom_seconds=values["e2e_headroom_seconds"],
+        return RequestRecord(
+            pending.request,
+            pending.evaluation,
+            pool=values.pool,
+            prediction_source=values.source,
+            predicted_ttft_seconds=values.ttft,
+            predicted_tpot_seconds=values.tpot,
+            prediction_quantile=values.quantile,
+            prediction_objective=values.objective,
+            prediction_skipped=values.skipped,
+            ttft_headroom_seconds=values.ttft_headroom,
+            tpot_headroom_seconds=values.tpot_headroom,
+            pod_state=pod_state,
+            predicted_e2e_seconds=values.e2e,
+            e2e_headroom_seconds=values.e2e_headroom,
         )
-        assert record.pool == pending.pool
-        (batch,) = record_table([record]).to_batches()
-        return batch
 
 
 def _seconds(ms: float | None) -> float | None:

@@ -19,12 +19,14 @@ or dead predictor can never hold up the SLO series, nor fill the queue of anothe
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
 import math
 import random
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -43,7 +45,15 @@ from sloscope.processors import prediction_batch
 from sloscope.processors.joined_batch import EvaluatedBatch
 from sloscope.processors.pod_history import PodHistory, PodKey
 from sloscope.processors.prediction_batch import Comparisons, Events
-from sloscope.processors.record_parts import BatchRows, Held, batch_rows, one_prediction, pod_part, prediction_part
+from sloscope.processors.record_parts import (
+    BatchRows,
+    Held,
+    Settled,
+    batch_rows,
+    pod_part,
+    prediction_part,
+    settled_records,
+)
 from sloscope.processors.record_parts import records as build_records
 from sloscope.processors.running_slos import RunningSLOs
 from sloscope.processors.streaming_modes import first_signal
@@ -313,6 +323,10 @@ class PredictionTracker:
         self._rng = rng or random.Random()
         self._sink = sink  # the record sinks (store, OTLP export), handed record batches in order; None: no records
         self._streaming_of = streaming_of
+        # the requests settled in a settling() block of the running task or thread, their records built at its end
+        self._settling: contextvars.ContextVar[list[tuple[Pending, Settled]] | None] = contextvars.ContextVar(
+            "settling", default=None
+        )
         # One queue per pool, each of at most max_pending: a pool whose predictor is slow fills its own only.
         self._pending: dict[str, deque[Pending]] = {}
         self._lock = threading.Lock()
@@ -357,13 +371,13 @@ class PredictionTracker:
             source=arrow_arrays.coded_strings(np.where(span, 0, 1), (c.SOURCE_SPAN, c.SOURCE_NONE)),
             skipped=arrow_arrays.coded_strings(_REASON_CODES[fate], c.SKIP_REASONS),
             objective=arrow_arrays.coded_strings(np.where(span, spans.objective[recorded], -1), c.OBJECTIVES),
-            quantile=quantile,
-            ttft=held(spans.ttft),
-            tpot=held(spans.tpot),
-            e2e=held(spans.e2e),
-            ttft_headroom=held(spans.ttft_headroom),
-            tpot_headroom=held(spans.tpot_headroom),
-            e2e_headroom=held(spans.e2e_headroom),
+            quantile=quantile.array(),
+            ttft=held(spans.ttft).array(),
+            tpot=held(spans.tpot).array(),
+            e2e=held(spans.e2e).array(),
+            ttft_headroom=held(spans.ttft_headroom).array(),
+            tpot_headroom=held(spans.tpot_headroom).array(),
+            e2e_headroom=held(spans.e2e_headroom).array(),
         )
         pod = pod_part(self._history, rows.keys, rows.key[recorded], rows.arrival[recorded])
         return build_records(batch_rows(rows.batch, recorded), prediction, pod)
@@ -542,16 +556,34 @@ class PredictionTracker:
         """Gives up on every queued request of ``pool`` (every pool: None), at shutdown: counted, and recorded
         without a prediction."""
         abandoned = self.take(self.waiting(pool), pool)
-        for pending in abandoned:
-            self.unpredicted(pending, reason)
+        with self.settling():
+            for pending in abandoned:
+                self.unpredicted(pending, reason)
         return len(abandoned)
+
+    @contextlib.contextmanager
+    def settling(self) -> Iterator[None]:
+        """The records of the requests settled in the block (:meth:`record`, :meth:`unpredicted`) built together
+        and handed to the sinks as one table when it ends, in the order they settled: a shadow call settles many
+        requests at once, and their records cost together about what one costs alone. A block within another
+        (of the same task or thread) adds to the outer one."""
+        if self._sink is None or self._settling.get() is not None:
+            yield
+            return
+        settled: list[tuple[Pending, Settled]] = []
+        token = self._settling.set(settled)
+        try:
+            yield
+        finally:
+            self._settling.reset(token)
+            if settled:
+                self._sink(self._settled_records(settled))
 
     def unpredicted(self, pending: Pending, reason: str | None) -> None:
         """A request that gets no prediction: counted by reason (None: shadowing is off), and recorded."""
         if reason is not None:
             self.series.skipped(pending.labels[1], reason)
-        if self._sink is not None:
-            self._sink(self._settled(pending, one_prediction(pending.pool, c.SOURCE_NONE, skipped=reason)))
+        self._settle(pending, Settled(pending.pool, c.SOURCE_NONE, skipped=reason))
 
     def record(
         self,
@@ -597,30 +629,45 @@ class PredictionTracker:
         if streaming and predicted_tpot is not None and slo_tpot is not None:
             tpot_headroom_value = tpot_headroom(slo_tpot, predicted_tpot, self._buffer, pending.tightest_running)
             series.headroom(labels, c.SIGNAL_TPOT, tpot_headroom_value, trace_id)
-        if self._sink is not None:
-            off = not streaming  # the predicted "TTFT" is end-to-end latency, as its headroom
-            prediction = one_prediction(
-                pending.pool,
-                source,
-                objective=objective,
-                quantile=quantile if objective == c.OBJECTIVE_QUANTILE else None,
-                ttft=None if off else predicted_ttft,
-                tpot=None if off else predicted_tpot,
-                e2e=predicted_ttft if off else None,
-                ttft_headroom=None if off else first_headroom,
-                tpot_headroom=tpot_headroom_value,
-                e2e_headroom=first_headroom if off else None,
-            )
-            self._sink(self._settled(pending, prediction))
+        off = not streaming  # the predicted "TTFT" is end-to-end latency, as its headroom
+        settled = Settled(
+            pending.pool,
+            source,
+            objective=objective,
+            quantile=quantile if objective == c.OBJECTIVE_QUANTILE else None,
+            ttft=None if off else predicted_ttft,
+            tpot=None if off else predicted_tpot,
+            e2e=predicted_ttft if off else None,
+            ttft_headroom=None if off else first_headroom,
+            tpot_headroom=tpot_headroom_value,
+            e2e_headroom=first_headroom if off else None,
+        )
+        self._settle(pending, settled)
 
-    def _settled(self, pending: Pending, prediction: pa.RecordBatch) -> pa.RecordBatch:
-        """The record of a queued request once its prediction settled: its row of the batch, its prediction and
-        its pod's state as of its arrival, through the builder of :meth:`publish`."""
-        assert pending.rows is not None, "a request queued while there were no record sinks"
-        key = np.array([0 if pending.key is not None else -1], dtype=np.intp)
-        keys = [pending.key] if pending.key is not None else []
-        pod = pod_part(self._history, keys, key, np.array([pending.arrival]))
-        return build_records(pending.rows, prediction, pod)
+    def _settle(self, pending: Pending, settled: Settled) -> None:
+        """The request's record, with a sink: held to the end of the :meth:`settling` block, else made now."""
+        if self._sink is None:
+            return
+        held = self._settling.get()
+        if held is not None:
+            held.append((pending, settled))
+        else:
+            self._sink(self._settled_records([(pending, settled)]))
+
+    def _settled_records(self, settled: list[tuple[Pending, Settled]]) -> pa.RecordBatch:
+        """The records of queued requests once their predictions settled: their rows of their batches, their
+        predictions and their pods' states as of arrival, through the builder of :meth:`publish`."""
+        rows: list[BatchRows] = []
+        for pending, _ in settled:
+            assert pending.rows is not None, "a request queued while there were no record sinks"
+            rows.append(pending.rows)
+        return settled_records(
+            self._history,
+            rows,
+            [pending.key for pending, _ in settled],
+            [pending.arrival for pending, _ in settled],
+            [values for _, values in settled],
+        )
 
     def _note_objective(self, pool: str, objective: str) -> None:
         with self._lock:

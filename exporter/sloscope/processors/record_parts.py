@@ -5,7 +5,9 @@ evaluator's (both from the evaluated batch), the prediction part (the pool it is
 prediction came from or why it has none, the predictions and headrooms) and the state of its pod at arrival.
 The tracker builds the records of the rows a batch settles at once in one go, the rows taken from the batch
 together; a request queued for a shadow prediction keeps its row of the batch parts (:class:`BatchRows` of one
-row) and gets its record from the same builder when its prediction settles.
+row) and gets its record from the same builder when its prediction settles, together with the others settled
+with it (the answers of one shadow call): their rows put together, their predictions (:class:`Settled`) as
+columns.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from sloscope.processors.joined_batch import EvaluatedBatch
 from sloscope.processors.pod_history import PodHistory, PodKey
 from sloscope.store.schema import POD, PREDICTION, RecordParts, build_records
 
-__all__ = ["BatchRows", "Held", "batch_rows", "one_prediction", "pod_part", "prediction_part", "records"]
+__all__ = ["BatchRows", "Held", "Settled", "batch_rows", "pod_part", "prediction_part", "records", "settled_records"]
 
 
 class BatchRows(NamedTuple):
@@ -59,88 +61,107 @@ def prediction_part(
     source: pa.Array,
     skipped: pa.Array,
     objective: pa.Array,
-    quantile: Held,
-    ttft: Held,
-    tpot: Held,
-    e2e: Held,
-    ttft_headroom: Held,
-    tpot_headroom: Held,
-    e2e_headroom: Held,
+    quantile: pa.Array,
+    ttft: pa.Array,
+    tpot: pa.Array,
+    e2e: pa.Array,
+    ttft_headroom: pa.Array,
+    tpot_headroom: pa.Array,
+    e2e_headroom: pa.Array,
 ) -> pa.RecordBatch:
     """What the tracker adds to the records of some rows, as the record store's prediction part."""
     columns = {
         "pool": pool,
         "prediction_source": source,
         "prediction_skipped": skipped,
-        "predicted_ttft_seconds": ttft.array(),
-        "predicted_tpot_seconds": tpot.array(),
-        "prediction_quantile": quantile.array(),
+        "predicted_ttft_seconds": ttft,
+        "predicted_tpot_seconds": tpot,
+        "prediction_quantile": quantile,
         "prediction_objective": objective,
-        "ttft_headroom_seconds": ttft_headroom.array(),
-        "tpot_headroom_seconds": tpot_headroom.array(),
-        "predicted_e2e_seconds": e2e.array(),
-        "e2e_headroom_seconds": e2e_headroom.array(),
+        "ttft_headroom_seconds": ttft_headroom,
+        "tpot_headroom_seconds": tpot_headroom,
+        "predicted_e2e_seconds": e2e,
+        "e2e_headroom_seconds": e2e_headroom,
     }
     return pa.RecordBatch.from_arrays([columns[name] for name in PREDICTION.names], schema=PREDICTION)
 
 
-def one_prediction(
-    pool: str,
-    source: str,
-    *,
-    skipped: str | None = None,
-    objective: str | None = None,
-    quantile: float | None = None,
-    ttft: float | None = None,
-    tpot: float | None = None,
-    e2e: float | None = None,
-    ttft_headroom: float | None = None,
-    tpot_headroom: float | None = None,
-    e2e_headroom: float | None = None,
-) -> pa.RecordBatch:
-    """:func:`prediction_part` of one request, from its values (None: none)."""
+class Settled(NamedTuple):
+    """A request's prediction once settled (by a shadow call, or why it has none), as its record holds it."""
+
+    pool: str
+    source: str
+    skipped: str | None = None
+    objective: str | None = None
+    quantile: float | None = None  # None for a mean prediction
+    ttft: float | None = None
+    tpot: float | None = None
+    e2e: float | None = None
+    ttft_headroom: float | None = None
+    tpot_headroom: float | None = None
+    e2e_headroom: float | None = None
+
+
+def _settled_part(settled: Sequence[Settled]) -> pa.RecordBatch:
+    """:func:`prediction_part` of requests settled one at a time, from their values (None: none)."""
+    (pool, source, skipped, objective, *floats) = zip(*settled, strict=True)
+    quantile, ttft, tpot, e2e, ttft_headroom, tpot_headroom, e2e_headroom = map(arrow_arrays.optional_floats, floats)
     return prediction_part(
-        pool=arrow_arrays.string_array([pool]),
-        source=arrow_arrays.string_array([source]),
-        skipped=arrow_arrays.string_array([skipped]),
-        objective=arrow_arrays.string_array([objective]),
-        quantile=_one(quantile),
-        ttft=_one(ttft),
-        tpot=_one(tpot),
-        e2e=_one(e2e),
-        ttft_headroom=_one(ttft_headroom),
-        tpot_headroom=_one(tpot_headroom),
-        e2e_headroom=_one(e2e_headroom),
+        pool=arrow_arrays.string_array(pool),
+        source=arrow_arrays.string_array(source),
+        skipped=arrow_arrays.string_array(skipped),
+        objective=arrow_arrays.string_array(objective),
+        quantile=quantile,
+        ttft=ttft,
+        tpot=tpot,
+        e2e=e2e,
+        ttft_headroom=ttft_headroom,
+        tpot_headroom=tpot_headroom,
+        e2e_headroom=e2e_headroom,
     )
 
 
-def _one(value: float | None) -> Held:
-    return Held(np.array([np.nan if value is None else value]), np.array([value is not None]))
+def settled_records(
+    history: PodHistory,
+    rows: Sequence[BatchRows],
+    keys: Sequence[PodKey | None],
+    arrival: Sequence[float],
+    settled: Sequence[Settled],
+) -> pa.RecordBatch:
+    """The records of requests whose predictions settled after their batch (a shadow call's answers, skips),
+    built together: their rows of their batches put together, their predictions, their pods' states."""
+    pods = list(dict.fromkeys(key for key in keys if key is not None))
+    codes = np.array([pods.index(key) if key is not None else -1 for key in keys], dtype=np.intp)
+    together = BatchRows(_together([r.joined for r in rows]), _together([r.evaluation for r in rows]))
+    return records(together, _settled_part(settled), pod_part(history, pods, codes, np.array(arrival, dtype=float)))
+
+
+def _together(batches: Sequence[pa.RecordBatch]) -> pa.RecordBatch:
+    """Record batches of one schema as one (dictionary columns unified)."""
+    if len(batches) == 1:
+        return batches[0]
+    (batch,) = pa.Table.from_batches(batches).combine_chunks().to_batches()
+    return batch
 
 
 def pod_part(history: PodHistory, keys: Sequence[PodKey], key: Codes, arrival: Floats) -> pa.RecordBatch:
     """Each row's pod state as of its arrival (:meth:`PodHistory.as_of`), null where the row has no pod or its pod
-    no sample then: ``key`` codes into ``keys`` (-1: no pod), each distinct pod's samples read once."""
-    n = len(key)
-    values = np.full((3, n), np.nan)
-    known = np.zeros((3, n), dtype=bool)
-    age = np.full(n, np.nan)
-    for code in np.unique(key[key >= 0]).tolist():
-        rows = np.flatnonzero(key == code)
-        found, samples = history.as_of_all(keys[code], arrival[rows])
-        if not samples:
-            continue
-        signals = [(s.state.waiting, s.state.running, s.state.kv_cache_utilization) for s in samples]
-        of_sample = np.array([[np.nan if v is None else v for v in signal] for signal in signals]).T
-        known_of_sample = np.array([[v is not None for v in signal] for signal in signals]).T
-        at = np.array([s.at for s in samples])
-        hit = found >= 0
-        rows, found = rows[hit], found[hit]
-        values[:, rows] = of_sample[:, found]
-        known[:, rows] = known_of_sample[:, found]
-        age[rows] = arrival[rows] - at[found]
-    arrays = [arrow_arrays.float_array(values[i], ~known[i]) for i in range(3)]
-    arrays.append(arrow_arrays.float_array(age, np.isnan(age)))
+    no sample then: ``key`` codes into ``keys`` (-1: no pod); the history asked once for every row, and the values
+    read once per sample found."""
+    found, samples = history.as_of_all(keys, key, arrival)
+    used, index = np.unique(found, return_inverse=True)  # -1 (no sample), when a row found none, comes first
+    index = index.reshape(-1)
+    # per sample found: waiting, running, KV-cache utilization (each may be missing) and its scrape time
+    values = np.full((4, len(used)), np.nan)
+    known = np.zeros((4, len(used)), dtype=bool)
+    for n, at in enumerate(used.tolist()):
+        if at >= 0:
+            sample = samples[at]
+            signals = (sample.state.waiting, sample.state.running, sample.state.kv_cache_utilization, sample.at)
+            known[:, n] = [value is not None for value in signals]
+            values[:, n] = [np.nan if value is None else value for value in signals]
+    arrays = [arrow_arrays.float_array(values[i, index], ~known[i, index]) for i in range(3)]
+    arrays.append(arrow_arrays.float_array(arrival - values[3, index], ~known[3, index]))
     return pa.RecordBatch.from_arrays(arrays, schema=POD)
 
 

@@ -230,6 +230,33 @@ def test_a_queued_request_is_recorded_only_once_its_shadow_prediction_is_settled
     assert (record.prediction_source, record.predicted_ttft_seconds, record.prediction_quantile) == ("shadow", 0.1, 0.8)
 
 
+def test_requests_settled_together_are_recorded_as_one_table_in_the_order_they_settled() -> None:
+    """A shadow call settles its requests in one ``settling`` block: their records are one table, handed over
+    when the block ends, each built from its own row of its own batch (three batches here)."""
+    h = Harness()
+    for n, end in enumerate((102_000_000_000, 103_000_000_000, 104_000_000_000)):
+        h.publish(trace_id=f"{n:032x}", end_ns=end)
+    pending = h.tracker.take(10)
+    assert len(pending) == 3
+    with h.tracker.settling():
+        h.tracker.record(pending[2], source="shadow", predicted_ttft=0.1, predicted_tpot=0.03, quantile=0.8)
+        h.tracker.unpredicted(pending[0], "failed")
+        with h.tracker.settling():  # nested: adds to the outer block
+            h.tracker.record(pending[1], source="shadow", predicted_ttft=0.2, predicted_tpot=None, quantile=0.9)
+        assert h.tables == []
+    (table,) = h.tables
+    assert table.num_rows == 3
+    rows = h.records
+    assert [r.trace_id for r in rows] == [f"{n:032x}" for n in (2, 0, 1)]
+    assert [(r.prediction_source, r.prediction_skipped, r.predicted_ttft_seconds) for r in rows] == [
+        ("shadow", None, 0.1),
+        ("none", "failed", None),
+        ("shadow", None, 0.2),
+    ]
+    assert [r.end_time for r in rows] == [104_000_000_000, 102_000_000_000, 103_000_000_000]
+    assert all(r.pod_state_age_seconds == 1.0 for r in rows)  # arrival 101 s, the sample of 100 s
+
+
 @pytest.mark.parametrize(
     ("settings", "expected"),
     [

@@ -16,6 +16,7 @@ compared with the end-to-end latency as signal ``e2e`` and its TPOT not at all.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import random
@@ -181,27 +182,34 @@ def settle_both(one: Side, many: Side, seed: int) -> None:
     for side in (one, many):
         rng = random.Random(seed)
         pending = side.tracker.take(side.tracker.waiting())
-        for queued in pending:
-            fate = rng.random()
-            if fate < 0.7:
-                objective = rng.choice(c.OBJECTIVES)
-                side.tracker.record(
-                    queued,
-                    source=c.SOURCE_SHADOW,
-                    predicted_ttft=rng.choice(_SHADOW_PREDICTED),
-                    predicted_tpot=rng.choice(_SHADOW_PREDICTED),
-                    quantile=rng.choice((0.9, 0.5)),
-                    objective=objective,
-                )
-            elif fate < 0.85:
-                side.tracker.unpredicted(queued, rng.choice((c.SKIP_FAILED, c.SKIP_NO_POD_STATE)))
-            else:
-                side.tracker._enqueue(queued)
+        # as a shadow call settles its requests (one table of records), or one at a time
+        with side.tracker.settling() if seed % 2 else contextlib.nullcontext():
+            _settle(side, pending, rng)
         side.tracker.abandon(c.SKIP_SHUTDOWN)
     assert_identical(one, many)
     settled = one.rows()[before:]
     if settled:
         assert {row["prediction_source"] for row in settled} <= {c.SOURCE_SHADOW, c.SOURCE_NONE}
+
+
+def _settle(side: Side, pending: list[Pending], rng: random.Random) -> None:
+    """Each request predicted, skipped or queued again, by a draw of ``rng``."""
+    for queued in pending:
+        fate = rng.random()
+        if fate < 0.7:
+            objective = rng.choice(c.OBJECTIVES)
+            side.tracker.record(
+                queued,
+                source=c.SOURCE_SHADOW,
+                predicted_ttft=rng.choice(_SHADOW_PREDICTED),
+                predicted_tpot=rng.choice(_SHADOW_PREDICTED),
+                quantile=rng.choice((0.9, 0.5)),
+                objective=objective,
+            )
+        elif fate < 0.85:
+            side.tracker.unpredicted(queued, rng.choice((c.SKIP_FAILED, c.SKIP_NO_POD_STATE)))
+        else:
+            side.tracker._enqueue(queued)
 
 
 def sample(side: Side, name: str, **labels: str) -> float:

@@ -13,6 +13,10 @@ A comparison is counted by the objective of its prediction: a quantile predictio
 ratio histogram and the pinball loss; a mean one the error sums of bias, MAE and RMSE (never coverage
 against a quantile it does not predict). A pool whose predictor changes objective is logged once per change.
 
+With record sinks, each request's record (:mod:`sloscope.processors.record_parts`) is handed on once its
+prediction is settled: those of a batch settled at once as one table, those queued for a shadow prediction when
+their call settles them, built together from their rows of their batches.
+
 Nothing here waits on the network: the worker only appends to a bounded deque (one per pool), so a slow
 or dead predictor can never hold up the SLO series, nor fill the queue of another pool.
 """
@@ -335,9 +339,9 @@ class PredictionTracker:
         """Every request of the batch noted, compared, queued or skipped: the series, records (in request order)
         and shadow queue that taking them one at a time would give (held to it by the differential tests, against
         the reference in ``tests/support/reference.py``). Discovery is asked once per distinct pod of the batch,
-        comparisons and skips are counted per label set; only what is per request by nature stays so: the running
-        TPOT SLOs of requests with one on a known pod, the sampling draws, the queued requests and, with a sink,
-        the records."""
+        comparisons and skips are counted per label set, and with a sink the records of the rows settled now are
+        one table built from the batch's columns (:meth:`_records`); only what is per request by nature stays so:
+        the running TPOT SLOs of requests with one on a known pod, the sampling draws, the queued requests."""
         n = len(batch)
         if not n:
             return

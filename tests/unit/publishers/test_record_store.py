@@ -235,6 +235,38 @@ def test_flush_writes_one_file_per_hour_and_counts_the_rows(tmp_path: Path) -> N
     assert registry.get_sample_value("sloscope_store_bytes") == sum(f.size for f in files)
 
 
+def test_the_rows_of_tables_are_put_together_by_the_hour_they_ended_in(tmp_path: Path) -> None:
+    """Two tables, each with rows of two hours and one row without an end (the hour of now): one file per hour,
+    each with its rows in the order they came."""
+    store, registry = _store(tmp_path)
+    first = to_table([record(1), record(101, end_ns=BASE_NS + HOUR_NS + 1), record(2)])
+    second = to_table([record(102, end_ns=BASE_NS + HOUR_NS + 2), record(3), record(4, end_ns=0, start_ns=0)])
+    store.emit(first)
+    store.emit(second)
+    assert store.queued() == 6
+    assert store.flush() == 6
+    files = list_files(tmp_path / "records")
+    assert [f.hour.hour for f in files] == [10, 11, 12]  # the clock is 12:00
+    assert [pq.read_table(f.path).column("request_id").to_pylist() for f in files] == [
+        ["req-1", "req-2", "req-3"],
+        ["req-101", "req-102"],
+        ["req-4"],
+    ]
+    assert _records_total(registry, "written") == 6
+
+
+def test_a_refused_write_puts_the_rows_of_every_hour_back_in_their_order(tmp_path: Path) -> None:
+    store, _ = _store(tmp_path)
+    blocker = _block_writes(tmp_path)
+    store.emit(to_table([record(1), record(101, end_ns=BASE_NS + HOUR_NS + 1), record(2)]))
+    assert store.flush() == 0 and store.queued() == 3
+    store.emit(record(3))
+    assert [row["request_id"] for row in record_rows(store._buffer)] == ["req-1", "req-2", "req-101", "req-3"]
+    blocker.unlink()
+    assert store.flush() == 4
+    assert store.shutdown(1.0)
+
+
 def test_a_full_buffer_drops_new_records_and_counts_them(tmp_path: Path) -> None:
     store, registry = _store(tmp_path, max_buffered_records=3)  # not started: nothing drains the buffer
     for n in range(5):

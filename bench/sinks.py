@@ -8,12 +8,15 @@ what to read.
 1. evaluate: the SLO evaluator and the Prometheus publisher, per request of batches of 4,096 (the default
    ``join.batch_requests``: the work every request costs on the pipeline worker without sinks);
 2. tracker: the prediction tracker's own work on the worker on the same batches, without sinks (the tightest
-   running TPOT SLO on the pod, comparisons); record: building one request's record (its pod's state as
-   of its arrival included) and handing it to a sink's queue, which is what enabling a sink adds
-   on the worker;
-3. store write: the store's own thread turning records into an Arrow table and writing one zstd
+   running TPOT SLO on the pod, comparisons); record: what a record sink adds to it on the worker (the
+   tracker with a sink, less the tracker alone): each batch's records built as one Arrow table from its
+   columns, its pods' states as of arrival included, and handed to the sink; shadow record: the records of
+   requests settled by a shadow call, built together from their rows of their batch, as the shadow predictor
+   settles a call's answers (on the event loop);
+3. store write: the store's own thread putting the record tables together and writing one zstd
    Parquet file per 10,000 rows, fsync included;
-4. export emit: the OTLP export's ``emit`` on the worker (its builder thread builds the spans).
+4. export emit: the OTLP export's ``emit`` of the record tables on the worker (its builder thread builds the
+   spans).
 
 It prints a table and asserts nothing about speed.
 """
@@ -26,10 +29,12 @@ import random
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
 from prometheus_client import CollectorRegistry
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,18 +45,18 @@ from tests.support.stage import stage  # noqa: E402
 
 from sloscope.config import Export, Headroom, Predictions  # noqa: E402
 from sloscope.loading import default_spec  # noqa: E402
+from sloscope.processors.joined_batch import EvaluatedBatch  # noqa: E402
 from sloscope.processors.pod_history import PodHistory  # noqa: E402
 from sloscope.processors.predictions import Pending, PredictionSeries, PredictionTracker  # noqa: E402
+from sloscope.processors.record_parts import batch_rows  # noqa: E402
 from sloscope.processors.running_slos import RunningSLOs  # noqa: E402
 from sloscope.processors.streaming_modes import StreamingModes  # noqa: E402
 from sloscope.publishers.otlp_export import OTLPExport  # noqa: E402
 from sloscope.publishers.sinks import SinkMetrics  # noqa: E402
 from sloscope.receivers.discovery import Target  # noqa: E402
 from sloscope.receivers.protocols import PodState  # noqa: E402
-from sloscope.records import JoinedRequest, RequestRecord  # noqa: E402
-from sloscope.slo.evaluate import evaluate  # noqa: E402
+from sloscope.records import JoinedRequest  # noqa: E402
 from sloscope.store.files import write_atomic  # noqa: E402
-from sloscope.store.schema import to_table  # noqa: E402
 
 POD = Target(pool="pool-a", pod="vllm-0", address="10.0.0.1:8000")
 BATCH = 4096  # join.batch_requests' default
@@ -80,6 +85,39 @@ def best(fn: Callable[[], None], items: int, repetitions: int, results: dict[str
     results.setdefault(name, []).append((time.perf_counter() - started) / items * 1e6)
 
 
+def queued_for_shadow(evaluated: list[EvaluatedBatch]) -> list[Pending]:
+    """Every request as if queued for a shadow prediction: its objects and its row of the batch."""
+    pending = []
+    for each in evaluated:
+        rows = batch_rows(each, np.arange(len(each)))
+        for n, (request, evaluation) in enumerate(each.pairs()):
+            at = (request.arrival_ns or request.start_ns) / 1e9
+            pending.append(Pending(request, evaluation, ("llama", "pool-a"), "pool-a", POD.key, at, None, rows.row(n)))
+    return pending
+
+
+def settle_in_calls(tracker: PredictionTracker, pending: list[Pending]) -> None:
+    """Every request settled without a prediction, as many at once as a shadow call settles."""
+    call = Predictions().batch_size
+    for start in range(0, len(pending), call):
+        with tracker.settling():
+            for item in pending[start : start + call]:
+                tracker.unpredicted(item, None)
+
+
+def report(results: dict[str, list[float]], requests: int, repetitions: int) -> None:
+    """The table: each step's best per request, and its ratio to evaluating."""
+    base = min(results["evaluate"])
+    bests = {name: min(values) for name, values in results.items()}
+    bests["record"] = bests.pop("tracker with a sink") - bests["tracker"]
+    where = {"store write": "store thread", "shadow record": "event loop"}
+    print(f"{requests} requests, best of {repetitions}; ratio = cost / evaluate")
+    print(f"{'per request':<18} {'best us':>9} {'ratio':>7}   where")
+    for name in ("evaluate", "tracker", "record", "shadow record", "store write", "export emit"):
+        value = bests[name]
+        print(f"{name:<18} {value:>9.2f} {value / base:>7.2f}   {where.get(name, 'pipeline worker')}")
+
+
 def main() -> None:
     arguments = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     arguments.add_argument("--requests", type=int, default=20_000, help="requests per measurement")
@@ -97,9 +135,9 @@ def main() -> None:
     history = PodHistory(64, 60.0, 60.0)
     history.track(POD)
     history.record(POD.key, BASE_NS / 1e9 - 1, PodState(3.0, 20.0, 0.4, None, frozenset()))
-    queued: list[RequestRecord] = []
+    queued: list[pa.RecordBatch] = []
 
-    def tracker(sink: Callable[[Sequence[RequestRecord]], None] | None) -> PredictionTracker:
+    def tracker(sink: Callable[[pa.RecordBatch], None] | None) -> PredictionTracker:
         return PredictionTracker(
             settings=Predictions(shadow=False),
             headroom=Headroom(),
@@ -111,13 +149,8 @@ def main() -> None:
             sink=sink,
         )
 
-    plain, recording = tracker(None), tracker(queued.extend)
-    arrival = [(request.arrival_ns or request.start_ns) / 1e9 for request in batch]
-    pending = [
-        Pending(request, evaluation, ("llama", "pool-a"), "pool-a", POD.key, at, None)
-        for request, evaluation, at in zip(batch, [evaluate(r, spec) for r in batch], arrival, strict=True)
-    ]
     evaluated = [evaluator.evaluated(chunk) for chunk in chunks]
+    pending = queued_for_shadow(evaluated)
     export = OTLPExport(Export(enabled=True, endpoint="127.0.0.1:9", max_queue_size=10**9), SinkMetrics(registry))
     export.start()
     results: dict[str, list[float]] = {}
@@ -129,44 +162,45 @@ def main() -> None:
             for chunk in chunks:
                 evaluator.publish(*chunk)
 
-        def run_tracker() -> None:
+        def run_tracker() -> None:  # a tracker of its own each run: the running TPOT SLOs start alike
+            plain = tracker(None)
             for each in evaluated:
                 plain.publish(each)
 
         def run_record() -> None:
             queued.clear()
-            for item in pending:
-                recording.unpredicted(item, None)
+            recording = tracker(queued.append)
+            for each in evaluated:
+                recording.publish(each)
+
+        def run_shadow_record() -> None:
+            settle_in_calls(tracker([].append), pending)
 
         def run_store() -> None:
-            for start in range(0, len(queued), 10_000):
-                write_atomic(root, hour, to_table(queued[start : start + 10_000]), hour, "bench")
+            table = pa.Table.from_batches(queued)
+            for start in range(0, table.num_rows, 10_000):
+                write_atomic(root, hour, table.slice(start, 10_000), hour, "bench")
 
         def run_export() -> None:
-            for record in queued:
-                export.emit(record)
+            for records in queued:
+                export.emit(records)
 
         run_record()
         for turn in range(options.repetitions):
             steps = [
                 ("evaluate", run_evaluate),
                 ("tracker", run_tracker),
-                ("record", run_record),
+                ("tracker with a sink", run_record),
+                ("shadow record", run_shadow_record),
                 ("store write", run_store),
             ]
-            steps = steps[turn % 4 :] + steps[: turn % 4]
+            steps = steps[turn % 5 :] + steps[: turn % 5]
             for name, fn in steps:
                 best(fn, len(batch), options.repetitions, results, name)
         for _ in range(options.repetitions):  # last: the builder thread keeps working after emit returns
             best(run_export, len(batch), options.repetitions, results, "export emit")
     export.shutdown(0.1)
-    base = min(results["evaluate"])
-    print(f"{options.requests} requests, best of {options.repetitions}; ratio = cost / evaluate")
-    print(f"{'per request':<18} {'best us':>9} {'ratio':>7}   where")
-    for name in ("evaluate", "tracker", "record", "store write", "export emit"):
-        value = min(results[name])
-        where = "store thread" if name == "store write" else "pipeline worker"
-        print(f"{name:<18} {value:>9.2f} {value / base:>7.2f}   {where}")
+    report(results, options.requests, options.repetitions)
 
 
 if __name__ == "__main__":

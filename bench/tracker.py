@@ -10,8 +10,9 @@ turns over several repetitions (best of each). It prints µs per request and ass
 Scenarios: ``spans`` (no pools: only predictions carried on spans are compared, half the requests carry one),
 ``spans, no TPOT SLO`` (the same without TPOT SLOs: no running-SLO bookkeeping, which is per request in both
 paths), ``shadow`` (pools with a predictor: every request without a prediction is queued for a shadow one, a
-queue that never fills), ``store`` (``spans`` with a record sink, so every request becomes a record). CPU time
-of the process (``time.process_time``), so that other work on the machine counts less.
+queue that never fills), ``store`` (``spans`` with a record sink, so every request becomes a record: one table
+per batch in the batch path, one per request in the reference, whose records are objects turned into a row each).
+CPU time of the process (``time.process_time``), so that other work on the machine counts less.
 """
 
 from __future__ import annotations
@@ -42,8 +43,9 @@ from sloscope.processors.streaming_modes import StreamingModes  # noqa: E402
 from sloscope.publishers.in_memory import InMemoryPublisher, PublishedRow  # noqa: E402
 from sloscope.receivers.discovery import Target  # noqa: E402
 from sloscope.receivers.protocols import PodState  # noqa: E402
-from sloscope.records import JoinedRequest, RequestRecord  # noqa: E402
+from sloscope.records import JoinedRequest  # noqa: E402
 from sloscope.slo.evaluate import evaluate  # noqa: E402
+from sloscope.store.schema import Records  # noqa: E402
 
 STATE = PodState(waiting=3.0, running=7.0, kv_cache_utilization=0.25, lora=None, models=frozenset())
 SCENARIOS = ("spans", "spans, no TPOT SLO", "shadow", "store")
@@ -79,7 +81,7 @@ class Stage:
             target = Target(pool=("pool-a", "pool-b")[pod % 2], pod=f"vllm-{pod}", address=f"10.0.0.{pod}:8000")
             history.track(target)
             history.record(target.key, 1_600_000_000.0, STATE)
-        self.records: list[RequestRecord] = []
+        self.records: list[Records] = []
         shadow = scenario == "shadow"  # "spans, no TPOT SLO" is "spans" on other requests
         self.tracker = ReferenceTracker(
             settings=Predictions(shadow=shadow, max_pending=10**9),
@@ -89,7 +91,7 @@ class Stage:
             series=PredictionSeries(registry, ["pool-a", "pool-b"], telemetry.series_budget),
             predicted_pools={"pool-a", "pool-b"} if shadow else set(),
             streaming_of=StreamingModes({}, default=True).streaming,
-            sink=self.records.extend if scenario == "store" else None,
+            sink=self.records.append if scenario == "store" else None,
         )
 
 

@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from sloscope.store.files import ABANDONED_SECONDS, INCOMING, list_files, write_atomic
-from sloscope.store.schema import SCHEMA, to_table
+from sloscope.store.schema import SCHEMA
 from sloscope.testing import export_request, gateway_attributes, span, vllm_attributes
 from tests.support.store_faults import Fault, FaultyStore, require_mount_namespaces
 
@@ -229,7 +229,7 @@ def test_two_replicas_share_a_store_directory_and_a_review_reads_both(
     now = datetime.now(UTC)
     # What a pod that is gone left: a complete file long past retention, and a file it died writing.
     old_hour = (now - timedelta(days=40)).replace(minute=0, second=0, microsecond=0)
-    write_atomic(store, old_hour, to_table([]), old_hour, "gone-pod")
+    write_atomic(store, old_hour, SCHEMA.empty_table(), old_hour, "gone-pod")
     abandoned = store / INCOMING / "gone-pod" / "dead.parquet.tmp"
     abandoned.write_bytes(b"PAR1")
     stale = time.time() - ABANDONED_SECONDS - 60

@@ -1,12 +1,22 @@
-"""Request records built through the real evaluator, for tests of the record sinks."""
+"""Record tables built through the real evaluator and record builder, for tests of the record sinks."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
+import pyarrow as pa
+
 from sloscope.loading import default_spec
-from sloscope.records import JoinedRequest, PodStateAtArrival, RequestRecord
-from sloscope.slo.evaluate import evaluate
+from sloscope.processors import joined_batch
+from sloscope.processors.pod_history import PodHistory
+from sloscope.processors.record_parts import BatchRows, Settled, settled_records
+from sloscope.receivers.discovery import Target
+from sloscope.receivers.protocols import PodState
+from sloscope.records import JoinedRequest
+from sloscope.slo.evaluate_batch import evaluate_batch
+from sloscope.store.schema import Records
+from tests.support.reference import PodStateAtArrival, record_rows
 
 HOUR_NS = 3_600_000_000_000
 BASE_NS = 1_796_032_800 * 1_000_000_000  # 2026-11-30T10:00:00Z, the start of an hour
@@ -46,13 +56,32 @@ def joined(n: int = 0, *, end_ns: int | None = None, **fields: Any) -> JoinedReq
 
 
 def record(
-    n: int = 0, *, end_ns: int | None = None, pod_state: PodStateAtArrival | None = None, **fields: Any
-) -> RequestRecord:
+    n: int = 0,
+    *,
+    end_ns: int | None = None,
+    pod_state: PodStateAtArrival | None = None,
+    prediction: dict[str, Any] | None = None,
+    **fields: Any,
+) -> pa.RecordBatch:
+    """One request's record, as the prediction tracker builds a shadow-settled request's: ``prediction`` holds
+    the values of its :class:`~sloscope.processors.record_parts.Settled` (source ``none`` without), ``pod_state``
+    the pod's scrape the as-of join finds (age seconds a multiple of 1/64, so that arrival minus scrape time
+    gives it back exactly)."""
     request = joined(n, end_ns=end_ns, **fields)
-    return RequestRecord(
-        request,
-        evaluate(request, default_spec()),
-        pool=request.pool or "unknown",
-        prediction_source="none",
-        pod_state=pod_state,
-    )
+    batch = joined_batch.from_requests([request])
+    rows = BatchRows(batch, evaluate_batch(batch, default_spec()).to_record_batch())
+    settled = Settled(request.pool or "unknown", **{"source": "none", **(prediction or {})})
+    arrival = (request.arrival_ns or request.start_ns) / 1e9
+    history = PodHistory(4, stale_after=3600.0, vanished_grace=60.0)
+    target = Target(pool=request.pool or "unknown", pod=request.pod or "pod", address="10.9.9.9:8000")
+    history.track(target)
+    if pod_state is not None:
+        state = pod_state
+        scraped = PodState(state.waiting, state.running, state.kv_cache_utilization, lora=None, models=frozenset())
+        history.record(target.key, arrival - state.age_seconds, scraped)
+    return settled_records(history, [rows], [target.key], [arrival], [settled])
+
+
+def rows_of(tables: list[Records]) -> list[SimpleNamespace]:
+    """The rows of record tables, each read as an object (``row.pool``, ``row.pod_waiting``, ...)."""
+    return [SimpleNamespace(**row) for row in record_rows(tables)]

@@ -41,6 +41,26 @@ def ints(array: pa.Array) -> npt.NDArray[np.int64]:
     return np.frombuffer(array.buffers()[1], dtype=np.int64, count=len(array), offset=array.offset * 8)
 
 
+def bools(array: pa.Array) -> Mask:
+    """A boolean array's values, null as False."""
+    n = len(array)
+    if not n:
+        return np.zeros(0, dtype=bool)
+    bits = np.unpackbits(np.frombuffer(array.buffers()[1], dtype=np.uint8), bitorder="little")
+    values: Mask = bits[array.offset : array.offset + n].astype(bool)
+    return values & present(array) if array.null_count else values
+
+
+def nonempty(array: pa.Array) -> Mask:
+    """Rows of a string array that hold a string of at least one character (null and "" do not)."""
+    n = len(array)
+    if not n:
+        return np.zeros(0, dtype=bool)
+    offsets = np.frombuffer(array.buffers()[1], dtype=np.int32, count=n + 1, offset=array.offset * 4)
+    held: Mask = np.diff(offsets) > 0
+    return held & present(array) if array.null_count else held
+
+
 def strings(array: pa.Array) -> tuple[Codes, list[str]]:
     """A string array as codes into its distinct values (in order of first appearance), -1 for null."""
     if array.null_count == len(array):  # often so (no failure reason, no endpoint): encoding costs ~0.1 ms anyway
@@ -79,10 +99,10 @@ def float_array(values: Floats, null: Mask | None = None) -> pa.Array:
     return pa.Array.from_buffers(pa.float64(), len(data), [_bitmap(null), pa.py_buffer(data)])
 
 
-def int_array(values: npt.ArrayLike) -> pa.Array:
-    """int64 values as an array."""
+def int_array(values: npt.ArrayLike, null: Mask | None = None) -> pa.Array:
+    """int64 values as an array, null where ``null``."""
     data = np.ascontiguousarray(values, dtype=np.int64)
-    return pa.Array.from_buffers(pa.int64(), len(data), [None, pa.py_buffer(data)])
+    return pa.Array.from_buffers(pa.int64(), len(data), [_bitmap(null), pa.py_buffer(data)])
 
 
 def dictionary_array(codes: Codes, values: Sequence[str]) -> pa.Array:
@@ -92,9 +112,10 @@ def dictionary_array(codes: Codes, values: Sequence[str]) -> pa.Array:
     return pa.DictionaryArray.from_arrays(index_array, string_array(values))
 
 
-def bool_array(values: Mask) -> pa.Array:
+def bool_array(values: Mask, null: Mask | None = None) -> pa.Array:
+    """Booleans as an array, null where ``null``."""
     bits = np.packbits(np.asarray(values, dtype=bool), bitorder="little")
-    return pa.Array.from_buffers(pa.bool_(), len(values), [None, pa.py_buffer(bits)])
+    return pa.Array.from_buffers(pa.bool_(), len(values), [_bitmap(null), pa.py_buffer(bits)])
 
 
 def string_array(values: Sequence[str | None]) -> pa.Array:
@@ -106,6 +127,20 @@ def string_array(values: Sequence[str | None]) -> pa.Array:
     np.cumsum(list(map(len, encoded)), out=offsets[1:])
     data = pa.py_buffer(b"".join(encoded))
     return pa.Array.from_buffers(pa.string(), len(values), [_bitmap(null), pa.py_buffer(offsets), data])
+
+
+def coded_strings(codes: Codes, values: Sequence[str]) -> pa.Array:
+    """Codes into ``values`` (-1: null) as a string array: what :func:`strings` reads, written back."""
+    return string_array(values).take(int_array(np.maximum(codes, 0), null=codes < 0))
+
+
+def string_lists(lists: Sequence[Sequence[str]]) -> pa.Array:
+    """Lists of strings (none null) as a list array."""
+    offsets = np.zeros(len(lists) + 1, dtype=np.int32)
+    np.cumsum(list(map(len, lists)), out=offsets[1:])
+    values = string_array([value for one in lists for value in one])
+    index_array = pa.Array.from_buffers(pa.int32(), len(offsets), [None, pa.py_buffer(offsets)])
+    return pa.ListArray.from_arrays(index_array, values)
 
 
 def optional_floats(values: Sequence[float | None]) -> pa.Array:

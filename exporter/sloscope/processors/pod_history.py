@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import bisect
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
+from sloscope.columnar.columns import Codes, Floats
 from sloscope.receivers.consumers import PodKey
 from sloscope.receivers.discovery import Target
 from sloscope.receivers.protocols import PodState
@@ -131,6 +134,25 @@ class PodHistory:
                 return None
             sample = record.samples[index]
         return sample if at - sample.at <= self._stale_after else None
+
+    def as_of_all(self, keys: Sequence[PodKey], key: Codes, at: Floats) -> tuple[Codes, list[PodSample]]:
+        """:meth:`as_of` of many rows at once, under one lock: row ``r`` asks about pod ``keys[key[r]]`` (none
+        where ``key[r]`` is -1) at ``at[r]``. Returns, per row, the index of its sample among the samples returned
+        (-1 where there is none)."""
+        samples: list[PodSample] = []
+        found: list[int] = []
+        with self._lock:
+            rings: list[tuple[int, list[float]]] = []  # per key, where its samples start and its times
+            for pod in keys:
+                record = self._pods.get(pod)
+                rings.append((len(samples), record.times if record is not None else []))
+                if record is not None:
+                    samples += record.samples
+            for code, time in zip(key.tolist(), at.tolist(), strict=True):
+                start, times = rings[code] if code >= 0 else (0, [])
+                index = bisect.bisect_right(times, time) - 1
+                found.append(start + index if index >= 0 and time - times[index] <= self._stale_after else -1)
+        return np.array(found, dtype=np.intp), samples
 
     def expire(self, now: float) -> list[PodKey]:
         """Forget pods that vanished more than the grace period ago; returns their keys."""

@@ -13,22 +13,29 @@ A comparison is counted by the objective of its prediction: a quantile predictio
 ratio histogram and the pinball loss; a mean one the error sums of bias, MAE and RMSE (never coverage
 against a quantile it does not predict). A pool whose predictor changes objective is logged once per change.
 
+With record sinks, each request's record (:mod:`sloscope.processors.record_parts`) is handed on once its
+prediction is settled: those of a batch settled at once as one table, those queued for a shadow prediction when
+their call settles them, built together from their rows of their batches.
+
 Nothing here waits on the network: the worker only appends to a bounded deque (one per pool), so a slow
 or dead predictor can never hold up the SLO series, nor fill the queue of another pool.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
 import math
 import random
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
+import pyarrow as pa
 from prometheus_client import CollectorRegistry
 
 from sloscope import conventions as c
@@ -42,10 +49,20 @@ from sloscope.processors import prediction_batch
 from sloscope.processors.joined_batch import EvaluatedBatch
 from sloscope.processors.pod_history import PodHistory, PodKey
 from sloscope.processors.prediction_batch import Comparisons, Events
+from sloscope.processors.record_parts import (
+    BatchRows,
+    Held,
+    Settled,
+    batch_rows,
+    pod_part,
+    prediction_part,
+    settled_records,
+)
+from sloscope.processors.record_parts import records as build_records
 from sloscope.processors.running_slos import RunningSLOs
 from sloscope.processors.streaming_modes import first_signal
 from sloscope.processors.tracker_rows import TrackerRows, e2e_seconds, leg_ttft
-from sloscope.records import Evaluation, JoinedRequest, PodStateAtArrival, RequestRecord
+from sloscope.records import Evaluation, JoinedRequest
 from sloscope.slo.accuracy import compare, compare_mean
 from sloscope.slo.headroom import tpot_headroom
 from sloscope.slo.headroom import ttft_headroom as ttft_headroom_of
@@ -249,18 +266,19 @@ class PredictionSeries:
             self._retries.inc((pool, purpose))
 
 
-class Compared(NamedTuple):
-    """A request's predictions (seconds), their objective and quantile, and its headrooms: what its record adds.
-    With streaming off the predicted "TTFT" is ``e2e`` and its headroom ``e2e_headroom``; the others are None."""
+class SpanColumns(NamedTuple):
+    """What the records of the rows compared with their span predictions add, per row of the batch: the
+    predictions (seconds), their objective (codes into ``c.OBJECTIVES``) and quantile, and the headrooms. With
+    streaming off the predicted "TTFT" is ``e2e`` and its headroom ``e2e_headroom``; the others hold none."""
 
-    ttft: float | None
-    tpot: float | None
-    objective: str
-    quantile: float
-    ttft_headroom: float | None
-    tpot_headroom: float | None
-    e2e: float | None = None
-    e2e_headroom: float | None = None
+    ttft: Held
+    tpot: Held
+    e2e: Held
+    ttft_headroom: Held
+    tpot_headroom: Held
+    e2e_headroom: Held
+    objective: Codes
+    quantile: Floats
 
 
 @dataclass(slots=True)
@@ -274,6 +292,8 @@ class Pending:
     key: PodKey | None
     arrival: float  # unix seconds
     tightest_running: float | None  # seconds, the tightest TPOT SLO running on the pod at arrival
+    # its row of the evaluated batch, its record's batch parts (None: there are no record sinks)
+    rows: BatchRows | None = field(default=None, repr=False, compare=False)
 
 
 class PredictionTracker:
@@ -290,7 +310,7 @@ class PredictionTracker:
         quantile_of: Callable[[str], float | None] = lambda pool: None,
         objective_of: Callable[[str], str | None] = lambda pool: None,
         rng: random.Random | None = None,
-        sink: Callable[[Sequence[RequestRecord]], None] | None = None,
+        sink: Callable[[pa.RecordBatch], None] | None = None,
     ) -> None:
         """``streaming_of(pool)``: whether the pool's EPP runs its latency plugin with streaming on
         (:class:`~sloscope.processors.streaming_modes.StreamingModes`); off, its predicted TTFT is compared with the
@@ -305,8 +325,12 @@ class PredictionTracker:
         self._objective_of = objective_of
         self._objectives: dict[str, str] = {}  # pool -> objective of its last comparison, to log a change once
         self._rng = rng or random.Random()
-        self._sink = sink  # the record sinks (store, OTLP export), handed records in order; None: nothing recorded
+        self._sink = sink  # the record sinks (store, OTLP export), handed record batches in order; None: no records
         self._streaming_of = streaming_of
+        # the requests settled in a settling() block of the running task or thread, their records built at its end
+        self._settling: contextvars.ContextVar[list[tuple[Pending, Settled]] | None] = contextvars.ContextVar(
+            "settling", default=None
+        )
         # One queue per pool, each of at most max_pending: a pool whose predictor is slow fills its own only.
         self._pending: dict[str, deque[Pending]] = {}
         self._lock = threading.Lock()
@@ -315,9 +339,9 @@ class PredictionTracker:
         """Every request of the batch noted, compared, queued or skipped: the series, records (in request order)
         and shadow queue that taking them one at a time would give (held to it by the differential tests, against
         the reference in ``tests/support/reference.py``). Discovery is asked once per distinct pod of the batch,
-        comparisons and skips are counted per label set; only what is per request by nature stays so: the running
-        TPOT SLOs of requests with one on a known pod, the sampling draws, the queued requests and, with a sink,
-        the records."""
+        comparisons and skips are counted per label set, and with a sink the records of the rows settled now are
+        one table built from the batch's columns (:meth:`_records`); only what is per request by nature stays so:
+        the running TPOT SLOs of requests with one on a known pod, the sampling draws, the queued requests."""
         n = len(batch)
         if not n:
             return
@@ -329,21 +353,38 @@ class PredictionTracker:
         fate[lost] = _LOST
         spans = self._span_predictions(rows, read, fate == _SPAN, quantile=quantile, mean=mean, tightest=tightest)
         self._choose_shadowed(rows, fate)
-        needed = np.flatnonzero(fate != _LOST) if self._sink is not None else np.flatnonzero(fate == _QUEUED)
-        pending = self._pendings(rows, needed, tightest)
+        pending = self._pendings(rows, np.flatnonzero(fate == _QUEUED), tightest)
         self._enqueue_all(pending, fate)
         self._count_skips(rows, fate)
         if self._sink is not None:
-            fates, compared = fate.tolist(), spans()
-            self._emit(
-                [
-                    self._span_record(pending[row], c.SOURCE_SPAN, compared[row])
-                    if fates[row] == _SPAN
-                    else self._record_of(pending[row], c.SOURCE_NONE, skipped=_REASONS[fates[row]])
-                    for row in needed.tolist()
-                    if fates[row] != _QUEUED
-                ]
-            )
+            recorded = np.flatnonzero((fate != _LOST) & (fate != _QUEUED))
+            if len(recorded):
+                self._sink(self._records(rows, recorded, fate[recorded], spans()))
+
+    def _records(self, rows: TrackerRows, recorded: Codes, fate: Codes, spans: SpanColumns) -> pa.RecordBatch:
+        """The records of the ``recorded`` rows (``fate``: theirs), built at once from the batch's columns, the
+        predictions and headrooms of those compared with their span predictions, and their pods' states."""
+        span = fate == _SPAN
+        quantile = Held(spans.quantile[recorded], span & (spans.objective[recorded] == _QUANTILE))
+
+        def held(values: Held) -> Held:
+            return Held(values.values[recorded], values.held[recorded] & span)
+
+        prediction = prediction_part(
+            pool=arrow_arrays.coded_strings(rows.pool.codes[recorded], rows.pool.values),
+            source=arrow_arrays.coded_strings(np.where(span, 0, 1), (c.SOURCE_SPAN, c.SOURCE_NONE)),
+            skipped=arrow_arrays.coded_strings(_REASON_CODES[fate], c.SKIP_REASONS),
+            objective=arrow_arrays.coded_strings(np.where(span, spans.objective[recorded], -1), c.OBJECTIVES),
+            quantile=quantile.array(),
+            ttft=held(spans.ttft).array(),
+            tpot=held(spans.tpot).array(),
+            e2e=held(spans.e2e).array(),
+            ttft_headroom=held(spans.ttft_headroom).array(),
+            tpot_headroom=held(spans.tpot_headroom).array(),
+            e2e_headroom=held(spans.e2e_headroom).array(),
+        )
+        pod = pod_part(self._history, rows.keys, rows.key[recorded], rows.arrival[recorded])
+        return build_records(batch_rows(rows.batch, recorded), prediction, pod)
 
     def _note_running(self, rows: TrackerRows) -> Floats:
         """Each row's tightest TPOT SLO running on its pod at arrival (NaN: none), noting its own as it goes, in
@@ -391,8 +432,8 @@ class PredictionTracker:
 
     def _span_predictions(
         self, rows: TrackerRows, read: _ReadAs, span: Mask, *, quantile: Floats, mean: Mask, tightest: Floats
-    ) -> Callable[[], list[Compared]]:
-        """:meth:`record`'s series for the rows carrying predictions; returns what each row's record adds (its
+    ) -> Callable[[], SpanColumns]:
+        """:meth:`record`'s series for the rows carrying predictions; returns what their records add (their
         predictions, objective and headrooms), made when asked: only with a sink."""
         trace_ids = _trace_ids(rows)
         off = read.off
@@ -406,24 +447,18 @@ class PredictionTracker:
         values = found_headroom.pick((first, tpot))
         self.series.headroom_batch(found_headroom, values, rows.model, rows.pool_label, trace_ids)
 
-        def every_row() -> list[Compared]:
+        def every_row() -> SpanColumns:
             on = ~off
-            ttft, tpot_, ttft_h, tpot_h, e2e, e2e_h = (
-                [value if keep else None for value, keep in zip(values.tolist(), present.tolist(), strict=True)]
-                for values, present in (
-                    (rows.predicted_ttft, rows.has_ttft & on),
-                    (rows.predicted_tpot, rows.has_tpot & on),
-                    (first, first_on & on),
-                    (tpot, tpot_on),
-                    (rows.predicted_ttft, rows.has_ttft & off),
-                    (first, first_on & off),
-                )
+            return SpanColumns(
+                ttft=Held(rows.predicted_ttft, rows.has_ttft & on),
+                tpot=Held(rows.predicted_tpot, rows.has_tpot & on),
+                e2e=Held(rows.predicted_ttft, rows.has_ttft & off),
+                ttft_headroom=Held(first, first_on & on),
+                tpot_headroom=Held(tpot, tpot_on),
+                e2e_headroom=Held(first, first_on & off),
+                objective=np.where(mean, _MEAN, _QUANTILE),
+                quantile=quantile,
             )
-            objective = [c.OBJECTIVE_MEAN if m else c.OBJECTIVE_QUANTILE for m in mean.tolist()]
-            return [
-                Compared(*values)
-                for values in zip(ttft, tpot_, objective, quantile.tolist(), ttft_h, tpot_h, e2e, e2e_h, strict=True)
-            ]
 
         return every_row
 
@@ -446,21 +481,32 @@ class PredictionTracker:
             candidates = candidates[draws < share]
         fate[candidates] = _QUEUED
 
-    def _pendings(self, rows: TrackerRows, needed: Codes, tightest: Floats) -> dict[int, Pending]:
-        """The rows that become objects (queued, or recorded), as :class:`Pending`: only those rows are read."""
-        if not len(needed):  # nothing queued and no sink: the usual batch of a deployment without a predictor
+    def _pendings(self, rows: TrackerRows, queued: Codes, tightest: Floats) -> dict[int, Pending]:
+        """The rows queued for a shadow prediction, as :class:`Pending`: only those rows are read, and with a sink
+        each keeps its row of the batch parts for its record."""
+        if not len(queued):  # nothing queued: the usual batch of a deployment without a predictor
             return {}
-        pairs = rows.batch.pairs() if len(needed) == len(rows) else rows.batch.pairs_at(needed.tolist())
-        arrival, running = rows.arrival[needed].tolist(), tightest[needed].tolist()
+        pairs = rows.batch.pairs() if len(queued) == len(rows) else rows.batch.pairs_at(queued.tolist())
+        arrival, running = rows.arrival[queued].tolist(), tightest[queued].tolist()
         models, labels, pools = (
-            [column.values[i] for i in column.codes[needed].tolist()]
+            [column.values[i] for i in column.codes[queued].tolist()]
             for column in (rows.model, rows.pool_label, rows.pool)
         )
-        keys = [rows.keys[i] if i >= 0 else None for i in rows.key[needed].tolist()]
+        keys = [rows.keys[i] if i >= 0 else None for i in rows.key[queued].tolist()]
+        parts = batch_rows(rows.batch, queued) if self._sink is not None else None
         return {
-            row: Pending(request, evaluation, (model, label), pool, key, at, None if math.isnan(tight) else tight)
-            for row, (request, evaluation), model, label, pool, key, at, tight in zip(
-                needed.tolist(), pairs, models, labels, pools, keys, arrival, running, strict=True
+            row: Pending(
+                request,
+                evaluation,
+                (model, label),
+                pool,
+                key,
+                at,
+                None if math.isnan(tight) else tight,
+                parts.row(n) if parts is not None else None,
+            )
+            for n, (row, (request, evaluation), model, label, pool, key, at, tight) in enumerate(
+                zip(queued.tolist(), pairs, models, labels, pools, keys, arrival, running, strict=True)
             )
         }
 
@@ -483,10 +529,6 @@ class PredictionTracker:
             reason = _REASONS[fate[row]]
             assert reason is not None
             self.series.skipped(rows.pool_label.values[rows.pool_label.codes[row]], reason, count)
-
-    def _emit(self, records: list[RequestRecord]) -> None:
-        if self._sink is not None and records:
-            self._sink(records)
 
     def _enqueue(self, pending: Pending) -> None:
         with self._lock:
@@ -518,16 +560,34 @@ class PredictionTracker:
         """Gives up on every queued request of ``pool`` (every pool: None), at shutdown: counted, and recorded
         without a prediction."""
         abandoned = self.take(self.waiting(pool), pool)
-        for pending in abandoned:
-            self.unpredicted(pending, reason)
+        with self.settling():
+            for pending in abandoned:
+                self.unpredicted(pending, reason)
         return len(abandoned)
+
+    @contextlib.contextmanager
+    def settling(self) -> Iterator[None]:
+        """The records of the requests settled in the block (:meth:`record`, :meth:`unpredicted`) built together
+        and handed to the sinks as one table when it ends, in the order they settled: a shadow call settles many
+        requests at once, and their records cost together about what one costs alone. A block within another
+        (of the same task or thread) adds to the outer one."""
+        if self._sink is None or self._settling.get() is not None:
+            yield
+            return
+        settled: list[tuple[Pending, Settled]] = []
+        token = self._settling.set(settled)
+        try:
+            yield
+        finally:
+            self._settling.reset(token)
+            if settled:
+                self._sink(self._settled_records(settled))
 
     def unpredicted(self, pending: Pending, reason: str | None) -> None:
         """A request that gets no prediction: counted by reason (None: shadowing is off), and recorded."""
         if reason is not None:
             self.series.skipped(pending.labels[1], reason)
-        if self._sink is not None:
-            self._sink([self._record_of(pending, c.SOURCE_NONE, skipped=reason)])
+        self._settle(pending, Settled(pending.pool, c.SOURCE_NONE, skipped=reason))
 
     def record(
         self,
@@ -573,24 +633,45 @@ class PredictionTracker:
         if streaming and predicted_tpot is not None and slo_tpot is not None:
             tpot_headroom_value = tpot_headroom(slo_tpot, predicted_tpot, self._buffer, pending.tightest_running)
             series.headroom(labels, c.SIGNAL_TPOT, tpot_headroom_value, trace_id)
-        if self._sink is not None:
-            if streaming:
-                found = Compared(
-                    predicted_ttft, predicted_tpot, objective, quantile, first_headroom, tpot_headroom_value
-                )
-            else:
-                found = Compared(None, None, objective, quantile, None, None, predicted_ttft, first_headroom)
-            self._sink([self._span_record(pending, source, found)])
+        off = not streaming  # the predicted "TTFT" is end-to-end latency, as its headroom
+        settled = Settled(
+            pending.pool,
+            source,
+            objective=objective,
+            quantile=quantile if objective == c.OBJECTIVE_QUANTILE else None,
+            ttft=None if off else predicted_ttft,
+            tpot=None if off else predicted_tpot,
+            e2e=predicted_ttft if off else None,
+            ttft_headroom=None if off else first_headroom,
+            tpot_headroom=tpot_headroom_value,
+            e2e_headroom=first_headroom if off else None,
+        )
+        self._settle(pending, settled)
 
-    def _span_record(self, pending: Pending, source: str, compared: Compared) -> RequestRecord:
-        """The record of a request compared with its predictions."""
-        record = self._record_of(pending, source)
-        record.predicted_ttft_seconds, record.predicted_tpot_seconds = compared.ttft, compared.tpot
-        record.prediction_objective = compared.objective
-        record.prediction_quantile = compared.quantile if compared.objective == c.OBJECTIVE_QUANTILE else None
-        record.ttft_headroom_seconds, record.tpot_headroom_seconds = compared.ttft_headroom, compared.tpot_headroom
-        record.predicted_e2e_seconds, record.e2e_headroom_seconds = compared.e2e, compared.e2e_headroom
-        return record
+    def _settle(self, pending: Pending, settled: Settled) -> None:
+        """The request's record, with a sink: held to the end of the :meth:`settling` block, else made now."""
+        if self._sink is None:
+            return
+        held = self._settling.get()
+        if held is not None:
+            held.append((pending, settled))
+        else:
+            self._sink(self._settled_records([(pending, settled)]))
+
+    def _settled_records(self, settled: list[tuple[Pending, Settled]]) -> pa.RecordBatch:
+        """The records of queued requests once their predictions settled: their rows of their batches, their
+        predictions and their pods' states as of arrival, through the builder of :meth:`publish`."""
+        rows: list[BatchRows] = []
+        for pending, _ in settled:
+            assert pending.rows is not None, "a request queued while there were no record sinks"
+            rows.append(pending.rows)
+        return settled_records(
+            self._history,
+            rows,
+            [pending.key for pending, _ in settled],
+            [pending.arrival for pending, _ in settled],
+            [values for _, values in settled],
+        )
 
     def _note_objective(self, pool: str, objective: str) -> None:
         with self._lock:
@@ -598,24 +679,6 @@ class PredictionTracker:
             self._objectives[pool] = objective
         if before is not None and before != objective:
             log.warning("predictions of pool %s are now %s predictions (were %s)", pool, objective, before)
-
-    def _record_of(self, pending: Pending, source: str, skipped: str | None = None) -> RequestRecord:
-        """The request's record, with the state of its pod as of its arrival when one was scraped."""
-        sample = self._history.as_of(pending.key, pending.arrival) if pending.key is not None else None
-        pod_state = None
-        if sample is not None:
-            state = sample.state
-            pod_state = PodStateAtArrival(
-                state.waiting, state.running, state.kv_cache_utilization, pending.arrival - sample.at
-            )
-        return RequestRecord(
-            pending.request,
-            pending.evaluation,
-            pool=pending.pool,
-            prediction_source=source,
-            prediction_skipped=skipped,
-            pod_state=pod_state,
-        )
 
 
 _SIGNALS_WITH = {c.SIGNAL_TTFT: c.SIGNALS, c.SIGNAL_TPOT: c.SIGNALS, c.SIGNAL_E2E: (c.SIGNAL_E2E,)}
@@ -634,6 +697,8 @@ class _ReadAs(NamedTuple):
 # A row's fate in a batch: compared with its span predictions, or why it got none, or queued for a shadow one.
 _SPAN, _NONE, _NO_PREDICTOR, _SAMPLED_OUT, _QUEUE_FULL, _QUEUED, _LOST = range(7)
 _REASONS: tuple[str | None, ...] = (None, None, c.SKIP_NO_PREDICTOR, c.SKIP_SAMPLED_OUT, c.SKIP_QUEUE_FULL, None, None)
+_REASON_CODES = np.array([c.SKIP_REASONS.index(r) if r is not None else -1 for r in _REASONS], dtype=np.intp)
+_QUANTILE, _MEAN = c.OBJECTIVES.index(c.OBJECTIVE_QUANTILE), c.OBJECTIVES.index(c.OBJECTIVE_MEAN)
 
 
 def _trace_ids(rows: TrackerRows) -> TraceIds:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from sloscope import conventions as c
 from sloscope.config import Predictions
-from sloscope.predictor.client import PredictionClient
+from sloscope.predictor.client import PredictionClient, Result
 from sloscope.predictor.features import Features
 from sloscope.predictor.generation import GIE_2025, GIE_V15, LLM_D, Generation, resolve
 from sloscope.processors.inflight_history import InflightHistory
@@ -274,9 +274,10 @@ class ShadowPredictor:
         if not batch:
             return 0
         allowed = self._bucket.take(len(batch))
-        for pending in batch[allowed:]:
-            self._tracker.unpredicted(pending, c.SKIP_RATE_LIMITED)
-        items = [(p, asked) for p in batch[:allowed] if (asked := self._features(p)) is not None]
+        with self._tracker.settling():  # the records of those skipped here, as one table
+            for pending in batch[allowed:]:
+                self._tracker.unpredicted(pending, c.SKIP_RATE_LIMITED)
+            items = [(p, asked) for p in batch[:allowed] if (asked := self._features(p)) is not None]
         return await self._predict(pool, items) if items else 0
 
     def _features(self, pending: Pending) -> _Asked | None:
@@ -318,10 +319,16 @@ class ShadowPredictor:
         try:
             answers = await self._clients[pool].predict(asked, c.PURPOSE_SHADOW)
         except asyncio.CancelledError:  # shutdown: the requests taken are recorded, never lost with the call
-            for pending, _ in items:
-                self._tracker.unpredicted(pending, c.SKIP_SHUTDOWN)
+            with self._tracker.settling():
+                for pending, _ in items:
+                    self._tracker.unpredicted(pending, c.SKIP_SHUTDOWN)
             self._given_up += len(items)
             raise
+        with self._tracker.settling():  # the call's records, as one table
+            return self._settle(items, answers)
+
+    def _settle(self, items: list[tuple[Pending, _Asked]], answers: Result) -> int:
+        """Each request of a call compared with its answer, or skipped ``failed``; returns how many were compared."""
         done, at = 0, 0
         for pending, a in items:
             decode = answers[at]

@@ -1,8 +1,10 @@
-"""The evaluation span's content: its name and attributes, defined once, built from a request record.
+"""The evaluation span's content: its name and attributes, defined once, built from a request's record.
 
 One span per evaluated request carries what sloscope concluded about it (targets, actuals, predictions,
 headroom, which SLOs were missed). docs/otlp-export.md lists :data:`ATTRIBUTES`, and a test keeps the two
-in step. Sending the span is :mod:`sloscope.publishers.otlp_export`'s job.
+in step. The records come as Arrow (:mod:`sloscope.store.schema`); :func:`record_rows` reads the columns a span
+needs, each once per table, and the functions below take one row of them. Sending the span is
+:mod:`sloscope.publishers.otlp_export`'s job.
 """
 
 from __future__ import annotations
@@ -10,10 +12,23 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from sloscope import conventions as c
-from sloscope.records import RequestRecord, Verdict
+import pyarrow as pa
 
-__all__ = ["ATTRIBUTES", "SCOPE_NAME", "SPAN_NAME", "evaluation_attributes", "status_description", "violated_slos"]
+from sloscope import conventions as c
+from sloscope.store.schema import Records
+
+__all__ = [
+    "ATTRIBUTES",
+    "SCOPE_NAME",
+    "SPAN_NAME",
+    "evaluation_attributes",
+    "record_rows",
+    "status_description",
+    "violated_slos",
+]
+
+Row = dict[str, Any]
+"""One record's values of the columns :data:`READ` names (times as int64 nanoseconds, null as None)."""
 
 # One name for every evaluation span: low cardinality, as OpenTelemetry asks of span names, and it names
 # the operation (sloscope evaluating a request against its SLOs) under the same prefix as the attributes,
@@ -99,6 +114,61 @@ ATTRIBUTES: tuple[tuple[str, str], ...] = (
 )
 
 
+READ = (
+    "trace_id",
+    "span_id",
+    "request_id",
+    "arrival_time",
+    "start_time",
+    "end_time",
+    "model",
+    "pool",
+    "pod",
+    "slo_class",
+    "routing",
+    "target_source",
+    "ttft_target_seconds",
+    "tpot_target_seconds",
+    "ttft_seconds",
+    "ttft_judged_seconds",
+    "ttft_source",
+    "tpot_seconds",
+    "ttft_met",
+    "tpot_met",
+    "goodput_met",
+    "invalid_fields",
+    "prediction_source",
+    "prediction_skipped",
+    "predicted_ttft_seconds",
+    "predicted_tpot_seconds",
+    "prediction_quantile",
+    "prediction_objective",
+    "ttft_headroom_seconds",
+    "tpot_headroom_seconds",
+    "predicted_e2e_seconds",
+    "e2e_headroom_seconds",
+    "pod_waiting",
+    "pod_running",
+    "pod_kv_cache_utilization",
+    "pod_state_age_seconds",
+    "join_outcome",
+    "failure_reason",
+    "prefill_pod",
+)
+"""The record columns an evaluation span is made of."""
+
+
+def record_rows(records: Records) -> list[Row]:
+    """The records' rows as :data:`Row`: each column read once, as Python values (times as nanoseconds)."""
+    columns = []
+    for name in READ:
+        column = records.column(name)
+        if pa.types.is_timestamp(column.type):
+            column = column.cast(pa.int64())
+        columns.append(column.to_pylist())
+    return [dict(zip(READ, values, strict=True)) for values in zip(*columns, strict=True)]
+
+
 def _ms(seconds: float | None) -> float | None:
     """Seconds to milliseconds rounded to the nanosecond; None (unknown) for None, NaN or infinity."""
     if seconds is None or not math.isfinite(seconds):
@@ -110,76 +180,73 @@ def _known(value: float | None) -> float | None:
     return value if value is not None and math.isfinite(value) else None
 
 
-def violated_slos(record: RequestRecord) -> list[str]:
+def violated_slos(row: Row) -> list[str]:
     """The SLOs the request was eligible for and missed, in the order of the ``slo`` label values."""
-    evaluation = record.evaluation
-    return [slo for slo in c.SLOS if (v := evaluation.verdict(slo)).eligible and not v.met]
+    return [slo for slo in c.SLOS if row[f"{slo}_met"] is False]
 
 
-def evaluation_attributes(record: RequestRecord) -> dict[str, Any]:
+def evaluation_attributes(row: Row) -> dict[str, Any]:
     """The span's attributes: only values that are known, so an absent attribute never reads as 0 or false."""
-    request, evaluation = record.request, record.evaluation
     attributes: dict[str, Any] = {
-        SLO_CLASS: evaluation.slo_class,
-        POOL: record.pool,
-        ROUTING: request.routing,
-        TARGET_SOURCE: evaluation.target_source,
-        PREDICTION_SOURCE: record.prediction_source,
+        SLO_CLASS: row["slo_class"],
+        POOL: row["pool"],
+        ROUTING: row["routing"],
+        TARGET_SOURCE: row["target_source"],
+        PREDICTION_SOURCE: row["prediction_source"],
     }
+    ttft = row["ttft_seconds"]
     optional: tuple[tuple[str, Any], ...] = (
-        (MODEL, request.model),
-        (POD, request.pod),
-        (REQUEST_ID, request.request_id),
-        (JOIN_OUTCOME, request.outcome or None),
-        (TTFT_TARGET, _ms(evaluation.ttft.target)),
-        (TTFT_ACTUAL, _ms(evaluation.ttft_seconds)),
-        (TTFT_SOURCE, request.ttft_source if evaluation.ttft_seconds is not None else None),
-        (TTFT_PREDICTED, _ms(record.predicted_ttft_seconds)),
-        (TTFT_HEADROOM, _ms(record.ttft_headroom_seconds)),
-        (TTFT_MET, _met(evaluation.ttft)),
-        (TPOT_TARGET, _ms(evaluation.tpot.target)),
-        (TPOT_ACTUAL, _ms(evaluation.tpot_seconds)),
-        (TPOT_PREDICTED, _ms(record.predicted_tpot_seconds)),
-        (TPOT_HEADROOM, _ms(record.tpot_headroom_seconds)),
-        (TPOT_MET, _met(evaluation.tpot)),
-        (E2E_PREDICTED, _ms(record.predicted_e2e_seconds)),
-        (E2E_HEADROOM, _ms(record.e2e_headroom_seconds)),
-        (GOODPUT_MET, _met(evaluation.goodput)),
-        (VIOLATED, violated_slos(record) or None),
-        (INVALID_FIELDS, list(evaluation.invalid_fields) or None),
-        (PREDICTION_QUANTILE, _known(record.prediction_quantile)),
-        (PREDICTION_OBJECTIVE, record.prediction_objective),
-        (PREDICTION_SKIPPED, record.prediction_skipped),
-        (FAILURE_REASON, request.failure_reason),
-        (PREFILL_POD, request.prefill_pod),
+        (MODEL, row["model"]),
+        (POD, row["pod"]),
+        (REQUEST_ID, row["request_id"]),
+        (JOIN_OUTCOME, row["join_outcome"] or None),
+        (TTFT_TARGET, _ms(row["ttft_target_seconds"])),
+        (TTFT_ACTUAL, _ms(ttft)),
+        (TTFT_SOURCE, row["ttft_source"] if ttft is not None else None),
+        (TTFT_PREDICTED, _ms(row["predicted_ttft_seconds"])),
+        (TTFT_HEADROOM, _ms(row["ttft_headroom_seconds"])),
+        (TTFT_MET, row["ttft_met"]),
+        (TPOT_TARGET, _ms(row["tpot_target_seconds"])),
+        (TPOT_ACTUAL, _ms(row["tpot_seconds"])),
+        (TPOT_PREDICTED, _ms(row["predicted_tpot_seconds"])),
+        (TPOT_HEADROOM, _ms(row["tpot_headroom_seconds"])),
+        (TPOT_MET, row["tpot_met"]),
+        (E2E_PREDICTED, _ms(row["predicted_e2e_seconds"])),
+        (E2E_HEADROOM, _ms(row["e2e_headroom_seconds"])),
+        (GOODPUT_MET, row["goodput_met"]),
+        (VIOLATED, violated_slos(row) or None),
+        (INVALID_FIELDS, row["invalid_fields"] or None),
+        (PREDICTION_QUANTILE, _known(row["prediction_quantile"])),
+        (PREDICTION_OBJECTIVE, row["prediction_objective"]),
+        (PREDICTION_SKIPPED, row["prediction_skipped"]),
+        (FAILURE_REASON, row["failure_reason"]),
+        (PREFILL_POD, row["prefill_pod"]),
+        (POD_WAITING, _known(row["pod_waiting"])),
+        (POD_RUNNING, _known(row["pod_running"])),
+        (POD_KV_CACHE, _known(row["pod_kv_cache_utilization"])),
+        (POD_STATE_AGE, _ms(row["pod_state_age_seconds"])),
     )
     attributes.update((name, value) for name, value in optional if value is not None)
-    state = record.pod_state
-    if state is not None:
-        pod: tuple[tuple[str, Any], ...] = (
-            (POD_WAITING, _known(state.waiting)),
-            (POD_RUNNING, _known(state.running)),
-            (POD_KV_CACHE, _known(state.kv_cache_utilization)),
-            (POD_STATE_AGE, _ms(state.age_seconds)),
-        )
-        attributes.update((name, value) for name, value in pod if value is not None)
     return attributes
 
 
-def _met(verdict: Verdict) -> bool | None:
-    return verdict.met if verdict.eligible else None
+# The actual each SLO's verdict judged: a failed request's TTFT is no sample (ttft_seconds is null), yet what it
+# measured is what its missed TTFT SLO is reported with.
+_JUDGED = {c.SLO_TTFT: "ttft_judged_seconds", c.SLO_TPOT: "tpot_seconds"}
+_TARGET = {c.SLO_TTFT: "ttft_target_seconds", c.SLO_TPOT: "tpot_target_seconds"}
 
 
-def status_description(record: RequestRecord) -> str | None:
+def status_description(row: Row) -> str | None:
     """``SLO violated: ttft 250 ms > 200 ms, ...`` for a request that missed an SLO, else None."""
     parts = []
-    for slo in violated_slos(record):
-        verdict = record.evaluation.verdict(slo)
-        actual, target = _ms(verdict.actual), _ms(verdict.target)
+    for slo in violated_slos(row):
+        actual = _ms(row[_JUDGED[slo]]) if slo in _JUDGED else None
+        target = _ms(row[_TARGET[slo]]) if slo in _TARGET else None
         if slo == c.SLO_GOODPUT or actual is None or target is None:
             parts.append(slo)
         else:
             parts.append(f"{slo} {actual:g} ms > {target:g} ms")
-    failed = f"request failed ({record.request.failure_reason})" if record.request.failure_reason else None
+    reason = row["failure_reason"]
+    failed = f"request failed ({reason})" if reason else None
     violated = "SLO violated: " + ", ".join(parts) if parts else None
     return "; ".join(part for part in (failed, violated) if part) or None

@@ -15,11 +15,12 @@ Accounting (``sloscope_records_total{sink="otlp",result}``): the SDK's batch pro
 when its queue is full (and drops the *oldest* span, so its own count could not be attributed), so
 this sink keeps a count of its own in front of it. A span is *in flight* from the moment it is accepted
 until the export call that carries it returns; the batch being sent counts too. At most
-``max_queue_size`` spans are in flight: a record beyond that is counted ``dropped`` before a span is
-even built, and since the SDK queue (of the same size) only ever holds a subset of the in-flight
-spans, the SDK never drops one on its own. The exporter is wrapped so every span of a finished export
-is counted ``written`` or ``failed``. The invariant, once shut down:
-accepted = written + failed + dropped-at-shutdown, and emitted = accepted + filtered + dropped.
+``max_queue_size`` spans are in flight: a record (a row of the record tables the sink is handed)
+beyond that is counted ``dropped`` before a span is even built, and since the SDK queue (of the same
+size) only ever holds a subset of the in-flight spans, the SDK never drops one on its own. The
+exporter is wrapped so every span of a finished export is counted ``written`` or ``failed``.
+The invariant, once shut down: accepted = written + failed + dropped-at-shutdown, and
+emitted = accepted + filtered + dropped.
 Counting the in-flight batch against the bound keeps the memory bound honest while an endpoint is
 down and makes the drop count independent of thread timing.
 
@@ -38,6 +39,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
+import numpy as np
+import pyarrow as pa
 from opentelemetry import trace
 from opentelemetry.sdk.resources import SERVICE_NAME, SERVICE_VERSION, Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -48,17 +51,19 @@ from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, S
 
 from sloscope import __version__, threads
 from sloscope import conventions as c
+from sloscope.columnar import arrow_arrays
 from sloscope.config import Export
 from sloscope.publishers.evaluation_span import (
     SCOPE_NAME,
     SPAN_NAME,
+    Row,
     evaluation_attributes,
+    record_rows,
     status_description,
-    violated_slos,
 )
 from sloscope.publishers.sinks import FailureWindow, SinkMetrics
-from sloscope.records import RequestRecord
 from sloscope.redaction import redact_url
+from sloscope.store.schema import Records, as_batch, check
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -125,10 +130,10 @@ class _CountingExporter(SpanExporter):
 class OTLPExport:
     """The ``otlp`` record sink: evaluation spans to an OTLP endpoint, batched, retried and bounded.
 
-    ``emit`` only counts and queues the record (about a microsecond): building a span with the SDK
-    costs some 0.2 ms, too much for the pipeline worker, so a builder thread of the sink's own makes
-    the spans and hands them to the batch processor, whose thread sends them. Nothing on the caller's
-    thread waits for the SDK or the network.
+    ``emit`` only counts and queues the records (a table's rows at once): building a span with the SDK
+    costs some 0.2 ms, too much for the pipeline worker, so a builder thread of the sink's own reads the
+    tables' columns, makes the spans and hands them to the batch processor, whose thread sends them.
+    Nothing on the caller's thread waits for the SDK or the network.
     """
 
     name = c.SINK_OTLP
@@ -149,7 +154,7 @@ class OTLPExport:
         self._provider: TracerProvider | None = None
         self._exporter: _CountingExporter | None = None
         self._tracer: trace.Tracer | None = None
-        self._records: deque[RequestRecord] = deque()  # accepted, waiting for the builder thread
+        self._records: deque[pa.RecordBatch] = deque()  # accepted rows, waiting for the builder thread
         self._wake = threading.Event()
         self._builder: threading.Thread | None = None
         self._prober: threading.Thread | None = None
@@ -219,24 +224,28 @@ class OTLPExport:
 
     # ---- the hot path -------------------------------------------------------------------------
 
-    def emit(self, record: RequestRecord) -> None:
-        """Counts the record filtered or dropped, or sends its span; never blocks on the network."""
-        self.emit_all((record,))
-
-    def emit_all(self, records: Sequence[RequestRecord]) -> None:
-        """:meth:`emit` of each record, in order, taking the lock once: the queue's room goes to the first ones."""
+    def emit(self, records: Records) -> None:
+        """Counts each row filtered or dropped, or queues it for its span, in order (the queue's room goes to the
+        first ones); never blocks on the network."""
+        try:
+            check(records)
+        except ValueError as exc:
+            log.error("OTLP export: %d record(s) cannot be exported (%s)", records.num_rows, exc)
+            self._count(c.RECORD_FAILED, records.num_rows)
+            return
+        batch = as_batch(records)
         if self.settings.only_violations:
-            kept = [record for record in records if violated_slos(record)]
-            self._count(c.RECORD_FILTERED, len(records) - len(kept))
-            records = kept
+            kept = batch.filter(arrow_arrays.bool_array(_violated(batch)))
+            self._count(c.RECORD_FILTERED, batch.num_rows - kept.num_rows)
+            batch = kept
         tracer = self._tracer
         with self._lock:
             room = self.settings.max_queue_size - self._in_flight
-            accepted = max(min(room, len(records)), 0) if tracer is not None and not self._closed else 0
+            accepted = max(min(room, batch.num_rows), 0) if tracer is not None and not self._closed else 0
             self._in_flight += accepted
-        self._count(c.RECORD_DROPPED, len(records) - accepted)
+        self._count(c.RECORD_DROPPED, batch.num_rows - accepted)
         if accepted:
-            self._records.extend(records[:accepted])
+            self._records.append(batch.slice(0, accepted))
             self._wake.set()
 
     def _build(self, tracer: trace.Tracer) -> None:
@@ -248,37 +257,37 @@ class OTLPExport:
             if not woken and not self._closed and not self._in_flight:
                 self._start_probe()
             while records:
-                record = records.popleft()
-                if self._abandoned:  # past the shutdown deadline: never built, never sent
-                    self._finished(c.RECORD_DROPPED, 1, exporting=False)
-                    continue
-                try:
-                    self._send(tracer, record)
-                except Exception:
-                    log.exception("building the evaluation span of trace %s failed", record.request.trace_id)
-                    self._finished(c.RECORD_FAILED, 1, exporting=False)
+                for row in record_rows(records.popleft()):
+                    if self._abandoned:  # past the shutdown deadline: never built, never sent
+                        self._finished(c.RECORD_DROPPED, 1, exporting=False)
+                        continue
+                    try:
+                        self._send(tracer, row)
+                    except Exception:
+                        log.exception("building the evaluation span of trace %s failed", row["trace_id"])
+                        self._finished(c.RECORD_FAILED, 1, exporting=False)
             if self._closed:
                 return
 
-    def _send(self, tracer: trace.Tracer, record: RequestRecord) -> None:
-        request = record.request
-        anchor = _span_context(request.trace_id, request.span_id)
+    def _send(self, tracer: trace.Tracer, row: Row) -> None:
+        trace_id, span_id = row["trace_id"], row["span_id"]
+        anchor = _span_context(trace_id, span_id)
         parent: Context | None = None
         if anchor is not None and self.settings.relation == "child":
             parent = trace.set_span_in_context(NonRecordingSpan(anchor))
         elif anchor is None:
-            log.debug("evaluation span of trace %r has no valid anchor ids: exported unlinked", request.trace_id)
-        start = request.arrival_ns or request.start_ns
-        end = max(request.end_ns, start)
+            log.debug("evaluation span of trace %r has no valid anchor ids: exported unlinked", trace_id)
+        start = row["arrival_time"] or row["start_time"] or 0
+        end = max(row["end_time"] or 0, start)
         span = tracer.start_span(
             SPAN_NAME,
             context=parent if parent is not None else _ROOT,
             kind=SpanKind.INTERNAL,
-            attributes=evaluation_attributes(record),
+            attributes=evaluation_attributes(row),
             links=[Link(anchor)] if anchor is not None else None,
             start_time=start or None,
         )
-        description = status_description(record)
+        description = status_description(row)
         if description is not None:
             span.set_status(Status(StatusCode.ERROR, description))
         span.end(end_time=end or None)
@@ -386,6 +395,15 @@ class OTLPExport:
 # A context with no span in it: with relation "link" the evaluation span must start a new trace even when
 # emit runs inside some active span (the service's own instrumentation).
 _ROOT: Context = trace.set_span_in_context(trace.INVALID_SPAN)
+
+
+def _violated(batch: pa.RecordBatch) -> np.ndarray:
+    """The rows that missed an SLO they were eligible for (its ``<slo>_met`` false, not null)."""
+    violated = np.zeros(batch.num_rows, dtype=bool)
+    for slo in c.SLOS:
+        met = batch.column(f"{slo}_met")
+        violated |= arrow_arrays.present(met) & ~arrow_arrays.bools(met)
+    return violated
 
 
 def http_traces_url(endpoint: str) -> str:

@@ -1,10 +1,12 @@
 """The record store publisher: evaluated requests in, hourly Parquet files out.
 
-Records wait in memory (bounded by ``store.max_buffered_records``; beyond it new ones are dropped
-and counted) until ``store.flush_interval_seconds`` has passed or ``store.max_rows_per_file``
-wait, then a thread of the store's own writes them, one file per partition hour touched, each
-file atomically (:mod:`sloscope.store.files`). Writing never happens on the pipeline worker or
-the event loop, so a slow disk costs memory up to the bound, never SLO series.
+Records come as Arrow tables in the store's schema (:mod:`sloscope.store.schema`) and wait in memory as
+they came (bounded by ``store.max_buffered_records`` rows; beyond it new rows are dropped and counted) until
+``store.flush_interval_seconds`` has passed or ``store.max_rows_per_file`` wait, then a thread of the
+store's own writes them, the waiting tables' rows of each partition hour touched put together into one file
+(or several of ``store.max_rows_per_file``), each file atomically (:mod:`sloscope.store.files`). Writing
+never happens on the pipeline worker or the event loop, so a slow disk costs memory up to the bound, never
+SLO series.
 
 Crash safety: a SIGKILL loses what was still in memory, and at most leaves a temporary file that
 the next start deletes; every file in a partition is complete. SIGTERM flushes everything
@@ -24,21 +26,22 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import defaultdict, deque
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable
 from datetime import UTC, datetime
 
+import numpy as np
 import pyarrow as pa
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from sloscope import conventions as c
 from sloscope import threads
+from sloscope.columnar import arrow_arrays
 from sloscope.config import Store
 from sloscope.publishers.sinks import FailureWindow, SinkMetrics
-from sloscope.records import RequestRecord
 from sloscope.store.files import clean_incoming, enforce_retention, probe_writable, write_atomic
 from sloscope.store.replica import replica_id
-from sloscope.store.schema import to_table
+from sloscope.store.schema import SCHEMA, Records, check
 
 __all__ = ["RecordStore"]
 
@@ -59,8 +62,9 @@ class RecordStore:
         self._root = settings.directory
         self._clock = clock
         self.replica = replica_id(settings.replica_id)
-        self._buffer: deque[RequestRecord] = deque()
-        self._writing = 0  # taken from the buffer by the write under way; they count against its bound
+        self._buffer: deque[pa.RecordBatch] = deque()
+        self._held = 0  # rows in the buffer
+        self._writing = 0  # rows taken from the buffer by the write under way; they count against its bound
         self._dropping = False  # the current run of drops at the bound has been logged
         self._fault = FailureWindow(self.name, settings.failure_grace_seconds)
         self._unwritten = 0
@@ -77,7 +81,7 @@ class RecordStore:
         self._deleted = {reason: deleted.labels(reason) for reason in (c.DELETED_AGE, c.DELETED_SIZE)}
 
     def queued(self) -> int:
-        return len(self._buffer) + self._writing
+        return self._held + self._writing
 
     def start(self) -> None:
         """Creates the store, deletes what a crash left half-written, applies retention, starts writing.
@@ -99,21 +103,26 @@ class RecordStore:
         log.info("record store at %s, replica %s", self._root, self.replica)
         self._thread = threads.start(self._run, "sloscope-record-store")
 
-    def emit(self, record: RequestRecord) -> None:
-        self.emit_all((record,))
-
-    def emit_all(self, records: Sequence[RequestRecord]) -> None:
-        """Each record held for writing, in order, until the buffer's bound; those beyond it dropped and counted."""
+    def emit(self, records: Records) -> None:
+        """The rows held for writing, in order, until the buffer's bound; those beyond it dropped and counted."""
+        try:
+            check(records)
+        except ValueError as exc:
+            log.error("record store: %d record(s) cannot be stored (%s); dropped", records.num_rows, exc)
+            self._count(c.RECORD_FAILED, records.num_rows)
+            return
+        rows = records.num_rows
         ready = first_drop = False
         with self._lock:
-            held = len(self._buffer) + self._writing
-            accepted = max(min(self._settings.max_buffered_records - held, len(records)), 0)
-            dropped = len(records) - accepted
+            held = self._held + self._writing
+            accepted = max(min(self._settings.max_buffered_records - held, rows), 0)
+            dropped = rows - accepted
             if accepted:
                 self._dropping = False
-                self._buffer.extend(records[:accepted])
+                self._buffer.extend(_batches(records.slice(0, accepted)))
+                self._held += accepted
                 # While writes fail the retry timer paces the attempts, not every arriving record.
-                ready = len(self._buffer) >= self._settings.max_rows_per_file and not self._fault.failing
+                ready = self._held >= self._settings.max_rows_per_file and not self._fault.failing
             if dropped:
                 first_drop, self._dropping = not self._dropping, True
             held += accepted
@@ -146,17 +155,17 @@ class RecordStore:
         front of the buffer, in order, for the next attempt.
         """
         with self._lock:
-            records, self._buffer = list(self._buffer), deque()
-            self._writing = len(records)
-        held_back: list[RequestRecord] = []
+            batches, self._buffer = list(self._buffer), deque()
+            self._writing, self._held = self._held, 0
+        held_back: list[pa.RecordBatch] = []
         try:
-            if not records:
+            if not batches:
                 if self._fault.failing:  # nothing to write, yet readiness waits for a write that succeeds
                     self._probe()
                 return 0
             chunks = [
                 (hour, chunk)
-                for hour, rows in _by_hour(records, self._clock()).items()
+                for hour, rows in _by_hour(pa.Table.from_batches(batches, schema=SCHEMA), self._clock())
                 for chunk in _chunks(rows, self._settings.max_rows_per_file)
             ]
             written = 0
@@ -165,7 +174,7 @@ class RecordStore:
                     written += self._write(hour, chunk)
                 except OSError as exc:
                     self._fault.failed(_reason(exc, self._root))
-                    held_back = [row for _, rest in chunks[n:] for row in rest]
+                    held_back = [batch for _, rest in chunks[n:] for batch in rest.to_batches()]
                     return written
             self._fault.succeeded()
             self._retain()
@@ -173,6 +182,7 @@ class RecordStore:
         finally:
             with self._lock:
                 self._buffer.extendleft(reversed(held_back))
+                self._held += sum(batch.num_rows for batch in held_back)
                 self._writing = 0
 
     def _probe(self) -> None:
@@ -183,9 +193,8 @@ class RecordStore:
         else:
             self._fault.succeeded()
 
-    def _write(self, hour: datetime, rows: list[RequestRecord]) -> int:
+    def _write(self, hour: datetime, table: pa.Table) -> int:
         """Writes one file; raises :class:`OSError` when the filesystem refuses it (the rows are kept)."""
-        table = self._table(rows)
         count: int = table.num_rows
         if count == 0:
             return 0
@@ -199,23 +208,6 @@ class RecordStore:
             return 0
         self._count(c.RECORD_WRITTEN, count)
         return count
-
-    def _table(self, rows: list[RequestRecord]) -> pa.Table:
-        """The rows as one table; when one of them cannot be converted, the others still are."""
-        try:
-            return to_table(rows)
-        except (pa.ArrowException, ValueError, TypeError, OverflowError):
-            pass
-        good: list[RequestRecord] = []
-        for row in rows:  # rare: find the rows Arrow refuses, one by one
-            try:
-                to_table([row])
-            except (pa.ArrowException, ValueError, TypeError, OverflowError) as exc:
-                log.error("record store: request of trace %s cannot be stored (%s); dropped", row.request.trace_id, exc)
-                self._count(c.RECORD_FAILED, 1)
-            else:
-                good.append(row)
-        return to_table(good)
 
     def _retain(self) -> None:
         settings = self._settings
@@ -250,7 +242,7 @@ class RecordStore:
                 log.error("record store: %d record(s) not written within the shutdown deadline", self._unwritten)
                 return False
         with self._lock:
-            left, self._buffer = len(self._buffer), deque()
+            left, self._buffer, self._held = self._held, deque(), 0
         if left:
             self._unwritten = left
             self._count(c.RECORD_FAILED, left)
@@ -263,15 +255,28 @@ def _reason(exc: OSError, root: object) -> str:
     return f"cannot write {exc.filename or root}: {exc.strerror or exc}"
 
 
-def _by_hour(records: list[RequestRecord], now: float) -> dict[datetime, list[RequestRecord]]:
-    """Records grouped by the UTC hour their request ended in (now, for one without an end)."""
-    groups: dict[int, list[RequestRecord]] = defaultdict(list)
-    fallback = int(now) // 3600 * 3600
-    for record in records:
-        end_ns = record.request.end_ns
-        groups[end_ns // 3_600_000_000_000 * 3600 if end_ns else fallback].append(record)
-    return {datetime.fromtimestamp(start, UTC): rows for start, rows in sorted(groups.items())}
+def _batches(records: Records) -> list[pa.RecordBatch]:
+    """The records as record batches carrying the store's schema (its version in their metadata)."""
+    batches = records.to_batches() if isinstance(records, pa.Table) else [records]
+    return [b if b.schema.metadata == SCHEMA.metadata else b.replace_schema_metadata(SCHEMA.metadata) for b in batches]
 
 
-def _chunks(rows: list[RequestRecord], size: int) -> list[list[RequestRecord]]:
-    return [rows[i : i + size] for i in range(0, len(rows), size)]
+_HOUR_NS = 3_600_000_000_000
+
+
+def _by_hour(table: pa.Table, now: float) -> list[tuple[datetime, pa.Table]]:
+    """The rows of each UTC hour their request ended in (now, for one without an end), hours in order and each
+    hour's rows in theirs."""
+    end = table.column("end_time").combine_chunks().view(pa.int64())
+    hours = np.where(arrow_arrays.present(end), arrow_arrays.ints(end) // _HOUR_NS * 3600, int(now) // 3600 * 3600)
+    starts = np.unique(hours).tolist()
+    if len(starts) == 1:
+        return [(datetime.fromtimestamp(starts[0], UTC), table)]
+    return [
+        (datetime.fromtimestamp(start, UTC), table.take(arrow_arrays.int_array(np.flatnonzero(hours == start))))
+        for start in starts
+    ]
+
+
+def _chunks(table: pa.Table, size: int) -> list[pa.Table]:
+    return [table.slice(at, size) for at in range(0, table.num_rows, size)]

@@ -1,7 +1,9 @@
 """Record sinks: publishers of whole request records (the record store, the OTLP export).
 
-A sink has the shape of an OpenTelemetry SDK exporter behind its batch processor: ``emit`` never
-blocks (it appends to a bounded queue, or counts a drop), a thread of the sink's own writes or
+Records travel as Arrow: a table or record batch in the record store's schema (:mod:`sloscope.store.schema`),
+a row per request, as the prediction tracker builds them (a batch's settled rows at once, a shadow-predicted
+request alone). A sink has the shape of an OpenTelemetry SDK exporter behind its batch processor: ``emit``
+never blocks (it appends to a bounded queue, or counts a drop, per row), a thread of the sink's own writes or
 sends, and ``shutdown`` flushes what was accepted within a deadline. Records are emitted from the
 pipeline worker and from the event loop (after a shadow prediction), so ``emit`` is thread-safe.
 
@@ -16,14 +18,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from sloscope import conventions as c
-from sloscope.records import RequestRecord
+from sloscope.store.schema import Records
 
-__all__ = ["BatchSink", "FailureWindow", "RecordSink", "RecordSinks", "SinkMetrics"]
+__all__ = ["FailureWindow", "RecordSink", "RecordSinks", "SinkMetrics"]
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +35,9 @@ class RecordSink(Protocol):
 
     def start(self) -> None: ...
 
-    def emit(self, record: RequestRecord) -> None: ...
+    def emit(self, records: Records) -> None:
+        """Takes the rows in order, as many as its bound allows (the rest counted dropped); never blocks."""
+        ...
 
     def shutdown(self, timeout: float) -> bool:
         """Flush everything accepted and stop; False when the deadline ran out first."""
@@ -47,13 +51,6 @@ class RecordSink(Protocol):
     def unwritten(self) -> int:
         """Records accepted and not written (or sent) when shutdown ended; 0 before."""
         ...
-
-
-@runtime_checkable
-class BatchSink(Protocol):
-    """A sink that accepts a batch's records under one lock, as ``emit`` of each in order would."""
-
-    def emit_all(self, records: Sequence[RequestRecord]) -> None: ...
 
 
 class FailureWindow:
@@ -135,26 +132,15 @@ class RecordSinks:
         for sink in self.sinks:
             sink.start()
 
-    def emit(self, record: RequestRecord) -> None:
-        for sink in self.sinks:
-            try:
-                sink.emit(record)
-            except Exception:
-                log.exception("record sink %s failed on trace %s", sink.name, record.request.trace_id)
-
-    def emit_all(self, records: Sequence[RequestRecord]) -> None:
-        """:meth:`emit` of each record, in order: a sink that takes a batch (``emit_all``) takes them at once."""
-        if not records:
+    def emit(self, records: Records) -> None:
+        """Hands the records to every sink, in order."""
+        if not records.num_rows:
             return
         for sink in self.sinks:
             try:
-                if isinstance(sink, BatchSink):
-                    sink.emit_all(records)
-                else:
-                    for record in records:
-                        sink.emit(record)
+                sink.emit(records)
             except Exception:
-                log.exception("record sink %s failed on a batch of %d records", sink.name, len(records))
+                log.exception("record sink %s failed on %d records", sink.name, records.num_rows)
 
     def problems(self) -> dict[str, str]:
         """The reason of every sink that has failed for longer than its grace, by sink name."""

@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import httpx
+import pyarrow as pa
 from prometheus_client import CollectorRegistry
 
 from sloscope import conventions as c
@@ -49,7 +50,6 @@ from sloscope.receivers.discovery.manager import DiscoveryManager
 from sloscope.receivers.epp import EPPScraper
 from sloscope.receivers.http_auth import HTTPClients, epp_auth
 from sloscope.receivers.pod_scraper import PodScraper
-from sloscope.records import RequestRecord
 from sloscope.service.deadlines import within
 from sloscope.slo.spec import SLOSpec
 from sloscope.telemetry import Telemetry
@@ -87,7 +87,7 @@ class PoolMonitor:
         telemetry: Telemetry,
         history: PodHistory,
         labels: LabelGuard,
-        sink: Callable[[Sequence[RequestRecord]], None] | None = None,
+        sink: Callable[[pa.RecordBatch], None] | None = None,
         on_routing: Callable[[str, str], None] | None = None,
     ) -> None:
         """``labels``: the evaluator's label caps (its admission's guard), which the engines' latency series share,

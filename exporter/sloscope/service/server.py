@@ -135,7 +135,7 @@ class Service:
             telemetry=self.pipeline.telemetry,
             history=history,
             labels=self.pipeline.evaluator.admission.guard,
-            sink=self.sinks.emit_all if self.sinks else None,
+            sink=self.sinks.emit if self.sinks else None,
             on_routing=self.pipeline.placement.set,
         )
         self.pipeline.evaluator.add(self.pools.contract_tap)

@@ -89,7 +89,8 @@ class Verdicts:
         return [Evaluation(*row) for row in zip(*columns, strict=True)]
 
     def to_record_batch(self) -> pa.RecordBatch:
-        """The verdicts as Arrow columns (``<slo>_eligible``, ``<slo>_met``, ``<slo>_actual_seconds``, ...)."""
+        """The verdicts as Arrow columns (``<slo>_eligible``, ``<slo>_met``, ``<slo>_actual_seconds``, ...), with
+        each row's ``invalid_fields`` as a list in :func:`evaluate`'s order (the record store's column)."""
         arrays: dict[str, pa.Array] = {"slo_class": arrow_arrays.dictionary_array(self.slo_class, self.class_names)}
         for slo in c.SLOS:
             v = self.verdict(slo)
@@ -102,6 +103,7 @@ class Verdicts:
         arrays["target_source"] = arrow_arrays.dictionary_array(self.target_source, TARGET_SOURCES)
         for field in c.INVALID_FIELDS:
             arrays[f"invalid_{field}"] = arrow_arrays.bool_array(self.invalid[field])
+        arrays["invalid_fields"] = arrow_arrays.string_lists(self._invalid_fields())
         return pa.RecordBatch.from_arrays(list(arrays.values()), names=list(arrays))
 
     def _invalid_fields(self) -> list[tuple[str, ...]]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
+
 from sloscope.processors.pod_history import PodHistory
 from sloscope.processors.running_slos import RunningSLOs
 from sloscope.receivers.discovery import Target
@@ -30,6 +32,25 @@ def history(**kwargs: float) -> PodHistory:
     )
     h.track(POD)
     return h
+
+
+def test_as_of_all_finds_for_every_row_the_sample_as_of_finds() -> None:
+    """Rows of two pods (one never scraped), a pod discovery does not know and rows of no pod, at times before
+    the first sample, on a sample, between samples and past staleness: each row's sample is :meth:`as_of`'s."""
+    h = history(stale_after=4.0)
+    other = Target(pool="pool-a", pod="vllm-1", address="10.0.0.2:8000")
+    h.track(other)
+    for at, waiting in ((100.0, 1), (105.0, 2), (110.0, 3)):
+        h.record(POD.key, at, state(waiting))
+    keys = [POD.key, other.key, ("pool-b", "gone")]
+    rng = random.Random(4)
+    codes = np.array([rng.choice((-1, 0, 0, 1, 2)) for _ in range(200)], dtype=np.intp)
+    times = np.array([rng.choice((99.0, 100.0, 103.0, 104.5, 105.0, 109.99, 110.0, 113.9, 114.1)) for _ in codes])
+    found, samples = h.as_of_all(keys, codes, times)
+    expected = [h.as_of(keys[code], at) if code >= 0 else None for code, at in zip(codes, times, strict=True)]
+    assert [samples[i] if i >= 0 else None for i in found.tolist()] == expected
+    assert any(e is None for e, code in zip(expected, codes, strict=True) if code == 0)  # stale and too early
+    assert any(e is not None for e in expected)
 
 
 def test_as_of_takes_the_sample_at_or_just_before_the_time() -> None:

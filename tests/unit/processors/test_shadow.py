@@ -5,7 +5,9 @@ from __future__ import annotations
 import logging
 import random
 from pathlib import Path
+from types import SimpleNamespace
 
+import pyarrow as pa
 import pytest
 from prometheus_client import CollectorRegistry
 
@@ -18,7 +20,8 @@ from sloscope.processors.shadow import TokenBucket, features_of
 from sloscope.receivers.discovery import Target
 from sloscope.receivers.exposition import ExpositionParser
 from sloscope.receivers.protocols import VLLM, PodState
-from sloscope.records import JoinedRequest, PodStateAtArrival, RequestRecord
+from sloscope.records import JoinedRequest
+from tests.support.records import rows_of
 from tests.support.stage import publishing_to
 
 POD = Target(pool="pool-a", pod="vllm-0", address="10.0.0.1:8000")
@@ -68,7 +71,7 @@ def test_token_bucket_caps_the_rate() -> None:
 
 class Harness:
     def __init__(self, *, streaming: bool = True, **settings: object) -> None:
-        self.records: list[RequestRecord] = []
+        self.tables: list[pa.RecordBatch] = []
         self.registry = CollectorRegistry()
         self.history = PodHistory(8, 30.0, 60.0)
         self.history.track(POD)
@@ -82,10 +85,15 @@ class Harness:
             series=self.series,
             predicted_pools={"pool-a"},
             rng=random.Random(7),
-            sink=self.records.extend,
+            sink=self.tables.append,
             streaming_of=lambda pool: streaming,
         )
         self._publish = publishing_to(self.tracker)
+
+    @property
+    def records(self) -> list[SimpleNamespace]:
+        """The records so far, a row each (its columns as attributes)."""
+        return rows_of(self.tables)
 
     def value(self, name: str, **labels: str) -> float:
         return self.registry.get_sample_value(name, labels) or 0.0
@@ -201,14 +209,15 @@ def test_a_span_prediction_is_recorded_with_its_headroom_and_the_pod_state_at_ar
     h = Harness()
     request = h.publish(predicted_ttft_ms=200.0, predicted_tpot_ms=15.0, slo_ttft_ms=250.0)
     (record,) = h.records
-    assert record.request is request
+    assert record.trace_id == request.trace_id
     assert (record.pool, record.prediction_source, record.prediction_skipped) == ("pool-a", "span", None)
     assert (record.predicted_ttft_seconds, record.predicted_tpot_seconds) == (0.2, 0.015)
     assert record.prediction_quantile == 0.9
     assert record.ttft_headroom_seconds == pytest.approx(0.05)
     assert record.tpot_headroom_seconds is None  # no TPOT SLO
     # arrival at 101 s; the sample scraped at 100 s is the as-of state
-    assert record.pod_state == PodStateAtArrival(3.0, 27.0, 0.5873, 1.0)
+    pod_state = (record.pod_waiting, record.pod_running, record.pod_kv_cache_utilization, record.pod_state_age_seconds)
+    assert pod_state == (3.0, 27.0, 0.5873, 1.0)
 
 
 def test_a_queued_request_is_recorded_only_once_its_shadow_prediction_is_settled() -> None:
@@ -219,6 +228,33 @@ def test_a_queued_request_is_recorded_only_once_its_shadow_prediction_is_settled
     h.tracker.record(pending, source="shadow", predicted_ttft=0.1, predicted_tpot=0.03, quantile=0.8)
     (record,) = h.records
     assert (record.prediction_source, record.predicted_ttft_seconds, record.prediction_quantile) == ("shadow", 0.1, 0.8)
+
+
+def test_requests_settled_together_are_recorded_as_one_table_in_the_order_they_settled() -> None:
+    """A shadow call settles its requests in one ``settling`` block: their records are one table, handed over
+    when the block ends, each built from its own row of its own batch (three batches here)."""
+    h = Harness()
+    for n, end in enumerate((102_000_000_000, 103_000_000_000, 104_000_000_000)):
+        h.publish(trace_id=f"{n:032x}", end_ns=end)
+    pending = h.tracker.take(10)
+    assert len(pending) == 3
+    with h.tracker.settling():
+        h.tracker.record(pending[2], source="shadow", predicted_ttft=0.1, predicted_tpot=0.03, quantile=0.8)
+        h.tracker.unpredicted(pending[0], "failed")
+        with h.tracker.settling():  # nested: adds to the outer block
+            h.tracker.record(pending[1], source="shadow", predicted_ttft=0.2, predicted_tpot=None, quantile=0.9)
+        assert h.tables == []
+    (table,) = h.tables
+    assert table.num_rows == 3
+    rows = h.records
+    assert [r.trace_id for r in rows] == [f"{n:032x}" for n in (2, 0, 1)]
+    assert [(r.prediction_source, r.prediction_skipped, r.predicted_ttft_seconds) for r in rows] == [
+        ("shadow", None, 0.1),
+        ("none", "failed", None),
+        ("shadow", None, 0.2),
+    ]
+    assert [r.end_time for r in rows] == [104_000_000_000, 102_000_000_000, 103_000_000_000]
+    assert all(r.pod_state_age_seconds == 1.0 for r in rows)  # arrival 101 s, the sample of 100 s
 
 
 @pytest.mark.parametrize(
@@ -238,7 +274,7 @@ def test_a_request_without_a_prediction_is_recorded_with_the_reason(
     record = h.records[-1]
     assert (record.prediction_source, record.prediction_skipped) == ("none", expected)
     assert record.predicted_ttft_seconds is None and record.ttft_headroom_seconds is None
-    assert record.pod_state is not None
+    assert record.pod_state_age_seconds is not None
 
 
 def test_a_pool_without_a_predictor_is_recorded_as_no_predictor() -> None:
@@ -262,7 +298,7 @@ def test_at_shutdown_what_is_still_queued_is_recorded_and_counted() -> None:
 def test_a_request_whose_pod_was_never_scraped_has_no_pod_state() -> None:
     h = Harness(shadow=False)
     h.publish(pod="vllm-9")
-    assert h.records[0].pod_state is None
+    assert h.records[0].pod_state_age_seconds is None
 
 
 def test_a_change_of_objective_is_logged_once_per_change_and_each_prediction_counted_by_its_own(

@@ -17,9 +17,11 @@ import asyncio
 import functools
 import json
 import random
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
+import pyarrow as pa
 from prometheus_client import CollectorRegistry
 
 from sloscope import conventions as c
@@ -32,9 +34,9 @@ from sloscope.processors.shadow import ShadowPredictor
 from sloscope.processors.streaming_modes import StreamingModes
 from sloscope.receivers.discovery import Target, sorted_labels
 from sloscope.receivers.protocols import PodState
-from sloscope.records import RequestRecord
 from tests.support.joined_requests import answered
 from tests.support.prediction_server import predicted_tpot_ms, predicted_ttft_ms
+from tests.support.records import rows_of
 from tests.support.stage import publishing_to
 
 ROLE = "llm-d.ai/role"
@@ -55,7 +57,7 @@ SETTINGS = Predictions(
 
 class Rig:
     def __init__(self, *, streaming: bool = True) -> None:
-        self.records: list[RequestRecord] = []
+        self.tables: list[pa.RecordBatch] = []
         self.bodies: list[list[dict[str, Any]]] = []
         self.registry = CollectorRegistry()
         self.history = PodHistory(8, 300.0, 60.0)
@@ -72,7 +74,7 @@ class Rig:
             predicted_pools={"pool-a"},
             streaming_of=StreamingModes({}, default=streaming).streaming,
             rng=random.Random(7),
-            sink=self.records.extend,
+            sink=self.tables.append,
         )
         self._publish = publishing_to(self.tracker)
         self.http = httpx.AsyncClient(transport=httpx.MockTransport(self.answer))
@@ -93,6 +95,11 @@ class Rig:
             for r in asked
         ]
         return httpx.Response(200, json={"predictions": predictions})
+
+    @property
+    def records(self) -> list[SimpleNamespace]:
+        """The records so far, a row each (its columns as attributes)."""
+        return rows_of(self.tables)
 
     def publish(self, trace: int, **fields: Any) -> None:
         request = answered(f"{trace:032x}", DECODE.pod, pool="pool-a", server_ttft_seconds=0.08, **fields)

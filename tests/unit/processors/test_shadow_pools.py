@@ -12,8 +12,10 @@ import functools
 import random
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from types import SimpleNamespace
 
 import httpx
+import pyarrow as pa
 from prometheus_client import CollectorRegistry
 
 from sloscope import conventions as c
@@ -26,8 +28,8 @@ from sloscope.processors.shadow import ShadowPredictor
 from sloscope.processors.streaming_modes import StreamingModes
 from sloscope.receivers.discovery import Target
 from sloscope.receivers.protocols import PodState
-from sloscope.records import RequestRecord
 from tests.support.joined_requests import answered
+from tests.support.records import rows_of
 from tests.support.stage import publishing_to
 
 PODS = {"pool-a": Target("pool-a", "vllm-a", "10.0.0.1:8000"), "pool-b": Target("pool-b", "vllm-b", "10.0.0.2:8000")}
@@ -60,7 +62,7 @@ class Stuck:
 
 class Pools:
     def __init__(self, handlers: dict[str, Handler]) -> None:
-        self.records: list[RequestRecord] = []
+        self.tables: list[pa.RecordBatch] = []
         self.registry = CollectorRegistry()
         history = PodHistory(8, 300.0, 60.0)
         for target in PODS.values():
@@ -76,7 +78,7 @@ class Pools:
             predicted_pools=set(PODS),
             streaming_of=StreamingModes({}, default=True).streaming,
             rng=random.Random(7),
-            sink=self.records.extend,
+            sink=self.tables.append,
         )
         self._publish = publishing_to(
             self.tracker, pool_of_pod=lambda placed: "pool-a" if placed.pod == "vllm-a" else "pool-b"
@@ -87,6 +89,11 @@ class Pools:
             for (pool, _), http in zip(handlers.items(), self.http, strict=True)
         }
         self.shadow = ShadowPredictor(self.tracker, history, clients, SETTINGS)
+
+    @property
+    def records(self) -> list[SimpleNamespace]:
+        """The records so far, a row each (its columns as attributes)."""
+        return rows_of(self.tables)
 
     def publish(self, pool: str, count: int) -> None:
         for n in range(count):

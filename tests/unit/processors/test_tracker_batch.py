@@ -1,23 +1,28 @@
 """The prediction tracker's batch path against the one-request-at-a-time reference (tests/support/reference.py):
-identical /metrics, records and shadow queues.
+identical /metrics, records and shadow queues. The records of a batch are one Arrow table built from the batch's
+columns; the reference's are objects turned into rows value by value, and the two must agree value for value
+(NaN and null told apart), for the rows settled with the batch and for those settled later by a shadow
+prediction, a skip or shutdown.
 
 Each side is what the service runs as the evaluator stage (pipeline.py, service/server.py): label admission, the
-Prometheus publisher, then the tracker, on one registry. The requests are the
-differential generator's (tests/support/joined_requests.py) with predictions carried on spans (usable, unusable,
-NaN), arrivals, and pods discovery knows (by name in their pool, by name alone, by address) or not, so TPOT SLOs
-run on known pods and headroom meets the tightest of them. Pools with a predictor and without, quantile and mean
+Prometheus publisher, then the tracker, on one registry. The requests are the differential generator's
+(tests/support/joined_requests.py) with predictions carried on spans (usable, unusable, NaN), arrivals, and pods
+discovery knows (by name in their pool, by name alone, by address; one never scraped) or not, so TPOT SLOs run on
+known pods and headroom meets the tightest of them. Pools with a predictor and without, quantile and mean
 objectives, shadowing on and off, a share drawn from the same seeded rng, a queue that fills, label caps and
-series budgets running out per family. Pool ``pool-b``'s EPP runs with streaming off: its predicted TTFT is compared
-with the end-to-end latency as signal ``e2e`` and its TPOT not at all.
+series budgets running out per family. Pool ``pool-b``'s EPP runs with streaming off: its predicted TTFT is
+compared with the end-to-end latency as signal ``e2e`` and its TPOT not at all.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import random
 from collections.abc import Callable
 
+import pyarrow as pa
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
@@ -33,16 +38,18 @@ from sloscope.processors.running_slos import RunningSLOs
 from sloscope.publishers.prometheus import PrometheusPublisher
 from sloscope.receivers.discovery import Target
 from sloscope.receivers.protocols import PodState
-from sloscope.records import JoinedRequest, RequestRecord
+from sloscope.records import JoinedRequest
 from sloscope.telemetry import Telemetry
 from tests.support.joined_requests import SPEC, joined_requests
-from tests.support.reference import ReferenceEvaluator, ReferencePublisher, ReferenceTracker
+from tests.support.reference import ReferenceEvaluator, ReferencePublisher, ReferenceTracker, record_rows
 
 TARGETS = (
     Target(pool="pool-a", pod="pod-1", address="10.0.0.1:8000"),
     Target(pool="pool-b", pod="pod-2", address="10.0.0.2:8000"),
     Target(pool="pool-c", pod="pod-3", address="10.0.0.3:8000"),  # a pool no span names: found by pod name
+    Target(pool="pool-c", pod="pod-4", address="10.0.0.4:8000"),  # known to discovery, never scraped
 )
+SCRAPED = TARGETS[:3]
 STATE = PodState(waiting=3.0, running=7.0, kv_cache_utilization=0.25, lora=None, models=frozenset())
 QUANTILES = {"pool-a": 0.8}
 OBJECTIVES = {"pool-b": c.OBJECTIVE_MEAN, "pool-c": c.OBJECTIVE_MEAN}
@@ -63,7 +70,7 @@ def requests(seed: int, count: int, *, models: int = 0) -> list[JoinedRequest]:
                 predicted_ttft_ms=rng.choice(_PREDICTED_TTFT) if predicted else None,
                 predicted_tpot_ms=rng.choice(_PREDICTED_TPOT) if predicted else None,
                 arrival_ns=rng.choice((0, request.start_ns - 50_000_000)),
-                pod=rng.choice((request.pod, "pod-3")),
+                pod=rng.choice((request.pod, "pod-3", request.pod, "pod-4")),
                 endpoint=rng.choice((request.endpoint, "10.0.0.3:8000")),
             )
         )
@@ -87,8 +94,9 @@ class Side:
         history = PodHistory(8, 30.0, 60.0)
         for target in TARGETS:
             history.track(target)
+        for target in SCRAPED:
             history.record(target.key, 1_699_999_999.5, STATE)
-        self.records: list[RequestRecord] = []
+        self.records: list[pa.RecordBatch] = []
         self.series = PredictionSeries(self.registry, ["pool-a", "pool-b", "pool-c"], telemetry.series_budget)
         self.series._series._clock = lambda: 1_750_000_000.25  # the exemplars' timestamps, alike on both sides
         for family in (self.series._ratio, self.series._headroom):
@@ -104,7 +112,7 @@ class Side:
             quantile_of=QUANTILES.get,
             objective_of=OBJECTIVES.get,
             rng=random.Random(seed),
-            sink=self.records.extend,
+            sink=self.records.append,
             streaming_of=lambda pool: pool not in STREAMING_OFF,
         )
         self.evaluator = SLOEvaluator(SPEC, admission, (self.publisher, self.tracker))
@@ -116,6 +124,10 @@ class Side:
             "".join(line for line in page.decode().splitlines(keepends=True) if "_created" not in line)
             for page in (generate_latest(self.registry), generate_openmetrics(self.registry))
         )
+
+    def rows(self) -> list[dict[str, object]]:
+        """Every record so far, as rows."""
+        return record_rows(self.records)
 
     def queued(self) -> list[Pending]:
         """Every pool's queue, oldest first (read, not taken)."""
@@ -155,8 +167,49 @@ def assert_identical(one: Side, many: Side) -> None:
     assert text_many == text_one
     assert om_many == om_one
     # by their repr: a NaN a span carried is a value, and equal to itself only there
-    assert repr(many.records) == repr(one.records)
+    assert repr(many.rows()) == repr(one.rows())
     assert repr(many.queued()) == repr(one.queued())
+
+
+_SHADOW_PREDICTED = (None, 0.0, 0.12, 0.4, 3.0, math.nan)
+
+
+def settle_both(one: Side, many: Side, seed: int) -> None:
+    """Every queued request settled alike on both sides, the way the shadow predictor settles them: predicted
+    (values, objectives and quantiles drawn from one seed, unusable ones among them), skipped for a reason, or
+    abandoned at shutdown; then their records must agree too."""
+    before = len(one.rows())
+    for side in (one, many):
+        rng = random.Random(seed)
+        pending = side.tracker.take(side.tracker.waiting())
+        # as a shadow call settles its requests (one table of records), or one at a time
+        with side.tracker.settling() if seed % 2 else contextlib.nullcontext():
+            _settle(side, pending, rng)
+        side.tracker.abandon(c.SKIP_SHUTDOWN)
+    assert_identical(one, many)
+    settled = one.rows()[before:]
+    if settled:
+        assert {row["prediction_source"] for row in settled} <= {c.SOURCE_SHADOW, c.SOURCE_NONE}
+
+
+def _settle(side: Side, pending: list[Pending], rng: random.Random) -> None:
+    """Each request predicted, skipped or queued again, by a draw of ``rng``."""
+    for queued in pending:
+        fate = rng.random()
+        if fate < 0.7:
+            objective = rng.choice(c.OBJECTIVES)
+            side.tracker.record(
+                queued,
+                source=c.SOURCE_SHADOW,
+                predicted_ttft=rng.choice(_SHADOW_PREDICTED),
+                predicted_tpot=rng.choice(_SHADOW_PREDICTED),
+                quantile=rng.choice((0.9, 0.5)),
+                objective=objective,
+            )
+        elif fate < 0.85:
+            side.tracker.unpredicted(queued, rng.choice((c.SKIP_FAILED, c.SKIP_NO_POD_STATE)))
+        else:
+            side.tracker._enqueue(queued)
 
 
 def sample(side: Side, name: str, **labels: str) -> float:
@@ -174,19 +227,28 @@ def test_fixed_batch_sizes_give_the_same_series_records_and_queue(size: int) -> 
     for family in ("sloscope_prediction_ratio_bucket", "sloscope_headroom_seconds_bucket"):
         assert any(line.startswith(family) and "# {trace_id=" in line for line in om.splitlines()), family
     assert "sloscope_mean_prediction_squared_error_seconds2_total" in om or "mean_prediction" in om
+    rows = one.rows()
     for reason in (c.SKIP_NO_PREDICTOR, c.SKIP_SAMPLED_OUT, c.SKIP_QUEUE_FULL):
-        assert any(r.prediction_skipped == reason for r in one.records), reason
-    assert {r.prediction_source for r in one.records} == {c.SOURCE_SPAN, c.SOURCE_NONE}
-    assert any(r.tpot_headroom_seconds is not None and r.pod_state is not None for r in one.records)
+        assert any(r["prediction_skipped"] == reason for r in rows), reason
+    assert {r["prediction_source"] for r in rows} == {c.SOURCE_SPAN, c.SOURCE_NONE}
+    assert {r["prediction_objective"] for r in rows} == {*c.OBJECTIVES, None}
+    assert any(r["tpot_headroom_seconds"] is not None and r["pod_waiting"] is not None for r in rows)
+    # pods with a scraped state and without one (never scraped, or not known to discovery)
+    assert any(r["pod"] == "pod-4" and r["pod_state_age_seconds"] is None for r in rows)
+    assert any(r["failure_reason"] is not None for r in rows) and any(r["invalid_fields"] for r in rows)
     # streaming off (requests counted in pool-b, whatever their labels): e2e comparisons and headroom, records
     # with the e2e prediction and never a TTFT or TPOT one
     text, _ = one.exposition()
     for family in ("sloscope_mean_predictions_total", "sloscope_headroom_seconds_bucket"):
         assert any(line.startswith(family) and 'signal="e2e"' in line for line in text.splitlines()), family
-    off = [r for r in one.records if r.pool == "pool-b" and r.prediction_source == c.SOURCE_SPAN]
-    assert any(r.predicted_e2e_seconds is not None and r.e2e_headroom_seconds is not None for r in off)
-    assert all(r.predicted_ttft_seconds is None and r.predicted_tpot_seconds is None for r in off)
+    off = [r for r in rows if r["pool"] == "pool-b" and r["prediction_source"] == c.SOURCE_SPAN]
+    assert any(r["predicted_e2e_seconds"] is not None and r["e2e_headroom_seconds"] is not None for r in off)
+    assert all(r["predicted_ttft_seconds"] is None and r["predicted_tpot_seconds"] is None for r in off)
     assert max(len(queue) for queue in one.tracker._pending.values()) == predictions.max_pending  # a full queue
+    settle_both(one, many, size)
+    shadowed = [r for r in one.rows() if r["prediction_source"] == c.SOURCE_SHADOW]
+    assert {r["prediction_objective"] for r in shadowed} == set(c.OBJECTIVES)
+    assert {r["prediction_skipped"] for r in one.rows()} >= {c.SKIP_FAILED, c.SKIP_NO_POD_STATE, c.SKIP_SHUTDOWN}
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -202,7 +264,8 @@ def test_random_batch_sizes_shadow_on_and_off(seed: int) -> None:
     assert_identical(one, many)
     if not predictions.shadow:
         assert not one.queued()
-        assert all(r.prediction_skipped is None for r in one.records)
+        assert all(r["prediction_skipped"] is None for r in one.rows())
+    settle_both(one, many, seed)
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -213,7 +276,8 @@ def test_record_batches_without_objects_give_the_same_series_records_and_queue(s
         requests(500 + seed, 2000), lambda: rng.randint(100, 700), predictions=predictions, seed=seed, native=True
     )
     assert_identical(one, many)
-    assert many.records and all(r.request.trace_id for r in many.records)
+    assert many.records and all(r["trace_id"] for r in many.rows())
+    settle_both(one, many, seed)
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -245,7 +309,7 @@ def test_a_failing_publisher_before_the_tracker_changes_nothing_the_tracker_does
     many.publisher.publish = fail  # type: ignore[method-assign]
     for at in range(0, len(reqs), 200):
         many.evaluator.batch(reqs[at : at + 200])
-    assert repr(many.records) == repr(one.records)
+    assert repr(many.rows()) == repr(one.rows())
     assert repr(many.queued()) == repr(one.queued())
     text_one, text_many = one.exposition()[0], many.exposition()[0]
     assert "sloscope_requests_total{" in text_one

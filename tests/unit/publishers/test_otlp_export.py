@@ -1,4 +1,4 @@
-"""The OTLP export sink: attributes from hand-made records, the span's shape, filtering and exact counts.
+"""The OTLP export sink: attributes from hand-made record tables, the span's shape, filtering and exact counts.
 
 The span's shape is checked with the SDK's in-memory exporter in place of the OTLP one; the counts
 with the real OTLP gRPC exporter pointed at a loopback port nobody listens on (the endpoint is down).
@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
@@ -24,10 +25,9 @@ from sloscope import __version__
 from sloscope.config import Export
 from sloscope.demo.ports import free_ports
 from sloscope.publishers import evaluation_span as ox
-from sloscope.publishers.evaluation_span import evaluation_attributes, status_description
+from sloscope.publishers.evaluation_span import record_rows
 from sloscope.publishers.otlp_export import OTLPExport, http_traces_url
 from sloscope.publishers.sinks import SinkMetrics
-from sloscope.records import PodStateAtArrival
 from tests.support.evaluation_records import (
     ARRIVAL_NS,
     END_NS,
@@ -37,8 +37,12 @@ from tests.support.evaluation_records import (
     TRACE_ID,
     VIOLATING_ATTRIBUTES,
     bare_record,
+    bare_row,
     met_record,
+    met_row,
+    table,
     violating_record,
+    violating_row,
 )
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "otlp-export.md"
@@ -88,6 +92,17 @@ def exported(memory: InMemorySpanExporter) -> list[ReadableSpan]:
     return list(memory.get_finished_spans())
 
 
+def evaluation_attributes(records: pa.RecordBatch) -> dict[str, Any]:
+    """The attributes of a one-row record table's span, its columns read as the sink reads them."""
+    (row,) = record_rows(records)
+    return ox.evaluation_attributes(row)
+
+
+def status_description(records: pa.RecordBatch) -> str | None:
+    (row,) = record_rows(records)
+    return ox.status_description(row)
+
+
 # ---- attributes --------------------------------------------------------------------------------
 
 
@@ -112,12 +127,7 @@ def test_a_request_with_nothing_known_has_only_the_always_set_attributes() -> No
 
 
 def test_a_target_without_an_actual_is_kept_but_not_judged() -> None:
-    record = met_record()
-    record.evaluation = record.evaluation._replace(
-        ttft=record.evaluation.ttft._replace(eligible=False, met=False, actual=None),
-        goodput=record.evaluation.goodput._replace(eligible=False, met=False),
-        ttft_seconds=None,
-    )
+    record = met_record(ttft_met=None, goodput_met=None, ttft_seconds=None, ttft_judged_seconds=None)
     attributes = evaluation_attributes(record)
     assert attributes["sloscope.ttft.target_ms"] == 2000.0
     for absent in ("sloscope.ttft.actual_ms", "sloscope.ttft.source", "sloscope.ttft.met", "sloscope.goodput.met"):
@@ -126,10 +136,14 @@ def test_a_target_without_an_actual_is_kept_but_not_judged() -> None:
 
 
 def test_non_finite_and_missing_pod_values_are_left_out_never_zero() -> None:
-    record = violating_record()
-    record.ttft_headroom_seconds = float("nan")
-    record.prediction_quantile = float("inf")
-    record.pod_state = PodStateAtArrival(waiting=0.0, running=None, kv_cache_utilization=None, age_seconds=0.25)
+    record = violating_record(
+        ttft_headroom_seconds=float("nan"),
+        prediction_quantile=float("inf"),
+        pod_waiting=0.0,
+        pod_running=None,
+        pod_kv_cache_utilization=None,
+        pod_state_age_seconds=0.25,
+    )
     attributes = evaluation_attributes(record)
     assert "sloscope.ttft.headroom_ms" not in attributes
     assert "sloscope.prediction.quantile" not in attributes
@@ -140,9 +154,8 @@ def test_non_finite_and_missing_pod_values_are_left_out_never_zero() -> None:
 
 
 def test_milliseconds_are_rounded_to_the_nanosecond() -> None:
-    record = violating_record()
-    record.predicted_ttft_seconds = 1.1  # 1.1 * 1000 is 1100.0000000000002 in binary floating point
-    record.ttft_headroom_seconds = -0.9
+    # 1.1 * 1000 is 1100.0000000000002 in binary floating point
+    record = violating_record(predicted_ttft_seconds=1.1, ttft_headroom_seconds=-0.9)
     attributes = evaluation_attributes(record)
     assert attributes["sloscope.ttft.predicted_ms"] == 1100.0
     assert attributes["sloscope.ttft.headroom_ms"] == -900.0
@@ -150,17 +163,17 @@ def test_milliseconds_are_rounded_to_the_nanosecond() -> None:
 
 def test_status_names_each_missed_slo_with_its_numbers() -> None:
     assert status_description(violating_record()) == "SLO violated: ttft 250 ms > 200 ms, goodput"
-    record = violating_record()
-    record.evaluation = record.evaluation._replace(
-        tpot=record.evaluation.tpot._replace(met=False, actual=0.0625, target=0.05)
-    )
+    record = violating_record(tpot_met=False, tpot_seconds=0.0625, tpot_target_seconds=0.05)
     assert status_description(record) == "SLO violated: ttft 250 ms > 200 ms, tpot 62.5 ms > 50 ms, goodput"
 
 
 def test_a_failed_request_says_why_and_the_slos_it_missed() -> None:
-    record = violating_record(failure_reason="timeout", prefill_pod="prefill-0")
+    """A failed request's TTFT is no sample (``ttft_seconds`` null), yet the missed SLO is told with what it
+    measured (``ttft_judged_seconds``, its verdict's actual)."""
+    record = violating_record(failure_reason="timeout", prefill_pod="prefill-0", ttft_seconds=None)
     attributes = evaluation_attributes(record)
     assert (attributes["sloscope.failure.reason"], attributes["sloscope.prefill.pod"]) == ("timeout", "prefill-0")
+    assert "sloscope.ttft.actual_ms" not in attributes
     assert status_description(record) == "request failed (timeout); SLO violated: ttft 250 ms > 200 ms, goodput"
     assert "sloscope.failure.reason" not in evaluation_attributes(violating_record())
 
@@ -251,21 +264,31 @@ def test_only_violations_exports_violating_requests_and_counts_the_rest_filtered
     assert counts(registry) == {"written": 2, "filtered": 2, "dropped": 0, "failed": 0}
 
 
-def test_a_batch_of_records_is_filtered_queued_and_dropped_as_one_at_a_time() -> None:
-    """``emit_all`` (the prediction tracker hands a batch's records at once) counts and queues what ``emit`` of
-    each in order would: the filter first, then the queue's room to the first records it keeps."""
-    records = [met_record(), violating_record(), bare_record(), violating_record()]
+def test_a_table_of_records_is_filtered_queued_and_dropped_row_by_row() -> None:
+    """A table of records (the prediction tracker hands a batch's at once) is counted and queued as its rows one
+    at a time would be: the filter first, then the queue's room to the first rows it keeps."""
+    rows = [met_row(request_id="0"), violating_row(request_id="1"), bare_row(request_id="2")]
+    rows.append(violating_row(request_id="3"))
     for only_violations, expected, kept in (
-        (True, {"written": 0, "filtered": 2, "dropped": 0, "failed": 0}, [records[1], records[3]]),
-        (False, {"written": 0, "filtered": 0, "dropped": 1, "failed": 0}, records[:3]),
+        (True, {"written": 0, "filtered": 2, "dropped": 0, "failed": 0}, ["1", "3"]),
+        (False, {"written": 0, "filtered": 0, "dropped": 1, "failed": 0}, ["0", "1", "2"]),
     ):
         registry = CollectorRegistry()
         sink = OTLPExport(settings(only_violations=only_violations, max_queue_size=3), SinkMetrics(registry))
         sink._tracer = object()  # type: ignore[assignment]  # as if started, with no thread draining the queue
-        sink.emit_all(records)
+        sink.emit(pa.Table.from_batches([table(*rows[:2]), table(*rows[2:])]))  # a table of two chunks
         assert counts(registry) == expected
         assert queued(registry) == len(kept)
-        assert all(a is b for a, b in zip(sink._records, kept, strict=True))
+        assert [row["request_id"] for batch in sink._records for row in record_rows(batch)] == kept
+
+
+def test_records_in_another_schema_are_counted_failed_and_nothing_is_queued() -> None:
+    registry = CollectorRegistry()
+    sink = OTLPExport(settings(), SinkMetrics(registry))
+    sink._tracer = object()  # type: ignore[assignment]
+    sink.emit(violating_record().drop_columns(["pod"]))
+    assert counts(registry) == {"written": 0, "filtered": 0, "dropped": 0, "failed": 1}
+    assert not sink._records
 
 
 def test_refused_exports_count_failed_per_span() -> None:

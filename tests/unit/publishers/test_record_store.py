@@ -20,7 +20,6 @@ from prometheus_client import CollectorRegistry
 from sloscope.config import Store
 from sloscope.publishers.record_store import RecordStore
 from sloscope.publishers.sinks import FailureWindow, SinkMetrics
-from sloscope.records import PodStateAtArrival
 from sloscope.store.files import (
     ABANDONED_SECONDS,
     INCOMING,
@@ -31,8 +30,9 @@ from sloscope.store.files import (
 )
 from sloscope.store.read import StoreError, read_records
 from sloscope.store.replica import replica_id
-from sloscope.store.schema import COLUMNS, METADATA_KEY, SCHEMA, to_table
+from sloscope.store.schema import COLUMNS, METADATA_KEY, SCHEMA
 from tests.support.records import BASE_NS, HOUR_NS, record
+from tests.support.reference import PodStateAtArrival, record_rows
 
 HOUR = datetime(2026, 11, 30, 10, tzinfo=UTC)
 REPLICA = "sloscope-0"
@@ -43,6 +43,11 @@ def _store(tmp_path: Path, **overrides: object) -> tuple[RecordStore, CollectorR
     overrides.setdefault("replica_id", REPLICA)
     settings = Store(enabled=True, directory=tmp_path / "records", **overrides)  # type: ignore[arg-type]
     return RecordStore(settings, SinkMetrics(registry), registry, clock=lambda: BASE_NS / 1e9 + 7200), registry
+
+
+def to_table(records: list[pa.RecordBatch]) -> pa.Table:
+    """Record tables of one row each as one table, for files written by hand."""
+    return pa.Table.from_batches(records)
 
 
 def _records_total(registry: CollectorRegistry, result: str) -> float | None:
@@ -57,9 +62,8 @@ def test_a_row_carries_the_request_its_verdicts_prediction_and_pod_state() -> No
         3,
         slo_ttft_ms=150.0,  # TTFT 0.2 s misses 150 ms
         pod_state=PodStateAtArrival(waiting=4.0, running=12.0, kv_cache_utilization=0.5, age_seconds=0.25),
+        prediction={"source": "shadow", "ttft": 0.18, "quantile": 0.9, "ttft_headroom": 0.15 - 0.18},
     )
-    rec.prediction_source, rec.predicted_ttft_seconds, rec.prediction_quantile = "shadow", 0.18, 0.9
-    rec.ttft_headroom_seconds = 0.15 - 0.18
     row = to_table([rec]).to_pylist()[0]
 
     assert row["schema_version"] == 1
@@ -231,6 +235,38 @@ def test_flush_writes_one_file_per_hour_and_counts_the_rows(tmp_path: Path) -> N
     assert registry.get_sample_value("sloscope_store_bytes") == sum(f.size for f in files)
 
 
+def test_the_rows_of_tables_are_put_together_by_the_hour_they_ended_in(tmp_path: Path) -> None:
+    """Two tables, each with rows of two hours and one row without an end (the hour of now): one file per hour,
+    each with its rows in the order they came."""
+    store, registry = _store(tmp_path)
+    first = to_table([record(1), record(101, end_ns=BASE_NS + HOUR_NS + 1), record(2)])
+    second = to_table([record(102, end_ns=BASE_NS + HOUR_NS + 2), record(3), record(4, end_ns=0, start_ns=0)])
+    store.emit(first)
+    store.emit(second)
+    assert store.queued() == 6
+    assert store.flush() == 6
+    files = list_files(tmp_path / "records")
+    assert [f.hour.hour for f in files] == [10, 11, 12]  # the clock is 12:00
+    assert [pq.read_table(f.path).column("request_id").to_pylist() for f in files] == [
+        ["req-1", "req-2", "req-3"],
+        ["req-101", "req-102"],
+        ["req-4"],
+    ]
+    assert _records_total(registry, "written") == 6
+
+
+def test_a_refused_write_puts_the_rows_of_every_hour_back_in_their_order(tmp_path: Path) -> None:
+    store, _ = _store(tmp_path)
+    blocker = _block_writes(tmp_path)
+    store.emit(to_table([record(1), record(101, end_ns=BASE_NS + HOUR_NS + 1), record(2)]))
+    assert store.flush() == 0 and store.queued() == 3
+    store.emit(record(3))
+    assert [row["request_id"] for row in record_rows(store._buffer)] == ["req-1", "req-2", "req-101", "req-3"]
+    blocker.unlink()
+    assert store.flush() == 4
+    assert store.shutdown(1.0)
+
+
 def test_a_full_buffer_drops_new_records_and_counts_them(tmp_path: Path) -> None:
     store, registry = _store(tmp_path, max_buffered_records=3)  # not started: nothing drains the buffer
     for n in range(5):
@@ -245,18 +281,18 @@ def test_a_full_buffer_drops_new_records_and_counts_them(tmp_path: Path) -> None
 def test_a_batch_of_records_is_held_and_dropped_as_one_at_a_time(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """``emit_all`` (a batch's records at once, from the prediction tracker) holds and drops what ``emit`` of each
-    in order would, and logs the run of drops once."""
+    """A table of records (a batch's at once, from the prediction tracker) is held and dropped as its rows one at
+    a time would be, and the run of drops is logged once."""
     one, one_registry = _store(tmp_path / "one", max_buffered_records=3)
     many, many_registry = _store(tmp_path / "many", max_buffered_records=3)
     records = [record(n) for n in range(5)]
     for r in records:
         one.emit(r)
-    many.emit_all(records[:2])
-    many.emit_all(records[2:])
-    many.emit_all(records[:1])
+    many.emit(to_table(records[:2]))
+    many.emit(to_table(records[2:]))
+    many.emit(records[0])
     one.emit(records[0])
-    assert list(many._buffer) == list(one._buffer) == records[:3]
+    assert record_rows(many._buffer) == record_rows(one._buffer) == record_rows(records[:3])
     assert _records_total(many_registry, "dropped") == _records_total(one_registry, "dropped") == 3
     drops = [r.getMessage() for r in caplog.records if "dropped" in r.getMessage()]
     assert len(drops) == 2 and all("3 record(s) held" in message for message in drops)  # once per store
@@ -286,12 +322,11 @@ def test_a_token_count_beyond_int64_is_stored_as_unknown() -> None:
     assert row["prompt_tokens"] is None and row["completion_tokens"] == 11
 
 
-def test_a_record_arrow_refuses_loses_only_itself(tmp_path: Path) -> None:
+def test_records_in_another_schema_lose_only_themselves(tmp_path: Path) -> None:
     store, registry = _store(tmp_path)
     store.start()
     try:
-        bad = record(1)
-        bad.request.request_id = b"\xff\xfe"  # type: ignore[assignment]  # not UTF-8 text: Arrow refuses the row
+        bad = record(1).drop_columns(["gateway"])  # not the store's schema: refused as it is emitted
         for n in (2, 3):
             store.emit(record(n))
         store.emit(bad)
@@ -443,7 +478,7 @@ def test_the_replica_id_comes_from_the_setting_then_the_pod_name(
 
 
 def test_every_column_has_an_arrow_type_pandas_understands() -> None:
-    frame = to_table([record(1)]).to_pandas()
+    frame = record(1).to_pandas()
     assert list(frame.columns) == SCHEMA.names
     assert isinstance(SCHEMA.field("end_time").type, pa.TimestampType)
     assert str(frame["end_time"].dtype) == "datetime64[ns, UTC]"
@@ -455,12 +490,11 @@ def _docs_blocks(language: str) -> list[str]:
 
 
 def _predicted(n: int, pool: str, objective: str | None, predicted: float | None, end_ns: int, **fields: Any) -> Any:
-    row = record(n, end_ns=end_ns, pool=pool, **fields)
-    if objective is not None:
-        row.prediction_source, row.prediction_objective = "shadow", objective
-        row.predicted_ttft_seconds = predicted
-        row.prediction_quantile = 0.9 if objective == "quantile" else None
-    return row
+    if objective is None:
+        return record(n, end_ns=end_ns, pool=pool, **fields)
+    prediction = {"source": "shadow", "objective": objective, "ttft": predicted}
+    prediction["quantile"] = 0.9 if objective == "quantile" else None
+    return record(n, end_ns=end_ns, pool=pool, prediction=prediction, **fields)
 
 
 def test_the_documented_queries_run_as_written_on_a_store_of_known_rows(

@@ -66,7 +66,8 @@ class IntColumn:
 @dataclass(frozen=True, slots=True)
 class LabelColumn:
     """``values[codes[row]]`` per row, None where the code is -1. ``ordered``: the values are distinct, each
-    used, in order of first appearance (as made; a taken subset may not be until :meth:`ordered_codes`)."""
+    used, in order of first appearance (as :func:`labels_of` makes them; rows taken may not be, until
+    :meth:`in_order`)."""
 
     codes: Codes
     values: list[str]
@@ -76,16 +77,17 @@ class LabelColumn:
         return LabelColumn(self.codes[rows], self.values, ordered=False)
 
     def in_order(self) -> LabelColumn:
-        """The same labels with the values used, distinct, in order of first appearance."""
+        """The same labels with the values used, distinct, in order of first appearance (values given twice, as a
+        column rebuilt from distinct keys may give them, become one)."""
         if self.ordered:
             return self
         codes = self.codes
-        held = codes >= 0
-        used, first = np.unique(codes[held], return_index=True)
-        order = used[np.argsort(first, kind="stable")]
+        used, first = np.unique(codes[codes >= 0], return_index=True)
+        index: dict[str, int] = {}
         remap = np.full(len(self.values) + 1, -1, dtype=np.intp)  # the last slot: -1 stays -1
-        remap[order] = np.arange(len(order), dtype=np.intp)
-        return LabelColumn(remap[codes], [self.values[i] for i in order.tolist()], ordered=True)
+        for old in used[np.argsort(first, kind="stable")].tolist():
+            remap[old] = index.setdefault(self.values[old], len(index))
+        return LabelColumn(remap[codes], list(index), ordered=True)
 
     def pylist(self) -> list[str | None]:
         values = self.values
@@ -187,9 +189,20 @@ class Batch:
             ordered = self._ordered[name] = self._of(name, LabelColumn).in_order()
         return ordered
 
+    def coded(self, name: str) -> tuple[Codes, list[str]]:
+        """A label column as (codes, values): its values in order of first appearance, its codes read only
+        (shared by every reader of the batch: the verdicts, the label admission and each publisher)."""
+        labels = self.labels(name)
+        labels.codes.setflags(write=False)
+        return labels.codes, labels.values
+
     def texts(self, name: str, rows: Iterable[int] | None = None) -> list[str | None]:
         """A text column's strings, of ``rows`` only when given."""
         return self._of(name, TextColumn).strings(rows)
+
+    def ids(self, name: str, rows: Iterable[int]) -> list[str]:
+        """A text column with no nulls (trace and span ids), of ``rows`` only."""
+        return [text or "" for text in self._of(name, TextColumn).strings(rows)]
 
     def pylist(self, name: str) -> list[object]:
         """Any column's values as Python objects (None where not held)."""

@@ -703,14 +703,10 @@ _QUANTILE, _MEAN = c.OBJECTIVES.index(c.OBJECTIVE_QUANTILE), c.OBJECTIVES.index(
 
 def _trace_ids(rows: TrackerRows) -> TraceIds:
     """The trace ids of rows of the batch, read only for the positions asked (those an exemplar keeps)."""
-    column = rows.trace_ids
+    records = rows.batch.records
 
     def of(batch_rows: Codes) -> Callable[[Codes], list[str]]:
-        def read(positions: Codes) -> list[str]:
-            ids: list[str] = column.take(arrow_arrays.int_array(batch_rows[positions])).to_pylist()
-            return ids
-
-        return read
+        return lambda positions: records.ids("trace_id", batch_rows[positions].tolist())
 
     return of
 

@@ -67,6 +67,14 @@ def test_labels_taken_drop_the_values_no_row_uses_any_more() -> None:
     assert (labels.codes.tolist(), labels.values) == ([0, 1], ["c", "b"])
 
 
+def test_a_label_column_rebuilt_with_a_value_twice_reads_it_once() -> None:
+    rebuilt = LabelColumn(np.array([2, 0, -1, 1, 2]), ["pool-a", "pool-b", "pool-a"], ordered=False)
+    batch = Batch(5, {"l": rebuilt})
+    assert batch.coded("l")[0].tolist() == [0, 0, -1, 1, 0]
+    assert batch.coded("l")[1] == ["pool-a", "pool-b"]
+    assert batch.pylist("l") == ["pool-a", "pool-a", None, "pool-b", "pool-a"]
+
+
 def test_filter_of_every_row_is_the_batch_itself_and_slice_stops_at_its_end() -> None:
     batch = batch_of([1.0, 2.0], [1, 2], ["a", "b"], ["x", "y"])
     assert batch.filter(np.array([True, True])) is batch

@@ -75,24 +75,6 @@ def strings(array: pa.Array) -> tuple[Codes, list[str]]:
     return codes, values
 
 
-class StringColumns:
-    """A record batch's string columns as :func:`strings` codes, each encoded once for every reader: the
-    verdicts and each publisher's families read the same few (pod, model, pool, failure reason). The codes are
-    read only, since they are shared."""
-
-    def __init__(self, records: pa.RecordBatch) -> None:
-        self._records = records
-        self._coded: dict[str, tuple[Codes, list[str]]] = {}
-
-    def __call__(self, name: str) -> tuple[Codes, list[str]]:
-        coded = self._coded.get(name)
-        if coded is None:
-            codes, values = strings(self._records.column(name))
-            codes.setflags(write=False)
-            coded = self._coded[name] = (codes, values)
-        return coded
-
-
 def float_array(values: Floats, null: Mask | None = None) -> pa.Array:
     """float64 values as an array, null where ``null`` (NaN stays a value otherwise)."""
     data = np.ascontiguousarray(values, dtype=np.float64)
@@ -132,6 +114,13 @@ def string_array(values: Sequence[str | None]) -> pa.Array:
 def coded_strings(codes: Codes, values: Sequence[str]) -> pa.Array:
     """Codes into ``values`` (-1: null) as a string array: what :func:`strings` reads, written back."""
     return string_array(values).take(int_array(np.maximum(codes, 0), null=codes < 0))
+
+
+def text_array(offsets: npt.NDArray[np.int64], data: npt.NDArray[np.uint8], held: Mask) -> pa.Array:
+    """UTF-8 ``data`` cut at ``offsets`` (a text column of the numpy batch) as a string array, null where not held."""
+    return pa.Array.from_buffers(
+        pa.string(), len(held), [_bitmap(~held), pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)]
+    )
 
 
 def string_lists(lists: Sequence[Sequence[str]]) -> pa.Array:

@@ -130,6 +130,26 @@ def from_arrow(records: pa.RecordBatch) -> Batch:
     return Batch(records.num_rows, columns)
 
 
+def to_arrow(batch: Batch) -> pa.RecordBatch:
+    """The batch as an Arrow record batch with a string, float64 or int64 column per field: the joined part of the
+    records the store writes and the export sends (Arrow is imported only where records are kept)."""
+    import pyarrow as pa
+
+    arrays = []
+    for name in NAMES:
+        column = batch.column(name)
+        if isinstance(column, FloatColumn):
+            arrays.append(arrow_arrays.float_array(column.values, ~column.held))
+        elif isinstance(column, IntColumn):
+            arrays.append(arrow_arrays.int_array(column.values))
+        elif isinstance(column, LabelColumn):
+            codes, values = batch.coded(name)
+            arrays.append(arrow_arrays.coded_strings(codes, values))
+        else:
+            arrays.append(arrow_arrays.text_array(column.offsets, column.data, column.held))
+    return pa.RecordBatch.from_arrays(arrays, names=list(NAMES))
+
+
 class EvaluatedBatch:
     """A batch of joined requests with its verdicts and the label values each row is published under: what the
     evaluator hands every publisher.

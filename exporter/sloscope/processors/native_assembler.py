@@ -24,6 +24,7 @@ import pyarrow as pa
 
 from sloscope._native import GatewayMemory, JoinStep, NativeAssembler, SpanBatch
 from sloscope.attributes import Mapping
+from sloscope.columnar.batch import Batch, FloatColumn, IntColumn, LabelColumn, TextColumn
 from sloscope.config import Join
 from sloscope.processors import joined_batch
 from sloscope.processors.assembler import Count, Emit
@@ -93,11 +94,13 @@ class NativeTraceAssembler:
         self._deliver(step)
         return step.flushed
 
-    def take(self) -> pa.RecordBatch | None:
-        """The requests emitted since the last take, in order, as one record batch (None for none). Only the
-        thread that calls consume, expire and flush may call it."""
+    def take(self) -> Batch | None:
+        """The requests emitted since the last take, in order, as one batch (None for none). Only the thread that
+        calls consume, expire and flush may call it."""
         exported = self._native.take()
-        return None if exported is None else pa.RecordBatch._import_from_c(exported.address, joined_batch.SCHEMA)
+        if exported is None:
+            return None
+        return joined_batch.from_arrow(pa.RecordBatch._import_from_c(exported.address, ARROW_SCHEMA))
 
     def _deliver(self, step: JoinStep) -> None:
         self._pending, self._pending_bytes = int(self._native.pending), int(self._native.pending_bytes)
@@ -115,10 +118,15 @@ class NativeTraceAssembler:
             self._emit(request)
 
 
+_ARROW_TYPES = {LabelColumn: "string", TextColumn: "string", FloatColumn: "double", IntColumn: "int64"}
+"""How the native join exports each kind of column (named as pyarrow names the type)."""
+ARROW_SCHEMA = pa.schema([(name, _ARROW_TYPES[kind]) for name, (kind, _) in joined_batch.KINDS.items()])
+
+
 def _check_columns() -> None:
-    """ValueError when the native join's columns are not :data:`joined_batch.SCHEMA`'s: the batches it exports
-    are imported with that schema, which names and types their columns, so they must agree (checked once)."""
+    """ValueError when the native join's columns are not those of :mod:`joined_batch`: the batches it exports are
+    imported with :data:`ARROW_SCHEMA`, which names and types their columns, so they must agree (checked once)."""
     native = [tuple(column) for column in NativeAssembler.columns()]
-    expected = [(field.name, str(field.type)) for field in joined_batch.SCHEMA]
+    expected = [(field.name, str(field.type)) for field in ARROW_SCHEMA]
     if native != expected:
         raise ValueError(f"the native join's columns {native} are not {expected}")

@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from sloscope.columnar import arrow_arrays
 from sloscope.columnar.columns import Codes, Floats, Mask
+from sloscope.processors import joined_batch
 from sloscope.processors.joined_batch import EvaluatedBatch
 from sloscope.processors.pod_history import PodHistory, PodKey
 from sloscope.store.schema import POD, PREDICTION, RecordParts, build_records
@@ -41,8 +42,8 @@ class BatchRows(NamedTuple):
 def batch_rows(batch: EvaluatedBatch, rows: Codes) -> BatchRows:
     """The batch parts of ``rows``, in that order; every row's as they are when ``rows`` are all of them."""
     if len(rows) == len(batch) and bool((rows == np.arange(len(batch))).all()):
-        return BatchRows(batch.records, batch.verdicts.to_record_batch())
-    return BatchRows(batch.records.take(arrow_arrays.int_array(rows)), batch.verdicts.take(rows).to_record_batch())
+        return BatchRows(joined_batch.to_arrow(batch.records), batch.verdicts.to_record_batch())
+    return BatchRows(joined_batch.to_arrow(batch.records.take(rows)), batch.verdicts.take(rows).to_record_batch())
 
 
 class Held(NamedTuple):

@@ -10,7 +10,6 @@ from __future__ import annotations
 import numpy as np
 
 from sloscope import conventions as c
-from sloscope.columnar import arrow_arrays
 from sloscope.columnar.columns import Codes, Column, Floats, Mask, distinct, group
 from sloscope.processors.joined_batch import EvaluatedBatch
 from sloscope.processors.pod_history import PodHistory, PodKey

@@ -10,7 +10,6 @@ from collections.abc import Callable
 
 import numpy as np
 
-from sloscope.columnar import arrow_arrays
 from sloscope.columnar.cardinality import Labels
 from sloscope.columnar.columns import Codes, Column, Floats, Groups, Mask, appearance, distinct, first_named
 from sloscope.columnar.series import CounterFamily, HistogramFamily

@@ -16,7 +16,6 @@ from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from sloscope import conventions as c
-from sloscope.columnar import arrow_arrays
 from sloscope.processors.contracts import SpanCounts, SpanWindow
 from sloscope.processors.joined_batch import EvaluatedBatch
 

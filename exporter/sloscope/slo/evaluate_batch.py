@@ -154,11 +154,9 @@ def evaluate_batch(batch: Batch, spec: SLOSpec, strings: Strings | None = None) 
     ttft_ok = valid_seconds_of(raw_ttft)
     ttft = np.where(ttft_ok, raw_ttft, np.nan)
     # TPOT subtracts TTFT from e2e: both from the model server's clock (its own TTFT, when it has one).
-    server_ttft = np.where(
-        batch.held("server_ttft_seconds"), batch.floats("server_ttft_seconds"), raw_ttft
-    )
+    server_ttft = np.where(batch.held("server_ttft_seconds"), batch.floats("server_ttft_seconds"), raw_ttft)
     server_ok = valid_seconds_of(server_ttft)
-    e2e, tokens = floats(batch, "e2e_seconds"), batch.floats("completion_tokens")
+    e2e, tokens = batch.floats("e2e_seconds"), batch.floats("completion_tokens")
     e2e_ok, tokens_ok = valid_seconds_of(e2e), valid_tokens_of(tokens)
     with np.errstate(invalid="ignore"):
         backwards = e2e_ok & server_ok & tokens_ok & (tokens >= 2) & (e2e < server_ttft)
@@ -328,7 +326,6 @@ def _failed(verdict: VerdictColumns, failed: Mask, missed: Mask, actual: Floats,
         actual=np.where(failed, np.where(missed, actual, np.nan), verdict.actual),
         target=np.where(failed, np.where(missed, target, np.nan), verdict.target),
     )
-
 
 
 def valid_seconds_of(values: Floats) -> Mask:

@@ -129,7 +129,7 @@ class Verdicts:
 
 
 def evaluate_batch(batch: Batch, spec: SLOSpec, strings: Strings | None = None) -> Verdicts:
-    """Classify every request of ``batch`` (:data:`~sloscope.processors.joined_batch.SCHEMA`), resolve targets
+    """Classify every request of ``batch`` (the columns of :mod:`~sloscope.processors.joined_batch`), resolve targets
     and judge each SLO, as :func:`~sloscope.slo.evaluate.evaluate` does one request. ``strings``: the batch's
     string columns, shared with the publishers."""
     n = len(batch)

@@ -37,6 +37,7 @@ from sloscope.columnar.batch import (
     labels_of,
     texts_of,
 )
+from sloscope.columnar.columns import Mask
 from sloscope.processors.labels import RowLabels
 from sloscope.records import Evaluation, JoinedRequest
 from sloscope.slo.evaluate_batch import Verdicts
@@ -44,7 +45,19 @@ from sloscope.slo.evaluate_batch import Verdicts
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["KINDS", "NAMES", "TEXTS", "EvaluatedBatch", "check", "from_arrow", "from_requests", "to_requests"]
+__all__ = [
+    "KINDS",
+    "KIND_NAMES",
+    "NAMES",
+    "TEXTS",
+    "EvaluatedBatch",
+    "check",
+    "from_arrow",
+    "from_columns",
+    "from_requests",
+    "to_arrow",
+    "to_requests",
+]
 
 TEXTS = frozenset({"trace_id", "span_id", "request_id"})
 """The string fields whose every row differs: text columns, not label columns."""
@@ -128,6 +141,37 @@ def from_arrow(records: pa.RecordBatch) -> Batch:
         else:
             columns[name] = texts_of(array.to_pylist())
     return Batch(records.num_rows, columns)
+
+
+KIND_NAMES: dict[type[Column], str] = {FloatColumn: "float", IntColumn: "int", LabelColumn: "label", TextColumn: "text"}
+"""Each kind of column as the native join names it (``NativeAssembler.columns()``)."""
+
+
+def from_columns(taken: tuple[int, list[Any]]) -> Batch:
+    """The native join's requests taken (``NativeAssembler.take()``: how many, and each column's buffers in field
+    order), read where they are: no object per request."""
+    rows, parts = taken
+    columns: dict[str, Column] = {}
+    for name, part in zip(NAMES, parts, strict=True):
+        kind = KINDS[name][0]
+        if kind is FloatColumn:
+            values, held = part
+            columns[name] = FloatColumn(np.frombuffer(values, dtype=np.float64), _held(held, rows))
+        elif kind is IntColumn:
+            columns[name] = IntColumn(np.frombuffer(part[0], dtype=np.int64))
+        elif kind is LabelColumn:
+            codes, distinct = part
+            columns[name] = LabelColumn(np.frombuffer(codes, dtype=np.intp), distinct)
+        else:
+            offsets, data, held = part
+            columns[name] = TextColumn(
+                np.frombuffer(offsets, dtype=np.int64), np.frombuffer(data, dtype=np.uint8), _held(held, rows)
+            )
+    return Batch(rows, columns)
+
+
+def _held(held: bytes | None, rows: int) -> Mask:
+    return np.ones(rows, dtype=bool) if held is None else np.frombuffer(held, dtype=bool)
 
 
 def to_arrow(batch: Batch) -> pa.RecordBatch:

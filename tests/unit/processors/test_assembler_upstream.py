@@ -29,7 +29,6 @@ pytestmark = pytest.mark.usefixtures("assembler_engine")  # every test on both e
 T0 = 1_700_000_000_000_000_000
 MS = 1_000_000
 EPP = {"service.name": "llm-d-epp"}
-SIDECAR = {"service.name": "llm-d-disagg-sidecar"}
 AGENT_ROOT = 999  # the agent's span: a parent no span of it ever reaches sloscope
 
 
@@ -654,10 +653,11 @@ def test_a_chunked_decode_counts_every_chunk_of_one_request() -> None:
     (pkg/sidecar/proxy/decode.go:63-98)."""
     h = Harness()
     spans = nixl_request(1)
-    chunked = span(1, 36, "chunked_decode", {}, parent=34, resource=SIDECAR, start_ns=T0 + 160 * MS)
-    writer = RecordWriter(1, 37)  # the second chunk's POST, to the pod's own vLLM
-    Sidecar(writer).post(36, T0 + 2200 * MS, T0 + 3201 * MS, target=LOCAL_VLLM, path="/v1/chat/completions")
-    [second_post] = writer.spans
+    writer = RecordWriter(1, 36)  # chunked_decode under the decode leg, and the second chunk's POST to the pod's vLLM
+    sidecar = Sidecar(writer)
+    chunks = sidecar.chunked_decode(34, T0 + 160 * MS, T0 + 1160 * MS, chunk_size=101, chunks=2, total_tokens=151)
+    sidecar.post(chunks, T0 + 2200 * MS, T0 + 3201 * MS, target=LOCAL_VLLM, path="/v1/chat/completions")
+    [chunked, second_post] = writer.spans
     second = vllm033(
         1, 42, 37, pod_name="decode-0", request_id="chatcmpl-pd", start_ms=2200, ttft=0.01, e2e=1.0, tokens=50
     )

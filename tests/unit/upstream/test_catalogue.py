@@ -234,3 +234,24 @@ def test_the_p2p_connector_hangs_the_prefill_post_under_forward_request() -> Non
     assert spans[4].attributes["llm_d.pd_proxy.concurrent_pd"] is True
     text = SPANS_MD.read_text()
     assert all(key in text for span in spans for key in span.attributes)
+
+
+def test_a_chunked_decode_is_the_proxys_internal_span_under_the_decode_leg_with_each_chunks_post_under_it() -> None:
+    writer = Keeping()
+    sidecar = Sidecar(writer)
+    chunks = sidecar.chunked_decode(5, T0, T0 + 2345 * MS + MS // 2, chunk_size=64, chunks=3, total_tokens=150)
+    sidecar.post(chunks, T0 + MS, T0 + 800 * MS, target="localhost:8200", path="/v1/chat/completions")
+    (scope, drawn), (_, post) = writer.drawn
+    assert (drawn.name, drawn.parent, drawn.kind, scope.name) == (
+        "chunked_decode",
+        5,
+        "internal",
+        "llm-d-router/pkg/sidecar/proxy",
+    )
+    assert (post.name, post.parent, post.kind) == ("HTTP POST", chunks, "client")
+    assert drawn.attributes["llm_d.pd_proxy.chunked_decode.duration_ms"] == 2345.0  # whole milliseconds
+    assert (drawn.attributes["llm_d.pd_proxy.chunked_decode.chunks"], drawn.failure) == (3, None)
+    text = SPANS_MD.read_text()
+    assert "chunked_decode (I)" in text
+    keys = "/.".join(key.removeprefix("llm_d.pd_proxy.chunked_decode.") for key in drawn.attributes)
+    assert f"llm_d.pd_proxy.chunked_decode.{keys}" in text  # spans.md writes them as one line, in that order

@@ -20,7 +20,9 @@ from sloscope.slo.evaluate import evaluate
 from sloscope.testing import RecordWriter, epp_spans, sidecar_spans, span, vllm_033_attributes
 from sloscope.upstream import coordinator
 from sloscope.upstream.envoy import Envoy, captured_headers
+from sloscope.upstream.llmd_router import Epp
 from sloscope.upstream.pd_sidecar import LOCAL_VLLM, Sidecar
+from sloscope.upstream.writer import Process
 from tests.support.engines import assembler_engine  # noqa: F401  (the fixture below)
 from tests.unit.processors.test_assembler import Harness
 
@@ -331,14 +333,12 @@ def test_a_pd_decode_stage_waits_for_its_prefill_stage_at_most_its_window() -> N
 
 
 def prepare_disaggregation(trace: int) -> Span:
-    return span(
-        trace,
-        17,  # after the call's seven EPP spans, 10 to 16
-        "prepare_disaggregation",
-        {"llm_d.epp.pd.disaggregation_used": True, "llm_d.epp.pd.prefill_pod_address": "10.0.2.11"},
-        parent=11,
-        resource=EPP,
+    """The EPP's prepare_disaggregation under the call's orchestration (11), after its seven spans (10 to 16)."""
+    writer = RecordWriter(trace, 17)
+    Epp(writer, Process(EPP)).prepare_disaggregation(
+        11, T0, T0 + 1000 * MS, request_id="pd", model="Qwen/Qwen3-8B", prefill_address="10.0.2.11"
     )
+    return writer.spans[0]
 
 
 def test_pd_with_sidecar_tracing_off_counts_from_the_gateway_span() -> None:

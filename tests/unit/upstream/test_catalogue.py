@@ -90,6 +90,22 @@ def test_the_disagg_profile_handler_runs_decode_then_prefill_and_prepares() -> N
     assert prepare.attributes["llm_d.epp.pd.prefill_pod_address"] == "10.0.2.11"
 
 
+def test_prepare_disaggregation_alone_is_the_one_the_handler_ends_with() -> None:
+    writer = RecordWriter(trace=3, first=1)
+    Epp(writer).disaggregate(2, T0, request_id="r3", model="m", prefill_address="10.0.2.11")
+    alone = Keeping()
+    Epp(alone).prepare_disaggregation(2, T0, T0 + MS, request_id="r3", model="m", prefill_address="10.0.2.11")
+    [(scope, drawn)] = alone.drawn
+    assert (drawn.name, drawn.parent, drawn.kind, scope.name) == (
+        "prepare_disaggregation",
+        2,
+        "internal",
+        "llm-d-router/pkg/epp/framework/plugins/scheduling",
+    )
+    assert drawn.attributes == writer.spans[-1].attributes
+    assert drawn.attributes["llm_d.epp.pd.prefill_pod_port"] == "8000"
+
+
 def test_vllm_ends_its_span_half_a_millisecond_after_e2e_under_the_parent_it_was_sent() -> None:
     writer = RecordWriter(trace=4, first=20)
     attributes = vllm_033_attributes(request_id="chatcmpl-r4", ttft=0.25, e2e=1.5, completion_tokens=51)

@@ -22,6 +22,7 @@ from sloscope.upstream import coordinator
 from sloscope.upstream.envoy import Envoy, captured_headers
 from sloscope.upstream.llmd_router import Epp
 from sloscope.upstream.pd_sidecar import LOCAL_VLLM, Sidecar
+from sloscope.upstream.sglang import SchedulerSlices, SglangServer, request_attributes, sglang_process
 from sloscope.upstream.writer import Process
 from tests.support.engines import assembler_engine  # noqa: F401  (the fixture below)
 from tests.unit.processors.test_assembler import Harness
@@ -559,24 +560,19 @@ def test_an_sglang_request_has_no_queue_time() -> None:
     """SGLang 0.5.23: the root " Req <rid8>" carries gen_ai.* at finish and never time_in_queue
     (srt/observability/req_time_stats.py:535-562)."""
     h = Harness()
-    root = span(
-        1,
-        40,
-        " Req 1a2b3c4d",
-        {
-            "gen_ai.latency.time_to_first_token": 0.2,
-            "gen_ai.latency.e2e": 1.2,
-            "gen_ai.latency.time_in_model_prefill": 0.19,
-            "gen_ai.usage.prompt_tokens": 10,
-            "gen_ai.usage.completion_tokens": 11,
-            "gen_ai.request.id": "1a2b3c4d" * 4,
-            "gen_ai.response.model": "qwen",
-        },
-        parent=10,
-        resource=pod("sglang-0"),
-    )
-    waiting = span(1, 41, "prefill_waiting", {}, parent=40, resource=pod("sglang-0"))
-    h.feed(*epp_call(1, 10, request_id="s", parent=0), root, waiting)
+    writer = RecordWriter(1, 40)  # the root, the tokenizer's thread span and its two, the scheduler's and its slices
+    server = SglangServer(writer, writer, sglang_process("sglang-0"))
+    rid = "1a2b3c4d" * 4
+    attributes = request_attributes(
+        rid=rid, ttft=0.2, e2e=1.2, prefill=0.19, decode=1.0, inference=1.19, prompt_tokens=10, completion_tokens=11,
+        cached_tokens=0, max_tokens=256, top_p=1.0, temperature=0.7, top_k=-1, model="qwen",
+    )  # fmt: skip
+    root = server.request(10, T0, T0 + 1000 * MS, rid=rid, attributes=attributes)
+    dispatch = server.tokenizer_thread(root, T0, T0 + MS, T0 + 2 * MS, host_id="3f2a9c1e5b7d4a60", pid=87)
+    at = [T0 + ms * MS for ms in (2, 3, 10, 200, 201, 1000)]
+    slices = SchedulerSlices(*at, loops=[(at[4], at[5])])  # prefill_waiting from 3 to 10 ms: no queue time
+    server.scheduler_thread(root, dispatch, slices, host_id="3f2a9c1e5b7d4a60", pid=143)
+    h.feed(*epp_call(1, 10, request_id="s", parent=0), *writer.spans)
     [request] = h.emitted
     assert (request.queue_seconds, request.prefill_seconds, request.target_model, request.pod) == (
         None,

@@ -87,12 +87,16 @@ def epp_call(
     return epp_spans(trace, base, request_id=request_id, parent=parent, start_ns=T0 + start_ms * MS, **fields)
 
 
+def envoy(trace: int, span_id: int, attributes: dict[str, Any], *, parent: int = AGENT_ROOT) -> Span:
+    """The catalogue's Envoy span with ``attributes`` (captured headers), for a second from T0; ``parent`` 0: a root."""
+    writer = RecordWriter(trace, span_id)
+    Envoy(writer).ingress(parent or None, T0, T0 + 1_000_000_000, attributes)
+    return writer.spans[0]
+
+
 def ingress(trace: int, span_id: int, *, request_id: str, ttft_header: str, name: str = "x-llm-d-slo-ttft-ms") -> Span:
     """The catalogue's Envoy span beside gateway.request (both under the caller's span), with captured headers."""
-    writer = RecordWriter(trace, span_id)
-    attributes = captured_headers(request_id=request_id, headers={name: ttft_header})
-    Envoy(writer).ingress(AGENT_ROOT, T0, T0 + 1_000_000_000, attributes)
-    return writer.spans[0]
+    return envoy(trace, span_id, captured_headers(request_id=request_id, headers={name: ttft_header}))
 
 
 def by_pod(requests: list[JoinedRequest]) -> dict[str | None, int]:
@@ -138,11 +142,8 @@ def test_the_epps_gen_ai_request_model_is_the_target_model_and_the_clients_comes
         for s in spans:  # the orchestration span's target_model out: gen_ai.request.model alone names the model
             s.attributes.pop("target_model", None)
         if header is not None:
-            captured = {
-                "http.request.header.x-request-id": [f"r{trace}"],
-                "http.request.header.x-gateway-model-name": [header],
-            }
-            spans.append(span(trace, 8, "ingress", captured, parent=AGENT_ROOT, resource={"service.name": "envoy"}))
+            captured = captured_headers(request_id=f"r{trace}", headers={"x-gateway-model-name": header})
+            spans.append(envoy(trace, 8, captured))
         h.feed(*spans, vllm033(trace, 19, 10, pod_name="vllm-a", request_id=f"chatcmpl-r{trace}"))
     h.advance(5.0)
     assert [(r.requested_model, r.target_model, r.model) for r in h.emitted] == [
@@ -475,17 +476,10 @@ def test_the_coordinators_refused_conditional_decode_probe_is_no_call_and_the_ca
 
 def test_an_envoy_429_is_shed() -> None:
     h = Harness(failure_window_seconds=1.0)
-    envoy = span(
-        1,
-        18,
-        "ingress",
-        {"http.request.header.x-request-id": ["f"], "http.response.status_code": 429},
-        parent=0,
-        resource={"service.name": "envoy"},
-    )
+    shed = envoy(1, 18, captured_headers(request_id="f", headers={}, status_code=429), parent=0)
     h.feed(*failed_call((2, "inference error: Unknown - x"), scheduled=False, parent=0))
     h.feed(span(1, 10, "gateway.request", {}, parent=18, resource=EPP))  # a retry of the same span: duplicate
-    h.feed(envoy)
+    h.feed(shed)
     h.advance(1.0)
     assert [r.failure_reason for r in h.emitted] == [c.FAILURE_SHED]
 
@@ -551,8 +545,8 @@ def test_a_failed_request_misses_every_slo_it_carried_and_an_invalid_one_none() 
 )
 def test_slo_headers_of_both_generations(attributes: dict[str, Any], expected: float) -> None:
     h = Harness()
-    envoy = span(1, 18, "ingress", {"http.request.header.x-request-id": ["h"], **attributes}, parent=AGENT_ROOT)
-    h.feed(envoy, *epp_call(1, 10, request_id="h"), vllm033(1, 40, 10, pod_name="vllm-a", request_id="chatcmpl-h"))
+    headers = envoy(1, 18, {**captured_headers(request_id="h", headers={}), **attributes})  # in the form of the case
+    h.feed(headers, *epp_call(1, 10, request_id="h"), vllm033(1, 40, 10, pod_name="vllm-a", request_id="chatcmpl-h"))
     assert h.emitted[0].slo_ttft_ms == expected
 
 
@@ -619,15 +613,9 @@ def test_an_epp_trace_apart_from_envoy_and_vllm_is_one_request() -> None:
     """Envoy forwards its own traceparent to vLLM while the EPP, seeing none, starts a trace of its own: the
     two meet by the x-request-id the EPP read and forwarded (pkg/epp/handlers/server.go:442-449)."""
     h = Harness(failure_window_seconds=2.0)
-    envoy = span(
-        1,
-        1,
-        "ingress",
-        {"http.request.header.x-request-id": ["x1"], "http.request.header.x-llm-d-slo-ttft-ms": ["300"]},
-        resource={"service.name": "envoy"},
-    )
+    ingress_x1 = envoy(1, 1, captured_headers(request_id="x1", headers={"x-llm-d-slo-ttft-ms": "300"}), parent=0)
     h.feed(*epp_call(2, 10, request_id="x1", parent=0))  # the EPP's trace first
-    h.feed(envoy, vllm033(1, 3, 1, pod_name="vllm-a", request_id="chatcmpl-x1"))
+    h.feed(ingress_x1, vllm033(1, 3, 1, pod_name="vllm-a", request_id="chatcmpl-x1"))
     [request] = h.emitted
     assert (request.outcome, request.routing, request.slo_ttft_ms) == (
         c.OUTCOME_JOINED_BY_REQUEST_ID,
@@ -637,7 +625,7 @@ def test_an_epp_trace_apart_from_envoy_and_vllm_is_one_request() -> None:
     h.feed(*epp_call(4, 10, request_id="x2", parent=0))  # and once with the EPP's trace last
     h.feed(
         vllm033(3, 3, 1, pod_name="vllm-a", request_id="chatcmpl-x2"),
-        span(3, 1, "ingress", {"http.request.header.x-request-id": ["x2"]}),
+        envoy(3, 1, captured_headers(request_id="x2", headers={}), parent=0),
     )
     h.advance(2.0)
     assert [r.outcome for r in h.emitted] == [c.OUTCOME_JOINED_BY_REQUEST_ID, c.OUTCOME_JOINED_BY_REQUEST_ID]

@@ -87,6 +87,11 @@ def epp_process(pool: str | None = None) -> Process:
     return Process(attributes, SEMCONV_1_37)
 
 
+def _disagg_attributes(*, request_id: str, model: str) -> dict[str, Any]:
+    """What the disagg profile handler's spans all carry: the request, and no multimodal item."""
+    return {"gen_ai.request.model": model, "gen_ai.request.id": request_id, "mm.modality": "none", "mm.hash_count": 0}
+
+
 def _scope(name: str, build_ref: str) -> Scope:
     return Scope(name, build_ref, {"commit-sha": COMMIT})  # telemetry.go:185-201
 
@@ -224,14 +229,8 @@ class Epp(Generic[Handle]):
         port: int = 8000,
     ) -> None:
         """The disagg profile handler, decode first: a pick_disagg_profile span (an instant) as the decode run starts,
-        one as the prefill run starts and one as it ends, then prepare_disaggregation (PreRequest, over
-        ``prepared``) with llm_d.epp.pd.disaggregation_used true."""
-        picks: dict[str, Any] = {
-            "gen_ai.request.model": model,
-            "gen_ai.request.id": request_id,
-            "mm.modality": "none",
-            "mm.hash_count": 0,
-        }
+        one as the prefill run starts and one as it ends, then :meth:`prepare_disaggregation` over ``prepared``."""
+        picks = _disagg_attributes(request_id=request_id, model=model)
         for decision, run, at in (
             ("run_decode", decode, decode.start_ns),
             ("run_prefill", prefill, prefill.start_ns),
@@ -243,15 +242,34 @@ class Epp(Generic[Handle]):
             )  # fmt: skip
             if run is not None:
                 self.run_profile(orchestration, run, request_id=request_id, model=model)
+        self.prepare_disaggregation(
+            orchestration, *prepared, request_id=request_id, model=model, prefill_address=prefill_address, port=port
+        )
+
+    def prepare_disaggregation(
+        self,
+        orchestration: Handle,
+        start_ns: int,
+        end_ns: int,
+        *,
+        request_id: str,
+        model: str,
+        prefill_address: str,
+        port: int = 8000,
+    ) -> Handle:
+        """prepare_disaggregation, the disagg profile handler's PreRequest once the prefill run chose a pod
+        (``disagg_profile_handler.go:528-579``, ``director.go:370``), under the orchestration: the pick spans'
+        attributes, llm_d.epp.pd.disaggregation_used true with the prefill pod's address and port, and no encode
+        stage."""
         prepare = {
-            **picks,
+            **_disagg_attributes(request_id=request_id, model=model),
             "llm_d.epp.pd.disaggregation_used": True,
             "llm_d.epp.pd.prefill_pod_address": prefill_address,
             "llm_d.epp.pd.prefill_pod_port": str(port),
             "llm_d.epp.encode.disaggregation_used": False,
             "llm_d.epp.encode.reason": "no_encode_profile_result",
         }
-        self._span(self.plugins, "prepare_disaggregation", orchestration, *prepared, attributes=prepare)
+        return self._span(self.plugins, "prepare_disaggregation", orchestration, start_ns, end_ns, attributes=prepare)
 
     def call(
         self,

@@ -10,7 +10,9 @@ span (``transport.go:59-60,80-81``) under which the pod's vLLM puts its ``llm_re
   serial; decode is the prefill span's child (the function's one ``ctx`` rebound at :87, used at :296) and carries
   the request summary (:449-467);
 * concurrent P2P (``offloading``, ``connector_p2p.go:46-214``): the prefill POST under ``forward_request`` (cloned
-  before the prefill span starts, :126-129), ``llm_d.pd_proxy.prefill`` > ``llm_d.pd_proxy.decode`` > its POST.
+  before the prefill span starts, :126-129), ``llm_d.pd_proxy.prefill`` > ``llm_d.pd_proxy.decode`` > its POST;
+* with ``--decode-chunk-size > 0``, a ``chunked_decode`` span under the decode leg, one POST per chunk
+  (``pkg/sidecar/proxy/decode.go:63-98``).
 
 Every ``*_ms`` is ``float64(duration.Milliseconds())``: whole milliseconds, truncated. Resource:
 ``cmd/pd-sidecar/main.go:58``; ``Dockerfile.sidecar:40`` stamps another version package, so the version and the
@@ -133,6 +135,30 @@ class Sidecar(Generic[Handle]):
             "http.response.status_code": 200,
         }
         return self._span(OTELHTTP, Drawn("HTTP POST", parent, start_ns, end_ns, "client", attributes))
+
+    def chunked_decode(
+        self,
+        parent: Handle,
+        start_ns: int,
+        end_ns: int,
+        *,
+        chunk_size: int,
+        chunks: int,
+        total_tokens: int,
+        streaming: bool = True,
+    ) -> Handle:
+        """``--decode-chunk-size > 0``: chunked_decode, INTERNAL, under the decode leg (``parent``), each chunk's
+        request to the pod's own vLLM a :meth:`post` under it (``pkg/sidecar/proxy/decode.go:63-98``); the chunk
+        size and streaming at its start, the chunks, tokens and whole milliseconds at its end, as spans.md section
+        2.1 names them."""
+        attributes: dict[str, Any] = {
+            "llm_d.pd_proxy.chunked_decode.chunk_size": chunk_size,
+            "llm_d.pd_proxy.chunked_decode.streaming": streaming,
+            "llm_d.pd_proxy.chunked_decode.chunks": chunks,
+            "llm_d.pd_proxy.chunked_decode.total_tokens": total_tokens,
+            "llm_d.pd_proxy.chunked_decode.duration_ms": _ms(start_ns, end_ns),
+        }
+        return self._span(PROXY, Drawn("chunked_decode", parent, start_ns, end_ns, attributes=attributes))
 
     def legs(self, forward: Handle, legs: Legs, *, path: str, prefill_target: str) -> tuple[Handle, Handle]:
         """The connector's leg spans and their POSTs under ``forward``; returns the prefill and the decode POST,

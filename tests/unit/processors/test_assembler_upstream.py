@@ -20,7 +20,10 @@ from sloscope.slo.evaluate import evaluate
 from sloscope.testing import RecordWriter, epp_spans, sidecar_spans, span, vllm_033_attributes
 from sloscope.upstream import coordinator
 from sloscope.upstream.envoy import Envoy, captured_headers
+from sloscope.upstream.llmd_router import Epp
 from sloscope.upstream.pd_sidecar import LOCAL_VLLM, Sidecar
+from sloscope.upstream.sglang import SchedulerSlices, SglangServer, request_attributes, sglang_process
+from sloscope.upstream.writer import Process
 from tests.support.engines import assembler_engine  # noqa: F401  (the fixture below)
 from tests.unit.processors.test_assembler import Harness
 
@@ -29,7 +32,6 @@ pytestmark = pytest.mark.usefixtures("assembler_engine")  # every test on both e
 T0 = 1_700_000_000_000_000_000
 MS = 1_000_000
 EPP = {"service.name": "llm-d-epp"}
-SIDECAR = {"service.name": "llm-d-disagg-sidecar"}
 AGENT_ROOT = 999  # the agent's span: a parent no span of it ever reaches sloscope
 
 
@@ -85,12 +87,16 @@ def epp_call(
     return epp_spans(trace, base, request_id=request_id, parent=parent, start_ns=T0 + start_ms * MS, **fields)
 
 
+def envoy(trace: int, span_id: int, attributes: dict[str, Any], *, parent: int = AGENT_ROOT) -> Span:
+    """The catalogue's Envoy span with ``attributes`` (captured headers), for a second from T0; ``parent`` 0: a root."""
+    writer = RecordWriter(trace, span_id)
+    Envoy(writer).ingress(parent or None, T0, T0 + 1_000_000_000, attributes)
+    return writer.spans[0]
+
+
 def ingress(trace: int, span_id: int, *, request_id: str, ttft_header: str, name: str = "x-llm-d-slo-ttft-ms") -> Span:
     """The catalogue's Envoy span beside gateway.request (both under the caller's span), with captured headers."""
-    writer = RecordWriter(trace, span_id)
-    attributes = captured_headers(request_id=request_id, headers={name: ttft_header})
-    Envoy(writer).ingress(AGENT_ROOT, T0, T0 + 1_000_000_000, attributes)
-    return writer.spans[0]
+    return envoy(trace, span_id, captured_headers(request_id=request_id, headers={name: ttft_header}))
 
 
 def by_pod(requests: list[JoinedRequest]) -> dict[str | None, int]:
@@ -136,11 +142,8 @@ def test_the_epps_gen_ai_request_model_is_the_target_model_and_the_clients_comes
         for s in spans:  # the orchestration span's target_model out: gen_ai.request.model alone names the model
             s.attributes.pop("target_model", None)
         if header is not None:
-            captured = {
-                "http.request.header.x-request-id": [f"r{trace}"],
-                "http.request.header.x-gateway-model-name": [header],
-            }
-            spans.append(span(trace, 8, "ingress", captured, parent=AGENT_ROOT, resource={"service.name": "envoy"}))
+            captured = captured_headers(request_id=f"r{trace}", headers={"x-gateway-model-name": header})
+            spans.append(envoy(trace, 8, captured))
         h.feed(*spans, vllm033(trace, 19, 10, pod_name="vllm-a", request_id=f"chatcmpl-r{trace}"))
     h.advance(5.0)
     assert [(r.requested_model, r.target_model, r.model) for r in h.emitted] == [
@@ -332,14 +335,12 @@ def test_a_pd_decode_stage_waits_for_its_prefill_stage_at_most_its_window() -> N
 
 
 def prepare_disaggregation(trace: int) -> Span:
-    return span(
-        trace,
-        17,  # after the call's seven EPP spans, 10 to 16
-        "prepare_disaggregation",
-        {"llm_d.epp.pd.disaggregation_used": True, "llm_d.epp.pd.prefill_pod_address": "10.0.2.11"},
-        parent=11,
-        resource=EPP,
+    """The EPP's prepare_disaggregation under the call's orchestration (11), after its seven spans (10 to 16)."""
+    writer = RecordWriter(trace, 17)
+    Epp(writer, Process(EPP)).prepare_disaggregation(
+        11, T0, T0 + 1000 * MS, request_id="pd", model="Qwen/Qwen3-8B", prefill_address="10.0.2.11"
     )
+    return writer.spans[0]
 
 
 def test_pd_with_sidecar_tracing_off_counts_from_the_gateway_span() -> None:
@@ -475,17 +476,10 @@ def test_the_coordinators_refused_conditional_decode_probe_is_no_call_and_the_ca
 
 def test_an_envoy_429_is_shed() -> None:
     h = Harness(failure_window_seconds=1.0)
-    envoy = span(
-        1,
-        18,
-        "ingress",
-        {"http.request.header.x-request-id": ["f"], "http.response.status_code": 429},
-        parent=0,
-        resource={"service.name": "envoy"},
-    )
+    shed = envoy(1, 18, captured_headers(request_id="f", headers={}, status_code=429), parent=0)
     h.feed(*failed_call((2, "inference error: Unknown - x"), scheduled=False, parent=0))
     h.feed(span(1, 10, "gateway.request", {}, parent=18, resource=EPP))  # a retry of the same span: duplicate
-    h.feed(envoy)
+    h.feed(shed)
     h.advance(1.0)
     assert [r.failure_reason for r in h.emitted] == [c.FAILURE_SHED]
 
@@ -551,8 +545,8 @@ def test_a_failed_request_misses_every_slo_it_carried_and_an_invalid_one_none() 
 )
 def test_slo_headers_of_both_generations(attributes: dict[str, Any], expected: float) -> None:
     h = Harness()
-    envoy = span(1, 18, "ingress", {"http.request.header.x-request-id": ["h"], **attributes}, parent=AGENT_ROOT)
-    h.feed(envoy, *epp_call(1, 10, request_id="h"), vllm033(1, 40, 10, pod_name="vllm-a", request_id="chatcmpl-h"))
+    headers = envoy(1, 18, {**captured_headers(request_id="h", headers={}), **attributes})  # in the form of the case
+    h.feed(headers, *epp_call(1, 10, request_id="h"), vllm033(1, 40, 10, pod_name="vllm-a", request_id="chatcmpl-h"))
     assert h.emitted[0].slo_ttft_ms == expected
 
 
@@ -560,24 +554,19 @@ def test_an_sglang_request_has_no_queue_time() -> None:
     """SGLang 0.5.23: the root " Req <rid8>" carries gen_ai.* at finish and never time_in_queue
     (srt/observability/req_time_stats.py:535-562)."""
     h = Harness()
-    root = span(
-        1,
-        40,
-        " Req 1a2b3c4d",
-        {
-            "gen_ai.latency.time_to_first_token": 0.2,
-            "gen_ai.latency.e2e": 1.2,
-            "gen_ai.latency.time_in_model_prefill": 0.19,
-            "gen_ai.usage.prompt_tokens": 10,
-            "gen_ai.usage.completion_tokens": 11,
-            "gen_ai.request.id": "1a2b3c4d" * 4,
-            "gen_ai.response.model": "qwen",
-        },
-        parent=10,
-        resource=pod("sglang-0"),
-    )
-    waiting = span(1, 41, "prefill_waiting", {}, parent=40, resource=pod("sglang-0"))
-    h.feed(*epp_call(1, 10, request_id="s", parent=0), root, waiting)
+    writer = RecordWriter(1, 40)  # the root, the tokenizer's thread span and its two, the scheduler's and its slices
+    server = SglangServer(writer, writer, sglang_process("sglang-0"))
+    rid = "1a2b3c4d" * 4
+    attributes = request_attributes(
+        rid=rid, ttft=0.2, e2e=1.2, prefill=0.19, decode=1.0, inference=1.19, prompt_tokens=10, completion_tokens=11,
+        cached_tokens=0, max_tokens=256, top_p=1.0, temperature=0.7, top_k=-1, model="qwen",
+    )  # fmt: skip
+    root = server.request(10, T0, T0 + 1000 * MS, rid=rid, attributes=attributes)
+    dispatch = server.tokenizer_thread(root, T0, T0 + MS, T0 + 2 * MS, host_id="3f2a9c1e5b7d4a60", pid=87)
+    at = [T0 + ms * MS for ms in (2, 3, 10, 200, 201, 1000)]
+    slices = SchedulerSlices(*at, loops=[(at[4], at[5])])  # prefill_waiting from 3 to 10 ms: no queue time
+    server.scheduler_thread(root, dispatch, slices, host_id="3f2a9c1e5b7d4a60", pid=143)
+    h.feed(*epp_call(1, 10, request_id="s", parent=0), *writer.spans)
     [request] = h.emitted
     assert (request.queue_seconds, request.prefill_seconds, request.target_model, request.pod) == (
         None,
@@ -624,15 +613,9 @@ def test_an_epp_trace_apart_from_envoy_and_vllm_is_one_request() -> None:
     """Envoy forwards its own traceparent to vLLM while the EPP, seeing none, starts a trace of its own: the
     two meet by the x-request-id the EPP read and forwarded (pkg/epp/handlers/server.go:442-449)."""
     h = Harness(failure_window_seconds=2.0)
-    envoy = span(
-        1,
-        1,
-        "ingress",
-        {"http.request.header.x-request-id": ["x1"], "http.request.header.x-llm-d-slo-ttft-ms": ["300"]},
-        resource={"service.name": "envoy"},
-    )
+    ingress_x1 = envoy(1, 1, captured_headers(request_id="x1", headers={"x-llm-d-slo-ttft-ms": "300"}), parent=0)
     h.feed(*epp_call(2, 10, request_id="x1", parent=0))  # the EPP's trace first
-    h.feed(envoy, vllm033(1, 3, 1, pod_name="vllm-a", request_id="chatcmpl-x1"))
+    h.feed(ingress_x1, vllm033(1, 3, 1, pod_name="vllm-a", request_id="chatcmpl-x1"))
     [request] = h.emitted
     assert (request.outcome, request.routing, request.slo_ttft_ms) == (
         c.OUTCOME_JOINED_BY_REQUEST_ID,
@@ -642,7 +625,7 @@ def test_an_epp_trace_apart_from_envoy_and_vllm_is_one_request() -> None:
     h.feed(*epp_call(4, 10, request_id="x2", parent=0))  # and once with the EPP's trace last
     h.feed(
         vllm033(3, 3, 1, pod_name="vllm-a", request_id="chatcmpl-x2"),
-        span(3, 1, "ingress", {"http.request.header.x-request-id": ["x2"]}),
+        envoy(3, 1, captured_headers(request_id="x2", headers={}), parent=0),
     )
     h.advance(2.0)
     assert [r.outcome for r in h.emitted] == [c.OUTCOME_JOINED_BY_REQUEST_ID, c.OUTCOME_JOINED_BY_REQUEST_ID]
@@ -654,10 +637,11 @@ def test_a_chunked_decode_counts_every_chunk_of_one_request() -> None:
     (pkg/sidecar/proxy/decode.go:63-98)."""
     h = Harness()
     spans = nixl_request(1)
-    chunked = span(1, 36, "chunked_decode", {}, parent=34, resource=SIDECAR, start_ns=T0 + 160 * MS)
-    writer = RecordWriter(1, 37)  # the second chunk's POST, to the pod's own vLLM
-    Sidecar(writer).post(36, T0 + 2200 * MS, T0 + 3201 * MS, target=LOCAL_VLLM, path="/v1/chat/completions")
-    [second_post] = writer.spans
+    writer = RecordWriter(1, 36)  # chunked_decode under the decode leg, and the second chunk's POST to the pod's vLLM
+    sidecar = Sidecar(writer)
+    chunks = sidecar.chunked_decode(34, T0 + 160 * MS, T0 + 1160 * MS, chunk_size=101, chunks=2, total_tokens=151)
+    sidecar.post(chunks, T0 + 2200 * MS, T0 + 3201 * MS, target=LOCAL_VLLM, path="/v1/chat/completions")
+    [chunked, second_post] = writer.spans
     second = vllm033(
         1, 42, 37, pod_name="decode-0", request_id="chatcmpl-pd", start_ms=2200, ttft=0.01, e2e=1.0, tokens=50
     )

@@ -26,10 +26,12 @@ from sloscope.processors import joined_batch
 from sloscope.processors.calls import CallJoiner
 from sloscope.processors.tracker_rows import leg_ttft
 from sloscope.records import JoinedRequest, Span
-from sloscope.testing import coordinator_spans
+from sloscope.testing import RecordWriter, coordinator_spans
+from sloscope.upstream.llmd_router import Epp
+from sloscope.upstream.writer import Process
 from tests.support.engines import assembler_engine  # noqa: F401  (the fixture below)
 from tests.unit.processors.test_assembler import Harness
-from tests.unit.processors.test_assembler_upstream import AGENT_ROOT, MS, T0, epp_call, vllm033
+from tests.unit.processors.test_assembler_upstream import AGENT_ROOT, EPP, MS, T0, epp_call, vllm033
 
 # One call: the refused probe at 0-20 ms, the prefill leg at 30-530 ms, the decode leg at 540-2540 ms.
 PROBE_MS, PREFILL_MS, DECODE_MS = 0, 30, 540
@@ -112,7 +114,11 @@ def test_a_leg_says_the_one_profile_its_scheduler_ran_when_it_is_named_for_a_pha
             leg_server(trace, phase, parent=20 if phase == c.PHASE_PREFILL else 30),
         )
     sidecar = epp_call(3, 40, request_id="s", profile="decode", parent=0)
-    sidecar.append(dataclasses.replace(sidecar[2], span_id=f"{47:016x}", attributes=dict(PREFILL_PROFILE)))
+    writer = RecordWriter(3, 60)  # then the prefill profile's run, under the same orchestration (41)
+    Epp(writer, Process(EPP)).schedule(
+        41, sidecar[-1].end_ns, request_id="s", model="Qwen/Qwen3-8B", profile="prefill", scorers=("latency-scorer",)
+    )
+    sidecar += writer.spans
     h.feed(*sidecar, vllm033(3, 49, 40, pod_name="decode-1", request_id="chatcmpl-s"))
     h.feed(*epp_call(4, 50, request_id="t", parent=0), vllm033(4, 59, 50, pod_name="decode-1", request_id="chatcmpl-t"))
     assert [(r.request_id, r.phase) for r in h.emitted] == [
@@ -121,9 +127,6 @@ def test_a_leg_says_the_one_profile_its_scheduler_ran_when_it_is_named_for_a_pha
         ("s", None),
         ("t", None),
     ]
-
-
-PREFILL_PROFILE = {"llm_d.epp.scheduling.profile.name": "prefill"}
 
 
 # ---- the call joiner ----------------------------------------------------------------------------------------------

@@ -90,6 +90,22 @@ def test_the_disagg_profile_handler_runs_decode_then_prefill_and_prepares() -> N
     assert prepare.attributes["llm_d.epp.pd.prefill_pod_address"] == "10.0.2.11"
 
 
+def test_prepare_disaggregation_alone_is_the_one_the_handler_ends_with() -> None:
+    writer = RecordWriter(trace=3, first=1)
+    Epp(writer).disaggregate(2, T0, request_id="r3", model="m", prefill_address="10.0.2.11")
+    alone = Keeping()
+    Epp(alone).prepare_disaggregation(2, T0, T0 + MS, request_id="r3", model="m", prefill_address="10.0.2.11")
+    [(scope, drawn)] = alone.drawn
+    assert (drawn.name, drawn.parent, drawn.kind, scope.name) == (
+        "prepare_disaggregation",
+        2,
+        "internal",
+        "llm-d-router/pkg/epp/framework/plugins/scheduling",
+    )
+    assert drawn.attributes == writer.spans[-1].attributes
+    assert drawn.attributes["llm_d.epp.pd.prefill_pod_port"] == "8000"
+
+
 def test_vllm_ends_its_span_half_a_millisecond_after_e2e_under_the_parent_it_was_sent() -> None:
     writer = RecordWriter(trace=4, first=20)
     attributes = vllm_033_attributes(request_id="chatcmpl-r4", ttft=0.25, e2e=1.5, completion_tokens=51)
@@ -234,3 +250,24 @@ def test_the_p2p_connector_hangs_the_prefill_post_under_forward_request() -> Non
     assert spans[4].attributes["llm_d.pd_proxy.concurrent_pd"] is True
     text = SPANS_MD.read_text()
     assert all(key in text for span in spans for key in span.attributes)
+
+
+def test_a_chunked_decode_is_the_proxys_internal_span_under_the_decode_leg_with_each_chunks_post_under_it() -> None:
+    writer = Keeping()
+    sidecar = Sidecar(writer)
+    chunks = sidecar.chunked_decode(5, T0, T0 + 2345 * MS + MS // 2, chunk_size=64, chunks=3, total_tokens=150)
+    sidecar.post(chunks, T0 + MS, T0 + 800 * MS, target="localhost:8200", path="/v1/chat/completions")
+    (scope, drawn), (_, post) = writer.drawn
+    assert (drawn.name, drawn.parent, drawn.kind, scope.name) == (
+        "chunked_decode",
+        5,
+        "internal",
+        "llm-d-router/pkg/sidecar/proxy",
+    )
+    assert (post.name, post.parent, post.kind) == ("HTTP POST", chunks, "client")
+    assert drawn.attributes["llm_d.pd_proxy.chunked_decode.duration_ms"] == 2345.0  # whole milliseconds
+    assert (drawn.attributes["llm_d.pd_proxy.chunked_decode.chunks"], drawn.failure) == (3, None)
+    text = SPANS_MD.read_text()
+    assert "chunked_decode (I)" in text
+    keys = "/.".join(key.removeprefix("llm_d.pd_proxy.chunked_decode.") for key in drawn.attributes)
+    assert f"llm_d.pd_proxy.chunked_decode.{keys}" in text  # spans.md writes them as one line, in that order

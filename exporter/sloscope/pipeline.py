@@ -33,7 +33,6 @@ from prometheus_client import CollectorRegistry
 from sloscope import threads
 from sloscope._native import GatewayMemory as NativeGatewayMemory
 from sloscope.attributes import Mapping
-from sloscope.columnar import arrow_arrays
 from sloscope.columnar.batch import Batch as Columns
 from sloscope.config import Join, Settings
 from sloscope.processors import joined_batch, shards, span_shapes
@@ -145,7 +144,6 @@ class Pipeline:
             without_pool=self.telemetry.without_pool,
         )
         self.calls = CallJoiner(settings.join, self.telemetry.legs, clock=clock)  # under the publishing lock
-        arrow_arrays.warm_up()  # the batch path's Arrow kernels, initialised before any load
         # join.engine: the native core, or the Python reference it is tested against (the same rules).
         join = shard_join(settings.join, workers)
         queues = self.queue.shards if isinstance(self.queue, shards.ShardedQueue) else [self.queue]

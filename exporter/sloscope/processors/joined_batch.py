@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from sloscope.columnar import arrow_arrays
 from sloscope.columnar.batch import (
     Batch,
     Column,
@@ -127,6 +126,8 @@ def check(batch: Batch) -> None:
 
 def from_arrow(records: pa.RecordBatch) -> Batch:
     """An Arrow record batch with a string, float64 or int64 column per field, read through its buffers."""
+    from sloscope.columnar import arrow_arrays
+
     columns: dict[str, Column] = {}
     for name in NAMES:
         array = records.column(name)
@@ -178,6 +179,8 @@ def to_arrow(batch: Batch) -> pa.RecordBatch:
     """The batch as an Arrow record batch with a string, float64 or int64 column per field: the joined part of the
     records the store writes and the export sends (Arrow is imported only where records are kept)."""
     import pyarrow as pa
+
+    from sloscope.columnar import arrow_arrays
 
     arrays = []
     for name in NAMES:

@@ -14,7 +14,7 @@ the two cannot drift apart:
 This is the contract a producer of joined requests other than the Python assembler (the native join) writes:
 :func:`check` says what is wrong with a batch that does not keep it. :func:`from_requests` builds a batch from
 objects and :func:`to_requests` gives the objects back, for tests and for the rows a publisher needs as objects;
-:func:`from_arrow` reads an Arrow record batch of the same columns (the native join's export).
+:func:`from_columns` reads the native join's buffers, :func:`to_arrow` makes the joined part of the records.
 """
 
 from __future__ import annotations
@@ -51,7 +51,6 @@ __all__ = [
     "TEXTS",
     "EvaluatedBatch",
     "check",
-    "from_arrow",
     "from_columns",
     "from_requests",
     "to_arrow",
@@ -122,26 +121,6 @@ def check(batch: Batch) -> None:
             nulls = int((~batch.held(name)).sum())
             if nulls:
                 raise ValueError(f"joined batch column {name} has {nulls} null(s); it has none")
-
-
-def from_arrow(records: pa.RecordBatch) -> Batch:
-    """An Arrow record batch with a string, float64 or int64 column per field, read through its buffers."""
-    from sloscope.columnar import arrow_arrays
-
-    columns: dict[str, Column] = {}
-    for name in NAMES:
-        array = records.column(name)
-        kind = KINDS[name][0]
-        if kind is FloatColumn:
-            columns[name] = FloatColumn(arrow_arrays.floats(array), arrow_arrays.present(array))
-        elif kind is IntColumn:
-            columns[name] = IntColumn(arrow_arrays.ints(array))
-        elif kind is LabelColumn:
-            codes, values = arrow_arrays.strings(array)
-            columns[name] = LabelColumn(codes, values)
-        else:
-            columns[name] = texts_of(array.to_pylist())
-    return Batch(records.num_rows, columns)
 
 
 KIND_NAMES: dict[type[Column], str] = {FloatColumn: "float", IntColumn: "int", LabelColumn: "label", TextColumn: "text"}

@@ -64,7 +64,7 @@ def run(batches: list[SpanBatch]) -> tuple[float, int]:
 
     def take() -> None:
         records = assembler.take()
-        emitted.append(0 if records is None else records.num_rows)
+        emitted.append(0 if records is None else len(records))
 
     started = time.process_time()
     for batch in batches:

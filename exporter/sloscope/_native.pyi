@@ -14,7 +14,6 @@ __all__ = [
     "ByteBudget",
     "DecodeError",
     "Decoder",
-    "ExportedBatch",
     "GatewayMemory",
     "GrpcFront",
     "HttpFront",
@@ -135,14 +134,12 @@ class HttpFront:
 # The trace join (native/src/join): (kind "dropped" or "outcome", reason, count) in first-seen order.
 _Counts = list[tuple[str, str, int]]
 
-@final
-class ExportedBatch:
-    """A record batch of joined requests as an Arrow C data interface struct, until pyarrow imports it."""
-
-    @property
-    def address(self) -> int: ...
-    @property
-    def rows(self) -> int: ...
+# A column of the joined requests taken (native/src/join/columns.rs), its buffers as bytes: float (values f64, held
+# bytes or None: every row holds one), int (values i64), label (codes i64, -1 none; values in order of first
+# appearance), text (offsets i64, UTF-8 data, held bytes or None).
+_ColumnParts = tuple[bytes, bytes | None] | tuple[bytes] | tuple[bytes, list[str]] | tuple[bytes, bytes, bytes | None]
+# The requests taken: how many, and a column each in JoinedRequest's field order.
+_JoinedColumns = tuple[int, list[_ColumnParts]]
 
 @final
 class JoinStep:
@@ -189,8 +186,8 @@ class NativeAssembler:
     def consume(self, batch: SpanBatch, now: float) -> JoinStep: ...
     def expire(self, now: float) -> JoinStep: ...
     def flush(self) -> JoinStep: ...
-    # The gathered requests as one exported record batch (pa.RecordBatch._import_from_c with SCHEMA), None for none.
-    def take(self) -> ExportedBatch | None: ...
+    # The gathered requests as columns (joined_batch.from_columns), None for none.
+    def take(self) -> _JoinedColumns | None: ...
     @property
     def gathered(self) -> int: ...
     @property

@@ -28,13 +28,12 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import pyarrow as pa
 from prometheus_client import CollectorRegistry
 
 from sloscope import threads
 from sloscope._native import GatewayMemory as NativeGatewayMemory
 from sloscope.attributes import Mapping
-from sloscope.columnar import arrow_arrays
+from sloscope.columnar.batch import Batch as Columns
 from sloscope.config import Join, Settings
 from sloscope.processors import joined_batch, shards, span_shapes
 from sloscope.processors.assembler import GatewayMemory, TraceAssembler
@@ -145,7 +144,6 @@ class Pipeline:
             without_pool=self.telemetry.without_pool,
         )
         self.calls = CallJoiner(settings.join, self.telemetry.legs, clock=clock)  # under the publishing lock
-        arrow_arrays.warm_up()  # the batch path's Arrow kernels, initialised before any load
         # join.engine: the native core, or the Python reference it is tested against (the same rules).
         join = shard_join(settings.join, workers)
         queues = self.queue.shards if isinstance(self.queue, shards.ShardedQueue) else [self.queue]
@@ -291,7 +289,7 @@ class Pipeline:
             records = None if native is None else native.take()
             emitted = self._emitted
             requests = [emitted.popleft() for _ in range(len(emitted))]  # others may append meanwhile: kept
-            taken = (0 if records is None else records.num_rows) + len(requests)
+            taken = (0 if records is None else len(records)) + len(requests)
             try:
                 calls: list[JoinedRequest] = []
                 if records is not None:
@@ -299,14 +297,14 @@ class Pipeline:
                 calls = self.calls.requests(requests) + calls
                 if expire_calls:
                     calls += self.calls.expire()
-                if records is not None and records.num_rows:
+                if records is not None and len(records):
                     self._evaluate(records=records)
                 if calls:
                     self._evaluate(requests=calls)
             finally:
                 self._batch.evaluated(taken)
 
-    def _evaluate(self, *, records: pa.RecordBatch | None = None, requests: list[JoinedRequest] | None = None) -> None:
+    def _evaluate(self, *, records: Columns | None = None, requests: list[JoinedRequest] | None = None) -> None:
         """One batch, as the native join's record batch or the reference's objects, placed in its pools."""
         try:
             if records is None:
@@ -316,12 +314,12 @@ class Pipeline:
         except Exception:  # a batch the evaluator cannot take still counts: each request as a batch of its own
             if records is None:
                 records = joined_batch.from_requests(requests or [])
-            log.exception("batch evaluation failed on %d requests; evaluating them one by one", records.num_rows)
-            for row in range(records.num_rows):
+            log.exception("batch evaluation failed on %d requests; evaluating them one by one", len(records))
+            for row in range(len(records)):
                 try:
                     self.evaluator.records(self.placement.place_records(records.slice(row, 1)))
                 except Exception:  # this request alone is lost, and said so
-                    log.exception("evaluation failed on trace %s", records.column("trace_id")[row])
+                    log.exception("evaluation failed on trace %s", records.ids("trace_id", [row])[0])
 
     def _flush(self, shard: _Shard) -> None:
         flushed = shard.assembler.flush()

@@ -20,7 +20,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     decode::register(m)?;
     m.add_class::<join::py::NativeAssembler>()?;
     m.add_class::<join::py::GatewayMemory>()?;
-    m.add_class::<join::py::ExportedBatch>()?;
     m.add_class::<join::py::JoinStep>()?;
     m.add_class::<front::py::GrpcFront>()?;
     m.add_class::<front::py::HttpFront>()?;

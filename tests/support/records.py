@@ -69,7 +69,7 @@ def record(
     gives it back exactly)."""
     request = joined(n, end_ns=end_ns, **fields)
     batch = joined_batch.from_requests([request])
-    rows = BatchRows(batch, evaluate_batch(batch, default_spec()).to_record_batch())
+    rows = BatchRows(joined_batch.to_arrow(batch), evaluate_batch(batch, default_spec()).to_record_batch())
     settled = Settled(request.pool or "unknown", **{"source": "none", **(prediction or {})})
     arrival = (request.arrival_ns or request.start_ns) / 1e9
     history = PodHistory(4, stale_after=3600.0, vanished_grace=60.0)

@@ -1,10 +1,11 @@
-"""Arrow arrays to numpy and back through their buffers, never through pyarrow's pandas shim.
+"""Arrow arrays of the records (the record store's and the OTLP export's), to numpy and back through their buffers,
+never through pyarrow's pandas shim. The batch path itself is numpy (:mod:`sloscope.columnar.batch`): this module,
+and pyarrow with it, is imported only where records are built or kept.
 
 ``pyarrow.array``, ``Array.to_numpy`` and Python scalars passed to ``pyarrow.compute`` all ask pyarrow's
 pandas shim whether their argument is a pandas object, which imports pandas when it is installed (the
 ``review`` extra): some 30 MiB of resident memory in ``serve`` for nothing. Building arrays from buffers
-(``Array.from_buffers``) and reading their buffers with ``numpy.frombuffer`` does the same work without it;
-``tests/unit/slo/test_evaluate_batch.py`` checks that the batch path leaves pandas unimported.
+(``Array.from_buffers``) and reading their buffers with ``numpy.frombuffer`` does the same work without it.
 """
 
 from __future__ import annotations
@@ -61,38 +62,6 @@ def nonempty(array: pa.Array) -> Mask:
     return held & present(array) if array.null_count else held
 
 
-def strings(array: pa.Array) -> tuple[Codes, list[str]]:
-    """A string array as codes into its distinct values (in order of first appearance), -1 for null."""
-    if array.null_count == len(array):  # often so (no failure reason, no endpoint): encoding costs ~0.1 ms anyway
-        return np.full(len(array), -1, dtype=np.intp), []
-    encoded = array.dictionary_encode()
-    indices = encoded.indices
-    raw = np.frombuffer(indices.buffers()[1], dtype=np.int32, count=len(indices), offset=indices.offset * 4)
-    codes: Codes = raw.astype(np.intp)
-    if indices.null_count:
-        codes[~present(indices)] = -1
-    values: list[str] = encoded.dictionary.to_pylist()
-    return codes, values
-
-
-class StringColumns:
-    """A record batch's string columns as :func:`strings` codes, each encoded once for every reader: the
-    verdicts and each publisher's families read the same few (pod, model, pool, failure reason). The codes are
-    read only, since they are shared."""
-
-    def __init__(self, records: pa.RecordBatch) -> None:
-        self._records = records
-        self._coded: dict[str, tuple[Codes, list[str]]] = {}
-
-    def __call__(self, name: str) -> tuple[Codes, list[str]]:
-        coded = self._coded.get(name)
-        if coded is None:
-            codes, values = strings(self._records.column(name))
-            codes.setflags(write=False)
-            coded = self._coded[name] = (codes, values)
-        return coded
-
-
 def float_array(values: Floats, null: Mask | None = None) -> pa.Array:
     """float64 values as an array, null where ``null`` (NaN stays a value otherwise)."""
     data = np.ascontiguousarray(values, dtype=np.float64)
@@ -134,6 +103,13 @@ def coded_strings(codes: Codes, values: Sequence[str]) -> pa.Array:
     return string_array(values).take(int_array(np.maximum(codes, 0), null=codes < 0))
 
 
+def text_array(offsets: npt.NDArray[np.int64], data: npt.NDArray[np.uint8], held: Mask) -> pa.Array:
+    """UTF-8 ``data`` cut at ``offsets`` (a text column of the numpy batch) as a string array, null where not held."""
+    return pa.Array.from_buffers(
+        pa.string(), len(held), [_bitmap(~held), pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)]
+    )
+
+
 def string_lists(lists: Sequence[Sequence[str]]) -> pa.Array:
     """Lists of strings (none null) as a list array."""
     offsets = np.zeros(len(lists) + 1, dtype=np.int32)
@@ -156,11 +132,3 @@ def _bitmap(null: Mask | None) -> pa.Buffer | None:
     if null is None or not null.any():
         return None
     return pa.py_buffer(np.packbits(~null, bitorder="little"))
-
-
-def warm_up() -> None:
-    """Initialise the Arrow compute kernels the batch path uses (dictionary encoding, take) now, at start-up:
-    their first use maps some 13 MiB, which would otherwise show as growth under the first load."""
-    array = string_array(["", None])
-    strings(array)
-    array.take(int_array([0]))

@@ -34,10 +34,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from sloscope import conventions as c
+from sloscope.columnar.batch import Batch
+from sloscope.columnar.columns import Codes, Mask
 from sloscope.config import Join
 from sloscope.processors import joined_batch
 from sloscope.records import JoinedRequest
@@ -83,16 +83,14 @@ class CallJoiner:
         """Requests held: early legs and final legs waiting for theirs."""
         return sum(len(call.legs) + (call.final is not None) for call in self._calls.values())
 
-    def records(self, batch: pa.RecordBatch) -> tuple[pa.RecordBatch, list[JoinedRequest]]:
+    def records(self, batch: Batch) -> tuple[Batch, list[JoinedRequest]]:
         """The batch's rows the joiner need not see, columnar as they came, and then, as objects, what the others
         give (:meth:`requests` gives the same in the same order). A batch without legs, from a fleet without a
         coordinator, passes through with a test of one column."""
         taken = self._taken(batch)
         if taken is None:
             return batch, []
-        rows = pa.array(taken)
-        kept = batch.filter(pc.invert(rows))
-        return kept, self._join(joined_batch.to_requests(batch.filter(rows)))
+        return batch.filter(~taken), self._join(joined_batch.to_requests(batch.filter(taken)))
 
     def requests(self, requests: list[JoinedRequest]) -> list[JoinedRequest]:
         """The requests the joiner need not see, in their order, then the calls the others complete or let go.
@@ -108,20 +106,18 @@ class CallJoiner:
             return requests
         return [r for r in requests if not seen(r)] + self._join([r for r in requests if seen(r)])
 
-    def _taken(self, batch: pa.RecordBatch) -> np.ndarray | None:
+    def _taken(self, batch: Batch) -> Mask | None:
         """The rows :meth:`requests` would have the joiner see: early legs, the rows of their ids (held, or legs of
         this batch), and decode-phase rows when legs are in the batch or the traffic has had some."""
-        phase = batch.column("phase")
-        if phase.null_count == len(phase) and not self._calls:  # no leg has a phase of none: probes have decode
+        phase, phases = batch.coded("phase")
+        if not phases and not self._calls:  # no leg has a phase of none: probes have decode
             return None
-        rows = _flags(pc.is_in(phase, pa.array(c.EARLY_PHASES)))
-        rows |= _flags(pc.equal(batch.column("outcome"), c.OUTCOME_PROBE))
-        request_ids = batch.column("request_id")
-        ids = [*self._calls, *(rid for rid in request_ids.filter(pa.array(rows)).to_pylist() if rid is not None)]
+        rows = _among(phase, phases, c.EARLY_PHASES) | _among(*batch.coded("outcome"), (c.OUTCOME_PROBE,))
+        ids = {*self._calls, *(rid for rid in batch.texts("request_id", np.flatnonzero(rows).tolist()) if rid)}
         if ids:
-            rows |= _flags(pc.is_in(request_ids, pa.array(ids, pa.string())))
+            rows |= np.fromiter((rid in ids for rid in batch.texts("request_id")), dtype=bool, count=len(batch))
         if rows.any() or self._awaiting_legs():
-            rows |= _flags(pc.equal(phase, c.PHASE_DECODE))
+            rows |= _among(phase, phases, (c.PHASE_DECODE,))
         return rows if rows.any() else None
 
     def _join(self, requests: list[JoinedRequest]) -> list[JoinedRequest]:
@@ -238,8 +234,10 @@ def _is_leg(request: JoinedRequest) -> bool:
     return request.phase in c.EARLY_PHASES or request.outcome == c.OUTCOME_PROBE
 
 
-def _flags(mask: pa.Array) -> np.ndarray:
-    return np.asarray(pc.fill_null(mask, False).to_numpy(zero_copy_only=False), dtype=bool)
+def _among(codes: Codes, values: list[str], wanted: tuple[str, ...]) -> Mask:
+    """Rows whose label is one of ``wanted`` (never a null one)."""
+    chosen = np.array([value in wanted for value in values] + [False], dtype=bool)
+    return chosen[codes]
 
 
 def _arrived(request: JoinedRequest) -> int:

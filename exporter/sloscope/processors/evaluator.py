@@ -14,9 +14,7 @@ import logging
 from collections.abc import Sequence
 from typing import Protocol
 
-import pyarrow as pa
-
-from sloscope.columnar import arrow_arrays
+from sloscope.columnar.batch import Batch
 from sloscope.processors import joined_batch
 from sloscope.processors.joined_batch import EvaluatedBatch
 from sloscope.processors.labels import LabelAdmission
@@ -52,20 +50,19 @@ class SLOEvaluator:
         if requests:
             self._publish(joined_batch.from_requests(requests), requests)
 
-    def records(self, records: pa.RecordBatch) -> None:
-        """Evaluate and publish a record batch of :data:`~sloscope.processors.joined_batch.SCHEMA` made elsewhere
-        (the native join); ValueError, before anything is published, when its columns are not the schema's."""
+    def records(self, records: Batch) -> None:
+        """Evaluate and publish a batch of joined requests made elsewhere (the native join); ValueError, before
+        anything is published, when its columns are not those :mod:`~sloscope.processors.joined_batch` says."""
         joined_batch.check(records)
-        if records.num_rows:
+        if len(records):
             self._publish(records, None)
 
-    def evaluated(self, records: pa.RecordBatch, requests: Sequence[JoinedRequest] | None = None) -> EvaluatedBatch:
+    def evaluated(self, records: Batch, requests: Sequence[JoinedRequest] | None = None) -> EvaluatedBatch:
         """The batch evaluated and its labels admitted: what every publisher is handed."""
-        strings = arrow_arrays.StringColumns(records)  # read by the verdicts, the admission and every publisher
-        verdicts = evaluate_batch(records, self._spec, strings)
-        return EvaluatedBatch(records, verdicts, self.admission.admit(strings, verdicts), requests, strings)
+        verdicts = evaluate_batch(records, self._spec)
+        return EvaluatedBatch(records, verdicts, self.admission.admit(records.coded, verdicts), requests)
 
-    def _publish(self, records: pa.RecordBatch, requests: Sequence[JoinedRequest] | None) -> None:
+    def _publish(self, records: Batch, requests: Sequence[JoinedRequest] | None) -> None:
         evaluated = self.evaluated(records, requests)  # whatever may fail fails before any publisher has counted
         for publisher in self._publishers:
             try:

@@ -1,19 +1,20 @@
-"""Joined requests as one Arrow record batch: the columnar form evaluation and publishing work on.
+"""Joined requests as one numpy batch (:class:`~sloscope.columnar.batch.Batch`): the columnar form evaluation
+and publishing work on.
 
-The schema is derived from :class:`~sloscope.records.JoinedRequest` itself, one column per field in field
-order, so the two cannot drift apart:
+The columns are derived from :class:`~sloscope.records.JoinedRequest` itself, one per field in field order, so
+the two cannot drift apart:
 
-* ``str`` fields (``trace_id``, ``span_id``, ``outcome``, ``routing``) are non-null ``string``;
-* ``str | None`` fields are nullable ``string`` (``None`` is null; an empty string stays an empty string);
-* ``float | None`` fields are nullable ``float64``: ``None`` is null, and NaN or infinity stay values, so
-  the evaluator still reports them as invalid rather than missing;
-* ``int`` fields (``start_ns``, ``end_ns``, ``arrival_ns``, ``choices``) are non-null ``int64``.
+* ``str`` and ``str | None`` fields are label columns (a code per row into the few distinct pods, models,
+  outcomes...), except those whose every row differs (:data:`TEXTS`: trace, span and request ids), which are
+  text columns decoded only for the rows asked; ``None`` is null, an empty string stays an empty string;
+* ``float | None`` fields are float columns: ``None`` is not held, and NaN or infinity stay values, so the
+  evaluator still reports them as invalid rather than missing;
+* ``int`` fields (``start_ns``, ``end_ns``, ``arrival_ns``, ``choices``...) are int64 columns, never null.
 
-This is the contract a producer of joined requests other than the Python assembler (the native join) writes
-directly: a ``pyarrow.RecordBatch`` with exactly :data:`SCHEMA` (:func:`check` says what is wrong with one
-that has not; the native join exports its batches through the Arrow C data interface,
-``processors/native_assembler.py``). :func:`from_requests` builds it from objects and :func:`to_requests`
-gives the objects back, for tests and for the rows a publisher needs as objects.
+This is the contract a producer of joined requests other than the Python assembler (the native join) writes:
+:func:`check` says what is wrong with a batch that does not keep it. :func:`from_requests` builds a batch from
+objects and :func:`to_requests` gives the objects back, for tests and for the rows a publisher needs as objects;
+:func:`from_columns` reads the native join's buffers, :func:`to_arrow` makes the joined part of the records.
 """
 
 from __future__ import annotations
@@ -21,73 +22,158 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from operator import attrgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pyarrow as pa
 
-from sloscope.columnar import arrow_arrays
+from sloscope.columnar.batch import (
+    Batch,
+    Column,
+    FloatColumn,
+    IntColumn,
+    LabelColumn,
+    TextColumn,
+    labels_of,
+    texts_of,
+)
+from sloscope.columnar.columns import Mask
 from sloscope.processors.labels import RowLabels
 from sloscope.records import Evaluation, JoinedRequest
 from sloscope.slo.evaluate_batch import Verdicts
 
-__all__ = ["SCHEMA", "EvaluatedBatch", "check", "from_requests", "to_requests"]
+if TYPE_CHECKING:
+    import pyarrow as pa
 
-_TYPES: dict[str, tuple[pa.DataType, bool]] = {  # annotation -> (Arrow type, nullable)
-    "str": (pa.string(), False),
-    "str | None": (pa.string(), True),
-    "float | None": (pa.float64(), True),
-    "int": (pa.int64(), False),
-}
+__all__ = [
+    "KINDS",
+    "KIND_NAMES",
+    "NAMES",
+    "TEXTS",
+    "EvaluatedBatch",
+    "check",
+    "from_columns",
+    "from_requests",
+    "to_arrow",
+    "to_requests",
+]
+
+TEXTS = frozenset({"trace_id", "span_id", "request_id"})
+"""The string fields whose every row differs: text columns, not label columns."""
 
 
-def _schema() -> pa.Schema:
-    fields = []
+def _kinds() -> dict[str, tuple[type[Column], bool]]:
+    """Each field's column kind and whether it may be null."""
+    kinds: dict[str, tuple[type[Column], bool]] = {}
     for field in dataclasses.fields(JoinedRequest):
         annotation = field.type if isinstance(field.type, str) else field.type.__name__
-        if annotation not in _TYPES:  # a new kind of field must be given its column type here
-            raise TypeError(f"JoinedRequest.{field.name}: no Arrow type for {annotation!r}")
-        arrow_type, nullable = _TYPES[annotation]
-        fields.append(pa.field(field.name, arrow_type, nullable=nullable))
-    return pa.schema(fields, metadata={"sloscope": "joined_request/v1"})
+        if annotation in ("str", "str | None"):
+            kind: type[Column] = TextColumn if field.name in TEXTS else LabelColumn
+        elif annotation == "float | None":
+            kind = FloatColumn
+        elif annotation == "int":
+            kind = IntColumn
+        else:  # a new kind of field must be given its column kind here
+            raise TypeError(f"JoinedRequest.{field.name}: no column kind for {annotation!r}")
+        kinds[field.name] = (kind, annotation.endswith("| None"))
+    return kinds
 
 
-SCHEMA = _schema()
-NAMES = tuple(SCHEMA.names)
+KINDS = _kinds()
+NAMES = tuple(KINDS)
 _ROW = attrgetter(*NAMES)
 
 
-_BUILD: dict[pa.DataType, Callable[[Sequence[Any]], pa.Array]] = {  # a column's builder by its type
-    pa.string(): arrow_arrays.string_array,
-    pa.float64(): arrow_arrays.optional_floats,
-    pa.int64(): arrow_arrays.int_array,
+def _ints(values: Sequence[int]) -> IntColumn:
+    return IntColumn(np.array(values, dtype=np.int64))
+
+
+_BUILD: dict[type[Column], Callable[[Sequence[Any]], Column]] = {  # a column's builder by its kind
+    LabelColumn: labels_of,
+    TextColumn: texts_of,
+    FloatColumn: FloatColumn.of,
+    IntColumn: _ints,
 }
 
 
-def from_requests(requests: Sequence[JoinedRequest]) -> pa.RecordBatch:
-    """One record batch of ``requests``, in their order (an empty batch for none)."""
+def from_requests(requests: Sequence[JoinedRequest]) -> Batch:
+    """One batch of ``requests``, in their order (an empty batch for none)."""
     rows = [_ROW(request) for request in requests]
     columns = list(zip(*rows, strict=True)) if rows else [() for _ in NAMES]
-    arrays = [_BUILD[field.type](column) for column, field in zip(columns, SCHEMA, strict=True)]
-    return pa.RecordBatch.from_arrays(arrays, schema=SCHEMA)
+    return Batch(len(rows), {name: _BUILD[KINDS[name][0]](column) for name, column in zip(NAMES, columns, strict=True)})
 
 
-def to_requests(batch: pa.RecordBatch) -> list[JoinedRequest]:
+def to_requests(batch: Batch) -> list[JoinedRequest]:
     """The batch's rows as objects again, equal field for field to those it was built from."""
     check(batch)
-    columns = [batch.column(i).to_pylist() for i in range(batch.num_columns)]
+    columns = [batch.pylist(name) for name in NAMES]
     return [JoinedRequest(*row) for row in zip(*columns, strict=True)]
 
 
-def check(batch: pa.RecordBatch) -> None:
-    """Raises ValueError naming the first column that differs from :data:`SCHEMA` (name, type or nulls)."""
-    if batch.schema.names != SCHEMA.names:
-        raise ValueError(f"joined batch columns {batch.schema.names} are not {SCHEMA.names}")
-    for field, column in zip(SCHEMA, batch.columns, strict=True):
-        if column.type != field.type:
-            raise ValueError(f"joined batch column {field.name} is {column.type}, not {field.type}")
-        if not field.nullable and column.null_count:
-            raise ValueError(f"joined batch column {field.name} has {column.null_count} null(s); it has none")
+def check(batch: Batch) -> None:
+    """Raises ValueError naming the first column that differs from the contract (name, kind or nulls)."""
+    if tuple(batch.names) != NAMES:
+        raise ValueError(f"joined batch columns {batch.names} are not {list(NAMES)}")
+    for name, (kind, nullable) in KINDS.items():
+        column = batch.column(name)
+        if not isinstance(column, kind):
+            raise ValueError(f"joined batch column {name} is {type(column).__name__}, not {kind.__name__}")
+        if not nullable:
+            nulls = int((~batch.held(name)).sum())
+            if nulls:
+                raise ValueError(f"joined batch column {name} has {nulls} null(s); it has none")
+
+
+KIND_NAMES: dict[type[Column], str] = {FloatColumn: "float", IntColumn: "int", LabelColumn: "label", TextColumn: "text"}
+"""Each kind of column as the native join names it (``NativeAssembler.columns()``)."""
+
+
+def from_columns(taken: tuple[int, list[Any]]) -> Batch:
+    """The native join's requests taken (``NativeAssembler.take()``: how many, and each column's buffers in field
+    order), read where they are: no object per request."""
+    rows, parts = taken
+    columns: dict[str, Column] = {}
+    for name, part in zip(NAMES, parts, strict=True):
+        kind = KINDS[name][0]
+        if kind is FloatColumn:
+            values, held = part
+            columns[name] = FloatColumn(np.frombuffer(values, dtype=np.float64), _held(held, rows))
+        elif kind is IntColumn:
+            columns[name] = IntColumn(np.frombuffer(part[0], dtype=np.int64))
+        elif kind is LabelColumn:
+            codes, distinct = part
+            columns[name] = LabelColumn(np.frombuffer(codes, dtype=np.intp), distinct)
+        else:
+            offsets, data, held = part
+            columns[name] = TextColumn(
+                np.frombuffer(offsets, dtype=np.int64), np.frombuffer(data, dtype=np.uint8), _held(held, rows)
+            )
+    return Batch(rows, columns)
+
+
+def _held(held: bytes | None, rows: int) -> Mask:
+    return np.ones(rows, dtype=bool) if held is None else np.frombuffer(held, dtype=bool)
+
+
+def to_arrow(batch: Batch) -> pa.RecordBatch:
+    """The batch as an Arrow record batch with a string, float64 or int64 column per field: the joined part of the
+    records the store writes and the export sends (Arrow is imported only where records are kept)."""
+    import pyarrow as pa
+
+    from sloscope.columnar import arrow_arrays
+
+    arrays = []
+    for name in NAMES:
+        column = batch.column(name)
+        if isinstance(column, FloatColumn):
+            arrays.append(arrow_arrays.float_array(column.values, ~column.held))
+        elif isinstance(column, IntColumn):
+            arrays.append(arrow_arrays.int_array(column.values))
+        elif isinstance(column, LabelColumn):
+            codes, values = batch.coded(name)
+            arrays.append(arrow_arrays.coded_strings(codes, values))
+        else:
+            arrays.append(arrow_arrays.text_array(column.offsets, column.data, column.held))
+    return pa.RecordBatch.from_arrays(arrays, names=list(NAMES))
 
 
 class EvaluatedBatch:
@@ -100,21 +186,20 @@ class EvaluatedBatch:
 
     def __init__(
         self,
-        records: pa.RecordBatch,
+        records: Batch,
         verdicts: Verdicts,
         labels: RowLabels,
         requests: Sequence[JoinedRequest] | None = None,
-        strings: arrow_arrays.StringColumns | None = None,
     ) -> None:
         self.records = records
         self.verdicts = verdicts
         self.labels = labels
-        self.strings = strings if strings is not None else arrow_arrays.StringColumns(records)
+        self.strings = records.coded  # a label column's (codes, values), read by the verdicts and every publisher
         self._requests = list(requests) if requests is not None else None
         self._evaluations: list[Evaluation] | None = None
 
     def __len__(self) -> int:
-        return int(self.records.num_rows)
+        return len(self.records)
 
     def requests(self) -> list[JoinedRequest]:
         """The rows as objects: those the batch was built from, else converted once."""
@@ -133,7 +218,7 @@ class EvaluatedBatch:
         if self._requests is not None:
             requests = [self._requests[row] for row in rows]
         else:
-            requests = to_requests(self.records.take(arrow_arrays.int_array(list(rows))))
+            requests = to_requests(self.records.take(np.asarray(rows, dtype=np.intp)))
         if self._evaluations is not None:
             evaluations = [self._evaluations[row] for row in rows]
         else:

@@ -20,11 +20,10 @@ import numpy as np
 from prometheus_client import Counter
 
 from sloscope import conventions as c
-from sloscope.columnar.arrow_arrays import StringColumns
 from sloscope.columnar.cardinality import LabelGuard
 from sloscope.columnar.columns import Column, appearance, distinct, first_named, from_list
 from sloscope.processors.placement import Place, Placed, PoolOfPod
-from sloscope.slo.evaluate_batch import Verdicts, models
+from sloscope.slo.evaluate_batch import Strings, Verdicts, models
 
 __all__ = ["LabelAdmission", "RowLabels"]
 
@@ -68,7 +67,7 @@ class LabelAdmission:
         """The spans' model, else the pool's configured one, else unknown (not capped)."""
         return model or self._model_of_pool.get(pool) or c.UNKNOWN
 
-    def admit(self, strings: StringColumns, verdicts: Verdicts) -> RowLabels:
+    def admit(self, strings: Strings, verdicts: Verdicts) -> RowLabels:
         """The capped labels of every row, admitted in row order."""
         admit = self.guard.admit_all
         raw_pool = self._pools(strings)
@@ -85,7 +84,7 @@ class LabelAdmission:
             raw_pod.mapped(admit(c.POD, raw_pod.values, raw_pod.counts())),
         )
 
-    def _pools(self, strings: StringColumns) -> Column:
+    def _pools(self, strings: Strings) -> Column:
         """:meth:`pool` of every row: discovery is asked only for the rows whose spans name no pool."""
         pools, (named,) = first_named([strings("pool")], self.default_pool)
         if named.all() or self._pool_of_pod is None:

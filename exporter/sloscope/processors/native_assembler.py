@@ -3,10 +3,9 @@ of :class:`sloscope.processors.assembler.TraceAssembler`, its reference.
 
 The join runs in Rust on a :class:`sloscope._native.SpanBatch` (the native decoder's output), whose
 spans it takes: Python holds nothing per span. The requests it emits are gathered in Rust, across calls,
-until :meth:`NativeTraceAssembler.take` hands them over as one Arrow record batch of
-:data:`sloscope.processors.joined_batch.SCHEMA`, its buffers written in Rust and moved to pyarrow through the
-Arrow C data interface in one call (not wrapped column by column: that cost as much as the join; nor
-concatenated from one small batch per call: that cost a quarter of the evaluation). Given ``gathered``, the
+until :meth:`NativeTraceAssembler.take` hands them over as one numpy batch (:mod:`sloscope.processors.joined_batch`),
+each column's buffers written in Rust and read by numpy where they are (not concatenated from one small batch per
+call: that cost a quarter of the evaluation). Given ``gathered``, the
 caller is told how many requests each call emitted and takes them when it wants a batch (the pipeline, once
 an evaluation batch is due); otherwise ``emit`` gets each call's requests as :class:`JoinedRequest` objects,
 one by one.
@@ -20,10 +19,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-import pyarrow as pa
-
 from sloscope._native import GatewayMemory, JoinStep, NativeAssembler, SpanBatch
 from sloscope.attributes import Mapping
+from sloscope.columnar.batch import Batch
 from sloscope.config import Join
 from sloscope.processors import joined_batch
 from sloscope.processors.assembler import Count, Emit
@@ -93,11 +91,11 @@ class NativeTraceAssembler:
         self._deliver(step)
         return step.flushed
 
-    def take(self) -> pa.RecordBatch | None:
-        """The requests emitted since the last take, in order, as one record batch (None for none). Only the
-        thread that calls consume, expire and flush may call it."""
-        exported = self._native.take()
-        return None if exported is None else pa.RecordBatch._import_from_c(exported.address, joined_batch.SCHEMA)
+    def take(self) -> Batch | None:
+        """The requests emitted since the last take, in order, as one batch (None for none). Only the thread that
+        calls consume, expire and flush may call it."""
+        taken = self._native.take()
+        return None if taken is None else joined_batch.from_columns(taken)
 
     def _deliver(self, step: JoinStep) -> None:
         self._pending, self._pending_bytes = int(self._native.pending), int(self._native.pending_bytes)
@@ -116,9 +114,9 @@ class NativeTraceAssembler:
 
 
 def _check_columns() -> None:
-    """ValueError when the native join's columns are not :data:`joined_batch.SCHEMA`'s: the batches it exports
-    are imported with that schema, which names and types their columns, so they must agree (checked once)."""
+    """ValueError when the native join's columns are not those of :mod:`joined_batch` (names, order and kinds):
+    :func:`joined_batch.from_columns` reads its buffers by them (checked once)."""
     native = [tuple(column) for column in NativeAssembler.columns()]
-    expected = [(field.name, str(field.type)) for field in joined_batch.SCHEMA]
+    expected = [(name, joined_batch.KIND_NAMES[kind]) for name, (kind, _) in joined_batch.KINDS.items()]
     if native != expected:
         raise ValueError(f"the native join's columns {native} are not {expected}")

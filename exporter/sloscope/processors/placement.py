@@ -43,10 +43,9 @@ from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
-import pyarrow as pa
 
 from sloscope import conventions as c
-from sloscope.columnar import arrow_arrays
+from sloscope.columnar.batch import Batch, LabelColumn
 from sloscope.columnar.columns import Codes
 from sloscope.records import JoinedRequest
 
@@ -252,17 +251,17 @@ class Placement:
             self._without_pool(reason, count)
         return kept
 
-    def place_records(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+    def place_records(self, batch: Batch) -> Batch:
         """:meth:`place` on a joined record batch: the batch with its ``pool`` and ``routing`` columns filled in
         and its unplaced failures left out.
 
         Vectorized: each distinct (pool, pod, endpoint, gateway, model, failed) of the batch is placed once, and the
         columns are rebuilt from the distinct answers rather than row by row.
         """
-        if not batch.num_rows:
+        if not len(batch):
             return batch
         now = self._clock()
-        coded = [arrow_arrays.strings(batch.column(name)) for name in _KEY_COLUMNS]
+        coded = [batch.coded(name) for name in _KEY_COLUMNS]
         model_codes, model_values = _models(coded[4], coded[5])
         failed = coded[6][0] >= 0
         columns = [codes for codes, _ in coded[:4]] + [model_codes, failed.astype(np.intp)]
@@ -278,15 +277,13 @@ class Placement:
         return self._rewrite(batch, self._pools_of(keys, now), inverse, coded[6])
 
     def _rewrite(
-        self, batch: pa.RecordBatch, pools: list[str | None], inverse: Codes, reasons: tuple[Codes, list[str]]
-    ) -> pa.RecordBatch:
+        self, batch: Batch, pools: list[str | None], inverse: Codes, reasons: tuple[Codes, list[str]]
+    ) -> Batch:
         """The pool column from each row's distinct key, ``unknown`` routings filled in, unplaced rows left out
         (counted): columns built by ``take`` from the distinct answers, not row by row."""
-        rows = arrow_arrays.int_array(inverse)
-        pool_index = batch.schema.get_field_index("pool")
-        batch = batch.set_column(
-            pool_index, batch.schema.field(pool_index), arrow_arrays.string_array(pools).take(rows)
-        )
+        named = [pool is not None for pool in pools]
+        pool_codes = np.array([i if kept else -1 for i, kept in enumerate(named)] + [-1], dtype=np.intp)
+        batch = batch.with_column("pool", LabelColumn(pool_codes[inverse], [p or "" for p in pools], ordered=False))
         by_pool = self._by_pool
         if by_pool:
             batch = _fill_routing(batch, [by_pool.get(pool) if pool else None for pool in pools], inverse)
@@ -298,13 +295,12 @@ class Placement:
         for reason, count in zip(reason_values, counts.tolist(), strict=True):
             if count:
                 self._without_pool(reason, count)
-        return batch.filter(arrow_arrays.bool_array(~unplaced))
+        return batch.filter(~unplaced)
 
 
-def _fill_routing(batch: pa.RecordBatch, routing_of_key: list[str | None], inverse: Codes) -> pa.RecordBatch:
+def _fill_routing(batch: Batch, routing_of_key: list[str | None], inverse: Codes) -> Batch:
     """The batch with each ``unknown`` routing replaced by its key's pool's (where the pool's EPP said it)."""
-    index = batch.schema.get_field_index("routing")
-    codes, values = arrow_arrays.strings(batch.column(index))
+    codes, values = batch.coded("routing")
     unknown = np.array([v == c.ROUTING_UNKNOWN for v in values] + [False], dtype=bool)[codes]
     said = np.array([r is not None for r in routing_of_key], dtype=bool)[inverse]
     replace = unknown & said
@@ -312,8 +308,7 @@ def _fill_routing(batch: pa.RecordBatch, routing_of_key: list[str | None], inver
         return batch
     choices = [*values, *(r or "" for r in routing_of_key)]
     filled = np.where(replace, len(values) + inverse, codes)
-    column = arrow_arrays.string_array(choices).take(arrow_arrays.int_array(filled))
-    return batch.set_column(index, batch.schema.field(index), column)
+    return batch.with_column("routing", LabelColumn(filled, choices, ordered=False))
 
 
 _KEY_COLUMNS = ("pool", "pod", "endpoint", "gateway", "target_model", "requested_model", "failure_reason")

@@ -32,14 +32,12 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
-import pyarrow as pa
 from prometheus_client import CollectorRegistry
 
 from sloscope import conventions as c
-from sloscope.columnar import arrow_arrays
 from sloscope.columnar.buckets import HEADROOM_BUCKETS, RATIO_BUCKETS
 from sloscope.columnar.cardinality import SeriesBudget
 from sloscope.columnar.columns import Codes, Column, Floats, Mask, group
@@ -63,6 +61,9 @@ from sloscope.processors.running_slos import RunningSLOs
 from sloscope.processors.streaming_modes import first_signal
 from sloscope.processors.tracker_rows import TrackerRows, e2e_seconds, leg_ttft
 from sloscope.records import Evaluation, JoinedRequest
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 from sloscope.slo.accuracy import compare, compare_mean
 from sloscope.slo.headroom import tpot_headroom
 from sloscope.slo.headroom import ttft_headroom as ttft_headroom_of
@@ -364,6 +365,8 @@ class PredictionTracker:
     def _records(self, rows: TrackerRows, recorded: Codes, fate: Codes, spans: SpanColumns) -> pa.RecordBatch:
         """The records of the ``recorded`` rows (``fate``: theirs), built at once from the batch's columns, the
         predictions and headrooms of those compared with their span predictions, and their pods' states."""
+        from sloscope.columnar import arrow_arrays  # Arrow only with record sinks (record_parts)
+
         span = fate == _SPAN
         quantile = Held(spans.quantile[recorded], span & (spans.objective[recorded] == _QUANTILE))
 
@@ -703,14 +706,10 @@ _QUANTILE, _MEAN = c.OBJECTIVES.index(c.OBJECTIVE_QUANTILE), c.OBJECTIVES.index(
 
 def _trace_ids(rows: TrackerRows) -> TraceIds:
     """The trace ids of rows of the batch, read only for the positions asked (those an exemplar keeps)."""
-    column = rows.trace_ids
+    records = rows.batch.records
 
     def of(batch_rows: Codes) -> Callable[[Codes], list[str]]:
-        def read(positions: Codes) -> list[str]:
-            ids: list[str] = column.take(arrow_arrays.int_array(batch_rows[positions])).to_pylist()
-            return ids
-
-        return read
+        return lambda positions: records.ids("trace_id", batch_rows[positions].tolist())
 
     return of
 

@@ -13,16 +13,20 @@ columns.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
-import pyarrow as pa
 
-from sloscope.columnar import arrow_arrays
 from sloscope.columnar.columns import Codes, Floats, Mask
+from sloscope.processors import joined_batch
 from sloscope.processors.joined_batch import EvaluatedBatch
 from sloscope.processors.pod_history import PodHistory, PodKey
-from sloscope.store.schema import POD, PREDICTION, RecordParts, build_records
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+# Arrow (pyarrow, the record store's schema) is imported by the functions that build records, not with this module:
+# the tracker holds these types whatever the sinks, and serve without record sinks never imports pyarrow.
 
 __all__ = ["BatchRows", "Held", "Settled", "batch_rows", "pod_part", "prediction_part", "records", "settled_records"]
 
@@ -41,8 +45,8 @@ class BatchRows(NamedTuple):
 def batch_rows(batch: EvaluatedBatch, rows: Codes) -> BatchRows:
     """The batch parts of ``rows``, in that order; every row's as they are when ``rows`` are all of them."""
     if len(rows) == len(batch) and bool((rows == np.arange(len(batch))).all()):
-        return BatchRows(batch.records, batch.verdicts.to_record_batch())
-    return BatchRows(batch.records.take(arrow_arrays.int_array(rows)), batch.verdicts.take(rows).to_record_batch())
+        return BatchRows(joined_batch.to_arrow(batch.records), batch.verdicts.to_record_batch())
+    return BatchRows(joined_batch.to_arrow(batch.records.take(rows)), batch.verdicts.take(rows).to_record_batch())
 
 
 class Held(NamedTuple):
@@ -52,6 +56,8 @@ class Held(NamedTuple):
     held: Mask
 
     def array(self) -> pa.Array:
+        from sloscope.columnar import arrow_arrays
+
         return arrow_arrays.float_array(self.values, ~self.held)
 
 
@@ -70,6 +76,10 @@ def prediction_part(
     e2e_headroom: pa.Array,
 ) -> pa.RecordBatch:
     """What the tracker adds to the records of some rows, as the record store's prediction part."""
+    import pyarrow as pa
+
+    from sloscope.store.schema import PREDICTION
+
     columns = {
         "pool": pool,
         "prediction_source": source,
@@ -104,6 +114,8 @@ class Settled(NamedTuple):
 
 def _settled_part(settled: Sequence[Settled]) -> pa.RecordBatch:
     """:func:`prediction_part` of requests settled one at a time, from their values (None: none)."""
+    from sloscope.columnar import arrow_arrays
+
     (pool, source, skipped, objective, *floats) = zip(*settled, strict=True)
     quantile, ttft, tpot, e2e, ttft_headroom, tpot_headroom, e2e_headroom = map(arrow_arrays.optional_floats, floats)
     return prediction_part(
@@ -138,6 +150,8 @@ def settled_records(
 
 def _together(batches: Sequence[pa.RecordBatch]) -> pa.RecordBatch:
     """Record batches of one schema as one (dictionary columns unified)."""
+    import pyarrow as pa
+
     if len(batches) == 1:
         return batches[0]
     (batch,) = pa.Table.from_batches(batches).combine_chunks().to_batches()
@@ -148,6 +162,11 @@ def pod_part(history: PodHistory, keys: Sequence[PodKey], key: Codes, arrival: F
     """Each row's pod state as of its arrival (:meth:`PodHistory.as_of`), null where the row has no pod or its pod
     no sample then: ``key`` codes into ``keys`` (-1: no pod); the history asked once for every row, and the values
     read once per sample found."""
+    import pyarrow as pa
+
+    from sloscope.columnar import arrow_arrays
+    from sloscope.store.schema import POD
+
     found, samples = history.as_of_all(keys, key, arrival)
     used, index = np.unique(found, return_inverse=True)  # -1 (no sample), when a row found none, comes first
     index = index.reshape(-1)
@@ -167,4 +186,6 @@ def pod_part(history: PodHistory, keys: Sequence[PodKey], key: Codes, arrival: F
 
 def records(rows: BatchRows, prediction: pa.RecordBatch, pod: pa.RecordBatch) -> pa.RecordBatch:
     """The records of the rows: one builder for a batch's rows settled at once and a shadow request's own."""
+    from sloscope.store.schema import RecordParts, build_records
+
     return build_records(RecordParts(rows.joined, rows.evaluation, prediction, pod))

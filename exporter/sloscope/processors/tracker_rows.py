@@ -10,12 +10,10 @@ from __future__ import annotations
 import numpy as np
 
 from sloscope import conventions as c
-from sloscope.columnar import arrow_arrays
 from sloscope.columnar.columns import Codes, Column, Floats, Mask, distinct, group
 from sloscope.processors.joined_batch import EvaluatedBatch
 from sloscope.processors.pod_history import PodHistory, PodKey
 from sloscope.records import JoinedRequest
-from sloscope.slo.evaluate_batch import floats
 
 __all__ = ["TrackerRows", "e2e_seconds", "leg_ttft", "target_seconds"]
 
@@ -55,7 +53,7 @@ class TrackerRows:
         records = batch.records
         self.batch, self.model, self.pool_label = batch, model, pool_label
         self.keys, self.key, self.pool = _resolve(batch, pool_label, history)
-        start, arrival, end = (arrow_arrays.ints(records.column(n)) for n in ("start_ns", "arrival_ns", "end_ns"))
+        start, arrival, end = (records.ints(n) for n in ("start_ns", "arrival_ns", "end_ns"))
         arrived = np.where(arrival != 0, arrival, start)
         self.arrival: Floats = arrived / 1e9
         self.end_ns: list[int] = end.tolist()
@@ -64,23 +62,22 @@ class TrackerRows:
         self.e2e: Floats = np.where(served & (end != 0), (end - arrived) / 1e9, np.nan)
         # the TTFT of the EPP call that made the predictions (:func:`leg_ttft`); no Arrow kernel unless a row is a
         # coordinator call (kernels' first use raises the process's memory, which the flood test bounds)
-        call = arrow_arrays.ints(records.column("call_arrival_ns"))
+        call = records.ints("call_arrival_ns")
         self.leg_ttft: Floats = batch.verdicts.ttft_seconds
         if call.any():
             codes, sources = batch.strings("ttft_source")
             coordinated = (call != 0) & (codes == _index(sources, c.TTFT_COORDINATOR))
             self.leg_ttft = self.leg_ttft - np.where(coordinated, (arrived - call) / 1e9, 0.0)
         self.slo_ttft, self.slo_tpot = (
-            target_seconds(floats(records, "slo_ttft_ms")),
-            target_seconds(floats(records, "slo_tpot_ms")),
+            target_seconds(records.floats("slo_ttft_ms")),
+            target_seconds(records.floats("slo_tpot_ms")),
         )
-        self.predicted_ttft = floats(records, "predicted_ttft_ms") / 1000.0
-        self.predicted_tpot = floats(records, "predicted_tpot_ms") / 1000.0
+        self.predicted_ttft = records.floats("predicted_ttft_ms") / 1000.0
+        self.predicted_tpot = records.floats("predicted_tpot_ms") / 1000.0
         # present, apart from their values: NaN stays a value (a span may carry one)
-        self.has_ttft: Mask = arrow_arrays.present(records.column("predicted_ttft_ms"))
-        self.has_tpot: Mask = arrow_arrays.present(records.column("predicted_tpot_ms"))
+        self.has_ttft: Mask = records.held("predicted_ttft_ms")
+        self.has_tpot: Mask = records.held("predicted_tpot_ms")
         self.carries_prediction: Mask = self.has_ttft | self.has_tpot
-        self.trace_ids = records.column("trace_id")
 
     def __len__(self) -> int:
         return len(self.key)

@@ -10,7 +10,6 @@ from collections.abc import Callable
 
 import numpy as np
 
-from sloscope.columnar import arrow_arrays
 from sloscope.columnar.cardinality import Labels
 from sloscope.columnar.columns import Codes, Column, Floats, Groups, Mask, appearance, distinct, first_named
 from sloscope.columnar.series import CounterFamily, HistogramFamily
@@ -36,7 +35,7 @@ class BatchRows:
         self.on_a_pod: Mask = ~self.failed | has_pod | has_endpoint
         self.base_columns: tuple[Column, ...] = (model, pool, slo_class, self.routing)
         self.histogram_columns: tuple[Column, ...] = (model, pool, slo_class)
-        self._trace_ids = records.column("trace_id")
+        self._records = records
 
     @staticmethod
     def codes(columns: tuple[Column | str, ...]) -> list[Codes]:
@@ -60,10 +59,5 @@ class BatchRows:
 
     def trace_ids(self, rows: Codes) -> Callable[[Codes], list[str]]:
         """The trace ids of the given positions among ``rows``, read only for the rows an exemplar keeps."""
-        column = self._trace_ids
-
-        def read(positions: Codes) -> list[str]:
-            ids: list[str] = column.take(arrow_arrays.int_array(rows[positions])).to_pylist()
-            return ids
-
-        return read
+        records = self._records
+        return lambda positions: records.ids("trace_id", rows[positions].tolist())

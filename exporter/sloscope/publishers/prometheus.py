@@ -23,7 +23,7 @@ from sloscope.columnar.columns import (
 from sloscope.columnar.series import CounterFamily, SeriesCollector, observe_groups
 from sloscope.processors.joined_batch import EvaluatedBatch
 from sloscope.publishers.batch_rows import BatchRows, CounterPlan, HistogramPlan
-from sloscope.slo.evaluate_batch import floats, valid_seconds_of, valid_tokens_of
+from sloscope.slo.evaluate_batch import valid_seconds_of, valid_tokens_of
 from sloscope.slo.spec import SLOSpec
 from sloscope.telemetry import Telemetry
 
@@ -144,7 +144,7 @@ class PrometheusPublisher:
         out: list[HistogramPlan] = []
 
         server_ttft, e2e, prompt, completion = (
-            floats(records, name)
+            records.floats(name)
             for name in ("server_ttft_seconds", "e2e_seconds", "prompt_tokens", "completion_tokens")
         )
         for family, values, selected, exemplars in (

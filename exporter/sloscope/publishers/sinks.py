@@ -18,12 +18,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from sloscope import conventions as c
-from sloscope.store.schema import Records
+
+if TYPE_CHECKING:
+    from sloscope.store.schema import Records  # Arrow: imported with a sink that is on
 
 __all__ = ["FailureWindow", "RecordSink", "RecordSinks", "SinkMetrics"]
 

@@ -16,7 +16,6 @@ from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from sloscope import conventions as c
-from sloscope.columnar import arrow_arrays
 from sloscope.processors.contracts import SpanCounts, SpanWindow
 from sloscope.processors.joined_batch import EvaluatedBatch
 
@@ -39,15 +38,13 @@ class SpanContractTap:
         codes, outcomes = batch.strings("outcome")  # the codes the verdicts and publishers share: no Arrow kernel
         anchored = _among(codes, outcomes, _ANCHORED)
         gateway = _among(codes, outcomes, _GATEWAY)
-        answered = anchored & ~arrow_arrays.present(records.column("failure_reason"))
-        headers = arrow_arrays.present(records.column("slo_ttft_ms")) | arrow_arrays.present(
-            records.column("slo_tpot_ms")
-        )
+        answered = anchored & ~records.held("failure_reason")
+        headers = records.held("slo_ttft_ms") | records.held("slo_tpot_ms")
         columns = {
             "anchored": anchored,
-            "with_request_id": anchored & arrow_arrays.present(records.column("request_id")),
+            "with_request_id": anchored & records.held("request_id"),
             "answered": answered,
-            "with_tokens": answered & arrow_arrays.present(records.column("completion_tokens")),
+            "with_tokens": answered & records.held("completion_tokens"),
             "gateway": gateway,
             "with_slo_header": gateway & headers,
         }

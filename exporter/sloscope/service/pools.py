@@ -18,10 +18,9 @@ import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
-import pyarrow as pa
 from prometheus_client import CollectorRegistry
 
 from sloscope import conventions as c
@@ -53,6 +52,9 @@ from sloscope.receivers.pod_scraper import PodScraper
 from sloscope.service.deadlines import within
 from sloscope.slo.spec import SLOSpec
 from sloscope.telemetry import Telemetry
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = ["PoolMonitor", "pod_history", "pool_of_pod"]
 

@@ -31,7 +31,6 @@ from sloscope.config import Settings
 from sloscope.listeners.http_metrics import HttpMetrics
 from sloscope.listeners.tracing import ServerSpans, tracer_provider
 from sloscope.pipeline import Pipeline
-from sloscope.publishers.record_store import RecordStore
 from sloscope.publishers.sinks import RecordSink, RecordSinks, SinkMetrics
 from sloscope.receivers import otlp_grpc_native, otlp_http_native
 from sloscope.receivers.otlp_http_native import NativeHttpReceiver
@@ -431,7 +430,9 @@ def record_sinks(settings: Settings, registry: CollectorRegistry) -> RecordSinks
     """The record store and the OTLP export, as the settings enable them."""
     metrics = SinkMetrics(registry)
     sinks: list[RecordSink] = []
-    if settings.store.enabled:
+    if settings.store.enabled:  # each sink imported only when on: with pyarrow and its Parquet writer, the store's
+        from sloscope.publishers.record_store import RecordStore
+
         sinks.append(RecordStore(settings.store, metrics, registry))
     if settings.export.enabled:
         from sloscope.publishers.otlp_export import OTLPExport

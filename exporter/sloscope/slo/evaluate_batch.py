@@ -11,17 +11,23 @@ same order, so they are bit-identical, not merely close.
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pyarrow as pa
 
 from sloscope import conventions as c
-from sloscope.columnar import arrow_arrays
+from sloscope.columnar.batch import Batch
 from sloscope.columnar.columns import Codes, Floats, Mask
 from sloscope.records import Evaluation, Verdict
 from sloscope.slo.spec import ABORTS_BY_DEADLINE, ABORTS_NEVER, Range, SLOSpec
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+Strings = Callable[[str], tuple[Codes, list[str]]]
+"""A batch's label column by name, as (codes, values in order of first appearance): :meth:`Batch.coded`."""
 
 TARGET_SOURCES = ("request", "class_default", "none")  # target_source codes 0, 1, 2
 _REQUEST, _CLASS_DEFAULT, _NONE = 0, 1, 2
@@ -88,9 +94,13 @@ class Verdicts:
         ]
         return [Evaluation(*row) for row in zip(*columns, strict=True)]
 
-    def to_record_batch(self) -> pa.RecordBatch:
+    def to_record_batch(self) -> pa.RecordBatch:  # the records' evaluator part: Arrow only where records are kept
         """The verdicts as Arrow columns (``<slo>_eligible``, ``<slo>_met``, ``<slo>_actual_seconds``, ...), with
         each row's ``invalid_fields`` as a list in :func:`evaluate`'s order (the record store's column)."""
+        import pyarrow as pa
+
+        from sloscope.columnar import arrow_arrays
+
         arrays: dict[str, pa.Array] = {"slo_class": arrow_arrays.dictionary_array(self.slo_class, self.class_names)}
         for slo in c.SLOS:
             v = self.verdict(slo)
@@ -118,13 +128,13 @@ class Verdicts:
         return out
 
 
-def evaluate_batch(batch: pa.RecordBatch, spec: SLOSpec, strings: arrow_arrays.StringColumns | None = None) -> Verdicts:
-    """Classify every request of ``batch`` (:data:`~sloscope.processors.joined_batch.SCHEMA`), resolve targets
+def evaluate_batch(batch: Batch, spec: SLOSpec, strings: Strings | None = None) -> Verdicts:
+    """Classify every request of ``batch`` (the columns of :mod:`~sloscope.processors.joined_batch`), resolve targets
     and judge each SLO, as :func:`~sloscope.slo.evaluate.evaluate` does one request. ``strings``: the batch's
     string columns, shared with the publishers."""
-    n = batch.num_rows
-    strings = strings if strings is not None else arrow_arrays.StringColumns(batch)
-    slo_ttft, slo_tpot = floats(batch, "slo_ttft_ms"), floats(batch, "slo_tpot_ms")
+    n = len(batch)
+    strings = strings if strings is not None else batch.coded
+    slo_ttft, slo_tpot = batch.floats("slo_ttft_ms"), batch.floats("slo_tpot_ms")
     has_ttft, has_tpot = _valid_target(slo_ttft), _valid_target(slo_tpot)
     header_ttft, header_tpot = np.where(has_ttft, slo_ttft, np.nan), np.where(has_tpot, slo_tpot, np.nan)
     cls = _classify(spec, *models(strings), header_ttft, header_tpot)
@@ -140,23 +150,21 @@ def evaluate_batch(batch: pa.RecordBatch, spec: SLOSpec, strings: arrow_arrays.S
     failed = failures(strings)[0]
     ok = ~failed
 
-    raw_ttft = floats(batch, "ttft_seconds")
+    raw_ttft = batch.floats("ttft_seconds")
     ttft_ok = valid_seconds_of(raw_ttft)
     ttft = np.where(ttft_ok, raw_ttft, np.nan)
     # TPOT subtracts TTFT from e2e: both from the model server's clock (its own TTFT, when it has one).
-    server_ttft = np.where(
-        arrow_arrays.present(batch.column("server_ttft_seconds")), floats(batch, "server_ttft_seconds"), raw_ttft
-    )
+    server_ttft = np.where(batch.held("server_ttft_seconds"), batch.floats("server_ttft_seconds"), raw_ttft)
     server_ok = valid_seconds_of(server_ttft)
-    e2e, tokens = floats(batch, "e2e_seconds"), floats(batch, "completion_tokens")
+    e2e, tokens = batch.floats("e2e_seconds"), batch.floats("completion_tokens")
     e2e_ok, tokens_ok = valid_seconds_of(e2e), valid_tokens_of(tokens)
     with np.errstate(invalid="ignore"):
         backwards = e2e_ok & server_ok & tokens_ok & (tokens >= 2) & (e2e < server_ttft)
         computable = e2e_ok & server_ok & tokens_ok & (tokens >= 2) & ~backwards
     with np.errstate(invalid="ignore", divide="ignore"):
         computed = np.where(computable, (e2e - server_ttft) / (tokens - 1), np.nan)
-    own_tpot = floats(batch, "tpot_seconds")
-    own = arrow_arrays.present(batch.column("tpot_seconds"))
+    own_tpot = batch.floats("tpot_seconds")
+    own = batch.held("tpot_seconds")
     tpot = np.where(own, np.where(valid_seconds_of(own_tpot), own_tpot, np.nan), computed)
     tpot_ok = ~np.isnan(tpot)
 
@@ -204,15 +212,15 @@ def evaluate_batch(batch: pa.RecordBatch, spec: SLOSpec, strings: arrow_arrays.S
     )
 
 
-def failures(strings: arrow_arrays.StringColumns) -> tuple[Mask, Mask]:
+def failures(strings: Strings) -> tuple[Mask, Mask]:
     """The rows that failed, and those of them that failed by the client's fault (an invalid request)."""
     failed = strings("failure_reason")[0] >= 0
     return failed, _reason_is(strings, c.FAILURE_INVALID)
 
 
 def _failures_missed(
-    batch: pa.RecordBatch,
-    strings: arrow_arrays.StringColumns,
+    batch: Batch,
+    strings: Strings,
     spec: SLOSpec,
     cls: Codes,
     *,
@@ -240,24 +248,24 @@ def _failures_missed(
     )
 
 
-def _reason_is(strings: arrow_arrays.StringColumns, wanted: str) -> Mask:
+def _reason_is(strings: Strings, wanted: str) -> Mask:
     reason, reasons = strings("failure_reason")
     return np.array([r == wanted for r in reasons] + [False])[reason]
 
 
-def _waited_ms(batch: pa.RecordBatch) -> Floats:
+def _waited_ms(batch: Batch) -> Floats:
     """:func:`~sloscope.slo.evaluate.client_waited` of every row, in milliseconds (NaN: the spans do not say)."""
     arrival, call_arrival = (
-        arrow_arrays.ints(batch.column("arrival_ns")),
-        arrow_arrays.ints(batch.column("call_arrival_ns")),
+        batch.ints("arrival_ns"),
+        batch.ints("call_arrival_ns"),
     )
-    end = arrow_arrays.ints(batch.column("end_ns"))
+    end = batch.ints("end_ns")
     start = np.where(call_arrival != 0, call_arrival, arrival)
     known = (start > 0) & (end >= start)
     return np.where(known, (end - start) / 1e6, np.nan)
 
 
-def models(strings: arrow_arrays.StringColumns) -> tuple[Codes, list[str]]:
+def models(strings: Strings) -> tuple[Codes, list[str]]:
     """``JoinedRequest.model or ""`` of every row (the target model, else the requested one), as codes into
     distinct names."""
     target, targets = strings("target_model")
@@ -318,11 +326,6 @@ def _failed(verdict: VerdictColumns, failed: Mask, missed: Mask, actual: Floats,
         actual=np.where(failed, np.where(missed, actual, np.nan), verdict.actual),
         target=np.where(failed, np.where(missed, target, np.nan), verdict.target),
     )
-
-
-def floats(batch: pa.RecordBatch, name: str) -> Floats:
-    """A float64 column as an array, null as NaN."""
-    return arrow_arrays.floats(batch.column(name))
 
 
 def valid_seconds_of(values: Floats) -> Mask:

@@ -49,7 +49,7 @@ Records: TypeAlias = pa.Table | pa.RecordBatch
 class RecordParts(NamedTuple):
     """What the records of some requests are built from, a row per request in the same order in every part."""
 
-    joined: pa.RecordBatch  # the join's columns (processors/joined_batch.py SCHEMA)
+    joined: pa.RecordBatch  # the join's columns (processors/joined_batch.py to_arrow)
     evaluation: pa.RecordBatch  # the evaluator's (slo/evaluate_batch.py Verdicts.to_record_batch)
     prediction: pa.RecordBatch  # the prediction tracker's, in PREDICTION
     pod: pa.RecordBatch  # the pod's scraped state as of arrival, in POD (null: no sample was found)

@@ -220,14 +220,14 @@ impl Assembler {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// The requests emitted since the last call, as the buffers of an Arrow batch (`columns`). The
+    /// The requests emitted since the last call, as the buffers of their columns (`columns`). The
     /// requests and their text are cleared, not given away: a fresh vector for every batch grew by
     /// doubling into memory the system could have to fault in and zero each time. What is kept is
     /// bounded by `KEPT_REQUESTS` requests and `KEPT_TEXT` bytes, so a flush of every pending trace
     /// does not stay allocated.
-    pub fn export_out(&mut self) -> Box<columns::ArrowArray> {
+    pub fn export_out(&mut self) -> Vec<(&'static str, columns::Column)> {
         let text = self.text.get_mut().unwrap_or_else(|p| p.into_inner());
-        let array = columns::export(&self.out, text);
+        let array = columns::columns(&self.out, text);
         self.out.clear();
         self.out.shrink_to(KEPT_REQUESTS);
         text.clear();

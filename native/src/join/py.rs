@@ -1,5 +1,5 @@
 //! The assembler's Python face: `sloscope._native.NativeAssembler`, fed `SpanBatch`es and handing
-//! back the joined requests as Arrow buffers (no object per request) and the counts of what was dropped and how requests
+//! back the joined requests as column buffers (no object per request) and the counts of what was dropped and how requests
 //! were joined. The join itself runs with the GIL released.
 //!
 //! Memory is counted as what Rust holds: each span's struct and heap parts (attribute keys are
@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
 use crate::join::assembler::{Assembler, GatewaySeen, Settings};
 use crate::join::columns;
@@ -265,25 +265,31 @@ pub struct JoinStep {
     pub counts: Py<PyList>,
 }
 
-/// A record batch of joined requests waiting for pyarrow to import it (`RecordBatch._import_from_c`
-/// with `address` and `joined_batch.SCHEMA`); released with this object if it never is.
-#[pyclass(module = "sloscope._native")]
-pub struct ExportedBatch {
-    array: Box<columns::ArrowArray>,
-    rows: usize,
-}
-
-#[pymethods]
-impl ExportedBatch {
-    /// The address of its `struct ArrowArray`, valid while this object lives.
-    #[getter]
-    fn address(&self) -> usize {
-        &*self.array as *const columns::ArrowArray as usize
-    }
-
-    #[getter]
-    fn rows(&self) -> usize {
-        self.rows
+/// The columns of the requests taken, as `JoinedColumns` of `_native.pyi` says: a tuple per
+/// column, its buffers as bytes (copied once; numpy reads them where they are).
+fn column_parts<'py>(py: Python<'py>, column: columns::Column) -> PyResult<Bound<'py, PyTuple>> {
+    let bytes = |b: &[u8]| PyBytes::new(py, b).into_any();
+    let held = |h: Option<Vec<u8>>| h.map(|h| PyBytes::new(py, &h));
+    match column {
+        columns::Column::Floats { values, held: h } => {
+            PyTuple::new(py, [bytes(&values), held(h).into_pyobject(py)?.into_any()])
+        }
+        columns::Column::Ints { values } => PyTuple::new(py, [bytes(&values)]),
+        columns::Column::Labels { codes, values } => {
+            PyTuple::new(py, [bytes(&codes), PyList::new(py, values)?.into_any()])
+        }
+        columns::Column::Texts {
+            offsets,
+            data,
+            held: h,
+        } => PyTuple::new(
+            py,
+            [
+                bytes(&offsets),
+                bytes(&data),
+                held(h).into_pyobject(py)?.into_any(),
+            ],
+        ),
     }
 }
 
@@ -316,7 +322,7 @@ impl NativeAssembler {
     fn columns() -> Vec<(&'static str, &'static str)> {
         columns::columns(&[], "")
             .into_iter()
-            .map(|(name, kind, _)| (name, kind.name()))
+            .map(|(name, column)| (name, column.kind().name()))
             .collect()
     }
 
@@ -419,8 +425,14 @@ impl NativeAssembler {
             return Ok(py.None().into_bound(py));
         }
         let core = &mut self.core;
-        let array = py.detach(move || core.export_out());
-        Ok(Bound::new(py, ExportedBatch { array, rows })?.into_any())
+        let built = py.detach(move || core.export_out());
+        let parts = built
+            .into_iter()
+            .map(|(_, column)| column_parts(py, column))
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok((rows, PyList::new(py, parts)?)
+            .into_pyobject(py)?
+            .into_any())
     }
 
     /// Requests emitted and not yet taken.

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
-import pyarrow as pa
 import pytest
 from bench import payloads
 from hypothesis import HealthCheck, given, settings
@@ -21,6 +20,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from sloscope._native import NativeAssembler, SpanBatch
 from sloscope.attributes import Mapping
+from sloscope.columnar.batch import Batch
 from sloscope.config import Attributes, Join, Settings
 from sloscope.loading import default_spec
 from sloscope.pipeline import Pipeline
@@ -54,7 +54,7 @@ class Engine:
     outcomes: Counter[str] = field(default_factory=Counter)
     flushed: int = 0
 
-    def rows(self, batch: pa.RecordBatch) -> None:
+    def rows(self, batch: Batch) -> None:
         self.emitted.extend(joined_batch.to_requests(batch))
 
 
@@ -90,7 +90,7 @@ class Pair:
         def take() -> None:
             gathered = native.gathered
             batch = native.take()
-            assert (0 if batch is None else batch.num_rows) == gathered and native.gathered == 0
+            assert (0 if batch is None else len(batch)) == gathered and native.gathered == 0
             if batch is not None:
                 self.native.rows(batch)
 

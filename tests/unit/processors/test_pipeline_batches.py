@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import random
 
-import pyarrow as pa
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from sloscope import conventions as c
+from sloscope.columnar.batch import Batch
 from sloscope.config import Settings
 from sloscope.loading import default_spec
 from sloscope.pipeline import Pipeline
@@ -84,7 +84,7 @@ def run(batches: list[list[Span]], **join: float) -> tuple[list[str], list[int]]
     batch, records = pipeline.evaluator.batch, pipeline.evaluator.records
     pipeline.evaluator.batch = lambda requests: (hand(len(requests)), batch(requests))  # type: ignore[method-assign]
     # The native join's record batches (the default engine), whatever their size.
-    pipeline.evaluator.records = lambda rows: (hand(rows.num_rows), records(rows))  # type: ignore[method-assign]
+    pipeline.evaluator.records = lambda rows: (hand(len(rows)), records(rows))  # type: ignore[method-assign]
     for spans in batches:
         assert pipeline.queue.offer(spans)
     assert pipeline.shutdown()  # not started: drains the queue on this thread, then flushes
@@ -121,8 +121,8 @@ def test_a_batch_the_evaluator_cannot_take_is_evaluated_request_by_request_and_o
     evaluated = pipeline.evaluator.evaluated
     poison = f"{3:032x}"  # the trace id of trace(2, ...)
 
-    def fragile(records: pa.RecordBatch, requests: object = None) -> object:
-        if poison in records.column("trace_id").to_pylist():
+    def fragile(records: Batch, requests: object = None) -> object:
+        if poison in records.texts("trace_id"):
             raise ValueError("a row this evaluator cannot take")
         return evaluated(records, requests)  # type: ignore[arg-type]
 

@@ -84,7 +84,7 @@ def both_paths(pools: tuple[PoolPlace, ...], batches: list[list[JoinedRequest]])
                 kept += placed.place(fresh)
             else:
                 out = placed.place_records(joined_batch.from_requests(fresh))
-                assert out.schema == joined_batch.SCHEMA
+                joined_batch.check(out)
                 kept += joined_batch.to_requests(out)
         outputs.append(([(r.trace_id, r.pool) for r in kept], dict(counted)))
     assert outputs[0] == outputs[1]
@@ -104,14 +104,14 @@ def test_a_record_batch_is_placed_as_the_objects_are() -> None:
     placed, _, _ = placement()
     placed.set("gie", c.ROUTING_PREDICTED)
     out = placed.place_records(joined_batch.from_requests(requests()))
-    assert out.column("routing").to_pylist() == EXPECTED_ROUTING
-    assert out.column("pool").to_pylist() == EXPECTED_POOLS
+    assert out.pylist("routing") == EXPECTED_ROUTING
+    assert out.pylist("pool") == EXPECTED_POOLS
     assert joined_batch.to_requests(out)[0] == dataclasses.replace(
         requests()[0], routing=c.ROUTING_PREDICTED, pool="gie"
     )
     placed.set("default-pool", c.ROUTING_DEFAULT)  # a row with no pool, pod or endpoint: the default pool's
     out = placed.place_records(joined_batch.from_requests(requests()))
-    assert out.column("routing").to_pylist() == [*EXPECTED_ROUTING[:-1], c.ROUTING_DEFAULT]
+    assert out.pylist("routing") == [*EXPECTED_ROUTING[:-1], c.ROUTING_DEFAULT]
 
 
 def test_a_failure_before_any_pod_goes_where_its_gateway_answered_else_nowhere() -> None:

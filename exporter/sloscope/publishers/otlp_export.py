@@ -61,9 +61,9 @@ from sloscope.publishers.evaluation_span import (
     record_rows,
     status_description,
 )
-from sloscope.publishers.sinks import FailureWindow, SinkMetrics
+from sloscope.publishers.sinks import FailureWindow, SinkMetrics, refused
 from sloscope.redaction import redact_url
-from sloscope.store.schema import Records, as_batch, check
+from sloscope.store.schema import Records, as_batch
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -227,11 +227,7 @@ class OTLPExport:
     def emit(self, records: Records) -> None:
         """Counts each row filtered or dropped, or queues it for its span, in order (the queue's room goes to the
         first ones); never blocks on the network."""
-        try:
-            check(records)
-        except ValueError as exc:
-            log.error("OTLP export: %d record(s) cannot be exported (%s)", records.num_rows, exc)
-            self._count(c.RECORD_FAILED, records.num_rows)
+        if refused(records, "OTLP export", self._count):
             return
         batch = as_batch(records)
         if self.settings.only_violations:

@@ -38,10 +38,10 @@ from sloscope import conventions as c
 from sloscope import threads
 from sloscope.columnar import arrow_arrays
 from sloscope.config import Store
-from sloscope.publishers.sinks import FailureWindow, SinkMetrics
+from sloscope.publishers.sinks import FailureWindow, SinkMetrics, refused
 from sloscope.store.files import clean_incoming, enforce_retention, probe_writable, write_atomic
 from sloscope.store.replica import replica_id
-from sloscope.store.schema import SCHEMA, Records, check
+from sloscope.store.schema import SCHEMA, Records
 
 __all__ = ["RecordStore"]
 
@@ -105,11 +105,7 @@ class RecordStore:
 
     def emit(self, records: Records) -> None:
         """The rows held for writing, in order, until the buffer's bound; those beyond it dropped and counted."""
-        try:
-            check(records)
-        except ValueError as exc:
-            log.error("record store: %d record(s) cannot be stored (%s); dropped", records.num_rows, exc)
-            self._count(c.RECORD_FAILED, records.num_rows)
+        if refused(records, "record store", self._count):
             return
         rows = records.num_rows
         ready = first_drop = False

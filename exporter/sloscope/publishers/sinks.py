@@ -55,6 +55,19 @@ class RecordSink(Protocol):
         ...
 
 
+def refused(records: Records, sink: str, count: Callable[[str, int], None]) -> bool:
+    """True, with the rows logged and counted ``failed``, when ``records`` are not in the record store's schema."""
+    from sloscope.store.schema import check
+
+    try:
+        check(records)
+    except ValueError as exc:
+        log.error("%s: %d record(s) refused (%s)", sink, records.num_rows, exc)
+        count(c.RECORD_FAILED, records.num_rows)
+        return True
+    return False
+
+
 class FailureWindow:
     """Since when a sink's writes have kept failing, and the latest reason; thread-safe.
 

@@ -27,7 +27,7 @@ import pytest
 from tests.integration.conftest import wait_until
 from tests.support.fleet.client import Call, Seen, send_all
 from tests.support.fleet.fleet import POOL, Fleet, FleetSpec, PodSpec, running_fleet
-from tests.support.series import samples, total
+from tests.support.series import grown, samples, total
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -105,7 +105,7 @@ def test_a_client_that_leaves_mid_stream_is_an_aborted_request(fleet: Fleet) -> 
     after = samples(fleet.sloscope_text())
 
     def grew(name: str, **labels: str) -> float:
-        return total(after, name, **labels) - total(before, name, **labels)
+        return grown(after, before, name, **labels)
 
     mine = {"slo_class": "interactive"}
     assert grew("sloscope_requests_failed_total", reason="aborted", **mine) == 3

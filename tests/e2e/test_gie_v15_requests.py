@@ -39,7 +39,7 @@ from tests.integration.conftest import wait_until
 from tests.support.fleet.client import Call, Seen, send_all
 from tests.support.fleet.fleet import MODEL, POOL, Fleet, FleetSpec, PodSpec, running_fleet
 from tests.support.fleet.process import logged
-from tests.support.series import samples, total
+from tests.support.series import grown, samples, total
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -64,7 +64,27 @@ def fleet(fleet_tools: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     }
     spec = FleetSpec(pods=PODS, sloscope_settings=settings)
     with running_fleet(fleet_tools, tmp_path_factory.mktemp("fleet"), spec) as running:
+        learn_routing(running)
         yield running
+
+
+def learn_routing(fleet: Fleet) -> None:
+    """One call, and sloscope has learned the pool's routing from the EPP's page before the tests send theirs.
+
+    v1.5.0's page times a scorer only once a request ran it, and sloscope reads it each second: a request
+    published before the first page that shows the scorers keeps ``routing="unknown"`` (docs/sending-traces.md,
+    the routing label). That is the window of an EPP's first request, not of the counts these tests check."""
+    (seen,) = send_all(fleet.gateway_url, [Call(max_tokens=2)])
+    assert seen.status == 200, seen.body
+    sloscope = next(child for child in fleet.children if child.name == "sloscope")
+    wait_until(
+        lambda: (
+            logged(sloscope, "routes every request as 'predicted'")
+            and total(samples(fleet.sloscope_text()), "sloscope_requests_total") == 1
+        ),
+        timeout=30,
+        what="the first call counted and the EPP's routing learned",
+    )
 
 
 def pod_of(fleet: Fleet, seen: Seen) -> str:
@@ -84,26 +104,31 @@ def test_every_request_is_counted_once_in_its_class_on_the_pod_that_served_it(fl
     interactive = [Call(slo_ttft_ms=TTFT_TARGET_MS, slo_tpot_ms=TPOT_TARGET_MS, max_tokens=12) for _ in range(16)]
     standard = [Call(slo_ttft_ms=5000, max_tokens=6) for _ in range(8)]  # a TTFT target above 1 s: class standard
     unlabelled = [Call(max_tokens=4) for _ in range(8)]
+    before = samples(fleet.sloscope_text())  # the fixture's one call, in class none
     seen = send_all(fleet.gateway_url, [*interactive, *standard, *unlabelled], concurrency=4)
     assert [s.status for s in seen] == [200] * len(seen), [s.body for s in seen if s.status != 200]
 
     wait_until(
-        lambda: total(samples(fleet.sloscope_text()), "sloscope_requests_total") >= len(seen),
+        lambda: grown(samples(fleet.sloscope_text()), before, "sloscope_requests_total") >= len(seen),
         timeout=30,
         what="every request evaluated",
     )
     values = samples(fleet.sloscope_text())
+
+    def grew(name: str, **labels: str) -> float:
+        return grown(values, before, name, **labels)
+
     by_class = {"interactive": 16.0, "standard": 8.0, "none": 8.0}
     for slo_class, count in by_class.items():
         labels = {"pool": POOL, "model": MODEL, "slo_class": slo_class}
         # routed by the latency scorer: the one profile's scorers, as the EPP's page times them
-        assert total(values, "sloscope_requests_total", routing="predicted", **labels) == count
-    assert total(values, "sloscope_requests_total") == len(seen)
+        assert grew("sloscope_requests_total", routing="predicted", **labels) == count
+    assert grew("sloscope_requests_total") == len(seen)
     assert total(values, "sloscope_requests_failed_total") == 0
 
     served = Counter(pod_of(fleet, s) for s in seen)
     for pod in fleet.pods:
-        assert total(values, "sloscope_pod_requests_total", pool=POOL, pod=pod.name) == served[pod.name], pod.name
+        assert grew("sloscope_pod_requests_total", pool=POOL, pod=pod.name) == served[pod.name], pod.name
 
     got = seen[:16]
     ttft_missed = sum(judged(s.ttft, TTFT_TARGET_MS) for s in got)
@@ -124,7 +149,7 @@ def test_every_request_is_counted_once_in_its_class_on_the_pod_that_served_it(fl
         assert total(values, "sloscope_pod_slo_violations_total", pod=pod.name, slo="ttft") == per_pod_missed[pod.name]
     completion = sum(s.completion_tokens for s in seen)
     assert completion == 16 * 12 + 8 * 6 + 8 * 4
-    assert total(values, "sloscope_completion_tokens_sum", pool=POOL) == completion
+    assert grew("sloscope_completion_tokens_sum", pool=POOL) == completion
 
 
 def recorded(fleet: Fleet, ids: set[str]) -> dict[str, dict[str, Any]]:

@@ -31,6 +31,11 @@ def total(values: Samples, name: str, **labels: str) -> float:
     return sum(v for (n, ls), v in values.items() if n == name and wanted <= ls)
 
 
+def grown(after: Samples, before: Samples, name: str, **labels: str) -> float:
+    """How much :func:`total` grew from the ``before`` page to the ``after`` one."""
+    return total(after, name, **labels) - total(before, name, **labels)
+
+
 def label_values(values: Samples, name: str, label: str) -> set[str]:
     """The values ``label`` takes among the samples named ``name``."""
     return {dict(ls)[label] for (n, ls), _ in values.items() if n == name and label in dict(ls)}

@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from sloscope.columnar.batch import FloatColumn
 from sloscope.columnar.columns import Codes, Floats, Mask
 
 
@@ -66,6 +67,11 @@ def float_array(values: Floats, null: Mask | None = None) -> pa.Array:
     """float64 values as an array, null where ``null`` (NaN stays a value otherwise)."""
     data = np.ascontiguousarray(values, dtype=np.float64)
     return pa.Array.from_buffers(pa.float64(), len(data), [_bitmap(null), pa.py_buffer(data)])
+
+
+def float_column(column: FloatColumn) -> pa.Array:
+    """A batch's float column as an array, null in the rows that hold no value."""
+    return float_array(column.values, ~column.held)
 
 
 def int_array(values: npt.ArrayLike, null: Mask | None = None) -> pa.Array:

@@ -42,6 +42,10 @@ class FloatColumn:
     def take(self, rows: Codes) -> FloatColumn:
         return FloatColumn(self.values[rows], self.held[rows])
 
+    def where(self, keep: Mask) -> FloatColumn:
+        """The same values, held only in the rows ``keep`` says."""
+        return FloatColumn(self.values, self.held & keep)
+
     @staticmethod
     def of(values: Sequence[float | None]) -> FloatColumn:
         held = np.fromiter((v is not None for v in values), dtype=bool, count=len(values))
@@ -237,18 +241,6 @@ class Batch:
             raise KeyError(name)
         return Batch(self.length, {n: column if n == name else c for n, c in self.columns.items()})
 
-    @staticmethod
-    def concat(batches: Sequence[Batch]) -> Batch:
-        """Batches of the same columns, one after another."""
-        if len(batches) == 1:
-            return batches[0]
-        names = batches[0].names
-        columns: dict[str, Column] = {}
-        for name in names:
-            parts = [b.columns[name] for b in batches]
-            columns[name] = _concat(parts)
-        return Batch(sum(len(b) for b in batches), columns)
-
 
 def _values(column: Column) -> np.ndarray:
     if isinstance(column, LabelColumn):
@@ -256,28 +248,3 @@ def _values(column: Column) -> np.ndarray:
     if isinstance(column, TextColumn):
         return column.held
     return column.values
-
-
-def _concat(parts: Sequence[Column]) -> Column:
-    first = parts[0]
-    if isinstance(first, FloatColumn):
-        floats = [p for p in parts if isinstance(p, FloatColumn)]
-        return FloatColumn(np.concatenate([p.values for p in floats]), np.concatenate([p.held for p in floats]))
-    if isinstance(first, IntColumn):
-        return IntColumn(np.concatenate([p.values for p in parts if isinstance(p, IntColumn)]))
-    if isinstance(first, LabelColumn):
-        index: dict[str, int] = {}
-        codes = []
-        for part in parts:
-            assert isinstance(part, LabelColumn)
-            remap = np.array([index.setdefault(v, len(index)) for v in part.values] + [-1], dtype=np.intp)
-            codes.append(remap[part.codes])
-        return LabelColumn(np.concatenate(codes), list(index), ordered=False)
-    texts = [p for p in parts if isinstance(p, TextColumn)]
-    sizes = np.cumsum([0, *(int(t.offsets[-1]) for t in texts)])
-    shifted = [t.offsets[:-1] + base for t, base in zip(texts, sizes[:-1].tolist(), strict=True)]
-    return TextColumn(
-        np.concatenate([*shifted, sizes[-1:]]).astype(np.int64),
-        np.concatenate([t.data for t in texts]),
-        np.concatenate([t.held for t in texts]),
-    )

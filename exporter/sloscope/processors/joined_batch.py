@@ -165,7 +165,7 @@ def to_arrow(batch: Batch) -> pa.RecordBatch:
     for name in NAMES:
         column = batch.column(name)
         if isinstance(column, FloatColumn):
-            arrays.append(arrow_arrays.float_array(column.values, ~column.held))
+            arrays.append(arrow_arrays.float_column(column))
         elif isinstance(column, IntColumn):
             arrays.append(arrow_arrays.int_array(column.values))
         elif isinstance(column, LabelColumn):

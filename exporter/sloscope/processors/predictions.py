@@ -38,6 +38,7 @@ import numpy as np
 from prometheus_client import CollectorRegistry
 
 from sloscope import conventions as c
+from sloscope.columnar.batch import FloatColumn
 from sloscope.columnar.buckets import HEADROOM_BUCKETS, RATIO_BUCKETS
 from sloscope.columnar.cardinality import SeriesBudget
 from sloscope.columnar.columns import Codes, Column, Floats, Mask, group
@@ -49,7 +50,6 @@ from sloscope.processors.pod_history import PodHistory, PodKey
 from sloscope.processors.prediction_batch import Comparisons, Events
 from sloscope.processors.record_parts import (
     BatchRows,
-    Held,
     Settled,
     batch_rows,
     pod_part,
@@ -272,12 +272,12 @@ class SpanColumns(NamedTuple):
     predictions (seconds), their objective (codes into ``c.OBJECTIVES``) and quantile, and the headrooms. With
     streaming off the predicted "TTFT" is ``e2e`` and its headroom ``e2e_headroom``; the others hold none."""
 
-    ttft: Held
-    tpot: Held
-    e2e: Held
-    ttft_headroom: Held
-    tpot_headroom: Held
-    e2e_headroom: Held
+    ttft: FloatColumn
+    tpot: FloatColumn
+    e2e: FloatColumn
+    ttft_headroom: FloatColumn
+    tpot_headroom: FloatColumn
+    e2e_headroom: FloatColumn
     objective: Codes
     quantile: Floats
 
@@ -368,23 +368,23 @@ class PredictionTracker:
         from sloscope.columnar import arrow_arrays  # Arrow only with record sinks (record_parts)
 
         span = fate == _SPAN
-        quantile = Held(spans.quantile[recorded], span & (spans.objective[recorded] == _QUANTILE))
+        quantile = FloatColumn(spans.quantile[recorded], span & (spans.objective[recorded] == _QUANTILE))
 
-        def held(values: Held) -> Held:
-            return Held(values.values[recorded], values.held[recorded] & span)
+        def held(values: FloatColumn) -> pa.Array:
+            return arrow_arrays.float_column(values.take(recorded).where(span))
 
         prediction = prediction_part(
             pool=arrow_arrays.coded_strings(rows.pool.codes[recorded], rows.pool.values),
             source=arrow_arrays.coded_strings(np.where(span, 0, 1), (c.SOURCE_SPAN, c.SOURCE_NONE)),
             skipped=arrow_arrays.coded_strings(_REASON_CODES[fate], c.SKIP_REASONS),
             objective=arrow_arrays.coded_strings(np.where(span, spans.objective[recorded], -1), c.OBJECTIVES),
-            quantile=quantile.array(),
-            ttft=held(spans.ttft).array(),
-            tpot=held(spans.tpot).array(),
-            e2e=held(spans.e2e).array(),
-            ttft_headroom=held(spans.ttft_headroom).array(),
-            tpot_headroom=held(spans.tpot_headroom).array(),
-            e2e_headroom=held(spans.e2e_headroom).array(),
+            quantile=arrow_arrays.float_column(quantile),
+            ttft=held(spans.ttft),
+            tpot=held(spans.tpot),
+            e2e=held(spans.e2e),
+            ttft_headroom=held(spans.ttft_headroom),
+            tpot_headroom=held(spans.tpot_headroom),
+            e2e_headroom=held(spans.e2e_headroom),
         )
         pod = pod_part(self._history, rows.keys, rows.key[recorded], rows.arrival[recorded])
         return build_records(batch_rows(rows.batch, recorded), prediction, pod)
@@ -453,12 +453,12 @@ class PredictionTracker:
         def every_row() -> SpanColumns:
             on = ~off
             return SpanColumns(
-                ttft=Held(rows.predicted_ttft, rows.has_ttft & on),
-                tpot=Held(rows.predicted_tpot, rows.has_tpot & on),
-                e2e=Held(rows.predicted_ttft, rows.has_ttft & off),
-                ttft_headroom=Held(first, first_on & on),
-                tpot_headroom=Held(tpot, tpot_on),
-                e2e_headroom=Held(first, first_on & off),
+                ttft=FloatColumn(rows.predicted_ttft, rows.has_ttft & on),
+                tpot=FloatColumn(rows.predicted_tpot, rows.has_tpot & on),
+                e2e=FloatColumn(rows.predicted_ttft, rows.has_ttft & off),
+                ttft_headroom=FloatColumn(first, first_on & on),
+                tpot_headroom=FloatColumn(tpot, tpot_on),
+                e2e_headroom=FloatColumn(first, first_on & off),
                 objective=np.where(mean, _MEAN, _QUANTILE),
                 quantile=quantile,
             )

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from sloscope.columnar.columns import Codes, Floats, Mask
+from sloscope.columnar.columns import Codes, Floats
 from sloscope.processors import joined_batch
 from sloscope.processors.joined_batch import EvaluatedBatch
 from sloscope.processors.pod_history import PodHistory, PodKey
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 # Arrow (pyarrow, the record store's schema) is imported by the functions that build records, not with this module:
 # the tracker holds these types whatever the sinks, and serve without record sinks never imports pyarrow.
 
-__all__ = ["BatchRows", "Held", "Settled", "batch_rows", "pod_part", "prediction_part", "records", "settled_records"]
+__all__ = ["BatchRows", "Settled", "batch_rows", "pod_part", "prediction_part", "records", "settled_records"]
 
 
 class BatchRows(NamedTuple):
@@ -47,18 +47,6 @@ def batch_rows(batch: EvaluatedBatch, rows: Codes) -> BatchRows:
     if len(rows) == len(batch) and bool((rows == np.arange(len(batch))).all()):
         return BatchRows(joined_batch.to_arrow(batch.records), batch.verdicts.to_record_batch())
     return BatchRows(joined_batch.to_arrow(batch.records.take(rows)), batch.verdicts.take(rows).to_record_batch())
-
-
-class Held(NamedTuple):
-    """A float per row and the rows that hold one (NaN may be a value: a span may carry one)."""
-
-    values: Floats
-    held: Mask
-
-    def array(self) -> pa.Array:
-        from sloscope.columnar import arrow_arrays
-
-        return arrow_arrays.float_array(self.values, ~self.held)
 
 
 def prediction_part(

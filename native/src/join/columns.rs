@@ -11,9 +11,8 @@
 //! - `text`: i64 offsets and the UTF-8 bytes (row `i` at `data[offsets[i]..offsets[i + 1]]`), and
 //!   the held bytes as for floats: the ids, which differ in every row, decoded only where read.
 
-use std::collections::HashMap;
-
 use crate::join::build::{Joined, Text};
+use crate::join::hash::HashMap;
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
@@ -86,17 +85,25 @@ impl Held {
     }
 }
 
+/// Label codes: a row like the one before it (the usual case: a batch's rows share a few pods,
+/// models and pools) takes its code without a lookup.
 fn labels<'a>(rows: usize, values: impl Iterator<Item = Option<&'a str>>) -> Column {
-    let mut index: HashMap<&str, i64> = HashMap::new();
+    let mut index: HashMap<&str, i64> = HashMap::default();
     let mut distinct: Vec<String> = Vec::new();
     let mut codes = Vec::with_capacity(8 * rows);
+    let mut last: Option<(&str, i64)> = None;
     for value in values {
-        let code = match value {
-            Some(text) => *index.entry(text).or_insert_with(|| {
-                distinct.push(text.to_owned());
-                distinct.len() as i64 - 1
-            }),
-            None => -1,
+        let code = match (value, last) {
+            (None, _) => -1,
+            (Some(text), Some((previous, code))) if text == previous => code,
+            (Some(text), _) => {
+                let code = *index.entry(text).or_insert_with(|| {
+                    distinct.push(text.to_owned());
+                    distinct.len() as i64 - 1
+                });
+                last = Some((text, code));
+                code
+            }
         };
         codes.extend_from_slice(&code.to_le_bytes());
     }
@@ -244,12 +251,22 @@ mod tests {
     #[test]
     fn labels_are_codes_into_their_values_in_order_of_first_appearance() {
         let Column::Labels { codes, values } = labels(
-            5,
-            [Some("b"), None, Some("a"), Some("b"), Some("")].into_iter(),
+            8,
+            [
+                Some("b"),
+                None,
+                Some("b"),
+                Some("a"),
+                Some("a"),
+                Some("b"),
+                Some(""),
+                None,
+            ]
+            .into_iter(),
         ) else {
             panic!("not labels")
         };
-        assert_eq!(i64s(&codes), vec![0, -1, 1, 0, 2]);
+        assert_eq!(i64s(&codes), vec![0, -1, 0, 1, 1, 0, 2, -1]);
         assert_eq!(values, vec!["b", "a", ""]);
     }
 

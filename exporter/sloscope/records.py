@@ -79,6 +79,7 @@ class JoinedRequest:
     phase: str | None = None  # the coordinator phase its EPP call was scheduled for (encode, prefill, decode), if one
     call_arrival_ns: int = 0  # a coordinator call: its first leg's arrival (0: the call is this one EPP request)
     gateway: str | None = None  # the identity of the gateway (EPP) whose spans it came through: where a failure belongs
+    sampling_probability: float | None = None  # its trace was kept with it, as its tracestate's th says (None: unsaid)
 
     @property
     def model(self) -> str | None:

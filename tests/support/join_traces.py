@@ -61,9 +61,34 @@ FAILURES: tuple[tuple[str, int | None], ...] = (
 )
 
 
+# Trace states a sampler may have written: none (a ratio sampler that records nothing), OTEP 235 thresholds (every
+# trace, one in two, the SDKs' 10 % and 1 % among other members), and malformed or withdrawn ones that say nothing.
+TRACESTATES = (
+    "",
+    "",
+    "",
+    "ot=th:0",
+    "ot=th:8",
+    "ot=th:e6666666666666",
+    "vendor=x, ot=rv:0123456789abcd;th:fd70a3d70a3d70",
+    "ot=th:zz",
+    "ot=p:3",
+)
+
+
+def tracestate_of(hex_id: str) -> str:
+    """A trace state drawn from an id rather than from the shapes' random stream, so that the shapes drawn from a
+    seed stay those of that seed."""
+    try:
+        return TRACESTATES[int(hex_id[-8:], 16) % len(TRACESTATES)]
+    except ValueError:
+        return ""
+
+
 @dataclass
 class Trace:
-    """The spans of one trace being built, with a span id per span."""
+    """The spans of one trace being built, with a span id per span. Its spans carry the trace's trace state, but
+    one in ten carries its own (a hop that sampled again, or propagated none)."""
 
     rng: random.Random
     trace_id: str
@@ -93,6 +118,7 @@ class Trace:
                 end_ns=start + int(length_ms * MS),
                 attributes=attributes,
                 resource=resource if resource is not None else EPP,
+                tracestate=tracestate_of(span_id if int(span_id[:2], 16) < 26 else self.trace_id),
                 status_code=status[0],
                 status_message=status[1],
             )

@@ -228,6 +228,7 @@ _VALUES: dict[str, Callable[[RequestRecord], Any]] = {
     "call_arrival_time": lambda r: _ns(r.request.call_arrival_ns),
     "gateway": lambda r: r.request.gateway,
     "ttft_judged_seconds": lambda r: r.evaluation.ttft.actual,
+    "sampling_probability": lambda r: r.request.sampling_probability,
 }
 assert list(_VALUES) == [column.name for column in COLUMNS], "a column of the store without its rule here"
 

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from sloscope import conventions as c
 from sloscope.attributes import Mapping, View
 from sloscope.processors import span_shapes as shapes
+from sloscope.processors.trace_sampling import probability_of
 from sloscope.processors.trace_state import PendingTrace
 from sloscope.records import JoinedRequest, Span
 from sloscope.slo.evaluate import tpot_seconds
@@ -295,7 +296,18 @@ def build_request(
         phase=shapes.phase(companions),
         # The gateway's identity from its own spans: a model server's resource is not the gateway's.
         gateway=string("gateway", gateway if outcome == c.OUTCOME_FAILED else View(companions)),
+        sampling_probability=_sampling_probability([anchor, *companions]),
     )
+
+
+def _sampling_probability(spans: list[Span]) -> float | None:
+    """The probability the request's trace was kept with: the anchor's tracestate says it, else the companions'
+    nearest first (a parent-based sampler passes its root's on, so they agree when both say)."""
+    for span in spans:
+        probability = probability_of(span.tracestate)
+        if probability is not None:
+            return probability
+    return None
 
 
 def _routing(mapping: Mapping, view: View) -> str:

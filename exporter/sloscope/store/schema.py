@@ -404,6 +404,14 @@ COLUMNS: tuple[Column, ...] = (
         "request that missed its TTFT SLO the TTFT it measured (ttft_seconds is null for a failed request).",
         _evaluated("ttft_actual_seconds"),
     ),
+    Column(
+        "sampling_probability",
+        pa.float64(),
+        "The probability the request's trace was kept with, as the th threshold in its tracestate's ot entry "
+        "records it (OpenTelemetry's consistent probability sampling): the model-server span's, else its gateway "
+        "spans'. Null when no span recorded one (a ratio sampler that records nothing), never 1 by default.",
+        _joined("sampling_probability"),
+    ),
 )
 
 SCHEMA = pa.schema(

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use crate::join::rules::{Field, Rules};
+use crate::join::sampling;
 use crate::join::shapes::{self, Leg};
 use crate::join::trace::{Held, SpanId, Spans, Trace, TraceId};
 use crate::join::vocabulary::{Vocabulary, Word};
@@ -49,6 +50,8 @@ pub struct Joined {
     /// A coordinator call's first leg's arrival: set by the call joiner in Python, never here.
     pub call_arrival_ns: u64,
     pub gateway: Option<Text>,
+    /// The probability its trace was kept with: the anchor's tracestate, else its companions' nearest first.
+    pub sampling_probability: Option<f64>,
 }
 
 /// A string of a built request: where it lies in the text the builder's requests share (one buffer
@@ -562,6 +565,9 @@ impl Builder {
             prefill_seconds_on_prefill_pod: None,
             phase: self.words.phase(companions.iter().map(|h| &h.span)),
             call_arrival_ns: 0,
+            sampling_probability: std::iter::once(anchor)
+                .chain(companions.iter().copied())
+                .find_map(|h| sampling::probability(h.span.threshold)),
             // The gateway's identity from its own spans: a model server's resource is not the gateway's.
             gateway: put(
                 text,

@@ -234,6 +234,7 @@ pub fn columns(requests: &[Joined], text: &str) -> Vec<(&'static str, Column)> {
         ("phase", word(|j| j.phase.map(|w| w.0))),
         ("call_arrival_ns", int(|j| ns(j.call_arrival_ns))),
         ("gateway", shared(|j| j.gateway)),
+        ("sampling_probability", float(|j| j.sampling_probability)),
     ]
 }
 
@@ -319,7 +320,7 @@ mod tests {
     #[test]
     fn every_field_has_a_column_of_one_row() {
         let cols = columns(&[Joined::default()], "");
-        assert_eq!(cols.len(), 36);
+        assert_eq!(cols.len(), 37);
         for (name, column) in &cols {
             let rows = match column {
                 Column::Floats { values, .. } | Column::Ints { values } => values.len() / 8,

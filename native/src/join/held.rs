@@ -4,13 +4,14 @@
 //! It keeps the decoder's packed fields (`packed::Packed`: the name, the status message and the
 //! strings in one text buffer, the attributes as 16-byte records) as they came, with each record's
 //! key rewritten to an id interned here. Against the decoder's `Span` it drops the trace id (the
-//! trace map's key says it) and the tracestate (the join never reads it). Keys are read by id: the
+//! trace map's key says it) and the tracestate, of which the join reads only the sampling threshold. Keys are read by id: the
 //! mapping's keys and the span-shape keys are interned when the assembler is made, so reading a
 //! field compares integers.
 
 use std::sync::Arc;
 
 use crate::join::hash::HashMap;
+use crate::join::sampling;
 pub use crate::packed::ValueRef;
 use crate::packed::{Packed, TextAt};
 use crate::span::{get, Key, Resource, Span, Value, STATUS_ERROR};
@@ -103,6 +104,9 @@ pub struct HeldSpan {
     pub shape: u8,
     pub start_ns: u64,
     pub end_ns: u64,
+    /// The sampling threshold its tracestate recorded (`sampling::NO_THRESHOLD`: none); the tracestate
+    /// itself is not kept.
+    pub threshold: u64,
     pub resource: Arc<Resource>,
     /// Which key ids its attributes have (bit `id` for ids below 63, bit 63 for any other), so that
     /// looking up a key it lacks, which most lookups are (a field's other keys, the view's other spans),
@@ -141,6 +145,7 @@ impl HeldSpan {
             shape: 0,
             start_ns: span.start_ns,
             end_ns: span.end_ns,
+            threshold: sampling::threshold_of(&span.tracestate),
             resource: span.resource,
             present,
             fields,

@@ -4,7 +4,7 @@
 //! The pieces: what the configured attribute mapping reads (`rules`), the joinable request id
 //! (`request_id`), what upstream span shapes mean (`shapes`), how a waiting span is held (`held`), what is held per trace (`trace`),
 //! how a request is read from its spans (`build`), requests as Arrow buffers (`columns`), the assembler itself (`assembler`), the
-//! windows it waits out (`deadlines`), its memory of finished traces (`recent`) and its Python face (`py`), and the hasher of their maps (`hash`); the words it reads
+//! windows it waits out (`deadlines`), its memory of finished traces (`recent`) and its Python face (`py`), the hasher of their maps (`hash`) and the sampling probability a tracestate records (`sampling`); the words it reads
 //! (`vocabulary`) are generated from the Python join's.
 
 pub mod assembler;
@@ -18,6 +18,7 @@ pub mod py;
 pub mod recent;
 pub mod request_id;
 pub mod rules;
+pub mod sampling;
 pub mod seen;
 pub mod shapes;
 pub mod trace;

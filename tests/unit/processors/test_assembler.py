@@ -11,6 +11,7 @@ from sloscope import conventions as c
 from sloscope.attributes import Mapping
 from sloscope.config import Attributes, Join
 from sloscope.processors.assembler import TraceAssembler
+from sloscope.processors.trace_sampling import probability_of
 from sloscope.processors.trace_state import span_bytes
 from sloscope.records import JoinedRequest
 from sloscope.testing import gateway_attributes, span, vllm_attributes
@@ -185,6 +186,31 @@ def test_a_gateway_span_sent_again_after_its_trace_was_forgotten_waits_its_own_f
     h.advance(9.5)  # the second send's window is over
     [failed] = h.emitted[4_098:]
     assert (failed.outcome, failed.failure_reason) == (c.OUTCOME_FAILED, c.FAILURE_ABORTED)
+
+
+@pytest.mark.parametrize(
+    ("model_server", "epp", "probability"),
+    [
+        ("ot=th:c", "ot=th:8", 0.25),  # the model server's own: what decided that its span reached sloscope
+        ("", "ot=th:8", 0.5),  # else the gateway's (a hop that propagated no trace state)
+        ("ot=th:zz", "ot=th:0", 1.0),  # a malformed threshold says nothing
+        ("vendor=1", "", None),  # a ratio sampler that records nothing: unknown, not 1
+    ],
+)
+def test_a_request_carries_the_probability_its_trace_was_kept_with(
+    model_server: str, epp: str, probability: float | None
+) -> None:
+    h = Harness(failure_window_seconds=15.0)
+    served, refused = vllm(1), gateway(2, request_id="r-2")
+    served.tracestate, refused.tracestate = model_server, epp
+    with_gateway = gateway(1)
+    with_gateway.tracestate = epp
+    h.feed(served, with_gateway, refused)
+    h.advance(15.5)  # the refused call reached no model server: a failure, read from its gateway span
+    joined, failed = h.emitted
+    assert (joined.outcome, failed.outcome) == (c.OUTCOME_JOINED, c.OUTCOME_FAILED)
+    assert joined.sampling_probability == probability
+    assert failed.sampling_probability == (None if epp == "" else probability_of(epp))
 
 
 def test_join_by_request_id_across_traces_when_the_gateway_comes_later() -> None:

@@ -33,7 +33,7 @@ from sloscope.predictor.client import PredictionClient, _prediction
 from sloscope.predictor.features import Features
 from sloscope.predictor.health import PredictorHealth, PredictorSnapshot
 from sloscope.predictor.reset import MARKER_CONSTANT, MARKER_NO_SAMPLES, PROBE
-from sloscope.processors.predictions import PredictionSeries
+from sloscope.processors.prediction_series import PredictionSeries
 from sloscope.processors.streaming_modes import StreamingModes
 from sloscope.publishers.predictor_health import PredictorHealthCollector
 from sloscope.telemetry import Telemetry

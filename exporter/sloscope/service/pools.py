@@ -35,7 +35,8 @@ from sloscope.processors.inflight_history import InflightHistory
 from sloscope.processors.live_headroom import LiveHeadroom
 from sloscope.processors.placement import Placed
 from sloscope.processors.pod_history import PodHistory
-from sloscope.processors.predictions import PredictionSeries, PredictionTracker
+from sloscope.processors.prediction_series import PredictionSeries
+from sloscope.processors.predictions import PredictionTracker
 from sloscope.processors.running_slos import RunningSLOs
 from sloscope.processors.shadow import RoutingFeatures, ShadowPredictor
 from sloscope.processors.streaming_modes import StreamingModes

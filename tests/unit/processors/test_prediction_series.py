@@ -6,7 +6,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from sloscope import conventions as c
-from sloscope.processors.predictions import PredictionSeries
+from sloscope.processors.prediction_series import PredictionSeries
 
 LABELS = ("m", "pool-a")
 

@@ -14,7 +14,8 @@ from prometheus_client import CollectorRegistry
 from sloscope.config import Headroom, Predictions
 from sloscope.predictor.features import Features
 from sloscope.processors.pod_history import PodHistory
-from sloscope.processors.predictions import PredictionSeries, PredictionTracker
+from sloscope.processors.prediction_series import PredictionSeries
+from sloscope.processors.predictions import PredictionTracker
 from sloscope.processors.running_slos import RunningSLOs
 from sloscope.processors.shadow import TokenBucket, features_of
 from sloscope.receivers.discovery import Target

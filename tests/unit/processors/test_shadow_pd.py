@@ -28,7 +28,8 @@ from sloscope import conventions as c
 from sloscope.config import Headroom, Predictions
 from sloscope.predictor.client import PredictionClient
 from sloscope.processors.pod_history import PodHistory
-from sloscope.processors.predictions import PredictionSeries, PredictionTracker
+from sloscope.processors.prediction_series import PredictionSeries
+from sloscope.processors.predictions import PredictionTracker
 from sloscope.processors.running_slos import RunningSLOs
 from sloscope.processors.shadow import ShadowPredictor
 from sloscope.processors.streaming_modes import StreamingModes

@@ -33,7 +33,8 @@ from sloscope.processors import joined_batch
 from sloscope.processors.evaluator import SLOEvaluator
 from sloscope.processors.labels import LabelAdmission
 from sloscope.processors.pod_history import PodHistory
-from sloscope.processors.predictions import Pending, PredictionSeries, PredictionTracker
+from sloscope.processors.prediction_series import PredictionSeries
+from sloscope.processors.predictions import Pending, PredictionTracker
 from sloscope.processors.running_slos import RunningSLOs
 from sloscope.publishers.prometheus import PrometheusPublisher
 from sloscope.receivers.discovery import Target

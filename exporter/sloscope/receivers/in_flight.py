@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 _TRIM_INTERVAL_SECONDS = 1.0
 TRIM_FROM_BYTES = 1024 * 1024  # freeing a smaller body alone leaves nothing worth giving back
 QUIET_SECONDS = 60.0  # how long the intake and the join stand still before a burst counts as over
+QUIET_STEPS = 4  # looks at them per quiet time
 
 
 class MemoryTrimmer:
@@ -85,7 +86,11 @@ class MemoryTrimmer:
 class QuietTrim:
     """One trim after each burst of requests: :meth:`touched` (any thread, every request the intake takes) arms
     a watch on the event loop, which asks ``trimmer`` for a trim once neither the requests taken nor the join's
-    pending traces (``holding``) changed over ``quiet`` seconds, then disarms until the next request."""
+    pending traces (``holding``) changed over ``quiet`` seconds, then disarms until the next request.
+
+    The watch looks every ``quiet / QUIET_STEPS`` seconds and trims after ``QUIET_STEPS`` looks in a row saw no
+    change: between ``quiet`` and ``quiet * (1 + 1 / QUIET_STEPS)`` after the last change (looking once a ``quiet``
+    made it up to twice as long)."""
 
     def __init__(self, trimmer: MemoryTrimmer, quiet: float = QUIET_SECONDS) -> None:
         self._trimmer = trimmer
@@ -95,11 +100,12 @@ class QuietTrim:
         self._armed = False
         self._touches = 0  # changes with every request; a lost increment between threads changes it still
         self._seen: tuple[int, int] | None = None
+        self._still = 0  # looks in a row that saw no change
         self._timer: asyncio.TimerHandle | None = None
 
-    def start(self, holding: Callable[[], int]) -> None:
-        """Watch from now on, on the running loop; ``holding``: the join's pending traces."""
-        self._loop = asyncio.get_running_loop()
+    def start(self, holding: Callable[[], int], loop: asyncio.AbstractEventLoop | None = None) -> None:
+        """Watch from now on, on ``loop`` (the running one unless told); ``holding``: the join's pending traces."""
+        self._loop = loop or asyncio.get_running_loop()
         self._holding = holding
 
     def stop(self) -> None:
@@ -124,17 +130,18 @@ class QuietTrim:
     def _watch(self) -> None:
         if self._loop is None:
             return
-        self._seen = self._state()
-        self._timer = self._loop.call_later(self._quiet, self._check)
+        self._seen, self._still = self._state(), 0
+        self._timer = self._loop.call_later(self._quiet / QUIET_STEPS, self._check)
 
     def _check(self) -> None:
         self._timer = None
         if self._loop is None:
             return
         now = self._state()
-        if now != self._seen:
-            self._seen = now
-            self._timer = self._loop.call_later(self._quiet, self._check)
+        self._still = self._still + 1 if now == self._seen else 0
+        self._seen = now
+        if self._still < QUIET_STEPS:
+            self._timer = self._loop.call_later(self._quiet / QUIET_STEPS, self._check)
             return
         self._armed = False  # a request from here on arms the watch again
         self._trimmer.request()

@@ -6,7 +6,7 @@ import asyncio
 import gzip
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -164,3 +164,57 @@ def test_a_burst_gets_one_trim_once_the_requests_and_the_join_stand_still() -> N
         return seen
 
     assert asyncio.run(scenario()) == [0, 0, 1, 1, 2, 2]
+
+
+class VirtualLoop:
+    """The two calls :class:`QuietTrim` makes of its event loop, on a clock the test moves."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self._due: list[tuple[float, int, Callable[[], None]]] = []
+
+    def call_soon_threadsafe(self, callback: Callable[[], None]) -> None:
+        self.call_later(0.0, callback)
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> VirtualLoop:
+        self._due.append((self.now + delay, len(self._due), callback))
+        return self  # the handle: QuietTrim cancels one only when stopped, which this test does not
+
+    def cancel(self) -> None:
+        raise AssertionError("not stopped here")
+
+    def run_until(self, until: float) -> None:
+        while self._due:
+            when, order, callback = min(self._due)
+            if when > until:
+                break
+            self._due.remove((when, order, callback))
+            self.now = when
+            callback()
+        self.now = until
+
+
+def test_a_burst_is_trimmed_within_a_quarter_of_the_quiet_time_after_its_last_change() -> None:
+    """The watch looks four times per quiet time: the trim comes 60 to 75 s after the last change (request or
+    pending trace), not up to 120 s as when it looked once a minute."""
+    loop = VirtualLoop()
+    trims: list[float] = []
+
+    class Trimmer(MemoryTrimmer):
+        def request(self) -> None:
+            trims.append(loop.now)
+
+    quiet = QuietTrim(Trimmer(), quiet=60.0)
+    pending = [3]
+    quiet.start(lambda: pending[0], loop)  # type: ignore[arg-type]
+    quiet.touched()  # armed at 0; looks at 15, 30, 45...
+    for at in (10.0, 20.0, 37.0):  # the join lets its traces go
+        loop.run_until(at)
+        pending[0] -= 1
+    loop.run_until(300.0)
+    assert trims == [105.0]  # seen still at 60, 75, 90 and 105: 68 s after the last change
+    quiet.touched()  # the next burst: armed at 300
+    loop.run_until(310.0)
+    quiet.touched()  # another request, taken while armed
+    loop.run_until(600.0)
+    assert trims == [105.0, 375.0]  # 65 s after it

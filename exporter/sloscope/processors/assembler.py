@@ -34,6 +34,7 @@ calls it.
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from collections import OrderedDict, deque
@@ -389,7 +390,10 @@ class TraceAssembler:
     def _awaits_gateway(self) -> bool:
         """A request no gateway span claims waits for one, up to its window, while the gateway traces
         (``join.wait_for_gateway``): the caller's traceparent made the EPP's span a sibling of the model
-        server's, and the EPP's exporter sends it later."""
+        server's, and the EPP's exporter sends it later. ``always`` waits from the start, before any gateway span
+        came."""
+        if self._gateway_memory == math.inf:
+            return True
         seen = self._gateway_seen.seen
         return seen is not None and self._now - seen <= self._gateway_memory
 

@@ -739,11 +739,15 @@ impl Assembler {
 
     /// A request no gateway span claims waits for one, up to its window, while the gateway traces
     /// (`join.wait_for_gateway`): the caller's traceparent made the EPP's span a sibling of the model
-    /// server's, and the EPP's exporter sends it later.
+    /// server's, and the EPP's exporter sends it later. `always` waits from the start, before any
+    /// gateway span came.
     fn awaits_gateway(&self) -> bool {
-        self.gateway_seen
-            .get()
-            .is_some_and(|seen| self.now - seen <= self.cfg.gateway_memory_seconds)
+        let memory = self.cfg.gateway_memory_seconds;
+        memory == f64::INFINITY
+            || self
+                .gateway_seen
+                .get()
+                .is_some_and(|seen| self.now - seen <= memory)
     }
 
     /// Shares `seen` with other shards of the join: whether the gateway traces is the traffic's, not one

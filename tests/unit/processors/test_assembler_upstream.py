@@ -229,6 +229,21 @@ def test_waiting_for_the_gateway_can_be_set(setting: str, waits: bool) -> None:
     assert [(r.request_id, r.routing) for r in h.emitted[1:]] == [("b", c.ROUTING_UNKNOWN)]
 
 
+def test_always_waiting_for_the_gateway_waits_before_any_gateway_span_came() -> None:
+    """``always`` waits from the start (docs/configuration.md): the first call's vLLM span, before sloscope ever saw
+    a gateway span, waits for its EPP spans too, and the request keeps its routing. (It waited only once some
+    gateway span had come, so the first requests' waits depended on which came first: on the order join workers
+    took the first batch in.)"""
+    h = Harness(wait_for_gateway="always")
+    client, epp, vllm = client_call(1, "a")
+    h.feed(client, vllm)
+    h.advance(1.0)
+    assert h.emitted == []
+    h.feed(*epp)
+    assert [(r.request_id, r.routing, r.outcome) for r in h.emitted] == [("a", c.ROUTING_PREDICTED, c.OUTCOME_JOINED)]
+    assert h.dropped == {}
+
+
 def nixl_request(trace: int) -> list[Span]:
     """A P/D request through the sidecar's NIXL connector: decode is a child of prefill (connector_nixlv2.go:87,296).
     The EPP's seven spans (10 to 16), the sidecar's six (30 to 35: server, forward_request, prefill, its POST,

@@ -99,28 +99,29 @@ def run_exports(workers: int, exports: list[bytes]) -> Series:
 @pytest.mark.parametrize("by_request_id", [True, False])
 def test_generated_traces_give_the_same_series_for_any_worker_count(engine: str, by_request_id: bool) -> None:
     """Without calls split across traces; joining by request id on or off (it still decides within a trace).
-    Coordinator calls wait for their legs from the start: learnt from the traffic (``auto``), the first ones'
-    waits depend on the order the workers hand over in (docs/configuration.md, ``join.wait_for_legs``)."""
-    # Seed 5 holds a coordinator call one of whose legs one worker emits alone and two or four join: the known
-    # defect the next test pins. This seed's traffic has none.
+    Model-server spans wait for their gateway spans, and coordinator calls for their legs, from the start: learnt
+    from the traffic (``auto``), the first ones' waits depend on the order the workers hand over in
+    (docs/configuration.md, ``join.wait_for_gateway`` and ``join.wait_for_legs``)."""
     steps = list(deliveries(random.Random(6), 400, cross=False))
-    runs = [run_steps(n, steps, engine, by_request_id=by_request_id, wait_for_legs="always") for n in WORKERS]
+    waits = {"wait_for_legs": "always", "wait_for_gateway": "always"}
+    runs = [run_steps(n, steps, engine, by_request_id=by_request_id, **waits) for n in WORKERS]
     assert runs[1] == runs[0] and runs[2] == runs[0]
     assert len(runs[0]) > 500
     outcomes = outcome_counts(runs[0])
     assert outcomes[c.OUTCOME_JOINED] > 300 and outcomes[c.OUTCOME_FAILED] > 0 and outcomes[c.OUTCOME_NO_ANCHOR] > 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a known defect: in seed 5's traffic (as in seed 63 of the generator before the catalogue drew its "
-    "shapes) one coordinator call's encode leg is emitted alone (anchor_only) by one join worker and joined by two "
-    "or four, against docs/scale-out.md's promise for the requests of one trace; not yet understood",
-)
 @pytest.mark.parametrize("engine", ["native", "python"])
 def test_a_coordinator_leg_is_joined_alike_for_any_worker_count(engine: str) -> None:
+    """Seed 5's first batch holds a coordinator leg's vLLM span ahead of every gateway span. Learnt from the traffic
+    (``wait_for_gateway: auto``), whether it waits for its gateway depends on whether another worker took a gateway
+    span of the batch first; waiting from the start (``always``), it waits on every worker count. ``always`` waited
+    only once a gateway span had come: this seed joined that leg one way with one worker and another with two."""
     steps = list(deliveries(random.Random(5), 400, cross=False))
-    runs = [run_steps(n, steps, engine, by_request_id=True, wait_for_legs="always") for n in WORKERS]
+    runs = [
+        run_steps(n, steps, engine, by_request_id=True, wait_for_legs="always", wait_for_gateway="always")
+        for n in WORKERS
+    ]
     assert runs[1] == runs[0] and runs[2] == runs[0]
 
 

@@ -11,7 +11,6 @@ from sloscope import conventions as c
 from sloscope.attributes import Mapping
 from sloscope.config import Attributes, Join
 from sloscope.processors.assembler import TraceAssembler
-from sloscope.processors.trace_sampling import probability_of
 from sloscope.processors.trace_state import span_bytes
 from sloscope.records import JoinedRequest
 from sloscope.testing import gateway_attributes, span, vllm_attributes
@@ -189,16 +188,16 @@ def test_a_gateway_span_sent_again_after_its_trace_was_forgotten_waits_its_own_f
 
 
 @pytest.mark.parametrize(
-    ("model_server", "epp", "probability"),
+    ("model_server", "epp", "probability", "failure"),
     [
-        ("ot=th:c", "ot=th:8", 0.25),  # the model server's own: what decided that its span reached sloscope
-        ("", "ot=th:8", 0.5),  # else the gateway's (a hop that propagated no trace state)
-        ("ot=th:zz", "ot=th:0", 1.0),  # a malformed threshold says nothing
-        ("vendor=1", "", None),  # a ratio sampler that records nothing: unknown, not 1
+        ("ot=th:c", "ot=th:8", 0.25, 0.5),  # the model server's own: what decided that its span reached sloscope
+        ("", "ot=th:8", 0.5, 0.5),  # else the gateway's (a hop that propagated no trace state)
+        ("ot=th:zz", "ot=th:0", 1.0, 1.0),  # a malformed threshold says nothing
+        ("vendor=1", "", None, None),  # a ratio sampler that records nothing: unknown, not 1
     ],
 )
 def test_a_request_carries_the_probability_its_trace_was_kept_with(
-    model_server: str, epp: str, probability: float | None
+    model_server: str, epp: str, probability: float | None, failure: float | None
 ) -> None:
     h = Harness(failure_window_seconds=15.0)
     served, refused = vllm(1), gateway(2, request_id="r-2")
@@ -210,7 +209,7 @@ def test_a_request_carries_the_probability_its_trace_was_kept_with(
     joined, failed = h.emitted
     assert (joined.outcome, failed.outcome) == (c.OUTCOME_JOINED, c.OUTCOME_FAILED)
     assert joined.sampling_probability == probability
-    assert failed.sampling_probability == (None if epp == "" else probability_of(epp))
+    assert failed.sampling_probability == failure
 
 
 def test_join_by_request_id_across_traces_when_the_gateway_comes_later() -> None:

@@ -50,6 +50,7 @@ class RoutedPrediction:
     actual: float
     waiting: int | None = None  # the pod state the router predicted from (None: not known)
     running: int | None = None
+    kv_cache: float | None = None  # the KV-cache utilization it sent, 0..1
 
 
 def _tpot(completion: Completion) -> float | None:
@@ -161,6 +162,7 @@ class GroundTruth:
             actual,
             None if state is None else state.num_request_waiting,
             None if state is None else state.num_request_running,
+            None if state is None else state.kv_cache_percentage,
         )
         while len(self.recent) > RECENT_PREDICTIONS:
             self.recent.popitem(last=False)

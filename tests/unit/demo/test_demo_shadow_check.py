@@ -10,7 +10,7 @@ import pytest
 
 from sloscope.demo import truth
 from sloscope.demo.records import Completion, SimRequest
-from sloscope.demo.shadow_check import format_strays, read_shadows, strays
+from sloscope.demo.shadow_check import agreement, format_strays, pairs, read_shadows, strays
 from sloscope.demo.truth import RECENT_PREDICTIONS, GroundTruth, Outcome, RoutedPrediction
 from sloscope.predictor.features import Features
 from sloscope.store.files import write_atomic
@@ -63,6 +63,39 @@ def test_late_2025_ids_match_without_vllms_cmpl_prefix_and_both_signals_are_read
     ]
 
 
+def _on(predicted: float, waiting: int = 2, running: int = 5, kv: float = 0.25) -> RoutedPrediction:
+    return RoutedPrediction("vllm-0", 100.0, "ttft", predicted, 0.3, waiting, running, kv)
+
+
+def test_agreement_counts_the_requests_given_the_routers_pod_state() -> None:
+    routed = {
+        ("a", "ttft"): _on(0.40),  # same state, same prediction: identical
+        ("b", "ttft"): _on(0.40),  # same state, another prediction: a mismatch (the model was meant to be fixed)
+        ("c", "ttft"): _on(0.40, waiting=0),  # sloscope saw 2 waiting
+        ("d", "ttft"): _on(0.40, kv=0.5),  # another KV-cache utilization
+        ("e", "ttft"): _on(0.40),  # not in the measured phase
+        ("f", "ttft"): RoutedPrediction("vllm-0", 100.0, "ttft", 0.4, 0.3),  # the router's state unknown
+    }
+    kv = {"pod_kv_cache_utilization": 0.25}
+    shadows = [
+        _row("cmpl-a", 0.4 * (1 + 1e-12), **kv),
+        _row("b", 0.41, **kv),
+        _row("c", 0.4, **kv),
+        _row("d", 0.4, **kv),
+        _row("e", 0.4, **kv),
+        _row("f", 0.4, **kv),
+        _row("g", 0.4, **kv),  # no router prediction
+    ]
+    found = agreement(pairs(routed, shadows), "ttft", {"a", "b", "c", "d", "f", "g"})
+    assert (found.compared, found.identical) == (5, 1)
+    # the queue the router saw: a, b and d (c's differed; the router did not say f's)
+    assert [s.request_id for s in found.same_queue] == ["cmpl-a", "b", "d"]
+    shadow, router = found.mean_absolute_errors()
+    assert (shadow, router) == (pytest.approx((0.1 + 0.11 + 0.1) / 3), pytest.approx(0.1))
+    assert [s.request_id for s in found.mismatched] == ["b"]
+    assert agreement(pairs(routed, shadows), "tpot", {"a"}).compared == 0
+
+
 def test_nothing_to_compare_says_so() -> None:
     assert format_strays(strays({}, [_row("a", 0.5)])) == "(no request has both a shadow and a router prediction)"
 
@@ -97,5 +130,5 @@ def test_the_truth_keeps_the_last_predictions_by_request_id(monkeypatch: pytest.
     kept = ground.routed()
     assert list(kept) == [("r1", "ttft"), ("r2", "ttft")]
     # with the pod state the router predicted from
-    assert kept[("r2", "ttft")] == RoutedPrediction("vllm-0", 102.0, "ttft", 0.25, pytest.approx(0.3), 2, 6)
+    assert kept[("r2", "ttft")] == RoutedPrediction("vllm-0", 102.0, "ttft", 0.25, pytest.approx(0.3), 2, 6, 0.5)
     assert RECENT_PREDICTIONS == 50_000

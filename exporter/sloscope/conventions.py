@@ -130,10 +130,20 @@ def _m(name: str, type_: MetricType, labels: tuple[str, ...], help_: str) -> Met
 
 _REQ = (MODEL, POOL, SLO_CLASS, ROUTING)
 
-# Request series: one increment per evaluated (joined) request.
-REQUESTS = _m("requests", "counter", _REQ, "Evaluated (joined) requests.")
-SLO_REQUESTS = _m("slo_requests", "counter", (*_REQ, SLO), "Requests eligible for an SLO (ttft, tpot or goodput).")
-SLO_VIOLATIONS = _m("slo_violations", "counter", (*_REQ, SLO), "Eligible requests that missed the SLO.")
+# Request series: each evaluated (joined) request counted with its adjusted count (1 / the probability its trace
+# was sampled with: 1 when every trace is kept); the sampled_ twins count each once.
+REQUESTS = _m("requests", "counter", _REQ, "Evaluated (joined) requests, each with its adjusted count.")
+SLO_REQUESTS = _m(
+    "slo_requests", "counter", (*_REQ, SLO), "Requests eligible for an SLO (ttft, tpot or goodput), adjusted counts."
+)
+SLO_VIOLATIONS = _m(
+    "slo_violations", "counter", (*_REQ, SLO), "Eligible requests that missed the SLO, adjusted counts."
+)
+SAMPLED_REQUESTS = _m("sampled_requests", "counter", _REQ, "Evaluated requests as sampled: each once.")
+SAMPLED_SLO_REQUESTS = _m("sampled_slo_requests", "counter", (*_REQ, SLO), "Eligible requests as sampled: each once.")
+SAMPLED_SLO_VIOLATIONS = _m(
+    "sampled_slo_violations", "counter", (*_REQ, SLO), "Eligible requests that missed the SLO as sampled: each once."
+)
 REQUESTS_FAILED = _m(
     "requests_failed",
     "counter",
@@ -764,6 +774,9 @@ ALL_METRICS: tuple[MetricDef, ...] = (
     REQUESTS,
     SLO_REQUESTS,
     SLO_VIOLATIONS,
+    SAMPLED_REQUESTS,
+    SAMPLED_SLO_REQUESTS,
+    SAMPLED_SLO_VIOLATIONS,
     REQUESTS_FAILED,
     TTFT_SECONDS,
     MODEL_SERVER_TTFT_SECONDS,
@@ -873,6 +886,11 @@ def slo_error_ratio_rule(window: str) -> str:
 def slo_requests_rate_rule(window: str) -> str:
     """Eligible requests per second over ``window``, by model, pool, class and SLO."""
     return f"{NAMESPACE}:slo_requests:rate{window}"
+
+
+def slo_sampled_requests_rate_rule(window: str) -> str:
+    """Eligible requests per second over ``window`` as sampled (each once): how many an estimate rests on."""
+    return f"{NAMESPACE}:slo_sampled_requests:rate{window}"
 
 
 def slo_requests_increase_rule(window: str) -> str:

@@ -135,7 +135,9 @@ class Pipeline:
             pool_of_pod=pool_of_pod,
             model_of_pool={pool.name: pool.model for pool in settings.pools if pool.model},
         )
-        self.publisher = publisher = PrometheusPublisher(registry, spec, self.telemetry)
+        self.publisher = publisher = PrometheusPublisher(
+            registry, spec, self.telemetry, assumed_probability=settings.assumed_sampling_probability
+        )
         self.evaluator = SLOEvaluator(spec, admission, (publisher, *extra_publishers))
         self.placement = Placement(  # the routing of each pool told by the EPP scrapers (GIE v1.5.0)
             mapping.default_pool,

@@ -40,6 +40,8 @@ _TARGETS = (None, None, math.nan, math.inf, -5.0, 0.0, 10.0, 80.0, 200.0, 1000.0
 _BAD_SECONDS = (None, math.nan, math.inf, -math.inf, -0.1)
 _BAD_TOKENS = (None, math.nan, math.inf, -1.0, 2.5)
 _REASONS = (None,) * 6 + c.FAILURE_REASONS
+# as traces record them (None: not at all); th:e666666666666 is OpenTelemetry's "one in ten", a little above 0.1
+_PROBABILITIES = (None, 1.0, None, 0.5, 0.1, (2**56 - 0xE6666666666660) / 2**56, 0.01, None, 0.25, 1.0, 1 / 3)
 
 
 def _seconds(rng: random.Random, scale: float) -> float | None:
@@ -81,6 +83,7 @@ def joined_request(rng: random.Random, index: int, *, models: int = 0) -> Joined
         tpot_seconds=rng.choice((None,) * 5 + (_seconds(rng, 0.05),)),
         start_ns=1_700_000_000_000_000_000 + index,
         end_ns=1_700_000_000_500_000_000 + index,
+        sampling_probability=_PROBABILITIES[index * 7 % len(_PROBABILITIES)],  # not drawn: earlier seeds keep theirs
     )
 
 

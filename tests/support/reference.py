@@ -25,6 +25,7 @@ from sloscope import conventions as c
 from sloscope.processors.labels import LabelAdmission
 from sloscope.processors.predictions import DEFAULT_QUANTILE, Pending, PredictionTracker
 from sloscope.processors.record_parts import Settled
+from sloscope.processors.trace_sampling import adjusted_count
 from sloscope.publishers.prometheus import PrometheusPublisher
 from sloscope.records import Evaluation, JoinedRequest, Verdict
 from sloscope.slo.evaluate import evaluate, valid_seconds, valid_tokens
@@ -78,17 +79,19 @@ class ReferencePublisher(PrometheusPublisher):
     def publish_request(self, request: JoinedRequest, evaluation: Evaluation, labels: RequestLabels) -> None:
         model, pool, slo_class, pod = labels
         base = (model, pool, slo_class, request.routing)
+        weight = adjusted_count(request.sampling_probability, self._assumed(pool))
         with self._series.lock:
             if base not in self._requests.values:
                 self._start_request(base, slo_class)
-            self._requests.inc(base)
+            self._requests.inc(base, weight)
+            self._sampled_requests.inc(base)
             if request.failure_reason is not None:
-                self._failed.inc((*base, request.failure_reason))
+                self._failed.inc((*base, request.failure_reason), weight)
             on_a_pod = request.failure_reason is None or bool(request.pod or request.endpoint)
             if on_a_pod:  # a request refused or lost before any pod is no pod's
                 if (pool, pod) not in self._pod_requests.values:
                     self._start_pod(pool, pod)
-                self._pod_requests.inc((pool, pod))
+                self._pod_requests.inc((pool, pod), weight)
             for field in evaluation.invalid_fields:
                 self._invalid.inc((field,))
             for slo in c.SLOS:
@@ -98,28 +101,32 @@ class ReferencePublisher(PrometheusPublisher):
                 key = (*base, slo)
                 if key not in self._slo_requests.values:  # the default class's first eligible request
                     self._slo_violations.start(key)
-                self._slo_requests.inc(key)
+                self._slo_requests.inc(key, weight)
+                self._sampled_slo_requests.inc(key)
                 if not verdict.met:
-                    self._slo_violations.inc(key)
+                    self._slo_violations.inc(key, weight)
+                    self._sampled_slo_violations.inc(key)
                     if on_a_pod:
-                        self._pod_violations.inc((pool, pod, slo))
-            self._observe_request(request, evaluation, (model, pool, slo_class))
+                        self._pod_violations.inc((pool, pod, slo), weight)
+            self._observe_request(request, evaluation, (model, pool, slo_class), weight)
 
-    def _observe_request(self, request: JoinedRequest, evaluation: Evaluation, histogram: tuple[str, str, str]) -> None:
+    def _observe_request(
+        self, request: JoinedRequest, evaluation: Evaluation, histogram: tuple[str, str, str], weight: float
+    ) -> None:
         """Its latencies and token counts, each when valid (a failed request may carry none)."""
         trace = request.trace_id
         if evaluation.ttft_seconds is not None:
-            self._ttft.observe(histogram, evaluation.ttft_seconds, trace)
+            self._ttft.observe(histogram, evaluation.ttft_seconds, trace, weight)
         if evaluation.tpot_seconds is not None:
-            self._tpot.observe(histogram, evaluation.tpot_seconds, trace)
+            self._tpot.observe(histogram, evaluation.tpot_seconds, trace, weight)
         if valid_seconds(request.server_ttft_seconds):
-            self._server_ttft.observe(histogram, request.server_ttft_seconds, trace)
+            self._server_ttft.observe(histogram, request.server_ttft_seconds, trace, weight)
         if valid_seconds(request.e2e_seconds):
-            self._e2e.observe(histogram, request.e2e_seconds, trace)
+            self._e2e.observe(histogram, request.e2e_seconds, trace, weight)
         if valid_tokens(request.prompt_tokens):
-            self._prompt_tokens.observe(histogram, request.prompt_tokens)
+            self._prompt_tokens.observe(histogram, request.prompt_tokens, weight=weight)
         if valid_tokens(request.completion_tokens):
-            self._completion_tokens.observe(histogram, request.completion_tokens)
+            self._completion_tokens.observe(histogram, request.completion_tokens, weight=weight)
 
 
 @dataclass(slots=True)

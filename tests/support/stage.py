@@ -3,6 +3,7 @@ others), on a registry a test owns: one request or a few at a time through the p
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -51,6 +52,7 @@ def stage(
     model_of_pool: dict[str, str] | None = None,
     publishers: Sequence[Publisher] = (),
     clock: Callable[[], float] | None = None,
+    assumed_probability: Callable[[str], float] = lambda pool: 1.0,
 ) -> Stage:
     limits = limits or Limits()
     registry = registry if registry is not None else CollectorRegistry()
@@ -62,10 +64,8 @@ def stage(
         pool_of_pod=pool_of_pod,
         model_of_pool=model_of_pool,
     )
-    publisher = (
-        PrometheusPublisher(registry, spec, telemetry)
-        if clock is None
-        else PrometheusPublisher(registry, spec, telemetry, clock=clock)
+    publisher = PrometheusPublisher(
+        registry, spec, telemetry, clock=clock or time.time, assumed_probability=assumed_probability
     )
     evaluator = SLOEvaluator(spec, admission, (publisher, *publishers))
     return Stage(registry, telemetry, admission, publisher, evaluator, spec, list(publishers))

@@ -176,3 +176,19 @@ def test_a_pools_gateways_must_be_regular_expressions() -> None:
     assert Pool(name="a", gateways=["team-a-epp-.*"]).gateways == ["team-a-epp-.*"]
     with pytest.raises(ValidationError, match=r"gateways: 'team-\(a' is not a regular expression"):
         Pool(name="a", gateways=["team-(a"])
+
+
+def test_a_pools_trace_sampling_probability_overrides_the_assumed_one() -> None:
+    settings = Settings(
+        pools=[{"name": "llama", "trace_sampling_probability": 0.1}, {"name": "qwen"}],
+        trace_sampling={"assumed_probability": 0.5},
+    )
+    assert settings.assumed_sampling_probability("llama") == 0.1
+    assert settings.assumed_sampling_probability("qwen") == 0.5
+    assert settings.assumed_sampling_probability("unknown") == 0.5
+    assert Settings().assumed_sampling_probability("llama") == 1.0  # every trace kept: each request counts once
+    for wrong in (0, 1.5):
+        with pytest.raises(ValidationError, match="trace_sampling_probability"):
+            Pool(name="a", trace_sampling_probability=wrong)
+        with pytest.raises(ValidationError, match="assumed_probability"):
+            Settings(trace_sampling={"assumed_probability": wrong})

@@ -33,6 +33,7 @@ class CounterFamily:
         self.definition = definition
         self.values: dict[Labels, float] = {}
         self.cap = cap
+        self.twin: CounterFamily | None = None  # started with this family's every label set (its sampled count)
 
     def inc(self, labels: Labels, amount: float = 1.0, events: int = 1) -> None:
         """Adds ``amount``, never negative (as prometheus_client's Counter): ``rate()`` and ``increase()`` read every
@@ -49,6 +50,8 @@ class CounterFamily:
         """The series at 0 unless it exists: a series born at its first increment hides that increment from
         ``rate()`` and ``increase()``, which only see changes between two scrapes. Past the cap, the fold series
         is started instead, so the first folded increment is seen too."""
+        if self.twin is not None:
+            self.twin.start(labels)
         values = self.values
         if labels not in values and self.cap is not None:
             labels = self.cap.admit(labels, observed=False)
@@ -99,11 +102,22 @@ def sums_in_order(starts: list[float], which: Codes, values: Floats) -> list[flo
     return sums
 
 
+def count_groups(family: CounterFamily, keys: list[Labels], groups: Groups, weights: Floats | None) -> None:
+    """Each group's rows counted into its label set's series: one each (``weights`` None), else by their weights in
+    row order, as one request at a time would add them."""
+    if weights is None:
+        for key, count in zip(keys, groups.counts, strict=True):
+            family.inc(key, float(count), events=count)
+        return
+    rows = np.flatnonzero(groups.ids >= 0)
+    family.add_all(keys, groups.counts, groups.ids[rows], weights[rows])
+
+
 class _Histogram:
     __slots__ = ("counts", "exemplars", "sum")
 
     def __init__(self, size: int) -> None:
-        self.counts = [0] * size  # per bucket, not cumulative; the last bucket is +Inf
+        self.counts: list[float] = [0] * size  # per bucket, not cumulative; the last bucket is +Inf
         self.exemplars: list[tuple[str, float, float] | None] = [None] * size  # (trace id, value, time)
         self.sum = 0.0
 
@@ -126,7 +140,10 @@ class HistogramFamily:
         self.series: dict[Labels, _Histogram] = {}
         self.cap = cap
 
-    def observe(self, labels: Labels, value: float, trace_id: str | None = None) -> None:
+    def observe(self, labels: Labels, value: float, trace_id: str | None = None, weight: float = 1.0) -> None:
+        """``value`` observed as ``weight`` observations (a sampled request's adjusted count): each bucket holds the
+        sum of its observations' weights, ``_sum`` the sum of weight times value (so ``_sum / _count`` is the
+        weighted mean)."""
         histogram = self.series.get(labels)
         if histogram is None:
             if self.cap is not None:
@@ -135,8 +152,12 @@ class HistogramFamily:
             if histogram is None:
                 histogram = self.series[labels] = _Histogram(len(self.bounds))
         index = bisect.bisect_left(self.bounds, value)  # le is inclusive: value == bound goes in that bucket
-        histogram.counts[index] += 1
-        histogram.sum += value
+        if weight == 1.0:  # integers stay integers (the exposition writes 3 and 3.0 alike)
+            histogram.counts[index] += 1
+            histogram.sum += value
+        else:
+            histogram.counts[index] += weight
+            histogram.sum += value * weight
         if trace_id is not None:  # kept raw; the Exemplar is built only when a scrape renders it
             histogram.exemplars[index] = (trace_id, value, self._clock())
 
@@ -157,21 +178,37 @@ class HistogramFamily:
         return self.cap.admit(labels, events=events)
 
     def observe_all(
-        self, labels: list[Labels], which: Codes, values: Floats, trace_ids: Callable[[Codes], list[str]] | None = None
+        self,
+        labels: list[Labels],
+        which: Codes,
+        values: Floats,
+        trace_ids: Callable[[Codes], list[str]] | None = None,
+        weights: Floats | None = None,
     ) -> None:
-        """``observe(labels[which[i]], values[i])`` for every ``i`` in order, at once; each of ``labels`` has its
-        series (:meth:`resolve`). Bucket counts by ``searchsorted``; each series' sum accumulated in the same
-        order as one by one (a row of a zero-padded matrix, summed along the row: sequential, so it rounds as
-        the one-by-one sum does, and adding 0.0 changes nothing); per bucket the last value's exemplar, with the
-        trace ids ``trace_ids(positions)`` of the values the exemplars keep (read only for those)."""
+        """``observe(labels[which[i]], values[i], weight=weights[i])`` for every ``i`` in order, at once; each of
+        ``labels`` has its series (:meth:`resolve`). Bucket counts by ``searchsorted``; each series' sum (and, with
+        ``weights``, each bucket's count) accumulated in the same order as one by one (a row of a zero-padded
+        matrix, summed along the row: sequential, so it rounds as the one-by-one sum does, and adding 0.0 changes
+        nothing); per bucket the last value's exemplar, with the trace ids ``trace_ids(positions)`` of the values
+        the exemplars keep (read only for those)."""
         series, size = [self.series[key] for key in labels], len(self.bounds)
         bucket = np.searchsorted(self._bounds, values, side="left")  # bisect_left: le is inclusive
         cell = which * size + bucket
-        counts = np.bincount(cell, minlength=len(labels) * size).reshape(len(labels), size).tolist()
-        sums = sums_in_order([histogram.sum for histogram in series], which, values)
-        for histogram, added, total in zip(series, counts, sums, strict=True):
-            histogram.counts = [a + b for a, b in zip(histogram.counts, added, strict=True)]
-            histogram.sum = total
+        if weights is None:
+            counts = np.bincount(cell, minlength=len(labels) * size).reshape(len(labels), size).tolist()
+            sums = sums_in_order([histogram.sum for histogram in series], which, values)
+            for histogram, added, total in zip(series, counts, sums, strict=True):
+                histogram.counts = [a + b for a, b in zip(histogram.counts, added, strict=True)]
+                histogram.sum = total
+        else:
+            occupied, at = np.unique(cell, return_inverse=True)
+            cells = occupied.tolist()
+            totals = sums_in_order([series[i // size].counts[i % size] for i in cells], at, weights)
+            for i, total in zip(cells, totals, strict=True):
+                series[i // size].counts[i % size] = total
+            sums = sums_in_order([histogram.sum for histogram in series], which, values * weights)
+            for histogram, total in zip(series, sums, strict=True):
+                histogram.sum = total
         if trace_ids is None:
             return
         now = self._clock()
@@ -182,11 +219,11 @@ class HistogramFamily:
         for at_cell, at, trace_id in zip(cells.tolist(), kept.tolist(), trace_ids(kept), strict=True):
             series[at_cell // size].exemplars[at_cell % size] = (trace_id, float(values[at]), now)
 
-    def family(self, series: list[tuple[Labels, list[int], list[tuple[str, float, float] | None], float]]) -> Metric:
+    def family(self, series: list[tuple[Labels, list[float], list[tuple[str, float, float] | None], float]]) -> Metric:
         d = self.definition
         family = HistogramMetricFamily(d.name, d.help, labels=d.labels)
         for labels, counts, exemplars, total in series:
-            cumulative = 0
+            cumulative: float = 0
             buckets: list[Any] = []
             for le, count, exemplar in zip(self._le, counts, exemplars, strict=True):
                 cumulative += count
@@ -259,6 +296,8 @@ def observe_groups(
     groups: Groups,
     values: Floats,
     trace_ids: Callable[[Codes], Callable[[Codes], list[str]]] | None,
+    *,
+    weights: Floats | None = None,
 ) -> None:
     """Each group's observations into the series its label set lands in (itself, or the fold it is counted into);
     groups folded into one series are observed together, in row order, as one request at a time would."""
@@ -273,4 +312,10 @@ def observe_groups(
         dtype=np.intp,
     )
     rows = np.flatnonzero(groups.ids >= 0)
-    family.observe_all(list(landing), target[groups.ids[rows]], values[rows], trace_ids(rows) if trace_ids else None)
+    family.observe_all(
+        list(landing),
+        target[groups.ids[rows]],
+        values[rows],
+        trace_ids(rows) if trace_ids else None,
+        None if weights is None else weights[rows],
+    )

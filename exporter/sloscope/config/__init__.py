@@ -46,6 +46,7 @@ from sloscope.config.pools import (
     TLSConfig,
 )
 from sloscope.config.predictions import Headroom, Predictions
+from sloscope.config.sampling import TraceSampling
 
 __all__ = [
     "GATEWAY_MEMORY_SECONDS",
@@ -77,6 +78,7 @@ __all__ = [
     "Store",
     "TLSConfig",
     "Targets",
+    "TraceSampling",
     "load_settings",
     "unknown_environment",
 ]
@@ -112,6 +114,7 @@ class Settings(BaseSettings):
     headroom: Headroom = Field(default_factory=Headroom)
     store: Store = Field(default_factory=Store)
     export: Export = Field(default_factory=Export)
+    trace_sampling: TraceSampling = Field(default_factory=TraceSampling)
 
     @model_validator(mode="after")
     def _check_join(self) -> Settings:
@@ -136,6 +139,13 @@ class Settings(BaseSettings):
             if server == "native" and self.join.engine != "native":
                 raise ValueError(f"listeners.{setting}: native decodes natively: it needs join.engine: native")
         return self
+
+    def assumed_sampling_probability(self, pool: str) -> float:
+        """The probability a trace of ``pool`` that records none was kept with: the pool's, else the default."""
+        for configured in self.pools:
+            if configured.name == pool and configured.trace_sampling_probability is not None:
+                return configured.trace_sampling_probability
+        return self.trace_sampling.assumed_probability
 
     @classmethod
     def settings_customise_sources(

@@ -222,6 +222,13 @@ class Pool(_Section):
         "(attributes.gateway) whose requests belong to this pool: where a request that failed before reaching any "
         "pod is counted. Unset: learned from the pool's answered requests (docs/sending-traces.md).",
     )
+    trace_sampling_probability: float | None = Field(
+        default=None,
+        gt=0,
+        le=1,
+        description="The sampler ratio of the pool's EPP, where its traces record no probability: overrides "
+        "trace_sampling.assumed_probability for the pool.",
+    )
     streaming_mode: bool | None = Field(
         default=None,
         description="The streamingMode of the pool's EPP latency plugin (predicted-latency-producer), used until "

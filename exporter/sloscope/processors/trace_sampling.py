@@ -10,11 +10,19 @@ one in ten. Parent-based samplers pass the entry on, so a model server's span ca
 A sampler that records nothing (the ``traceidratio`` samplers of most SDKs, the EPPs' among them) leaves the
 probability unknown: :func:`probability_of` says None, never 1. The native join reads the same entry the same way
 (``native/src/join/sampling.rs``).
+
+A kept request stands for ``1 / probability`` requests, its *adjusted count* (the specification's term): counting
+each with it makes the totals unbiased estimates of what the gateway served, whatever mix of probabilities a pool
+sees. Where a trace recorded none, the publisher assumes the probability it is given for the pool.
 """
 
 from __future__ import annotations
 
-__all__ = ["MAX_THRESHOLD", "probability_of", "threshold_of"]
+import numpy as np
+
+from sloscope.columnar.columns import Floats
+
+__all__ = ["MAX_THRESHOLD", "adjusted_count", "adjusted_counts", "probability_of", "threshold_of"]
 
 MAX_THRESHOLD = 1 << 56
 """The thresholds' scale: 56 bits of randomness."""
@@ -46,3 +54,13 @@ def probability_of(tracestate: str) -> float | None:
     """The probability the trace was kept with, from its threshold; None when the trace state does not say."""
     threshold = threshold_of(tracestate)
     return None if threshold is None else (MAX_THRESHOLD - threshold) / MAX_THRESHOLD
+
+
+def adjusted_count(probability: float | None, assumed: float) -> float:
+    """How many requests one kept with ``probability`` stands for; ``assumed`` where it is None."""
+    return 1.0 / (assumed if probability is None else probability)
+
+
+def adjusted_counts(probabilities: Floats, assumed: Floats) -> Floats:
+    """:func:`adjusted_count` of each row: ``probabilities`` NaN where none was recorded, ``assumed`` per row."""
+    return 1.0 / np.where(np.isnan(probabilities), assumed, probabilities)

@@ -14,15 +14,26 @@ from sloscope.columnar.cardinality import Labels
 from sloscope.columnar.columns import Codes, Column, Floats, Groups, Mask, appearance, distinct, first_named
 from sloscope.columnar.series import CounterFamily, HistogramFamily
 from sloscope.processors.joined_batch import EvaluatedBatch
+from sloscope.processors.trace_sampling import adjusted_counts
 
-CounterPlan = tuple[CounterFamily, list[tuple[Labels, int, int]]]  # a family, its label sets (first row, count)
+CounterPlan = tuple[CounterFamily, list[Labels], Groups, bool]  # a family, its label sets, rows, whether weighted
 HistogramPlan = tuple[HistogramFamily, list[Labels], Groups, Floats, bool]  # ..., the values, whether exemplars
+AssumedProbability = Callable[[str], float]  # a pool's sampling probability where a trace recorded none
 
 
 class BatchRows:
     """A batch's rows as label codes and masks: what every family's group-by reads."""
 
-    def __init__(self, batch: EvaluatedBatch, model: Column, pool: Column, slo_class: Column, pod: Column) -> None:
+    def __init__(
+        self,
+        batch: EvaluatedBatch,
+        model: Column,
+        pool: Column,
+        slo_class: Column,
+        pod: Column,
+        *,
+        assumed: AssumedProbability = lambda pool: 1.0,
+    ) -> None:
         records = batch.records
         self.batch, self.verdicts = batch, batch.verdicts
         self.pool, self.pod = pool, pod
@@ -36,6 +47,7 @@ class BatchRows:
         self.base_columns: tuple[Column, ...] = (model, pool, slo_class, self.routing)
         self.histogram_columns: tuple[Column, ...] = (model, pool, slo_class)
         self._records = records
+        self.weights = _adjusted_counts(batch, pool, assumed)
 
     @staticmethod
     def codes(columns: tuple[Column | str, ...]) -> list[Codes]:
@@ -61,3 +73,11 @@ class BatchRows:
         """The trace ids of the given positions among ``rows``, read only for the rows an exemplar keeps."""
         records = self._records
         return lambda positions: records.ids("trace_id", rows[positions].tolist())
+
+
+def _adjusted_counts(batch: EvaluatedBatch, pool: Column, assumed: AssumedProbability) -> Floats | None:
+    """Each row's adjusted count, from its trace's recorded probability or its pool's assumed one; None when every
+    one is 1 (every trace kept), so the families count rows."""
+    per_pool = np.array([*(assumed(name) for name in pool.values), 1.0])  # a row without a pool (-1): as kept
+    weights = adjusted_counts(batch.records.floats("sampling_probability"), per_pool[pool.codes])
+    return None if bool((weights == 1.0).all()) else weights

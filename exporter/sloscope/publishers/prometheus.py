@@ -20,9 +20,9 @@ from sloscope.columnar.columns import (
     Mask,
     group,
 )
-from sloscope.columnar.series import CounterFamily, SeriesCollector, observe_groups
+from sloscope.columnar.series import CounterFamily, SeriesCollector, count_groups, observe_groups
 from sloscope.processors.joined_batch import EvaluatedBatch
-from sloscope.publishers.batch_rows import BatchRows, CounterPlan, HistogramPlan
+from sloscope.publishers.batch_rows import AssumedProbability, BatchRows, CounterPlan, HistogramPlan
 from sloscope.slo.evaluate_batch import valid_seconds_of, valid_tokens_of
 from sloscope.slo.spec import SLOSpec
 from sloscope.telemetry import Telemetry
@@ -53,12 +53,20 @@ class PrometheusPublisher:
         telemetry: Telemetry,
         *,
         clock: Callable[[], float] = time.time,
+        assumed_probability: AssumedProbability = lambda pool: 1.0,
     ) -> None:
+        self._assumed = assumed_probability
         self._spec_classes = frozenset(cls.name for cls in spec.classes)  # those with an objective for every SLO
         series = self._series = SeriesCollector(telemetry.series_budget, clock)
         self._requests = series.counter(c.REQUESTS)
         self._slo_requests = series.counter(c.SLO_REQUESTS)
         self._slo_violations = series.counter(c.SLO_VIOLATIONS, ratio_of=self._slo_requests)
+        self._sampled_requests = series.counter(c.SAMPLED_REQUESTS, ratio_of=self._requests)
+        self._sampled_slo_requests = series.counter(c.SAMPLED_SLO_REQUESTS, ratio_of=self._slo_requests)
+        self._sampled_slo_violations = series.counter(c.SAMPLED_SLO_VIOLATIONS, ratio_of=self._slo_requests)
+        self._requests.twin = self._sampled_requests
+        self._slo_requests.twin = self._sampled_slo_requests
+        self._slo_violations.twin = self._sampled_slo_violations
         self._failed = series.counter(c.REQUESTS_FAILED)
         self._pod_requests = series.counter(c.POD_REQUESTS)
         self._pod_violations = series.counter(c.POD_SLO_VIOLATIONS)
@@ -92,11 +100,16 @@ class PrometheusPublisher:
         if not len(batch):
             return
         labels = batch.labels
-        plan = BatchRows(batch, labels.model, labels.pool, labels.slo_class, labels.pod)
+        plan = BatchRows(batch, labels.model, labels.pool, labels.slo_class, labels.pod, assumed=self._assumed)
         counters = self._counter_plan(plan)
         histograms = self._histogram_plan(plan)
         with self._series.lock:
-            new = {first for family, counts in counters for key, first, _ in counts if key not in family.values}
+            new = {
+                int(groups.first[g])
+                for family, keys, groups, _ in counters
+                for g, key in enumerate(keys)
+                if key not in family.values
+            }
             new.update(
                 int(groups.first[g])
                 for family, keys, groups, _, _ in histograms
@@ -105,36 +118,40 @@ class PrometheusPublisher:
             )
             for row in sorted(new):
                 self._replay(plan, row, histograms)
-            for family, counts in counters:
-                for key, _, count in counts:
-                    family.inc(key, float(count), events=count)
+            for family, keys, groups, weighted in counters:
+                count_groups(family, keys, groups, plan.weights if weighted else None)
             for field in c.INVALID_FIELDS:
                 count = int(batch.verdicts.invalid[field].sum())
                 if count:
                     self._invalid.inc((field,), float(count), events=count)
             for histogram, keys, groups, values, exemplars in histograms:
-                observe_groups(histogram, keys, groups, values, plan.trace_ids if exemplars else None)
+                observe_groups(
+                    histogram, keys, groups, values, plan.trace_ids if exemplars else None, weights=plan.weights
+                )
 
     def _counter_plan(self, plan: BatchRows) -> list[CounterPlan]:
-        """Per counter family, the label sets it counts, each with its first row and its count (a group-by of the
-        rows each family counts, as :meth:`publish` selects them)."""
+        """Per counter family, the label sets it counts and their rows (a group-by of the rows each family counts, as
+        :meth:`publish` selects them), and whether it adds their adjusted counts or counts them (the sampled
+        twins)."""
         base, pod_key = plan.base_columns, (plan.pool, plan.pod)
-        planned: list[tuple[CounterFamily, tuple[Column | str, ...], Mask | None]] = [
-            (self._requests, base, None),
-            (self._failed, (*base, plan.reason), plan.failed),
-            (self._pod_requests, pod_key, plan.on_a_pod),
+        planned: list[tuple[CounterFamily, tuple[Column | str, ...], Mask | None, bool]] = [
+            (self._requests, base, None, True),
+            (self._sampled_requests, base, None, False),
+            (self._failed, (*base, plan.reason), plan.failed, True),
+            (self._pod_requests, pod_key, plan.on_a_pod, True),
         ]
         for slo in c.SLOS:
             verdict = plan.verdicts.verdict(slo)
             missed = verdict.eligible & ~verdict.met
-            planned.append((self._slo_requests, (*base, slo), verdict.eligible))
-            planned.append((self._slo_violations, (*base, slo), missed))
-            planned.append((self._pod_violations, (*pod_key, slo), missed & plan.on_a_pod))
+            planned.append((self._slo_requests, (*base, slo), verdict.eligible, True))
+            planned.append((self._sampled_slo_requests, (*base, slo), verdict.eligible, False))
+            planned.append((self._slo_violations, (*base, slo), missed, True))
+            planned.append((self._sampled_slo_violations, (*base, slo), missed, False))
+            planned.append((self._pod_violations, (*pod_key, slo), missed & plan.on_a_pod, True))
         out: list[CounterPlan] = []
-        for family, columns, selected in planned:
+        for family, columns, selected, weighted in planned:
             groups = group(plan.codes(columns), selected)
-            keys = plan.keys(columns, groups)
-            out.append((family, list(zip(keys, groups.first.tolist(), groups.counts, strict=True))))
+            out.append((family, plan.keys(columns, groups), groups, weighted))
         return out
 
     def _histogram_plan(self, plan: BatchRows) -> list[HistogramPlan]:

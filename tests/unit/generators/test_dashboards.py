@@ -402,9 +402,14 @@ def test_burn_by_model_and_pool_reads_the_alerts_series_and_links_to_the_pools_p
         (link,) = table["fieldConfig"]["defaults"]["links"]
         assert link["url"].startswith(f"/d/{rendered['pod-headroom.json']['uid']}?var-pool=${{__data.fields.pool}}")
         assert f"var-slo_class={cls.name}" in link["url"] and "${__url_time_range}" in link["url"]
-    sampled = next(p for p in panels(overview) if p["title"] == "Sampled share of requests")
-    (link,) = sampled["fieldConfig"]["defaults"]["links"]
+    counted = "Requests counted from spans against those the engines finished"
+    crosscheck = next(p for p in panels(overview) if p["title"] == counted)
+    (link,) = crosscheck["fieldConfig"]["defaults"]["links"]
     assert "var-pool=${__field.labels.pool}" in link["url"]
+    # the estimate (histogram counts hold adjusted counts) and the sample, each over the engines' own count
+    estimated, sampled = (target["expr"] for target in crosscheck["targets"])
+    assert "sloscope_e2e_seconds_count" in estimated and "sloscope_sampled_requests_total" in sampled
+    assert all("sloscope_engine_latency_seconds_count" in expr for expr in (estimated, sampled))
 
 
 def test_ratios_without_a_denominator_say_no_traffic() -> None:

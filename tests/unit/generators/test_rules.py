@@ -373,10 +373,10 @@ def test_one_page_and_one_ticket_per_class_and_slo_labelled_with_both() -> None:
     assert "objective 99.9% over 30d" in page["annotations"]["description"]
 
 
-def test_the_traffic_guard_counts_requests_in_the_long_window() -> None:
+def test_the_traffic_guard_counts_requests_sampled_in_the_long_window() -> None:
     page = burn_alert(r.rule_file(default_spec()), r.ERROR_BUDGET_BURN_PAGE, "interactive", "ttft")["expr"]
-    assert 'and sloscope:slo_requests:rate1h{slo="ttft",slo_class="interactive"} * 3600 >= 100' in page
-    assert 'and sloscope:slo_requests:rate6h{slo="ttft",slo_class="interactive"} * 21600 >= 100' in page
+    assert 'and sloscope:slo_sampled_requests:rate1h{slo="ttft",slo_class="interactive"} * 3600 >= 100' in page
+    assert 'and sloscope:slo_sampled_requests:rate6h{slo="ttft",slo_class="interactive"} * 21600 >= 100' in page
     unguarded = r.rule_file(default_spec(), thresholds=r.AlertThresholds(slo_min_requests=0))
     assert "sloscope:slo_requests" not in burn_alert(unguarded, r.ERROR_BUDGET_BURN_PAGE, "interactive", "ttft")["expr"]
 
@@ -385,7 +385,7 @@ def test_a_spec_without_classes_has_recording_rules_but_no_slo_alerts() -> None:
     data = r.rule_file(base_spec(classes=[]))
     assert "sloscope-slo-alerts" not in [g["name"] for g in data["groups"]]
     assert "sloscope-slo-budget" not in [g["name"] for g in data["groups"]]
-    assert len(records(data)) == 2 * len(c.RULE_WINDOWS)
+    assert len(records(data)) == 3 * len(c.RULE_WINDOWS)  # estimated and sampled eligible rates, error ratio
 
 
 # ---- thresholds ----------------------------------------------------------------------------------------

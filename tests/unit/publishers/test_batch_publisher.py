@@ -10,6 +10,7 @@ series budgets running out, and batches of every size from 1 up.
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Callable, Sequence
 
 import pytest
@@ -35,6 +36,11 @@ def pool_of_pod(request: Placed) -> str | None:
     return {"pod-1": "found-a", "pod-2": "found-b"}.get(request.pod or "")
 
 
+def assumed_probability(pool: str) -> float:
+    """Where a trace recorded no probability: pool-b's EPP keeps one in five, the others every trace."""
+    return 0.2 if pool == "pool-b" else 1.0
+
+
 class Side:
     """One registry, publisher and label admission; ``reference``: the one-request-at-a-time reference."""
 
@@ -49,7 +55,9 @@ class Side:
             model_of_pool={"pool-b": "configured-model", "found-a": "found-model"},
         )
         kind = ReferencePublisher if reference else PrometheusPublisher
-        self.publisher = kind(self.registry, spec, telemetry, clock=lambda: 1_750_000_000.25)
+        self.publisher = kind(
+            self.registry, spec, telemetry, clock=lambda: 1_750_000_000.25, assumed_probability=assumed_probability
+        )
         self.seen = InMemoryPublisher()
         self.evaluator = SLOEvaluator(spec, admission, (self.publisher, self.seen))
         self.reference = ReferenceEvaluator(spec, admission, (self.publisher,) if reference else ())
@@ -99,6 +107,10 @@ def assert_identical(one: Side, many: Side) -> None:
     assert text_many == text_one
     assert om_many == om_one
     assert "# {trace_id=" in om_one  # the comparison covered exemplars
+    # and fractional adjusted counts, in counters and histograms, beside the sampled twins
+    assert re.search(r"^sloscope_requests_total\{[^}]*\} \d+\.\d*[1-9]", text_one, re.MULTILINE)
+    assert re.search(r"^sloscope_ttft_seconds_bucket\{[^}]*\} \d+\.\d*[1-9]", text_one, re.MULTILINE)
+    assert "\nsloscope_sampled_slo_violations_total{" in text_one
     assert many.labelled() == one.labelled()
 
 

@@ -521,20 +521,23 @@ def _engine_crosscheck(pods_dashboard_uid: str) -> list[Any]:
                 unit=d.SECONDS,
             )
         )
-    sampled = rate(series(c.E2E_SECONDS, "_count"), _ENGINE_FILTERS)
+    estimated = rate(series(c.E2E_SECONDS, "_count"), _ENGINE_FILTERS)
+    sampled = rate(series(c.SAMPLED_REQUESTS), _ENGINE_FILTERS)
     served = rate(series(c.ENGINE_LATENCY_SECONDS, "_count"), (*_ENGINE_FILTERS, eq(c.SIGNAL, c.SIGNAL_E2E)))
+    by = (c.POOL, c.MODEL)
     panels.append(
         d.timeseries(
-            "Sampled share of requests",
-            "Requests sloscope measured from spans over the requests the model servers finished (their end-to-end "
-            "histogram's count: a P/D request ends once, on its decode pod), per pool and model. The EPP traces 10 % "
-            "of requests by default: the SLO series describe this share of the traffic. Not filtered by SLO class: "
-            "the engines' histograms name none.",
+            "Requests counted from spans against those the engines finished",
+            "Over the requests the model servers finished (their end-to-end histogram's count: a P/D request ends "
+            "once, on its decode pod), per pool and model: estimated, the requests sloscope measured from spans, each "
+            "with its adjusted count (1 / its trace's sampling probability): near 100 % when the weights are right; "
+            "sampled, the requests whose spans reached sloscope, each once (the EPP traces 10 % by default; failed "
+            "requests included). An estimate far from 100 % while the sampled share is near the EPP's ratio says the "
+            "assumed sampling probability is wrong (docs/sending-traces.md). Not filtered by SLO class: the engines' "
+            "histograms name none.",
             [
-                d.Query(
-                    f"{sum_by((c.POOL, c.MODEL), sampled)} / {sum_by((c.POOL, c.MODEL), served)}",
-                    "{{pool}} {{model}}",
-                )
+                d.Query(f"{sum_by(by, estimated)} / {sum_by(by, served)}", "{{pool}} {{model}} estimated"),
+                d.Query(f"{sum_by(by, sampled)} / {sum_by(by, served)}", "{{pool}} {{model}} sampled"),
             ],
             unit=d.PERCENT,
             no_traffic=True,

@@ -207,7 +207,8 @@ def _eligible_vanished_tests(rules: _Rules, t: r.AlertThresholds) -> list[Test]:
     request = {c.MODEL: MODEL, c.POOL: POOL, c.SLO_CLASS: "interactive", c.ROUTING: c.ROUTING_PREDICTED}
 
     def eligible(values: str, cls: str = "interactive") -> dict[str, str]:
-        return _series(c.SLO_REQUESTS.exposed_name, {**TARGET, **request, c.SLO_CLASS: cls, c.SLO: c.SLO_TTFT}, values)
+        labels = {**TARGET, **request, c.SLO_CLASS: cls, c.SLO: c.SLO_TTFT}
+        return _series(c.SAMPLED_SLO_REQUESTS.exposed_name, labels, values)
 
     def requests(values: str) -> dict[str, str]:
         return _series(c.REQUESTS.exposed_name, {**TARGET, **request, c.SLO_CLASS: "none"}, values)
@@ -233,7 +234,7 @@ def _eligible_vanished_tests(rules: _Rules, t: r.AlertThresholds) -> list[Test]:
             alert_rule_test=[_alert_case(name, fires_at + 5)],
         ),
         _group(
-            f"{name} stays silent for a class that had fewer than {t.eligible_min_requests} eligible requests",
+            f"{name} stays silent for a class that had fewer than {t.eligible_min_requests} eligible requests sampled",
             [eligible(f"0+0x{stop_at - 3} 1+0x{minutes - stop_at + 2}", "batch"), requests(going_on)],
             alert_rule_test=[_alert_case(name, fires_at + 5)],
         ),

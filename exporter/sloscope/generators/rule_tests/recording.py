@@ -39,6 +39,11 @@ def _recording_tests(spec: SLOSpec) -> list[Test]:
         _series(c.SLO_VIOLATIONS.exposed_name, {**labels, c.ROUTING: routing, c.SLO: slo}, _counter(n))
         for (routing, slo), n in violations.items()
     ]
+    # sampled one in ten: the estimated counts above, a tenth of them observed
+    series += [
+        _series(c.SAMPLED_SLO_REQUESTS.exposed_name, {**labels, c.ROUTING: routing, c.SLO: slo}, _counter(n // 10))
+        for (routing, slo), n in requests.items()
+    ]
     cases = []
     for window in c.RULE_WINDOWS:
         minutes = duration_seconds(window) // 60
@@ -50,11 +55,17 @@ def _recording_tests(spec: SLOSpec) -> list[Test]:
             for slo, total in ((c.SLO_TTFT, 100), (c.SLO_TPOT, 50))
         }
         cases.append(_expr_case(rate, at, {(rate, slo): value for slo, value in per_second.items()}, labels))
+        sampled = c.slo_sampled_requests_rate_rule(window)
+        tenth = {
+            slo: float(Fraction(total * min(minutes, at), minutes * 60))
+            for slo, total in ((c.SLO_TTFT, 10), (c.SLO_TPOT, 5))
+        }
+        cases.append(_expr_case(sampled, at, {(sampled, slo): value for slo, value in tenth.items()}, labels))
         cases.append(_expr_case(ratio, at, {(ratio, c.SLO_TTFT): 0.1, (ratio, c.SLO_TPOT): 0.0}, labels))
     return [
         _group(
             "recording rules: 10 violations in 100 requests a minute give an error ratio of 0.1, summed over "
-            "routing; requests without a violation give 0",
+            "routing; requests without a violation give 0; 10 of them sampled a minute, a tenth of the rate",
             series,
             promql_expr_test=cases,
         ),

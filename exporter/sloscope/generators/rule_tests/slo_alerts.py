@@ -109,7 +109,7 @@ def _time_to_page_test(spec: SLOSpec, cls: SLOClass, slo: str, rules: _Rules, t:
         f"{r.ERROR_BUDGET_BURN_PAGE} for {cls.name} {slo} fires {delay.minutes} minutes after {total} requests a "
         f"minute go from no miss to all missing (objective {cls.objectives.of(slo)}; {delay.pair.long} window)",
         [
-            _series(c.SLO_REQUESTS.exposed_name, labels, _counter(total, minutes)),
+            *_eligible(labels, _counter(total, minutes)),
             # The violations counter exists at 0 from the start, as sloscope publishes it with its requests.
             _series(
                 c.SLO_VIOLATIONS.exposed_name,
@@ -122,6 +122,14 @@ def _time_to_page_test(spec: SLOSpec, cls: SLOClass, slo: str, rules: _Rules, t:
             _alert_case(r.ERROR_BUDGET_BURN_PAGE, fires_at, [expected]),
         ],
     )
+
+
+def _eligible(labels: dict[str, str], values: str, sampled: str | None = None) -> list[dict[str, str]]:
+    """The eligible-request counter and its sampled twin (the same values when every trace is kept)."""
+    return [
+        _series(c.SLO_REQUESTS.exposed_name, labels, values),
+        _series(c.SAMPLED_SLO_REQUESTS.exposed_name, labels, values if sampled is None else sampled),
+    ]
 
 
 def _traffic(low: float, high: float, min_requests: int) -> tuple[int, int] | None:
@@ -162,7 +170,7 @@ def _placement_tests(spec: SLOSpec, cls: SLOClass, rules: _Rules, t: r.AlertThre
     def slo_series(total: float, missed: float) -> list[dict[str, str]]:
         out = []
         for slo in c.SLOS:
-            out.append(_series(c.SLO_REQUESTS.exposed_name, {**labels, c.SLO: slo}, _counter(total, minutes)))
+            out += _eligible({**labels, c.SLO: slo}, _counter(total, minutes))
             out.append(_series(c.SLO_VIOLATIONS.exposed_name, {**labels, c.SLO: slo}, _counter(missed, minutes)))
         return out
 
@@ -243,9 +251,11 @@ def _burn_tests_of(spec: SLOSpec, cls: SLOClass, slo: str, rules: _Rules, t: r.A
     which = {c.SLO_CLASS: cls.name, c.SLO: slo}
     alert_labels = {c.MODEL: MODEL, c.POOL: POOL, **which}
 
-    def slo_series(model: str, total: int, missed: int) -> list[dict[str, str]]:
+    def slo_series(model: str, total: int, missed: int, sampled: int | None = None) -> list[dict[str, str]]:
+        """A minute's ``total`` eligible requests, ``missed`` of them missed; ``sampled`` of them sampled (every
+        one when None), the rest estimated from their adjusted counts."""
         labels = {c.MODEL: model, c.POOL: POOL, c.ROUTING: c.ROUTING_PREDICTED, **which}
-        out = [_series(c.SLO_REQUESTS.exposed_name, labels, _counter(total, 30))]
+        out = _eligible(labels, _counter(total, 30), _counter(total if sampled is None else sampled, 30))
         if missed:
             out.append(_series(c.SLO_VIOLATIONS.exposed_name, labels, _counter(missed, 30)))
         return out
@@ -279,16 +289,19 @@ def _burn_tests_of(spec: SLOSpec, cls: SLOClass, slo: str, rules: _Rules, t: r.A
             )
         )
     # Silent: a model with traffic and no violation at all (no violations series), and, when the traffic
-    # guard is on, a quiet model whose every request misses but too few requests were counted.
+    # guard is on, a quiet model whose every request misses but too few requests were counted, and one whose
+    # estimated requests (1 in 10 sampled) clear the guard while those sampled do not.
     series = slo_series("healthy-model", 100, 0)
     quiet_at = min(t.slo_min_requests - 1, 30)
     if quiet_at >= 1:
         series += slo_series("quiet-model", 1, 1)
+        if 10 * quiet_at >= t.slo_min_requests:
+            series += slo_series("sampled-model", 10, 10, sampled=1)
     silent_at = quiet_at if quiet_at >= 1 else at
     tests.append(
         _group(
             f"burn-rate alerts stay silent for {cls.name} {slo} without violations"
-            + (f" and with fewer than {t.slo_min_requests} requests" if quiet_at >= 1 else ""),
+            + (f" and with fewer than {t.slo_min_requests} requests sampled" if quiet_at >= 1 else ""),
             series,
             alert_rule_test=[
                 _alert_case(r.ERROR_BUDGET_BURN_PAGE, silent_at),

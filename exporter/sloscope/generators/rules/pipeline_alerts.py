@@ -288,7 +288,7 @@ def _eligible_traffic_vanished(t: AlertThresholds) -> Rule:
     """The symptom behind a flat SLO: requests keep coming, none is judged any more (a gateway upgrade that strips
     the SLO headers, a renamed model no class matches). Only where the class had traffic and the pool still has."""
     by = _by((c.POOL, c.SLO_CLASS))
-    eligible = c.SLO_REQUESTS.exposed_name
+    eligible = c.SAMPLED_SLO_REQUESTS.exposed_name  # what was observed: 10 requests sampled at 1 in 10 are 10
     recent, history = t.eligible_vanished_window, t.eligible_history_window
     expr = (
         f"(\n"
@@ -307,8 +307,8 @@ def _eligible_traffic_vanished(t: AlertThresholds) -> Rule:
         summary="A class's requests are no longer judged against its SLOs.",
         description=(
             f"Pool {_label(c.POOL)} still serves requests, but none of class {_label(c.SLO_CLASS)} was eligible for "
-            f"an SLO in the last {recent}, after at least {t.eligible_min_requests} in the {history} before: its SLO "
-            f"series are flat, not good. SLO headers stripped, or requests no longer matching the class."
+            f"an SLO in the last {recent}, after at least {t.eligible_min_requests} sampled in the {history} before: "
+            f"its SLO series are flat, not good. SLO headers stripped, or requests no longer matching the class."
         ),
     )
 

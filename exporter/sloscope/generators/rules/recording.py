@@ -1,6 +1,7 @@
 """The ``sloscope-slo-recording`` group: per window of :data:`~sloscope.conventions.RULE_WINDOWS`, the
-eligible-request rate and the error ratio by model, pool, SLO class and SLO, then the objective, error budget and
-current burn rate of each (:mod:`.budget`; the compliance period is counted in the ``sloscope-slo-budget`` group)."""
+eligible-request rate (estimated, and as sampled) and the error ratio by model, pool, SLO class and SLO, then the
+objective, error budget and current burn rate of each (:mod:`.budget`; the compliance period is counted in the
+``sloscope-slo-budget`` group)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,12 @@ def recording_rules(spec: SLOSpec) -> list[Rule]:
             {
                 "record": c.slo_requests_rate_rule(window),
                 "expr": _sum_rate(c.SLO_REQUESTS.exposed_name, window),
+            }
+        )
+        rules.append(
+            {
+                "record": c.slo_sampled_requests_rate_rule(window),
+                "expr": _sum_rate(c.SAMPLED_SLO_REQUESTS.exposed_name, window),
             }
         )
         rules.append({"record": c.slo_error_ratio_rule(window), "expr": _error_ratio_expr(window)})

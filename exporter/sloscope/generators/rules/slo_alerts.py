@@ -41,8 +41,9 @@ def _burn_expr(cls: str, slo: str, objective: float, pairs: Sequence[BurnWindow]
             f"and {_selector(c.slo_error_ratio_rule(pair.short), matchers)} > {threshold}",
         ]
         if min_requests > 0:
-            # rate x window length: the eligible requests counted in the long window.
-            requests = _selector(c.slo_requests_rate_rule(pair.long), matchers)
+            # rate x window length: the eligible requests sampled in the long window (each once, not the estimate
+            # they stand for: a page needs that many observed requests, whatever the sampling ratio).
+            requests = _selector(c.slo_sampled_requests_rate_rule(pair.long), matchers)
             conditions.append(f"and {requests} * {pair.long_seconds} >= {min_requests}")
         branches.append("(\n  " + "\n  ".join(conditions) + "\n)")
     return "\nor\n".join(branches)
@@ -78,7 +79,7 @@ def _burn_alert(
     name = ERROR_BUDGET_BURN_PAGE if severity == PAGE else ERROR_BUDGET_BURN_TICKET
     speed = "Fast" if severity == PAGE else "Sustained"
     guard = (
-        f" Needs at least {thresholds.slo_min_requests} eligible requests in the long window."
+        f" Needs at least {thresholds.slo_min_requests} eligible requests sampled in the long window."
         if thresholds.slo_min_requests > 0
         else ""
     )

@@ -454,6 +454,13 @@ EPP_SLO_VIOLATIONS = _m(
     (*_EPP_PLUGIN, TYPE),
     "The EPP's SLO violation counter, by type (ttft, tpot; e2e where its TTFT is end-to-end latency).",
 )
+EPP_REQUESTS = _m(
+    "epp_requests",
+    "counter",
+    _EPP,
+    "The EPP's own count of the requests it scheduled, every one (traces may be sampled, this is not), summed over "
+    "priority and fairness flow.",
+)
 EPP_SCHEDULER_ATTEMPTS = _m(
     "epp_scheduler_attempts",
     "counter",
@@ -834,6 +841,7 @@ ALL_METRICS: tuple[MetricDef, ...] = (
     EPP_TTFT_PREDICTION_DURATION_SECONDS,
     EPP_TPOT_PREDICTION_DURATION_SECONDS,
     EPP_SLO_VIOLATIONS,
+    EPP_REQUESTS,
     EPP_SCHEDULER_ATTEMPTS,
     EPP_STREAMING_MODE,
     EPP_UP,

@@ -150,9 +150,13 @@ _VIOLATIONS = (
     _Source(f"{_GIE}slo_violation", split="streaming_mode"),
 )
 _ATTEMPTS = (_Source("llm_d_epp_scheduler_attempts"), _Source("inference_extension_scheduler_attempts"))
+_REQUESTS = (_Source("llm_d_epp_request"), _Source("inference_objective_request"))
+"""Counted once a request is scheduled (llm-d-router ebab6879 pkg/epp/handlers/server.go:515, after
+``director.HandleRequest`` returned without error): requests refused before that are not in it."""
 _COUNTER_CHOICES: Mapping[c.MetricDef, tuple[_Source, ...]] = {
     c.EPP_SLO_VIOLATIONS: _VIOLATIONS,
     c.EPP_SCHEDULER_ATTEMPTS: _ATTEMPTS,
+    c.EPP_REQUESTS: _REQUESTS,
 }
 _GAUGE_CHOICES: Mapping[c.MetricDef, tuple[_Source, ...]] = {
     c.EPP_FLOW_CONTROL_SATURATION: _flow("pool_saturation"),
@@ -188,7 +192,7 @@ REPUBLISHED_HISTOGRAMS: tuple[c.MetricDef, ...] = (
     c.EPP_TPOT_PREDICTION_DURATION_SECONDS,
     c.EPP_FLOW_CONTROL_QUEUE_DURATION_SECONDS,
 )
-REPUBLISHED_COUNTERS: tuple[c.MetricDef, ...] = (c.EPP_SLO_VIOLATIONS, c.EPP_SCHEDULER_ATTEMPTS)
+REPUBLISHED_COUNTERS: tuple[c.MetricDef, ...] = (c.EPP_SLO_VIOLATIONS, c.EPP_SCHEDULER_ATTEMPTS, c.EPP_REQUESTS)
 REPUBLISHED_GAUGES: tuple[c.MetricDef, ...] = tuple(_GAUGE_CHOICES)
 
 # The EPP's label names.

@@ -37,6 +37,7 @@ LLMD_TWINS = (
     "llm_d_epp_request_ttft_seconds",
     "llm_d_epp_request_streaming_tpot_seconds",
     "llm_d_epp_scheduler_attempts_total",
+    "llm_d_epp_request_total",
 )
 FLOW_CONTROL_DISPATCHED = {(POOL, "Dispatched"): (0.01991, 5.0)}  # the scenario's five requests, on every llm-d page
 LLMD_FLOW_CONTROL = (
@@ -98,6 +99,8 @@ def test_llmd_page_every_family_exact(llmd: str) -> None:
             (POOL, QWEN, "llama-decode-0", "success"): 3.0,
             (POOL, QWEN, "llama-decode-1", "success"): 2.0,
         },
+        # metrics/llm_d_router_metrics.go:40, recorded once a request is scheduled (handlers/server.go:515)
+        c.EPP_REQUESTS.name: {ACTUAL: 5.0},
     }
     assert page.sources == tuple(sorted(f.removesuffix("_total") for f in LLMD_TWINS + LLMD_FLOW_CONTROL))
     assert page.streaming_off == frozenset()
@@ -205,6 +208,7 @@ def test_twin_absent_falls_back_to_inference_objective(llmd: str) -> None:
         c.EPP_FLOW_CONTROL_QUEUE_DURATION_SECONDS.name: FLOW_CONTROL_DISPATCHED,
     }
     assert page.counters[c.EPP_SLO_VIOLATIONS.name] == {(*nameless, "ttft"): 1.0}
+    assert page.counters[c.EPP_REQUESTS.name] == {ACTUAL: 5.0}  # inference_objective_request_total, metrics.go:71
     # the page leaves out the inference_extension_* twins (its trailer), so no scheduler attempts remain
     assert page.counters[c.EPP_SCHEDULER_ATTEMPTS.name] == {}
     (ttft,) = page.histograms[c.EPP_TTFT_SECONDS.name].values()
@@ -424,3 +428,25 @@ def test_the_latency_plugins_streaming_mode_is_read_once_it_predicted(llmd: str,
         for line in llmd.splitlines()
     )
     assert page_of(unused + "\n").streaming is None  # the families are there, with no observation
+
+
+def test_the_epps_request_counter_is_read_once_and_summed_over_priority_and_flow(shared: Path) -> None:
+    """A running llm-d-router v0.10.0 writes ``llm_d_epp_request_total`` and its deprecated twin
+    ``inference_objective_request_total`` from RecordRequestCounter (pkg/epp/metrics/metrics.go:590-600 at ebab6879),
+    per priority and fairness flow: 102 + 228 + 259 requests of sim-model, counted once."""
+    page = page_of((shared / "fixtures/llm-d-router/captured-v0.10.0/epp-metrics-k8s.prom").read_text())
+    assert page.counters[c.EPP_REQUESTS.name] == {(POOL, "sim-model", "sim-model"): 589.0}
+    only_deprecated = without_families(
+        (shared / "fixtures/llm-d-router/captured-v0.10.0/epp-metrics-k8s.prom").read_text(), "llm_d_epp_request"
+    )
+    assert page_of(only_deprecated).counters[c.EPP_REQUESTS.name] == {(POOL, "sim-model", "sim-model"): 589.0}
+
+
+def test_the_late_2025_request_counter_keeps_model_and_target(shared: Path) -> None:
+    """gateway-api-inference-extension's pkg/epp/metrics/testdata/request_total_metric: per model and target."""
+    page = page_of((shared / "fixtures/epp/request_total_metric").read_text())
+    assert page.counters[c.EPP_REQUESTS.name] == {
+        (POOL, "m10", "t10"): 2.0,
+        (POOL, "m10", "t11"): 1.0,
+        (POOL, "m20", "t20"): 1.0,
+    }

@@ -7,9 +7,11 @@ included, and split out) and, one by one, through the reference the differential
 the evaluator's and the publisher's. Measurements take turns over several repetitions (best of each), so a
 machine whose speed drifts hits them alike. It prints µs per request and asserts nothing about speed.
 
-Two workloads: ``fleet``, a deployment's traffic (2 models, 2 pools, 16 pods, a few SLO targets, 2%
-failed, some invalid values: the label sets repeat, as they do), and ``coverage``, the differential tests'
-requests (tests/support/joined_requests.py: every class, value and failure, so ten times the label sets).
+Three workloads: ``fleet``, a deployment's traffic (2 models, 2 pools, 16 pods, a few SLO targets, 2%
+failed, some invalid values: the label sets repeat, as they do) with every trace kept; ``sampled``, the same
+traffic with traces kept at 10 %, 25 % and 100 % as their ``th`` says (every request counted with its adjusted
+count: the weighted path); and ``coverage``, the differential tests' requests (tests/support/joined_requests.py:
+every class, value, failure and sampling probability, so ten times the label sets).
 """
 
 from __future__ import annotations
@@ -35,8 +37,9 @@ from sloscope.processors import joined_batch  # noqa: E402
 from sloscope.records import JoinedRequest  # noqa: E402
 
 
-def fleet(count: int) -> list[JoinedRequest]:
-    """Requests of one deployment: the coverage generator's values, label values drawn from a fleet's few."""
+def fleet(count: int, *, sampled: bool = False) -> list[JoinedRequest]:
+    """Requests of one deployment: the coverage generator's values, label values drawn from a fleet's few; every
+    trace kept, or (``sampled``) kept with a probability of 0.1, 0.25 or 1 that the trace records."""
     rng = random.Random(11)
     out = []
     for request in joined_requests(seed=7, count=count):
@@ -51,6 +54,7 @@ def fleet(count: int) -> list[JoinedRequest]:
                 slo_ttft_ms=rng.choice((None, 500.0, 2000.0)),
                 slo_tpot_ms=rng.choice((None, 50.0)),
                 failure_reason=rng.choice(("error", "shed", "timeout")) if failed else None,
+                sampling_probability=rng.choice((0.1, 0.25, 1.0)) if sampled else None,
             )
         )
     return out
@@ -88,10 +92,14 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=8192)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 64, 128, 256, 512, 2048])
-    parser.add_argument("--workload", choices=("fleet", "coverage"), nargs="+", default=["fleet", "coverage"])
+    workloads = ("fleet", "sampled", "coverage")
+    parser.add_argument("--workload", choices=workloads, nargs="+", default=list(workloads))
     args = parser.parse_args()
     for workload in args.workload:
-        requests = fleet(args.requests) if workload == "fleet" else joined_requests(seed=7, count=args.requests)
+        if workload == "coverage":
+            requests = joined_requests(seed=7, count=args.requests)
+        else:
+            requests = fleet(args.requests, sampled=workload == "sampled")
         measure(workload, requests, args.sizes, args.repeat)
 
 

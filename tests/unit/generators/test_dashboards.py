@@ -407,9 +407,11 @@ def test_burn_by_model_and_pool_reads_the_alerts_series_and_links_to_the_pools_p
     (link,) = crosscheck["fieldConfig"]["defaults"]["links"]
     assert "var-pool=${__field.labels.pool}" in link["url"]
     # the estimate (histogram counts hold adjusted counts) and the sample, each over the engines' own count
-    estimated, sampled = (target["expr"] for target in crosscheck["targets"])
+    estimated, sampled, epp = (target["expr"] for target in crosscheck["targets"])
     assert "sloscope_e2e_seconds_count" in estimated and "sloscope_sampled_requests_total" in sampled
     assert all("sloscope_engine_latency_seconds_count" in expr for expr in (estimated, sampled))
+    # per pool, the requests the EPP scheduled over its own unsampled count: routing="none" never reached it
+    assert 'routing!="none"' in epp and "/ sum by (pool) (rate(sloscope_epp_requests_total" in epp
 
 
 def test_ratios_without_a_denominator_say_no_traffic() -> None:

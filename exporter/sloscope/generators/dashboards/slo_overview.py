@@ -21,6 +21,7 @@ from sloscope.generators.dashboards.promql import (
     eq,
     max_by,
     min_by,
+    ne,
     rate,
     regex,
     rule_error_ratio,
@@ -524,6 +525,8 @@ def _engine_crosscheck(pods_dashboard_uid: str) -> list[Any]:
     estimated = rate(series(c.E2E_SECONDS, "_count"), _ENGINE_FILTERS)
     sampled = rate(series(c.SAMPLED_REQUESTS), _ENGINE_FILTERS)
     served = rate(series(c.ENGINE_LATENCY_SECONDS, "_count"), (*_ENGINE_FILTERS, eq(c.SIGNAL, c.SIGNAL_E2E)))
+    scheduled = rate(series(c.REQUESTS), (var(c.MODEL), var(c.POOL), ne(c.ROUTING, c.ROUTING_NONE)))
+    epp = rate(series(c.EPP_REQUESTS), (var(c.POOL),))
     by = (c.POOL, c.MODEL)
     panels.append(
         d.timeseries(
@@ -533,11 +536,14 @@ def _engine_crosscheck(pods_dashboard_uid: str) -> list[Any]:
             "with its adjusted count (1 / its trace's sampling probability): near 100 % when the weights are right; "
             "sampled, the requests whose spans reached sloscope, each once (the EPP traces 10 % by default; failed "
             "requests included). An estimate far from 100 % while the sampled share is near the EPP's ratio says the "
-            "assumed sampling probability is wrong (docs/sending-traces.md). Not filtered by SLO class: the engines' "
-            "histograms name none.",
+            "assumed sampling probability is wrong (docs/sending-traces.md). Per pool, the estimated requests the EPP "
+            "scheduled over its own unsampled count of them (where sloscope reads the EPP's page; a call of several "
+            "EPP calls, llm-d's coordinator, is one request to sloscope and several to the EPP). Not filtered by SLO "
+            "class: the engines' histograms name none.",
             [
                 d.Query(f"{sum_by(by, estimated)} / {sum_by(by, served)}", "{{pool}} {{model}} estimated"),
                 d.Query(f"{sum_by(by, sampled)} / {sum_by(by, served)}", "{{pool}} {{model}} sampled"),
+                d.Query(f"{sum_by((c.POOL,), scheduled)} / {sum_by((c.POOL,), epp)}", "{{pool}} estimated / EPP"),
             ],
             unit=d.PERCENT,
             no_traffic=True,

@@ -100,14 +100,15 @@ def test_the_epps_latencies_and_violations_are_republished_as_what_they_measure(
     # The EPP judges its own "TTFT" (the whole request with streaming off) against x-slo-ttft-ms
     # (predictedlatency/requestcontrol_hooks.go:162-169, metrics/metrics.go:668-686): the slow pod's requests miss
     # both their first token and their end by far, the fast pod's neither; the client saw the same.
+    # The client's measure holds the EPP's and more, so a fast request under the target at the client is under it
+    # at the EPP too; the fast pod's 65 ms took over 150 ms once in a loaded CI run, so the margin is the target.
     slow = fleet.pods[1].address
     missed = sum(1 for s in seen if (s.upstream or "").startswith(slow))
     for s in seen:
         measured = (s.ttft if streaming else (s.last_token or 0) - s.started) or 0.0
-        assert (
-            (measured * 1000 > TARGET_MS * 1.5)
-            if (s.upstream or "").startswith(slow)
-            else (measured * 1000 < TARGET_MS / 2)
+        on_slow = (s.upstream or "").startswith(slow)
+        assert (measured * 1000 > TARGET_MS * 1.5) if on_slow else (measured * 1000 < TARGET_MS), (
+            f"{'slow' if on_slow else 'fast'} pod: {measured * 1000:.0f} ms against the {TARGET_MS:.0f} ms target"
         )
     assert total(page, EPP_VIOLATIONS, type="ttft") == missed
     kind = "ttft" if streaming else "e2e"  # sloscope names what the EPP compared

@@ -131,27 +131,27 @@ class PrometheusPublisher:
 
     def _counter_plan(self, plan: BatchRows) -> list[CounterPlan]:
         """Per counter family, the label sets it counts and their rows (a group-by of the rows each family counts, as
-        :meth:`publish` selects them), and whether it adds their adjusted counts or counts them (the sampled
-        twins)."""
+        :meth:`publish` selects them), and whether it adds their adjusted counts or counts them (a sampled twin,
+        which shares its family's group-by)."""
         base, pod_key = plan.base_columns, (plan.pool, plan.pod)
-        planned: list[tuple[CounterFamily, tuple[Column | str, ...], Mask | None, bool]] = [
-            (self._requests, base, None, True),
-            (self._sampled_requests, base, None, False),
-            (self._failed, (*base, plan.reason), plan.failed, True),
-            (self._pod_requests, pod_key, plan.on_a_pod, True),
+        planned: list[tuple[CounterFamily, tuple[Column | str, ...], Mask | None]] = [
+            (self._requests, base, None),
+            (self._failed, (*base, plan.reason), plan.failed),
+            (self._pod_requests, pod_key, plan.on_a_pod),
         ]
         for slo in c.SLOS:
             verdict = plan.verdicts.verdict(slo)
             missed = verdict.eligible & ~verdict.met
-            planned.append((self._slo_requests, (*base, slo), verdict.eligible, True))
-            planned.append((self._sampled_slo_requests, (*base, slo), verdict.eligible, False))
-            planned.append((self._slo_violations, (*base, slo), missed, True))
-            planned.append((self._sampled_slo_violations, (*base, slo), missed, False))
-            planned.append((self._pod_violations, (*pod_key, slo), missed & plan.on_a_pod, True))
+            planned.append((self._slo_requests, (*base, slo), verdict.eligible))
+            planned.append((self._slo_violations, (*base, slo), missed))
+            planned.append((self._pod_violations, (*pod_key, slo), missed & plan.on_a_pod))
         out: list[CounterPlan] = []
-        for family, columns, selected, weighted in planned:
+        for family, columns, selected in planned:
             groups = group(plan.codes(columns), selected)
-            out.append((family, plan.keys(columns, groups), groups, weighted))
+            keys = plan.keys(columns, groups)
+            out.append((family, keys, groups, True))
+            if family.twin is not None:
+                out.append((family.twin, keys, groups, False))
         return out
 
     def _histogram_plan(self, plan: BatchRows) -> list[HistogramPlan]:

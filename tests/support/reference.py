@@ -76,10 +76,18 @@ class ReferenceEvaluator:
 
 
 class ReferencePublisher(PrometheusPublisher):
+    """One request at a time; ``admission`` tells the pool a request is counted in before the cap (whose sampling
+    setting applies), else its label is taken for it."""
+
+    def __init__(self, *args: Any, admission: LabelAdmission | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._admission = admission
+
     def publish_request(self, request: JoinedRequest, evaluation: Evaluation, labels: RequestLabels) -> None:
         model, pool, slo_class, pod = labels
         base = (model, pool, slo_class, request.routing)
-        weight = adjusted_count(request.sampling_probability, self._assumed(pool))
+        counted = self._admission.pool(request.pool, request) if self._admission is not None else pool
+        weight = adjusted_count(request.sampling_probability, self._assumed(counted))
         with self._series.lock:
             if base not in self._requests.values:
                 self._start_request(base, slo_class)

@@ -36,6 +36,7 @@ class RowLabels:
     pool: Column
     slo_class: Column
     pod: Column
+    counted_pool: Column  # the pool each row is counted in, before the cap: whose settings apply to it
 
 
 class LabelAdmission:
@@ -82,6 +83,7 @@ class LabelAdmission:
             raw_pool.mapped(admit(c.POOL, raw_pool.values, raw_pool.counts())),
             raw_class.mapped(admit(c.SLO_CLASS, raw_class.values, raw_class.counts())),
             raw_pod.mapped(admit(c.POD, raw_pod.values, raw_pod.counts())),
+            raw_pool,
         )
 
     def _pools(self, strings: Strings) -> Column:

@@ -47,7 +47,7 @@ class BatchRows:
         self.base_columns: tuple[Column, ...] = (model, pool, slo_class, self.routing)
         self.histogram_columns: tuple[Column, ...] = (model, pool, slo_class)
         self._records = records
-        self.weights = _adjusted_counts(batch, pool, assumed)
+        self.weights = _adjusted_counts(batch, batch.labels.counted_pool, assumed)  # a capped pool's own setting
 
     @staticmethod
     def codes(columns: tuple[Column | str, ...]) -> list[Codes]:

@@ -54,9 +54,20 @@ class Side:
             pool_of_pod=pool_of_pod if discovery else None,
             model_of_pool={"pool-b": "configured-model", "found-a": "found-model"},
         )
-        kind = ReferencePublisher if reference else PrometheusPublisher
-        self.publisher = kind(
-            self.registry, spec, telemetry, clock=lambda: 1_750_000_000.25, assumed_probability=assumed_probability
+        clock = lambda: 1_750_000_000.25  # noqa: E731
+        self.publisher = (
+            ReferencePublisher(
+                self.registry,
+                spec,
+                telemetry,
+                clock=clock,
+                assumed_probability=assumed_probability,
+                admission=admission,
+            )
+            if reference
+            else PrometheusPublisher(
+                self.registry, spec, telemetry, clock=clock, assumed_probability=assumed_probability
+            )
         )
         self.seen = InMemoryPublisher()
         self.evaluator = SLOEvaluator(spec, admission, (self.publisher, self.seen))

@@ -6,10 +6,13 @@ add it, the ``sloscope_sampled_*`` twins count each request once, and the histog
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from sloscope import conventions as c
+from sloscope.config import Limits
 from sloscope.loading import default_spec
 from sloscope.processors.trace_sampling import adjusted_count, adjusted_counts, probability_of
 from sloscope.records import JoinedRequest
@@ -94,3 +97,13 @@ def test_adjusted_counts_take_the_recorded_probability_else_the_assumed_one() ->
     assert adjusted_count(None, 0.5) == 2.0
     got = adjusted_counts(np.array([0.5, np.nan, 0.1]), np.array([1.0, 0.25, 1.0]))
     assert got.tolist() == [2.0, 4.0, 10.0]
+
+
+def test_a_pool_past_the_label_cap_keeps_its_own_sampling_probability() -> None:
+    """pool-b folds into __other__ (one pool label allowed), and its requests still count 1 / pool-b's 0.5."""
+    limits = Limits(max_label_values={"pool": 1})
+    s = stage(default_spec(), limits, assumed_probability=lambda pool: 0.5 if pool == "pool-b" else 1.0)
+    s.publish(request(1, 0.1, None), dataclasses.replace(request(2, 0.1, None), pool="pool-b"))
+    assert s.value("sloscope_requests_total", **BASE) == 1
+    assert s.value("sloscope_requests_total", **{**BASE, "pool": c.OTHER}) == 2
+    assert s.value("sloscope_sampled_requests_total", **{**BASE, "pool": c.OTHER}) == 1

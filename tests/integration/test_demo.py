@@ -263,6 +263,8 @@ def test_a_seeded_demo_matches_its_ground_truth(tmp_path: Path, upstream: str) -
         {name: value for name, value in sorted(figures.epp.items()) if name.endswith(("_count", "_total"))},
     )
     assert figures.epp["sloscope_epp_scheduler_attempts_total"] == epp.attempts > 300
+    # the EPP's own request counter, one a scheduled request (every one: the demo keeps every trace)
+    assert figures.epp["sloscope_epp_requests_total"] == epp.attempts
     # the plugin's predicted TTFT: every completed request routed on a prediction, as the truth counts them
     assert figures.epp["sloscope_epp_predicted_ttft_seconds_count"] == truth.predictions["ttft"] > 0
     # the actual TTFT: llm-d's core family has every completed request, the late-2025 plugin's its own

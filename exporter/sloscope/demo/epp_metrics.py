@@ -6,7 +6,8 @@ TTFT and TPOT and the router's predictions. :meth:`EppMetrics.page` renders the 
 being simulated, with the families, label sets and bucket boundaries that generation's code builds:
 
 * ``llm-d`` (llm-d/llm-d-router at ebab6879; ``fixtures/llm-d-router/epp-metrics.prom`` shows each family
-  with its ``# src:`` file:line): the core's ``llm_d_epp_request_total``, ``llm_d_epp_request_ttft_seconds``
+  with its ``# src:`` file:line): the core's ``llm_d_epp_request_total`` (and its deprecated twin
+  ``inference_objective_request_total``, counted when a request is scheduled), ``llm_d_epp_request_ttft_seconds``
   (``streaming="true"``: the demo streams) and ``llm_d_epp_request_streaming_tpot_seconds`` for every request
   that reached a pod; the latency plugin's (``predicted-latency-producer``) predicted TTFT/TPOT, prediction
   durations and SLO violations as ``llm_d_epp_request_*`` with ``plugin_name``/``plugin_type``, each with its
@@ -18,7 +19,8 @@ being simulated, with the families, label sets and bucket boundaries that genera
   profile when scheduled, down when the request ends; created by the first request, kept at 0 after);
   ``llm_d_epp_ready_endpoints``.
 * ``gie-2025`` (gateway-api-inference-extension 4d37fbca; ``fixtures/epp/slo-metrics-constructed-from-code.prom``):
-  the ``inference_objective_request_*`` families only and ``inference_extension_scheduler_attempts_total{status}``.
+  the ``inference_objective_request_*`` families only (``inference_objective_request_total`` per model and
+  target model, counted when a request is scheduled) and ``inference_extension_scheduler_attempts_total{status}``.
 
 Both keep the upstream label defects sloscope repairs: the plugin's series carry ``model_name=""`` (the
 incoming model name is never assigned, ``predictedlatency/plugin.go:379``) and its prediction durations have
@@ -172,6 +174,7 @@ class EppMetrics:
                     self._count("llm_d_epp_scheduler_attempts", labels, _HELP_ATTEMPTS)
                 else:
                     self._count("inference_extension_scheduler_attempts", {"status": "success"}, _HELP_ATTEMPTS)
+                self._count_request()
 
     def predicted(self, seconds: float) -> None:
         """One bulk prediction call for a request the plugin scheduled, which took ``seconds``."""
@@ -204,7 +207,6 @@ class EppMetrics:
                 return
             if self.generation == "llm-d":
                 core = {"model_name": self._model, "target_model_name": self._model, **_FLOW}
-                self._count("llm_d_epp_request", core, _ALPHA + "Total number of processed requests.")
                 self._observe(
                     "llm_d_epp_request_ttft_seconds", {**core, "streaming": "true"}, ttft, CORE_TTFT, _HELP_CORE_TTFT
                 )
@@ -288,6 +290,18 @@ class EppMetrics:
 
     # --- helpers (under the lock) ---
 
+    def _count_request(self) -> None:
+        """The request counter, once a request is scheduled (after ``director.HandleRequest``: llm-d-router ebab6879
+        ``handlers/server.go:515``, gateway-api-inference-extension 4d37fbca ``handlers/server.go:240``); the llm-d
+        EPP writes the core family and its deprecated twin, the late-2025 one the twin alone, without a priority."""
+        models = {"model_name": self._model, "target_model_name": self._model}
+        if self.generation == "llm-d":
+            self._count("llm_d_epp_request", {**models, **_FLOW}, _ALPHA + "Total number of processed requests.")
+            twin = _DEPRECATED.format("llm_d_epp_request_total") + _HELP_REQUESTS
+            self._count("inference_objective_request", {**models, "priority": _FLOW["priority"]}, twin)
+        else:
+            self._count("inference_objective_request", models, _ALPHA + _HELP_REQUESTS)
+
     def _plugin_labels(self, *, swapped: bool = False, plugin: bool = False) -> dict[str, str]:
         models = ("", self._model)  # (model_name, target_model_name): the incoming model is never assigned
         model_name, target = models[::-1] if swapped else models
@@ -336,6 +350,7 @@ class EppMetrics:
 
 
 _HELP_ATTEMPTS = "[ALPHA] Total number of scheduling attempts."
+_HELP_REQUESTS = "Counter of inference objective requests broken out for each model and target model."
 
 
 class _Collector:
